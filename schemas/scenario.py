@@ -1,0 +1,185 @@
+"""Pydantic models of the scenario file (docs/contract/scenario-and-plan.md).
+
+A `Scenario` that constructs without error is valid input for every scheduler: field ranges
+are checked per field, and the contract's cross-field rejections ("Input that is rejected")
+are checked in one model validator that names the field and the rule of every breach.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+StrictInt = Annotated[int, Field(strict=True)]
+BATCH_KINDS = ("training", "batch_inference", "quantization")
+
+
+class RunningState(BaseModel):
+    """A batch job already running at step 0: it keeps exactly these GPUs for `remaining` steps."""
+
+    model_config = ConfigDict(frozen=True)
+    gpus: list[StrictInt] = Field(min_length=1)
+    remaining: StrictInt = Field(ge=1)
+
+
+class BatchJob(BaseModel):
+    """Training, batch inference or quantization: a contiguous power-of-two block, never interrupted."""
+
+    model_config = ConfigDict(frozen=True)
+    id: str = Field(min_length=1)
+    kind: Literal["training", "batch_inference", "quantization"]
+    priority: float = Field(gt=0)
+    gpus: StrictInt = Field(ge=1)
+    duration: StrictInt = Field(ge=1)
+    arrival: StrictInt = Field(default=0, ge=0)
+    running: RunningState | None = None
+
+
+class RealtimeApp(BaseModel):
+    """Real-time inference: elastic GPU count following `demand`, swaps capped per step."""
+
+    model_config = ConfigDict(frozen=True)
+    id: str = Field(min_length=1)
+    kind: Literal["realtime"]
+    priority: float = Field(gt=0)
+    demand: list[Annotated[int, Field(strict=True, ge=0)]]
+    min_gpus: StrictInt = Field(default=0, ge=0)
+    max_gpus: StrictInt | None = Field(default=None, ge=0)
+    swap_cap: StrictInt | None = Field(default=None, ge=0)
+    current: list[StrictInt] | None = None
+
+
+Job = Annotated[Union[BatchJob, RealtimeApp], Field(discriminator="kind")]
+
+
+class Scenario(BaseModel):
+    """One planning problem: the pool, the horizon, the objective's weights and the jobs."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    gpus: StrictInt = Field(ge=1)
+    gpus_per_node: StrictInt | None = Field(default=None, ge=1)
+    horizon: StrictInt = Field(default=24, ge=1)
+    step_minutes: StrictInt = Field(default=60, ge=1)
+    time_decay: float = Field(default=0.95, gt=0, le=1)
+    realtime_penalty: float = Field(default=8.0, ge=0)
+    swap_cap: StrictInt = Field(default=2, ge=0)
+    jobs: list[Job]
+
+    @property
+    def node_size(self) -> int:
+        return self.gpus_per_node if self.gpus_per_node is not None else self.gpus
+
+    @property
+    def batch_jobs(self) -> list[BatchJob]:
+        return [j for j in self.jobs if isinstance(j, BatchJob)]
+
+    @property
+    def realtime_apps(self) -> list[RealtimeApp]:
+        return [j for j in self.jobs if isinstance(j, RealtimeApp)]
+
+    def max_gpus_of(self, app: RealtimeApp) -> int:
+        return self.gpus if app.max_gpus is None else app.max_gpus
+
+    def swap_cap_of(self, app: RealtimeApp) -> int:
+        return self.swap_cap if app.swap_cap is None else app.swap_cap
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> "Scenario":
+        problems = list(_cross_field_problems(self))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def _cross_field_problems(sc: Scenario):
+    """Yield one message per breach of the contract's cross-field rejection rules."""
+    G, N, T = sc.gpus, sc.node_size, sc.horizon
+    if G % N:
+        yield f"gpus_per_node: must divide gpus ({N} does not divide {G})"
+    seen: set[str] = set()
+    running_owner: dict[int, str] = {}
+    running_by_step = [0] * T
+    for i, job in enumerate(sc.jobs):
+        where = f"jobs[{i}] (id {job.id!r})"
+        if job.id in seen:
+            yield f"{where}.id: duplicate id"
+        seen.add(job.id)
+        if isinstance(job, BatchJob):
+            yield from _batch_problems(sc, job, where, running_owner, running_by_step)
+        else:
+            yield from _realtime_problems(sc, job, where, running_owner)
+    yield from _capacity_problems(sc, running_by_step)
+
+
+def _batch_problems(sc, job: BatchJob, where, running_owner, running_by_step):
+    G, N, T = sc.gpus, sc.node_size, sc.horizon
+    n = job.gpus
+    if n & (n - 1):
+        yield f"{where}.gpus: must be a power of two (got {n})"
+    if n > G:
+        yield f"{where}.gpus: larger than the pool ({n} > gpus {G})"
+    elif n > N and n % N:
+        yield f"{where}.gpus: a block larger than a node must cover whole nodes ({n} is not a multiple of gpus_per_node {N})"
+    if job.running is None:
+        return
+    gpus = job.running.gpus
+    if len(gpus) != n:
+        yield f"{where}.running.gpus: must hold exactly gpus={n} GPUs (got {len(gpus)})"
+    if len(set(gpus)) != len(gpus):
+        yield f"{where}.running.gpus: lists a GPU twice"
+    for g in gpus:
+        if not 0 <= g < G:
+            yield f"{where}.running.gpus: GPU {g} out of range 0..{G - 1}"
+        elif g in running_owner:
+            yield f"{where}.running.gpus: GPU {g} already held by running job {running_owner[g]!r}"
+        else:
+            running_owner[g] = job.id
+    for t in range(min(job.running.remaining, T)):
+        running_by_step[t] += len(set(gpus))
+
+
+def _realtime_problems(sc, app: RealtimeApp, where, running_owner):
+    G, T = sc.gpus, sc.horizon
+    if len(app.demand) != T:
+        yield f"{where}.demand: must have horizon={T} entries (got {len(app.demand)})"
+    hi = sc.max_gpus_of(app)
+    if hi > G:
+        yield f"{where}.max_gpus: above the pool size ({hi} > gpus {G})"
+    if app.min_gpus > hi:
+        yield f"{where}.min_gpus: above max_gpus ({app.min_gpus} > {hi})"
+    if app.current is None:
+        return
+    if len(set(app.current)) != len(app.current):
+        yield f"{where}.current: lists a GPU twice"
+    for g in app.current:
+        if not 0 <= g < G:
+            yield f"{where}.current: GPU {g} out of range 0..{G - 1}"
+        elif g in running_owner:
+            yield f"{where}.current: GPU {g} is held by running job {running_owner[g]!r}"
+
+
+def _capacity_problems(sc: Scenario, running_by_step: list[int]):
+    """Floors plus running jobs must fit at every step; `current` GPUs must not be shared.
+
+    Step 0 also counts what each app cannot shed at once: with `current` given it keeps at least
+    len(current) - swap_cap GPUs (rule R4), so those floors must fit beside the running jobs.
+    """
+    apps = sc.realtime_apps
+    floor = sum(a.min_gpus for a in apps)
+    for t, running in enumerate(running_by_step):
+        if floor + running > sc.gpus:
+            yield (f"jobs.min_gpus: the sum of real-time min_gpus ({floor}) plus running jobs' GPUs "
+                   f"({running}) at step {t} exceeds gpus ({sc.gpus})")
+            break
+    holders: dict[int, str] = {}
+    for a in apps:
+        for g in a.current or ():
+            if g in holders and holders[g] != a.id:
+                yield f"jobs (id {a.id!r}).current: GPU {g} is also the current GPU of {holders[g]!r}"
+            holders[g] = a.id
+    step0 = sum(max(a.min_gpus, len(set(a.current or ())) - sc.swap_cap_of(a)) for a in apps)
+    if running_by_step and step0 + running_by_step[0] > sc.gpus and step0 != floor:
+        yield (f"jobs.current: at step 0 the real-time apps must keep {step0} GPUs (min_gpus, or "
+               f"len(current) - swap_cap under R4) beside {running_by_step[0]} running, above gpus ({sc.gpus})")

@@ -1,0 +1,122 @@
+"""The legality validator: every breach of rules R1-R5, each with its rule id, job and step.
+
+FIFO is checked as the contract says: R1, R2, R3's block rule and R5; its static real-time
+reservations are exempt from R3's real-time floors and ceilings and from R4.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from solvers.grid import Grid, occupancy, step_masks
+from solvers.problem import Batch, Problem, Realtime, bits_of
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    job: str | None
+    step: int | None
+    detail: str
+
+    def __str__(self) -> str:
+        where = f" job {self.job}" if self.job else ""
+        when = f" step {self.step}" if self.step is not None else ""
+        return f"{self.rule}{where}{when}: {self.detail}"
+
+
+def check_plan(problem: Problem, grid: Grid, scheduler: str = "heuristic") -> list[Violation]:
+    """All violations of R1-R5 in `grid` (empty when the plan is legal)."""
+    shape = _check_shape(problem, grid)
+    if shape:
+        return shape
+    cells = occupancy(grid)
+    out: list[Violation] = []
+    for job in problem.batch:
+        own = cells.get(job.id)
+        if own:
+            out.extend(_check_batch(problem, job, own))
+    if scheduler != "fifo":
+        for app in problem.realtime:
+            out.extend(_check_realtime(problem, app, step_masks(cells.get(app.id, ()), problem.horizon)))
+    return out
+
+
+def is_legal(problem: Problem, grid: Grid, scheduler: str = "heuristic") -> bool:
+    return not check_plan(problem, grid, scheduler)
+
+
+def _check_shape(problem: Problem, grid: Grid) -> list[Violation]:
+    G, T = problem.gpus, problem.horizon
+    if len(grid) != G or any(len(row) != T for row in grid):
+        rows = len(grid)
+        cols = sorted({len(r) for r in grid})
+        return [Violation("R1", None, None, f"grid must be {G} GPUs x {T} steps, got {rows} rows of {cols} cells")]
+    known = {j.id for j in problem.batch} | {a.id for a in problem.realtime}
+    unknown = sorted({c for row in grid for c in row if c is not None and c not in known})
+    return [Violation("R1", c, None, "names a job that is not in the scenario") for c in unknown]
+
+
+def _check_batch(problem: Problem, job: Batch, own: list[tuple[int, int]]) -> list[Violation]:
+    T = problem.horizon
+    gpus = sorted({g for g, _ in own})
+    steps = sorted({t for _, t in own})
+    start = steps[0]
+    if job.running_mask:
+        expected_gpus, expected_end, rule = bits_of(job.running_mask), min(job.remaining, T), "R5"
+        if start != 0:
+            return [Violation("R5", job.id, start, "a running job must keep its GPUs from step 0")]
+    else:
+        expected_end, rule = problem.end_of(job, start), "R2"
+        expected_gpus = gpus
+    out: list[Violation] = []
+    if not job.running_mask:
+        if start < job.arrival:
+            out.append(Violation("R2", job.id, start, f"starts before its arrival step {job.arrival}"))
+        if len(gpus) != job.gpus:
+            out.append(Violation("R2", job.id, start, f"uses {len(gpus)} GPUs, needs exactly {job.gpus}"))
+        out.extend(_check_block(problem, job, gpus, start))
+    elif gpus != expected_gpus:
+        out.append(Violation("R5", job.id, 0, f"holds GPUs {gpus}, must keep exactly {expected_gpus}"))
+    want = {(g, t) for g in expected_gpus for t in range(start, expected_end)}
+    got = set(own)
+    if got != want:
+        missing = sorted(want - got, key=lambda c: (c[1], c[0]))
+        extra = sorted(got - want, key=lambda c: (c[1], c[0]))
+        what = []
+        if missing:
+            g, t = missing[0]
+            what.append(f"{len(missing)} cell(s) missing from its rectangle (first: GPU {g} at step {t}): a gap or an interruption")
+        if extra:
+            g, t = extra[0]
+            what.append(f"{len(extra)} cell(s) outside its rectangle (first: GPU {g} at step {t})")
+        out.append(Violation(rule, job.id, start, "; ".join(what) +
+                             f"; expected GPUs {expected_gpus[0]}..{expected_gpus[-1]} over steps [{start}, {expected_end})"))
+    return out
+
+
+def _check_block(problem: Problem, job: Batch, gpus: list[int], start: int) -> list[Violation]:
+    if not gpus or len(gpus) != job.gpus:
+        return []
+    first = gpus[0]
+    if gpus[-1] - first + 1 != len(gpus):
+        return [Violation("R3", job.id, start, f"GPUs {gpus} are not contiguous")]
+    if not (problem.valid_starts(job.gpus) >> first) & 1:
+        return [Violation("R3", job.id, start, f"block {first}..{gpus[-1]} breaks the node rule (node size {problem.node_size})")]
+    return []
+
+
+def _check_realtime(problem: Problem, app: Realtime, masks: list[int]) -> list[Violation]:
+    out: list[Violation] = []
+    prev = app.current_mask
+    for t, mask in enumerate(masks):
+        n = mask.bit_count()
+        if not app.min_gpus <= n <= app.max_gpus:
+            out.append(Violation("R3", app.id, t, f"holds {n} GPUs, outside [{app.min_gpus}, {app.max_gpus}]"))
+        if prev >= 0:
+            moved = (mask ^ prev).bit_count()
+            if moved > app.swap_cap:
+                out.append(Violation("R4", app.id, t, f"{moved} GPUs enter or leave, above swap_cap {app.swap_cap}"))
+        prev = mask
+    return out
+

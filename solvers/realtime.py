@@ -1,0 +1,150 @@
+"""Real-time apps in the heuristic: target GPU counts per step, then GPU identities per step.
+
+Counts first: the demand curve, clamped to [min_gpus, max_gpus], lifted into the smallest
+curve whose step-to-step change stays within the swap cap (ramp up ahead of a peak, ramp down
+after it; never a flat daily-peak reservation), then lowered where running jobs and floors leave
+no room, lowest priority first. Identities second, once batch blocks are placed: each app keeps
+the GPUs it held, sheds the ones that get busy soonest and takes the ones that stay free longest,
+so batch blocks rarely force it to move. A forced move beyond the swap cap is reported, not hidden.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from solvers.problem import Problem, Realtime
+
+
+def _floor(app: Realtime, t: int) -> int:
+    """Fewest GPUs the app may hold at step t (min_gpus, and R4's limit on shedding `current`)."""
+    if app.current_mask < 0:
+        return app.min_gpus
+    return max(app.min_gpus, app.current_mask.bit_count() - (t + 1) * app.swap_cap)
+
+
+def _ceiling(app: Realtime, t: int) -> int:
+    """Most GPUs the app may hold at step t (max_gpus, and R4's limit on growing from `current`)."""
+    if app.current_mask < 0:
+        return app.max_gpus
+    return min(app.max_gpus, app.current_mask.bit_count() + (t + 1) * app.swap_cap)
+
+
+def _ramped(values: list[int], cap: int) -> list[int]:
+    """Smallest curve >= values whose step-to-step change is at most `cap` (max-plus envelope)."""
+    out = list(values)
+    for t in range(1, len(out)):
+        out[t] = max(out[t], out[t - 1] - cap)
+    for t in range(len(out) - 2, -1, -1):
+        out[t] = max(out[t], out[t + 1] - cap)
+    return out
+
+
+def target_curves(problem: Problem) -> list[list[int]]:
+    """GPU count each real-time app aims to hold at each step (order of `problem.realtime`)."""
+    T = problem.horizon
+    curves = []
+    for app in problem.realtime:
+        wanted = [max(min(d, app.max_gpus), _floor(app, t)) for t, d in enumerate(app.demand)]
+        lifted = _ramped(wanted, app.swap_cap)
+        curves.append([min(lifted[t], _ceiling(app, t)) for t in range(T)])
+    _fit_capacity(problem, curves)
+    return curves
+
+
+def _fit_capacity(problem: Problem, curves: list[list[int]]) -> None:
+    """Lower curves until apps plus running jobs fit the pool at every step, lowest priority first.
+
+    A cut at step t is spread to its neighbours (|t' - t| * cap above it) so ramps stay legal;
+    floors are themselves cap-Lipschitz, so the cut never goes below them.
+    """
+    apps = problem.realtime
+    by_priority = sorted(range(len(apps)), key=lambda i: (apps[i].priority, -i))
+    for t in range(problem.horizon):
+        room = problem.gpus - problem.running_busy[t].bit_count()
+        excess = sum(c[t] for c in curves) - room
+        for i in by_priority:
+            if excess <= 0:
+                break
+            app, curve = apps[i], curves[i]
+            cut = min(excess, curve[t] - _floor(app, t))
+            if cut <= 0:
+                continue
+            level = curve[t] - cut
+            for u in range(problem.horizon):
+                curve[u] = min(curve[u], level + abs(u - t) * app.swap_cap)
+            excess -= cut
+
+
+@dataclass(frozen=True)
+class ForcedMove:
+    """An app that batch blocks would push past its swap cap or below its floor at `step`."""
+
+    app: str
+    step: int
+    gpus: int  # bitmask of the GPUs it held at step - 1 that batch work takes at `step`
+
+
+def _longest_free(candidates: int, busy: list[int], t: int, need: int) -> int:
+    """The subset of `candidates` that stays free furthest past step t while keeping >= need GPUs."""
+    for k in range(t + 1, len(busy)):
+        nxt = candidates & ~busy[k]
+        if nxt.bit_count() < need:
+            break
+        candidates = nxt
+    return candidates
+
+
+def _highest(mask: int, n: int) -> int:
+    """The n highest set bits of mask (real-time GPUs gather at the top, batch blocks below)."""
+    out = 0
+    while n > 0 and mask:
+        top = 1 << (mask.bit_length() - 1)
+        out |= top
+        mask ^= top
+        n -= 1
+    return out
+
+
+def assign_realtime(problem: Problem, curves: list[list[int]], busy: list[int]) -> tuple[dict[str, list[int]], ForcedMove | None]:
+    """GPU sets per step for every app around the batch occupancy `busy` (bitmask per step).
+
+    Returns the sets and None, or the partial sets and the first forced move found.
+    """
+    T, apps = problem.horizon, problem.realtime
+    order = sorted(range(len(apps)), key=lambda i: (-apps[i].priority, i))
+    sets: list[list[int]] = [[0] * T for _ in apps]
+    for t in range(T):
+        free = problem.full & ~busy[t]
+        avail = free
+        wants: list[tuple[int, int]] = []
+        for i in order:
+            app = apps[i]
+            prev = sets[i][t - 1] if t else app.current_mask
+            target = curves[i][t]
+            if prev < 0:
+                wants.append((i, target))
+                continue
+            kept = prev & free
+            if kept.bit_count() >= target:
+                sets[i][t] = _highest(_longest_free(kept, busy, t, target), target)
+                avail &= ~sets[i][t]
+                continue
+            room = app.swap_cap - (prev & ~free).bit_count()
+            if room < 0:
+                return _named(apps, sets), ForcedMove(app.id, t, prev & ~free)
+            sets[i][t] = kept
+            avail &= ~kept
+            wants.append((i, min(target - kept.bit_count(), room)))
+        for i, need in wants:
+            if need > 0:
+                pick = _highest(_longest_free(avail, busy, t, need), need)
+                sets[i][t] |= pick
+                avail &= ~pick
+            if sets[i][t].bit_count() < apps[i].min_gpus:
+                prev = sets[i][t - 1] if t else apps[i].current_mask
+                return _named(apps, sets), ForcedMove(apps[i].id, t, max(prev, 0) & ~free)
+    return _named(apps, sets), None
+
+
+def _named(apps, sets: list[list[int]]) -> dict[str, list[int]]:
+    return {app.id: s for app, s in zip(apps, sets)}

@@ -1,0 +1,1 @@
+"""The command line (`gpualloc`), benchmark runner and plan charts around the planning core."""

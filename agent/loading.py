@@ -8,7 +8,9 @@ prints them and exits 2.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from schemas import Plan, Scenario, describe
@@ -89,3 +91,26 @@ def write_text(path: str | Path, text: str) -> None:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as e:
         raise InputError(str(path), [f"cannot write: {e.strerror or e}"]) from None
+
+
+def dump_json(data: Any) -> str:
+    """JSON text, indented by 2."""
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def dump_plan(plan: Plan) -> str:
+    """The plan file of the contract: indented by 2, one grid row (one GPU) per line."""
+    data = plan.model_dump(mode="json")
+    items = list(data.items())
+    lines = ["{"]
+    for i, (key, value) in enumerate(items):
+        comma = "," if i < len(items) - 1 else ""
+        name = orjson.dumps(key).decode()
+        if key == "grid" and value:
+            rows = ",\n    ".join(orjson.dumps(row).decode() for row in value)
+            lines.append(f"  {name}: [\n    {rows}\n  ]{comma}")
+        else:
+            text = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode().replace("\n", "\n  ")
+            lines.append(f"  {name}: {text}{comma}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

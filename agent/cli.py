@@ -1,0 +1,166 @@
+"""`gpualloc`: solve, check, bench, demo and generate scenarios (thin argparse layer).
+
+Exit codes: 0 success (a legal plan, a passing bench); 1 an illegal plan or a failing bench;
+2 bad input (unreadable file, invalid JSON, schema violation, plan of the wrong shape, bad
+arguments), reported on stderr naming the field and the rule; 3 an internal error (set
+GPUALLOC_DEBUG=1 for the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from agent.loading import InputError, dump_json, dump_plan, load_plan, load_scenario, write_text
+
+EXIT_OK, EXIT_ILLEGAL, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {n}")
+    return n
+
+
+def _emit(text: str, out: str | None) -> None:
+    if out:
+        write_text(out, text)
+    else:
+        sys.stdout.write(text)
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    from solvers import SCHEDULERS, build_plan, check_plan, compile_scenario
+
+    problem = compile_scenario(load_scenario(args.scenario))
+    t0 = time.perf_counter()
+    schedule = SCHEDULERS[args.scheduler](problem)
+    plan = build_plan(problem, args.scheduler, schedule, (time.perf_counter() - t0) * 1000.0)
+    _emit(dump_plan(plan), args.out)
+    violations = check_plan(problem, plan.grid, args.scheduler)
+    for v in violations:
+        print(f"gpualloc: the {args.scheduler} plan breaks {v}", file=sys.stderr)
+    return EXIT_ILLEGAL if violations else EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from solvers import check_plan, compile_scenario
+
+    scenario = load_scenario(args.scenario)
+    plan = load_plan(args.plan, scenario)
+    if plan.scenario != scenario.name:
+        print(f"gpualloc: note: the plan names scenario {plan.scenario!r}, checked against "
+              f"{scenario.name!r}", file=sys.stderr)
+    violations = check_plan(compile_scenario(scenario), plan.grid, plan.scheduler)
+    for v in violations:
+        print(v)
+    if violations:
+        return EXIT_ILLEGAL
+    print("legal")
+    return EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from agent.bench import run_bench
+
+    report, _ = run_bench(args.dir, args.repeat)
+    sys.stdout.write(dump_json(report.as_dict()) if args.json else report.table() + "\n")
+    return report.exit_code
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from agent.demo import run_demo
+
+    report, written = run_demo(args.out, args.repeat)
+    print(report.table())
+    print(f"\nwrote {len(written)} files to {Path(args.out).resolve()}:")
+    for path in written:
+        print(f"  {path}")
+    return report.exit_code
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from schemas import Scenario
+    from solvers.generator import generate_scenario
+
+    try:
+        data = generate_scenario(args.gpus, args.jobs, args.seed, horizon=args.horizon,
+                                 gpus_per_node=args.gpus_per_node, name=args.name,
+                                 swap_cap=args.swap_cap)
+    except ValueError as e:
+        raise InputError("generate", [str(e)]) from None
+    Scenario.model_validate(data)  # the generator's promise; a breach is an internal error
+    _emit(dump_json(data), args.out)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpualloc", description="Constraint-aware GPU allocator.",
+        epilog="exit codes: 0 ok, 1 illegal plan or failing bench, 2 bad input, 3 internal error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("solve", help="plan a scenario and print (or write) the plan JSON")
+    p.add_argument("scenario", help="scenario JSON file")
+    p.add_argument("--scheduler", choices=("fifo", "heuristic"), default="heuristic")
+    p.add_argument("--out", help="write the plan here instead of stdout")
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("check", help="list the legality rules (R1-R5) a plan breaks")
+    p.add_argument("scenario", help="scenario JSON file")
+    p.add_argument("plan", help="plan JSON file")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("bench", help="FIFO vs heuristic on a folder of scenarios")
+    p.add_argument("dir", nargs="?", default=None, help="folder of *.json scenarios (default: the bundled seven)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--repeat", type=_positive, default=5, help="timed runs per scheduler (p50 reported)")
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("demo", help="bench the bundled scenarios and write Gantt charts")
+    p.add_argument("--out", default="demo-out", help="output folder (default: demo-out)")
+    p.add_argument("--repeat", type=_positive, default=5, help="timed runs per scheduler")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("generate", help="write a random contended scenario")
+    p.add_argument("--gpus", type=_positive, required=True)
+    p.add_argument("--jobs", type=_positive, required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--horizon", type=_positive, default=24)
+    p.add_argument("--gpus-per-node", type=_positive, default=None)
+    p.add_argument("--swap-cap", type=int, default=2)
+    p.add_argument("--name", default=None)
+    p.add_argument("--out", help="write the scenario here instead of stdout")
+    p.set_defaults(func=cmd_generate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
+        return e.code if isinstance(e.code, int) else EXIT_INPUT
+    try:
+        return args.func(args)
+    except InputError as e:
+        print(f"gpualloc: {e}".replace("\n", "\ngpualloc: "), file=sys.stderr)
+        return EXIT_INPUT
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as e:  # a bug, not bad input: say so briefly unless debugging
+        if os.environ.get("GPUALLOC_DEBUG"):
+            raise
+        print(f"gpualloc: internal error: {type(e).__name__}: {e} (set GPUALLOC_DEBUG=1 for the traceback)",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

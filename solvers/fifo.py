@@ -15,9 +15,10 @@ def fifo_schedule(problem: Problem) -> Schedule:
     for job in problem.batch:
         if job.running_mask:
             schedule.batch[job.id] = (0, job.running_mask)
-    held_ever = 0
+    held_ever = 0  # GPUs not free at every step: running jobs' GPUs, then reservations
     for mask in busy:
         held_ever |= mask
+    reserved_all = 0
     for app in problem.realtime:
         want = min(max(max(app.demand, default=0), app.min_gpus), app.max_gpus)
         free = problem.full & ~held_ever
@@ -27,8 +28,10 @@ def fifo_schedule(problem: Problem) -> Schedule:
                 break
             reserved |= 1 << g
         held_ever |= reserved
+        reserved_all |= reserved
         schedule.realtime[app.id] = [reserved] * T
-    busy = [b | held_ever for b in busy]
+    # A running job's GPUs are busy only for its remaining steps; reservations for all steps.
+    busy = [b | reserved_all for b in busy]
     order = sorted((j for j in problem.batch if not j.running_mask), key=lambda j: (j.arrival, j.index))
     for job in order:
         for start in range(job.arrival, T):

@@ -1,0 +1,53 @@
+"""Shared helpers: tiny scenario builders and a compact grid notation for hand-made cases."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # the suite also runs from a checkout without `pip install -e`
+    sys.path.insert(0, str(ROOT))
+
+from schemas import Scenario  # noqa: E402
+from solvers import compile_scenario  # noqa: E402
+
+
+def batch(id: str, gpus: int, duration: int, *, priority: float = 1, kind: str = "training",
+          arrival: int = 0, running: tuple[list[int], int] | None = None) -> dict:
+    job = {"id": id, "kind": kind, "priority": priority, "gpus": gpus, "duration": duration,
+           "arrival": arrival}
+    if running is not None:
+        job["running"] = {"gpus": running[0], "remaining": running[1]}
+    return job
+
+
+def app(id: str, demand: list[int], *, priority: float = 1, **extra) -> dict:
+    return {"id": id, "kind": "realtime", "priority": priority, "demand": demand, **extra}
+
+
+def scenario_dict(gpus: int, horizon: int, jobs: list[dict], **extra) -> dict:
+    return {"name": "hand", "gpus": gpus, "horizon": horizon, "jobs": jobs, **extra}
+
+
+def make(gpus: int, horizon: int, jobs: list[dict], **extra):
+    """(Scenario, Problem) of a hand-made scenario."""
+    sc = Scenario.model_validate(scenario_dict(gpus, horizon, jobs, **extra))
+    return sc, compile_scenario(sc)
+
+
+def grid(*rows: str) -> list[list[str | None]]:
+    """One string per GPU, one character per step: a job id of one letter, or '.' for idle."""
+    return [[None if c == "." else c for c in row] for row in rows]
+
+
+def show(g: list[list[str | None]]) -> list[str]:
+    """The inverse of `grid`, for readable assertion failures."""
+    return ["".join("." if c is None else c for c in row) for row in g]
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT

@@ -12,23 +12,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from solvers.grid import Schedule
-from solvers.packing import Bans, Packing, pack
+from solvers.packing import Bans, Packing, PackState, Reservation, pack, place
 from solvers.problem import Batch, Problem
 from solvers.realtime import assign_realtime, target_curves
 
-DEFAULT_EFFORT = 1.0
+DEFAULT_EFFORT = 0.25
 
 
-def _seed_orders(jobs: list[Batch]) -> list[list[Batch]]:
-    """Priority-led orders with different tie-breaks, plus size-led and arrival orders."""
+def _seed_orders(problem: Problem, jobs: list[Batch]) -> list[list[Batch]]:
+    """Value-led and priority-led orders with different tie-breaks, plus size and arrival orders."""
+    def alone(j: Batch) -> float:
+        """What the job adds if it starts at its arrival: priority x GPUs x weighted steps."""
+        return j.priority * j.gpus * problem.interval_weight(min(j.arrival, problem.horizon), problem.end_of(j, j.arrival))
+
     keys = (
+        lambda j: (-alone(j), j.index),
         lambda j: (-j.priority, -j.gpus * j.duration, j.arrival, j.index),
-        lambda j: (-j.priority, j.arrival, -j.gpus, j.index),
-        lambda j: (-j.priority, j.gpus * j.duration, j.index),
         lambda j: (-j.priority * j.gpus, -j.duration, j.index),
-        lambda j: (-j.gpus, -j.priority, j.index),
-        lambda j: (j.arrival, -j.priority, j.index),
     )
     seen, out = set(), []
     for key in keys:
@@ -40,46 +43,149 @@ def _seed_orders(jobs: list[Batch]) -> list[list[Batch]]:
     return out
 
 
-def _improve(problem: Problem, order: list[Batch], best: Packing, reserve: list[int], budget: int) -> tuple[list[Batch], Packing]:
-    """First-improvement local search over the packing order, at most `budget` packings."""
-    improved = True
-    while improved and budget > 0:
-        improved = False
-        for i in range(1, len(order)):
-            for cand in (order[:i - 1] + [order[i], order[i - 1]] + order[i + 1:],
-                         [order[i]] + order[:i] + order[i + 1:]):
-                if budget <= 0:
-                    return order, best
-                budget -= 1
-                trial = pack(problem, cand, reserve)
-                if trial.value > best.value + 1e-9:
-                    order, best, improved = cand, trial, True
+def _top_zone(problem: Problem, curves: list[list[int]]) -> list[int]:
+    """Per step, the highest free GPUs, as many as the real-time curves ask for (a skyline)."""
+    zone = []
+    for t in range(problem.horizon):
+        want = sum(c[t] for c in curves)
+        free = problem.full & ~problem.running_busy[t]
+        mask = 0
+        while want > 0 and free:
+            top = 1 << (free.bit_length() - 1)
+            mask |= top
+            free ^= top
+            want -= 1
+        zone.append(mask)
+    return zone
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every packing of one problem shares: real-time curves and what they ask of batch work."""
+
+    curves: list[list[int]]
+    reservation: Reservation
+
+    @classmethod
+    def reserving(cls, problem: Problem, curves: list[list[int]]) -> "_Context":
+        """Apps may end up on any GPUs; blocks leave enough of them free, step by step."""
+        T = problem.horizon
+        reserve = [sum(c[t] for c in curves) for t in range(T)]
+        keep = [0] + [sum(min(c[t - 1], c[t]) for c in curves) for t in range(1, T)]
+        return cls(curves, Reservation(reserve, keep, [0] * T, _current_gpus(problem)))
+
+    @classmethod
+    def skyline(cls, problem: Problem, curves: list[list[int]]) -> "_Context":
+        """Apps live at the top of the pool, growing down into it; blocks fill in below."""
+        T = problem.horizon
+        return cls(curves, Reservation([0] * T, [0] * T, _top_zone(problem, curves), _current_gpus(problem)))
+
+    def pack(self, problem: Problem, order: list[Batch], bans: Bans | None = None) -> Packing:
+        return pack(problem, order, self.reservation, bans)
+
+
+def _current_gpus(problem: Problem) -> int:
+    mask = 0
+    for app in problem.realtime:
+        mask |= max(app.current_mask, 0)
+    return mask
+
+
+class _Search:
+    """Packings of one context under a deterministic work budget (counted in job placements).
+
+    A trial order is packed from the snapshot of its unchanged prefix, and abandoned as soon as
+    even its best case (every remaining job at its arrival) cannot beat the incumbent.
+    """
+
+    def __init__(self, problem: Problem, ctx: _Context, budget: int):
+        self.problem, self.ctx, self.budget = problem, ctx, budget
+        self.potential = {j.id: j.priority * j.gpus * problem.interval_weight(min(j.arrival, problem.horizon), problem.end_of(j, j.arrival))
+                          for j in problem.batch}
+
+    def run(self, order: list[Batch], prefix: list[PackState], floor: float,
+            budgeted: bool = True) -> tuple[PackState, list[PackState]] | None:
+        """Pack `order` from `prefix` (snapshots of its first len(prefix)-1 jobs); None when it
+        cannot beat `floor` or (when `budgeted`) the budget runs out."""
+        k = len(prefix) - 1
+        rest = [self.potential[j.id] for j in order[k:]]
+        remaining = sum(rest)
+        state = prefix[-1].copy()
+        snaps = list(prefix)
+        res = self.ctx.reservation
+        for idx in range(k, len(order)):
+            if state.value + remaining <= floor + 1e-9 or (budgeted and self.budget <= 0):
+                return None
+            self.budget -= budgeted
+            place(self.problem, res, state, order[idx])
+            remaining -= rest[idx - k]
+            snaps.append(state.copy())
+        if state.value <= floor + 1e-9:
+            return None
+        return state, snaps
+
+    def improve(self, order: list[Batch], snaps: list[PackState]) -> tuple[list[Batch], PackState]:
+        """First-improvement local search: adjacent swaps and moves to the front."""
+        best = snaps[-1]
+        improved = True
+        while improved and self.budget > 0:
+            improved = False
+            for i in range(1, len(order)):
+                moves = ((order[:i - 1] + [order[i], order[i - 1]] + order[i + 1:], i - 1),
+                         ([order[i]] + order[:i] + order[i + 1:], 0))
+                for cand, k in moves:
+                    found = self.run(cand, snaps[:k + 1], best.value)
+                    if found:
+                        order, (best, snaps), improved = cand, found, True
+                        break
+                if improved or self.budget <= 0:
                     break
-    return order, best
+        return order, best
+
+
+def _finish(problem: Problem, ctx: _Context, order: list[Batch], packing: Packing) -> tuple[Schedule, float]:
+    """Assign real-time GPUs around `packing`, banning blocks that force a move; return the
+    schedule and its objective."""
+    bans: Bans = {}
+    while True:
+        sets, forced = assign_realtime(problem, ctx.curves, packing.busy)
+        if forced is None:
+            break
+        _ban_culprits(problem, packing, forced.step, forced.gpus, bans)
+        packing = ctx.pack(problem, order, bans)
+    penalty = 0.0
+    for app in problem.realtime:
+        for t, mask in enumerate(sets[app.id]):
+            short = app.demand[t] - mask.bit_count()
+            if short > 0:
+                penalty += app.priority * problem.weights[t] * short
+    return Schedule(batch=packing.starts, realtime=sets), packing.value - problem.penalty * penalty
 
 
 def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Schedule:
     """Plan batch blocks and real-time GPU sets for the whole horizon."""
     curves = target_curves(problem)
-    reserve = [sum(c[t] for c in curves) for t in range(problem.horizon)]
     queue = [j for j in problem.batch if not j.running_mask]
-    order, best = None, None
-    for cand in _seed_orders(queue):
-        trial = pack(problem, cand, reserve)
-        if best is None or trial.value > best.value + 1e-9:
-            order, best = cand, trial
-    budget = int(effort * 4 * max(len(queue), 1))
-    if order:
-        order, best = _improve(problem, order, best, reserve, budget)
-    else:
-        order, best = [], pack(problem, [], reserve)
-    bans: Bans = {}
-    while True:
-        sets, forced = assign_realtime(problem, curves, best.busy)
-        if forced is None:
-            return Schedule(batch=best.starts, realtime=sets)
-        _ban_culprits(problem, best, forced.step, forced.gpus, bans)
-        best = pack(problem, order, reserve, bans)
+    seeded = []  # per context: (packing value, context, search, best seed order, its snapshots)
+    for ctx in (_Context.reserving(problem, curves), _Context.skyline(problem, curves)):
+        search = _Search(problem, ctx, budget=int(effort * 40 * max(len(queue), 1)))
+        start = [PackState.empty(problem, ctx.reservation)]
+        best_order, best_snaps = [], start
+        for order in _seed_orders(problem, queue):
+            found = search.run(order, start, best_snaps[-1].value if best_order else float("-inf"), budgeted=False)
+            if found:
+                best_order, best_snaps = order, found[1]
+        seeded.append((best_snaps[-1].value, ctx, search, best_order, best_snaps))
+    seeded.sort(key=lambda s: -s[0])
+    _, ctx, search, order, snaps = seeded[0]
+    improved_order, improved = search.improve(order, snaps)
+    candidates = [(ctx, improved_order, improved)] + [(c, o, sn[-1]) for _, c, _, o, sn in seeded]
+    best_schedule, best_objective = None, float("-inf")
+    for cand_ctx, cand_order, state in candidates:
+        schedule, objective = _finish(problem, cand_ctx, cand_order, state.packing())
+        if objective > best_objective + 1e-9:
+            best_schedule, best_objective = schedule, objective
+    return best_schedule
 
 
 def _ban_culprits(problem: Problem, packing: Packing, step: int, gpus: int, bans: Bans) -> None:

@@ -11,9 +11,8 @@ for the jobs still to come and leaves the high indices to real-time apps.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
-from solvers.problem import Batch, Problem, free_block_starts, lowest_bit
+from solvers.problem import Batch, Problem, bits_of, free_block_starts, lowest_bit
 
 Bans = dict[str, dict[int, int]]  # job id -> start step -> GPUs its block must avoid at that start
 
@@ -35,66 +34,151 @@ def _spread(mask: int, n: int) -> int:
     return mask
 
 
-@lru_cache(maxsize=64)
-def _edge_masks(gpus: int, node_size: int, n: int) -> tuple[int, int, int]:
-    """(left edge starts, right edge starts, size-aligned starts) for n-blocks in this pool."""
-    left = right = aligned = 0
-    for p in range(0, gpus - n + 1):
-        local = p % node_size
-        if local == 0:
-            left |= 1 << p
-        if (p + n) % node_size == 0:
-            right |= 1 << p
-        if local % n == 0:
-            aligned |= 1 << p
-    return left, right, aligned
-
-
-def _choose_block(problem: Problem, cands: int, inter: int, n: int) -> int:
-    left, right, aligned = _edge_masks(problem.gpus, problem.node_size, n)
-    touch_l = cands & ((inter << 1) | left)
-    touch_r = cands & ((inter >> n) | right)
-    for tier in (touch_l & touch_r, (touch_l | touch_r) & aligned, touch_l | touch_r, cands & aligned, cands):
-        if tier:
-            return lowest_bit(tier)
-    raise AssertionError("no candidate block")  # callers pass a non-empty `cands`
-
-
-def pack(problem: Problem, order: list[Batch], reserve: list[int], bans: Bans | None = None) -> Packing:
-    """Place `order` greedily; `reserve[t]` GPUs stay free at step t for real-time apps."""
-    T = problem.horizon
-    busy = list(problem.running_busy)
-    slack = [problem.gpus - busy[t].bit_count() - reserve[t] for t in range(T)]
-    starts: dict[str, tuple[int, int]] = {}
-    value = 0.0
-    for job in problem.batch:
-        if job.running_mask:
-            starts[job.id] = (0, job.running_mask)
-            value += job.priority * job.gpus * problem.interval_weight(0, min(job.remaining, T))
-    for job in order:
-        n, s = job.gpus, job.arrival
-        job_bans = bans.get(job.id) if bans else None
-        while s < T:
-            e = min(s + job.duration, T)
-            short = next((t for t in range(e - 1, s - 1, -1) if slack[t] < n), -1)
-            if short >= 0:
-                s = short + 1
-                continue
-            union, inter = 0, problem.full
-            for t in range(s, e):
-                union |= busy[t]
-                inter &= busy[t]
-            cands = free_block_starts(problem, union, n)
-            if job_bans and s in job_bans:
-                cands &= ~_spread(job_bans[s], n)
-            if not cands:
-                s += 1
-                continue
-            block = problem.block(_choose_block(problem, cands, inter, n), n)
-            for t in range(s, e):
-                busy[t] |= block
-                slack[t] -= n
-            starts[job.id] = (s, block)
-            value += job.priority * n * problem.interval_weight(s, e)
+def _choose_block(problem: Problem, cands: int, union: int, n: int) -> int:
+    """Best fit in space: the candidate inside the shortest free run (within a node) over the
+    block's steps, at that run's size-aligned end if it has one, else its low end."""
+    N = problem.node_size
+    free = problem.full & ~union
+    best_len, best_pos = None, -1
+    while free:
+        a = lowest_bit(free)
+        node_end = min((a // N + 1) * N, problem.gpus) if n <= N else problem.gpus
+        run = (free >> a) & ~((free >> a) + 1)  # the run of ones starting at bit a
+        b = min(a + run.bit_length(), node_end)
+        free &= ~(((1 << (b - a)) - 1) << a)
+        length = b - a
+        inside = cands & (((1 << max(length - n + 1, 0)) - 1) << a)
+        if not inside or (best_len is not None and length >= best_len):
+            continue
+        best_len = length
+        hi = b - n
+        local_lo, local_hi = a % N, hi % N
+        if (inside >> a) & 1 and local_lo % n == 0:
+            best_pos = a
+        elif (inside >> hi) & 1 and local_hi % n == 0:
+            best_pos = hi
+        else:
+            best_pos = a if (inside >> a) & 1 else lowest_bit(inside)
+        if length == n:
             break
-    return Packing(starts, value, busy)
+    return best_pos
+
+
+def _boundary_ok(problem: Problem, cands: int, n: int, s: int, e: int, busy: list[int], tslack: list[int]) -> int:
+    """Candidates whose block leaves enough GPUs free across the steps s-1 -> s and e-1 -> e."""
+    T = problem.horizon
+    need_s = s > 0 and tslack[s] < n
+    need_e = e < T and tslack[e] < n
+    if not (need_s or need_e):
+        return cands
+    ok = 0
+    for p in bits_of(cands):
+        block = problem.block(p, n)
+        if need_s and (block & ~busy[s - 1]).bit_count() > tslack[s]:
+            continue
+        if need_e and (block & ~busy[e]).bit_count() > tslack[e]:
+            continue
+        ok |= 1 << p
+    return ok
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What batch blocks must leave to the real-time apps.
+
+    `reserve[t]`: GPUs that stay free at step t; `keep[t]`: GPUs that stay free at both t-1 and
+    t, so apps can hold on across the step without being pushed off by a new block; `zone[t]`:
+    GPUs no block may take at step t (a fixed real-time area); `protect0`: the apps' `current`
+    GPUs, not given to blocks that start at step 0.
+    """
+
+    reserve: list[int]
+    keep: list[int]
+    zone: list[int]
+    protect0: int
+
+
+class PackState:
+    """A partial packing: what is held at each step and what is left for real-time apps."""
+
+    __slots__ = ("busy", "blocked", "slack", "tslack", "starts", "value")
+
+    def __init__(self, busy, blocked, slack, tslack, starts, value):
+        self.busy: list[int] = busy  # per step: GPUs held by batch work (running jobs included)
+        self.blocked: list[int] = blocked  # busy plus the real-time zone
+        self.slack: list[int] = slack  # GPUs a new block may still take at each step
+        self.tslack: list[int] = tslack  # same, for GPUs free across the step t-1 -> t
+        self.starts: dict[str, tuple[int, int]] = starts
+        self.value: float = value
+
+    @classmethod
+    def empty(cls, problem: Problem, res: Reservation) -> "PackState":
+        """Only the running jobs placed."""
+        T, full = problem.horizon, problem.full
+        busy = list(problem.running_busy)
+        blocked = [busy[t] | res.zone[t] for t in range(T)]
+        slack = [problem.gpus - blocked[t].bit_count() - res.reserve[t] for t in range(T)]
+        tslack = [0] + [(full & ~(blocked[t - 1] | blocked[t])).bit_count() - res.keep[t] for t in range(1, T)]
+        state = cls(busy, blocked, slack, tslack, {}, 0.0)
+        for job in problem.batch:
+            if job.running_mask:
+                state.starts[job.id] = (0, job.running_mask)
+                state.value += job.priority * job.gpus * problem.interval_weight(0, min(job.remaining, T))
+        return state
+
+    def copy(self) -> "PackState":
+        return PackState(self.busy[:], self.blocked[:], self.slack[:], self.tslack[:], dict(self.starts), self.value)
+
+    def packing(self) -> Packing:
+        return Packing(self.starts, self.value, self.busy)
+
+
+def place(problem: Problem, res: Reservation, state: PackState, job: Batch, bans: Bans | None = None) -> None:
+    """Give `job` its earliest start at which a block is free and `res` stays intact (or none)."""
+    T = problem.horizon
+    busy, blocked, slack, tslack = state.busy, state.blocked, state.slack, state.tslack
+    n, s, d = job.gpus, job.arrival, job.duration
+    job_bans = bans.get(job.id) if bans else None
+    while s < T:
+        e = s + d if s + d < T else T
+        short = -1
+        for t in range(e - 1, s - 1, -1):
+            if slack[t] < n or (t > s and tslack[t] < n):
+                short = t
+                break
+        if short >= 0:
+            s = short + 1 if slack[short] < n else short
+            continue
+        union = res.protect0 if s == 0 else 0
+        for t in range(s, e):
+            union |= blocked[t]
+        cands = free_block_starts(problem, union, n)
+        if job_bans and s in job_bans:
+            cands &= ~_spread(job_bans[s], n)
+        if cands:
+            cands = _boundary_ok(problem, cands, n, s, e, blocked, tslack)
+        if not cands:
+            s += 1
+            continue
+        block = problem.block(_choose_block(problem, cands, union, n), n)
+        if s > 0:
+            tslack[s] -= (block & ~blocked[s - 1]).bit_count()
+        if e < T:
+            tslack[e] -= (block & ~blocked[e]).bit_count()
+        for t in range(s, e):
+            busy[t] |= block
+            blocked[t] |= block
+            slack[t] -= n
+        for t in range(s + 1, e):
+            tslack[t] -= n
+        state.starts[job.id] = (s, block)
+        state.value += job.priority * n * problem.interval_weight(s, e)
+        return
+
+
+def pack(problem: Problem, order: list[Batch], res: Reservation, bans: Bans | None = None) -> Packing:
+    """Place `order` greedily, each job at its earliest start that leaves `res` intact."""
+    state = PackState.empty(problem, res)
+    for job in order:
+        place(problem, res, state, job, bans)
+    return state.packing()

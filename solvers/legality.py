@@ -36,6 +36,9 @@ def check_plan(problem: Problem, grid: Grid, scheduler: str = "heuristic") -> li
         own = cells.get(job.id)
         if own:
             out.extend(_check_batch(problem, job, own))
+        elif job.running_mask:
+            out.append(Violation("R5", job.id, 0, f"a running job must keep GPUs {bits_of(job.running_mask)} "
+                                                  f"from step 0 for {min(job.remaining, problem.horizon)} step(s); it is missing"))
     if scheduler != "fifo":
         for app in problem.realtime:
             out.extend(_check_realtime(problem, app, step_masks(cells.get(app.id, ()), problem.horizon)))

@@ -102,14 +102,15 @@ def _cross_field_problems(sc: Scenario):
     running_owner: dict[int, str] = {}
     running_by_step = [0] * T
     for i, job in enumerate(sc.jobs):
-        where = f"jobs[{i}] (id {job.id!r})"
         if job.id in seen:
-            yield f"{where}.id: duplicate id"
+            yield f"jobs[{i}] (id {job.id!r}).id: duplicate id"
         seen.add(job.id)
+    for i, job in enumerate(sc.jobs):  # running jobs first: apps' `current` is checked against them
         if isinstance(job, BatchJob):
-            yield from _batch_problems(sc, job, where, running_owner, running_by_step)
-        else:
-            yield from _realtime_problems(sc, job, where, running_owner)
+            yield from _batch_problems(sc, job, f"jobs[{i}] (id {job.id!r})", running_owner, running_by_step)
+    for i, job in enumerate(sc.jobs):
+        if isinstance(job, RealtimeApp):
+            yield from _realtime_problems(sc, job, f"jobs[{i}] (id {job.id!r})", running_owner)
     yield from _capacity_problems(sc, running_by_step)
 
 
@@ -153,6 +154,13 @@ def _realtime_problems(sc, app: RealtimeApp, where, running_owner):
         return
     if len(set(app.current)) != len(app.current):
         yield f"{where}.current: lists a GPU twice"
+    cap = sc.swap_cap_of(app)
+    if len(app.current) + cap < app.min_gpus:
+        yield (f"{where}.current: holds {len(app.current)} GPUs and may add only swap_cap={cap} at step 0 "
+               f"(rule R4), so it cannot reach min_gpus={app.min_gpus} (rule R3)")
+    if len(app.current) - cap > hi:
+        yield (f"{where}.current: holds {len(app.current)} GPUs and may shed only swap_cap={cap} at step 0 "
+               f"(rule R4), so it cannot get down to max_gpus={hi} (rule R3)")
     for g in app.current:
         if not 0 <= g < G:
             yield f"{where}.current: GPU {g} out of range 0..{G - 1}"

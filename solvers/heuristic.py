@@ -145,10 +145,25 @@ class _Search:
 
 def _finish(problem: Problem, ctx: _Context, order: list[Batch], packing: Packing) -> tuple[Schedule, float]:
     """Assign real-time GPUs around `packing`, banning blocks that force a move; return the
-    schedule and its objective."""
+    schedule and its objective.
+
+    Strictly first (a block that leaves an app short by taking its GPUs is banned too); when
+    that banned anything, also leniently (such shortfalls accepted), and keep the better.
+    """
+    strict = _assign_with_bans(problem, ctx, order, packing, strict=True)
+    if strict[2]:
+        lenient = _assign_with_bans(problem, ctx, order, packing, strict=False)
+        if lenient[1] > strict[1] + 1e-9:
+            return lenient[0], lenient[1]
+    return strict[0], strict[1]
+
+
+def _assign_with_bans(problem: Problem, ctx: _Context, order: list[Batch], packing: Packing,
+                      strict: bool) -> tuple[Schedule, float, bool]:
+    """(schedule, objective, whether any block was banned)."""
     bans: Bans = {}
     while True:
-        sets, forced = assign_realtime(problem, ctx.curves, packing.busy)
+        sets, forced = assign_realtime(problem, ctx.curves, packing.busy, strict)
         if forced is None:
             break
         _ban_culprits(problem, packing, forced.step, forced.gpus, bans)
@@ -159,7 +174,7 @@ def _finish(problem: Problem, ctx: _Context, order: list[Batch], packing: Packin
             short = app.demand[t] - mask.bit_count()
             if short > 0:
                 penalty += app.priority * problem.weights[t] * short
-    return Schedule(batch=packing.starts, realtime=sets), packing.value - problem.penalty * penalty
+    return Schedule(batch=packing.starts, realtime=sets), packing.value - problem.penalty * penalty, bool(bans)
 
 
 def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Schedule:
@@ -189,7 +204,11 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Sche
 
 
 def _ban_culprits(problem: Problem, packing: Packing, step: int, gpus: int, bans: Bans) -> None:
-    """Ban, at `step`, every block starting then on `gpus` (the GPUs an app could not leave)."""
+    """Ban, at `step`, every block starting then on `gpus` (the GPUs an app could not leave).
+
+    When no block starts there (the app fell short for want of free GPUs, not for a forced
+    move), take the least valuable batch job active at `step` out of the plan altogether.
+    """
     hit = False
     for job in problem.batch:
         placed = packing.starts.get(job.id)
@@ -197,5 +216,11 @@ def _ban_culprits(problem: Problem, packing: Packing, step: int, gpus: int, bans
             per_job = bans.setdefault(job.id, {})
             per_job[step] = per_job.get(step, 0) | gpus
             hit = True
-    if not hit:
-        raise AssertionError(f"forced real-time move at step {step} with no batch block starting there")
+    if hit:
+        return
+    active = [j for j in problem.batch if not j.running_mask and j.id in packing.starts
+              and packing.starts[j.id][0] <= step < problem.end_of(j, packing.starts[j.id][0])]
+    if not active:
+        raise ValueError(f"real-time floors cannot be met at step {step} even without batch work")
+    victim = min(active, key=lambda j: (j.priority * j.gpus * j.duration, -j.index))
+    bans[victim.id] = {s: problem.full for s in range(problem.horizon)}

@@ -84,18 +84,28 @@ class ForcedMove:
     gpus: int  # bitmask of the GPUs it held at step - 1 that batch work takes at `step`
 
 
-def _longest_free(candidates: int, busy: list[int], t: int, need: int) -> int:
-    """The subset of `candidates` that stays free furthest past step t while keeping >= need GPUs."""
+def _pick_lasting(candidates: int, busy: list[int], t: int, need: int) -> int:
+    """`need` GPUs of `candidates` that stay free longest after step t (ties: highest index).
+
+    Real-time GPUs gather at the top and away from blocks about to start, so batch blocks
+    rarely push an app off its GPUs.
+    """
+    levels = [candidates]
     for k in range(t + 1, len(busy)):
-        nxt = candidates & ~busy[k]
-        if nxt.bit_count() < need:
+        nxt = levels[-1] & ~busy[k]
+        if not nxt:
             break
-        candidates = nxt
-    return candidates
+        levels.append(nxt)
+    chosen = 0
+    for level in reversed(levels):
+        chosen |= _highest(level & ~chosen, need - chosen.bit_count())
+        if chosen.bit_count() >= need:
+            break
+    return chosen
 
 
 def _highest(mask: int, n: int) -> int:
-    """The n highest set bits of mask (real-time GPUs gather at the top, batch blocks below)."""
+    """The n highest set bits of mask."""
     out = 0
     while n > 0 and mask:
         top = 1 << (mask.bit_length() - 1)
@@ -105,10 +115,13 @@ def _highest(mask: int, n: int) -> int:
     return out
 
 
-def assign_realtime(problem: Problem, curves: list[list[int]], busy: list[int]) -> tuple[dict[str, list[int]], ForcedMove | None]:
+def assign_realtime(problem: Problem, curves: list[list[int]], busy: list[int],
+                    strict: bool = False) -> tuple[dict[str, list[int]], ForcedMove | None]:
     """GPU sets per step for every app around the batch occupancy `busy` (bitmask per step).
 
-    Returns the sets and None, or the partial sets and the first forced move found.
+    Returns the sets and None, or the partial sets and the first forced move found: a move past
+    the swap cap or below the floor, and with `strict` also one that leaves the app short of
+    its curve because the cap was spent leaving GPUs that batch blocks took.
     """
     T, apps = problem.horizon, problem.realtime
     order = sorted(range(len(apps)), key=lambda i: (-apps[i].priority, i))
@@ -126,18 +139,19 @@ def assign_realtime(problem: Problem, curves: list[list[int]], busy: list[int]) 
                 continue
             kept = prev & free
             if kept.bit_count() >= target:
-                sets[i][t] = _highest(_longest_free(kept, busy, t, target), target)
+                sets[i][t] = _pick_lasting(kept, busy, t, target)
                 avail &= ~sets[i][t]
                 continue
-            room = app.swap_cap - (prev & ~free).bit_count()
-            if room < 0:
-                return _named(apps, sets), ForcedMove(app.id, t, prev & ~free)
+            forced = prev & ~free
+            room = app.swap_cap - forced.bit_count()
+            if room < 0 or (strict and forced and kept.bit_count() + room < target):
+                return _named(apps, sets), ForcedMove(app.id, t, forced)
             sets[i][t] = kept
             avail &= ~kept
             wants.append((i, min(target - kept.bit_count(), room)))
         for i, need in wants:
             if need > 0:
-                pick = _highest(_longest_free(avail, busy, t, need), need)
+                pick = _pick_lasting(avail, busy, t, need)
                 sets[i][t] |= pick
                 avail &= ~pick
             if sets[i][t].bit_count() < apps[i].min_gpus:

@@ -1,0 +1,126 @@
+"""Property test: on generated scenarios, every heuristic and FIFO plan is legal and the
+heuristic is deterministic.
+
+Scenarios come from `solvers.generator` with hypothesis drawing the shape: pool sizes
+including non-powers of two, node layouts (any divisor of the pool), horizons, swap caps 0-4,
+and which features appear (running jobs, late arrivals, min/max floors, `current`, per-app caps).
+`derandomize=True` makes CI runs identical; a failure prints the generator arguments, and
+`scenario_json` of them is the scenario to report.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from schemas import Scenario
+from solvers import check_plan, compile_scenario, solve
+from solvers.generator import generate_scenario
+
+POOLS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 20, 24, 32]
+
+
+@st.composite
+def generator_args(draw) -> dict:
+    gpus = draw(st.sampled_from(POOLS))
+    node = draw(st.sampled_from([d for d in range(1, gpus + 1) if gpus % d == 0]))
+    jobs = draw(st.integers(1, 14))
+    return dict(
+        gpus=gpus, jobs=jobs, seed=draw(st.integers(0, 2**32 - 1)),
+        gpus_per_node=node,
+        horizon=draw(st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16, 24])),
+        swap_cap=draw(st.integers(0, 4)),
+        realtime=draw(st.none() | st.integers(0, min(jobs, gpus, 4))),
+        running=draw(st.booleans()), late_arrivals=draw(st.booleans()), floors=draw(st.booleans()),
+        currents=draw(st.booleans()), app_swap_caps=draw(st.booleans()),
+    )
+
+
+def scenario_json(args: dict) -> str:
+    """The scenario of some generator arguments, as a one-line JSON (for bug reports)."""
+    return json.dumps(generate_scenario(**args), separators=(",", ":"))
+
+
+@settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(generator_args())
+def test_generated_plans_are_legal_and_the_heuristic_is_deterministic(args):
+    scenario = Scenario.model_validate(generate_scenario(**args))  # the generator's own promise
+    problem = compile_scenario(scenario)
+    fifo = solve(problem, "fifo")
+    assert [str(v) for v in check_plan(problem, fifo.grid, "fifo")] == []
+    heuristic = solve(problem, "heuristic")
+    assert [str(v) for v in check_plan(problem, heuristic.grid)] == []
+    assert solve(problem, "heuristic").grid == heuristic.grid
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@st.composite
+def drawn_scenarios(draw) -> dict:
+    """Small scenarios drawn field by field (so hypothesis shrinks them to minimal cases),
+    with floors, `current` sets and running jobs pushed up to the contract's limits."""
+    from solvers.generator import block_sizes
+
+    G = draw(st.integers(1, 12))
+    N = draw(st.sampled_from(_divisors(G)))
+    T = draw(st.integers(1, 8))
+    cap = draw(st.integers(0, 4))
+    sizes = block_sizes(G, N)
+    free = list(range(G))
+    jobs: list[dict] = []
+    for i in range(draw(st.integers(0, 2))):
+        n = draw(st.sampled_from(sizes))
+        if n > len(free):
+            break
+        gpus = sorted(draw(st.permutations(free))[:n])
+        free = [g for g in free if g not in gpus]
+        remaining = draw(st.integers(1, T + 2))
+        jobs.append({"id": f"run{i}", "kind": "training", "priority": draw(st.sampled_from([1, 3, 8])), "gpus": n,
+                     "duration": remaining + draw(st.integers(0, 3)), "running": {"gpus": gpus, "remaining": remaining}})
+    budget = len(free)  # GPUs left beside the running jobs at step 0, where they are most
+    for i in range(draw(st.integers(0, 3))):
+        app = {"id": f"rt{i}", "kind": "realtime", "priority": draw(st.sampled_from([1, 4, 10])),
+               "demand": draw(st.lists(st.integers(0, G), min_size=T, max_size=T))}
+        c = cap
+        if draw(st.booleans()):
+            c = app["swap_cap"] = draw(st.integers(0, 4))
+        lo = draw(st.integers(0, budget))
+        hi = draw(st.none() | st.integers(lo, G))
+        if lo:
+            app["min_gpus"] = lo
+        if hi is not None:
+            app["max_gpus"] = hi
+        keep = lo
+        if draw(st.booleans()):
+            k_lo, k_hi = max(0, lo - c), min(len(free), (G if hi is None else hi) + c, budget + c)
+            if k_lo <= k_hi:
+                k = draw(st.integers(k_lo, k_hi))
+                app["current"] = sorted(draw(st.permutations(free))[:k])
+                free = [g for g in free if g not in app["current"]]
+                keep = max(lo, k - c)
+        budget -= keep
+        jobs.append(app)
+    for i in range(draw(st.integers(0, 6))):
+        jobs.append({"id": f"b{i}", "kind": draw(st.sampled_from(["training", "batch_inference", "quantization"])),
+                     "priority": draw(st.sampled_from([1, 2, 5, 9])), "gpus": draw(st.sampled_from(sizes)),
+                     "duration": draw(st.integers(1, T + 2)), "arrival": draw(st.integers(0, T))})
+    data = {"name": "drawn", "gpus": G, "horizon": T, "swap_cap": cap, "jobs": jobs}
+    if N != G:
+        data["gpus_per_node"] = N
+    return data
+
+
+@settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(drawn_scenarios())
+def test_drawn_plans_are_legal_and_the_heuristic_is_deterministic(data):
+    scenario = Scenario.model_validate(data)
+    problem = compile_scenario(scenario)
+    fifo = solve(problem, "fifo")
+    assert [str(v) for v in check_plan(problem, fifo.grid, "fifo")] == []
+    heuristic = solve(problem, "heuristic")
+    assert [str(v) for v in check_plan(problem, heuristic.grid)] == [], json.dumps(data)
+    assert solve(problem, "heuristic").grid == heuristic.grid

@@ -123,3 +123,17 @@ def test_invalid_json_names_the_document():
     with pytest.raises(ValidationError) as info:
         Scenario.model_validate_json('{"name": ')
     assert any("Invalid JSON" in line for line in describe(info.value))
+
+
+def test_current_overlapping_a_running_job_listed_later():
+    data = scenario_dict(4, 2, [app("r", [1, 1], current=[1]), batch("a", 2, 3, running=([0, 1], 1))])
+    assert_names(messages(data), "jobs[0]", "current", "held by running job 'a'")
+
+
+def test_current_that_cannot_reach_its_floor_or_ceiling_at_step_zero():
+    # R4 lets an app add or shed only swap_cap GPUs at step 0, so `current` must be within
+    # swap_cap of [min_gpus, max_gpus].
+    low = scenario_dict(6, 2, [app("r", [3, 3], current=[0], min_gpus=4, swap_cap=2)])
+    assert_names(messages(low), "jobs[0].current", "min_gpus=4")
+    high = scenario_dict(6, 2, [app("r", [1, 1], current=[0, 1, 2, 3], max_gpus=1, swap_cap=2)])
+    assert_names(messages(high), "jobs[0].current", "max_gpus=1")

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from solvers.problem import Batch, Problem, bits_of, free_block_starts, lowest_bit
+from solvers.problem import Batch, Problem, free_block_starts, lowest_bit
 
-Bans = dict[str, dict[int, int]]  # job id -> start step -> GPUs its block must avoid at that start
 
 
 @dataclass(frozen=True)
@@ -24,14 +23,7 @@ class Packing:
     busy: list[int]  # per step, GPUs held by batch work (running jobs included)
 
 
-def _spread(mask: int, n: int) -> int:
-    """Bits p such that [p, p+n) meets `mask`."""
-    k = 1
-    while k < n:
-        step = min(k, n - k)
-        mask |= mask >> step
-        k += step
-    return mask
+MAX_RUNS = 32  # free runs examined per placement: best fit among the lowest ones
 
 
 def _choose_block(problem: Problem, cands: int, union: int, n: int) -> int:
@@ -40,45 +32,73 @@ def _choose_block(problem: Problem, cands: int, union: int, n: int) -> int:
     N = problem.node_size
     free = problem.full & ~union
     best_len, best_pos = None, -1
-    while free:
-        a = lowest_bit(free)
-        node_end = min((a // N + 1) * N, problem.gpus) if n <= N else problem.gpus
-        run = (free >> a) & ~((free >> a) + 1)  # the run of ones starting at bit a
-        b = min(a + run.bit_length(), node_end)
-        free &= ~(((1 << (b - a)) - 1) << a)
+    for _ in range(MAX_RUNS):
+        if not cands:
+            break
+        p = lowest_bit(cands)
+        below = ~free & ((1 << p) - 1)  # busy GPUs under p: the run starts above the highest
+        node_lo, node_hi = ((p // N) * N, min((p // N + 1) * N, problem.gpus)) if n <= N else (0, problem.gpus)
+        a = max(below.bit_length(), node_lo)
+        up = free >> p
+        b = min(p + (up & ~(up + 1)).bit_length(), node_hi)
+        cands &= ~(((1 << (b - a)) - 1) << a)
         length = b - a
-        inside = cands & (((1 << max(length - n + 1, 0)) - 1) << a)
-        if not inside or (best_len is not None and length >= best_len):
+        if best_len is not None and length >= best_len:
             continue
-        best_len = length
-        hi = b - n
-        local_lo, local_hi = a % N, hi % N
-        if (inside >> a) & 1 and local_lo % n == 0:
+        best_len, hi = length, b - n
+        inside = (problem.valid_starts(n) >> a) & ((1 << (hi - a + 1)) - 1)
+        if (a - node_lo) % n == 0:
             best_pos = a
-        elif (inside >> hi) & 1 and local_hi % n == 0:
+        elif (hi - node_lo) % n == 0 and (inside >> (hi - a)) & 1:
             best_pos = hi
         else:
-            best_pos = a if (inside >> a) & 1 else lowest_bit(inside)
+            best_pos = a if inside & 1 else p
         if length == n:
             break
     return best_pos
 
 
+BOUNDARY_TRIES = 16  # blocks checked one by one when a step boundary is tight
+
+
+def _fully_within(mask: int, n: int) -> int:
+    """Bits p such that [p, p+n) lies inside `mask`."""
+    k = 1
+    while k < n and mask:
+        step = min(k, n - k)
+        mask &= mask >> step
+        k += step
+    return mask
+
+
 def _boundary_ok(problem: Problem, cands: int, n: int, s: int, e: int, busy: list[int], tslack: list[int]) -> int:
-    """Candidates whose block leaves enough GPUs free across the steps s-1 -> s and e-1 -> e."""
+    """Candidates whose block leaves enough GPUs free across the steps s-1 -> s and e-1 -> e.
+
+    Blocks that were busy on the other side of the boundary cost nothing there and pass at
+    once; a few of the others are checked one by one.
+    """
     T = problem.horizon
     need_s = s > 0 and tslack[s] < n
     need_e = e < T and tslack[e] < n
     if not (need_s or need_e):
         return cands
-    ok = 0
-    for p in bits_of(cands):
-        block = problem.block(p, n)
+    ok = cands
+    if need_s:
+        ok &= _fully_within(busy[s - 1], n)
+    if need_e:
+        ok &= _fully_within(busy[e], n)
+    rest = cands & ~ok
+    for _ in range(BOUNDARY_TRIES):
+        if not rest:
+            break
+        low = rest & -rest
+        rest ^= low
+        block = problem.block(low.bit_length() - 1, n)
         if need_s and (block & ~busy[s - 1]).bit_count() > tslack[s]:
             continue
         if need_e and (block & ~busy[e]).bit_count() > tslack[e]:
             continue
-        ok |= 1 << p
+        ok |= low
     return ok
 
 
@@ -88,14 +108,12 @@ class Reservation:
 
     `reserve[t]`: GPUs that stay free at step t; `keep[t]`: GPUs that stay free at both t-1 and
     t, so apps can hold on across the step without being pushed off by a new block; `zone[t]`:
-    GPUs no block may take at step t (a fixed real-time area); `protect0`: the apps' `current`
-    GPUs, not given to blocks that start at step 0.
+    GPUs no block may take at step t (a fixed real-time area, GPUs an app is bound to).
     """
 
     reserve: list[int]
     keep: list[int]
     zone: list[int]
-    protect0: int
 
 
 class PackState:
@@ -133,12 +151,11 @@ class PackState:
         return Packing(self.starts, self.value, self.busy)
 
 
-def place(problem: Problem, res: Reservation, state: PackState, job: Batch, bans: Bans | None = None) -> None:
+def place(problem: Problem, res: Reservation, state: PackState, job: Batch) -> None:
     """Give `job` its earliest start at which a block is free and `res` stays intact (or none)."""
     T = problem.horizon
     busy, blocked, slack, tslack = state.busy, state.blocked, state.slack, state.tslack
     n, s, d = job.gpus, job.arrival, job.duration
-    job_bans = bans.get(job.id) if bans else None
     while s < T:
         e = s + d if s + d < T else T
         short = -1
@@ -149,12 +166,10 @@ def place(problem: Problem, res: Reservation, state: PackState, job: Batch, bans
         if short >= 0:
             s = short + 1 if slack[short] < n else short
             continue
-        union = res.protect0 if s == 0 else 0
+        union = 0
         for t in range(s, e):
             union |= blocked[t]
         cands = free_block_starts(problem, union, n)
-        if job_bans and s in job_bans:
-            cands &= ~_spread(job_bans[s], n)
         if cands:
             cands = _boundary_ok(problem, cands, n, s, e, blocked, tslack)
         if not cands:
@@ -176,9 +191,9 @@ def place(problem: Problem, res: Reservation, state: PackState, job: Batch, bans
         return
 
 
-def pack(problem: Problem, order: list[Batch], res: Reservation, bans: Bans | None = None) -> Packing:
+def pack(problem: Problem, order: list[Batch], res: Reservation) -> Packing:
     """Place `order` greedily, each job at its earliest start that leaves `res` intact."""
     state = PackState.empty(problem, res)
     for job in order:
-        place(problem, res, state, job, bans)
+        place(problem, res, state, job)
     return state.packing()

@@ -115,27 +115,36 @@ def _highest(mask: int, n: int) -> int:
     return out
 
 
-def assign_realtime(problem: Problem, curves: list[list[int]], busy: list[int],
-                    strict: bool = False) -> tuple[dict[str, list[int]], ForcedMove | None]:
+def assign_realtime(problem: Problem, curves: list[list[int]], busy: list[int], strict: bool = False,
+                    fixed: dict[int, list[int]] | None = None) -> tuple[dict[str, list[int]], list[ForcedMove]]:
     """GPU sets per step for every app around the batch occupancy `busy` (bitmask per step).
 
-    Returns the sets and None, or the partial sets and the first forced move found: a move past
-    the swap cap or below the floor, and with `strict` also one that leaves the app short of
-    its curve because the cap was spent leaving GPUs that batch blocks took.
+    Returns the sets and the forced moves: moves past the swap cap or below the floor, and with
+    `strict` also those that leave an app short of its curve because the cap was spent leaving
+    GPUs that batch blocks took. The sets are legal only when that list is empty; the pass goes
+    on past each forced move (the app keeps what it can) so one pass finds them all.
+    Apps in `fixed` (index -> set per step) keep those sets; the others never use those GPUs.
     """
     T, apps = problem.horizon, problem.realtime
-    order = sorted(range(len(apps)), key=lambda i: (-apps[i].priority, i))
-    sets: list[list[int]] = [[0] * T for _ in apps]
+    fixed = fixed or {}
+    homes = 0  # GPUs of fixed apps' sets at any step: off limits to the others
+    for masks in fixed.values():
+        for mask in masks:
+            homes |= mask
+    busy = [b | homes for b in busy]
+    order = sorted((i for i in range(len(apps)) if i not in fixed), key=lambda i: (-apps[i].priority, i))
+    sets: list[list[int]] = [list(fixed[i]) if i in fixed else [0] * T for i in range(len(apps))]
+    found: list[ForcedMove] = []
     for t in range(T):
         free = problem.full & ~busy[t]
         avail = free
-        wants: list[tuple[int, int]] = []
+        wants: list[tuple[int, int, int]] = []
         for i in order:
             app = apps[i]
             prev = sets[i][t - 1] if t else app.current_mask
             target = curves[i][t]
             if prev < 0:
-                wants.append((i, target))
+                wants.append((i, target, 0))
                 continue
             kept = prev & free
             if kept.bit_count() >= target:
@@ -145,20 +154,48 @@ def assign_realtime(problem: Problem, curves: list[list[int]], busy: list[int],
             forced = prev & ~free
             room = app.swap_cap - forced.bit_count()
             if room < 0 or (strict and forced and kept.bit_count() + room < target):
-                return _named(apps, sets), ForcedMove(app.id, t, forced)
+                _record(found, ForcedMove(app.id, t, forced))
             sets[i][t] = kept
             avail &= ~kept
-            wants.append((i, min(target - kept.bit_count(), room)))
-        for i, need in wants:
+            wants.append((i, min(target - kept.bit_count(), max(room, 0)), forced))
+        for i, need, forced in wants:
             if need > 0:
                 pick = _pick_lasting(avail, busy, t, need)
                 sets[i][t] |= pick
                 avail &= ~pick
             if sets[i][t].bit_count() < apps[i].min_gpus:
-                prev = sets[i][t - 1] if t else apps[i].current_mask
-                return _named(apps, sets), ForcedMove(apps[i].id, t, max(prev, 0) & ~free)
-    return _named(apps, sets), None
+                _record(found, ForcedMove(apps[i].id, t, forced))
+        for i in order:
+            prev = sets[i][t - 1] if t else apps[i].current_mask
+            if prev >= 0:
+                spare = apps[i].swap_cap - (sets[i][t] ^ prev).bit_count()
+                sets[i][t], avail = _migrate(sets[i][t], avail, busy, t, spare)
+    return {app.id: s for app, s in zip(apps, sets)}, found
 
 
-def _named(apps, sets: list[list[int]]) -> dict[str, list[int]]:
-    return {app.id: s for app, s in zip(apps, sets)}
+def _migrate(held: int, avail: int, busy: list[int], t: int, spare: int) -> tuple[int, int]:
+    """Spend spare swap budget moving off GPUs that a block takes soon, one GPU (2 swaps) at a
+    time, so the app is not pushed past its cap later. Returns (held, avail)."""
+    T = len(busy)
+    while spare >= 2:
+        until = next((k for k in range(t + 1, T) if held & busy[k]), None)
+        if until is None:
+            break
+        threatened = held & busy[until]
+        outlasting = avail
+        for k in range(t + 1, until + 1):
+            outlasting &= ~busy[k]
+        if not outlasting:
+            break
+        leave = threatened & -threatened
+        enter = _pick_lasting(outlasting, busy, t, 1)
+        held = (held & ~leave) | enter
+        avail = (avail & ~enter) | leave
+        spare -= 2
+    return held, avail
+
+
+def _record(found: list[ForcedMove], move: ForcedMove) -> None:
+    """Keep an app's first forced move only: the later ones follow from it."""
+    if all(m.app != move.app for m in found):
+        found.append(move)

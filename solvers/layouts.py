@@ -1,0 +1,135 @@
+"""Where real-time apps will live, as the batch packer sees it: two layouts to pack around.
+
+- reserving: apps may end up on any GPUs; blocks only leave enough GPUs free at each step and
+  across each step, and the apps' GPUs are picked after packing;
+- skyline: apps live at the top of the pool, growing down into it; blocks fill in below.
+
+Both pin an app's `current` GPUs for as long as the swap cap keeps it from leaving them all,
+so no block is placed where the app is bound to be. An app whose swap cap is 0 or 1 cannot
+swap a GPU at all (a swap costs 2), so it gets a fixed home list up front and holds its first
+c(t) GPUs at step t: legal by construction, and its cells are known to the packer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from solvers.packing import Packing, Reservation, pack
+from solvers.problem import Batch, Problem, bits_of, mask_of
+
+
+def _pinned(problem: Problem, homes: dict[int, list[int]]) -> list[list[int]]:
+    """Per app, per step: the GPUs it is bound to (a homed app's set; otherwise the `current`
+    GPUs while the swap cap keeps it from having left them all)."""
+    out = []
+    for i, app in enumerate(problem.realtime):
+        if i in homes:
+            out.append(homes[i])
+            continue
+        cur = max(app.current_mask, 0)
+        n = cur.bit_count()
+        out.append([cur if n - (t + 1) * app.swap_cap > 0 or t == 0 else 0 for t in range(problem.horizon)])
+    return out
+
+
+HOME_CAP = 0  # apps that cannot change their set at all
+
+
+def _homes(problem: Problem, curves: list[list[int]]) -> dict[int, list[int]]:
+    """Per app index with swap_cap <= 1: its GPU set at each step, from a fixed home list.
+
+    The list starts with the app's `current` GPUs (so step 0 is within the cap of them), then
+    the highest GPUs that no running job and no other app's `current` ever holds. An app for
+    which not enough such GPUs remain stays dynamic.
+    """
+    claimed = 0
+    for busy in problem.running_busy:
+        claimed |= busy
+    for app in problem.realtime:
+        claimed |= max(app.current_mask, 0)
+    homes: dict[int, list[int]] = {}
+    for i, (app, curve) in enumerate(zip(problem.realtime, curves)):
+        if app.swap_cap > HOME_CAP:
+            continue
+        order = bits_of(max(app.current_mask, 0))
+        extra = problem.full & ~claimed
+        need = max(curve, default=0) - len(order)
+        while need > 0 and extra:
+            top = extra.bit_length() - 1
+            order.append(top)
+            extra &= ~(1 << top)
+            need -= 1
+        if need > 0:
+            continue
+        claimed |= mask_of(order)
+        homes[i] = [mask_of(order[:c]) for c in curve]
+    return homes if _homes_fit(problem, curves, homes) else {}
+
+
+def _homes_fit(problem: Problem, curves: list[list[int]], homes: dict[int, list[int]]) -> bool:
+    """Whole home lists are off limits to the other apps: check the rest still fit beside them."""
+    homed = 0
+    for sets in homes.values():
+        for mask in sets:
+            homed |= mask
+    for t in range(problem.horizon):
+        dynamic = sum(c[t] for i, c in enumerate(curves) if i not in homes)
+        if dynamic + (problem.running_busy[t] | homed).bit_count() > problem.gpus:
+            return False
+    return True
+
+
+def _top_free(free: int, want: int) -> int:
+    """The `want` highest GPUs of `free`."""
+    mask = 0
+    while want > 0 and free:
+        top = 1 << (free.bit_length() - 1)
+        mask |= top
+        free ^= top
+        want -= 1
+    return mask
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Real-time curves and what they ask of batch work under one layout."""
+
+    name: str
+    curves: list[list[int]]
+    reservation: Reservation
+    fixed: dict[int, list[int]]  # app index -> GPU set per step, for homed apps
+
+    @classmethod
+    def reserving(cls, problem: Problem, curves: list[list[int]]) -> "Layout":
+        T = problem.horizon
+        homes = _homes(problem, curves)
+        pins = _pinned(problem, homes)
+        zone = [0] * T
+        reserve, keep = [0] * T, [0] * T
+        for c, pin in zip(curves, pins):
+            for t in range(T):
+                zone[t] |= pin[t]
+                reserve[t] += c[t] - min(pin[t].bit_count(), c[t])
+                if t:
+                    both = min(c[t - 1], c[t])
+                    keep[t] += both - min((pin[t - 1] & pin[t]).bit_count(), both)
+        return cls("reserving", curves, Reservation(reserve, keep, zone), homes)
+
+    @classmethod
+    def skyline(cls, problem: Problem, curves: list[list[int]]) -> "Layout":
+        T = problem.horizon
+        homes = _homes(problem, curves)
+        pins = _pinned(problem, homes)
+        zone = []
+        for t in range(T):
+            pinned = 0
+            want = 0
+            for c, pin in zip(curves, pins):
+                pinned |= pin[t]
+                want += c[t] - min(pin[t].bit_count(), c[t])
+            free = problem.full & ~problem.running_busy[t] & ~pinned
+            zone.append(pinned | _top_free(free, want))
+        return cls("skyline", curves, Reservation([0] * T, [0] * T, zone), homes)
+
+    def pack(self, problem: Problem, order: list[Batch]) -> Packing:
+        return pack(problem, order, self.reservation)

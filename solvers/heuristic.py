@@ -21,6 +21,7 @@ from solvers.problem import Batch, Problem
 from solvers.realtime import assign_realtime, target_curves
 
 DEFAULT_EFFORT = 0.25
+MAX_BUDGET = 8000  # placements at effort 1: local search pays off on small queues, not on huge ones
 
 
 def _seed_orders(problem: Problem, jobs: list[Batch]) -> list[list[Batch]]:
@@ -63,7 +64,7 @@ class _Search:
         k = len(prefix) - 1
         rest = [self.potential[j.id] for j in order[k:]]
         remaining = sum(rest)
-        state = prefix[-1].copy()
+        state = prefix[-1].snapshot()
         snaps = list(prefix)
         res = self.layout.reservation
         for idx in range(k, len(order)):
@@ -72,7 +73,7 @@ class _Search:
             self.budget -= budgeted
             place(self.problem, res, state, order[idx])
             remaining -= rest[idx - k]
-            snaps.append(state.copy())
+            snaps.append(state.snapshot())
         if state.value <= floor + 1e-9:
             return None
         return state, snaps
@@ -96,34 +97,40 @@ class _Search:
         return order, best
 
 
-def _finish(problem: Problem, layout: Layout, order: list[Batch], packing: Packing) -> tuple[Schedule, float]:
-    """Assign real-time GPUs around `packing`, banning blocks that force a move; return the
-    schedule and its objective.
+def _finish(problem: Problem, layout: Layout, order: list[Batch], packing: Packing) -> tuple[Schedule, float] | None:
+    """Assign real-time GPUs around `packing`, closing cells where blocks force a move; return
+    the schedule and its objective (None when the layout ran out of repair rounds).
 
-    Strictly first (a block that leaves an app short by taking its GPUs is banned too); when
-    that banned anything, also leniently (such shortfalls accepted), and keep the better.
+    Strictly first (a block that leaves an app short by taking its GPUs counts as forcing);
+    when that changed the packing, also leniently (such shortfalls accepted); the better wins.
     """
-    strict = _assign_with_bans(problem, layout, order, packing, strict=True)
+    strict = _assign_with_repairs(problem, layout, order, packing, strict=True)
+    if strict is None:
+        return None
     if strict[2]:
-        lenient = _assign_with_bans(problem, layout, order, packing, strict=False)
-        if lenient[1] > strict[1] + 1e-9:
+        lenient = _assign_with_repairs(problem, layout, order, packing, strict=False)
+        if lenient is not None and lenient[1] > strict[1] + 1e-9:
             return lenient[0], lenient[1]
     return strict[0], strict[1]
 
 
-def _assign_with_bans(problem: Problem, layout: Layout, order: list[Batch], packing: Packing,
-                      strict: bool) -> tuple[Schedule, float, bool]:
-    """(schedule, objective, whether the packing had to change).
+def _assign_with_repairs(problem: Problem, layout: Layout, order: list[Batch], packing: Packing,
+                         strict: bool) -> tuple[Schedule, float, bool] | None:
+    """(schedule, objective, whether the packing had to change), or None past `max_repairs`
+    rounds (or with more than twice that many forced moves in one round: a lost cause).
 
     Each forced move closes the GPUs the app could not leave to batch work at that step, and
     the order is packed again; a shortfall with no block to blame takes the least valuable job
     active at that step out of the plan. Each round closes new cells or drops a job, so it ends.
     """
-    res, kept_order, changed = layout.reservation, order, False
+    res, kept_order, rounds = layout.reservation, order, 0
     while True:
         sets, forced = assign_realtime(problem, layout.curves, packing.busy, strict, layout.fixed)
         if not forced:
             break
+        if layout.max_repairs is not None and (rounds >= layout.max_repairs or len(forced) > 2 * layout.max_repairs):
+            return None
+        rounds += 1
         zone = list(res.zone)
         for move in forced:
             if move.gpus & ~zone[move.step]:
@@ -131,7 +138,7 @@ def _assign_with_bans(problem: Problem, layout: Layout, order: list[Batch], pack
             else:
                 victim = _least_valuable_at(problem, packing, move.step)
                 kept_order = [j for j in kept_order if j is not victim]
-        res, changed = replace(res, zone=zone), True
+        res = replace(res, zone=zone)
         packing = pack(problem, kept_order, res)
     penalty = 0.0
     for app in problem.realtime:
@@ -139,7 +146,7 @@ def _assign_with_bans(problem: Problem, layout: Layout, order: list[Batch], pack
             short = app.demand[t] - mask.bit_count()
             if short > 0:
                 penalty += app.priority * problem.weights[t] * short
-    return Schedule(batch=packing.starts, realtime=sets), packing.value - problem.penalty * penalty, changed
+    return Schedule(batch=packing.starts, realtime=sets), packing.value - problem.penalty * penalty, rounds > 0
 
 
 def _least_valuable_at(problem: Problem, packing: Packing, step: int) -> Batch:
@@ -153,26 +160,30 @@ def _least_valuable_at(problem: Problem, packing: Packing, step: int) -> Batch:
 
 
 def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Schedule:
-    """Plan batch blocks and real-time GPU sets for the whole horizon."""
+    """Plan batch blocks and real-time GPU sets for the whole horizon.
+
+    Each layout packs the seed orders and finishes its best one; the local search then works
+    on the layout whose finished plan is better, and its result is kept only if it finishes
+    better still.
+    """
     curves = target_curves(problem)
     queue = [j for j in problem.batch if not j.running_mask]
-    seeded = []  # per context: (packing value, context, search, best seed order, its snapshots)
+    best: tuple[float, Layout, _Search, list[Batch], list[PackState], Schedule] | None = None
     for layout in (Layout.reserving(problem, curves), Layout.skyline(problem, curves)):
-        search = _Search(problem, layout, budget=int(effort * 40 * max(len(queue), 1)))
+        search = _Search(problem, layout, budget=int(effort * min(40 * len(queue), MAX_BUDGET)))
         start = [PackState.empty(problem, layout.reservation)]
-        best_order, best_snaps = [], start
-        for order in _seed_orders(problem, queue):
-            found = search.run(order, start, best_snaps[-1].value if best_order else float("-inf"), budgeted=False)
+        order, snaps = [], start
+        for cand in _seed_orders(problem, queue):
+            found = search.run(cand, start, snaps[-1].value if order else float("-inf"), budgeted=False)
             if found:
-                best_order, best_snaps = order, found[1]
-        seeded.append((best_snaps[-1].value, layout, search, best_order, best_snaps))
-    seeded.sort(key=lambda s: -s[0])
-    _, layout, search, order, snaps = seeded[0]
+                order, snaps = cand, found[1]
+        finished = _finish(problem, layout, order, snaps[-1].packing())
+        if finished is not None and (best is None or finished[1] > best[0] + 1e-9):
+            best = (finished[1], layout, search, order, snaps, finished[0])
+    objective, layout, search, order, snaps, schedule = best
     improved_order, improved = search.improve(order, snaps)
-    candidates = [(layout, improved_order, improved)] + [(c, o, sn[-1]) for _, c, _, o, sn in seeded]
-    best_schedule, best_objective = None, float("-inf")
-    for cand_layout, cand_order, state in candidates:
-        schedule, objective = _finish(problem, cand_layout, cand_order, state.packing())
-        if objective > best_objective + 1e-9:
-            best_schedule, best_objective = schedule, objective
-    return best_schedule
+    if improved_order is not order:
+        finished = _finish(problem, layout, improved_order, improved.packing())
+        if finished is not None and finished[1] > objective + 1e-9:
+            schedule = finished[0]
+    return schedule

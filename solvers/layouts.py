@@ -32,6 +32,7 @@ def _pinned(problem: Problem, homes: dict[int, list[int]]) -> list[list[int]]:
     return out
 
 
+RESERVING_REPAIRS = 4  # apps picked after packing can clash with blocks at scale; skyline cannot fail
 HOME_CAP = 0  # apps that cannot change their set at all
 
 
@@ -98,6 +99,7 @@ class Layout:
     curves: list[list[int]]
     reservation: Reservation
     fixed: dict[int, list[int]]  # app index -> GPU set per step, for homed apps
+    max_repairs: int | None  # repair rounds before the layout is given up (None: never)
 
     @classmethod
     def reserving(cls, problem: Problem, curves: list[list[int]]) -> "Layout":
@@ -113,7 +115,7 @@ class Layout:
                 if t:
                     both = min(c[t - 1], c[t])
                     keep[t] += both - min((pin[t - 1] & pin[t]).bit_count(), both)
-        return cls("reserving", curves, Reservation(reserve, keep, zone), homes)
+        return cls("reserving", curves, Reservation(reserve, keep, zone), homes, RESERVING_REPAIRS)
 
     @classmethod
     def skyline(cls, problem: Problem, curves: list[list[int]]) -> "Layout":
@@ -129,7 +131,7 @@ class Layout:
                 want += c[t] - min(pin[t].bit_count(), c[t])
             free = problem.full & ~problem.running_busy[t] & ~pinned
             zone.append(pinned | _top_free(free, want))
-        return cls("skyline", curves, Reservation([0] * T, [0] * T, zone), homes)
+        return cls("skyline", curves, Reservation([0] * T, [0] * T, zone), homes, None)
 
     def pack(self, problem: Problem, order: list[Batch]) -> Packing:
         return pack(problem, order, self.reservation)

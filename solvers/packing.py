@@ -23,7 +23,7 @@ class Packing:
     busy: list[int]  # per step, GPUs held by batch work (running jobs included)
 
 
-MAX_RUNS = 32  # free runs examined per placement: best fit among the lowest ones
+MAX_RUNS = 12  # free runs examined per placement: best fit among the lowest ones
 
 
 def _choose_block(problem: Problem, cands: int, union: int, n: int) -> int:
@@ -31,6 +31,10 @@ def _choose_block(problem: Problem, cands: int, union: int, n: int) -> int:
     block's steps, at that run's size-aligned end if it has one, else its low end."""
     N = problem.node_size
     free = problem.full & ~union
+    busy = ~free
+    exact = cands & ((busy << 1) | problem.node_starts) & ((busy >> n) | problem.node_end_starts(n))
+    if exact:
+        return lowest_bit(exact)
     best_len, best_pos = None, -1
     for _ in range(MAX_RUNS):
         if not cands:
@@ -117,16 +121,22 @@ class Reservation:
 
 
 class PackState:
-    """A partial packing: what is held at each step and what is left for real-time apps."""
+    """A partial packing: what is held at each step and what is left for real-time apps.
 
-    __slots__ = ("busy", "blocked", "slack", "tslack", "starts", "value")
+    `placed` is an append-only log of (job id, start, GPU mask) shared between a state and the
+    snapshots taken from it; a state owns its first `count` entries. Snapshots are cheap (four
+    per-step lists), and resuming from one copies the log once, not at every placement.
+    """
 
-    def __init__(self, busy, blocked, slack, tslack, starts, value):
+    __slots__ = ("busy", "blocked", "slack", "tslack", "placed", "count", "value")
+
+    def __init__(self, busy, blocked, slack, tslack, placed, count, value):
         self.busy: list[int] = busy  # per step: GPUs held by batch work (running jobs included)
         self.blocked: list[int] = blocked  # busy plus the real-time zone
         self.slack: list[int] = slack  # GPUs a new block may still take at each step
         self.tslack: list[int] = tslack  # same, for GPUs free across the step t-1 -> t
-        self.starts: dict[str, tuple[int, int]] = starts
+        self.placed: list[tuple[str, int, int]] = placed
+        self.count: int = count
         self.value: float = value
 
     @classmethod
@@ -137,18 +147,25 @@ class PackState:
         blocked = [busy[t] | res.zone[t] for t in range(T)]
         slack = [problem.gpus - blocked[t].bit_count() - res.reserve[t] for t in range(T)]
         tslack = [0] + [(full & ~(blocked[t - 1] | blocked[t])).bit_count() - res.keep[t] for t in range(1, T)]
-        state = cls(busy, blocked, slack, tslack, {}, 0.0)
+        state = cls(busy, blocked, slack, tslack, [], 0, 0.0)
         for job in problem.batch:
             if job.running_mask:
-                state.starts[job.id] = (0, job.running_mask)
+                state.record(job.id, 0, job.running_mask)
                 state.value += job.priority * job.gpus * problem.interval_weight(0, min(job.remaining, T))
         return state
 
-    def copy(self) -> "PackState":
-        return PackState(self.busy[:], self.blocked[:], self.slack[:], self.tslack[:], dict(self.starts), self.value)
+    def record(self, job_id: str, start: int, mask: int) -> None:
+        if len(self.placed) != self.count:
+            self.placed = self.placed[:self.count]
+        self.placed.append((job_id, start, mask))
+        self.count += 1
+
+    def snapshot(self) -> "PackState":
+        """A frozen copy of the per-step lists; the log is shared, not copied."""
+        return PackState(self.busy[:], self.blocked[:], self.slack[:], self.tslack[:], self.placed, self.count, self.value)
 
     def packing(self) -> Packing:
-        return Packing(self.starts, self.value, self.busy)
+        return Packing({job_id: (s, m) for job_id, s, m in self.placed[:self.count]}, self.value, self.busy)
 
 
 def place(problem: Problem, res: Reservation, state: PackState, job: Batch) -> None:
@@ -186,7 +203,7 @@ def place(problem: Problem, res: Reservation, state: PackState, job: Batch) -> N
             slack[t] -= n
         for t in range(s + 1, e):
             tslack[t] -= n
-        state.starts[job.id] = (s, block)
+        state.record(job.id, s, block)
         state.value += job.priority * n * problem.interval_weight(s, e)
         return
 

@@ -120,6 +120,15 @@ class Problem:
         """Bitmask of the first GPU of every node."""
         return mask_of(range(0, self.gpus, self.node_size))
 
+    def node_end_starts(self, n: int) -> int:
+        """Bitmask of first GPUs p at which an n-block ends flush with a node's end."""
+        return self.node_starts_shifted.get(n, 0)
+
+    @cached_property
+    def node_starts_shifted(self) -> dict[int, int]:
+        ends = (self.node_starts | (1 << self.gpus)) & ~1  # GPU indices where a node ends
+        return {n: ends >> n for n in self._valid_starts}
+
     @cached_property
     def running_busy(self) -> tuple[int, ...]:
         """Per step, the GPUs held by inherited running jobs."""

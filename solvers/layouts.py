@@ -122,7 +122,7 @@ class Layout:
         T = problem.horizon
         homes = _homes(problem, curves)
         pins = _pinned(problem, homes)
-        zone = []
+        zone, prev = [], 0
         for t in range(T):
             pinned = 0
             want = 0
@@ -130,7 +130,9 @@ class Layout:
                 pinned |= pin[t]
                 want += c[t] - min(pin[t].bit_count(), c[t])
             free = problem.full & ~problem.running_busy[t] & ~pinned
-            zone.append(pinned | _top_free(free, want))
+            stay = _top_free(prev & free, want)  # the skyline stays put where it can
+            prev = pinned | stay | _top_free(free & ~stay, want - stay.bit_count())
+            zone.append(prev)
         return cls("skyline", curves, Reservation([0] * T, [0] * T, zone), homes, None)
 
     def pack(self, problem: Problem, order: list[Batch]) -> Packing:

@@ -37,34 +37,48 @@ HOME_CAP = 0  # apps that cannot change their set at all
 
 
 def _homes(problem: Problem, curves: list[list[int]]) -> dict[int, list[int]]:
-    """Per app index with swap_cap <= 1: its GPU set at each step, from a fixed home list.
+    """Per app index with swap_cap <= HOME_CAP: its GPU set at each step, from a fixed home list.
 
     The list starts with the app's `current` GPUs (so step 0 is within the cap of them), then
-    the highest GPUs that no running job and no other app's `current` ever holds. An app for
+    GPUs that no running job and no other app's `current` ever holds, taken from the top or
+    the bottom of the pool, whichever leaves the longer free run for batch blocks. An app for
     which not enough such GPUs remain stays dynamic.
     """
-    claimed = 0
+    kept = 0  # GPUs real-time apps hold for good: `current` sets, then homes
+    for app in problem.realtime:
+        kept |= max(app.current_mask, 0)
+    claimed = kept
     for busy in problem.running_busy:
         claimed |= busy
-    for app in problem.realtime:
-        claimed |= max(app.current_mask, 0)
     homes: dict[int, list[int]] = {}
     for i, (app, curve) in enumerate(zip(problem.realtime, curves)):
         if app.swap_cap > HOME_CAP:
             continue
-        order = bits_of(max(app.current_mask, 0))
-        extra = problem.full & ~claimed
-        need = max(curve, default=0) - len(order)
-        while need > 0 and extra:
-            top = extra.bit_length() - 1
-            order.append(top)
-            extra &= ~(1 << top)
-            need -= 1
-        if need > 0:
+        own = bits_of(max(app.current_mask, 0))
+        need = max(curve, default=0) - len(own)
+        unclaimed = bits_of(problem.full & ~claimed)
+        if need > len(unclaimed):
             continue
+        ends = [unclaimed[len(unclaimed) - need:][::-1], unclaimed[:need]] if need > 0 else [[]]
+        extra = max(ends, key=lambda e: _longest_run(problem, problem.full & ~kept & ~mask_of(e)))
+        order = own + extra
         claimed |= mask_of(order)
+        kept |= mask_of(order)
         homes[i] = [mask_of(order[:c]) for c in curve]
     return homes if _homes_fit(problem, curves, homes) else {}
+
+
+def _longest_run(problem: Problem, free: int) -> int:
+    """Length of the longest run of `free` GPUs inside one node."""
+    best, N = 0, problem.node_size
+    for node in range(0, problem.gpus, N):
+        bits = (free >> node) & ((1 << N) - 1)
+        while bits:
+            low = bits & -bits
+            run = (bits // low) & ~((bits // low) + 1)
+            best = max(best, run.bit_length())
+            bits &= ~(run * low)
+    return best
 
 
 def _homes_fit(problem: Problem, curves: list[list[int]], homes: dict[int, list[int]]) -> bool:

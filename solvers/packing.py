@@ -27,8 +27,9 @@ MAX_RUNS = 12  # free runs examined per placement: best fit among the lowest one
 
 
 def _choose_block(problem: Problem, cands: int, union: int, n: int) -> int:
-    """Best fit in space: the candidate inside the shortest free run (within a node) over the
-    block's steps, at that run's size-aligned end if it has one, else its low end."""
+    """Best fit in space: among the candidates (first GPUs of legal, allowed blocks), one in the
+    shortest free run (within a node) over the block's steps, preferring the run's low end,
+    then its high end, when that end is aligned to the block size (buddy-style)."""
     N = problem.node_size
     free = problem.full & ~union
     busy = ~free
@@ -36,27 +37,28 @@ def _choose_block(problem: Problem, cands: int, union: int, n: int) -> int:
     if exact:
         return lowest_bit(exact)
     best_len, best_pos = None, -1
+    left = cands
     for _ in range(MAX_RUNS):
-        if not cands:
+        if not left:
             break
-        p = lowest_bit(cands)
-        below = ~free & ((1 << p) - 1)  # busy GPUs under p: the run starts above the highest
+        p = lowest_bit(left)
+        below = busy & ((1 << p) - 1)  # the run starts above the highest busy GPU under p
         node_lo, node_hi = ((p // N) * N, min((p // N + 1) * N, problem.gpus)) if n <= N else (0, problem.gpus)
         a = max(below.bit_length(), node_lo)
         up = free >> p
         b = min(p + (up & ~(up + 1)).bit_length(), node_hi)
-        cands &= ~(((1 << (b - a)) - 1) << a)
+        in_run = cands & (((1 << (b - a)) - 1) << a)
+        left &= ~in_run
         length = b - a
         if best_len is not None and length >= best_len:
             continue
         best_len, hi = length, b - n
-        inside = (problem.valid_starts(n) >> a) & ((1 << (hi - a + 1)) - 1)
-        if (a - node_lo) % n == 0:
+        if (in_run >> a) & 1 and (a - node_lo) % n == 0:
             best_pos = a
-        elif (hi - node_lo) % n == 0 and (inside >> (hi - a)) & 1:
+        elif (in_run >> hi) & 1 and (hi - node_lo) % n == 0:
             best_pos = hi
         else:
-            best_pos = a if inside & 1 else p
+            best_pos = lowest_bit(in_run)
         if length == n:
             break
     return best_pos

@@ -137,6 +137,7 @@ class Layout:
         homes = _homes(problem, curves)
         pins = _pinned(problem, homes)
         zone, prev = [], 0
+        drift = sum(app.swap_cap for app in problem.realtime) // 2  # one GPU moved costs two swaps
         for t in range(T):
             pinned = 0
             want = 0
@@ -144,10 +145,16 @@ class Layout:
                 pinned |= pin[t]
                 want += c[t] - min(pin[t].bit_count(), c[t])
             free = problem.full & ~problem.running_busy[t] & ~pinned
-            stay = _top_free(prev & free, want)  # the skyline stays put where it can
-            prev = pinned | stay | _top_free(free & ~stay, want - stay.bit_count())
+            stay = _top_free(prev & free, want)  # the skyline stays put where it can,
+            stay |= _top_free(free & ~stay, want - stay.bit_count())
+            for _ in range(drift):  # and drifts up as fast as the apps' swap caps allow
+                above = free & ~stay
+                if not stay or above.bit_length() <= (stay & -stay).bit_length():
+                    break
+                stay = (stay & ~(stay & -stay)) | (1 << (above.bit_length() - 1))
+            prev = pinned | stay
             zone.append(prev)
-        return cls("skyline", curves, Reservation([0] * T, [0] * T, zone), homes, None)
+        return cls("skyline", curves, Reservation([0] * T, None, zone), homes, None)
 
     def pack(self, problem: Problem, order: list[Batch]) -> Packing:
         return pack(problem, order, self.reservation)

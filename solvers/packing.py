@@ -113,12 +113,13 @@ class Reservation:
     """What batch blocks must leave to the real-time apps.
 
     `reserve[t]`: GPUs that stay free at step t; `keep[t]`: GPUs that stay free at both t-1 and
-    t, so apps can hold on across the step without being pushed off by a new block; `zone[t]`:
+    t, so apps can hold on across the step without being pushed off by a new block (None: no
+    such need); `zone[t]`:
     GPUs no block may take at step t (a fixed real-time area, GPUs an app is bound to).
     """
 
     reserve: list[int]
-    keep: list[int]
+    keep: list[int] | None
     zone: list[int]
 
 
@@ -148,7 +149,10 @@ class PackState:
         busy = list(problem.running_busy)
         blocked = [busy[t] | res.zone[t] for t in range(T)]
         slack = [problem.gpus - blocked[t].bit_count() - res.reserve[t] for t in range(T)]
-        tslack = [0] + [(full & ~(blocked[t - 1] | blocked[t])).bit_count() - res.keep[t] for t in range(1, T)]
+        if res.keep is None:  # no step-to-step need: never binding
+            tslack = [2 * problem.gpus * (T + 1)] * T
+        else:
+            tslack = [0] + [(full & ~(blocked[t - 1] | blocked[t])).bit_count() - res.keep[t] for t in range(1, T)]
         state = cls(busy, blocked, slack, tslack, [], 0, 0.0)
         for job in problem.batch:
             if job.running_mask:

@@ -18,6 +18,7 @@ import benchmarks
 from agent.loading import InputError, load_scenario
 from schemas import Plan, Scenario
 from solvers import SCHEDULERS, Problem, build_plan, check_plan, compile_scenario
+from solvers.generator import generate_scenario
 
 BENCH_SCHEDULERS = ("fifo", "heuristic")
 
@@ -170,12 +171,18 @@ def scenario_files(folder: str | Path | None = None) -> list[Path]:
     return files
 
 
-def run_bench(folder: str | Path | None = None, repeat: int = 5) -> tuple[Report, list[Scenario]]:
-    """Bench every scenario of `folder`; all files are validated before any is solved."""
+def run_bench(folder: str | Path | None = None, repeat: int = 5,
+              generated: list[tuple[int, int, int]] = ()) -> tuple[Report, list[Scenario]]:
+    """Bench every scenario of `folder` (all files validated before any is solved), then one
+    generated scenario per (gpus, jobs, seed) of `generated`."""
     files = scenario_files(folder)
     scenarios = [load_scenario(p) for p in files]
+    sources = [str(p) for p in files]
+    for gpus, jobs, seed in generated:
+        scenarios.append(Scenario.model_validate(generate_scenario(gpus, jobs, seed)))
+        sources.append(f"generate --gpus {gpus} --jobs {jobs} --seed {seed}")
     best = benchmarks.best_known()
-    rows = [bench_scenario(sc, repeat, best, str(p)) for sc, p in zip(scenarios, files)]
+    rows = [bench_scenario(sc, repeat, best, src) for sc, src in zip(scenarios, sources)]
     return Report(rows, repeat), scenarios
 
 

@@ -29,6 +29,18 @@ def _positive(text: str) -> int:
     return n
 
 
+def _generated_spec(text: str) -> tuple[int, int, int]:
+    """`1024x1000` or `1024x1000:3` -> (gpus, jobs, seed)."""
+    try:
+        size, _, seed = text.partition(":")
+        gpus, jobs = (int(x) for x in size.lower().split("x"))
+        if gpus < 1 or jobs < 1:
+            raise ValueError
+        return gpus, jobs, int(seed) if seed else 7
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected GPUSxJOBS[:SEED] with positive sizes, got {text!r}") from None
+
+
 def _emit(text: str, out: str | None) -> None:
     if out:
         write_text(out, text)
@@ -70,7 +82,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from agent.bench import run_bench
 
-    report, _ = run_bench(args.dir, args.repeat)
+    report, _ = run_bench(args.dir, args.repeat, args.generated)
     sys.stdout.write(dump_json(report.as_dict()) if args.json else report.table() + "\n")
     return report.exit_code
 
@@ -122,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", default=None, help="folder of *.json scenarios (default: the bundled seven)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--repeat", type=_positive, default=5, help="timed runs per scheduler (p50 reported)")
+    p.add_argument("--generated", type=_generated_spec, action="append", default=[], metavar="GPUSxJOBS[:SEED]",
+                   help="also bench a generated scenario (seed 7 unless given), e.g. 1024x1000; repeatable")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("demo", help="bench the bundled scenarios and write Gantt charts")

@@ -2,12 +2,17 @@
 
 1. Real-time apps get target curves (`solvers.realtime.target_curves`): demand followed within
    the swap cap, troughs lent to batch work, no daily-peak reservation.
-2. Batch jobs are packed (`solvers.packing.pack`) in several priority-led orders; the best
-   packing by objective seeds a local search over the order (adjacent swaps, moves to the front),
-   bounded by a work budget, not a clock, so the same input always gives the same plan.
-3. Real-time GPU identities are assigned around the chosen packing. When a batch block would
-   force an app past its swap cap, that block is banned at that start and the packing redone;
-   every ban removes an option, so the loop ends, at worst with the block elsewhere or later.
+2. For each layout (`solvers.layouts`: reserving, skyline) batch jobs are packed
+   (`solvers.packing`) in a few value- and priority-led seed orders, and the best is finished
+   (step 4). The layout whose finished plan is better gets a local search over the order
+   (adjacent swaps, moves to the front), bounded by a count of placements, not a clock, so the
+   same input always gives the same plan; its result is kept if it finishes better still.
+3. Trials resume from the snapshot of their unchanged prefix and stop as soon as their best case
+   (every remaining job at its arrival) cannot beat the incumbent.
+4. Finishing assigns real-time GPUs around the packing. Where a block would push an app past its
+   swap cap, those cells are closed to batch work at that step and the order packed again; every
+   round closes new cells or drops a job, so it ends, at worst with no batch work, which is
+   always legal.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from solvers.packing import Packing, Reservation, pack
-from solvers.problem import Batch, Problem, bits_of, mask_of
+from solvers.problem import Batch, Problem, bits_of, highest_bits, mask_of
 
 
 def _pinned(problem: Problem, homes: dict[int, list[int]]) -> list[list[int]]:
@@ -94,17 +94,6 @@ def _homes_fit(problem: Problem, curves: list[list[int]], homes: dict[int, list[
     return True
 
 
-def _top_free(free: int, want: int) -> int:
-    """The `want` highest GPUs of `free`."""
-    mask = 0
-    while want > 0 and free:
-        top = 1 << (free.bit_length() - 1)
-        mask |= top
-        free ^= top
-        want -= 1
-    return mask
-
-
 @dataclass(frozen=True)
 class Layout:
     """Real-time curves and what they ask of batch work under one layout."""
@@ -145,8 +134,8 @@ class Layout:
                 pinned |= pin[t]
                 want += c[t] - min(pin[t].bit_count(), c[t])
             free = problem.full & ~problem.running_busy[t] & ~pinned
-            stay = _top_free(prev & free, want)  # the skyline stays put where it can,
-            stay |= _top_free(free & ~stay, want - stay.bit_count())
+            stay = highest_bits(prev & free, want)  # the skyline stays put where it can,
+            stay |= highest_bits(free & ~stay, want - stay.bit_count())
             for _ in range(drift):  # and drifts up as fast as the apps' swap caps allow
                 above = free & ~stay
                 if not stay or above.bit_length() <= (stay & -stay).bit_length():

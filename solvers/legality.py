@@ -45,10 +45,6 @@ def check_plan(problem: Problem, grid: Grid, scheduler: str = "heuristic") -> li
     return out
 
 
-def is_legal(problem: Problem, grid: Grid, scheduler: str = "heuristic") -> bool:
-    return not check_plan(problem, grid, scheduler)
-
-
 def _check_shape(problem: Problem, grid: Grid) -> list[Violation]:
     G, T = problem.gpus, problem.horizon
     if len(grid) != G or any(len(row) != T for row in grid):

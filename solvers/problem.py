@@ -31,10 +31,6 @@ def bits_of(mask: int) -> list[int]:
     return out
 
 
-def popcount(mask: int) -> int:
-    return mask.bit_count()
-
-
 @dataclass(frozen=True, slots=True)
 class Batch:
     """A batch-like job. `running_mask` is non-zero for inherited jobs (fixed at step 0)."""
@@ -166,6 +162,17 @@ def free_block_starts(problem: Problem, busy_union: int, n: int) -> int:
         r &= r >> step
         k += step
     return r & problem.valid_starts(n)
+
+
+def highest_bits(mask: int, n: int) -> int:
+    """The n highest set bits of mask (all of them when it has fewer)."""
+    out = 0
+    while n > 0 and mask:
+        top = 1 << (mask.bit_length() - 1)
+        out |= top
+        mask ^= top
+        n -= 1
+    return out
 
 
 def lowest_bit(mask: int) -> int:

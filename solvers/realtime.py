@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from solvers.problem import Problem, Realtime
+from solvers.problem import Problem, Realtime, highest_bits
 
 
 def _floor(app: Realtime, t: int) -> int:
@@ -98,21 +98,10 @@ def _pick_lasting(candidates: int, busy: list[int], t: int, need: int) -> int:
         levels.append(nxt)
     chosen = 0
     for level in reversed(levels):
-        chosen |= _highest(level & ~chosen, need - chosen.bit_count())
+        chosen |= highest_bits(level & ~chosen, need - chosen.bit_count())
         if chosen.bit_count() >= need:
             break
     return chosen
-
-
-def _highest(mask: int, n: int) -> int:
-    """The n highest set bits of mask."""
-    out = 0
-    while n > 0 and mask:
-        top = 1 << (mask.bit_length() - 1)
-        out |= top
-        mask ^= top
-        n -= 1
-    return out
 
 
 def assign_realtime(problem: Problem, curves: list[list[int]], busy: list[int], strict: bool = False,

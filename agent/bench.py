@@ -102,6 +102,7 @@ class Row:
 class Report:
     rows: list[Row]
     repeat: int
+    full_mode: list = field(default_factory=list)  # agent.full_mode.FullModeRow, with --milp
 
     @property
     def mean_value_gain_pct(self) -> float | None:
@@ -110,18 +111,25 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return all(r.ok for r in self.rows)
+        return all(r.ok for r in self.rows) and all(r.legal for r in self.full_mode)
 
     @property
     def exit_code(self) -> int:
         return 0 if self.ok else 1
 
     def as_dict(self) -> dict[str, Any]:
-        return {"repeat": self.repeat, "scenarios": [r.as_dict() for r in self.rows],
-                "mean_value_gain_pct": _round(self.mean_value_gain_pct, 3), "ok": self.ok}
+        out = {"repeat": self.repeat, "scenarios": [r.as_dict() for r in self.rows],
+               "mean_value_gain_pct": _round(self.mean_value_gain_pct, 3), "ok": self.ok}
+        if self.full_mode:
+            out["full_mode"] = [r.as_dict() for r in self.full_mode]
+        return out
 
     def table(self) -> str:
-        return format_table(self)
+        if not self.full_mode:
+            return format_table(self)
+        from agent.full_mode import format_full_mode
+
+        return format_table(self) + "\n\n" + format_full_mode(self.full_mode)
 
 
 def _round(x: float | None, digits: int) -> float | None:

@@ -53,13 +53,48 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
     problem = compile_scenario(load_scenario(args.scenario))
     t0 = time.perf_counter()
-    schedule = SCHEDULERS[args.scheduler](problem)
-    plan = build_plan(problem, args.scheduler, schedule, (time.perf_counter() - t0) * 1000.0)
+    if args.scheduler == "milp":
+        from agent.full_mode import solve_full_mode
+
+        plan = solve_full_mode(problem, _milp_options(args))
+    else:
+        schedule = SCHEDULERS[args.scheduler](problem)
+        plan = build_plan(problem, args.scheduler, schedule, (time.perf_counter() - t0) * 1000.0)
     _emit(dump_plan(plan), args.out)
     violations = check_plan(problem, plan.grid, args.scheduler)
     for v in violations:
         print(f"gpualloc: the {args.scheduler} plan breaks {v}", file=sys.stderr)
     return EXIT_ILLEGAL if violations else EXIT_OK
+
+
+def _milp_options(args: argparse.Namespace):
+    from agent.full_mode import require_solver
+    from solvers.milp import MilpOptions
+
+    require_solver(args.solver)
+    return MilpOptions(solver=args.solver, time_limit=args.time_limit, node_limit=args.node_limit,
+                       threads=args.threads, seed=args.seed, progress=args.progress)
+
+
+def _add_milp_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("full mode (MILP)")
+    g.add_argument("--solver", choices=("highs", "cbc"), default="highs")
+    g.add_argument("--time-limit", type=_seconds, default=60.0, help="seconds per solve (default 60; 0: none)")
+    g.add_argument("--node-limit", type=_positive, default=None,
+                   help="branch-and-bound nodes: with --time-limit 0 a reproducible work limit")
+    g.add_argument("--threads", type=_positive, default=1)
+    g.add_argument("--seed", type=int, default=0, help="solver random seed")
+    g.add_argument("--progress", action="store_true", help="stream the solver log (incumbent and bound) to stderr")
+
+
+def _seconds(text: str) -> float | None:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if x < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {x}")
+    return None if x == 0 else x
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -82,7 +117,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from agent.bench import run_bench
 
-    report, _ = run_bench(args.dir, args.repeat, args.generated)
+    report, scenarios = run_bench(args.dir, args.repeat, args.generated)
+    if args.milp:
+        from agent.full_mode import bench_full_mode, record_best_known
+
+        report.full_mode = bench_full_mode(scenarios, report, _milp_options(args))
+        if args.update_best_known:
+            for line in record_best_known(report.full_mode):
+                print(line, file=sys.stderr)
     sys.stdout.write(dump_json(report.as_dict()) if args.json else report.table() + "\n")
     return report.exit_code
 
@@ -121,8 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("solve", help="plan a scenario and print (or write) the plan JSON")
     p.add_argument("scenario", help="scenario JSON file")
-    p.add_argument("--scheduler", choices=("fifo", "heuristic"), default="heuristic")
+    p.add_argument("--scheduler", choices=("fifo", "heuristic", "milp"), default="heuristic")
     p.add_argument("--out", help="write the plan here instead of stdout")
+    _add_milp_arguments(p)
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("check", help="list the legality rules (R1-R5) a plan breaks")
@@ -136,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=_positive, default=5, help="timed runs per scheduler (p50 reported)")
     p.add_argument("--generated", type=_generated_spec, action="append", default=[], metavar="GPUSxJOBS[:SEED]",
                    help="also bench a generated scenario (seed 7 unless given), e.g. 1024x1000; repeatable")
+    p.add_argument("--milp", action="store_true", help="also run full mode: objective, bound, gap, heuristic/MILP")
+    p.add_argument("--update-best-known", action="store_true",
+                   help="with --milp: record better objectives and bounds in the bundled best-known.json")
+    _add_milp_arguments(p)
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("demo", help="bench the bundled scenarios and write Gantt charts")

@@ -13,9 +13,17 @@ from solvers.problem import Problem
 
 Scheduler = Callable[[Problem], Schedule]
 
+def milp_schedule(problem: Problem) -> Schedule:
+    """Full mode with its defaults (HiGHS, 60 s); Pyomo is imported only when it is used."""
+    from solvers.milp import solve_milp
+
+    return solve_milp(problem).schedule
+
+
 SCHEDULERS: dict[str, Scheduler] = {
     "fifo": fifo_schedule,
     "heuristic": heuristic_schedule,
+    "milp": milp_schedule,
 }
 
 

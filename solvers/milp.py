@@ -100,8 +100,8 @@ def build_model(data: MilpData, *, symmetry: bool = True) -> pyo.ConcreteModel:
         return sign * (m.n[a, t] - m.n[a, t - 1]) <= cap
     m.ramp_up = pyo.Constraint(m.A, m.T, rule=lambda m, a, t: ramp(m, a, t, 1))
     m.ramp_down = pyo.Constraint(m.A, m.T, rule=lambda m, a, t: ramp(m, a, t, -1))
-    m.capacity = pyo.Constraint(m.T, rule=lambda m, t: sum(m.u[g, t] for g in cells_at[t])
-                                + sum(m.n[a, t] for a in m.A) <= G - running_at[t])
+    m.capacity = pyo.Constraint(m.T, rule=lambda m, t: pyo.Constraint.Skip if not apps else
+                                sum(m.u[g, t] for g in cells_at[t]) + sum(m.n[a, t] for a in m.A) <= G - running_at[t])
 
     # Kept GPUs across each step boundary (see the module docstring).
     m.k = pyo.Var(m.A, m.T, within=pyo.NonNegativeIntegers)

@@ -19,14 +19,19 @@ from agent.loading import InputError, dump_json, dump_plan, load_plan, load_scen
 EXIT_OK, EXIT_ILLEGAL, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 
-def _positive(text: str) -> int:
+def _number(text: str, convert, minimum, what: str):
+    """Parse an argument, or an argparse error naming the rule it breaks."""
     try:
-        n = int(text)
+        x = convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {n}")
-    return n
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+    if x < minimum:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {x}")
+    return x
+
+
+def _positive(text: str) -> int:
+    return _number(text, int, 1, "an integer >= 1")
 
 
 def _generated_spec(text: str) -> tuple[int, int, int]:
@@ -88,12 +93,7 @@ def _add_milp_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _seconds(text: str) -> float | None:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if x < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {x}")
+    x = _number(text, float, 0, "a number of seconds >= 0")
     return None if x == 0 else x
 
 

@@ -156,3 +156,15 @@ def test_full_mode_is_legal_and_never_below_the_heuristic(gpus, jobs, seed, hori
     assert result.objective >= objective_of(problem, warm) - 1e-6
     if result.bound is not None:
         assert result.bound >= result.objective - 1e-6
+
+
+def test_highs_accepts_the_heuristic_as_its_mip_start(capfd):
+    """The solver log's first word on the incumbent is the warm start, at its objective."""
+    need("highs")
+    problem = TINY[0]
+    warm = heuristic_schedule(problem)
+    solve_milp(problem, MilpOptions(time_limit=10, progress=True), warm=warm)
+    log = capfd.readouterr().out
+    assert "MIP start solution is feasible" in log
+    reported = float(log.split("MIP start solution is feasible: objective value is")[1].split()[0])
+    assert reported == pytest.approx(objective_of(problem, warm), abs=1e-6)

@@ -65,7 +65,7 @@ def _homes(problem: Problem, curves: list[list[int]]) -> dict[int, list[int]]:
         claimed |= mask_of(order)
         kept |= mask_of(order)
         homes[i] = [mask_of(order[:c]) for c in curve]
-    return homes if _homes_fit(problem, curves, homes) else {}
+    return homes if homes and _homes_fit(problem, curves, homes) else {}
 
 
 def _longest_run(problem: Problem, free: int) -> int:

@@ -90,6 +90,8 @@ def _pick_lasting(candidates: int, busy: list[int], t: int, need: int) -> int:
     Real-time GPUs gather at the top and away from blocks about to start, so batch blocks
     rarely push an app off its GPUs.
     """
+    if candidates.bit_count() <= need:
+        return candidates
     levels = [candidates]
     for k in range(t + 1, len(busy)):
         nxt = levels[-1] & ~busy[k]
@@ -124,6 +126,9 @@ def assign_realtime(problem: Problem, curves: list[list[int]], busy: list[int], 
     order = sorted((i for i in range(len(apps)) if i not in fixed), key=lambda i: (-apps[i].priority, i))
     sets: list[list[int]] = [list(fixed[i]) if i in fixed else [0] * T for i in range(len(apps))]
     found: list[ForcedMove] = []
+    later = [0] * T  # later[t]: GPUs busy at some step after t
+    for t in range(T - 2, -1, -1):
+        later[t] = later[t + 1] | busy[t + 1]
     for t in range(T):
         free = problem.full & ~busy[t]
         avail = free
@@ -158,15 +163,15 @@ def assign_realtime(problem: Problem, curves: list[list[int]], busy: list[int], 
             prev = sets[i][t - 1] if t else apps[i].current_mask
             if prev >= 0:
                 spare = apps[i].swap_cap - (sets[i][t] ^ prev).bit_count()
-                sets[i][t], avail = _migrate(sets[i][t], avail, busy, t, spare)
+                sets[i][t], avail = _migrate(sets[i][t], avail, busy, later, t, spare)
     return {app.id: s for app, s in zip(apps, sets)}, found
 
 
-def _migrate(held: int, avail: int, busy: list[int], t: int, spare: int) -> tuple[int, int]:
+def _migrate(held: int, avail: int, busy: list[int], later: list[int], t: int, spare: int) -> tuple[int, int]:
     """Spend spare swap budget moving off GPUs that a block takes soon, one GPU (2 swaps) at a
     time, so the app is not pushed past its cap later. Returns (held, avail)."""
     T = len(busy)
-    while spare >= 2:
+    while spare >= 2 and held & later[t]:
         until = next((k for k in range(t + 1, T) if held & busy[k]), None)
         if until is None:
             break

@@ -93,14 +93,15 @@ def record_best_known(rows: list[FullModeRow]) -> list[str]:
         entry = data.get(r.scenario)
         if entry is None or not r.legal:
             continue
-        if r.objective > entry["objective"] + 1e-6:
+        if round(r.objective, 4) > entry["objective"]:
             said.append(f"{r.scenario}: objective {entry['objective']} -> {r.objective:.4f}")
             entry.update(objective=round(r.objective, 4),
                          source=f"gpualloc milp ({r.solver}), {r.solve_seconds:.0f} s", status=r.status)
-        if r.bound is not None and r.bound < entry["bound"] - 1e-6:
+        if r.bound is not None and round(r.bound, 4) < entry["bound"]:
             said.append(f"{r.scenario}: bound {entry['bound']} -> {r.bound:.4f}")
             entry["bound"] = round(max(r.bound, entry["objective"]), 4)
             entry["bound_source"] = f"gpualloc milp ({r.solver}), {r.solve_seconds:.0f} s"
+            entry["bound_status"] = r.status
     if said:
         path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return said

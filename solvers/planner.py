@@ -11,6 +11,7 @@ and GPUs that may take no new work (down or drained nodes) are held by a blocker
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from solvers.grid import Schedule
 from solvers.heuristic import heuristic_schedule
@@ -53,6 +54,7 @@ class AppSpec:
     max_gpus: int | None = None
     swap_cap: int | None = None
     profile: list[int] | None = None  # GPUs by hour of day, before traffic history exists
+    rps_per_gpu: float = 1.0  # requests per second one GPU serves
     observed: dict[int, int] = field(default_factory=dict)  # step -> largest GPUs observed
     held: int = -1  # GPU mask held in the last committed step (-1: never committed)
 
@@ -82,6 +84,7 @@ class Planner:
     apps: dict[str, AppSpec] = field(default_factory=dict)
     down: int = 0  # GPUs of nodes that are down
     drained: int = 0  # GPUs of drained nodes: running work continues, nothing new lands there
+    scheduler: Callable[[Problem], Schedule] = heuristic_schedule  # the hot path (FIFO for baselines)
 
     # ---- events -------------------------------------------------------------------------
     def submit(self, job: JobSpec) -> Decision:
@@ -141,9 +144,9 @@ class Planner:
 
     # ---- decisions ----------------------------------------------------------------------
     def plan(self) -> tuple[Problem, Schedule]:
-        """The heuristic's plan for the window [now, now + horizon)."""
+        """The hot path's plan for the window [now, now + horizon)."""
         problem = self.window_problem()
-        return problem, heuristic_schedule(problem)
+        return problem, self.scheduler(problem)
 
     def decide(self, job_id: str) -> Decision:
         problem, schedule = self.plan()
@@ -158,13 +161,14 @@ class Planner:
                         f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: "
                         + self._holders(problem, schedule, mask, start))
 
-    def tick(self) -> Commit:
-        """Commit the current step of a fresh plan, then advance the clock one step."""
-        problem, schedule = self.plan()
+    def tick(self, adopted: Schedule | None = None) -> Commit:
+        """Commit the current step of a fresh plan (or of `adopted`, a full-mode plan of this
+        same window), then advance the clock one step."""
+        schedule = adopted if adopted is not None else self.plan()[1]
         assignments: dict[str, tuple[int, ...]] = {}
         started = []
         for job_id, (start, mask) in sorted(schedule.batch.items()):
-            if job_id == BLOCKER:
+            if job_id == BLOCKER or (job_id not in self.running and job_id not in self.queued):
                 continue
             if job_id in self.running:
                 assignments[job_id] = tuple(bits_of(self.running[job_id][1]))

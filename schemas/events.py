@@ -1,0 +1,113 @@
+"""Pydantic models of the event contract (docs/contract/events.md): the envelope and the
+payloads the planner consumes. Fields may be added by producers; unknown ones are ignored."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, Field, model_validator
+
+StrictInt = Annotated[int, Field(strict=True)]
+
+
+class Envelope(BaseModel):
+    event_id: str = Field(min_length=1)
+    type: str
+    occurred_at: AwareDatetime
+    pool: str = "default"
+    schema_version: Literal[1] = 1
+    payload: dict[str, Any]
+
+
+class PoolConfigured(BaseModel):
+    gpus: StrictInt = Field(ge=1)
+    gpus_per_node: StrictInt | None = Field(default=None, ge=1)
+    horizon: StrictInt = Field(default=24, ge=1)
+    step_minutes: StrictInt = Field(default=60, ge=1)
+    time_decay: float = Field(default=0.95, gt=0, le=1)
+    realtime_penalty: float = Field(default=8.0, ge=0)
+    swap_cap: StrictInt = Field(default=2, ge=0)
+
+    @model_validator(mode="after")
+    def _node_divides(self) -> "PoolConfigured":
+        if self.gpus_per_node and self.gpus % self.gpus_per_node:
+            raise ValueError(f"gpus_per_node: must divide gpus ({self.gpus_per_node} does not divide {self.gpus})")
+        return self
+
+
+class NodeStatus(BaseModel):
+    node: StrictInt = Field(ge=0)
+    state: Literal["up", "drained", "down"]
+    detail: str = ""
+
+
+class JobSubmitted(BaseModel):
+    id: str = Field(min_length=1)
+    kind: Literal["training", "batch_inference", "quantization"]
+    priority: float = Field(gt=0)
+    gpus: StrictInt | None = Field(default=None, ge=1)
+    duration: StrictInt | None = Field(default=None, ge=1)
+    features: dict[str, Any] | None = None
+    requeue: bool = True
+    actual_duration: StrictInt | None = Field(default=None, ge=1)  # traces only: the agent ignores it
+
+    @model_validator(mode="after")
+    def _sized(self) -> "JobSubmitted":
+        if (self.gpus is None or self.duration is None) and self.features is None:
+            raise ValueError("gpus, duration: give both, or features for the forecaster")
+        return self
+
+
+class JobRef(BaseModel):
+    id: str = Field(min_length=1)
+    detail: str = ""
+
+
+class AppRegistered(BaseModel):
+    id: str = Field(min_length=1)
+    priority: float = Field(gt=0)
+    min_gpus: StrictInt = Field(default=0, ge=0)
+    max_gpus: StrictInt | None = Field(default=None, ge=0)
+    swap_cap: StrictInt | None = Field(default=None, ge=0)
+    rps_per_gpu: float = Field(default=1.0, gt=0)
+    profile: list[Annotated[int, Field(strict=True, ge=0)]] | None = Field(default=None, min_length=24, max_length=24)
+    current: list[StrictInt] | None = None
+
+
+class TrafficObserved(BaseModel):
+    app: str = Field(min_length=1)
+    gpus: StrictInt | None = Field(default=None, ge=0)
+    requests_per_s: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _measured(self) -> "TrafficObserved":
+        if self.gpus is None and self.requests_per_s is None:
+            raise ValueError("gpus, requests_per_s: give one of them")
+        return self
+
+
+PAYLOADS: dict[str, type[BaseModel]] = {
+    "pool.configured": PoolConfigured,
+    "node.status": NodeStatus,
+    "job.submitted": JobSubmitted,
+    "job.cancelled": JobRef,
+    "job.completed": JobRef,
+    "job.failed": JobRef,
+    "app.registered": AppRegistered,
+    "traffic.observed": TrafficObserved,
+}
+
+
+def parse_event(data: dict[str, Any]) -> tuple[Envelope, BaseModel]:
+    """Envelope and typed payload; ValueError naming the field and the rule otherwise."""
+    envelope = Envelope.model_validate(data)
+    model = PAYLOADS.get(envelope.type)
+    if model is None:
+        raise ValueError(f"type: {envelope.type!r} is not an input event type ({', '.join(sorted(PAYLOADS))})")
+    return envelope, model.model_validate(envelope.payload)
+
+
+def timestamp(dt: datetime) -> str:
+    """RFC 3339 with zone, as the contract writes `occurred_at`."""
+    return dt.isoformat().replace("+00:00", "Z")

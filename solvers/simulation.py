@@ -1,0 +1,264 @@
+"""What-if runs: a trace of contract events drives the planner core on a simulated clock.
+
+Each policy gets its own Planner fed the same events: `fifo` (the contract's FIFO over the
+window: static reservation at the forecast daily peak, arrival-order first fit with backfill),
+`heuristic` (the hot path), `heuristic+milp` (the hot path, plus full mode every K steps whose
+plan is adopted for that step when it is better). A job's completion comes from the trace's
+`job.completed`, or else `actual_duration` steps after it starts (its declared duration when the
+trace gives neither). Everything is a pure function of the events and the options.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from solvers.fifo import fifo_schedule
+from solvers.heuristic import heuristic_schedule
+from solvers.planner import AppSpec, Commit, Decision, JobSpec, Planner, PoolConfig
+from solvers.problem import mask_of
+
+POLICIES = ("fifo", "heuristic", "heuristic+milp")
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    policies: tuple[str, ...] = ("fifo", "heuristic")
+    days: int | None = None  # None: until the trace's last event
+    milp_every: int = 1  # steps between full-mode runs (heuristic+milp)
+    milp_node_limit: int = 200  # a work limit, so reruns give the same plans
+    milp_time_limit: float | None = None
+
+
+@dataclass
+class PolicyRun:
+    policy: str
+    commits: list[Commit] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    submitted: dict[str, int] = field(default_factory=dict)  # job id -> step
+    started: dict[str, int] = field(default_factory=dict)
+    finished: dict[str, int] = field(default_factory=dict)
+    milp_adopted: list[int] = field(default_factory=list)  # steps whose commit came from full mode
+
+
+@dataclass
+class Simulation:
+    config: PoolConfig
+    steps: int
+    demand: dict[str, list[int]]  # app id -> demand actually observed per step
+    priorities: dict[str, float]  # job and app id -> priority
+    limits: dict[str, tuple[int, int, int]]  # app id -> (min_gpus, max_gpus, swap_cap)
+    runs: dict[str, PolicyRun]
+
+
+def _step_of(t0: datetime, at: datetime, step_minutes: int) -> int:
+    return max(0, math.floor((at - t0).total_seconds() / (60 * step_minutes)))
+
+
+def simulate(events: list, options: SimOptions = SimOptions()) -> Simulation:
+    """`events`: (Envelope, payload) pairs as `schemas.events.parse_event` returns them."""
+    events = sorted(events, key=lambda e: e[0].occurred_at)  # stable: file order breaks ties
+    first = next((e for e in events if e[0].type == "pool.configured"), None)
+    if first is None:
+        raise ValueError("trace: needs a pool.configured event (it sets the pool and step 0)")
+    t0, cfg = first[0].occurred_at, first[1]
+    config = PoolConfig(cfg.gpus, cfg.gpus_per_node, cfg.horizon, cfg.step_minutes, cfg.time_decay,
+                        cfg.realtime_penalty, cfg.swap_cap)
+    timed = [(_step_of(t0, env.occurred_at, config.step_minutes), env, payload) for env, payload in events]
+    last = max(s for s, _, _ in timed)
+    steps = options.days * 24 * 60 // config.step_minutes if options.days else last + 1
+    demand, priorities = _observed(timed, steps)
+    limits = {p.id: (p.min_gpus, config.gpus if p.max_gpus is None else p.max_gpus,
+                     config.swap_cap if p.swap_cap is None else p.swap_cap)
+              for _, env, p in timed if env.type == "app.registered"}
+    runs = {policy: _run(policy, config, timed, steps, options) for policy in options.policies}
+    return Simulation(config, steps, demand, priorities, limits, runs)
+
+
+def _observed(timed, steps: int) -> tuple[dict[str, list[int]], dict[str, float]]:
+    """Per app, demand per step as observed (held flat between observations), and priorities."""
+    demand: dict[str, list[int]] = {}
+    rps: dict[str, float] = {}
+    priorities: dict[str, float] = {}
+    for step, env, p in timed:
+        if env.type == "app.registered":
+            demand.setdefault(p.id, [0] * steps)
+            rps[p.id] = p.rps_per_gpu
+            priorities[p.id] = p.priority
+        elif env.type == "job.submitted":
+            priorities[p.id] = p.priority
+        elif env.type == "traffic.observed" and p.app in demand and step < steps:
+            need = p.gpus if p.gpus is not None else math.ceil(p.requests_per_s / rps[p.app])
+            demand[p.app][step] = max(demand[p.app][step], need)
+    for curve in demand.values():
+        for s in range(1, steps):
+            if curve[s] == 0:
+                curve[s] = curve[s - 1]
+    return demand, priorities
+
+
+def _scheduler(policy: str):
+    if policy == "fifo":
+        return fifo_schedule
+    if policy in ("heuristic", "heuristic+milp"):
+        return heuristic_schedule
+    raise ValueError(f"policy: {policy!r} is not one of {', '.join(POLICIES)}")
+
+
+def _run(policy: str, config: PoolConfig, timed, steps: int, options: SimOptions) -> PolicyRun:
+    planner = Planner(config, scheduler=_scheduler(policy))
+    run = PolicyRun(policy)
+    actual: dict[str, int] = {}
+    ends: dict[str, int] = {}  # running job -> step at which its completion is processed
+    i = 0
+    for step in range(steps):
+        while i < len(timed) and timed[i][0] <= step:
+            _apply(planner, run, actual, ends, *timed[i])
+            i += 1
+        for job_id in sorted(j for j, end in ends.items() if end <= step):
+            planner.complete(job_id)
+            run.finished[job_id] = step
+            del ends[job_id]
+        adopted = None
+        if policy == "heuristic+milp" and step % options.milp_every == 0:
+            adopted = _full_mode(planner, options)
+            if adopted is not None:
+                run.milp_adopted.append(step)
+        commit = planner.tick(adopted)
+        run.commits.append(commit)
+        for job_id in commit.started:
+            run.started[job_id] = step
+            ends[job_id] = step + actual.get(job_id, planner.running[job_id][0].duration)
+    return run
+
+
+def _apply(planner: Planner, run: PolicyRun, actual, ends, step: int, env, p) -> None:
+    kind = env.type
+    if kind == "job.submitted":
+        if p.gpus is None or p.duration is None:
+            return  # needs the forecaster (a later issue); the agent dead-letters it meanwhile
+        run.submitted[p.id] = step
+        if p.actual_duration is not None:
+            actual[p.id] = p.actual_duration
+        run.decisions.append(planner.submit(JobSpec(p.id, p.kind, p.priority, p.gpus, p.duration, step, p.requeue)))
+    elif kind in ("job.completed", "job.cancelled"):
+        if p.id in planner.running:
+            run.finished[p.id] = step
+        ends.pop(p.id, None)
+        planner.complete(p.id)
+    elif kind == "job.failed":
+        ends.pop(p.id, None)
+        planner.fail(p.id)
+    elif kind == "app.registered":
+        planner.register_app(AppSpec(p.id, p.priority, p.min_gpus, p.max_gpus, p.swap_cap, p.profile,
+                                     rps_per_gpu=p.rps_per_gpu,
+                                     held=mask_of(p.current) if p.current is not None else -1))
+    elif kind == "traffic.observed" and p.app in planner.apps:
+        need = p.gpus if p.gpus is not None else math.ceil(p.requests_per_s / planner.apps[p.app].rps_per_gpu)
+        planner.observe_traffic(p.app, step, need)
+    elif kind == "node.status":
+        for job_id in planner.node_status(p.node, p.state):
+            ends.pop(job_id, None)
+
+
+def _full_mode(planner: Planner, options: SimOptions):
+    """Full mode on this step's window; its plan when it beats the hot path's, else None."""
+    from solvers.milp import MilpOptions, solve_milp
+
+    problem = planner.window_problem()
+    result = solve_milp(problem, MilpOptions(time_limit=options.milp_time_limit, node_limit=options.milp_node_limit))
+    return result.schedule if result.source == "milp" else None
+
+
+# ---- reporting ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DayReport:
+    policy: str
+    day: int | None  # None: the whole run
+    utilization: float
+    value: float  # undiscounted priority x GPU-steps (batch) + priority x served (real-time)
+    realtime_shortfall: int
+    started: int
+    completed: int
+    mean_queue_steps: float | None
+    mean_completion_steps: float | None
+
+
+def report(sim: Simulation) -> list[DayReport]:
+    per_day = 24 * 60 // sim.config.step_minutes
+    out = []
+    for policy, run in sim.runs.items():
+        days = range(math.ceil(sim.steps / per_day))
+        for day in list(days) + [None]:
+            lo, hi = (0, sim.steps) if day is None else (day * per_day, min((day + 1) * per_day, sim.steps))
+            out.append(_summary(sim, run, day, lo, hi))
+    return out
+
+
+def _summary(sim: Simulation, run: PolicyRun, day, lo: int, hi: int) -> DayReport:
+    used = value = 0.0
+    short = 0
+    for commit in run.commits[lo:hi]:
+        for owner, gpus in commit.assignments.items():
+            prio = sim.priorities.get(owner, 0.0)
+            if owner in sim.demand:
+                served = min(len(gpus), sim.demand[owner][commit.step])
+                used += served
+                value += prio * served
+            else:
+                used += len(gpus)
+                value += prio * len(gpus)
+        for app_id, curve in sim.demand.items():
+            short += max(0, curve[commit.step] - len(commit.assignments.get(app_id, ())))
+    started = [j for j, s in run.started.items() if lo <= s < hi]
+    finished = [j for j, s in run.finished.items() if lo <= s < hi]
+    queue = [run.started[j] - run.submitted[j] for j in started if j in run.submitted]
+    jct = [run.finished[j] - run.submitted[j] for j in finished if j in run.submitted]
+    return DayReport(run.policy, day, round(used / (sim.config.gpus * max(hi - lo, 1)), 4), round(value, 2),
+                     short, len(started), len(finished),
+                     round(statistics.fmean(queue), 2) if queue else None,
+                     round(statistics.fmean(jct), 2) if jct else None)
+
+
+def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
+    """The contract's online rules over the executed grid: one owner per GPU per step; a batch
+    job holds one contiguous power-of-two block from its first committed step until its
+    completion, without a gap or a move; apps within [min_gpus, max_gpus] and their swap cap
+    between consecutive commits (FIFO's static reservations are exempt, as in the contract)."""
+    out = []
+    seen_at: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for commit in run.commits:
+        owner_of: dict[int, str] = {}
+        for owner, gpus in commit.assignments.items():
+            for g in gpus:
+                if g in owner_of:
+                    out.append(f"step {commit.step}: GPU {g} held by {owner} and {owner_of[g]}")
+                owner_of[g] = owner
+            if owner in sim.limits:
+                if run.policy != "fifo":
+                    out.extend(_app_violations(sim, owner, commit, seen_at.get(owner)))
+                seen_at[owner] = (commit.step, gpus)
+                continue
+            if owner in seen_at:
+                last, before = seen_at[owner]
+                if before != gpus or last != commit.step - 1:
+                    out.append(f"step {commit.step}: {owner} moved or was interrupted")
+            seen_at[owner] = (commit.step, gpus)
+            n = len(gpus)
+            if n & (n - 1) or list(gpus) != list(range(gpus[0], gpus[0] + n)):
+                out.append(f"step {commit.step}: {owner} is not on a contiguous power-of-two block")
+    return out
+
+
+def _app_violations(sim: Simulation, app: str, commit: Commit, before) -> list[str]:
+    lo, hi, cap = sim.limits[app]
+    gpus = set(commit.assignments[app])
+    out = []
+    if not lo <= len(gpus) <= hi:
+        out.append(f"step {commit.step}: {app} holds {len(gpus)} GPUs, outside [{lo}, {hi}] (R3)")
+    if before is not None and before[0] == commit.step - 1 and len(gpus ^ set(before[1])) > cap:
+        out.append(f"step {commit.step}: {app} swaps {len(gpus ^ set(before[1]))} GPUs, above {cap} (R4)")
+    return out

@@ -155,6 +155,37 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from agent import sim_report
+    from agent.traces import read_trace
+    from solvers.simulation import SimOptions, executed_violations, report, simulate
+
+    events = read_trace(args.trace)
+    try:
+        sim = simulate(events, SimOptions(policies=tuple(args.policy or ("fifo", "heuristic")), days=args.days,
+                                          milp_every=args.milp_every, milp_node_limit=args.milp_nodes))
+    except ValueError as e:
+        raise InputError(args.trace, [str(e)]) from None
+    rows = report(sim)
+    sys.stdout.write(dump_json(sim_report.as_json(rows, sim)) if args.json else sim_report.table(rows, sim) + "\n")
+    if args.chart:
+        write_text(args.chart, sim_report.chart(rows))
+    return EXIT_ILLEGAL if any(executed_violations(sim, run) for run in sim.runs.values()) else EXIT_OK
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from agent.traces import pollux_trace, write_trace
+    from solvers.trace_generator import generate_trace
+
+    if args.source == "generate":
+        events = generate_trace(args.gpus, args.days, args.jobs, args.apps, args.seed)
+    else:
+        events = pollux_trace(args.csv, args.gpus)
+    write_trace(args.out, events)
+    print(f"wrote {len(events)} events to {args.out}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpualloc", description="Constraint-aware GPU allocator.",
@@ -200,6 +231,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default=None)
     p.add_argument("--out", help="write the scenario here instead of stdout")
     p.set_defaults(func=cmd_generate)
+    p = sub.add_parser("simulate", help="drive the planner core with a trace of contract events, per policy")
+    p.add_argument("trace", help="JSONL file of contract events (see `gpualloc trace`)")
+    p.add_argument("--policy", action="append", choices=("fifo", "heuristic", "heuristic+milp"),
+                   help="repeatable (default: fifo and heuristic)")
+    p.add_argument("--days", type=_positive, default=None, help="simulate this many days (default: the whole trace)")
+    p.add_argument("--milp-every", type=_positive, default=6, help="steps between full-mode runs (heuristic+milp; default 6)")
+    p.add_argument("--milp-nodes", type=_positive, default=50, help="full mode node limit per run, a work limit (default 50)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--chart", help="write an SVG chart of the days here")
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("trace", help="write a trace: generated, or derived from a Pollux workload CSV")
+    p.add_argument("source", choices=("generate", "pollux"))
+    p.add_argument("csv", nargs="?", help="pollux: the workload CSV")
+    p.add_argument("--out", required=True)
+    p.add_argument("--gpus", type=_positive, default=64)
+    p.add_argument("--days", type=_positive, default=7)
+    p.add_argument("--jobs", type=_positive, default=1000)
+    p.add_argument("--apps", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_trace)
     return parser
 
 

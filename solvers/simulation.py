@@ -27,8 +27,8 @@ POLICIES = ("fifo", "heuristic", "heuristic+milp")
 class SimOptions:
     policies: tuple[str, ...] = ("fifo", "heuristic")
     days: int | None = None  # None: until the trace's last event
-    milp_every: int = 1  # steps between full-mode runs (heuristic+milp)
-    milp_node_limit: int = 200  # a work limit, so reruns give the same plans
+    milp_every: int = 6  # steps between full-mode runs (heuristic+milp)
+    milp_node_limit: int = 50  # a work limit, so reruns give the same plans
     milp_time_limit: float | None = None
 
 
@@ -41,6 +41,7 @@ class PolicyRun:
     started: dict[str, int] = field(default_factory=dict)
     finished: dict[str, int] = field(default_factory=dict)
     milp_adopted: list[int] = field(default_factory=list)  # steps whose commit came from full mode
+    down: list[int] = field(default_factory=list)  # per committed step: GPUs of nodes that are down
 
 
 @dataclass
@@ -126,6 +127,7 @@ def _run(policy: str, config: PoolConfig, timed, steps: int, options: SimOptions
             adopted = _full_mode(planner, options)
             if adopted is not None:
                 run.milp_adopted.append(step)
+        run.down.append(planner.down)
         commit = planner.tick(adopted)
         run.commits.append(commit)
         for job_id in commit.started:
@@ -239,7 +241,7 @@ def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
                 owner_of[g] = owner
             if owner in sim.limits:
                 if run.policy != "fifo":
-                    out.extend(_app_violations(sim, owner, commit, seen_at.get(owner)))
+                    out.extend(_app_violations(sim, owner, commit, seen_at.get(owner), run.down[commit.step]))
                 seen_at[owner] = (commit.step, gpus)
                 continue
             if owner in seen_at:
@@ -253,12 +255,15 @@ def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
     return out
 
 
-def _app_violations(sim: Simulation, app: str, commit: Commit, before) -> list[str]:
+def _app_violations(sim: Simulation, app: str, commit: Commit, before, down: int) -> list[str]:
+    """R3 and R4 for one app at one commit; GPUs lost to a node going down do not count as swaps."""
     lo, hi, cap = sim.limits[app]
     gpus = set(commit.assignments[app])
     out = []
     if not lo <= len(gpus) <= hi:
         out.append(f"step {commit.step}: {app} holds {len(gpus)} GPUs, outside [{lo}, {hi}] (R3)")
-    if before is not None and before[0] == commit.step - 1 and len(gpus ^ set(before[1])) > cap:
-        out.append(f"step {commit.step}: {app} swaps {len(gpus ^ set(before[1]))} GPUs, above {cap} (R4)")
+    if before is not None and before[0] == commit.step - 1:
+        kept_up = {g for g in before[1] if not (down >> g) & 1}
+        if len(gpus ^ kept_up) > cap:
+            out.append(f"step {commit.step}: {app} swaps {len(gpus ^ kept_up)} GPUs, above {cap} (R4)")
     return out

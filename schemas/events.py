@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field, model_validator
 
-StrictInt = Annotated[int, Field(strict=True)]
+from schemas.scenario import PoolFields, StrictInt
 
 
 class Envelope(BaseModel):
@@ -20,14 +20,8 @@ class Envelope(BaseModel):
     payload: dict[str, Any]
 
 
-class PoolConfigured(BaseModel):
-    gpus: StrictInt = Field(ge=1)
-    gpus_per_node: StrictInt | None = Field(default=None, ge=1)
-    horizon: StrictInt = Field(default=24, ge=1)
-    step_minutes: StrictInt = Field(default=60, ge=1)
-    time_decay: float = Field(default=0.95, gt=0, le=1)
-    realtime_penalty: float = Field(default=8.0, ge=0)
-    swap_cap: StrictInt = Field(default=2, ge=0)
+class PoolConfigured(PoolFields):
+    """`pool.configured`: the scenario's pool fields, without jobs."""
 
     @model_validator(mode="after")
     def _node_divides(self) -> "PoolConfigured":

@@ -53,11 +53,10 @@ class RealtimeApp(BaseModel):
 Job = Annotated[Union[BatchJob, RealtimeApp], Field(discriminator="kind")]
 
 
-class Scenario(BaseModel):
-    """One planning problem: the pool, the horizon, the objective's weights and the jobs."""
+class PoolFields(BaseModel):
+    """The pool and the objective's weights: shared by the scenario file and `pool.configured`."""
 
     model_config = ConfigDict(frozen=True)
-    name: str
     gpus: StrictInt = Field(ge=1)
     gpus_per_node: StrictInt | None = Field(default=None, ge=1)
     horizon: StrictInt = Field(default=24, ge=1)
@@ -65,6 +64,12 @@ class Scenario(BaseModel):
     time_decay: float = Field(default=0.95, gt=0, le=1)
     realtime_penalty: float = Field(default=8.0, ge=0)
     swap_cap: StrictInt = Field(default=2, ge=0)
+
+
+class Scenario(PoolFields):
+    """One planning problem: the pool, the horizon, the objective's weights and the jobs."""
+
+    name: str
     jobs: list[Job]
 
     @property

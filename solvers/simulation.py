@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from solvers.fifo import fifo_schedule
@@ -29,7 +29,9 @@ class SimOptions:
     days: int | None = None  # None: until the trace's last event
     milp_every: int = 6  # steps between full-mode runs (heuristic+milp)
     milp_node_limit: int = 50  # a work limit, so reruns give the same plans
-    milp_time_limit: float | None = None
+    milp_max_jobs: int = 20  # full mode plans the most valuable queued jobs only (model size)
+    milp_time_limit: float | None = 10.0  # root work is not bounded by nodes: when this binds,
+    # reruns can differ (the agent records adopted full-mode plans so replays reuse them)
 
 
 @dataclass
@@ -166,10 +168,15 @@ def _apply(planner: Planner, run: PolicyRun, actual, ends, step: int, env, p) ->
 
 
 def _full_mode(planner: Planner, options: SimOptions):
-    """Full mode on this step's window; its plan when it beats the hot path's, else None."""
+    """Full mode on this step's window, over the running jobs, the apps and the most valuable
+    `milp_max_jobs` queued jobs; its plan when it beats the hot path's on that window, else None."""
     from solvers.milp import MilpOptions, solve_milp
 
     problem = planner.window_problem()
+    queued = [j for j in problem.batch if not j.running_mask]
+    if len(queued) > options.milp_max_jobs:
+        keep = {j.id for j in sorted(queued, key=lambda j: (-j.priority * j.gpus * j.duration, j.index))[:options.milp_max_jobs]}
+        problem = replace(problem, batch=tuple(j for j in problem.batch if j.running_mask or j.id in keep))
     result = solve_milp(problem, MilpOptions(time_limit=options.milp_time_limit, node_limit=options.milp_node_limit))
     return result.schedule if result.source == "milp" else None
 

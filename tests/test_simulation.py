@@ -45,7 +45,7 @@ def test_the_same_trace_gives_the_same_schedules_and_decisions(day16):
 
 def test_full_mode_every_k_steps_stays_legal_and_reproducible():
     events = events_of(gpus=8, days=1, jobs=12, apps=1, seed=2)
-    options = SimOptions(policies=("heuristic+milp",), milp_every=6, milp_node_limit=20)
+    options = SimOptions(policies=("heuristic+milp",), milp_every=6, milp_node_limit=20, milp_time_limit=None)
     first, second = simulate(events, options), simulate(events, options)
     run = first.runs["heuristic+milp"]
     assert executed_violations(first, run) == []

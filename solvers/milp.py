@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 
 import pyomo.environ as pyo
 
-from solvers.grid import Schedule
+from solvers.grid import Schedule, to_grid
 from solvers.heuristic import heuristic_schedule
 from solvers.metrics import compute_metrics
-from solvers.grid import to_grid
 from solvers.legality import check_plan
 from solvers.milp_data import MilpData, milp_data
 from solvers.problem import Problem, mask_of
@@ -156,7 +155,7 @@ def _order_twins(m, data: MilpData, by_job: list[list[int]]) -> None:
     m.twin_start = pyo.Constraint(m.P, rule=lambda m, i: start(pairs[i][0]) <= start(pairs[i][1]) + T * (1 - placed(pairs[i][1])))
 
 
-def warm_start(m: pyo.ConcreteModel, data: MilpData, problem: Problem, schedule: Schedule) -> None:
+def warm_start(m: pyo.ConcreteModel, data: MilpData, schedule: Schedule) -> None:
     """Load a legal schedule (the heuristic's) as stage-1 values: a feasible MIP start."""
     T = data.horizon
     chosen = {}
@@ -244,7 +243,7 @@ def solve_milp(problem: Problem, options: MilpOptions = MilpOptions(), warm: Sch
     t0 = time.perf_counter()
     data = milp_data(problem)
     m = build_model(data)
-    warm_start(m, data, problem, warm)
+    warm_start(m, data, warm)
     build_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
     status, incumbent, bound = _solve(m, options)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import app, batch, grid, make, show
+from conftest import app, batch, make, show
 from solvers import check_plan, solve
 
 

@@ -36,7 +36,7 @@ def brute_force(problem: Problem) -> float:
     Batch jobs: every combination of (start, block) options or absence. Real-time apps: a
     dynamic program over steps whose state is each app's GPU set.
     """
-    T, G = problem.horizon, problem.gpus
+    T = problem.horizon
     per_job = []
     for job in problem.batch:
         if job.running_mask:

@@ -40,11 +40,13 @@ def chart(rows: list[DayReport]) -> str:
     policies = list(dict.fromkeys(r.policy for r in rows))
     by = {(r.policy, r.day): r for r in rows}
     top_value = max((r.value for r in rows if r.day is not None), default=1) or 1
-    width, panel, bar = 80 + 60 * len(days) * max(1, len(policies)) // 2 + 40 * len(days), 180, 14
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{2 * panel + 90}" font-family="sans-serif" font-size="11">',
+    panel, bar, gap = 180, 14, 40
+    width = max(160 * len(policies) + 80, 90 + len(days) * (bar * len(policies) + 20))
+    height = 2 * (panel + gap) + 60
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
            '<rect width="100%" height="100%" fill="white"/>']
     for k, (metric, scale, label) in enumerate((("utilization", 1.0, "utilization"), ("value", top_value, "value per day"))):
-        y0 = 30 + k * (panel + 20)
+        y0 = 30 + k * (panel + gap)
         out.append(f'<text x="10" y="{y0 - 8}" font-weight="bold">{escape(label)}</text>')
         out.append(f'<line x1="60" y1="{y0 + panel}" x2="{width - 10}" y2="{y0 + panel}" stroke="#333"/>')
         for d, day in enumerate(days):
@@ -59,8 +61,8 @@ def chart(rows: list[DayReport]) -> str:
                            f'{getattr(r, metric):.3f}</title></rect>')
             out.append(f'<text x="{x0}" y="{y0 + panel + 14}">day {day}</text>')
     for p, policy in enumerate(policies):
-        x = 70 + p * 140
-        out.append(f'<rect x="{x}" y="{2 * panel + 70}" width="12" height="12" fill="{COLOURS.get(policy, "#ff7f0e")}"/>'
-                   f'<text x="{x + 16}" y="{2 * panel + 80}">{escape(policy)}</text>')
+        x = 70 + p * 160
+        out.append(f'<rect x="{x}" y="{height - 24}" width="12" height="12" fill="{COLOURS.get(policy, "#ff7f0e")}"/>'
+                   f'<text x="{x + 16}" y="{height - 14}">{escape(policy)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

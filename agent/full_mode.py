@@ -12,7 +12,7 @@ from agent.loading import InputError
 from schemas import Plan, Scenario
 from solvers import build_plan, check_plan, compile_scenario
 from solvers.heuristic import heuristic_schedule
-from solvers.milp import MilpOptions, MilpResult, objective_of, solve_milp, solver_available
+from solvers.milp import MilpOptions, MilpResult, solve_milp, solver_available
 
 
 def require_solver(name: str) -> None:
@@ -67,7 +67,7 @@ def bench_full_mode(scenarios: list[Scenario], report, options: MilpOptions) -> 
         grid = plan_of(problem, result, 0.0).grid
         rows.append(FullModeRow(scenario.name, options.solver, result.objective, result.bound, result.gap,
                                 result.status, result.source, result.build_seconds, result.solve_seconds,
-                                objective_of(problem, warm), not check_plan(problem, grid, "milp")))
+                                result.warm_objective, not check_plan(problem, grid, "milp")))
     return rows
 
 

@@ -3,6 +3,7 @@ payloads the planner consumes. Fields may be added by producers; unknown ones ar
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -73,6 +74,10 @@ class TrafficObserved(BaseModel):
     app: str = Field(min_length=1)
     gpus: StrictInt | None = Field(default=None, ge=0)
     requests_per_s: float | None = Field(default=None, ge=0)
+
+    def gpus_needed(self, rps_per_gpu: float) -> int:
+        """GPUs needed: given, or ceil(requests_per_s / rps_per_gpu) as the contract says."""
+        return self.gpus if self.gpus is not None else math.ceil(self.requests_per_s / rps_per_gpu)
 
     @model_validator(mode="after")
     def _measured(self) -> "TrafficObserved":

@@ -119,15 +119,21 @@ def _cross_field_problems(sc: Scenario):
     yield from _capacity_problems(sc, running_by_step)
 
 
-def _batch_problems(sc, job: BatchJob, where, running_owner, running_by_step):
-    G, N, T = sc.gpus, sc.node_size, sc.horizon
-    n = job.gpus
-    if n & (n - 1):
+def block_size_problems(n: int, gpus: int, node_size: int, where: str):
+    """Why an n-GPU block can never be placed in this pool (nothing when it can)."""
+    if n < 1 or n & (n - 1):
         yield f"{where}.gpus: must be a power of two (got {n})"
-    if n > G:
-        yield f"{where}.gpus: larger than the pool ({n} > gpus {G})"
-    elif n > N and n % N:
-        yield f"{where}.gpus: a block larger than a node must cover whole nodes ({n} is not a multiple of gpus_per_node {N})"
+    if n > gpus:
+        yield f"{where}.gpus: larger than the pool ({n} > gpus {gpus})"
+    elif n > node_size and n % node_size:
+        yield (f"{where}.gpus: a block larger than a node must cover whole nodes "
+               f"({n} is not a multiple of gpus_per_node {node_size})")
+
+
+def _batch_problems(sc, job: BatchJob, where, running_owner, running_by_step):
+    G, T = sc.gpus, sc.horizon
+    n = job.gpus
+    yield from block_size_problems(n, G, sc.node_size, where)
     if job.running is None:
         return
     gpus = job.running.gpus

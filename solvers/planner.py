@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from schemas.scenario import block_size_problems
 from solvers.grid import Schedule
 from solvers.heuristic import heuristic_schedule
 from solvers.problem import Batch, Problem, Realtime, bits_of
@@ -237,16 +238,10 @@ class Planner:
         return mask
 
     def _unplaceable(self, job: JobSpec) -> str:
-        G, N = self.config.gpus, self.config.node_size
-        if job.gpus < 1 or job.gpus & (job.gpus - 1):
-            return f"gpus: must be a power of two (got {job.gpus})"
-        if job.gpus > G:
-            return f"gpus: {job.gpus} GPUs can never fit a pool of {G}"
-        if job.gpus > N and job.gpus % N:
-            return f"gpus: a block larger than a node must cover whole nodes ({job.gpus} vs node size {N})"
+        problems = list(block_size_problems(job.gpus, self.config.gpus, self.config.node_size, "job"))
         if job.duration < 1:
-            return f"duration: must be >= 1 (got {job.duration})"
-        return ""
+            problems.append(f"job.duration: must be >= 1 (got {job.duration})")
+        return "; ".join(problems)
 
     def _holders(self, problem: Problem, schedule: Schedule, mask: int, start: int) -> str:
         """Who holds `mask` before `start`: "held by train-3 (priority 9) until step 12"."""

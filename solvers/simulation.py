@@ -93,8 +93,7 @@ def _observed(timed, steps: int) -> tuple[dict[str, list[int]], dict[str, float]
         elif env.type == "job.submitted":
             priorities[p.id] = p.priority
         elif env.type == "traffic.observed" and p.app in demand and step < steps:
-            need = p.gpus if p.gpus is not None else math.ceil(p.requests_per_s / rps[p.app])
-            demand[p.app][step] = max(demand[p.app][step], need)
+            demand[p.app][step] = max(demand[p.app][step], p.gpus_needed(rps[p.app]))
     for curve in demand.values():
         for s in range(1, steps):
             if curve[s] == 0:
@@ -160,8 +159,7 @@ def _apply(planner: Planner, run: PolicyRun, actual, ends, step: int, env, p) ->
                                      rps_per_gpu=p.rps_per_gpu,
                                      held=mask_of(p.current) if p.current is not None else -1))
     elif kind == "traffic.observed" and p.app in planner.apps:
-        need = p.gpus if p.gpus is not None else math.ceil(p.requests_per_s / planner.apps[p.app].rps_per_gpu)
-        planner.observe_traffic(p.app, step, need)
+        planner.observe_traffic(p.app, step, p.gpus_needed(planner.apps[p.app].rps_per_gpu))
     elif kind == "node.status":
         for job_id in planner.node_status(p.node, p.state):
             ends.pop(job_id, None)

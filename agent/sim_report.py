@@ -23,7 +23,7 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
     for policy, run in sim.runs.items():
         bad = executed_violations(sim, run)
         lines.append(f"{policy}: {'legal at every committed step' if not bad else f'{len(bad)} VIOLATIONS, first: {bad[0]}'}"
-                     + (f"; full mode adopted at {len(run.milp_adopted)} of {len(run.commits)} steps"
+                     + (f"; full mode adopted at {len(run.milp_adopted)} of {len(run.full_mode)} runs"
                         if policy == "heuristic+milp" else ""))
     lines.append("queue and JCT in steps; value is undiscounted priority x GPU-steps (real-time: served only)")
     return "\n".join(lines)

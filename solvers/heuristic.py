@@ -29,7 +29,7 @@ DEFAULT_EFFORT = 0.25
 MAX_BUDGET = 8000  # placements at effort 1: local search pays off on small queues, not on huge ones
 
 
-def _value_at_arrival(problem: Problem, job: Batch) -> float:
+def value_at_arrival(problem: Problem, job: Batch) -> float:
     """What the job adds if it starts at its arrival (priority x GPUs x weighted steps): its
     best case, since a later start only loses weight."""
     return job.priority * job.gpus * problem.interval_weight(min(job.arrival, problem.horizon), problem.end_of(job, job.arrival))
@@ -38,7 +38,7 @@ def _value_at_arrival(problem: Problem, job: Batch) -> float:
 def _seed_orders(problem: Problem, jobs: list[Batch]) -> list[list[Batch]]:
     """A value-led order and two priority-led ones with different tie-breaks."""
     keys = (
-        lambda j: (-_value_at_arrival(problem, j), j.index),
+        lambda j: (-value_at_arrival(problem, j), j.index),
         lambda j: (-j.priority, -j.gpus * j.duration, j.arrival, j.index),
         lambda j: (-j.priority * j.gpus, -j.duration, j.index),
     )
@@ -61,7 +61,7 @@ class _Search:
 
     def __init__(self, problem: Problem, layout: Layout, budget: int):
         self.problem, self.layout, self.budget = problem, layout, budget
-        self.potential = {j.id: _value_at_arrival(problem, j) for j in problem.batch}
+        self.potential = {j.id: value_at_arrival(problem, j) for j in problem.batch}
 
     def run(self, order: list[Batch], prefix: list[PackState], floor: float,
             budgeted: bool = True) -> tuple[PackState, list[PackState]] | None:

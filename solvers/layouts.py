@@ -116,8 +116,7 @@ class Layout:
                 zone[t] |= pin[t]
                 reserve[t] += c[t] - min(pin[t].bit_count(), c[t])
                 if t:
-                    both = min(c[t - 1], c[t])
-                    keep[t] += both - min((pin[t - 1] & pin[t]).bit_count(), both)
+                    keep[t] += min(c[t - 1], c[t])
         return cls("reserving", curves, Reservation(reserve, keep, zone), homes, RESERVING_REPAIRS)
 
     @classmethod

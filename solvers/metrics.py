@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from schemas import Metrics
-from solvers.grid import Grid, occupancy, step_masks
+from solvers.grid import Grid, Schedule, occupancy, step_masks, to_grid
 from solvers.problem import Problem
 
 
@@ -48,3 +48,8 @@ def compute_metrics(problem: Problem, grid: Grid) -> Metrics:
         scheduled=scheduled,
         unscheduled=unscheduled,
     )
+
+
+def objective_of(problem: Problem, schedule: Schedule) -> float:
+    """The contract's objective of a schedule (its grid's)."""
+    return compute_metrics(problem, to_grid(problem, schedule)).objective

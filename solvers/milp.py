@@ -24,7 +24,7 @@ import pyomo.environ as pyo
 
 from solvers.grid import Schedule, to_grid
 from solvers.heuristic import heuristic_schedule
-from solvers.metrics import compute_metrics
+from solvers.metrics import objective_of
 from solvers.legality import check_plan
 from solvers.milp_data import MilpData, milp_data
 from solvers.problem import Problem, mask_of
@@ -229,10 +229,6 @@ def solver_available(name: str) -> bool:
     if name == "cbc":
         return bool(pyo.SolverFactory("cbc").available(exception_flag=False))
     return False
-
-
-def objective_of(problem: Problem, schedule: Schedule) -> float:
-    return compute_metrics(problem, to_grid(problem, schedule)).objective
 
 
 def solve_milp(problem: Problem, options: MilpOptions = MilpOptions(), warm: Schedule | None = None) -> MilpResult:

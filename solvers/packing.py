@@ -152,7 +152,7 @@ class PackState:
         if res.keep is None:  # no step-to-step need: never binding
             tslack = [2 * problem.gpus * (T + 1)] * T
         else:
-            tslack = [0] + [(full & ~(blocked[t - 1] | blocked[t])).bit_count() - res.keep[t] for t in range(1, T)]
+            tslack = [0] + [(full & ~(busy[t - 1] | busy[t])).bit_count() - res.keep[t] for t in range(1, T)]
         state = cls(busy, blocked, slack, tslack, [], 0, 0.0)
         for job in problem.batch:
             if job.running_mask:
@@ -166,6 +166,24 @@ class PackState:
         self.placed.append((job_id, start, mask))
         self.count += 1
 
+    def occupy(self, problem: Problem, job: Batch, s: int, block: int) -> None:
+        """Hold `block` for `job` from step `s` on (its value counted); no checks."""
+        T = problem.horizon
+        e = min(s + job.duration, T)
+        busy, blocked, slack, tslack = self.busy, self.blocked, self.slack, self.tslack
+        if s > 0:  # GPUs free across a boundary: those no batch work holds on either side
+            tslack[s] -= (block & ~busy[s - 1]).bit_count()
+        if e < T:
+            tslack[e] -= (block & ~busy[e]).bit_count()
+        for t in range(s, e):
+            busy[t] |= block
+            blocked[t] |= block
+            slack[t] -= job.gpus
+        for t in range(s + 1, e):
+            tslack[t] -= job.gpus
+        self.record(job.id, s, block)
+        self.value += job.priority * job.gpus * problem.interval_weight(s, e)
+
     def snapshot(self) -> "PackState":
         """A frozen copy of the per-step lists; the log is shared, not copied."""
         return PackState(self.busy[:], self.blocked[:], self.slack[:], self.tslack[:], self.placed, self.count, self.value)
@@ -177,7 +195,7 @@ class PackState:
 def place(problem: Problem, res: Reservation, state: PackState, job: Batch) -> None:
     """Give `job` its earliest start at which a block is free and `res` stays intact (or none)."""
     T = problem.horizon
-    busy, blocked, slack, tslack = state.busy, state.blocked, state.slack, state.tslack
+    blocked, slack, tslack = state.blocked, state.slack, state.tslack
     n, s, d = job.gpus, job.arrival, job.duration
     while s < T:
         e = s + d if s + d < T else T
@@ -194,23 +212,11 @@ def place(problem: Problem, res: Reservation, state: PackState, job: Batch) -> N
             union |= blocked[t]
         cands = free_block_starts(problem, union, n)
         if cands:
-            cands = _boundary_ok(problem, cands, n, s, e, blocked, tslack)
+            cands = _boundary_ok(problem, cands, n, s, e, state.busy, tslack)
         if not cands:
             s += 1
             continue
-        block = problem.block(_choose_block(problem, cands, union, n), n)
-        if s > 0:
-            tslack[s] -= (block & ~blocked[s - 1]).bit_count()
-        if e < T:
-            tslack[e] -= (block & ~blocked[e]).bit_count()
-        for t in range(s, e):
-            busy[t] |= block
-            blocked[t] |= block
-            slack[t] -= n
-        for t in range(s + 1, e):
-            tslack[t] -= n
-        state.record(job.id, s, block)
-        state.value += job.priority * n * problem.interval_weight(s, e)
+        state.occupy(problem, job, s, problem.block(_choose_block(problem, cands, union, n), n))
         return
 
 

@@ -14,9 +14,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from schemas.scenario import block_size_problems
-from solvers.grid import Schedule
+from solvers.grid import Schedule, to_grid
 from solvers.heuristic import heuristic_schedule
+from solvers.legality import check_plan
+from solvers.metrics import objective_of
 from solvers.problem import Batch, Problem, Realtime, bits_of
+from solvers.reconcile import reconcile
 
 BLOCKER = "\x00unavailable"  # pseudo running job holding GPUs that may take no new work
 
@@ -74,6 +77,30 @@ class Commit:
     step: int
     assignments: dict[str, tuple[int, ...]]  # job or app id -> GPUs binding for this step
     started: tuple[str, ...]  # jobs that start running at this step
+    window: Problem  # the window this step was planned in
+    schedule: Schedule  # the plan over that window (its step 0 is this commit)
+    source: str = "heuristic"  # heuristic | milp (an adopted full-mode plan)
+
+
+@dataclass(frozen=True)
+class FullModePlan:
+    """A full-mode plan of the window at step `made_at` (a snapshot of the planner's state)."""
+
+    made_at: int
+    schedule: Schedule
+    objective: float
+    bound: float | None = None
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """What became of a full-mode plan at a step boundary: the schedule to commit, or None
+    with the reason (stale, illegal once reconciled, or no better than the hot path)."""
+
+    schedule: Schedule | None
+    reason: str
+    objective: float | None = None  # the reconciled plan's, on the current window
+    hot_objective: float | None = None  # the hot path's, on the same window
 
 
 @dataclass
@@ -162,10 +189,36 @@ class Planner:
                         f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: "
                         + self._holders(problem, schedule, mask, start))
 
+    def adopt(self, plan: FullModePlan) -> Adoption:
+        """At a step boundary: `plan` carried onto the current window (`solvers.reconcile`),
+        offered for `tick` only when the validator passes it and it beats the hot path."""
+        shift = self.now - plan.made_at
+        if not 0 <= shift < self.config.horizon:
+            return Adoption(None, f"made for step {plan.made_at}, the window is at step {self.now}")
+        problem, hot = self.plan()
+        hot_objective = objective_of(problem, hot)
+        best: tuple[float, Schedule] | None = None
+        why = "its blocks force real-time apps past their swap caps once reconciled"
+        for candidate in reconcile(problem, plan.schedule, shift):
+            violations = check_plan(problem, to_grid(problem, candidate))
+            if violations:
+                why = f"illegal once reconciled: {violations[0]}"
+                continue
+            objective = objective_of(problem, candidate)
+            if best is None or objective > best[0] + 1e-9:
+                best = (objective, candidate)
+        if best is None:
+            return Adoption(None, why, None, hot_objective)
+        if best[0] <= hot_objective + 1e-6:
+            return Adoption(None, f"no better than the hot path ({best[0]:.2f} <= {hot_objective:.2f})",
+                            best[0], hot_objective)
+        return Adoption(best[1], f"adopted: {best[0]:.2f} against the hot path's {hot_objective:.2f}",
+                        best[0], hot_objective)
+
     def tick(self, adopted: Schedule | None = None) -> Commit:
-        """Commit the current step of a fresh plan (or of `adopted`, a full-mode plan of this
-        same window), then advance the clock one step."""
-        schedule = adopted if adopted is not None else self.plan()[1]
+        """Commit the current step of a fresh plan (or of `adopted`, a plan of this same window
+        from `adopt`, or recorded in a commit being replayed), then advance the clock one step."""
+        problem, schedule = (self.window_problem(), adopted) if adopted is not None else self.plan()
         assignments: dict[str, tuple[int, ...]] = {}
         started = []
         for job_id, (start, mask) in sorted(schedule.batch.items()):
@@ -181,7 +234,8 @@ class Planner:
         for app_id, masks in sorted(schedule.realtime.items()):
             self.apps[app_id].held = masks[0]
             assignments[app_id] = tuple(bits_of(masks[0]))
-        commit = Commit(self.now, assignments, tuple(started))
+        commit = Commit(self.now, assignments, tuple(started), problem, schedule,
+                        "heuristic" if adopted is None else "milp")
         self.now += 1
         return commit
 

@@ -2,8 +2,9 @@
 
 Each policy gets its own Planner fed the same events: `fifo` (the contract's FIFO over the
 window: static reservation at the forecast daily peak, arrival-order first fit with backfill),
-`heuristic` (the hot path), `heuristic+milp` (the hot path, plus full mode every K steps whose
-plan is adopted for that step when it is better). A job's completion comes from the trace's
+`heuristic` (the hot path), `heuristic+milp` (the hot path, plus full mode every K steps, as the
+agent runs it: it solves the state at the step boundary while that step's events arrive, and its
+plan, reconciled with them, is adopted at the next boundary when it is legal and better). A job's completion comes from the trace's
 `job.completed`, or else `actual_duration` steps after it starts (its declared duration when the
 trace gives neither). Everything is a pure function of the events and the options.
 """
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from solvers.fifo import fifo_schedule
 from solvers.heuristic import heuristic_schedule
-from solvers.planner import AppSpec, Commit, Decision, JobSpec, Planner, PoolConfig
+from solvers.grid import Schedule
+from solvers.periodic import snapshot, solve_snapshot
+from solvers.planner import AppSpec, Commit, Decision, FullModePlan, JobSpec, Planner, PoolConfig
 from solvers.problem import mask_of
 
 POLICIES = ("fifo", "heuristic", "heuristic+milp")
@@ -42,8 +45,18 @@ class PolicyRun:
     submitted: dict[str, int] = field(default_factory=dict)  # job id -> step
     started: dict[str, int] = field(default_factory=dict)
     finished: dict[str, int] = field(default_factory=dict)
-    milp_adopted: list[int] = field(default_factory=list)  # steps whose commit came from full mode
+    failed: dict[str, list[int]] = field(default_factory=dict)  # job id -> steps it failed at (then re-queued)
     down: list[int] = field(default_factory=list)  # per committed step: GPUs of nodes that are down
+    full_mode: list[tuple[int, str]] = field(default_factory=list)  # (step, what became of its plan)
+
+    @property
+    def milp_adopted(self) -> list[int]:
+        """Steps whose commit came from full mode."""
+        return [c.step for c in self.commits if c.source == "milp"]
+
+    def recorded(self) -> dict[int, Schedule]:
+        """The adopted full-mode plans by step, as the commits record them: what a replay reuses."""
+        return {c.step: c.schedule for c in self.commits if c.source == "milp"}
 
 
 @dataclass
@@ -60,8 +73,11 @@ def _step_of(t0: datetime, at: datetime, step_minutes: int) -> int:
     return max(0, math.floor((at - t0).total_seconds() / (60 * step_minutes)))
 
 
-def simulate(events: list, options: SimOptions = SimOptions()) -> Simulation:
-    """`events`: (Envelope, payload) pairs as `schemas.events.parse_event` returns them."""
+def simulate(events: list, options: SimOptions = SimOptions(),
+             recorded: dict[int, Schedule] | None = None) -> Simulation:
+    """`events`: (Envelope, payload) pairs as `schemas.events.parse_event` returns them.
+    `recorded`: full-mode plans by step from an earlier run (`PolicyRun.recorded`); the
+    heuristic+milp policy then commits those instead of solving, as an audit replay does."""
     events = sorted(events, key=lambda e: e[0].occurred_at)  # stable: file order breaks ties
     first = next((e for e in events if e[0].type == "pool.configured"), None)
     if first is None:
@@ -76,7 +92,7 @@ def simulate(events: list, options: SimOptions = SimOptions()) -> Simulation:
     limits = {p.id: (p.min_gpus, config.gpus if p.max_gpus is None else p.max_gpus,
                      config.swap_cap if p.swap_cap is None else p.swap_cap)
               for _, env, p in timed if env.type == "app.registered"}
-    runs = {policy: _run(policy, config, timed, steps, options) for policy in options.policies}
+    runs = {policy: _run(policy, config, timed, steps, options, recorded) for policy in options.policies}
     return Simulation(config, steps, demand, priorities, limits, runs)
 
 
@@ -109,13 +125,18 @@ def _scheduler(policy: str):
     raise ValueError(f"policy: {policy!r} is not one of {', '.join(POLICIES)}")
 
 
-def _run(policy: str, config: PoolConfig, timed, steps: int, options: SimOptions) -> PolicyRun:
+def _run(policy: str, config: PoolConfig, timed, steps: int, options: SimOptions,
+         recorded: dict[int, Schedule] | None) -> PolicyRun:
     planner = Planner(config, scheduler=_scheduler(policy))
     run = PolicyRun(policy)
     actual: dict[str, int] = {}
     ends: dict[str, int] = {}  # running job -> step at which its completion is processed
     i = 0
+    full_mode = policy == "heuristic+milp"
     for step in range(steps):
+        proposal = None
+        if full_mode and recorded is None and step % options.milp_every == 0:
+            proposal = _full_mode(planner, options)  # solved while this step's events arrive
         while i < len(timed) and timed[i][0] <= step:
             _apply(planner, run, actual, ends, *timed[i])
             i += 1
@@ -124,10 +145,12 @@ def _run(policy: str, config: PoolConfig, timed, steps: int, options: SimOptions
             run.finished[job_id] = step
             del ends[job_id]
         adopted = None
-        if policy == "heuristic+milp" and step % options.milp_every == 0:
-            adopted = _full_mode(planner, options)
-            if adopted is not None:
-                run.milp_adopted.append(step)
+        if full_mode and recorded is not None:
+            adopted = recorded.get(step)
+        elif proposal is not None:
+            adoption = planner.adopt(proposal)
+            run.full_mode.append((step, adoption.reason))
+            adopted = adoption.schedule
         run.down.append(planner.down)
         commit = planner.tick(adopted)
         run.commits.append(commit)
@@ -153,6 +176,7 @@ def _apply(planner: Planner, run: PolicyRun, actual, ends, step: int, env, p) ->
         planner.complete(p.id)
     elif kind == "job.failed":
         ends.pop(p.id, None)
+        run.failed.setdefault(p.id, []).append(step)
         planner.fail(p.id)
     elif kind == "app.registered":
         planner.register_app(AppSpec(p.id, p.priority, p.min_gpus, p.max_gpus, p.swap_cap, p.profile,
@@ -163,20 +187,15 @@ def _apply(planner: Planner, run: PolicyRun, actual, ends, step: int, env, p) ->
     elif kind == "node.status":
         for job_id in planner.node_status(p.node, p.state):
             ends.pop(job_id, None)
+            run.failed.setdefault(job_id, []).append(step)
 
 
-def _full_mode(planner: Planner, options: SimOptions):
-    """Full mode on this step's window, over the running jobs, the apps and the most valuable
-    `milp_max_jobs` queued jobs; its plan when it beats the hot path's on that window, else None."""
-    from solvers.milp import MilpOptions, solve_milp
+def _full_mode(planner: Planner, options: SimOptions) -> FullModePlan | None:
+    from solvers.milp import MilpOptions
 
-    problem = planner.window_problem()
-    queued = [j for j in problem.batch if not j.running_mask]
-    if len(queued) > options.milp_max_jobs:
-        keep = {j.id for j in sorted(queued, key=lambda j: (-j.priority * j.gpus * j.duration, j.index))[:options.milp_max_jobs]}
-        problem = replace(problem, batch=tuple(j for j in problem.batch if j.running_mask or j.id in keep))
-    result = solve_milp(problem, MilpOptions(time_limit=options.milp_time_limit, node_limit=options.milp_node_limit))
-    return result.schedule if result.source == "milp" else None
+    problem = snapshot(planner, options.milp_max_jobs)
+    return solve_snapshot(problem, planner.now, MilpOptions(time_limit=options.milp_time_limit,
+                                                            node_limit=options.milp_node_limit))
 
 
 # ---- reporting ------------------------------------------------------------------------------
@@ -233,7 +252,7 @@ def _summary(sim: Simulation, run: PolicyRun, day, lo: int, hi: int) -> DayRepor
 def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
     """The contract's online rules over the executed grid: one owner per GPU per step; a batch
     job holds one contiguous power-of-two block from its first committed step until its
-    completion, without a gap or a move; apps within [min_gpus, max_gpus] and their swap cap
+    completion, without a gap or a move (a failed, re-queued job starts afresh); apps within [min_gpus, max_gpus] and their swap cap
     between consecutive commits (FIFO's static reservations are exempt, as in the contract)."""
     out = []
     seen_at: dict[str, tuple[int, tuple[int, ...]]] = {}
@@ -251,7 +270,8 @@ def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
                 continue
             if owner in seen_at:
                 last, before = seen_at[owner]
-                if before != gpus or last != commit.step - 1:
+                restarted = any(last < s <= commit.step for s in run.failed.get(owner, ()))
+                if not restarted and (before != gpus or last != commit.step - 1):
                     out.append(f"step {commit.step}: {owner} moved or was interrupted")
             seen_at[owner] = (commit.step, gpus)
             n = len(gpus)

@@ -17,7 +17,8 @@ from solvers import check_plan, compile_scenario
 from solvers.generator import generate_scenario
 from solvers.grid import to_grid
 from solvers.heuristic import heuristic_schedule
-from solvers.milp import MilpOptions, objective_of, solve_milp, solver_available
+from solvers.metrics import objective_of
+from solvers.milp import MilpOptions, solve_milp, solver_available
 from solvers.problem import Problem, bits_of
 
 

@@ -89,3 +89,18 @@ def test_trace_cli_writes_a_readable_trace(tmp_path):
     assert any(env.type == "job.submitted" for env, _ in read_trace(out))
     write_trace(out, generate_trace(gpus=8, days=1, jobs=5))
     assert len(read_trace(out)) > 5
+
+
+def test_adopted_full_mode_plans_are_recorded_and_a_replay_reuses_them():
+    """Full mode runs at steps 0, 6, 12, ...; its plans, reconciled with the arrivals of the
+    step, are adopted when better. Replaying the trace with the recorded plans (no solver)
+    gives the same decisions and commits."""
+    events = events_of(gpus=16, days=1, jobs=40, apps=1, seed=3)
+    options = SimOptions(policies=("heuristic+milp",), milp_every=6, milp_node_limit=10, milp_max_jobs=8,
+                         milp_time_limit=None)
+    run = simulate(events, options).runs["heuristic+milp"]
+    assert run.milp_adopted, run.full_mode
+    assert all(step % 6 == 0 for step, _ in run.full_mode)
+    replay = simulate(events, options, recorded=run.recorded()).runs["heuristic+milp"]
+    assert replay.full_mode == []  # nothing solved
+    assert replay.commits == run.commits and replay.decisions == run.decisions

@@ -1,5 +1,6 @@
-"""Pydantic models of the event contract (docs/contract/events.md): the envelope and the
-payloads the planner consumes. Fields may be added by producers; unknown ones are ignored."""
+"""Pydantic models of the event contract (docs/contract/events.md): the envelope, the payloads
+the planner consumes, and those the agent and node agents publish. Fields may be added by
+producers; unknown ones are ignored."""
 
 from __future__ import annotations
 
@@ -57,6 +58,8 @@ class JobSubmitted(BaseModel):
 class JobRef(BaseModel):
     id: str = Field(min_length=1)
     detail: str = ""
+    source: str | None = None  # added field: "agent" or "node-agent:<id>" when gpualloc itself
+    # reports the failure (a notice for upstream; the agent acts on node.status and bindings)
 
 
 class AppRegistered(BaseModel):
@@ -86,6 +89,50 @@ class TrafficObserved(BaseModel):
         return self
 
 
+class BindingReported(BaseModel):
+    node: StrictInt = Field(ge=0)
+    job_id: str = Field(min_length=1)
+    gpus: list[StrictInt]
+    status: Literal["bound", "released", "failed"]
+    step: StrictInt | None = None
+    detail: str = ""
+
+
+# ---- what the agent publishes ----------------------------------------------------------------
+
+class AllocationDecided(BaseModel):
+    job_id: str
+    action: Literal["start", "planned", "queued", "rejected"]
+    gpus: list[int] = []
+    start_step: int | None = None
+    reason: str
+    input_event_id: str
+    latency_ms: float
+    pass_seq: int | None = None  # added: the planning pass (arrivals of one poll share one)
+    pass_size: int | None = None
+
+
+class PlanCommitted(BaseModel):
+    step: int
+    seq: int
+    step_start: AwareDatetime
+    assignments: dict[str, list[int]]
+    grid: list[list[str | None]]
+    source: Literal["heuristic", "milp"]
+    objective: float
+    bound: float | None = None
+    started: list[str] = []  # added: jobs that start running at this step
+    full_mode: str | None = None  # added: what became of the last full-mode plan, when one ended
+
+
+class InputRejected(BaseModel):
+    reason: str
+    original: str
+    topic: str
+    partition: int
+    offset: int
+
+
 PAYLOADS: dict[str, type[BaseModel]] = {
     "pool.configured": PoolConfigured,
     "node.status": NodeStatus,
@@ -95,6 +142,12 @@ PAYLOADS: dict[str, type[BaseModel]] = {
     "job.failed": JobRef,
     "app.registered": AppRegistered,
     "traffic.observed": TrafficObserved,
+    "binding.reported": BindingReported,
+}
+OUTPUTS: dict[str, type[BaseModel]] = {
+    "allocation.decided": AllocationDecided,
+    "plan.committed": PlanCommitted,
+    "input.rejected": InputRejected,
 }
 
 
@@ -105,6 +158,12 @@ def parse_event(data: dict[str, Any]) -> tuple[Envelope, BaseModel]:
     if model is None:
         raise ValueError(f"type: {envelope.type!r} is not an input event type ({', '.join(sorted(PAYLOADS))})")
     return envelope, model.model_validate(envelope.payload)
+
+
+def envelope(type: str, payload: BaseModel, occurred_at: datetime, event_id: str, pool: str = "default") -> dict[str, Any]:
+    """A contract message (a dict ready for JSON) around a payload model."""
+    return {"event_id": event_id, "type": type, "occurred_at": timestamp(occurred_at), "pool": pool,
+            "schema_version": 1, "payload": payload.model_dump(mode="json")}
 
 
 def timestamp(dt: datetime) -> str:

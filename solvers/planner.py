@@ -113,17 +113,29 @@ class Planner:
     down: int = 0  # GPUs of nodes that are down
     drained: int = 0  # GPUs of drained nodes: running work continues, nothing new lands there
     scheduler: Callable[[Problem], Schedule] = heuristic_schedule  # the hot path (FIFO for baselines)
+    committed: int = 0  # GPUs assigned in the last committed step
 
     # ---- events -------------------------------------------------------------------------
     def submit(self, job: JobSpec) -> Decision:
         """A job arrives: it joins the queue and gets a decision from a fresh plan."""
-        if job.id in self.queued or job.id in self.running:
-            return Decision(job.id, "rejected", (), None, f"job id {job.id!r} is already queued or running")
-        reason = self._unplaceable(job)
-        if reason:
-            return Decision(job.id, "rejected", (), None, reason)
-        self.queued[job.id] = job
-        return self.decide(job.id)
+        return self.submit_all([job])[0]
+
+    def submit_all(self, jobs: list[JobSpec]) -> list[Decision]:
+        """Arrivals taken together (one poll's worth): all join the queue, one plan is made, and
+        each gets its decision from it; a decision can depend on the others in the pass."""
+        rejected: dict[int, Decision] = {}
+        for k, job in enumerate(jobs):
+            reason = self._unplaceable(job)
+            if job.id in self.queued or job.id in self.running:
+                reason = f"job id {job.id!r} is already queued or running"
+            if reason:
+                rejected[k] = Decision(job.id, "rejected", (), None, reason)
+            else:
+                self.queued[job.id] = job
+        if len(rejected) == len(jobs):
+            return [rejected[k] for k in range(len(jobs))]
+        problem, schedule = self.plan()
+        return [rejected.get(k) or self._decision(problem, schedule, job) for k, job in enumerate(jobs)]
 
     def cancel(self, job_id: str) -> None:
         self.queued.pop(job_id, None)
@@ -178,16 +190,23 @@ class Planner:
 
     def decide(self, job_id: str) -> Decision:
         problem, schedule = self.plan()
-        placed = schedule.batch.get(job_id)
+        return self._decision(problem, schedule, self.queued[job_id])
+
+    def _decision(self, problem: Problem, schedule: Schedule, job: JobSpec) -> Decision:
+        """`start` only when its block is idle in the committed step too, so a node agent can
+        bind it at once; a block still held there (by work ending at this boundary, say) makes
+        it `planned` for the boundary."""
+        placed = schedule.batch.get(job.id)
         if placed is None:
-            return Decision(job_id, "queued", (), None, self._why_waiting(problem, schedule, self.queued[job_id]))
+            return Decision(job.id, "queued", (), None, self._why_waiting(problem, schedule, job))
         start, mask = placed
         gpus = tuple(bits_of(mask))
-        if start == 0:
-            return Decision(job_id, "start", gpus, self.now, f"starts now on GPUs {gpus[0]}-{gpus[-1]}")
-        return Decision(job_id, "planned", gpus, self.now + start,
-                        f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: "
-                        + self._holders(problem, schedule, mask, start))
+        if start == 0 and not mask & self.committed:
+            return Decision(job.id, "start", gpus, self.now, f"starts now on GPUs {gpus[0]}-{gpus[-1]}")
+        why = (self._holders(problem, schedule, mask, start) if start else
+               "its GPUs are held in the current step and free up at the boundary")
+        return Decision(job.id, "planned", gpus, self.now + start,
+                        f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why)
 
     def adopt(self, plan: FullModePlan) -> Adoption:
         """At a step boundary: `plan` carried onto the current window (`solvers.reconcile`),
@@ -234,6 +253,10 @@ class Planner:
         for app_id, masks in sorted(schedule.realtime.items()):
             self.apps[app_id].held = masks[0]
             assignments[app_id] = tuple(bits_of(masks[0]))
+        self.committed = 0
+        for owned in assignments.values():
+            for g in owned:
+                self.committed |= 1 << g
         commit = Commit(self.now, assignments, tuple(started), problem, schedule,
                         "heuristic" if adopted is None else "milp")
         self.now += 1

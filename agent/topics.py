@@ -1,0 +1,57 @@
+"""Topic names on the bus (the events contract's defaults, all configurable) and the message
+codec: UTF-8 JSON values, UTF-8 string keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+
+@dataclass(frozen=True)
+class Topics:
+    jobs: str = "gpualloc.jobs"
+    traffic: str = "gpualloc.traffic"
+    config: str = "gpualloc.config"
+    decisions: str = "gpualloc.decisions"
+    commits: str = "gpualloc.commits"
+    bindings: str = "gpualloc.bindings"
+    deadletter: str = "gpualloc.deadletter"
+
+    @classmethod
+    def with_prefix(cls, prefix: str) -> "Topics":
+        """Every default name with `prefix` in front: isolated topics for tests and demos."""
+        return cls(**{name: prefix + value for name, value in cls().__dict__.items()})
+
+    def of_type(self, event_type: str) -> str:
+        """The topic an input or output event type travels on."""
+        return {"job.": self.jobs, "app.": self.traffic, "traffic.": self.traffic, "pool.": self.config,
+                "node.": self.config, "allocation.": self.decisions, "plan.": self.commits,
+                "binding.": self.bindings, "input.": self.deadletter}[event_type.split(".")[0] + "."]
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    return orjson.dumps(message)
+
+
+def decode(value: bytes) -> Any:
+    """The JSON value; ValueError with a readable reason for bytes that are not UTF-8 JSON."""
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError as e:
+        raise ValueError(f"not JSON: {e}") from None
+
+
+def key_of(message: dict[str, Any]) -> str:
+    """The contract's message key: job id, app id, pool or node id, by topic."""
+    p, kind = message.get("payload", {}), message.get("type", "")
+    if kind.startswith("job.") or kind == "allocation.decided":
+        return str(p.get("id") or p.get("job_id"))
+    if kind == "app.registered":
+        return str(p.get("id"))
+    if kind == "traffic.observed":
+        return str(p.get("app"))
+    if kind == "binding.reported":
+        return str(p.get("node"))
+    return str(message.get("pool", "default"))

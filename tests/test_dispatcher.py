@@ -1,0 +1,98 @@
+"""The agent's logic without a broker: records in, messages out (the Kafka shell only moves
+bytes). Decisions, commits and dead letters as the events contract defines them."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import orjson
+
+from agent.dispatcher import Dispatcher, Record
+from schemas.events import AllocationDecided, InputRejected, PlanCommitted
+from solvers.legality import check_plan
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "swap_cap": 2}
+
+
+def rec(kind: str, payload: dict, n: int, topic: str = "gpualloc.jobs", **env) -> Record:
+    message = {"event_id": f"e{n}", "type": kind, "occurred_at": env.pop("at", T0.isoformat()),
+               "pool": env.pop("pool", "default"), "schema_version": 1, "payload": payload}
+    return Record(topic, 0, n, payload.get("id"), orjson.dumps(message))
+
+
+def job(n: int, gpus: int = 2, duration: int = 3, priority: float = 5) -> Record:
+    return rec("job.submitted", {"id": f"j{n}", "kind": "training", "priority": priority, "gpus": gpus,
+                                 "duration": duration}, n)
+
+
+def payloads(outputs, model):
+    kind = {AllocationDecided: "allocation.decided", PlanCommitted: "plan.committed",
+            InputRejected: "input.rejected"}[model]
+    return [model.model_validate(o.message["payload"]) for o in outputs if o.message["type"] == kind]
+
+
+def configured() -> Dispatcher:
+    d = Dispatcher("default", step_seconds=10)
+    d.handle([rec("pool.configured", POOL, 0, "gpualloc.config")], T0)
+    return d
+
+
+def test_one_decision_per_arrival_from_one_pass_and_jobs_before_the_config_wait_for_it():
+    d = Dispatcher("default")
+    early = d.handle([job(1)], T0)
+    assert early == [] and d.planner is None
+    out = d.handle([rec("pool.configured", POOL, 0, "gpualloc.config")] + [job(n) for n in range(2, 6)], T0)
+    decided = payloads(out, AllocationDecided)
+    assert sorted(x.job_id for x in decided) == ["j1", "j2", "j3", "j4", "j5"]
+    assert all(x.action == "start" for x in decided)
+    assert {x.pass_size for x in decided if x.job_id != "j1"} == {4}
+    owned = [set(x.gpus) for x in decided]
+    assert all(not (a & b) for i, a in enumerate(owned) for b in owned[i + 1:])
+
+
+def test_redelivered_and_other_pools_events_are_ignored():
+    d = configured()
+    assert len(d.handle([job(1)], T0)) == 1
+    assert d.handle([job(1)], T0) == []
+    assert d.handle([rec("job.submitted", {"id": "x", "kind": "training", "priority": 1, "gpus": 1,
+                                           "duration": 1}, 9, pool="other")], T0) == []
+
+
+def test_bad_messages_are_dead_lettered_with_the_field_and_the_rule():
+    d = configured()
+    bad = [Record("gpualloc.jobs", 0, 7, "k", b"{not json"),
+           rec("job.submitted", {"id": "j", "kind": "training", "priority": 0, "gpus": 1, "duration": 1}, 8),
+           rec("traffic.observed", {"app": "ghost", "gpus": 2}, 9, "gpualloc.traffic"),
+           rec("job.submitted", {"id": "f", "kind": "training", "priority": 1, "features": {"params_b": 7}}, 10)]
+    out = d.handle(bad + [job(11)], T0)
+    rejected = payloads(out, InputRejected)
+    assert [r.offset for r in rejected] == [7, 8, 9, 10]
+    assert "not JSON" in rejected[0].reason and "priority" in rejected[1].reason
+    assert "'ghost' is not registered" in rejected[2].reason and "forecaster" in rejected[3].reason
+    assert rejected[0].original == "{not json" and out[0].key == "k"
+    assert [x.job_id for x in payloads(out, AllocationDecided)] == ["j11"]  # the good one still goes through
+
+
+def test_commits_every_step_are_legal_and_running_jobs_stay_put():
+    d = configured()
+    d.handle([rec("app.registered", {"id": "chat", "priority": 6, "min_gpus": 1, "max_gpus": 6,
+                                     "profile": [2] * 12 + [5] * 12}, 1, "gpualloc.traffic")], T0)
+    outputs, windows, n = [], [], 100
+    for step in range(8):
+        now = T0 + timedelta(seconds=10 * step)
+        d.handle([job(n + k, gpus=[1, 2, 4][k % 3], duration=1 + k % 4) for k in range(3)], now)
+        n += 3
+        outputs.append(d.commit(now))
+        windows.append(d.last_commit.window)
+    published = [PlanCommitted.model_validate(o.message["payload"]) for o in outputs]
+    assert [c.step for c in published] == list(range(8)) and [c.seq for c in published] == list(range(1, 9))
+    assert published[1].step_start - published[0].step_start == timedelta(seconds=10)
+    for window, c in zip(windows, published):
+        assert not check_plan(window, c.grid)
+    held: dict[str, tuple[int, list[int]]] = {}
+    for c in published:  # a started job keeps its GPUs at every step until it ends
+        for owner, gpus in c.assignments.items():
+            if owner.startswith("j"):
+                assert held.get(owner, (c.step - 1, gpus)) == (c.step - 1, gpus), owner
+                held[owner] = (c.step, gpus)

@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.gpualloc-installed
 
-.PHONY: demo test bench clean-venv
+.PHONY: demo test bench kafka-up kafka-down clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,13 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/gpualloc bench
 
-# Later issues: Kafka integration tests (testcontainers) and the CBC/HiGHS MILP checks get
-# their own targets here, e.g. `test-kafka` and `test-milp`, so `make test` stays fast.
+# A local single-node Kafka broker (no Docker; Java 17 + Maven), on 127.0.0.1:$KAFKA_PORT (9092).
+# The Kafka tests use it through KAFKA_BOOTSTRAP_SERVERS, or start their own: see deploy/kafka/.
+kafka-up:
+	bash deploy/kafka/kafka.sh up
+
+kafka-down:
+	bash deploy/kafka/kafka.sh down
 
 clean-venv:
 	rm -rf $(VENV)

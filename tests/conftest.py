@@ -13,6 +13,7 @@ if str(ROOT) not in sys.path:  # the suite also runs from a checkout without `pi
 
 from schemas import Scenario  # noqa: E402
 from solvers import compile_scenario  # noqa: E402
+pytest_plugins = ["kafka_broker"]  # the `kafka_bootstrap` fixture (tests/ is on sys.path)
 
 
 def batch(id: str, gpus: int, duration: int, *, priority: float = 1, kind: str = "training",

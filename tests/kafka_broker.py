@@ -1,0 +1,116 @@
+"""A real Kafka broker for integration tests: the `kafka_bootstrap` fixture and small helpers.
+
+The broker comes from, in order: $KAFKA_BOOTSTRAP_SERVERS (CI starts one with `make kafka-up`),
+a testcontainers KafkaContainer when a Docker engine answers, else deploy/kafka/kafka.sh on a free
+port (a local JVM broker, no Docker). With none of them the tests skip, or fail when CI=true.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import pytest
+
+if TYPE_CHECKING:
+    from testcontainers.community.kafka import KafkaContainer
+
+KAFKA_SH = Path(__file__).resolve().parent.parent / "deploy" / "kafka" / "kafka.sh"
+
+# Consumer kwargs for quick group joins and failure detection on a one-node test broker.
+FAST_GROUP: dict[str, Any] = {
+    "session_timeout_ms": 6000,
+    "heartbeat_interval_ms": 500,
+    "max_poll_interval_ms": 30000,
+    "auto_offset_reset": "earliest",
+    "metadata_max_age_ms": 5000,
+}
+
+
+def unique_topic(prefix: str = "t") -> str:
+    """A fresh topic name, so tests never see each other's messages on a shared broker."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def _free_ports(n: int) -> list[int]:
+    """n distinct free loopback ports (all held open together, so they differ)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _container() -> KafkaContainer | None:
+    """A started KafkaContainer if a Docker engine answers (the CLI alone is not enough), else
+    None: also when the image cannot be pulled, so the local broker still gets its chance."""
+    try:
+        import docker
+
+        docker.from_env(timeout=2).ping()
+    except Exception:
+        return None
+    from testcontainers.community.kafka import KafkaContainer
+
+    container = (KafkaContainer().with_kraft()  # one node: the transaction log needs RF 1 too
+                 .with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1")
+                 .with_env("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1"))
+    try:
+        return container.start()
+    except Exception:
+        with contextlib.suppress(Exception):
+            container.stop()
+        return None
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"no Kafka broker in CI: {reason}", pytrace=False)
+    pytest.skip(f"no Kafka broker: {reason}")
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """"host:port" of a running broker for the whole session (see the module docstring)."""
+    if servers := os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        yield servers
+        return
+    if container := _container():
+        try:
+            yield container.get_bootstrap_server()
+        finally:
+            container.stop()
+        return
+    port, controller_port = _free_ports(2)
+    env = {**os.environ, "KAFKA_PORT": str(port), "KAFKA_CONTROLLER_PORT": str(controller_port),
+           "GPUALLOC_KAFKA_DIR": tempfile.mkdtemp(prefix=f"gpualloc-kafka-{port}-"),
+           "KAFKA_OWNER_PID": str(os.getpid())}  # the broker dies with this session if killed
+
+    def down() -> None:
+        subprocess.run(["bash", str(KAFKA_SH), "down"], env=env, capture_output=True, timeout=60)
+        shutil.rmtree(env["GPUALLOC_KAFKA_DIR"], ignore_errors=True)  # also if `up` failed early
+
+    try:  # the first run fetches the jars with Maven (seconds; minutes on a slow mirror)
+        up = subprocess.run(["bash", str(KAFKA_SH), "up"], env=env, capture_output=True,
+                            text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        down()
+        _unavailable(f"kafka.sh up: {exc}")
+    if up.returncode != 0:
+        down()
+        _unavailable(f"kafka.sh up exited {up.returncode}:\n{up.stderr[-3000:]}")
+    try:
+        yield up.stdout.strip().splitlines()[-1]
+    finally:
+        down()

@@ -1,4 +1,5 @@
-"""`gpualloc`: solve, check, bench, demo and generate scenarios (thin argparse layer).
+"""`gpualloc`: solve, check, bench, demo, generate, simulate, trace, and the bus commands
+(agent, node-agent, publish, tail: `agent.bus_cli`). A thin argparse layer.
 
 Exit codes: 0 success (a legal plan, a passing bench); 1 an illegal plan or a failing bench;
 2 bad input (unreadable file, invalid JSON, schema violation, plan of the wrong shape, bad
@@ -14,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from agent.bus_cli import add_bus_commands
 from agent.loading import InputError, dump_json, dump_plan, load_plan, load_scenario, write_text
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -163,7 +165,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     events = read_trace(args.trace)
     try:
         sim = simulate(events, SimOptions(policies=tuple(args.policy or ("fifo", "heuristic")), days=args.days,
-                                          milp_every=args.milp_every, milp_node_limit=args.milp_nodes))
+                                          milp_every=args.milp_every, milp_node_limit=args.milp_nodes,
+                                          milp_max_jobs=args.milp_jobs, milp_time_limit=args.milp_time_limit))
     except ValueError as e:
         raise InputError(args.trace, [str(e)]) from None
     rows = report(sim)
@@ -238,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--days", type=_positive, default=None, help="simulate this many days (default: the whole trace)")
     p.add_argument("--milp-every", type=_positive, default=6, help="steps between full-mode runs (heuristic+milp; default 6)")
     p.add_argument("--milp-nodes", type=_positive, default=50, help="full mode node limit per run, a work limit (default 50)")
+    p.add_argument("--milp-jobs", type=_positive, default=20, help="queued jobs full mode plans (the most valuable; default 20)")
+    p.add_argument("--milp-time-limit", type=float, default=10.0, help="seconds per full-mode run (default 10)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--chart", help="write an SVG chart of the days here")
     p.set_defaults(func=cmd_simulate)
@@ -252,6 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--apps", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_trace)
+
+    add_bus_commands(sub)
     return parser
 
 

@@ -24,12 +24,22 @@ POLLUX_APPS = {"ncf": (2, 3), "cifar10": (3, 4), "deepspeech2": (9, 6), "bert": 
 
 def read_trace(path: str | Path) -> list:
     """Parsed (envelope, payload) pairs; InputError naming the line, field and rule."""
+    return [parsed for _, parsed in _read(path)]
+
+
+def read_trace_messages(path: str | Path) -> list[dict]:
+    """The trace's messages as they go on the bus, each validated first."""
+    return [message for message, _ in _read(path)]
+
+
+def _read(path: str | Path) -> list[tuple[dict, tuple]]:
     events, problems = [], []
     for n, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
-            events.append(parse_event(orjson.loads(line)))
+            message = orjson.loads(line)
+            events.append((message, parse_event(message)))
         except orjson.JSONDecodeError as e:
             problems.append(f"line {n}: not JSON ({e})")
         except ValidationError as e:

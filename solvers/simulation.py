@@ -250,39 +250,51 @@ def _summary(sim: Simulation, run: PolicyRun, day, lo: int, hi: int) -> DayRepor
 
 
 def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
-    """The contract's online rules over the executed grid: one owner per GPU per step; a batch
-    job holds one contiguous power-of-two block from its first committed step until its
-    completion, without a gap or a move (a failed, re-queued job starts afresh); apps within [min_gpus, max_gpus] and their swap cap
-    between consecutive commits (FIFO's static reservations are exempt, as in the contract)."""
+    """The contract's online rules over a simulated run's executed grid (`online_violations`);
+    FIFO's static reservations are exempt from the app rules, as in the contract."""
+    return online_violations(run.commits, sim.limits if run.policy != "fifo" else {}, set(sim.limits),
+                             run.down, run.failed)
+
+
+def online_violations(commits, limits: dict[str, tuple[int, int, int]], apps: set[str],
+                      down: list[int] | None = None, failed: dict[str, list[int]] | None = None) -> list[str]:
+    """The contract's online rules over committed steps (objects with `step` and `assignments`,
+    as the planner makes them or as rebuilt from `plan.committed` messages): one owner per GPU
+    per step; a batch job holds one contiguous power-of-two block from its first committed step
+    until its completion, without a gap or a move (a failed, re-queued job starts afresh); apps
+    in `limits` (min_gpus, max_gpus, swap_cap) within their bounds and their swap cap between
+    consecutive commits, GPUs lost to a node going down (`down`: mask per step) not counting."""
     out = []
+    failed = failed or {}
     seen_at: dict[str, tuple[int, tuple[int, ...]]] = {}
-    for commit in run.commits:
+    for commit in commits:
         owner_of: dict[int, str] = {}
         for owner, gpus in commit.assignments.items():
             for g in gpus:
                 if g in owner_of:
                     out.append(f"step {commit.step}: GPU {g} held by {owner} and {owner_of[g]}")
                 owner_of[g] = owner
-            if owner in sim.limits:
-                if run.policy != "fifo":
-                    out.extend(_app_violations(sim, owner, commit, seen_at.get(owner), run.down[commit.step]))
-                seen_at[owner] = (commit.step, gpus)
+            if owner in apps:
+                if owner in limits:
+                    out.extend(_app_violations(limits[owner], owner, commit, seen_at.get(owner),
+                                               down[commit.step] if down else 0))
+                seen_at[owner] = (commit.step, tuple(gpus))
                 continue
             if owner in seen_at:
                 last, before = seen_at[owner]
-                restarted = any(last < s <= commit.step for s in run.failed.get(owner, ()))
-                if not restarted and (before != gpus or last != commit.step - 1):
+                restarted = any(last < s <= commit.step for s in failed.get(owner, ()))
+                if not restarted and (before != tuple(gpus) or last != commit.step - 1):
                     out.append(f"step {commit.step}: {owner} moved or was interrupted")
-            seen_at[owner] = (commit.step, gpus)
+            seen_at[owner] = (commit.step, tuple(gpus))
             n = len(gpus)
             if n & (n - 1) or list(gpus) != list(range(gpus[0], gpus[0] + n)):
                 out.append(f"step {commit.step}: {owner} is not on a contiguous power-of-two block")
     return out
 
 
-def _app_violations(sim: Simulation, app: str, commit: Commit, before, down: int) -> list[str]:
+def _app_violations(limits: tuple[int, int, int], app: str, commit, before, down: int) -> list[str]:
     """R3 and R4 for one app at one commit; GPUs lost to a node going down do not count as swaps."""
-    lo, hi, cap = sim.limits[app]
+    lo, hi, cap = limits
     gpus = set(commit.assignments[app])
     out = []
     if not lo <= len(gpus) <= hi:

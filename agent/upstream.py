@@ -1,0 +1,144 @@
+"""The platforms around the agent, for people and tests: publish a trace, watch the outputs.
+
+`publish_trace` sends a trace of contract events to their topics; paced (`step_seconds`), it
+keeps the trace's rhythm on a compressed clock and stamps each event with its send time, and
+with `complete` it plays the platform that runs the jobs: each job started in a commit gets its
+`job.completed` after its `actual_duration` (else its declared duration) steps. `lines` renders
+decisions, commits, bindings and dead letters as readable lines for `gpualloc tail`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from agent.topics import Topics, decode, encode, key_of
+from schemas.events import timestamp
+
+
+async def publish_trace(bootstrap: str, events: list[dict[str, Any]], topics: Topics,
+                        step_seconds: float | None = None, complete: bool = False) -> int:
+    """Publish `events` (trace order); returns how many messages were sent."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=5)
+    await producer.start()
+    watcher = None
+    sent = 0
+    try:
+        durations = {e["payload"]["id"]: e["payload"].get("actual_duration") or e["payload"].get("duration")
+                     for e in events if e.get("type") == "job.submitted"}
+        if complete:
+            watcher = asyncio.create_task(complete_jobs(bootstrap, topics, durations))
+        t0 = _trace_start(events)
+        step_minutes = next((e["payload"].get("step_minutes", 60) for e in events if e.get("type") == "pool.configured"), 60)
+        began = time.monotonic()
+        for event in events:
+            if step_seconds:
+                offset = (_parse_time(event["occurred_at"]) - t0).total_seconds() / (60 * step_minutes) * step_seconds
+                await asyncio.sleep(max(0.0, began + offset - time.monotonic()))
+                event = {**event, "occurred_at": timestamp(datetime.now(timezone.utc))}
+            await producer.send(topics.of_type(event["type"]), encode(event), key=key_of(event).encode())
+            sent += 1
+        await producer.flush()
+        if watcher is not None:
+            await watcher
+    finally:
+        if watcher is not None and not watcher.done():
+            watcher.cancel()
+        await producer.stop()
+    return sent
+
+
+async def complete_jobs(bootstrap: str, topics: Topics, durations: dict[str, int],
+                        stop: asyncio.Event | None = None, pool: str = "default") -> set[str]:
+    """Play the platform running the jobs: each job of `durations` that a commit starts gets its
+    job.completed once the commit of its last step is out. Runs until `stop` is set (without
+    one: until every job completed); returns the jobs completed."""
+    consumer = AIOKafkaConsumer(topics.commits, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
+    await consumer.start()
+    await producer.start()
+    ends: dict[str, int] = {}
+    done: set[str] = set()
+    try:
+        while not (stop.is_set() if stop is not None else len(done) >= len(durations)):
+            batch = await consumer.getmany(timeout_ms=200)
+            for messages in batch.values():
+                for m in messages:
+                    payload = decode(m.value)["payload"]
+                    for job_id in payload.get("started", []):
+                        if job_id in durations and job_id not in done:
+                            ends[job_id] = payload["step"] + durations[job_id] - 1
+                    for job_id in sorted(j for j, end in ends.items() if end <= payload["step"]):
+                        await producer.send(topics.jobs, encode(_completed(job_id, pool)), key=job_id.encode())
+                        del ends[job_id]
+                        done.add(job_id)
+        await producer.flush()
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    return done
+
+
+def _completed(job_id: str, pool: str) -> dict[str, Any]:
+    return {"event_id": uuid.uuid4().hex, "type": "job.completed", "occurred_at": timestamp(datetime.now(timezone.utc)),
+            "pool": pool, "schema_version": 1, "payload": {"id": job_id, "detail": "ran its time"}}
+
+
+def _trace_start(events: list[dict[str, Any]]) -> datetime:
+    return min(_parse_time(e["occurred_at"]) for e in events)
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def line(message: dict[str, Any], topics: Topics, topic: str) -> str:
+    """One readable line for an output message."""
+    p, kind = message.get("payload", {}), message.get("type")
+    if kind == "allocation.decided":
+        gpus = _span(p.get("gpus", []))
+        where = f" GPUs {gpus}" if gpus else ""
+        at = f" step {p['start_step']}" if p.get("start_step") is not None else ""
+        return f"decided   {p['job_id']}: {p['action']}{where}{at} ({p.get('latency_ms', 0):.1f} ms) - {p['reason']}"
+    if kind == "plan.committed":
+        bound = f" bound {p['bound']:.2f}" if p.get("bound") is not None else ""
+        started = f", started {', '.join(p['started'])}" if p.get("started") else ""
+        return (f"committed step {p['step']} (seq {p['seq']}, {p['source']}) objective {p['objective']:.2f}{bound}: "
+                f"{len(p['assignments'])} holders{started}")
+    if kind == "binding.reported":
+        return f"binding   node {p['node']} {p['job_id']} {p['status']} GPUs {_span(p.get('gpus', []))} {p.get('detail', '')}".rstrip()
+    if kind == "input.rejected":
+        return f"rejected  {p['topic']}:{p['partition']}:{p['offset']} - {p['reason']}"
+    return f"{kind or 'message'} on {topic}"
+
+
+def _span(gpus: list[int]) -> str:
+    if not gpus:
+        return ""
+    if gpus == list(range(gpus[0], gpus[-1] + 1)):
+        return f"{gpus[0]}-{gpus[-1]}" if len(gpus) > 1 else str(gpus[0])
+    return ",".join(map(str, gpus))
+
+
+async def tail(bootstrap: str, topics: Topics, stop: asyncio.Event, from_beginning: bool, out) -> None:
+    """Print output topics as readable lines until `stop` is set."""
+    consumer = AIOKafkaConsumer(topics.decisions, topics.commits, topics.bindings, topics.deadletter,
+                                bootstrap_servers=bootstrap, auto_offset_reset="earliest" if from_beginning else "latest")
+    await consumer.start()
+    try:
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=200)
+            for tp, messages in batch.items():
+                for m in messages:
+                    try:
+                        out.write(line(decode(m.value), topics, tp.topic) + "\n")
+                    except (ValueError, KeyError, TypeError) as e:
+                        out.write(f"unreadable message on {tp.topic}:{tp.partition}:{m.offset}: {e}\n")
+            out.flush()
+    finally:
+        await consumer.stop()

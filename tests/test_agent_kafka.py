@@ -1,0 +1,127 @@
+"""The agent on a real Kafka broker, with the test playing the upstream platform: a compressed
+day of arrivals and traffic, completions when jobs have run their time, malformed messages on
+the way; two node agents bind. Every committed step is legal (online rules over the commits),
+there is one decision per arrival, bad input is dead-lettered while the agent keeps going, and
+the node agents' bindings end equal to the last commit."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import datetime, timezone
+from types import SimpleNamespace
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from agent.binders import FileBinder
+from agent.node_agent import NodeAgent
+from agent.service import AgentService, AgentSettings
+from agent.topics import Topics, key_of
+from agent.upstream import complete_jobs
+from kafka_broker import FAST_GROUP, unique_topic
+from solvers.simulation import online_violations
+
+pytestmark = pytest.mark.kafka
+
+STEP = 0.5  # seconds per step: a 24-step day in 12 s
+POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "swap_cap": 2}
+PROFILE = [1, 1, 1, 1, 2, 2, 3, 4, 5, 5, 5, 5, 5, 5, 4, 4, 4, 3, 3, 2, 2, 2, 1, 1]
+
+
+def message(n: int, kind: str, payload: dict) -> dict:
+    return {"event_id": f"up-{n}", "type": kind, "occurred_at": datetime.now(timezone.utc).isoformat(),
+            "pool": "default", "schema_version": 1, "payload": payload}
+
+
+async def play_upstream(bootstrap: str, topics: Topics, steps: int, durations: dict[str, int], seed: int = 1) -> int:
+    """Publish the day (recording each job's duration as it goes); returns how many malformed
+    messages were sent."""
+    rng = random.Random(seed)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+    await producer.start()
+    bad, n = 0, 0
+
+    async def send(kind: str, payload: dict) -> None:
+        nonlocal n
+        n += 1
+        m = message(n, kind, payload)
+        await producer.send_and_wait(topics.of_type(kind), orjson.dumps(m), key=key_of(m).encode())
+
+    try:
+        await send("pool.configured", POOL)
+        await send("app.registered", {"id": "chat", "priority": 6, "min_gpus": 1, "max_gpus": 6,
+                                      "rps_per_gpu": 100, "profile": PROFILE})
+        for step in range(steps):
+            await send("traffic.observed", {"app": "chat", "requests_per_s": 100 * PROFILE[step % 24] - 50})
+            for _ in range(rng.choice([1, 2, 3])):
+                job_id = f"job-{len(durations)}"
+                durations[job_id] = rng.randint(1, 4)
+                await send("job.submitted", {"id": job_id, "kind": "training", "priority": rng.randint(1, 9),
+                                             "gpus": rng.choice([1, 2, 2, 4, 8]), "duration": durations[job_id]})
+            if step % 6 == 3:  # malformed input: not JSON, and a schema breach
+                await producer.send_and_wait(topics.jobs, b"{oops", key=b"x")
+                await send("job.submitted", {"id": "neg", "kind": "training", "priority": -1, "gpus": 1, "duration": 1})
+                bad += 2
+            await asyncio.sleep(STEP)
+    finally:
+        await producer.stop()
+    return bad
+
+
+async def read_all(bootstrap: str, topic: str) -> list[dict]:
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                enable_auto_commit=False)
+    await consumer.start()
+    out = []
+    try:
+        while True:
+            batch = await consumer.getmany(timeout_ms=1000)
+            if not batch:
+                return out
+            out += [orjson.loads(m.value) for ms in batch.values() for m in ms]
+    finally:
+        await consumer.stop()
+
+
+async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
+    topics = Topics.with_prefix(unique_topic("agent") + ".")
+    stop = asyncio.Event()
+    agent = AgentService(AgentSettings(kafka_bootstrap, topics=topics, step_seconds=STEP, full_mode_every=0,
+                                       group_id=unique_topic("g"), client=FAST_GROUP))
+    ready = asyncio.Event()
+    dirs = [tmp_path / "node0", tmp_path / "node1"]
+    nodes = [NodeAgent(kafka_bootstrap, k, range(8 * k, 8 * k + 8), FileBinder(dirs[k]), topics=topics)
+             for k in range(2)]
+    tasks = [asyncio.create_task(agent.run(stop, ready))] + [asyncio.create_task(n.run(stop)) for n in nodes]
+    await asyncio.wait_for(ready.wait(), 30)
+    durations: dict[str, int] = {}
+    done_stop = asyncio.Event()
+    completer = asyncio.create_task(complete_jobs(kafka_bootstrap, topics, durations, done_stop))
+    bad = await play_upstream(kafka_bootstrap, topics, 24, durations)
+    await asyncio.sleep(6 * STEP)
+    done_stop.set()
+    await completer
+    await asyncio.sleep(4 * STEP)  # the last commits reach the node agents
+    stop.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)
+
+    decisions = [m["payload"] for m in await read_all(kafka_bootstrap, topics.decisions)]
+    assert sorted(d["job_id"] for d in decisions) == sorted(durations)  # one decision per arrival
+    assert {d["action"] for d in decisions} <= {"start", "planned", "queued"}
+    rejected = [m["payload"] for m in await read_all(kafka_bootstrap, topics.deadletter)]
+    assert len(rejected) == bad
+    assert any("not JSON" in r["reason"] for r in rejected) and any("priority" in r["reason"] for r in rejected)
+
+    commits = [m["payload"] for m in await read_all(kafka_bootstrap, topics.commits)]
+    assert len(commits) >= 24 and [c["seq"] for c in commits] == list(range(1, len(commits) + 1))
+    assert [c["step"] for c in commits] == list(range(len(commits)))
+    steps = [SimpleNamespace(step=c["step"], assignments=c["assignments"]) for c in commits]
+    assert online_violations(steps, {"chat": (1, 6, 2)}, {"chat"}) == []
+    assert any(c["started"] for c in commits)
+
+    last = commits[-1]["assignments"]
+    for k, folder in enumerate(dirs):
+        expected = {owner for owner, gpus in last.items() if any(8 * k <= g < 8 * k + 8 for g in gpus)}
+        assert set(FileBinder(folder).bound()) == expected

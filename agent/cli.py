@@ -119,6 +119,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from agent.bench import run_bench
 
+    if args.agent:
+        return _bench_agent(args)
     report, scenarios = run_bench(args.dir, args.repeat, args.generated)
     if args.milp:
         from agent.full_mode import bench_full_mode, record_best_known
@@ -129,6 +131,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 print(line, file=sys.stderr)
     sys.stdout.write(dump_json(report.as_dict()) if args.json else report.table() + "\n")
     return report.exit_code
+
+
+def _bench_agent(args: argparse.Namespace) -> int:
+    """Sustained arrivals through a real broker (benchmarks/agent_throughput.py)."""
+    import asyncio
+    from dataclasses import asdict
+
+    from benchmarks.agent_throughput import measure
+
+    if not args.bootstrap:
+        raise InputError("--agent", ["needs --bootstrap HOST:PORT (make kafka-up starts a broker on 127.0.0.1:9092)"])
+    result = asyncio.run(measure(args.bootstrap, args.rate, args.seconds))
+    sys.stdout.write(dump_json(asdict(result)) if args.json else result.line() + "\n")
+    return EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -214,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--generated", type=_generated_spec, action="append", default=[], metavar="GPUSxJOBS[:SEED]",
                    help="also bench a generated scenario (seed 7 unless given), e.g. 1024x1000; repeatable")
     p.add_argument("--milp", action="store_true", help="also run full mode: objective, bound, gap, heuristic/MILP")
+    p.add_argument("--agent", action="store_true", help="instead: arrivals per second through a real broker, with latency")
+    p.add_argument("--bootstrap", metavar="HOST:PORT", help="the broker for --agent")
+    p.add_argument("--rate", type=float, default=1000, help="--agent: arrivals per second offered (default 1000)")
+    p.add_argument("--seconds", type=float, default=20, help="--agent: measured seconds (default 20)")
     p.add_argument("--update-best-known", action="store_true",
                    help="with --milp: record better objectives and bounds in the bundled best-known.json")
     _add_milp_arguments(p)

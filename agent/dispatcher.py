@@ -14,7 +14,7 @@ import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
@@ -22,10 +22,11 @@ from agent.topics import Topics, decode
 from schemas.errors import describe
 from schemas.events import (AllocationDecided, InputRejected, JobRef, PlanCommitted, envelope,
                             parse_event)
-from solvers.grid import to_grid
+from solvers.grid import Schedule, to_grid
+from solvers.heuristic import heuristic_schedule
 from solvers.metrics import objective_of
 from solvers.planner import BLOCKER, AppSpec, Commit, Decision, FullModePlan, JobSpec, Planner, PoolConfig
-from solvers.problem import mask_of
+from solvers.problem import Problem, mask_of
 
 SEEN_LIMIT = 200_000  # event ids remembered for de-duplication
 PENDING_LIMIT = 10_000  # events held until the pool is configured
@@ -55,6 +56,7 @@ class Dispatcher:
     topics: Topics = field(default_factory=Topics)
     step_seconds: float | None = None  # compressed clock; None: the pool's step_minutes
     full_mode_every: int = 1  # steps between full-mode launches (0: never)
+    scheduler: Callable[[Problem], Schedule] = heuristic_schedule  # the hot path
     planner: Planner | None = None
     t0: datetime | None = None  # wall time of step 0: the pool's first pool.configured
     seq: int = 0  # commits published
@@ -152,7 +154,7 @@ class Dispatcher:
         config = PoolConfig(p.gpus, p.gpus_per_node, p.horizon, p.step_minutes, p.time_decay,
                             p.realtime_penalty, p.swap_cap)
         if self.planner is None:
-            self.planner, self.t0 = Planner(config), now
+            self.planner, self.t0 = Planner(config, scheduler=self.scheduler), now
             waiting, self.pending = self.pending, []
             return self._replay_pending(waiting, now)
         old = self.planner.config

@@ -32,6 +32,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError, KafkaTimeoutError
+from pydantic import ValidationError
 
 from agent.binders import Binder, FileBinder, HookBinder
 from agent.node_core import Action, NodeState, read_commit
@@ -42,7 +43,8 @@ log = logging.getLogger("gpualloc.node_agent")
 
 RESYNC_DEPTH = 50  # messages read back per commits partition to find the pool's latest commit
 RESYNC_TIMEOUT_S = 30.0
-POLL_MS = 200  # upper bound on how long a set `stop` goes unnoticed
+POLL_MS = 200  # upper bound on how long a set `stop` goes unnoticed while following
+PARTITIONS_WAIT_S = 5.0
 
 
 class NodeAgent:
@@ -86,9 +88,10 @@ class NodeAgent:
         """The topic's partitions (waiting for it to exist); None if stopped meanwhile."""
         assert self._producer is not None
         while not stop.is_set():
-            try:
-                return [TopicPartition(topic, p) for p in sorted(await self._producer.partitions_for(topic))]
-            except KafkaTimeoutError:
+            try:  # bounded, so a `stop` set meanwhile is noticed
+                found = await asyncio.wait_for(self._producer.partitions_for(topic), PARTITIONS_WAIT_S)
+                return [TopicPartition(topic, p) for p in sorted(found)]
+            except (KafkaTimeoutError, TimeoutError):
                 log.warning("node %d: topic %s not available yet; retrying", self.state.node, topic)
         return None
 
@@ -139,9 +142,17 @@ class NodeAgent:
         try:
             return read_commit(decode(r.value), self.state.pool) if r.value is not None else None
         except (ValueError, TypeError) as e:
-            log.warning("node %d: skipping malformed message %s[%d]@%d: %s", self.state.node,
-                        r.topic, r.partition, r.offset, e)
+            self._skip(r, e)
             return None
+
+    def _skip(self, r: ConsumerRecord, e: Exception) -> None:
+        """Log a malformed message briefly (which fields, which rule) and go on."""
+        if isinstance(e, ValidationError):
+            why = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'message'}: {err['msg']}" for err in e.errors()[:5])
+        else:
+            why = str(e)
+        log.warning("node %d: skipping malformed message %s[%d]@%d: %s", self.state.node,
+                    r.topic, r.partition, r.offset, why)
 
     # ---- messages and actions ---------------------------------------------------------------
     async def _handle(self, r: ConsumerRecord) -> None:
@@ -154,8 +165,7 @@ class NodeAgent:
                 raise ValueError(f"not a JSON object: {type(message).__name__}")
             actions = self.state.on_message(message)
         except (ValueError, TypeError) as e:
-            log.warning("node %d: skipping malformed message %s[%d]@%d: %s", self.state.node,
-                        r.topic, r.partition, r.offset, str(e).replace("\n", "; "))
+            self._skip(r, e)
             return
         if self.state.last is not None:
             self.step = self.state.last[0]

@@ -16,15 +16,21 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from functools import partial
+
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from agent.dispatcher import Dispatcher, Output, Record
 from agent.full_mode_worker import FullModeWorker
 from agent.topics import Topics, encode
+from solvers.heuristic import heuristic_schedule
 
 log = logging.getLogger("gpualloc.agent")
 
 MAX_WAIT_MS = 200  # longest poll: stop requests and boundaries are noticed within this
+COMMIT_EVERY_S = 0.2  # offsets are committed at most this often (after their outputs are acknowledged)
+HOT_PATH_EFFORT = 0.05  # local-search effort per planning pass: the seeds do most of the work at
+# the agent's queue sizes, and a pass holds up every arrival of the next poll
 
 
 @dataclass
@@ -54,9 +60,12 @@ class AgentService:
     def __init__(self, settings: AgentSettings):
         self.settings = settings
         self.dispatcher = Dispatcher(settings.pool, settings.topics, settings.step_seconds,
-                                     settings.full_mode_every)
+                                     settings.full_mode_every, scheduler=partial(heuristic_schedule, effort=HOT_PATH_EFFORT))
         self.stats = AgentStats()
         self.worker: FullModeWorker | None = None
+        self._unacked: list[asyncio.Future] = []
+        self._uncommitted = False
+        self._committed_at = 0.0
 
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
         s, t = self.settings, self.settings.topics
@@ -76,6 +85,7 @@ class AgentService:
                 ready.set()
             while not stop.is_set():
                 await self._pass(consumer, producer)
+            await self._commit_offsets(consumer, force=True)
         finally:
             if self.worker is not None:
                 self.worker.close()
@@ -92,8 +102,19 @@ class AgentService:
         outputs += self._boundaries(now)
         self.stats.records += len(records)
         await self._publish(producer, outputs, received)
-        if records:
-            await consumer.commit()
+        self._uncommitted |= bool(records)
+        await self._commit_offsets(consumer)
+
+    async def _commit_offsets(self, consumer: AIOKafkaConsumer, force: bool = False) -> None:
+        """Commit consumed offsets once every output of theirs is acknowledged: a crash before
+        that replays the input, and outputs' deterministic ids make the replay harmless."""
+        if not self._uncommitted or (not force and time.monotonic() - self._committed_at < COMMIT_EVERY_S):
+            return
+        acks, self._unacked = self._unacked, []
+        if acks:
+            await asyncio.gather(*acks)
+        await consumer.commit()
+        self._uncommitted, self._committed_at = False, time.monotonic()
 
     def _wait_ms(self) -> int:
         boundary = self.dispatcher.next_boundary()
@@ -128,8 +149,8 @@ class AgentService:
         self.worker.launch(self.dispatcher.planner)
 
     async def _publish(self, producer: AIOKafkaProducer, outputs: list[Output], received: float) -> None:
-        """Send all, then wait for every acknowledgement (the offsets are committed after)."""
-        futures = []
+        """Hand every output to the producer; their acknowledgements are awaited before the
+        offsets are committed, not here, so the next poll is not held up by a round trip."""
         for o in outputs:
             kind = o.message["type"]
             if kind == "allocation.decided":
@@ -142,9 +163,7 @@ class AgentService:
             elif kind == "input.rejected":
                 self.stats.rejected += 1
                 log.warning("dead-lettered %s: %s", o.message["event_id"], o.message["payload"]["reason"])
-            futures.append(await producer.send(o.topic, encode(o.message), key=o.key.encode()))
-        if futures:
-            await asyncio.gather(*futures)
+            self._unacked.append(await producer.send(o.topic, encode(o.message), key=o.key.encode()))
 
 
 def _now() -> datetime:

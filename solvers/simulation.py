@@ -137,6 +137,8 @@ def _run(policy: str, config: PoolConfig, timed, steps: int, options: SimOptions
         proposal = None
         if full_mode and recorded is None and step % options.milp_every == 0:
             proposal = _full_mode(planner, options)  # solved while this step's events arrive
+            if proposal is None:
+                run.full_mode.append((step, "no better than the heuristic on its own snapshot"))
         while i < len(timed) and timed[i][0] <= step:
             _apply(planner, run, actual, ends, *timed[i])
             i += 1

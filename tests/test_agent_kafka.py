@@ -125,3 +125,12 @@ async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
     for k, folder in enumerate(dirs):
         expected = {owner for owner, gpus in last.items() if any(8 * k <= g < 8 * k + 8 for g in gpus)}
         assert set(FileBinder(folder).bound()) == expected
+
+
+async def test_the_throughput_benchmark_decides_every_arrival(kafka_bootstrap):
+    """The harness behind `gpualloc bench --agent`, briefly and gently (figures live in README)."""
+    from benchmarks.agent_throughput import measure
+
+    result = await measure(kafka_bootstrap, rate=100, seconds=2, queue=20, step_seconds=1.0)
+    assert result.arrivals >= 150 and result.decisions == result.arrivals
+    assert 0 < result.p50_ms <= result.p99_ms <= result.max_ms

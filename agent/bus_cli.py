@@ -96,24 +96,21 @@ def cmd_tail(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
+def _checked(convert, ok, what: str):
+    """An argparse type: `convert` the text, or an error naming the rule it breaks."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
+        return value
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {value}")
-    return value
+_nonnegative_int = _checked(int, lambda v: v >= 0, "an integer >= 0")
+_positive_float = _checked(float, lambda v: v > 0, "a number > 0")
 
 
 def _bus_arguments(p: argparse.ArgumentParser) -> None:
@@ -122,6 +119,8 @@ def _bus_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_bus_commands(sub) -> None:
+    from agent import node_agent
+
     p = sub.add_parser("agent", help="run the allocation agent on Kafka (decisions per arrival, a commit per step)")
     _bus_arguments(p)
     p.add_argument("--pool", default="default", help="the pool this agent plans (default: default)")
@@ -131,7 +130,7 @@ def add_bus_commands(sub) -> None:
     p.add_argument("--full-mode-time-limit", type=_positive_float, help="seconds per full-mode run (default: half a step, at most 60)")
     p.set_defaults(func=cmd_agent)
 
-    # NODE-AGENT
+    node_agent.add_parser(sub)
 
     p = sub.add_parser("publish", help="publish a trace of contract events to their topics")
     p.add_argument("trace", help="JSONL file of contract events (see `gpualloc trace`)")

@@ -121,3 +121,20 @@ def test_a_drained_node_keeps_its_running_work_and_takes_no_new_work():
     drained = set(range(node * 8, node * 8 + 8))
     assert set(commit.assignments["a"]) <= drained
     assert all(not set(commit.assignments[f"n{i}"]) & drained for i in range(3))
+
+
+def test_gpus_freed_mid_step_are_planned_for_the_boundary_not_started_at_once():
+    """A node agent binds a `start` at once, so `start` needs GPUs idle in the committed step;
+    GPUs a job frees mid-step go to a new arrival from the next boundary (`planned`)."""
+    planner = Planner(PoolConfig(gpus=4, horizon=6))
+    planner.submit(JobSpec("big", "training", 5, 4, 3, 0))
+    planner.tick()
+    planner.complete("big")  # exits mid-step: its GPUs stay bound until the next commit
+    decision = planner.submit(JobSpec("next", "training", 5, 4, 2, planner.now))
+    assert decision.action == "planned" and decision.start_step == planner.now, decision
+    assert "free up at the boundary" in decision.reason
+    commit = planner.tick()
+    assert commit.started == ("next",)
+    late = planner.submit_all([JobSpec("a", "training", 1, 4, 1, planner.now),
+                               JobSpec("a", "training", 1, 4, 1, planner.now)])
+    assert late[1].action == "rejected" and "already queued" in late[1].reason

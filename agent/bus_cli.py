@@ -24,10 +24,6 @@ from schemas.events import PoolConfigured, envelope
 EXIT_OK, EXIT_INPUT = 0, 2
 
 
-def _topics(args: argparse.Namespace) -> Topics:
-    return Topics.with_prefix(args.topic_prefix) if args.topic_prefix else Topics()
-
-
 def _run_until_signal(body) -> None:
     """Run `body(stop)` with SIGTERM/SIGINT setting `stop` (the body finishes its pass and closes)."""
     async def main() -> None:
@@ -60,7 +56,7 @@ def _initial_config(path: str | None, pool: str) -> bytes | None:
 def cmd_agent(args: argparse.Namespace) -> int:
     from agent.service import AgentService, AgentSettings
 
-    settings = AgentSettings(args.bootstrap, args.pool, _topics(args), args.step_seconds,
+    settings = AgentSettings(args.bootstrap, args.pool, Topics.with_prefix(args.topic_prefix), args.step_seconds,
                              full_mode_every=args.full_mode_every, full_mode_time_limit=args.full_mode_time_limit,
                              initial_config=_initial_config(args.config, args.pool))
     service = AgentService(settings)
@@ -78,7 +74,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     events = read_trace_messages(args.trace)
 
     async def body(stop: asyncio.Event) -> None:
-        task = asyncio.create_task(publish_trace(args.bootstrap, events, _topics(args), args.step_seconds, args.complete))
+        task = asyncio.create_task(publish_trace(args.bootstrap, events, Topics.with_prefix(args.topic_prefix), args.step_seconds, args.complete))
         await asyncio.wait([task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
         if not task.done():
             task.cancel()
@@ -92,7 +88,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def cmd_tail(args: argparse.Namespace) -> int:
     from agent.upstream import tail
 
-    _run_until_signal(lambda stop: tail(args.bootstrap, _topics(args), stop, args.from_beginning, sys.stdout))
+    _run_until_signal(lambda stop: tail(args.bootstrap, Topics.with_prefix(args.topic_prefix), stop, args.from_beginning, sys.stdout))
     return EXIT_OK
 
 

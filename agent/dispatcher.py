@@ -24,7 +24,7 @@ from schemas.events import (AllocationDecided, InputRejected, JobRef, PlanCommit
                             parse_event)
 from solvers.grid import Schedule, to_grid
 from solvers.heuristic import heuristic_schedule
-from solvers.metrics import objective_of
+from solvers.metrics import compute_metrics
 from solvers.planner import BLOCKER, AppSpec, Commit, Decision, FullModePlan, JobSpec, Planner, PoolConfig
 from solvers.problem import Problem, mask_of
 
@@ -63,7 +63,6 @@ class Dispatcher:
     passes: int = 0  # planning passes over arrivals
     seen: OrderedDict = field(default_factory=OrderedDict)
     pending: list[tuple[Record, Any, BaseModel]] = field(default_factory=list)
-    full_mode_note: str | None = None  # what became of the last full-mode plan, for the next commit
     last_commit: Commit | None = None
 
     # ---- input ----------------------------------------------------------------------------
@@ -222,20 +221,23 @@ class Dispatcher:
     def commit(self, now: datetime, plan: FullModePlan | None = None) -> Output:
         """Commit the current step: the hot path's plan, or `plan` (full mode's) when it is
         adopted; the message carries the whole tentative plan from this step on."""
-        planner = self.planner
-        adoption = planner.adopt(plan) if plan is not None else None
-        if adoption is not None:
-            self.full_mode_note = adoption.reason
-        commit = planner.tick(adoption.schedule if adoption else None)
+        planner, note = self.planner, None
+        if plan is not None:
+            adoption = planner.adopt(plan)
+            note = adoption.reason
+            commit = planner.tick_after(adoption)
+        else:
+            commit = planner.tick()
         self.last_commit, self.seq = commit, self.seq + 1
-        grid = [[None if c == BLOCKER else c for c in row] for row in to_grid(commit.window, commit.schedule)]
+        grid = to_grid(commit.window, commit.schedule)
+        objective = compute_metrics(commit.window, grid).objective
         payload = PlanCommitted(
             step=commit.step, seq=self.seq, step_start=self.t0 + commit.step * self.step_length,
-            assignments={k: list(v) for k, v in commit.assignments.items()}, grid=grid,
-            source=commit.source, objective=round(objective_of(commit.window, commit.schedule), 6),
+            assignments={k: list(v) for k, v in commit.assignments.items()},
+            grid=[[None if c == BLOCKER else c for c in row] for row in grid],
+            source=commit.source, objective=round(objective, 6),
             bound=plan.bound if commit.source == "milp" else None, started=list(commit.started),
-            full_mode=self.full_mode_note)
-        self.full_mode_note = None
+            full_mode=note)
         return Output(self.topics.commits, self.pool,
                       envelope("plan.committed", payload, now, f"{self.pool}:commit:{self.seq}", self.pool))
 

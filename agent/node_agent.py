@@ -283,7 +283,7 @@ def run_cli(args: argparse.Namespace) -> int:
               "a restart cannot release what it bound before", file=sys.stderr)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    topics = Topics.with_prefix(args.topic_prefix) if args.topic_prefix else Topics()
+    topics = Topics.with_prefix(args.topic_prefix)
     agent = NodeAgent(args.bootstrap, args.node, args.gpus, binder, pool=args.pool, topics=topics)
 
     async def main() -> None:

@@ -53,7 +53,6 @@ class AgentStats:
     decisions: int = 0
     commits: int = 0
     rejected: int = 0
-    latencies_ms: list[float] = field(default_factory=list)  # record received -> decision handed to the producer
 
 
 class AgentService:
@@ -108,12 +107,13 @@ class AgentService:
     async def _commit_offsets(self, consumer: AIOKafkaConsumer, force: bool = False) -> None:
         """Commit consumed offsets once every output of theirs is acknowledged: a crash before
         that replays the input, and outputs' deterministic ids make the replay harmless."""
-        if not self._uncommitted or (not force and time.monotonic() - self._committed_at < COMMIT_EVERY_S):
+        if not force and time.monotonic() - self._committed_at < COMMIT_EVERY_S:
             return
         acks, self._unacked = self._unacked, []
         if acks:
             await asyncio.gather(*acks)
-        await consumer.commit()
+        if self._uncommitted:
+            await consumer.commit()
         self._uncommitted, self._committed_at = False, time.monotonic()
 
     def _wait_ms(self) -> int:
@@ -154,9 +154,7 @@ class AgentService:
         for o in outputs:
             kind = o.message["type"]
             if kind == "allocation.decided":
-                latency = (time.perf_counter() - received) * 1000
-                o.message["payload"]["latency_ms"] = round(latency, 3)
-                self.stats.latencies_ms.append(latency)
+                o.message["payload"]["latency_ms"] = round((time.perf_counter() - received) * 1000, 3)
                 self.stats.decisions += 1
             elif kind == "plan.committed":
                 self.stats.commits += 1

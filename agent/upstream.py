@@ -18,7 +18,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from agent.topics import Topics, decode, encode, key_of
-from schemas.events import timestamp
+from schemas.events import JobRef, envelope, timestamp
 
 
 async def publish_trace(bootstrap: str, events: list[dict[str, Any]], topics: Topics,
@@ -74,7 +74,7 @@ async def complete_jobs(bootstrap: str, topics: Topics, durations: dict[str, int
                         if job_id in durations and job_id not in done:
                             ends[job_id] = payload["step"] + durations[job_id] - 1
                     for job_id in sorted(j for j, end in ends.items() if end <= payload["step"]):
-                        await producer.send(topics.jobs, encode(_completed(job_id, pool)), key=job_id.encode())
+                        await producer.send(topics.jobs, encode(completed_message(job_id, pool)), key=job_id.encode())
                         del ends[job_id]
                         done.add(job_id)
         await producer.flush()
@@ -84,9 +84,11 @@ async def complete_jobs(bootstrap: str, topics: Topics, durations: dict[str, int
     return done
 
 
-def _completed(job_id: str, pool: str) -> dict[str, Any]:
-    return {"event_id": uuid.uuid4().hex, "type": "job.completed", "occurred_at": timestamp(datetime.now(timezone.utc)),
-            "pool": pool, "schema_version": 1, "payload": {"id": job_id, "detail": "ran its time"}}
+def completed_message(job_id: str, pool: str = "default", event_id: str | None = None,
+                      detail: str = "ran its time") -> dict[str, Any]:
+    """A `job.completed` as the platform running the job would publish it, stamped now."""
+    return envelope("job.completed", JobRef(id=job_id, detail=detail), datetime.now(timezone.utc),
+                    event_id or uuid.uuid4().hex, pool)
 
 
 def _trace_start(events: list[dict[str, Any]]) -> datetime:
@@ -97,7 +99,7 @@ def _parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def line(message: dict[str, Any], topics: Topics, topic: str) -> str:
+def line(message: dict[str, Any], topic: str) -> str:
     """One readable line for an output message."""
     p, kind = message.get("payload", {}), message.get("type")
     if kind == "allocation.decided":
@@ -136,7 +138,7 @@ async def tail(bootstrap: str, topics: Topics, stop: asyncio.Event, from_beginni
             for tp, messages in batch.items():
                 for m in messages:
                     try:
-                        out.write(line(decode(m.value), topics, tp.topic) + "\n")
+                        out.write(line(decode(m.value), tp.topic) + "\n")
                     except (ValueError, KeyError, TypeError) as e:
                         out.write(f"unreadable message on {tp.topic}:{tp.partition}:{m.offset}: {e}\n")
             out.flush()

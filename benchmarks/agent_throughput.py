@@ -26,6 +26,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from agent.topics import Topics
+from agent.upstream import completed_message
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout, for the agent's subprocess
 POOL = {"gpus": 64, "gpus_per_node": 8, "horizon": 24, "step_minutes": 60, "swap_cap": 2}
@@ -56,11 +57,6 @@ def _submitted(n: int, prefix: str) -> dict:
     return {"event_id": f"{prefix}-s{n}", "type": "job.submitted", "occurred_at": _now(), "pool": "default",
             "schema_version": 1, "payload": {"id": f"{prefix}-{n}", "kind": "training", "priority": 1 + n % 9,
                                              "gpus": SIZES[n % len(SIZES)], "duration": 1 + n % 6}}
-
-
-def _completed(job_id: str) -> dict:
-    return {"event_id": f"{job_id}-done", "type": "job.completed", "occurred_at": _now(), "pool": "default",
-            "schema_version": 1, "payload": {"id": job_id, "detail": "benchmark"}}
 
 
 def _now() -> str:
@@ -123,7 +119,7 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
             if due > 0:
                 await send_arrivals(due)
                 for job_id in outstanding[:due]:
-                    await producer.send(topics.jobs, orjson.dumps(_completed(job_id)), key=job_id.encode())
+                    await producer.send(topics.jobs, orjson.dumps(completed_message(job_id, event_id=f"{job_id}-done", detail="benchmark")), key=job_id.encode())
                 del outstanding[:due]
                 sent += due
             await asyncio.sleep(tick)

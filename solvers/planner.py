@@ -101,6 +101,7 @@ class Adoption:
     reason: str
     objective: float | None = None  # the reconciled plan's, on the current window
     hot_objective: float | None = None  # the hot path's, on the same window
+    hot: tuple[Problem, Schedule] | None = None  # the hot path's window and plan, for `tick_after`
 
 
 @dataclass
@@ -125,9 +126,10 @@ class Planner:
         each gets its decision from it; a decision can depend on the others in the pass."""
         rejected: dict[int, Decision] = {}
         for k, job in enumerate(jobs):
-            reason = self._unplaceable(job)
             if job.id in self.queued or job.id in self.running:
                 reason = f"job id {job.id!r} is already queued or running"
+            else:
+                reason = self._unplaceable(job)
             if reason:
                 rejected[k] = Decision(job.id, "rejected", (), None, reason)
             else:
@@ -188,10 +190,6 @@ class Planner:
         problem = self.window_problem()
         return problem, self.scheduler(problem)
 
-    def decide(self, job_id: str) -> Decision:
-        problem, schedule = self.plan()
-        return self._decision(problem, schedule, self.queued[job_id])
-
     def _decision(self, problem: Problem, schedule: Schedule, job: JobSpec) -> Decision:
         """`start` only when its block is idle in the committed step too, so a node agent can
         bind it at once; a block still held there (by work ending at this boundary, say) makes
@@ -227,17 +225,31 @@ class Planner:
             if best is None or objective > best[0] + 1e-9:
                 best = (objective, candidate)
         if best is None:
-            return Adoption(None, why, None, hot_objective)
+            return Adoption(None, why, None, hot_objective, (problem, hot))
         if best[0] <= hot_objective + 1e-6:
             return Adoption(None, f"no better than the hot path ({best[0]:.2f} <= {hot_objective:.2f})",
-                            best[0], hot_objective)
+                            best[0], hot_objective, (problem, hot))
         return Adoption(best[1], f"adopted: {best[0]:.2f} against the hot path's {hot_objective:.2f}",
-                        best[0], hot_objective)
+                        best[0], hot_objective, (problem, hot))
+
+    def tick_after(self, adoption: Adoption) -> Commit:
+        """`tick` at the boundary where `adoption` was decided: its plan when adopted, else the
+        hot path's plan it was weighed against (made once, not again)."""
+        if adoption.hot is None:
+            return self.tick()
+        problem, hot = adoption.hot
+        if adoption.schedule is not None:
+            return self._commit(problem, adoption.schedule, "milp")
+        return self._commit(problem, hot, "heuristic")
 
     def tick(self, adopted: Schedule | None = None) -> Commit:
         """Commit the current step of a fresh plan (or of `adopted`, a plan of this same window
         from `adopt`, or recorded in a commit being replayed), then advance the clock one step."""
-        problem, schedule = (self.window_problem(), adopted) if adopted is not None else self.plan()
+        if adopted is not None:
+            return self._commit(self.window_problem(), adopted, "milp")
+        return self._commit(*self.plan(), "heuristic")
+
+    def _commit(self, problem: Problem, schedule: Schedule, source: str) -> Commit:
         assignments: dict[str, tuple[int, ...]] = {}
         started = []
         for job_id, (start, mask) in sorted(schedule.batch.items()):
@@ -257,8 +269,7 @@ class Planner:
         for owned in assignments.values():
             for g in owned:
                 self.committed |= 1 << g
-        commit = Commit(self.now, assignments, tuple(started), problem, schedule,
-                        "heuristic" if adopted is None else "milp")
+        commit = Commit(self.now, assignments, tuple(started), problem, schedule, source)
         self.now += 1
         return commit
 

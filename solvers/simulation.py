@@ -146,15 +146,13 @@ def _run(policy: str, config: PoolConfig, timed, steps: int, options: SimOptions
             planner.complete(job_id)
             run.finished[job_id] = step
             del ends[job_id]
-        adopted = None
-        if full_mode and recorded is not None:
-            adopted = recorded.get(step)
-        elif proposal is not None:
+        run.down.append(planner.down)
+        if proposal is not None:
             adoption = planner.adopt(proposal)
             run.full_mode.append((step, adoption.reason))
-            adopted = adoption.schedule
-        run.down.append(planner.down)
-        commit = planner.tick(adopted)
+            commit = planner.tick_after(adoption)
+        else:
+            commit = planner.tick(recorded.get(step) if full_mode and recorded is not None else None)
         run.commits.append(commit)
         for job_id in commit.started:
             run.started[job_id] = step

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from schemas import Plan, Scenario, describe
+from gpualloc.schemas import Plan, Scenario, describe
 
 
 class InputError(Exception):

@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 from pydantic import ValidationError
 
-from agent.loading import InputError, read_text
-from schemas import describe
-from schemas.events import parse_event, timestamp
-from solvers.trace_generator import T0
+from gpualloc.agent.loading import InputError, read_text
+from gpualloc.schemas import describe
+from gpualloc.schemas.events import parse_event, timestamp
+from gpualloc.solvers.simulation.traces import T0
 
 # Pollux gives no durations (its simulator derives them from throughput models): steps of
 # 10 minutes per application, from the artifact's job sizes, and a priority per application.

@@ -17,8 +17,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from agent.topics import Topics, decode, encode, key_of
-from schemas.events import JobRef, envelope, timestamp
+from gpualloc.agent.topics import Topics, decode, encode, key_of
+from gpualloc.schemas.events import JobRef, envelope, timestamp
 
 
 async def publish_trace(bootstrap: str, events: list[dict[str, Any]], topics: Topics,

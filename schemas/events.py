@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field, model_validator
 
-from schemas.scenario import PoolFields, StrictInt
+from gpualloc.schemas.scenario import PoolFields, StrictInt
 
 
 class Envelope(BaseModel):

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Callable
 
-from schemas import Plan
-from solvers.fifo import fifo_schedule
-from solvers.grid import Schedule, to_grid
-from solvers.heuristic import heuristic_schedule
-from solvers.metrics import compute_metrics
-from solvers.problem import Problem
+from gpualloc.schemas import Plan
+from gpualloc.solvers.policies.fifo import fifo_schedule
+from gpualloc.solvers.grid import Schedule, to_grid
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.metrics import compute_metrics
+from gpualloc.solvers.problem import Problem
 
 Scheduler = Callable[[Problem], Schedule]
 
 def milp_schedule(problem: Problem) -> Schedule:
     """Full mode with its defaults (HiGHS, 60 s); Pyomo is imported only when it is used."""
-    from solvers.milp import solve_milp
+    from gpualloc.solvers.policies.milp.model import solve_milp
 
     return solve_milp(problem).schedule
 

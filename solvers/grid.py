@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from solvers.problem import Problem, bits_of
+from gpualloc.solvers.problem import Problem, bits_of
 
 Grid = list[list[str | None]]
 

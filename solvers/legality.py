@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from solvers.grid import Grid, occupancy, step_masks
-from solvers.problem import Batch, Problem, Realtime, bits_of
+from gpualloc.solvers.grid import Grid, occupancy, step_masks
+from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from schemas import Metrics
-from solvers.grid import Grid, Schedule, occupancy, step_masks, to_grid
-from solvers.problem import Problem
+from gpualloc.schemas import Metrics
+from gpualloc.solvers.grid import Grid, Schedule, occupancy, step_masks, to_grid
+from gpualloc.solvers.problem import Problem
 
 
 def compute_metrics(problem: Problem, grid: Grid) -> Metrics:

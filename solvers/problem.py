@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from schemas import BatchJob, Scenario
+from gpualloc.schemas import BatchJob, Scenario
 
 
 def mask_of(gpus) -> int:

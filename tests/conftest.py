@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # the suite also runs from a checkout without `pip install -e`
-    sys.path.insert(0, str(ROOT))
+from gpualloc.schemas import Scenario
+from gpualloc.solvers import compile_scenario
 
-from schemas import Scenario  # noqa: E402
-from solvers import compile_scenario  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 pytest_plugins = ["kafka_broker"]  # the `kafka_bootstrap` fixture (tests/ is on sys.path)
 
 

@@ -15,13 +15,13 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from agent.binders import FileBinder
-from agent.node_agent import NodeAgent
-from agent.service import AgentService, AgentSettings
-from agent.topics import Topics, key_of
-from agent.upstream import complete_jobs
+from gpualloc.agent.node.binders import FileBinder
+from gpualloc.agent.node.kafka_loop import NodeAgent
+from gpualloc.agent.service.kafka_loop import AgentService, AgentSettings
+from gpualloc.agent.topics import Topics, key_of
+from gpualloc.agent.upstream import complete_jobs
 from kafka_broker import FAST_GROUP, unique_topic
-from solvers.simulation import online_violations
+from gpualloc.solvers.simulation.simulator import online_violations
 
 pytestmark = pytest.mark.kafka
 
@@ -129,7 +129,7 @@ async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
 
 async def test_the_throughput_benchmark_decides_every_arrival(kafka_bootstrap):
     """The harness behind `gpualloc bench --agent`, briefly and gently (figures live in README)."""
-    from benchmarks.agent_throughput import measure
+    from gpualloc.agent.reports.throughput import measure
 
     result = await measure(kafka_bootstrap, rate=100, seconds=2, queue=20, step_seconds=1.0)
     assert result.arrivals >= 150 and result.decisions == result.arrivals

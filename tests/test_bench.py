@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from agent.bench import Report, bench_scenario, run_bench
+from gpualloc.agent.reports.bench import Report, bench_scenario, run_bench
 from conftest import make
-from solvers import SCHEDULERS
-from solvers.generator import generate_scenario
+from gpualloc.solvers import SCHEDULERS
+from gpualloc.solvers.simulation.scenarios import generate_scenario
 
 
 @pytest.fixture(scope="module")

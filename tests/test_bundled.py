@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-import benchmarks
-from schemas import Scenario
-from solvers import check_plan, compile_scenario, solve
+from gpualloc import benchmarks
+from gpualloc.schemas import Scenario
+from gpualloc.solvers import check_plan, compile_scenario, solve
 
 PATHS = benchmarks.scenario_paths()
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-import benchmarks
-from agent.cli import main
-from agent.loading import parse_plan
+from gpualloc import benchmarks
+from gpualloc.agent.cli import main
+from gpualloc.agent.loading import parse_plan
 from conftest import ROOT
 
 MIXED = str(benchmarks.scenario_dir() / "mixed_control.json")
@@ -18,7 +18,7 @@ MIXED = str(benchmarks.scenario_dir() / "mixed_control.json")
 
 def run(*args: str) -> subprocess.CompletedProcess:
     """The CLI in a fresh interpreter, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "gpualloc", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
 
 
@@ -149,7 +149,7 @@ def test_demo_writes_one_svg_per_bundled_scenario(tmp_path):
 
 
 def test_internal_errors_are_reported_without_traceback(monkeypatch, capsys):
-    from solvers import SCHEDULERS
+    from gpualloc.solvers import SCHEDULERS
 
     monkeypatch.setitem(SCHEDULERS, "heuristic", lambda p: 1 / 0)
     monkeypatch.delenv("GPUALLOC_DEBUG", raising=False)

@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 
-from agent.dispatcher import Dispatcher, Record
-from schemas.events import AllocationDecided, InputRejected, PlanCommitted
-from solvers.legality import check_plan
+from gpualloc.agent.service.dispatcher import Dispatcher, Record
+from gpualloc.schemas.events import AllocationDecided, InputRejected, PlanCommitted
+from gpualloc.solvers.legality import check_plan
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "swap_cap": 2}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conftest import app, batch, make, show
-from solvers import check_plan, solve
+from gpualloc.solvers import check_plan, solve
 
 
 def fifo_grid(gpus, horizon, jobs, **extra):

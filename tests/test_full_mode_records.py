@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-import benchmarks
-from agent.full_mode import FullModeRow, record_best_known
+from gpualloc import benchmarks
+from gpualloc.agent.reports.full_mode import FullModeRow, record_best_known
 
 
 def row(name: str, objective: float, bound: float, legal: bool = True) -> FullModeRow:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from agent.full_mode_worker import FullModeWorker
-from solvers.fifo import fifo_schedule
-from solvers.grid import to_grid
-from solvers.legality import check_plan
-from solvers.milp import MilpOptions
-from solvers.planner import JobSpec
+from gpualloc.agent.service.full_mode_worker import FullModeWorker
+from gpualloc.solvers.policies.fifo import fifo_schedule
+from gpualloc.solvers.grid import to_grid
+from gpualloc.solvers.legality import check_plan
+from gpualloc.solvers.policies.milp.model import MilpOptions
+from gpualloc.solvers.planner.state import JobSpec
 from planner_states import loaded_planner
 
 

@@ -7,11 +7,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-import benchmarks
-from agent.gantt import KIND_HUES, Rect, grid_rects, job_colours, render_gantt, write_gantt
+from gpualloc import benchmarks
+from gpualloc.agent.reports.gantt import KIND_HUES, Rect, grid_rects, job_colours, render_gantt, write_gantt
 from conftest import app, batch, grid, make
-from schemas import Scenario
-from solvers import compile_scenario, solve
+from gpualloc.schemas import Scenario
+from gpualloc.solvers import compile_scenario, solve
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from conftest import app, batch, grid, make
-from solvers import check_plan
+from gpualloc.solvers import check_plan
 
 # Nodes {0,1} {2,3} {4,5}; swap cap 1. x runs on GPU 5 for 2 steps; a (2 GPUs, 2 steps)
 # arrives at step 1; b is a 1-step job; r wants [1, 1, 2, 2] GPUs, holds GPU 0 before step 0.

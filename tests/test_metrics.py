@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import app, batch, grid, make
-from solvers import check_plan, compute_metrics
+from gpualloc.solvers import check_plan, compute_metrics
 
 
 def test_metrics_of_a_hand_computed_grid():

@@ -9,17 +9,17 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import benchmarks
-from agent.loading import load_scenario
+from gpualloc import benchmarks
+from gpualloc.agent.loading import load_scenario
 from conftest import app, batch, make
-from schemas import Scenario
-from solvers import check_plan, compile_scenario
-from solvers.generator import generate_scenario
-from solvers.grid import to_grid
-from solvers.heuristic import heuristic_schedule
-from solvers.metrics import objective_of
-from solvers.milp import MilpOptions, solve_milp, solver_available
-from solvers.problem import Problem, bits_of
+from gpualloc.schemas import Scenario
+from gpualloc.solvers import check_plan, compile_scenario
+from gpualloc.solvers.simulation.scenarios import generate_scenario
+from gpualloc.solvers.grid import to_grid
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.metrics import objective_of
+from gpualloc.solvers.policies.milp.model import MilpOptions, solve_milp, solver_available
+from gpualloc.solvers.problem import Problem, bits_of
 
 
 def need(solver: str) -> None:

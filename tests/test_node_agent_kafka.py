@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from agent.binders import BindError, FileBinder
-from agent.node_agent import NodeAgent
-from agent.topics import Topics, decode, encode
+from gpualloc.agent.node.binders import BindError, FileBinder
+from gpualloc.agent.node.kafka_loop import NodeAgent
+from gpualloc.agent.topics import Topics, decode, encode
 from kafka_broker import unique_topic
-from schemas.events import AllocationDecided, BindingReported, JobRef, PlanCommitted, envelope
+from gpualloc.schemas.events import AllocationDecided, BindingReported, JobRef, PlanCommitted, envelope
 
 pytestmark = pytest.mark.kafka
 
@@ -183,7 +183,7 @@ async def test_malformed_messages_are_skipped_and_failed_binds_reported(kafka_bo
     assert FileBinder(d).bound() == {"a1": [0]}
 
 
-CLI = ("import argparse, sys; from agent.node_agent import add_parser, run_cli; "
+CLI = ("import argparse, sys; from gpualloc.agent.node.kafka_loop import add_parser, run_cli; "
        "p = argparse.ArgumentParser(prog='gpualloc'); add_parser(p.add_subparsers()); "
        "sys.exit(run_cli(p.parse_args(sys.argv[1:])))")
 

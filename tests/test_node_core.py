@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.binders import BindError, FileBinder, HookBinder, file_name, job_of
-from agent.node_core import Action, NodeState
-from schemas.events import AllocationDecided, PlanCommitted, envelope
+from gpualloc.agent.node.binders import BindError, FileBinder, HookBinder, file_name, job_of
+from gpualloc.agent.node.core import Action, NodeState
+from gpualloc.schemas.events import AllocationDecided, PlanCommitted, envelope
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -311,7 +311,7 @@ def test_hook_binder_timeout_and_missing_command(tmp_path: Path) -> None:
 def parser():
     import argparse
 
-    from agent.node_agent import add_parser
+    from gpualloc.agent.node.kafka_loop import add_parser
 
     p = argparse.ArgumentParser(prog="gpualloc")
     add_parser(p.add_subparsers(dest="command"))
@@ -333,7 +333,7 @@ def test_cli_bad_gpu_range_names_the_option(bad: str, capsys: pytest.CaptureFixt
 
 
 def test_cli_needs_a_binder(capsys: pytest.CaptureFixture[str]) -> None:
-    from agent.node_agent import run_cli
+    from gpualloc.agent.node.kafka_loop import run_cli
 
     args = parser().parse_args(["node-agent", "--node", "0", "--gpus", "0-7", "--bootstrap", "h:1"])
     assert run_cli(args) == 2

@@ -1,7 +1,7 @@
 """Property test: on generated scenarios, every heuristic and FIFO plan is legal and the
 heuristic is deterministic.
 
-Scenarios come from `solvers.generator` with hypothesis drawing the shape: pool sizes
+Scenarios come from `gpualloc.solvers.simulation.scenarios` with hypothesis drawing the shape: pool sizes
 including non-powers of two, node layouts (any divisor of the pool), horizons, swap caps 0-4,
 and which features appear (running jobs, late arrivals, min/max floors, `current`, per-app caps).
 `derandomize=True` makes CI runs identical; a failure prints the generator arguments, and
@@ -15,9 +15,9 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas import Scenario
-from solvers import check_plan, compile_scenario, solve
-from solvers.generator import generate_scenario
+from gpualloc.schemas import Scenario
+from gpualloc.solvers import check_plan, compile_scenario, solve
+from gpualloc.solvers.simulation.scenarios import generate_scenario
 
 POOLS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 20, 24, 32]
 
@@ -63,7 +63,7 @@ def _divisors(n: int) -> list[int]:
 def drawn_scenarios(draw) -> dict:
     """Small scenarios drawn field by field (so hypothesis shrinks them to minimal cases),
     with floors, `current` sets and running jobs pushed up to the contract's limits."""
-    from solvers.generator import block_sizes
+    from gpualloc.solvers.simulation.scenarios import block_sizes
 
     G = draw(st.integers(1, 12))
     N = draw(st.sampled_from(_divisors(G)))

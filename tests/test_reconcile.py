@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from solvers.fifo import fifo_schedule
-from solvers.grid import to_grid
-from solvers.heuristic import heuristic_schedule
-from solvers.legality import check_plan
-from solvers.metrics import objective_of
+from gpualloc.solvers.policies.fifo import fifo_schedule
+from gpualloc.solvers.grid import to_grid
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.legality import check_plan
+from gpualloc.solvers.metrics import objective_of
 from planner_states import CONFIG, loaded_planner as loaded
-from solvers.planner import FullModePlan, JobSpec, Planner
-from solvers.reconcile import reconcile
+from gpualloc.solvers.planner.state import FullModePlan, JobSpec, Planner
+from gpualloc.solvers.planner.reconcile import reconcile
 
 def offer(planner: Planner, effort: float = 0.25) -> FullModePlan:
     """The heuristic's plan of the planner's current window, as full mode would hand it over."""

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from conftest import app, batch, scenario_dict
-from schemas import Scenario, describe
+from gpualloc.schemas import Scenario, describe
 
 
 def messages(data: dict) -> list[str]:

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-import benchmarks
-from agent.cli import main
-from agent.loading import InputError
-from agent.traces import read_trace, write_trace
-from schemas.events import parse_event
-from solvers.simulation import SimOptions, executed_violations, report, simulate
-from solvers.trace_generator import generate_trace
+from gpualloc import benchmarks
+from gpualloc.agent.cli import main
+from gpualloc.agent.loading import InputError
+from gpualloc.agent.traces import read_trace, write_trace
+from gpualloc.schemas.events import parse_event
+from gpualloc.solvers.simulation.simulator import SimOptions, executed_violations, report, simulate
+from gpualloc.solvers.simulation.traces import generate_trace
 
 
 def events_of(**kw):

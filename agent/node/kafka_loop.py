@@ -1,0 +1,301 @@
+"""The node agent: binds and releases one node's GPUs as the planner's decisions and commits say.
+
+An asyncio shell around `gpualloc.agent.node.core.NodeState` (the rules) and an `gpualloc.agent.node.binders.Binder`
+(the node). On start it resyncs: the latest `plan.committed` of its pool (read from the tail of
+every commits partition) against the binder's own record, releasing stale bindings and binding
+missing ones. Then it follows decisions and commits from their ends, reporting every bind and
+release as `binding.reported` (key: node id).
+
+Partitions are assigned manually, without a consumer group: every node agent must see every
+message of its pool (a shared group would split them), offsets need no committing (the resync
+rebuilds the state from the latest commit and the binder's record), and there is no group
+join or rebalance on start. Partitions added to a topic later need a restart.
+
+`job.failed` (key: job id, source "node-agent:<node>") follows a failed bind unless the id is a
+known real-time app. Apps never appear as jobs: an id is a job once it appeared in an
+`allocation.decided` or a commit's `started` list, and an app when it first appeared in the
+assignments of a commit this agent applied after an earlier one without either. Ids the agent
+cannot tell (assigned before it started watching) get `job.failed` with a note in the detail;
+the planner ignores `job.failed` for ids it does not run as jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaError, KafkaTimeoutError
+from pydantic import ValidationError
+
+from gpualloc.agent.node.binders import Binder, FileBinder, HookBinder
+from gpualloc.agent.node.core import Action, NodeState, read_commit
+from gpualloc.agent.topics import Topics, decode, encode
+from gpualloc.schemas.events import BindingReported, JobRef, PlanCommitted, envelope
+
+log = logging.getLogger("gpualloc.node_agent")
+
+RESYNC_DEPTH = 50  # messages read back per commits partition to find the pool's latest commit
+RESYNC_TIMEOUT_S = 30.0
+POLL_MS = 200  # upper bound on how long a set `stop` goes unnoticed while following
+PARTITIONS_WAIT_S = 5.0
+
+
+class NodeAgent:
+    """One node's agent. `gpus_range` is the node's pool-global GPU indices (range(8, 16) for
+    node 1 of 8-GPU nodes); `step` is the step reported until a decision or commit names one.
+    `ready` is set once the resync is done and the agent follows the topics."""
+
+    def __init__(self, bootstrap: str, node: int, gpus_range: range, binder: Binder, pool: str = "default",
+                 topics: Topics = Topics(), step: int | None = None, resync_depth: int = RESYNC_DEPTH) -> None:
+        if gpus_range.step != 1 or len(gpus_range) == 0 or gpus_range.start < 0:
+            raise ValueError(f"gpus_range: must be a non-empty range of indices >= 0 with step 1, got {gpus_range}")
+        self.bootstrap, self.binder, self.topics = bootstrap, binder, topics
+        self.state = NodeState(node, gpus_range.start, len(gpus_range), pool)
+        self.step = step
+        self.resync_depth = resync_depth
+        self.ready = asyncio.Event()
+        self._producer: AIOKafkaProducer | None = None
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Resync, then follow decisions and commits until `stop` is set; closes its clients."""
+        name = f"gpualloc-node-{self.state.node}"
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, client_id=name,
+                                    enable_idempotence=True, acks="all")
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, client_id=name, group_id=None,
+                                    enable_auto_commit=False, auto_offset_reset="latest",
+                                    isolation_level="read_committed")  # the agent commits in transactions
+        await producer.start()
+        self._producer = producer
+        try:
+            await consumer.start()
+            try:
+                await self._follow(consumer, stop)
+            finally:
+                await consumer.stop()
+        finally:
+            self._producer = None
+            await producer.stop()
+
+    # ---- start-up -------------------------------------------------------------------------
+    async def _partitions(self, topic: str, stop: asyncio.Event) -> list[TopicPartition] | None:
+        """The topic's partitions (waiting for it to exist); None if stopped meanwhile."""
+        assert self._producer is not None
+        while not stop.is_set():
+            try:  # bounded, so a `stop` set meanwhile is noticed
+                found = await asyncio.wait_for(self._producer.partitions_for(topic), PARTITIONS_WAIT_S)
+                return [TopicPartition(topic, p) for p in sorted(found)]
+            except (KafkaTimeoutError, TimeoutError):
+                log.warning("node %d: topic %s not available yet; retrying", self.state.node, topic)
+        return None
+
+    async def _follow(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+        commits = await self._partitions(self.topics.commits, stop)
+        decisions = await self._partitions(self.topics.decisions, stop)
+        if commits is None or decisions is None:
+            return
+        consumer.assign(commits + decisions)
+        for tp, end in (await consumer.end_offsets(decisions)).items():
+            consumer.seek(tp, end)  # decisions older than the latest commit are in it
+        latest = await self._latest_commit(consumer, commits, stop)
+        record = await asyncio.to_thread(self.binder.bound)
+        commit, event_id = (latest[1], latest[0]) if latest else (None, None)
+        log.info("node %d: resync with %s against %d bound", self.state.node,
+                 f"commit seq {commit.seq} (step {commit.step})" if commit else "no commit", len(record))
+        await self._execute(self.state.resync(record, commit, event_id))
+        self.ready.set()
+        while not stop.is_set():
+            for records in (await consumer.getmany(timeout_ms=POLL_MS)).values():
+                for r in records:
+                    await self._handle(r)
+
+    async def _latest_commit(self, consumer: AIOKafkaConsumer, tps: list[TopicPartition],
+                             stop: asyncio.Event) -> tuple[str, PlanCommitted] | None:
+        """The highest-seq commit of the pool among the last `resync_depth` messages of each
+        commits partition; leaves each partition positioned at its end (nothing is skipped)."""
+        ends = await consumer.end_offsets(tps)
+        begins = await consumer.beginning_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, max(begins[tp], ends[tp] - self.resync_depth))
+        pending = {tp for tp in tps if ends[tp] > begins[tp]}
+        best: tuple[str, PlanCommitted] | None = None
+        deadline = asyncio.get_running_loop().time() + RESYNC_TIMEOUT_S
+        while pending and not stop.is_set():
+            for records in (await consumer.getmany(*pending, timeout_ms=POLL_MS)).values():
+                for r in records:
+                    found = self._commit_of(r)
+                    if found and (best is None or found[1].seq > best[1].seq):
+                        best = found
+            pending = {tp for tp in pending if await consumer.position(tp) < ends[tp]}
+            if asyncio.get_running_loop().time() > deadline:
+                log.warning("node %d: resync read timed out; using the latest commit found", self.state.node)
+                break
+        return best
+
+    def _commit_of(self, r: ConsumerRecord) -> tuple[str, PlanCommitted] | None:
+        try:
+            return read_commit(decode(r.value), self.state.pool) if r.value is not None else None
+        except (ValueError, TypeError) as e:
+            self._skip(r, e)
+            return None
+
+    def _skip(self, r: ConsumerRecord, e: Exception) -> None:
+        """Log a malformed message briefly (which fields, which rule) and go on."""
+        if isinstance(e, ValidationError):
+            why = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'message'}: {err['msg']}" for err in e.errors()[:5])
+        else:
+            why = str(e)
+        log.warning("node %d: skipping malformed message %s[%d]@%d: %s", self.state.node,
+                    r.topic, r.partition, r.offset, why)
+
+    # ---- messages and actions ---------------------------------------------------------------
+    async def _handle(self, r: ConsumerRecord) -> None:
+        """One decision or commit; a malformed one is logged and skipped."""
+        try:
+            if r.value is None:
+                raise ValueError("empty value")
+            message = decode(r.value)
+            if not isinstance(message, dict):
+                raise ValueError(f"not a JSON object: {type(message).__name__}")
+            actions = self.state.on_message(message)
+        except (ValueError, TypeError) as e:
+            self._skip(r, e)
+            return
+        if self.state.last is not None:
+            self.step = self.state.last[0]
+        await self._execute(actions)
+
+    async def _execute(self, actions: list[Action]) -> None:
+        """Do each action through the binder (off the event loop) and report it."""
+        for a in actions:
+            try:
+                if a.kind == "bind":
+                    await asyncio.to_thread(self.binder.bind, a.job_id, list(a.local_ids), list(a.global_ids))
+                else:
+                    await asyncio.to_thread(self.binder.release, a.job_id)
+            except Exception as e:  # any binder failure is reported, never fatal
+                detail = f"{a.kind}: {e}"
+                log.error("node %d: %s of %r failed: %s", self.state.node, a.kind, a.job_id, e)
+                self.state.failed(a)
+                if a.kind == "bind":
+                    await self._release_quietly(a.job_id)
+                await self._report(a, "failed", detail)
+                if a.kind == "bind":
+                    await self._job_failed(a.job_id, detail)
+                continue
+            await self._report(a, "bound" if a.kind == "bind" else "released", "")
+
+    async def _release_quietly(self, job_id: str) -> None:
+        """After a failed bind nothing should stay half-bound (the state says unbound)."""
+        try:
+            await asyncio.to_thread(self.binder.release, job_id)
+        except Exception as e:
+            log.warning("node %d: release after a failed bind of %r failed too: %s", self.state.node, job_id, e)
+
+    async def _report(self, a: Action, status: str, detail: str) -> None:
+        step = a.step if a.step is not None else self.step
+        try:
+            payload = BindingReported(node=self.state.node, job_id=a.job_id, gpus=list(a.global_ids),
+                                      status=status, step=step, detail=detail)
+        except ValueError as e:
+            log.error("node %d: cannot report %s of %r: %s", self.state.node, status, a.job_id, e)
+            return
+        await self._publish(self.topics.bindings, "binding.reported", payload, str(self.state.node))
+
+    async def _job_failed(self, job_id: str, detail: str) -> None:
+        kind = self.state.is_app(job_id)
+        if kind is True:
+            return  # a real-time app: not a job upstream could fail
+        if kind is None:
+            detail += " (the node agent could not tell this id from a real-time app)"
+        try:
+            payload = JobRef(id=job_id, detail=detail, source=f"node-agent:{self.state.node}")
+        except ValueError as e:
+            log.error("node %d: cannot publish job.failed for %r: %s", self.state.node, job_id, e)
+            return
+        await self._publish(self.topics.jobs, "job.failed", payload, job_id)
+
+    async def _publish(self, topic: str, kind: str, payload: Any, key: str) -> None:
+        assert self._producer is not None
+        message = envelope(kind, payload, datetime.now(UTC), uuid.uuid4().hex, pool=self.state.pool)
+        try:
+            await self._producer.send_and_wait(topic, encode(message), key=key.encode())
+        except KafkaError as e:  # reports are notices: a lost one must not stop the binding
+            log.error("node %d: publishing %s to %s failed: %s", self.state.node, kind, topic, e)
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+def gpu_range(text: str) -> range:
+    """`8-15` (inclusive, pool-global) or `3` -> a range; argparse names the option on error."""
+    first, sep, last = text.partition("-")
+    try:
+        lo, hi = int(first), int(last) if sep else int(first)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected FIRST-LAST pool-global GPU indices like 8-15, got {text!r}") from None
+    if lo < 0 or hi < lo:
+        raise argparse.ArgumentTypeError(f"expected 0 <= FIRST <= LAST, got {text!r}")
+    return range(lo, hi + 1)
+
+
+def _node_id(text: str) -> int:
+    try:
+        node = int(text)
+    except ValueError:
+        node = -1
+    if node < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return node
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The `node-agent` sub-command on an argparse subparsers object."""
+    p = sub.add_parser("node-agent", help="bind this node's GPUs as the agent's decisions and commits say",
+                       description="Follow the pool's decisions and commits on Kafka and bind/release this "
+                                   "node's GPUs through env files (--bind-dir) and/or a hook command (--hook).")
+    p.add_argument("--node", type=_node_id, required=True, help="this node's id (the key of its binding reports)")
+    p.add_argument("--gpus", type=gpu_range, required=True, metavar="FIRST-LAST",
+                   help="this node's pool-global GPU indices, inclusive (e.g. 8-15 for node 1 of 8-GPU nodes)")
+    p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="Kafka bootstrap servers")
+    p.add_argument("--pool", default="default")
+    p.add_argument("--bind-dir", metavar="DIR", help="one env file per bound job (with --hook: the hook's record)")
+    p.add_argument("--hook", nargs="+", metavar=("CMD", "ARG"),
+                   help="run CMD [ARG ...] bind JOB LOCAL_IDS / release JOB (no shell)")
+    p.add_argument("--topic-prefix", default="", metavar="P", help="prefix every default topic name")
+    p.set_defaults(func=run_cli)
+    return p
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """Run the node agent until SIGTERM or SIGINT; 2 when neither --bind-dir nor --hook is given."""
+    if not args.bind_dir and not args.hook:
+        print("gpualloc: node-agent: give --bind-dir DIR, --hook CMD [ARG ...], or both", file=sys.stderr)
+        return 2
+    binder: Binder = HookBinder(args.hook, state_dir=args.bind_dir) if args.hook else FileBinder(args.bind_dir)
+    if args.hook and not args.bind_dir:
+        print("gpualloc: node-agent: note: without --bind-dir the hook's record is in memory only; "
+              "a restart cannot release what it bound before", file=sys.stderr)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    topics = Topics.with_prefix(args.topic_prefix)
+    agent = NodeAgent(args.bootstrap, args.node, args.gpus, binder, pool=args.pool, topics=topics)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await agent.run(stop)
+
+    try:
+        asyncio.run(main())
+    except KafkaError as e:
+        print(f"gpualloc: node-agent: Kafka at {args.bootstrap}: {e}", file=sys.stderr)
+        return 3
+    return 0

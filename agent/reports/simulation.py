@@ -1,0 +1,68 @@
+"""The simulator's report: a table per policy and day, JSON, and an SVG chart of the days."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from html import escape
+
+from gpualloc.solvers.simulation.simulator import DayReport, Simulation, executed_violations
+
+COLOURS = {"fifo": "#9e9e9e", "heuristic": "#1f77b4", "heuristic+milp": "#2ca02c"}
+
+
+def table(rows: list[DayReport], sim: Simulation) -> str:
+    head = (f"{'policy':<15} {'day':>4}  {'util':>6}  {'value':>10}  {'rt short':>8}  {'started':>7}  "
+            f"{'done':>5}  {'queue':>6}  {'JCT':>6}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        day = "all" if r.day is None else str(r.day)
+        q = "-" if r.mean_queue_steps is None else f"{r.mean_queue_steps:.1f}"
+        jct = "-" if r.mean_completion_steps is None else f"{r.mean_completion_steps:.1f}"
+        lines.append(f"{r.policy:<15} {day:>4}  {r.utilization:>6.1%}  {r.value:>10.1f}  {r.realtime_shortfall:>8}  "
+                     f"{r.started:>7}  {r.completed:>5}  {q:>6}  {jct:>6}")
+    for policy, run in sim.runs.items():
+        bad = executed_violations(sim, run)
+        lines.append(f"{policy}: {'legal at every committed step' if not bad else f'{len(bad)} VIOLATIONS, first: {bad[0]}'}"
+                     + (f"; full mode adopted at {len(run.milp_adopted)} of {len(run.full_mode)} runs"
+                        if policy == "heuristic+milp" else ""))
+    lines.append("queue and JCT in steps; value is undiscounted priority x GPU-steps (real-time: served only)")
+    return "\n".join(lines)
+
+
+def as_json(rows: list[DayReport], sim: Simulation) -> dict:
+    return {"steps": sim.steps, "gpus": sim.config.gpus, "rows": [asdict(r) for r in rows],
+            "violations": {p: executed_violations(sim, run) for p, run in sim.runs.items()}}
+
+
+def chart(rows: list[DayReport]) -> str:
+    """Grouped bars: utilization and value per day, one colour per policy."""
+    days = sorted({r.day for r in rows if r.day is not None})
+    policies = list(dict.fromkeys(r.policy for r in rows))
+    by = {(r.policy, r.day): r for r in rows}
+    top_value = max((r.value for r in rows if r.day is not None), default=1) or 1
+    panel, bar, gap = 180, 14, 40
+    width = max(160 * len(policies) + 80, 90 + len(days) * (bar * len(policies) + 20))
+    height = 2 * (panel + gap) + 60
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
+           '<rect width="100%" height="100%" fill="white"/>']
+    for k, (metric, scale, label) in enumerate((("utilization", 1.0, "utilization"), ("value", top_value, "value per day"))):
+        y0 = 30 + k * (panel + gap)
+        out.append(f'<text x="10" y="{y0 - 8}" font-weight="bold">{escape(label)}</text>')
+        out.append(f'<line x1="60" y1="{y0 + panel}" x2="{width - 10}" y2="{y0 + panel}" stroke="#333"/>')
+        for d, day in enumerate(days):
+            x0 = 70 + d * (bar * len(policies) + 20)
+            for p, policy in enumerate(policies):
+                r = by.get((policy, day))
+                if r is None:
+                    continue
+                h = panel * getattr(r, metric) / scale
+                out.append(f'<rect x="{x0 + p * bar}" y="{y0 + panel - h:.1f}" width="{bar - 2}" height="{h:.1f}" '
+                           f'fill="{COLOURS.get(policy, "#ff7f0e")}"><title>{escape(policy)} day {day}: '
+                           f'{getattr(r, metric):.3f}</title></rect>')
+            out.append(f'<text x="{x0}" y="{y0 + panel + 14}">day {day}</text>')
+    for p, policy in enumerate(policies):
+        x = 70 + p * 160
+        out.append(f'<rect x="{x}" y="{height - 24}" width="12" height="12" fill="{COLOURS.get(policy, "#ff7f0e")}"/>'
+                   f'<text x="{x + 16}" y="{height - 14}">{escape(policy)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,159 @@
+"""Sustained arrivals through a real broker: the agent in its own process, this one playing upstream.
+
+Steady state at 64 GPUs: a standing queue of about `queue` jobs, every arrival balanced by the
+completion of the oldest outstanding job, a commit every `step_seconds`. Latency is measured
+here, from just before a `job.submitted` is handed to the producer to the moment its
+`allocation.decided` is read back: broker both ways, the agent's poll, its planning pass and
+its produce. Run: `gpualloc bench --agent --bootstrap HOST:PORT` (make kafka-up starts a broker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from gpualloc.agent.topics import Topics
+from gpualloc.agent.upstream import completed_message
+
+POOL = {"gpus": 64, "gpus_per_node": 8, "horizon": 24, "step_minutes": 60, "swap_cap": 2}
+SIZES = (1, 1, 2, 2, 4, 8)
+
+
+@dataclass
+class ThroughputResult:
+    rate_target: float
+    seconds: float
+    arrivals: int
+    decisions: int
+    arrivals_per_s: float
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    agent_p50_ms: float  # inside the agent: record received -> decision handed to the producer
+    passes: int  # planning passes over the measured arrivals (one per poll)
+
+    def line(self) -> str:
+        return (f"{self.arrivals_per_s:,.0f} arrivals/s sustained ({self.arrivals} in {self.seconds:.1f} s, target "
+                f"{self.rate_target:,.0f}/s); arrival-to-decision p50 {self.p50_ms:.1f} ms, p99 {self.p99_ms:.1f} ms, "
+                f"max {self.max_ms:.1f} ms; agent-side p50 {self.agent_p50_ms:.1f} ms; "
+                f"{self.arrivals / max(self.passes, 1):.1f} arrivals per planning pass")
+
+
+def _submitted(n: int, prefix: str) -> dict:
+    return {"event_id": f"{prefix}-s{n}", "type": "job.submitted", "occurred_at": _now(), "pool": "default",
+            "schema_version": 1, "payload": {"id": f"{prefix}-{n}", "kind": "training", "priority": 1 + n % 9,
+                                             "gpus": SIZES[n % len(SIZES)], "duration": 1 + n % 6}}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue: int = 200,
+                  step_seconds: float = 2.0) -> ThroughputResult:
+    prefix = uuid.uuid4().hex[:8]
+    topics = Topics.with_prefix(f"bench-{prefix}.")
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(POOL, f)
+    agent = subprocess.Popen([sys.executable, "-m", "gpualloc", "agent", "--bootstrap", bootstrap,
+                              "--topic-prefix", f"bench-{prefix}.", "--config", f.name, "--step-seconds",
+                              str(step_seconds), "--full-mode-every", "0"], stderr=subprocess.DEVNULL)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, acks=1)
+    consumer = AIOKafkaConsumer(topics.decisions, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    await producer.start()
+    await consumer.start()
+    sent_at: dict[str, float] = {}
+    got: dict[str, float] = {}
+    agent_ms: dict[str, float] = {}
+    passes: dict[str, int] = {}
+
+    async def read() -> None:
+        while True:
+            batch = await consumer.getmany(timeout_ms=100)
+            now = time.perf_counter()
+            for ms in batch.values():
+                for m in ms:
+                    p = orjson.loads(m.value)["payload"]
+                    got[p["job_id"]] = now
+                    agent_ms[p["job_id"]] = p["latency_ms"]
+                    passes[p["job_id"]] = p.get("pass_seq") or 0
+
+    reader = asyncio.create_task(read())
+    outstanding: list[str] = []
+    n = 0
+    try:
+        async def send_arrivals(count: int) -> None:
+            nonlocal n
+            for _ in range(count):
+                m = _submitted(n, prefix)
+                job_id = m["payload"]["id"]
+                sent_at[job_id] = time.perf_counter()
+                await producer.send(topics.jobs, orjson.dumps(m), key=job_id.encode())
+                outstanding.append(job_id)
+                n += 1
+
+        await send_arrivals(queue + 40)  # warm-up: the standing queue (and a running set)
+        deadline = time.perf_counter() + 60
+        while len(got) < queue + 40 and time.perf_counter() < deadline:
+            await asyncio.sleep(0.05)
+        warm = set(got)
+        start = time.perf_counter()
+        tick, sent = 0.01, 0
+        while (elapsed := time.perf_counter() - start) < seconds:
+            due = int(rate * elapsed) - sent
+            if due > 0:
+                await send_arrivals(due)
+                for job_id in outstanding[:due]:
+                    await producer.send(topics.jobs, orjson.dumps(completed_message(job_id, event_id=f"{job_id}-done", detail="benchmark")), key=job_id.encode())
+                del outstanding[:due]
+                sent += due
+            await asyncio.sleep(tick)
+        await producer.flush()
+        measured = [j for j in sent_at if j not in warm]
+        deadline = time.perf_counter() + 30
+        while any(j not in got for j in measured) and time.perf_counter() < deadline:
+            await asyncio.sleep(0.05)
+        span = max(got[j] for j in measured if j in got) - min(sent_at[j] for j in measured)
+    finally:
+        reader.cancel()
+        await consumer.stop()
+        await producer.stop()
+        agent.terminate()
+        agent.wait(timeout=30)
+        os.unlink(f.name)
+    lat = sorted((got[j] - sent_at[j]) * 1000 for j in measured if j in got)
+    decided = len(lat)
+    return ThroughputResult(rate, round(span, 2), len(measured), decided, round(decided / span, 1),
+                            round(statistics.median(lat), 2), round(lat[int(0.99 * (decided - 1))], 2),
+                            round(lat[-1], 2), round(statistics.median(agent_ms[j] for j in measured if j in got), 2),
+                            len({passes[j] for j in measured if j in got}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m gpualloc.agent.reports.throughput")
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--rate", type=float, default=1000)
+    p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    result = asyncio.run(measure(args.bootstrap, args.rate, args.seconds))
+    print(json.dumps(asdict(result)) if args.json else result.line())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

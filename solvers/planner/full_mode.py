@@ -1,0 +1,38 @@
+"""Full mode as the rolling horizon runs it: every K steps, on a snapshot of the planner's window.
+
+The snapshot keeps the running jobs, the apps and the most valuable `max_jobs` queued jobs (the
+model grows with the queue; `Planner.adopt` packs the others around full mode's blocks). The
+solve is a pure function of the snapshot and the options, so the agent can run it in another
+process and the simulator inline; with a time limit its result depends on the machine, which is
+why an adopted plan is recorded in its commit and replays reuse it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpualloc.solvers.planner.state import FullModePlan, Planner
+from gpualloc.solvers.problem import Problem
+
+
+def snapshot(planner: Planner, max_jobs: int) -> Problem:
+    """The current window, its queue cut to the `max_jobs` most valuable jobs
+    (priority x GPUs x duration; ties by arrival order)."""
+    problem = planner.window_problem()
+    queued = [j for j in problem.batch if not j.running_mask]
+    if len(queued) <= max_jobs:
+        return problem
+    keep = {j.id for j in sorted(queued, key=lambda j: (-j.priority * j.gpus * j.duration, j.index))[:max_jobs]}
+    return replace(problem, batch=tuple(j for j in problem.batch if j.running_mask or j.id in keep))
+
+
+def solve_snapshot(problem: Problem, made_at: int, options) -> FullModePlan | None:
+    """Full mode on `problem` (a `snapshot` taken at step `made_at`) with `MilpOptions`; its plan
+    when it beats the heuristic on that model, else None. Imports the solver stack lazily: the
+    hot path never loads it."""
+    from gpualloc.solvers.policies.milp.model import solve_milp
+
+    result = solve_milp(problem, options)
+    if result.source != "milp":
+        return None
+    return FullModePlan(made_at, result.schedule, result.objective, result.bound)

@@ -1,0 +1,363 @@
+"""The planner core: cluster state, event methods and decisions, as pure as the heuristic.
+
+One brain for the Kafka agent, the simulator and the audit: no I/O, no clock. Time is the step
+counter the caller advances with `tick`; every plan covers the window [now, now + horizon) and
+weighs time from now (w_0 is the current step). Each plan is built from the state as a Problem:
+running jobs are inherited with their GPUs (so they are never moved or interrupted), each app's
+`current` is the set it holds in the last committed step (so the swap cap holds across commits),
+and GPUs that may take no new work (down or drained nodes) are held by a blocker for the window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from gpualloc.schemas.scenario import block_size_problems
+from gpualloc.solvers.grid import Schedule, to_grid
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.legality import check_plan
+from gpualloc.solvers.metrics import objective_of
+from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of
+from gpualloc.solvers.planner.reconcile import reconcile
+
+BLOCKER = "\x00unavailable"  # pseudo running job holding GPUs that may take no new work
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    gpus: int
+    gpus_per_node: int | None = None
+    horizon: int = 24
+    step_minutes: int = 60
+    time_decay: float = 0.95
+    realtime_penalty: float = 8.0
+    swap_cap: int = 2
+
+    @property
+    def node_size(self) -> int:
+        return self.gpus_per_node or self.gpus
+
+
+@dataclass
+class JobSpec:
+    id: str
+    kind: str
+    priority: float
+    gpus: int
+    duration: int
+    submitted: int  # step of arrival
+    requeue: bool = True
+
+
+@dataclass
+class AppSpec:
+    id: str
+    priority: float
+    min_gpus: int = 0
+    max_gpus: int | None = None
+    swap_cap: int | None = None
+    profile: list[int] | None = None  # GPUs by hour of day, before traffic history exists
+    rps_per_gpu: float = 1.0  # requests per second one GPU serves
+    observed: dict[int, int] = field(default_factory=dict)  # step -> largest GPUs observed
+    held: int = -1  # GPU mask held in the last committed step (-1: never committed)
+
+
+@dataclass(frozen=True)
+class Decision:
+    job_id: str
+    action: str  # start | planned | queued | rejected
+    gpus: tuple[int, ...]
+    start_step: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Commit:
+    step: int
+    assignments: dict[str, tuple[int, ...]]  # job or app id -> GPUs binding for this step
+    started: tuple[str, ...]  # jobs that start running at this step
+    window: Problem  # the window this step was planned in
+    schedule: Schedule  # the plan over that window (its step 0 is this commit)
+    source: str = "heuristic"  # heuristic | milp (an adopted full-mode plan)
+
+
+@dataclass(frozen=True)
+class FullModePlan:
+    """A full-mode plan of the window at step `made_at` (a snapshot of the planner's state)."""
+
+    made_at: int
+    schedule: Schedule
+    objective: float
+    bound: float | None = None
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """What became of a full-mode plan at a step boundary: the schedule to commit, or None
+    with the reason (stale, illegal once reconciled, or no better than the hot path)."""
+
+    schedule: Schedule | None
+    reason: str
+    objective: float | None = None  # the reconciled plan's, on the current window
+    hot_objective: float | None = None  # the hot path's, on the same window
+    hot: tuple[Problem, Schedule] | None = None  # the hot path's window and plan, for `tick_after`
+
+
+@dataclass
+class Planner:
+    config: PoolConfig
+    now: int = 0
+    queued: dict[str, JobSpec] = field(default_factory=dict)
+    running: dict[str, tuple[JobSpec, int, int]] = field(default_factory=dict)  # id -> (spec, GPU mask, start)
+    apps: dict[str, AppSpec] = field(default_factory=dict)
+    down: int = 0  # GPUs of nodes that are down
+    drained: int = 0  # GPUs of drained nodes: running work continues, nothing new lands there
+    scheduler: Callable[[Problem], Schedule] = heuristic_schedule  # the hot path (FIFO for baselines)
+    committed: int = 0  # GPUs assigned in the last committed step
+
+    # ---- events -------------------------------------------------------------------------
+    def submit(self, job: JobSpec) -> Decision:
+        """A job arrives: it joins the queue and gets a decision from a fresh plan."""
+        return self.submit_all([job])[0]
+
+    def submit_all(self, jobs: list[JobSpec]) -> list[Decision]:
+        """Arrivals taken together (one poll's worth): all join the queue, one plan is made, and
+        each gets its decision from it; a decision can depend on the others in the pass."""
+        rejected: dict[int, Decision] = {}
+        for k, job in enumerate(jobs):
+            if job.id in self.queued or job.id in self.running:
+                reason = f"job id {job.id!r} is already queued or running"
+            else:
+                reason = self._unplaceable(job)
+            if reason:
+                rejected[k] = Decision(job.id, "rejected", (), None, reason)
+            else:
+                self.queued[job.id] = job
+        if len(rejected) == len(jobs):
+            return [rejected[k] for k in range(len(jobs))]
+        problem, schedule = self.plan()
+        return [rejected.get(k) or self._decision(problem, schedule, job) for k, job in enumerate(jobs)]
+
+    def cancel(self, job_id: str) -> None:
+        self.queued.pop(job_id, None)
+        self.running.pop(job_id, None)
+
+    def complete(self, job_id: str) -> None:
+        """The job exited: its GPUs are free from the next committed step."""
+        self.running.pop(job_id, None)
+        self.queued.pop(job_id, None)
+
+    def fail(self, job_id: str) -> None:
+        """The job failed (or could not bind): it goes back to the queue if it allows it."""
+        entry = self.running.pop(job_id, None)
+        spec = entry[0] if entry else self.queued.get(job_id)
+        if spec is None:
+            return
+        if spec.requeue:
+            self.queued[job_id] = spec
+        else:
+            self.queued.pop(job_id, None)
+
+    def register_app(self, app: AppSpec) -> None:
+        old = self.apps.get(app.id)
+        if old is not None:
+            app.observed, app.held = old.observed, old.held
+        self.apps[app.id] = app
+
+    def observe_traffic(self, app_id: str, step: int, gpus: int) -> None:
+        app = self.apps[app_id]
+        app.observed[step] = max(gpus, app.observed.get(step, 0))
+
+    def node_status(self, node: int, state: str) -> list[str]:
+        """Mark a node up, drained or down; returns the running jobs that fail with it."""
+        N = self.config.node_size
+        mask = ((1 << N) - 1) << (node * N)
+        self.down &= ~mask
+        self.drained &= ~mask
+        if state == "down":
+            self.down |= mask
+        elif state == "drained":
+            self.drained |= mask
+        failed = [jid for jid, (_, gpus, _) in sorted(self.running.items()) if state == "down" and gpus & mask]
+        for jid in failed:
+            self.fail(jid)
+        return failed
+
+    # ---- decisions ----------------------------------------------------------------------
+    def plan(self) -> tuple[Problem, Schedule]:
+        """The hot path's plan for the window [now, now + horizon)."""
+        problem = self.window_problem()
+        return problem, self.scheduler(problem)
+
+    def _decision(self, problem: Problem, schedule: Schedule, job: JobSpec) -> Decision:
+        """`start` only when its block is idle in the committed step too, so a node agent can
+        bind it at once; a block still held there (by work ending at this boundary, say) makes
+        it `planned` for the boundary."""
+        placed = schedule.batch.get(job.id)
+        if placed is None:
+            return Decision(job.id, "queued", (), None, self._why_waiting(problem, schedule, job))
+        start, mask = placed
+        gpus = tuple(bits_of(mask))
+        if start == 0 and not mask & self.committed:
+            return Decision(job.id, "start", gpus, self.now, f"starts now on GPUs {gpus[0]}-{gpus[-1]}")
+        why = (self._holders(problem, schedule, mask, start) if start else
+               "its GPUs are held in the current step and free up at the boundary")
+        return Decision(job.id, "planned", gpus, self.now + start,
+                        f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why)
+
+    def adopt(self, plan: FullModePlan) -> Adoption:
+        """At a step boundary: `plan` carried onto the current window (`gpualloc.solvers.planner.reconcile`),
+        offered for `tick` only when the validator passes it and it beats the hot path."""
+        shift = self.now - plan.made_at
+        if not 0 <= shift < self.config.horizon:
+            return Adoption(None, f"made for step {plan.made_at}, the window is at step {self.now}")
+        problem, hot = self.plan()
+        hot_objective = objective_of(problem, hot)
+        best: tuple[float, Schedule] | None = None
+        why = "its blocks force real-time apps past their swap caps once reconciled"
+        for candidate in reconcile(problem, plan.schedule, shift):
+            violations = check_plan(problem, to_grid(problem, candidate))
+            if violations:
+                why = f"illegal once reconciled: {violations[0]}"
+                continue
+            objective = objective_of(problem, candidate)
+            if best is None or objective > best[0] + 1e-9:
+                best = (objective, candidate)
+        if best is None:
+            return Adoption(None, why, None, hot_objective, (problem, hot))
+        if best[0] <= hot_objective + 1e-6:
+            return Adoption(None, f"no better than the hot path ({best[0]:.2f} <= {hot_objective:.2f})",
+                            best[0], hot_objective, (problem, hot))
+        return Adoption(best[1], f"adopted: {best[0]:.2f} against the hot path's {hot_objective:.2f}",
+                        best[0], hot_objective, (problem, hot))
+
+    def tick_after(self, adoption: Adoption) -> Commit:
+        """`tick` at the boundary where `adoption` was decided: its plan when adopted, else the
+        hot path's plan it was weighed against (made once, not again)."""
+        if adoption.hot is None:
+            return self.tick()
+        problem, hot = adoption.hot
+        if adoption.schedule is not None:
+            return self._commit(problem, adoption.schedule, "milp")
+        return self._commit(problem, hot, "heuristic")
+
+    def tick(self, adopted: Schedule | None = None) -> Commit:
+        """Commit the current step of a fresh plan (or of `adopted`, a plan of this same window
+        from `adopt`, or recorded in a commit being replayed), then advance the clock one step."""
+        if adopted is not None:
+            return self._commit(self.window_problem(), adopted, "milp")
+        return self._commit(*self.plan(), "heuristic")
+
+    def _commit(self, problem: Problem, schedule: Schedule, source: str) -> Commit:
+        assignments: dict[str, tuple[int, ...]] = {}
+        started = []
+        for job_id, (start, mask) in sorted(schedule.batch.items()):
+            if job_id == BLOCKER or (job_id not in self.running and job_id not in self.queued):
+                continue
+            if job_id in self.running:
+                assignments[job_id] = tuple(bits_of(self.running[job_id][1]))
+            elif start == 0:
+                spec = self.queued.pop(job_id)
+                self.running[job_id] = (spec, mask, self.now)
+                assignments[job_id] = tuple(bits_of(mask))
+                started.append(job_id)
+        for app_id, masks in sorted(schedule.realtime.items()):
+            self.apps[app_id].held = masks[0]
+            assignments[app_id] = tuple(bits_of(masks[0]))
+        self.committed = 0
+        for owned in assignments.values():
+            for g in owned:
+                self.committed |= 1 << g
+        commit = Commit(self.now, assignments, tuple(started), problem, schedule, source)
+        self.now += 1
+        return commit
+
+    # ---- the window as a Problem ----------------------------------------------------------
+    def window_problem(self) -> Problem:
+        cfg, T = self.config, self.config.horizon
+        batch: list[Batch] = []
+        index = 0
+        blocked = (self.down | self.drained) & ~self._running_mask()
+        if blocked:
+            batch.append(Batch(index, BLOCKER, 1e-9, blocked.bit_count(), T, 0, blocked, T))
+            index += 1
+        for job_id, (spec, mask, start) in sorted(self.running.items()):
+            remaining = max(1, start + spec.duration - self.now)  # overrunning jobs keep running
+            batch.append(Batch(index, job_id, spec.priority, spec.gpus, spec.duration, 0, mask, remaining))
+            index += 1
+        for job_id, spec in sorted(self.queued.items(), key=lambda kv: (kv[1].submitted, kv[0])):
+            batch.append(Batch(index, job_id, spec.priority, spec.gpus, spec.duration,
+                               max(0, spec.submitted - self.now), 0, 0))
+            index += 1
+        realtime = []
+        for app_id, app in sorted(self.apps.items()):
+            hi = cfg.gpus if app.max_gpus is None else app.max_gpus
+            current = app.held & ~self.down if app.held >= 0 else -1
+            realtime.append(Realtime(index, app_id, app.priority, tuple(self._demand(app)), app.min_gpus, hi,
+                                     cfg.swap_cap if app.swap_cap is None else app.swap_cap, current))
+            index += 1
+        weights = tuple(cfg.time_decay ** t for t in range(T))
+        return Problem(f"window@{self.now}", cfg.gpus, cfg.node_size, T, cfg.time_decay,
+                       cfg.realtime_penalty, weights, tuple(batch), tuple(realtime))
+
+    def _demand(self, app: AppSpec) -> list[int]:
+        """Demand for the window: the profile by hour of day where given, else the latest
+        observation held flat (until a forecaster exists); the current step's own
+        observation wins for the current step."""
+        cfg = self.config
+        latest = app.observed[max(app.observed)] if app.observed else 0
+        out = []
+        for t in range(cfg.horizon):
+            step = self.now + t
+            if step in app.observed:
+                out.append(app.observed[step])
+            elif app.profile:
+                hour = (step * cfg.step_minutes // 60) % 24
+                out.append(app.profile[hour % len(app.profile)])
+            else:
+                out.append(latest)
+        return out
+
+    def _running_mask(self) -> int:
+        mask = 0
+        for _, gpus, _ in self.running.values():
+            mask |= gpus
+        return mask
+
+    def _unplaceable(self, job: JobSpec) -> str:
+        problems = list(block_size_problems(job.gpus, self.config.gpus, self.config.node_size, "job"))
+        if job.duration < 1:
+            problems.append(f"job.duration: must be >= 1 (got {job.duration})")
+        return "; ".join(problems)
+
+    def _holders(self, problem: Problem, schedule: Schedule, mask: int, start: int) -> str:
+        """Who holds `mask` before `start`: "held by train-3 (priority 9) until step 12"."""
+        held = []
+        for job in problem.batch:
+            placed = schedule.batch.get(job.id)
+            if job.id == BLOCKER or placed is None:
+                continue
+            s, m = placed
+            end = min(job.remaining, problem.horizon) if job.running_mask else problem.end_of(job, s)
+            if m & mask and s < start:
+                held.append(f"{job.id} (priority {job.priority:g}) until step {self.now + end}")
+        if not held:
+            return "the GPUs go to real-time demand or higher-value work until then"
+        return "its block is held by " + ", ".join(held)
+
+    def _why_waiting(self, problem: Problem, schedule: Schedule, job: JobSpec) -> str:
+        return (f"no {job.gpus}-GPU block is free for {job.duration} steps within the "
+                f"{problem.horizon}-step window before higher-value work and real-time demand "
+                f"({len(schedule.batch)} jobs placed); it stays queued and is replanned every step")
+
+
+def applied(commits: list[Commit], gpus: int) -> list[list[str | None]]:
+    """The executed grid (GPU x committed step) rebuilt from commits, for audits and tests."""
+    grid: list[list[str | None]] = [[None] * len(commits) for _ in range(gpus)]
+    for k, commit in enumerate(commits):
+        for owner, owned in commit.assignments.items():
+            for g in owned:
+                grid[g][k] = owner
+    return grid
+

@@ -1,0 +1,195 @@
+"""The fast-mode planner: legal by construction, deterministic, planned over the whole queue.
+
+1. Real-time apps get target curves (`gpualloc.solvers.policies.heuristic.realtime.target_curves`): demand followed within
+   the swap cap, troughs lent to batch work, no daily-peak reservation.
+2. For each layout (`gpualloc.solvers.policies.heuristic.layouts`: reserving, skyline) batch jobs are packed
+   (`gpualloc.solvers.policies.heuristic.packing`) in a few value- and priority-led seed orders, and the best is finished
+   (step 4). The layout whose finished plan is better gets a local search over the order
+   (adjacent swaps, moves to the front), bounded by a count of placements, not a clock, so the
+   same input always gives the same plan; its result is kept if it finishes better still.
+3. Trials resume from the snapshot of their unchanged prefix and stop as soon as their best case
+   (every remaining job at its arrival) cannot beat the incumbent.
+4. Finishing assigns real-time GPUs around the packing. Where a block would push an app past its
+   swap cap, those cells are closed to batch work at that step and the order packed again; every
+   round closes new cells or drops a job, so it ends, at worst with no batch work, which is
+   always legal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.policies.heuristic.layouts import Layout
+from gpualloc.solvers.policies.heuristic.packing import Packing, PackState, pack, place
+from gpualloc.solvers.problem import Batch, Problem
+from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, target_curves
+
+DEFAULT_EFFORT = 0.25
+MAX_BUDGET = 8000  # placements at effort 1: local search pays off on small queues, not on huge ones
+
+
+def value_at_arrival(problem: Problem, job: Batch) -> float:
+    """What the job adds if it starts at its arrival (priority x GPUs x weighted steps): its
+    best case, since a later start only loses weight."""
+    return job.priority * job.gpus * problem.interval_weight(min(job.arrival, problem.horizon), problem.end_of(job, job.arrival))
+
+
+def _seed_orders(problem: Problem, jobs: list[Batch]) -> list[list[Batch]]:
+    """A value-led order and two priority-led ones with different tie-breaks."""
+    keys = (
+        lambda j: (-value_at_arrival(problem, j), j.index),
+        lambda j: (-j.priority, -j.gpus * j.duration, j.arrival, j.index),
+        lambda j: (-j.priority * j.gpus, -j.duration, j.index),
+    )
+    seen, out = set(), []
+    for key in keys:
+        order = sorted(jobs, key=key)
+        sig = tuple(j.index for j in order)
+        if sig not in seen:
+            seen.add(sig)
+            out.append(order)
+    return out
+
+
+class _Search:
+    """Packings of one context under a deterministic work budget (counted in job placements).
+
+    A trial order is packed from the snapshot of its unchanged prefix, and abandoned as soon as
+    even its best case (every remaining job at its arrival) cannot beat the incumbent.
+    """
+
+    def __init__(self, problem: Problem, layout: Layout, budget: int):
+        self.problem, self.layout, self.budget = problem, layout, budget
+        self.potential = {j.id: value_at_arrival(problem, j) for j in problem.batch}
+
+    def run(self, order: list[Batch], prefix: list[PackState], floor: float,
+            budgeted: bool = True) -> tuple[PackState, list[PackState]] | None:
+        """Pack `order` from `prefix` (snapshots of its first len(prefix)-1 jobs); None when it
+        cannot beat `floor` or (when `budgeted`) the budget runs out."""
+        k = len(prefix) - 1
+        rest = [self.potential[j.id] for j in order[k:]]
+        remaining = sum(rest)
+        state = prefix[-1].snapshot()
+        snaps = list(prefix)
+        res = self.layout.reservation
+        for idx in range(k, len(order)):
+            if state.value + remaining <= floor + 1e-9 or (budgeted and self.budget <= 0):
+                return None
+            self.budget -= budgeted
+            place(self.problem, res, state, order[idx])
+            remaining -= rest[idx - k]
+            snaps.append(state.snapshot())
+        if state.value <= floor + 1e-9:
+            return None
+        return state, snaps
+
+    def improve(self, order: list[Batch], snaps: list[PackState]) -> tuple[list[Batch], PackState]:
+        """First-improvement local search: adjacent swaps and moves to the front."""
+        best = snaps[-1]
+        improved = True
+        while improved and self.budget > 0:
+            improved = False
+            for i in range(1, len(order)):
+                moves = ((order[:i - 1] + [order[i], order[i - 1]] + order[i + 1:], i - 1),
+                         ([order[i]] + order[:i] + order[i + 1:], 0))
+                for cand, k in moves:
+                    found = self.run(cand, snaps[:k + 1], best.value)
+                    if found:
+                        order, (best, snaps), improved = cand, found, True
+                        break
+                if improved or self.budget <= 0:
+                    break
+        return order, best
+
+
+def _finish(problem: Problem, layout: Layout, order: list[Batch], packing: Packing) -> tuple[Schedule, float] | None:
+    """Assign real-time GPUs around `packing`, closing cells where blocks force a move; return
+    the schedule and its objective (None when the layout ran out of repair rounds).
+
+    Strictly first (a block that leaves an app short by taking its GPUs counts as forcing);
+    when that changed the packing, also leniently (such shortfalls accepted); the better wins.
+    """
+    strict = _assign_with_repairs(problem, layout, order, packing, strict=True)
+    if strict is None:
+        return None
+    if strict[2]:
+        lenient = _assign_with_repairs(problem, layout, order, packing, strict=False)
+        if lenient is not None and lenient[1] > strict[1] + 1e-9:
+            return lenient[0], lenient[1]
+    return strict[0], strict[1]
+
+
+def _assign_with_repairs(problem: Problem, layout: Layout, order: list[Batch], packing: Packing,
+                         strict: bool) -> tuple[Schedule, float, bool] | None:
+    """(schedule, objective, whether the packing had to change), or None past `max_repairs`
+    rounds (or with more than twice that many forced moves in one round: a lost cause).
+
+    Each forced move closes the GPUs the app could not leave to batch work at that step, and
+    the order is packed again; a shortfall with no block to blame takes the least valuable job
+    active at that step out of the plan. Each round closes new cells or drops a job, so it ends.
+    """
+    res, kept_order, rounds = layout.reservation, order, 0
+    while True:
+        sets, forced = assign_realtime(problem, layout.curves, packing.busy, strict, layout.fixed)
+        if not forced:
+            break
+        if layout.max_repairs is not None and (rounds >= layout.max_repairs or len(forced) > 2 * layout.max_repairs):
+            return None
+        rounds += 1
+        zone = list(res.zone)
+        for move in forced:
+            if move.gpus & ~zone[move.step]:
+                zone[move.step] |= move.gpus
+            else:
+                victim = _least_valuable_at(problem, packing, move.step)
+                kept_order = [j for j in kept_order if j is not victim]
+        res = replace(res, zone=zone)
+        packing = pack(problem, kept_order, res)
+    penalty = 0.0
+    for app in problem.realtime:
+        for t, mask in enumerate(sets[app.id]):
+            short = app.demand[t] - mask.bit_count()
+            if short > 0:
+                penalty += app.priority * problem.weights[t] * short
+    return Schedule(batch=packing.starts, realtime=sets), packing.value - problem.penalty * penalty, rounds > 0
+
+
+def _least_valuable_at(problem: Problem, packing: Packing, step: int) -> Batch:
+    """The batch job active at `step` whose removal costs least (an app fell below its floor
+    there for want of free GPUs, with no block start to blame)."""
+    active = [j for j in problem.batch if not j.running_mask and j.id in packing.starts
+              and packing.starts[j.id][0] <= step < problem.end_of(j, packing.starts[j.id][0])]
+    if not active:
+        raise ValueError(f"real-time floors cannot be met at step {step} even without batch work")
+    return min(active, key=lambda j: (j.priority * j.gpus * j.duration, -j.index))
+
+
+def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Schedule:
+    """Plan batch blocks and real-time GPU sets for the whole horizon.
+
+    Each layout packs the seed orders and finishes its best one; the local search then works
+    on the layout whose finished plan is better, and its result is kept only if it finishes
+    better still.
+    """
+    curves = target_curves(problem)
+    queue = [j for j in problem.batch if not j.running_mask]
+    best: tuple[float, Layout, _Search, list[Batch], list[PackState], Schedule] | None = None
+    for layout in (Layout.reserving(problem, curves), Layout.skyline(problem, curves)):
+        search = _Search(problem, layout, budget=int(effort * min(40 * len(queue), MAX_BUDGET)))
+        start = [PackState.empty(problem, layout.reservation)]
+        order, snaps = [], start
+        for cand in _seed_orders(problem, queue):
+            found = search.run(cand, start, snaps[-1].value if order else float("-inf"), budgeted=False)
+            if found:
+                order, snaps = cand, found[1]
+        finished = _finish(problem, layout, order, snaps[-1].packing())
+        if finished is not None and (best is None or finished[1] > best[0] + 1e-9):
+            best = (finished[1], layout, search, order, snaps, finished[0])
+    objective, layout, search, order, snaps, schedule = best
+    improved_order, improved = search.improve(order, snaps)
+    if improved_order is not order:
+        finished = _finish(problem, layout, improved_order, improved.packing())
+        if finished is not None and finished[1] > objective + 1e-9:
+            schedule = finished[0]
+    return schedule

@@ -1,0 +1,228 @@
+"""Batch blocks placed into GPU x time around reserved real-time capacity.
+
+`pack` takes jobs in a given order and gives each the earliest start at which a legal block is
+free while leaving every step enough GPUs for the real-time curves. Among the free blocks at that
+start it prefers, in turn: a block wedged between busy GPUs or node edges on both sides for its
+whole run, one touching on one side and aligned to its size (buddy-style), one touching on one
+side, one aligned, then the lowest index. That keeps the free pool in whole power-of-two shapes
+for the jobs still to come and leaves the high indices to real-time apps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpualloc.solvers.problem import Batch, Problem, free_block_starts, lowest_bit
+
+
+
+@dataclass(frozen=True)
+class Packing:
+    starts: dict[str, tuple[int, int]]  # job id -> (start step, GPU bitmask)
+    value: float  # sum of priority x w_t over the placed batch GPU-steps
+    busy: list[int]  # per step, GPUs held by batch work (running jobs included)
+
+
+MAX_RUNS = 12  # free runs examined per placement: best fit among the lowest ones
+
+
+def _choose_block(problem: Problem, cands: int, union: int, n: int) -> int:
+    """Best fit in space: among the candidates (first GPUs of legal, allowed blocks), one in the
+    shortest free run (within a node) over the block's steps, preferring the run's low end,
+    then its high end, when that end is aligned to the block size (buddy-style)."""
+    N = problem.node_size
+    free = problem.full & ~union
+    busy = ~free
+    exact = cands & ((busy << 1) | problem.node_starts) & ((busy >> n) | problem.node_end_starts(n))
+    if exact:
+        return lowest_bit(exact)
+    best_len, best_pos = None, -1
+    left = cands
+    for _ in range(MAX_RUNS):
+        if not left:
+            break
+        p = lowest_bit(left)
+        below = busy & ((1 << p) - 1)  # the run starts above the highest busy GPU under p
+        node_lo, node_hi = ((p // N) * N, min((p // N + 1) * N, problem.gpus)) if n <= N else (0, problem.gpus)
+        a = max(below.bit_length(), node_lo)
+        up = free >> p
+        b = min(p + (up & ~(up + 1)).bit_length(), node_hi)
+        in_run = cands & (((1 << (b - a)) - 1) << a)
+        left &= ~in_run
+        length = b - a
+        if best_len is not None and length >= best_len:
+            continue
+        best_len, hi = length, b - n
+        if (in_run >> a) & 1 and (a - node_lo) % n == 0:
+            best_pos = a
+        elif (in_run >> hi) & 1 and (hi - node_lo) % n == 0:
+            best_pos = hi
+        else:
+            best_pos = lowest_bit(in_run)
+        if length == n:
+            break
+    return best_pos
+
+
+BOUNDARY_TRIES = 16  # blocks checked one by one when a step boundary is tight
+
+
+def _fully_within(mask: int, n: int) -> int:
+    """Bits p such that [p, p+n) lies inside `mask`."""
+    k = 1
+    while k < n and mask:
+        step = min(k, n - k)
+        mask &= mask >> step
+        k += step
+    return mask
+
+
+def _boundary_ok(problem: Problem, cands: int, n: int, s: int, e: int, busy: list[int], tslack: list[int]) -> int:
+    """Candidates whose block leaves enough GPUs free across the steps s-1 -> s and e-1 -> e.
+
+    Blocks that were busy on the other side of the boundary cost nothing there and pass at
+    once; a few of the others are checked one by one.
+    """
+    T = problem.horizon
+    need_s = s > 0 and tslack[s] < n
+    need_e = e < T and tslack[e] < n
+    if not (need_s or need_e):
+        return cands
+    ok = cands
+    if need_s:
+        ok &= _fully_within(busy[s - 1], n)
+    if need_e:
+        ok &= _fully_within(busy[e], n)
+    rest = cands & ~ok
+    for _ in range(BOUNDARY_TRIES):
+        if not rest:
+            break
+        low = rest & -rest
+        rest ^= low
+        block = problem.block(low.bit_length() - 1, n)
+        if need_s and (block & ~busy[s - 1]).bit_count() > tslack[s]:
+            continue
+        if need_e and (block & ~busy[e]).bit_count() > tslack[e]:
+            continue
+        ok |= low
+    return ok
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What batch blocks must leave to the real-time apps.
+
+    `reserve[t]`: GPUs that stay free at step t; `keep[t]`: GPUs that stay free at both t-1 and
+    t, so apps can hold on across the step without being pushed off by a new block (None: no
+    such need); `zone[t]`:
+    GPUs no block may take at step t (a fixed real-time area, GPUs an app is bound to).
+    """
+
+    reserve: list[int]
+    keep: list[int] | None
+    zone: list[int]
+
+
+class PackState:
+    """A partial packing: what is held at each step and what is left for real-time apps.
+
+    `placed` is an append-only log of (job id, start, GPU mask) shared between a state and the
+    snapshots taken from it; a state owns its first `count` entries. Snapshots are cheap (four
+    per-step lists), and resuming from one copies the log once, not at every placement.
+    """
+
+    __slots__ = ("busy", "blocked", "slack", "tslack", "placed", "count", "value")
+
+    def __init__(self, busy, blocked, slack, tslack, placed, count, value):
+        self.busy: list[int] = busy  # per step: GPUs held by batch work (running jobs included)
+        self.blocked: list[int] = blocked  # busy plus the real-time zone
+        self.slack: list[int] = slack  # GPUs a new block may still take at each step
+        self.tslack: list[int] = tslack  # same, for GPUs free across the step t-1 -> t
+        self.placed: list[tuple[str, int, int]] = placed
+        self.count: int = count
+        self.value: float = value
+
+    @classmethod
+    def empty(cls, problem: Problem, res: Reservation) -> "PackState":
+        """Only the running jobs placed."""
+        T, full = problem.horizon, problem.full
+        busy = list(problem.running_busy)
+        blocked = [busy[t] | res.zone[t] for t in range(T)]
+        slack = [problem.gpus - blocked[t].bit_count() - res.reserve[t] for t in range(T)]
+        if res.keep is None:  # no step-to-step need: never binding
+            tslack = [2 * problem.gpus * (T + 1)] * T
+        else:
+            tslack = [0] + [(full & ~(busy[t - 1] | busy[t])).bit_count() - res.keep[t] for t in range(1, T)]
+        state = cls(busy, blocked, slack, tslack, [], 0, 0.0)
+        for job in problem.batch:
+            if job.running_mask:
+                state.record(job.id, 0, job.running_mask)
+                state.value += job.priority * job.gpus * problem.interval_weight(0, min(job.remaining, T))
+        return state
+
+    def record(self, job_id: str, start: int, mask: int) -> None:
+        if len(self.placed) != self.count:
+            self.placed = self.placed[:self.count]
+        self.placed.append((job_id, start, mask))
+        self.count += 1
+
+    def occupy(self, problem: Problem, job: Batch, s: int, block: int) -> None:
+        """Hold `block` for `job` from step `s` on (its value counted); no checks."""
+        T = problem.horizon
+        e = min(s + job.duration, T)
+        busy, blocked, slack, tslack = self.busy, self.blocked, self.slack, self.tslack
+        if s > 0:  # GPUs free across a boundary: those no batch work holds on either side
+            tslack[s] -= (block & ~busy[s - 1]).bit_count()
+        if e < T:
+            tslack[e] -= (block & ~busy[e]).bit_count()
+        for t in range(s, e):
+            busy[t] |= block
+            blocked[t] |= block
+            slack[t] -= job.gpus
+        for t in range(s + 1, e):
+            tslack[t] -= job.gpus
+        self.record(job.id, s, block)
+        self.value += job.priority * job.gpus * problem.interval_weight(s, e)
+
+    def snapshot(self) -> "PackState":
+        """A frozen copy of the per-step lists; the log is shared, not copied."""
+        return PackState(self.busy[:], self.blocked[:], self.slack[:], self.tslack[:], self.placed, self.count, self.value)
+
+    def packing(self) -> Packing:
+        return Packing({job_id: (s, m) for job_id, s, m in self.placed[:self.count]}, self.value, self.busy)
+
+
+def place(problem: Problem, res: Reservation, state: PackState, job: Batch) -> None:
+    """Give `job` its earliest start at which a block is free and `res` stays intact (or none)."""
+    T = problem.horizon
+    blocked, slack, tslack = state.blocked, state.slack, state.tslack
+    n, s, d = job.gpus, job.arrival, job.duration
+    while s < T:
+        e = s + d if s + d < T else T
+        short = -1
+        for t in range(e - 1, s - 1, -1):
+            if slack[t] < n or (t > s and tslack[t] < n):
+                short = t
+                break
+        if short >= 0:
+            s = short + 1 if slack[short] < n else short
+            continue
+        union = 0
+        for t in range(s, e):
+            union |= blocked[t]
+        cands = free_block_starts(problem, union, n)
+        if cands:
+            cands = _boundary_ok(problem, cands, n, s, e, state.busy, tslack)
+        if not cands:
+            s += 1
+            continue
+        state.occupy(problem, job, s, problem.block(_choose_block(problem, cands, union, n), n))
+        return
+
+
+def pack(problem: Problem, order: list[Batch], res: Reservation) -> Packing:
+    """Place `order` greedily, each job at its earliest start that leaves `res` intact."""
+    state = PackState.empty(problem, res)
+    for job in order:
+        place(problem, res, state, job)
+    return state.packing()

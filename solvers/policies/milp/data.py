@@ -1,0 +1,81 @@
+"""The data step of full mode: a Problem turned into plain lists and dicts (no Pyomo).
+
+Batch jobs become their legal (start, block) options only: a block that obeys the node rule,
+starts at or after arrival and avoids the GPUs that running jobs hold over its steps. Identical
+queued jobs (same size, duration, arrival and priority) are grouped so the model can order them
+instead of exploring their permutations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpualloc.solvers.problem import Problem, bits_of
+
+
+@dataclass(frozen=True)
+class BlockOption:
+    job: int  # index into MilpData.jobs
+    start: int
+    first_gpu: int
+    end: int
+    value: float  # priority x GPUs x weighted steps: the objective's reward for this option
+
+
+@dataclass
+class MilpData:
+    gpus: int
+    horizon: int
+    weights: list[float]
+    penalty: float
+    jobs: list[dict]  # id, priority, gpus, duration, arrival (queued jobs only)
+    options: list[BlockOption]
+    cover: dict[tuple[int, int], list[int]]  # (gpu, step) -> options holding that cell
+    running_cells: set[tuple[int, int]]  # (gpu, step) held by running jobs
+    running_value: float  # the running jobs' fixed reward
+    apps: list[dict]  # id, priority, demand, min, max, cap, current (GPU list or None)
+    twins: list[list[int]] = field(default_factory=list)  # groups of interchangeable jobs
+
+
+def milp_data(problem: Problem) -> MilpData:
+    G, T = problem.gpus, problem.horizon
+    running_cells: set[tuple[int, int]] = set()
+    running_value = 0.0
+    for job in problem.batch:
+        if job.running_mask:
+            end = min(job.remaining, T)
+            running_cells.update((g, t) for g in bits_of(job.running_mask) for t in range(end))
+            running_value += job.priority * job.gpus * problem.interval_weight(0, end)
+    jobs, options = [], []
+    cover: dict[tuple[int, int], list[int]] = {}
+    for job in problem.batch:
+        if job.running_mask:
+            continue
+        j = len(jobs)
+        jobs.append({"id": job.id, "priority": job.priority, "gpus": job.gpus,
+                     "duration": job.duration, "arrival": job.arrival})
+        starts = bits_of(problem.valid_starts(job.gpus))
+        for s in range(job.arrival, T):
+            e = problem.end_of(job, s)
+            held = 0
+            for t in range(s, e):
+                held |= problem.running_busy[t]
+            value = job.priority * job.gpus * problem.interval_weight(s, e)
+            for p in starts:
+                if held & problem.block(p, job.gpus):
+                    continue
+                o = len(options)
+                options.append(BlockOption(j, s, p, e, value))
+                for g in range(p, p + job.gpus):
+                    for t in range(s, e):
+                        cover.setdefault((g, t), []).append(o)
+    apps = [{"id": a.id, "priority": a.priority, "demand": list(a.demand), "min": a.min_gpus,
+             "max": a.max_gpus, "cap": a.swap_cap,
+             "current": bits_of(a.current_mask) if a.current_mask >= 0 else None}
+            for a in problem.realtime]
+    groups: dict[tuple, list[int]] = {}
+    for j, job in enumerate(jobs):
+        groups.setdefault((job["gpus"], job["duration"], job["arrival"], job["priority"]), []).append(j)
+    twins = [g for g in groups.values() if len(g) > 1]
+    return MilpData(G, T, list(problem.weights), problem.penalty, jobs, options, cover,
+                    running_cells, running_value, apps, twins)

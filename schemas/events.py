@@ -160,10 +160,20 @@ def parse_event(data: dict[str, Any]) -> tuple[Envelope, BaseModel]:
     return envelope, model.model_validate(envelope.payload)
 
 
-def envelope(type: str, payload: BaseModel, occurred_at: datetime, event_id: str, pool: str = "default") -> dict[str, Any]:
-    """A contract message (a dict ready for JSON) around a payload model."""
+def envelope(type: str, payload: BaseModel | dict[str, Any], occurred_at: datetime, event_id: str,
+             pool: str = "default") -> dict[str, Any]:
+    """A contract message (a dict ready for JSON) around a payload: a model, or the fields as a
+    producer writes them (checked against the type's model, and kept as given)."""
+    if isinstance(payload, BaseModel):
+        fields = payload.model_dump(mode="json")
+    else:
+        model = PAYLOADS.get(type) or OUTPUTS.get(type)
+        if model is None:
+            raise ValueError(f"type: {type!r} is not an event type of the contract")
+        model.model_validate(payload)
+        fields = payload
     return {"event_id": event_id, "type": type, "occurred_at": timestamp(occurred_at), "pool": pool,
-            "schema_version": 1, "payload": payload.model_dump(mode="json")}
+            "schema_version": 1, "payload": fields}
 
 
 def timestamp(dt: datetime) -> str:

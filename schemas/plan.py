@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
-
-SchedulerName = Literal["fifo", "heuristic", "milp"]
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class Metrics(BaseModel):
@@ -27,7 +23,18 @@ class Plan(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     scenario: str
-    scheduler: SchedulerName
+    scheduler: str  # a registered policy's plan name (gpualloc.solvers.policies)
     grid: list[list[str | None]]
     metrics: Metrics | None = None
     solve_ms: float = Field(default=0.0, ge=0)
+
+    @field_validator("scheduler")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        from gpualloc.solvers.policies import plan_names  # the registry imports this module
+
+        known = plan_names()
+        if name not in known:
+            choices = ", ".join(repr(n) for n in known[:-1]) + f" or {known[-1]!r}"
+            raise ValueError(f"scheduler: Input should be a registered policy: {choices} (got {name!r})")
+        return name

@@ -1,15 +1,22 @@
-"""The legality validator: every breach of rules R1-R5, each with its rule id, job and step.
+"""The legality validator: every breach of rules R1-R5, each with its rule id, job and step, over
+a plan's grid (`check_plan`) or over committed steps (`online_violations`).
 
-FIFO is checked as the contract says: R1, R2, R3's block rule and R5; its static real-time
-reservations are exempt from R3's real-time floors and ceilings and from R4.
+A policy may be exempt from rules by the contract: FIFO's static real-time reservations are
+exempt from R3's real-time floors and ceilings (`R3_REALTIME`) and from R4. The registry
+(`gpualloc.solvers.policies`) declares each policy's exemptions; this module only honours them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from gpualloc.solvers.grid import Grid, occupancy, step_masks
 from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of
+
+
+R3_REALTIME = "R3-realtime"  # R3's floors and ceilings of real-time apps (not its block rule)
+R4 = "R4"
 
 
 @dataclass(frozen=True)
@@ -25,8 +32,9 @@ class Violation:
         return f"{self.rule}{where}{when}: {self.detail}"
 
 
-def check_plan(problem: Problem, grid: Grid, scheduler: str = "heuristic") -> list[Violation]:
-    """All violations of R1-R5 in `grid` (empty when the plan is legal)."""
+def check_plan(problem: Problem, grid: Grid, *, exempt: Collection[str] = ()) -> list[Violation]:
+    """All violations of R1-R5 in `grid` (empty when the plan is legal), but those of the rules
+    in `exempt` (`R3_REALTIME`, `R4`)."""
     shape = _check_shape(problem, grid)
     if shape:
         return shape
@@ -39,9 +47,8 @@ def check_plan(problem: Problem, grid: Grid, scheduler: str = "heuristic") -> li
         elif job.running_mask:
             out.append(Violation("R5", job.id, 0, f"a running job must keep GPUs {bits_of(job.running_mask)} "
                                                   f"from step 0 for {min(job.remaining, problem.horizon)} step(s); it is missing"))
-    if scheduler != "fifo":
-        for app in problem.realtime:
-            out.extend(_check_realtime(problem, app, step_masks(cells.get(app.id, ()), problem.horizon)))
+    for app in problem.realtime:
+        out.extend(_check_realtime(problem, app, step_masks(cells.get(app.id, ()), problem.horizon), exempt))
     return out
 
 
@@ -105,17 +112,69 @@ def _check_block(problem: Problem, job: Batch, gpus: list[int], start: int) -> l
     return []
 
 
-def _check_realtime(problem: Problem, app: Realtime, masks: list[int]) -> list[Violation]:
+def _check_realtime(problem: Problem, app: Realtime, masks: list[int], exempt: Collection[str]) -> list[Violation]:
     out: list[Violation] = []
     prev = app.current_mask
     for t, mask in enumerate(masks):
         n = mask.bit_count()
-        if not app.min_gpus <= n <= app.max_gpus:
+        if R3_REALTIME not in exempt and not app.min_gpus <= n <= app.max_gpus:
             out.append(Violation("R3", app.id, t, f"holds {n} GPUs, outside [{app.min_gpus}, {app.max_gpus}]"))
-        if prev >= 0:
+        if prev >= 0 and R4 not in exempt:
             moved = (mask ^ prev).bit_count()
             if moved > app.swap_cap:
                 out.append(Violation("R4", app.id, t, f"{moved} GPUs enter or leave, above swap_cap {app.swap_cap}"))
         prev = mask
     return out
 
+
+def online_violations(commits, limits: dict[str, tuple[int, int, int]], apps: set[str],
+                      down: list[int] | None = None, failed: dict[str, list[int]] | None = None,
+                      exempt: Collection[str] = ()) -> list[str]:
+    """The contract's online rules over committed steps (objects with `step` and `assignments`,
+    as the planner makes them or as rebuilt from `plan.committed` messages): one owner per GPU
+    per step; a batch job holds one contiguous power-of-two block from its first committed step
+    until its completion, without a gap or a move (a failed, re-queued job starts afresh); apps
+    in `limits` (min_gpus, max_gpus, swap_cap) within their bounds and their swap cap between
+    consecutive commits, GPUs lost to a node going down (`down`: mask per step) not counting,
+    but for the rules in `exempt`."""
+    out = []
+    failed = failed or {}
+    seen_at: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for commit in commits:
+        owner_of: dict[int, str] = {}
+        for owner, gpus in commit.assignments.items():
+            for g in gpus:
+                if g in owner_of:
+                    out.append(f"step {commit.step}: GPU {g} held by {owner} and {owner_of[g]}")
+                owner_of[g] = owner
+            if owner in apps:
+                if owner in limits:
+                    out.extend(_app_violations(limits[owner], owner, commit, seen_at.get(owner),
+                                               down[commit.step] if down else 0, exempt))
+                seen_at[owner] = (commit.step, tuple(gpus))
+                continue
+            if owner in seen_at:
+                last, before = seen_at[owner]
+                restarted = any(last < s <= commit.step for s in failed.get(owner, ()))
+                if not restarted and (before != tuple(gpus) or last != commit.step - 1):
+                    out.append(f"step {commit.step}: {owner} moved or was interrupted")
+            seen_at[owner] = (commit.step, tuple(gpus))
+            n = len(gpus)
+            if n & (n - 1) or list(gpus) != list(range(gpus[0], gpus[0] + n)):
+                out.append(f"step {commit.step}: {owner} is not on a contiguous power-of-two block")
+    return out
+
+
+def _app_violations(limits: tuple[int, int, int], app: str, commit, before, down: int,
+                    exempt: Collection[str]) -> list[str]:
+    """R3 and R4 for one app at one commit; GPUs lost to a node going down do not count as swaps."""
+    lo, hi, cap = limits
+    gpus = set(commit.assignments[app])
+    out = []
+    if R3_REALTIME not in exempt and not lo <= len(gpus) <= hi:
+        out.append(f"step {commit.step}: {app} holds {len(gpus)} GPUs, outside [{lo}, {hi}] (R3)")
+    if R4 not in exempt and before is not None and before[0] == commit.step - 1:
+        kept_up = {g for g in before[1] if not (down >> g) & 1}
+        if len(gpus ^ kept_up) > cap:
+            out.append(f"step {commit.step}: {app} swaps {len(gpus ^ kept_up)} GPUs, above {cap} (R4)")
+    return out

@@ -17,11 +17,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from gpualloc.agent.node.binders import FileBinder
 from gpualloc.agent.node.kafka_loop import NodeAgent
-from gpualloc.agent.service.kafka_loop import AgentService, AgentSettings
+from gpualloc.agent.service.kafka_loop import AgentService
 from gpualloc.agent.topics import Topics, key_of
 from gpualloc.agent.upstream import complete_jobs
 from kafka_broker import FAST_GROUP, unique_topic
-from gpualloc.solvers.simulation.simulator import online_violations
+from gpualloc.schemas.config import AgentSettings, RollingFullMode
+from gpualloc.solvers.legality import online_violations
 
 pytestmark = pytest.mark.kafka
 
@@ -88,8 +89,8 @@ async def read_all(bootstrap: str, topic: str) -> list[dict]:
 async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
     topics = Topics.with_prefix(unique_topic("agent") + ".")
     stop = asyncio.Event()
-    agent = AgentService(AgentSettings(kafka_bootstrap, topics=topics, step_seconds=STEP, full_mode_every=0,
-                                       group_id=unique_topic("g"), client=FAST_GROUP))
+    agent = AgentService(kafka_bootstrap, AgentSettings(step_seconds=STEP, full_mode=RollingFullMode(every=0),
+                                                        group_id=unique_topic("g")), topics, client=FAST_GROUP)
     ready = asyncio.Event()
     dirs = [tmp_path / "node0", tmp_path / "node1"]
     nodes = [NodeAgent(kafka_bootstrap, k, range(8 * k, 8 * k + 8), FileBinder(dirs[k]), topics=topics)

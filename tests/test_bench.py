@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 
 import pytest
 
 from gpualloc.agent.reports.bench import Report, bench_scenario, run_bench
 from conftest import make
-from gpualloc.solvers import SCHEDULERS
+from gpualloc.solvers import POLICIES
+from gpualloc.solvers.policies.policy import Solution
 from gpualloc.solvers.simulation.scenarios import generate_scenario
 
 
@@ -46,11 +49,11 @@ def test_illegal_heuristic_plan_fails_the_bench(monkeypatch):
     sc, problem = make(4, 2, [{"id": "a", "kind": "training", "priority": 1, "gpus": 2, "duration": 2}])
 
     def broken(p):  # a 2-GPU job on GPUs 0 and 2: not contiguous (R3)
-        schedule = SCHEDULERS["fifo"](p)
+        schedule = POLICIES["fifo"].schedule(p)
         schedule.batch["a"] = (0, 0b101)
         return schedule
 
-    monkeypatch.setitem(SCHEDULERS, "heuristic", broken)
+    monkeypatch.setitem(POLICIES, "heuristic", replace(POLICIES["heuristic"], solve=lambda p, o: Solution(broken(p))))
     report = Report([bench_scenario(sc, repeat=1)], 1)
     assert not report.ok and report.exit_code == 1
     assert "FAIL hand: heuristic plan is illegal: R3" in report.table()
@@ -62,7 +65,7 @@ def test_crashing_scheduler_fails_the_bench(monkeypatch):
     def crash(p):
         raise RuntimeError("boom")
 
-    monkeypatch.setitem(SCHEDULERS, "heuristic", crash)
+    monkeypatch.setitem(POLICIES, "heuristic", replace(POLICIES["heuristic"], solve=lambda p, o: crash(p)))
     row = bench_scenario(sc, repeat=1)
     assert not row.ok and row.runs["heuristic"].error == "RuntimeError: boom"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gpualloc.solvers.policies import policy
+
 import pytest
 
 from gpualloc import benchmarks
@@ -31,7 +33,7 @@ def test_heuristic_plan_is_legal(solved):
 
 def test_fifo_plan_is_legal_under_its_exemptions(solved):
     problem, fifo, _ = solved
-    assert [str(v) for v in check_plan(problem, fifo.grid, "fifo")] == []
+    assert [str(v) for v in policy("fifo").check(problem, fifo.grid)] == []
 
 
 def test_heuristic_value_is_at_least_fifo_value(solved):

@@ -149,9 +149,11 @@ def test_demo_writes_one_svg_per_bundled_scenario(tmp_path):
 
 
 def test_internal_errors_are_reported_without_traceback(monkeypatch, capsys):
-    from gpualloc.solvers import SCHEDULERS
+    from dataclasses import replace
 
-    monkeypatch.setitem(SCHEDULERS, "heuristic", lambda p: 1 / 0)
+    from gpualloc.solvers import POLICIES
+
+    monkeypatch.setitem(POLICIES, "heuristic", replace(POLICIES["heuristic"], solve=lambda p, o: 1 / 0))
     monkeypatch.delenv("GPUALLOC_DEBUG", raising=False)
     assert main(["solve", MIXED]) == 3
     assert "internal error: ZeroDivisionError" in capsys.readouterr().err

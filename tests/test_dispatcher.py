@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 import orjson
 
 from gpualloc.agent.service.dispatcher import Dispatcher, Record
+from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.schemas.events import AllocationDecided, InputRejected, PlanCommitted
 from gpualloc.solvers.legality import check_plan
 
@@ -33,7 +34,7 @@ def payloads(outputs, model):
 
 
 def configured() -> Dispatcher:
-    d = Dispatcher("default", step_seconds=10)
+    d = Dispatcher("default", interpreter=Pool(step_seconds=10))
     d.handle([rec("pool.configured", POOL, 0, "gpualloc.config")], T0)
     return d
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gpualloc.solvers.policies import policy
+
 from conftest import app, batch, make, show
 from gpualloc.solvers import check_plan, solve
 
@@ -9,7 +11,7 @@ from gpualloc.solvers import check_plan, solve
 def fifo_grid(gpus, horizon, jobs, **extra):
     _, problem = make(gpus, horizon, jobs, **extra)
     plan = solve(problem, "fifo")
-    assert check_plan(problem, plan.grid, "fifo") == []
+    assert policy("fifo").check(problem, plan.grid) == []
     return plan
 
 

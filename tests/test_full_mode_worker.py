@@ -8,14 +8,14 @@ from gpualloc.agent.service.full_mode_worker import FullModeWorker
 from gpualloc.solvers.policies.fifo import fifo_schedule
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
-from gpualloc.solvers.policies.milp.model import MilpOptions
+from gpualloc.schemas.config import FullModeOptions
 from gpualloc.solvers.planner.state import JobSpec
 from planner_states import loaded_planner
 
 
 async def test_arrivals_are_decided_while_full_mode_solves_and_its_plan_is_adopted_at_the_boundary():
     planner = loaded_planner(scheduler=fifo_schedule)  # a weak hot path, so full mode's plan is better
-    worker = FullModeWorker(MilpOptions(time_limit=30, node_limit=50), max_jobs=12)
+    worker = FullModeWorker(FullModeOptions(time_limit=30, node_limit=50), max_jobs=12)
     try:
         assert worker.launch(planner) and not worker.launch(planner)  # one solve at a time
         decided_while_busy = 0

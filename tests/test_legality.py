@@ -8,6 +8,7 @@ import pytest
 
 from conftest import app, batch, grid, make
 from gpualloc.solvers import check_plan
+from gpualloc.solvers.policies import policy
 
 # Nodes {0,1} {2,3} {4,5}; swap cap 1. x runs on GPU 5 for 2 steps; a (2 GPUs, 2 steps)
 # arrives at step 1; b is a 1-step job; r wants [1, 1, 2, 2] GPUs, holds GPU 0 before step 0.
@@ -37,12 +38,12 @@ def edit(cells: dict[tuple[int, int], str | None]):
 
 
 def rules(problem, g, scheduler="heuristic") -> set[tuple[str, str | None]]:
-    return {(v.rule, v.job) for v in check_plan(problem, g, scheduler)}
+    return {(v.rule, v.job) for v in policy(scheduler).check(problem, g)}
 
 
 def test_legal_grid_is_accepted(problem):
     assert check_plan(problem, LEGAL) == []
-    assert check_plan(problem, LEGAL, "fifo") == []
+    assert policy("fifo").check(problem, LEGAL) == []
 
 
 def test_empty_grid_breaks_r5_and_the_realtime_floor(problem):

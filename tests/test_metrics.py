@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gpualloc.solvers.policies import policy
+
 import pytest
 
 from conftest import app, batch, grid, make
@@ -17,7 +19,7 @@ def test_metrics_of_a_hand_computed_grid():
                              batch("c", 1, 1, priority=2, arrival=5), app("r", [1, 2], priority=4)],
                       time_decay=0.5, realtime_penalty=2)
     g = grid("aa", "rb", "r.")
-    assert check_plan(problem, g, "fifo") == []
+    assert policy("fifo").check(problem, g) == []
     m = compute_metrics(problem, g)
     assert m.value == pytest.approx(4.5 + 0.5 + 4.0)
     assert m.objective == pytest.approx(5.0 - 2 * 4.0)

@@ -18,7 +18,8 @@ from gpualloc.solvers.simulation.scenarios import generate_scenario
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.metrics import objective_of
-from gpualloc.solvers.policies.milp.model import MilpOptions, solve_milp, solver_available
+from gpualloc.schemas.config import FullModeOptions
+from gpualloc.solvers.policies.milp.model import solve_milp, solver_available
 from gpualloc.solvers.problem import Problem, bits_of
 
 
@@ -107,38 +108,38 @@ TINY = [
 @pytest.mark.parametrize("problem", TINY, ids=[f"tiny{i}" for i in range(len(TINY))])
 def test_highs_finds_the_brute_force_optimum(problem):
     need("highs")
-    result = solve_milp(problem, MilpOptions(time_limit=30))
+    result = solve_milp(problem, FullModeOptions(time_limit=30))
     assert result.objective == pytest.approx(brute_force(problem), abs=1e-6)
     assert result.bound == pytest.approx(result.objective, abs=1e-4)
-    assert check_plan(problem, to_grid(problem, result.schedule), "milp") == []
+    assert check_plan(problem, to_grid(problem, result.schedule)) == []
 
 
 @pytest.mark.parametrize("problem", TINY, ids=[f"tiny{i}" for i in range(len(TINY))])
 def test_cbc_and_highs_agree_on_optimal_objectives(problem):
     need("highs")
     need("cbc")
-    highs = solve_milp(problem, MilpOptions(solver="highs", time_limit=30))
-    cbc = solve_milp(problem, MilpOptions(solver="cbc", time_limit=30))
+    highs = solve_milp(problem, FullModeOptions(solver="highs", time_limit=30))
+    cbc = solve_milp(problem, FullModeOptions(solver="cbc", time_limit=30))
     assert highs.status == "optimal" and cbc.status == "optimal"
     assert cbc.objective == pytest.approx(highs.objective, abs=1e-6)
-    assert check_plan(problem, to_grid(problem, cbc.schedule), "milp") == []
+    assert check_plan(problem, to_grid(problem, cbc.schedule)) == []
 
 
 def test_full_mode_improves_the_warm_start_on_a_bundled_scenario():
     """training_heavy: the heuristic is 0.4% short of the optimum, which HiGHS proves."""
     need("highs")
     problem = compile_scenario(load_scenario(benchmarks.scenario_dir() / "training_heavy.json"))
-    result = solve_milp(problem, MilpOptions(time_limit=120))
+    result = solve_milp(problem, FullModeOptions(time_limit=120))
     assert result.warm_objective == pytest.approx(objective_of(problem, heuristic_schedule(problem)))
     assert result.source == "milp" and result.objective > result.warm_objective + 1
     assert result.gap is not None and result.gap <= 1e-3
-    assert check_plan(problem, to_grid(problem, result.schedule), "milp") == []
+    assert check_plan(problem, to_grid(problem, result.schedule)) == []
 
 
 def test_a_work_limit_makes_full_mode_reproducible():
     need("highs")
     problem = compile_scenario(Scenario.model_validate(generate_scenario(8, 10, 3)))
-    options = MilpOptions(time_limit=None, node_limit=50, threads=1, seed=0)
+    options = FullModeOptions(time_limit=None, node_limit=50, threads=1, seed=0)
     first, second = solve_milp(problem, options), solve_milp(problem, options)
     assert to_grid(problem, first.schedule) == to_grid(problem, second.schedule)
     assert first.objective == second.objective
@@ -152,8 +153,8 @@ def test_full_mode_is_legal_and_never_below_the_heuristic(gpus, jobs, seed, hori
     problem = compile_scenario(Scenario.model_validate(
         generate_scenario(gpus, jobs, seed, horizon=horizon, swap_cap=cap)))
     warm = heuristic_schedule(problem)
-    result = solve_milp(problem, MilpOptions(time_limit=10), warm=warm)
-    assert check_plan(problem, to_grid(problem, result.schedule), "milp") == []
+    result = solve_milp(problem, FullModeOptions(time_limit=10), warm=warm)
+    assert check_plan(problem, to_grid(problem, result.schedule)) == []
     assert result.objective >= objective_of(problem, warm) - 1e-6
     if result.bound is not None:
         assert result.bound >= result.objective - 1e-6
@@ -164,7 +165,7 @@ def test_highs_accepts_the_heuristic_as_its_mip_start(capfd):
     need("highs")
     problem = TINY[0]
     warm = heuristic_schedule(problem)
-    solve_milp(problem, MilpOptions(time_limit=10, progress=True), warm=warm)
+    solve_milp(problem, FullModeOptions(time_limit=10, progress=True), warm=warm)
     log = capfd.readouterr().out
     assert "MIP start solution is feasible" in log
     reported = float(log.split("MIP start solution is feasible: objective value is")[1].split()[0])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 import uuid
@@ -183,19 +182,14 @@ async def test_malformed_messages_are_skipped_and_failed_binds_reported(kafka_bo
     assert FileBinder(d).bound() == {"a1": [0]}
 
 
-CLI = ("import argparse, sys; from gpualloc.agent.node.kafka_loop import add_parser, run_cli; "
-       "p = argparse.ArgumentParser(prog='gpualloc'); add_parser(p.add_subparsers()); "
-       "sys.exit(run_cli(p.parse_args(sys.argv[1:])))")
 
 
 async def test_cli_runs_until_sigterm(kafka_bootstrap: str, tmp_path: Path) -> None:
     prefix = unique_topic("n") + "."
     topics, d = Topics.with_prefix(prefix), tmp_path / "binds"
-    root = Path(__file__).resolve().parent.parent
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", CLI, "node-agent", "--node", "1", "--gpus", "8-15", "--bootstrap", kafka_bootstrap,
-        "--bind-dir", str(d), "--topic-prefix", prefix, cwd=root, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(root)})
+        sys.executable, "-m", "gpualloc", "node-agent", "--node", "1", "--gpus", "8-15", "--bootstrap", kafka_bootstrap,
+        "--bind-dir", str(d), "--topic-prefix", prefix, cwd=tmp_path, stderr=asyncio.subprocess.PIPE)
     lines: list[str] = []
 
     async def collect() -> None:

@@ -309,20 +309,18 @@ def test_hook_binder_timeout_and_missing_command(tmp_path: Path) -> None:
 # ---- the command line -----------------------------------------------------------------------
 
 def parser():
-    import argparse
+    from gpualloc.agent.cli import build_parser
 
-    from gpualloc.agent.node.kafka_loop import add_parser
-
-    p = argparse.ArgumentParser(prog="gpualloc")
-    add_parser(p.add_subparsers(dest="command"))
-    return p
+    return build_parser()
 
 
 def test_cli_parses_a_node_agent() -> None:
+    from gpualloc.agent.cli.arguments import settings_of
+
     args = parser().parse_args(["node-agent", "--node", "1", "--gpus", "8-15", "--bootstrap", "h:9092",
                                 "--hook", "/bin/true", "x", "--bind-dir", "d"])
-    assert (args.node, args.gpus, args.hook, args.bind_dir, args.pool) == (1, range(8, 16), ["/bin/true", "x"], "d",
-                                                                           "default")
+    assert (args.node, args.gpus, args.hook, args.bind_dir, settings_of(args).pool) == (
+        1, range(8, 16), ["/bin/true", "x"], "d", "default")
 
 
 @pytest.mark.parametrize("bad", ["7-3", "a-b", "-1", "1-", "0-x"])
@@ -333,8 +331,7 @@ def test_cli_bad_gpu_range_names_the_option(bad: str, capsys: pytest.CaptureFixt
 
 
 def test_cli_needs_a_binder(capsys: pytest.CaptureFixture[str]) -> None:
-    from gpualloc.agent.node.kafka_loop import run_cli
+    from gpualloc.agent.cli import main
 
-    args = parser().parse_args(["node-agent", "--node", "0", "--gpus", "0-7", "--bootstrap", "h:1"])
-    assert run_cli(args) == 2
+    assert main(["node-agent", "--node", "0", "--gpus", "0-7", "--bootstrap", "h:1"]) == 2
     assert "--bind-dir" in capsys.readouterr().err

@@ -10,6 +10,8 @@ and which features appear (running jobs, late arrivals, min/max floors, `current
 
 from __future__ import annotations
 
+from gpualloc.solvers.policies import policy
+
 import json
 
 from hypothesis import HealthCheck, given, settings
@@ -49,7 +51,7 @@ def test_generated_plans_are_legal_and_the_heuristic_is_deterministic(args):
     scenario = Scenario.model_validate(generate_scenario(**args))  # the generator's own promise
     problem = compile_scenario(scenario)
     fifo = solve(problem, "fifo")
-    assert [str(v) for v in check_plan(problem, fifo.grid, "fifo")] == []
+    assert [str(v) for v in policy("fifo").check(problem, fifo.grid)] == []
     heuristic = solve(problem, "heuristic")
     assert [str(v) for v in check_plan(problem, heuristic.grid)] == []
     assert solve(problem, "heuristic").grid == heuristic.grid
@@ -120,7 +122,7 @@ def test_drawn_plans_are_legal_and_the_heuristic_is_deterministic(data):
     scenario = Scenario.model_validate(data)
     problem = compile_scenario(scenario)
     fifo = solve(problem, "fifo")
-    assert [str(v) for v in check_plan(problem, fifo.grid, "fifo")] == []
+    assert [str(v) for v in policy("fifo").check(problem, fifo.grid)] == []
     heuristic = solve(problem, "heuristic")
     assert [str(v) for v in check_plan(problem, heuristic.grid)] == [], json.dumps(data)
     assert solve(problem, "heuristic").grid == heuristic.grid

@@ -12,7 +12,9 @@ from gpualloc.agent.cli import main
 from gpualloc.agent.loading import InputError
 from gpualloc.agent.traces import read_trace, write_trace
 from gpualloc.schemas.events import parse_event
-from gpualloc.solvers.simulation.simulator import SimOptions, executed_violations, report, simulate
+from gpualloc.schemas.config import FullModeOptions, RollingFullMode
+from gpualloc.solvers.simulation.report import executed_violations, report
+from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 from gpualloc.solvers.simulation.traces import generate_trace
 
 
@@ -45,12 +47,13 @@ def test_the_same_trace_gives_the_same_schedules_and_decisions(day16):
 
 def test_full_mode_every_k_steps_stays_legal_and_reproducible():
     events = events_of(gpus=8, days=1, jobs=12, apps=1, seed=2)
-    options = SimOptions(policies=("heuristic+milp",), milp_every=6, milp_node_limit=20, milp_time_limit=None)
+    options = SimOptions(policies=("heuristic+milp",), full_mode=RollingFullMode(
+        every=6, options=FullModeOptions(node_limit=20, time_limit=None)))
     first, second = simulate(events, options), simulate(events, options)
-    run = first.runs["heuristic+milp"]
+    run = first.runs["full-mode"]
     assert executed_violations(first, run) == []
-    assert run.commits == second.runs["heuristic+milp"].commits
-    assert all(step % 6 == 0 for step in run.milp_adopted)
+    assert run.commits == second.runs["full-mode"].commits
+    assert all(step % 6 == 0 for step in run.full_mode_adopted)
 
 
 def test_a_node_going_down_fails_and_requeues_its_jobs():
@@ -96,11 +99,11 @@ def test_adopted_full_mode_plans_are_recorded_and_a_replay_reuses_them():
     step, are adopted when better. Replaying the trace with the recorded plans (no solver)
     gives the same decisions and commits."""
     events = events_of(gpus=16, days=1, jobs=40, apps=1, seed=3)
-    options = SimOptions(policies=("heuristic+milp",), milp_every=6, milp_node_limit=10, milp_max_jobs=8,
-                         milp_time_limit=None)
-    run = simulate(events, options).runs["heuristic+milp"]
-    assert run.milp_adopted, run.full_mode
+    options = SimOptions(policies=("heuristic+milp",), full_mode=RollingFullMode(
+        every=6, max_jobs=8, options=FullModeOptions(node_limit=10, time_limit=None)))
+    run = simulate(events, options).runs["full-mode"]
+    assert run.full_mode_adopted, run.full_mode
     assert all(step % 6 == 0 for step, _ in run.full_mode)
-    replay = simulate(events, options, recorded=run.recorded()).runs["heuristic+milp"]
+    replay = simulate(events, options, recorded=run.recorded()).runs["full-mode"]
     assert replay.full_mode == []  # nothing solved
     assert replay.commits == run.commits and replay.decisions == run.decisions

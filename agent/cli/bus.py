@@ -1,42 +1,27 @@
-"""The bus commands of `gpualloc`: agent, node-agent, publish and tail (argparse + asyncio).
-
-Each runs until it is done or SIGTERM/SIGINT arrives, then closes its Kafka clients cleanly. A
-broker that cannot be reached or a bad option is reported in one line (exit 2), no traceback.
-"""
+"""The bus commands: agent, node-agent, publish and tail. Each runs until it is done or
+SIGTERM/SIGINT arrives, then closes its Kafka clients cleanly (`running.run_until_signal`)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
+import logging
 import sys
 from datetime import datetime, timezone
 
 import orjson
-from aiokafka.errors import KafkaConnectionError
 from pydantic import ValidationError
 
+from gpualloc.agent.cli.arguments import (bootstrap_of, bus_arguments, gpu_range, nonnegative_int, positive_float,
+                                          positive_int, setting, settings_of)
+from gpualloc.agent.cli.running import run_until_signal
 from gpualloc.agent.loading import InputError, read_text
 from gpualloc.agent.topics import Topics
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import PoolConfigured, envelope
+from gpualloc.solvers.policies import online_policy
 
-EXIT_OK, EXIT_INPUT = 0, 2
-
-
-def _run_until_signal(body) -> None:
-    """Run `body(stop)` with SIGTERM/SIGINT setting `stop` (the body finishes its pass and closes)."""
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await body(stop)
-
-    try:
-        asyncio.run(main())
-    except KafkaConnectionError as e:
-        raise InputError("--bootstrap", [f"cannot reach Kafka: {e}"]) from None
+EXIT_OK = 0
 
 
 def _initial_config(path: str | None, pool: str) -> bytes | None:
@@ -53,17 +38,46 @@ def _initial_config(path: str | None, pool: str) -> bytes | None:
     return orjson.dumps(message)
 
 
-def cmd_agent(args: argparse.Namespace) -> int:
-    from gpualloc.agent.service.kafka_loop import AgentService, AgentSettings
+def _logging() -> None:
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    settings = AgentSettings(args.bootstrap, args.pool, Topics.with_prefix(args.topic_prefix), args.step_seconds,
-                             full_mode_every=args.full_mode_every, full_mode_time_limit=args.full_mode_time_limit,
-                             initial_config=_initial_config(args.config, args.pool))
-    service = AgentService(settings)
-    _run_until_signal(service.run)
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    from gpualloc.agent.service.kafka_loop import AgentService
+
+    settings = settings_of(args)
+    try:
+        online_policy(settings.agent.policy)
+    except ValueError as e:
+        raise InputError("--policy", [str(e)]) from None
+    bootstrap = bootstrap_of(settings)
+    service = AgentService(bootstrap, settings.agent, Topics.with_prefix(settings.topic_prefix), settings.pool,
+                           initial_config=_initial_config(args.config, settings.pool))
+    run_until_signal(service.run, bootstrap)
     s = service.stats
     print(f"agent stopped: {s.records} records, {s.decisions} decisions, {s.commits} commits, "
           f"{s.rejected} dead-lettered", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_node_agent(args: argparse.Namespace) -> int:
+    """Bind this node's GPUs until SIGTERM or SIGINT."""
+    from gpualloc.agent.node.binders import Binder, FileBinder, HookBinder
+    from gpualloc.agent.node.kafka_loop import NodeAgent
+
+    if not args.bind_dir and not args.hook:
+        raise InputError("node-agent", ["give --bind-dir DIR, --hook CMD [ARG ...], or both"])
+    settings = settings_of(args)
+    bootstrap = bootstrap_of(settings)
+    binder: Binder = HookBinder(args.hook, state_dir=args.bind_dir) if args.hook else FileBinder(args.bind_dir)
+    if args.hook and not args.bind_dir:
+        print("gpualloc: node-agent: note: without --bind-dir the hook's record is in memory only; "
+              "a restart cannot release what it bound before", file=sys.stderr)
+    _logging()
+    agent = NodeAgent(bootstrap, args.node, args.gpus, binder, pool=settings.pool,
+                      topics=Topics.with_prefix(settings.topic_prefix), settings=settings.node_agent)
+    run_until_signal(agent.run, bootstrap)
     return EXIT_OK
 
 
@@ -71,71 +85,68 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from gpualloc.agent.traces import read_trace_messages
     from gpualloc.agent.upstream import publish_trace
 
+    settings = settings_of(args)
+    bootstrap = bootstrap_of(settings)
     events = read_trace_messages(args.trace)
 
     async def body(stop: asyncio.Event) -> None:
-        task = asyncio.create_task(publish_trace(args.bootstrap, events, Topics.with_prefix(args.topic_prefix), args.step_seconds, args.complete))
+        task = asyncio.create_task(publish_trace(bootstrap, events, Topics.with_prefix(settings.topic_prefix),
+                                                 args.step_seconds, args.complete))
         await asyncio.wait([task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
         if not task.done():
             task.cancel()
         else:
             print(f"published {task.result()} events", file=sys.stderr)
 
-    _run_until_signal(body)
+    run_until_signal(body, bootstrap)
     return EXIT_OK
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
     from gpualloc.agent.upstream import tail
 
-    _run_until_signal(lambda stop: tail(args.bootstrap, Topics.with_prefix(args.topic_prefix), stop, args.from_beginning, sys.stdout))
+    settings = settings_of(args)
+    bootstrap = bootstrap_of(settings)
+    topics = Topics.with_prefix(settings.topic_prefix)
+    run_until_signal(lambda stop: tail(bootstrap, topics, stop, args.from_beginning, sys.stdout), bootstrap)
     return EXIT_OK
 
 
-def _checked(convert, ok, what: str):
-    """An argparse type: `convert` the text, or an error naming the rule it breaks."""
-    def parse(text: str):
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
-        if not ok(value):
-            raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
-        return value
-    return parse
-
-
-_nonnegative_int = _checked(int, lambda v: v >= 0, "an integer >= 0")
-_positive_float = _checked(float, lambda v: v > 0, "a number > 0")
-
-
-def _bus_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="Kafka bootstrap servers")
-    p.add_argument("--topic-prefix", default="", help="prefix for every topic name (isolated runs)")
-
-
-def add_bus_commands(sub) -> None:
-    from gpualloc.agent.node import kafka_loop as node_agent
-
+def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("agent", help="run the allocation agent on Kafka (decisions per arrival, a commit per step)")
-    _bus_arguments(p)
-    p.add_argument("--pool", default="default", help="the pool this agent plans (default: default)")
+    bus_arguments(p)
     p.add_argument("--config", help="JSON file of pool.configured fields to start with (else wait for the topic)")
-    p.add_argument("--step-seconds", type=_positive_float, help="compressed clock: seconds per step (default: step_minutes)")
-    p.add_argument("--full-mode-every", type=_nonnegative_int, default=1, help="steps between full-mode runs (0: off; default 1)")
-    p.add_argument("--full-mode-time-limit", type=_positive_float, help="seconds per full-mode run (default: half a step, at most 60)")
+    setting(p, "--step-seconds", path="agent.step_seconds", type=positive_float, shown="the pool's step_minutes",
+            help="compressed clock: seconds per step")
+    setting(p, "--policy", path="agent.policy", help="the online policy: HOT or HOT+FULL, registered names")
+    setting(p, "--full-mode-every", path="agent.full_mode.every", type=nonnegative_int,
+            help="steps between full-mode solves (0: off)")
+    setting(p, "--full-mode-time-limit", path="agent.full_mode.options.time_limit", type=positive_float,
+            shown="half a step, at most agent.full_mode_time_cap", help="seconds per full-mode solve")
+    setting(p, "--full-mode-jobs", path="agent.full_mode.max_jobs", type=positive_int,
+            help="queued jobs full mode plans (the most valuable)")
     p.set_defaults(func=cmd_agent)
 
-    node_agent.add_parser(sub)
+    p = sub.add_parser("node-agent", help="bind this node's GPUs as the agent's decisions and commits say",
+                       description="Follow the pool's decisions and commits on Kafka and bind/release this "
+                                   "node's GPUs through env files (--bind-dir) and/or a hook command (--hook).")
+    p.add_argument("--node", type=nonnegative_int, required=True, help="this node's id (the key of its binding reports)")
+    p.add_argument("--gpus", type=gpu_range, required=True, metavar="FIRST-LAST",
+                   help="this node's pool-global GPU indices, inclusive (e.g. 8-15 for node 1 of 8-GPU nodes)")
+    bus_arguments(p)
+    p.add_argument("--bind-dir", metavar="DIR", help="one env file per bound job (with --hook: the hook's record)")
+    p.add_argument("--hook", nargs="+", metavar=("CMD", "ARG"),
+                   help="run CMD [ARG ...] bind JOB LOCAL_IDS / release JOB (no shell)")
+    p.set_defaults(func=cmd_node_agent)
 
     p = sub.add_parser("publish", help="publish a trace of contract events to their topics")
     p.add_argument("trace", help="JSONL file of contract events (see `gpualloc trace`)")
-    _bus_arguments(p)
-    p.add_argument("--step-seconds", type=_positive_float, help="pace the trace on a compressed clock, stamping send times")
+    bus_arguments(p, pool=False)
+    p.add_argument("--step-seconds", type=positive_float, help="pace the trace on a compressed clock, stamping send times")
     p.add_argument("--complete", action="store_true", help="also play the platform: complete each job its actual duration after it starts")
     p.set_defaults(func=cmd_publish)
 
     p = sub.add_parser("tail", help="print decisions, commits, bindings and dead letters as readable lines")
-    _bus_arguments(p)
+    bus_arguments(p, pool=False)
     p.add_argument("--from-beginning", action="store_true")
     p.set_defaults(func=cmd_tail)

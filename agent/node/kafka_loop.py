@@ -21,11 +21,8 @@ the planner ignores `job.failed` for ids it does not run as jobs.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
-import signal
-import sys
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -34,17 +31,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.errors import KafkaError, KafkaTimeoutError
 from pydantic import ValidationError
 
-from gpualloc.agent.node.binders import Binder, FileBinder, HookBinder
+from gpualloc.agent.node.binders import Binder
 from gpualloc.agent.node.core import Action, NodeState, read_commit
 from gpualloc.agent.topics import Topics, decode, encode
+from gpualloc.schemas.config import NodeAgentSettings
 from gpualloc.schemas.events import BindingReported, JobRef, PlanCommitted, envelope
 
 log = logging.getLogger("gpualloc.node_agent")
 
-RESYNC_DEPTH = 50  # messages read back per commits partition to find the pool's latest commit
-RESYNC_TIMEOUT_S = 30.0
-POLL_MS = 200  # upper bound on how long a set `stop` goes unnoticed while following
-PARTITIONS_WAIT_S = 5.0
 
 
 class NodeAgent:
@@ -53,13 +47,14 @@ class NodeAgent:
     `ready` is set once the resync is done and the agent follows the topics."""
 
     def __init__(self, bootstrap: str, node: int, gpus_range: range, binder: Binder, pool: str = "default",
-                 topics: Topics = Topics(), step: int | None = None, resync_depth: int = RESYNC_DEPTH) -> None:
+                 topics: Topics = Topics(), step: int | None = None,
+                 settings: NodeAgentSettings = NodeAgentSettings()) -> None:
         if gpus_range.step != 1 or len(gpus_range) == 0 or gpus_range.start < 0:
             raise ValueError(f"gpus_range: must be a non-empty range of indices >= 0 with step 1, got {gpus_range}")
         self.bootstrap, self.binder, self.topics = bootstrap, binder, topics
         self.state = NodeState(node, gpus_range.start, len(gpus_range), pool)
         self.step = step
-        self.resync_depth = resync_depth
+        self.settings = settings
         self.ready = asyncio.Event()
         self._producer: AIOKafkaProducer | None = None
 
@@ -89,7 +84,7 @@ class NodeAgent:
         assert self._producer is not None
         while not stop.is_set():
             try:  # bounded, so a `stop` set meanwhile is noticed
-                found = await asyncio.wait_for(self._producer.partitions_for(topic), PARTITIONS_WAIT_S)
+                found = await asyncio.wait_for(self._producer.partitions_for(topic), self.settings.partitions_wait_s)
                 return [TopicPartition(topic, p) for p in sorted(found)]
             except (KafkaTimeoutError, TimeoutError):
                 log.warning("node %d: topic %s not available yet; retrying", self.state.node, topic)
@@ -111,7 +106,7 @@ class NodeAgent:
         await self._execute(self.state.resync(record, commit, event_id))
         self.ready.set()
         while not stop.is_set():
-            for records in (await consumer.getmany(timeout_ms=POLL_MS)).values():
+            for records in (await consumer.getmany(timeout_ms=self.settings.poll_ms)).values():
                 for r in records:
                     await self._handle(r)
 
@@ -122,12 +117,12 @@ class NodeAgent:
         ends = await consumer.end_offsets(tps)
         begins = await consumer.beginning_offsets(tps)
         for tp in tps:
-            consumer.seek(tp, max(begins[tp], ends[tp] - self.resync_depth))
+            consumer.seek(tp, max(begins[tp], ends[tp] - self.settings.resync_depth))
         pending = {tp for tp in tps if ends[tp] > begins[tp]}
         best: tuple[str, PlanCommitted] | None = None
-        deadline = asyncio.get_running_loop().time() + RESYNC_TIMEOUT_S
+        deadline = asyncio.get_running_loop().time() + self.settings.resync_timeout_s
         while pending and not stop.is_set():
-            for records in (await consumer.getmany(*pending, timeout_ms=POLL_MS)).values():
+            for records in (await consumer.getmany(*pending, timeout_ms=self.settings.poll_ms)).values():
                 for r in records:
                     found = self._commit_of(r)
                     if found and (best is None or found[1].seq > best[1].seq):
@@ -228,74 +223,3 @@ class NodeAgent:
             await self._producer.send_and_wait(topic, encode(message), key=key.encode())
         except KafkaError as e:  # reports are notices: a lost one must not stop the binding
             log.error("node %d: publishing %s to %s failed: %s", self.state.node, kind, topic, e)
-
-
-# ---- command line ---------------------------------------------------------------------------
-
-def gpu_range(text: str) -> range:
-    """`8-15` (inclusive, pool-global) or `3` -> a range; argparse names the option on error."""
-    first, sep, last = text.partition("-")
-    try:
-        lo, hi = int(first), int(last) if sep else int(first)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected FIRST-LAST pool-global GPU indices like 8-15, got {text!r}") from None
-    if lo < 0 or hi < lo:
-        raise argparse.ArgumentTypeError(f"expected 0 <= FIRST <= LAST, got {text!r}")
-    return range(lo, hi + 1)
-
-
-def _node_id(text: str) -> int:
-    try:
-        node = int(text)
-    except ValueError:
-        node = -1
-    if node < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
-    return node
-
-
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """The `node-agent` sub-command on an argparse subparsers object."""
-    p = sub.add_parser("node-agent", help="bind this node's GPUs as the agent's decisions and commits say",
-                       description="Follow the pool's decisions and commits on Kafka and bind/release this "
-                                   "node's GPUs through env files (--bind-dir) and/or a hook command (--hook).")
-    p.add_argument("--node", type=_node_id, required=True, help="this node's id (the key of its binding reports)")
-    p.add_argument("--gpus", type=gpu_range, required=True, metavar="FIRST-LAST",
-                   help="this node's pool-global GPU indices, inclusive (e.g. 8-15 for node 1 of 8-GPU nodes)")
-    p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="Kafka bootstrap servers")
-    p.add_argument("--pool", default="default")
-    p.add_argument("--bind-dir", metavar="DIR", help="one env file per bound job (with --hook: the hook's record)")
-    p.add_argument("--hook", nargs="+", metavar=("CMD", "ARG"),
-                   help="run CMD [ARG ...] bind JOB LOCAL_IDS / release JOB (no shell)")
-    p.add_argument("--topic-prefix", default="", metavar="P", help="prefix every default topic name")
-    p.set_defaults(func=run_cli)
-    return p
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    """Run the node agent until SIGTERM or SIGINT; 2 when neither --bind-dir nor --hook is given."""
-    if not args.bind_dir and not args.hook:
-        print("gpualloc: node-agent: give --bind-dir DIR, --hook CMD [ARG ...], or both", file=sys.stderr)
-        return 2
-    binder: Binder = HookBinder(args.hook, state_dir=args.bind_dir) if args.hook else FileBinder(args.bind_dir)
-    if args.hook and not args.bind_dir:
-        print("gpualloc: node-agent: note: without --bind-dir the hook's record is in memory only; "
-              "a restart cannot release what it bound before", file=sys.stderr)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    topics = Topics.with_prefix(args.topic_prefix)
-    agent = NodeAgent(args.bootstrap, args.node, args.gpus, binder, pool=args.pool, topics=topics)
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await agent.run(stop)
-
-    try:
-        asyncio.run(main())
-    except KafkaError as e:
-        print(f"gpualloc: node-agent: Kafka at {args.bootstrap}: {e}", file=sys.stderr)
-        return 3
-    return 0

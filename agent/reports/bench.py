@@ -2,7 +2,7 @@
 
 Per scenario: utilization and value FIFO -> heuristic, the value gain, the heuristic objective
 as a share of the best-known objective, and p50 solve latency of each scheduler over `repeat`
-timed runs. Every plan is checked with `check_plan` (FIFO under its exemptions); a plan that is
+timed runs. Every plan is checked by the validator under its policy's exemptions (FIFO's); a plan that is
 illegal, a scheduler that crashes, or repeated runs that disagree make the report fail.
 """
 
@@ -17,7 +17,8 @@ from typing import Any
 from gpualloc import benchmarks
 from gpualloc.agent.loading import InputError, load_scenario
 from gpualloc.schemas import Plan, Scenario
-from gpualloc.solvers import SCHEDULERS, Problem, build_plan, check_plan, compile_scenario
+from gpualloc.solvers import POLICIES, Problem, build_plan, compile_scenario
+from gpualloc.solvers.policies.policy import Solution
 from gpualloc.solvers.simulation.scenarios import generate_scenario
 
 BENCH_SCHEDULERS = ("fifo", "heuristic")
@@ -143,17 +144,17 @@ def time_scheduler(problem: Problem, scheduler: str, repeat: int) -> Run:
     try:
         for _ in range(max(1, repeat)):
             t0 = time.perf_counter()
-            schedule = SCHEDULERS[scheduler](problem)
+            schedule = POLICIES[scheduler].schedule(problem)
             ms = (time.perf_counter() - t0) * 1000.0
             run.times_ms.append(ms)
-            grids.append(build_plan(problem, scheduler, schedule, ms))
+            grids.append(build_plan(problem, POLICIES[scheduler], Solution(schedule), ms))
     except Exception as e:  # a crash is a result to report, not a reason to stop the bench
         run.error = f"{type(e).__name__}: {e}"
     if grids:
         run.plan = grids[0]
         run.plan.solve_ms = round(statistics.median(run.times_ms), 4)
         run.deterministic = all(p.grid == run.plan.grid for p in grids[1:])
-        run.violations = [str(v) for v in check_plan(problem, run.plan.grid, scheduler)]
+        run.violations = [str(v) for v in POLICIES[scheduler].check(problem, run.plan.grid)]
     return run
 
 

@@ -1,38 +1,18 @@
-"""Full mode at the edge: run the MILP for `solve` and `bench`, and record better best-knowns."""
+"""The full-mode bench (`gpualloc bench --milp`): objective, bound, gap and time per scenario, and
+recording better objectives and bounds in the bundled best-known.json."""
 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from gpualloc import benchmarks
-from gpualloc.agent.loading import InputError
-from gpualloc.schemas import Plan, Scenario
-from gpualloc.solvers import build_plan, check_plan, compile_scenario
-from gpualloc.solvers.policies.heuristic import heuristic_schedule
-from gpualloc.solvers.policies.milp.model import MilpOptions, MilpResult, solve_milp, solver_available
-
-
-def require_solver(name: str) -> None:
-    if not solver_available(name):
-        hint = "apt-get install coinor-cbc" if name == "cbc" else "pip install highspy"
-        raise InputError("--solver", [f"{name} is not available on this machine ({hint})"])
-
-
-def plan_of(problem, result: MilpResult, elapsed_ms: float) -> Plan:
-    """The contract's plan, with full mode's certificate as added fields."""
-    plan = build_plan(problem, "milp", result.schedule, elapsed_ms)
-    return Plan(**plan.model_dump(), bound=result.bound, gap=result.gap, status=result.status,
-                source=result.source, warm_objective=result.warm_objective,
-                build_seconds=round(result.build_seconds, 3), solve_seconds=round(result.solve_seconds, 3))
-
-
-def solve_full_mode(problem, options: MilpOptions) -> Plan:
-    t0 = time.perf_counter()
-    result = solve_milp(problem, options)
-    return plan_of(problem, result, (time.perf_counter() - t0) * 1000.0)
+from gpualloc.schemas import Scenario
+from gpualloc.schemas.config import SolveOptions
+from gpualloc.solvers import compile_scenario, policy
+from gpualloc.solvers.grid import to_grid
+from gpualloc.solvers.metrics import objective_of
 
 
 @dataclass
@@ -57,17 +37,18 @@ class FullModeRow:
         return {**asdict(self), "heuristic_share": self.heuristic_share}
 
 
-def bench_full_mode(scenarios: list[Scenario], report, options: MilpOptions) -> list[FullModeRow]:
+def bench_full_mode(scenarios: list[Scenario], options: SolveOptions) -> list[FullModeRow]:
     """One full-mode solve per scenario, warm-started from the heuristic."""
+    full = policy("full-mode")
     rows = []
     for scenario in scenarios:
         problem = compile_scenario(scenario)
-        warm = heuristic_schedule(problem)
-        result = solve_milp(problem, options, warm=warm)
-        grid = plan_of(problem, result, 0.0).grid
-        rows.append(FullModeRow(scenario.name, options.solver, result.objective, result.bound, result.gap,
-                                result.status, result.source, result.build_seconds, result.solve_seconds,
-                                result.warm_objective, not check_plan(problem, grid, "milp")))
+        solution = full.solve(problem, options)
+        c = solution.certificate
+        rows.append(FullModeRow(scenario.name, options.full_mode.solver, objective_of(problem, solution.schedule),
+                                c["bound"], c["gap"], c["status"], c["source"], c["build_seconds"],
+                                c["solve_seconds"], c["warm_objective"],
+                                not full.check(problem, to_grid(problem, solution.schedule))))
     return rows
 
 

@@ -15,11 +15,11 @@ from typing import Sequence
 from xml.sax.saxutils import escape
 
 from gpualloc.schemas import Metrics, Plan, Scenario
+from gpualloc.solvers.policies import policy
 
 KIND_HUES = {"training": 212, "batch_inference": 140, "quantization": 30, "realtime": 352}
 KIND_LABELS = {"training": "training", "batch_inference": "batch inference",
                "quantization": "quantization", "realtime": "real-time"}
-SCHEDULER_LABELS = {"fifo": "FIFO", "heuristic": "Heuristic", "milp": "MILP"}
 _UNKNOWN = ("hsl(0,0%,55%)", "#ffffff")
 _CHAR_W = 6  # px per character of the 10px label font (a safe average for sans-serif)
 _MARGIN_L, _GAP, _TOP = 48, 44, 98
@@ -94,7 +94,7 @@ def _panel(scenario: Scenario, plan: Plan, metrics: Metrics | None, x0: int, y0:
     G, T = scenario.gpus, scenario.horizon
     kinds = {j.id: j.kind for j in scenario.jobs}
     W, H = T * cw, G * ch
-    name = SCHEDULER_LABELS.get(plan.scheduler, plan.scheduler)
+    name = policy(plan.scheduler).label
     out = [f'<g class="panel" data-scheduler="{escape(plan.scheduler)}">',
            f'<text x="{x0}" y="{y0 - 40}" font-size="14" font-weight="bold">{escape(name)}</text>',
            f'<text x="{x0}" y="{y0 - 24}" font-size="11" fill="#333">{escape(_metrics_line(plan, metrics))}</text>',

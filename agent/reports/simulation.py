@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from html import escape
 
-from gpualloc.solvers.simulation.simulator import DayReport, Simulation, executed_violations
-
-COLOURS = {"fifo": "#9e9e9e", "heuristic": "#1f77b4", "heuristic+milp": "#2ca02c"}
+from gpualloc.solvers.policies import online_policy
+from gpualloc.solvers.simulation.report import DayReport, executed_violations
+from gpualloc.solvers.simulation.simulator import Simulation
 
 
 def table(rows: list[DayReport], sim: Simulation) -> str:
@@ -23,8 +23,8 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
     for policy, run in sim.runs.items():
         bad = executed_violations(sim, run)
         lines.append(f"{policy}: {'legal at every committed step' if not bad else f'{len(bad)} VIOLATIONS, first: {bad[0]}'}"
-                     + (f"; full mode adopted at {len(run.milp_adopted)} of {len(run.full_mode)} runs"
-                        if policy == "heuristic+milp" else ""))
+                     + (f"; full mode adopted at {len(run.full_mode_adopted)} of {len(run.full_mode)} runs"
+                        if online_policy(policy).full_mode is not None else ""))
     lines.append("queue and JCT in steps; value is undiscounted priority x GPU-steps (real-time: served only)")
     return "\n".join(lines)
 
@@ -57,12 +57,12 @@ def chart(rows: list[DayReport]) -> str:
                     continue
                 h = panel * getattr(r, metric) / scale
                 out.append(f'<rect x="{x0 + p * bar}" y="{y0 + panel - h:.1f}" width="{bar - 2}" height="{h:.1f}" '
-                           f'fill="{COLOURS.get(policy, "#ff7f0e")}"><title>{escape(policy)} day {day}: '
+                           f'fill="{online_policy(policy).colour}"><title>{escape(policy)} day {day}: '
                            f'{getattr(r, metric):.3f}</title></rect>')
             out.append(f'<text x="{x0}" y="{y0 + panel + 14}">day {day}</text>')
     for p, policy in enumerate(policies):
         x = 70 + p * 160
-        out.append(f'<rect x="{x}" y="{height - 24}" width="12" height="12" fill="{COLOURS.get(policy, "#ff7f0e")}"/>'
+        out.append(f'<rect x="{x}" y="{height - 24}" width="12" height="12" fill="{online_policy(policy).colour}"/>'
                    f'<text x="{x + 16}" y="{height - 14}">{escape(policy)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -26,6 +26,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from gpualloc.agent.topics import Topics
 from gpualloc.agent.upstream import completed_message
+from gpualloc.schemas.events import envelope
 
 POOL = {"gpus": 64, "gpus_per_node": 8, "horizon": 24, "step_minutes": 60, "swap_cap": 2}
 SIZES = (1, 1, 2, 2, 4, 8)
@@ -52,13 +53,9 @@ class ThroughputResult:
 
 
 def _submitted(n: int, prefix: str) -> dict:
-    return {"event_id": f"{prefix}-s{n}", "type": "job.submitted", "occurred_at": _now(), "pool": "default",
-            "schema_version": 1, "payload": {"id": f"{prefix}-{n}", "kind": "training", "priority": 1 + n % 9,
-                                             "gpus": SIZES[n % len(SIZES)], "duration": 1 + n % 6}}
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return envelope("job.submitted", {"id": f"{prefix}-{n}", "kind": "training", "priority": 1 + n % 9,
+                                      "gpus": SIZES[n % len(SIZES)], "duration": 1 + n % 6},
+                    datetime.now(timezone.utc), f"{prefix}-s{n}")
 
 
 async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue: int = 200,

@@ -12,17 +12,19 @@ import asyncio
 import concurrent.futures
 import multiprocessing
 
-from gpualloc.solvers.planner.state import FullModePlan, Planner
+from gpualloc.schemas.config import FullModeOptions, RollingFullMode, SolveOptions
 from gpualloc.solvers.planner.full_mode import snapshot, solve_snapshot
+from gpualloc.solvers.planner.state import FullModePlan, Planner
 
 
 class FullModeWorker:
-    def __init__(self, options, max_jobs: int = 20):
-        """`options`: `gpualloc.solvers.policies.milp.model.MilpOptions` (its time limit should fit within a step)."""
-        self.options, self.max_jobs = options, max_jobs
+    def __init__(self, options: FullModeOptions, max_jobs: int = RollingFullMode(every=1).max_jobs,
+                 policy: str = "full-mode"):
+        """Solve with registered policy `policy` under `options` (its time limit should fit
+        within a step), on snapshots of at most `max_jobs` queued jobs."""
+        self.options, self.max_jobs, self.policy = SolveOptions(full_mode=options), max_jobs, policy
         self._pool = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         self._future: asyncio.Future | None = None
-        self.launched_at: int | None = None
         self.last_error: str | None = None
 
     @property
@@ -35,8 +37,8 @@ class FullModeWorker:
             return False
         problem = snapshot(planner, self.max_jobs)
         loop = asyncio.get_running_loop()
-        self._future = loop.run_in_executor(self._pool, solve_snapshot, problem, planner.now, self.options)
-        self.launched_at = planner.now
+        self._future = loop.run_in_executor(self._pool, solve_snapshot, problem, planner.now, self.policy,
+                                            self.options)
         return True
 
     def take(self) -> FullModePlan | None:

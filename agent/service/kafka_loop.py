@@ -13,38 +13,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
-
-from functools import partial
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from gpualloc.agent.service.dispatcher import Dispatcher, Output, Record
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
 from gpualloc.agent.topics import Topics, encode
-from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.schemas.config import AgentSettings, SolveOptions
+from gpualloc.solvers.planner.interpreter import Pool
+from gpualloc.solvers.policies import online_policy
 
 log = logging.getLogger("gpualloc.agent")
-
-MAX_WAIT_MS = 200  # longest poll: stop requests and boundaries are noticed within this
-COMMIT_EVERY_S = 0.2  # offsets are committed at most this often (after their outputs are acknowledged)
-HOT_PATH_EFFORT = 0.05  # local-search effort per planning pass: the seeds do most of the work at
-# the agent's queue sizes, and a pass holds up every arrival of the next poll
-
-
-@dataclass
-class AgentSettings:
-    bootstrap: str
-    pool: str = "default"
-    topics: Topics = field(default_factory=Topics)
-    step_seconds: float | None = None
-    group_id: str | None = None  # default: gpualloc-agent-<pool>
-    full_mode_every: int = 1  # steps between full-mode runs; 0 turns full mode off
-    full_mode_time_limit: float | None = None  # default: half a step, at most 60 s
-    full_mode_max_jobs: int = 20
-    initial_config: bytes | None = None  # a pool.configured message to start with (--config)
-    client: dict = field(default_factory=dict)  # extra consumer settings (tests: fast group joins)
 
 
 @dataclass
@@ -56,10 +37,18 @@ class AgentStats:
 
 
 class AgentService:
-    def __init__(self, settings: AgentSettings):
-        self.settings = settings
-        self.dispatcher = Dispatcher(settings.pool, settings.topics, settings.step_seconds,
-                                     settings.full_mode_every, scheduler=partial(heuristic_schedule, effort=HOT_PATH_EFFORT))
+    """The pool agent on `bootstrap`, as `settings` say. `initial_config`: a pool.configured
+    message to start with (`--config`); `client`: extra consumer settings (tests: fast joins)."""
+
+    def __init__(self, bootstrap: str, settings: AgentSettings = AgentSettings(), topics: Topics = Topics(),
+                 pool: str = "default", initial_config: bytes | None = None, client: dict | None = None):
+        self.bootstrap, self.settings, self.topics, self.pool = bootstrap, settings, topics, pool
+        self.initial_config, self.client = initial_config, client or {}
+        self.policy = online_policy(settings.policy)
+        hot_path = self.policy.hot.bind(SolveOptions(effort=settings.hot_path_effort))
+        every = settings.full_mode.every if self.policy.full_mode is not None else 0
+        interpreter = Pool(hot_path, settings.step_seconds, every, settings.pending_limit)
+        self.dispatcher = Dispatcher(self.pool, topics, interpreter, settings.seen_limit)
         self.stats = AgentStats()
         self.worker: FullModeWorker | None = None
         self._unacked: list[asyncio.Future] = []
@@ -67,19 +56,19 @@ class AgentService:
         self._committed_at = 0.0
 
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
-        s, t = self.settings, self.settings.topics
-        options = {"auto_offset_reset": "earliest", **s.client, "enable_auto_commit": False,
+        s, t = self.settings, self.topics
+        options = {"auto_offset_reset": "earliest", **self.client, "enable_auto_commit": False,
                    "isolation_level": "read_committed"}
-        consumer = AIOKafkaConsumer(t.config, t.jobs, t.traffic, t.bindings, bootstrap_servers=s.bootstrap,
-                                    group_id=s.group_id or f"gpualloc-agent-{s.pool}", **options)
-        producer = AIOKafkaProducer(bootstrap_servers=s.bootstrap, enable_idempotence=True, acks="all",
+        consumer = AIOKafkaConsumer(t.config, t.jobs, t.traffic, t.bindings, bootstrap_servers=self.bootstrap,
+                                    group_id=s.group_id or f"gpualloc-agent-{self.pool}", **options)
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, enable_idempotence=True, acks="all",
                                     linger_ms=1)
         await producer.start()
         await consumer.start()
         try:
-            if s.initial_config is not None:
+            if self.initial_config is not None:
                 await self._publish(producer, self.dispatcher.handle(
-                    [Record("--config", 0, 0, s.pool, s.initial_config)], _now()), time.perf_counter())
+                    [Record("--config", 0, 0, self.pool, self.initial_config)], _now()), time.perf_counter())
             if ready is not None:
                 ready.set()
             while not stop.is_set():
@@ -107,7 +96,7 @@ class AgentService:
     async def _commit_offsets(self, consumer: AIOKafkaConsumer, force: bool = False) -> None:
         """Commit consumed offsets once every output of theirs is acknowledged: a crash before
         that replays the input, and outputs' deterministic ids make the replay harmless."""
-        if not force and time.monotonic() - self._committed_at < COMMIT_EVERY_S:
+        if not force and time.monotonic() - self._committed_at < self.settings.commit_every_s:
             return
         acks, self._unacked = self._unacked, []
         if acks:
@@ -117,11 +106,12 @@ class AgentService:
         self._uncommitted, self._committed_at = False, time.monotonic()
 
     def _wait_ms(self) -> int:
+        longest = self.settings.max_wait_ms
         boundary = self.dispatcher.next_boundary()
         if boundary is None:
-            return MAX_WAIT_MS
+            return longest
         ahead = (boundary - _now()).total_seconds() * 1000
-        return int(min(MAX_WAIT_MS, max(0.0, ahead)))
+        return int(min(longest, max(0.0, ahead)))
 
     def _boundaries(self, now: datetime) -> list[Output]:
         """Commit every step whose start has come; full mode is collected and launched here."""
@@ -138,14 +128,11 @@ class AgentService:
         return out
 
     def _launch_full_mode(self) -> None:
-        from gpualloc.solvers.policies.milp.model import MilpOptions
-
         s = self.settings
         if self.worker is None:
-            limit = s.full_mode_time_limit
-            if limit is None:
-                limit = min(60.0, self.dispatcher.step_length.total_seconds() / 2)
-            self.worker = FullModeWorker(MilpOptions(time_limit=limit), s.full_mode_max_jobs)
+            limit = s.full_mode_time_limit(self.dispatcher.step_length.total_seconds())
+            self.worker = FullModeWorker(s.full_mode.options.model_copy(update={"time_limit": limit}),
+                                         s.full_mode.max_jobs, self.policy.full_mode.name)
         self.worker.launch(self.dispatcher.planner)
 
     async def _publish(self, producer: AIOKafkaProducer, outputs: list[Output], received: float) -> None:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpualloc.schemas.config import SolveOptions
+from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.state import FullModePlan, Planner
+from gpualloc.solvers.policies import policy
 from gpualloc.solvers.problem import Problem
 
 
@@ -26,13 +29,13 @@ def snapshot(planner: Planner, max_jobs: int) -> Problem:
     return replace(problem, batch=tuple(j for j in problem.batch if j.running_mask or j.id in keep))
 
 
-def solve_snapshot(problem: Problem, made_at: int, options) -> FullModePlan | None:
-    """Full mode on `problem` (a `snapshot` taken at step `made_at`) with `MilpOptions`; its plan
-    when it beats the heuristic on that model, else None. Imports the solver stack lazily: the
-    hot path never loads it."""
-    from gpualloc.solvers.policies.milp.model import solve_milp
-
-    result = solve_milp(problem, options)
-    if result.source != "milp":
+def solve_snapshot(problem: Problem, made_at: int, policy_name: str, options: SolveOptions) -> FullModePlan | None:
+    """The registered full-mode policy `policy_name` on `problem` (a `snapshot` taken at step
+    `made_at`); its plan when it beats its warm start on that model, else None. Takes the
+    policy by name so that a solver process can be handed the call."""
+    chosen = policy(policy_name)
+    solution = chosen.solve(problem, options)
+    if not solution.improved:
         return None
-    return FullModePlan(made_at, result.schedule, result.objective, result.bound)
+    return FullModePlan(made_at, solution.schedule, objective_of(problem, solution.schedule),
+                        solution.certificate.get("bound"))

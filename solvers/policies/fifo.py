@@ -4,8 +4,15 @@ first-fit with backfill in arrival order). Every report compares against this gr
 
 from __future__ import annotations
 
+from gpualloc.schemas.config import SolveOptions
 from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.policies.policy import Solution
 from gpualloc.solvers.problem import Problem, bits_of, free_block_starts, lowest_bit
+
+
+def solve(problem: Problem, options: SolveOptions) -> Solution:
+    """The registry's entry point: FIFO takes no options."""
+    return Solution(fifo_schedule(problem))
 
 
 def fifo_schedule(problem: Problem) -> Schedule:

@@ -7,7 +7,7 @@ import math
 import random
 from datetime import datetime, timedelta, timezone
 
-from gpualloc.schemas.events import timestamp
+from gpualloc.schemas.events import envelope
 
 T0 = datetime(2026, 1, 5, tzinfo=timezone.utc)  # a Monday
 KINDS = (("training", 0.5, (3, 9)), ("batch_inference", 0.3, (2, 8)), ("quantization", 0.2, (1, 6)))
@@ -26,11 +26,10 @@ def generate_trace(gpus: int = 64, days: int = 7, jobs: int = 1000, apps: int = 
     rng = random.Random(seed)
     out: list[dict] = []
 
-    def emit(at: datetime, kind: str, key: str, payload: dict) -> None:
-        out.append({"event_id": f"s{seed}-{len(out)}", "type": kind, "occurred_at": timestamp(at),
-                    "pool": "default", "schema_version": 1, "key": key, "payload": payload})
+    def emit(at: datetime, kind: str, payload: dict) -> None:
+        out.append(envelope(kind, payload, at, f"s{seed}-{len(out)}"))
 
-    emit(T0, "pool.configured", "default", {"gpus": gpus, "gpus_per_node": gpus_per_node, "horizon": 24,
+    emit(T0, "pool.configured", {"gpus": gpus, "gpus_per_node": gpus_per_node, "horizon": 24,
                                             "step_minutes": step_minutes, "time_decay": 0.95,
                                             "realtime_penalty": 8.0, "swap_cap": 2})
     peaks = []
@@ -38,7 +37,7 @@ def generate_trace(gpus: int = 64, days: int = 7, jobs: int = 1000, apps: int = 
         peak = max(2, round(gpus / 3 / apps * rng.uniform(0.7, 1.3)))
         peaks.append(peak)
         profile = [max(1, round(peak * (0.25 + 0.75 * diurnal(h)))) for h in range(24)]
-        emit(T0, "app.registered", f"rt-{a}", {"id": f"rt-{a}", "priority": rng.choice([3, 5, 7, 9]),
+        emit(T0, "app.registered", {"id": f"rt-{a}", "priority": rng.choice([3, 5, 7, 9]),
                                                "min_gpus": 1, "max_gpus": peak + 2, "rps_per_gpu": 50.0,
                                                "profile": profile})
     steps_per_day = 24 * 60 // step_minutes
@@ -53,14 +52,14 @@ def generate_trace(gpus: int = 64, days: int = 7, jobs: int = 1000, apps: int = 
         for a, peak in enumerate(peaks):
             hour = (step * step_minutes / 60) % 24
             level = peak * (0.25 + 0.75 * diurnal(hour)) * rng.uniform(0.85, 1.15)
-            emit(start + timedelta(minutes=1), "traffic.observed", f"rt-{a}",
+            emit(start + timedelta(minutes=1), "traffic.observed",
                  {"app": f"rt-{a}", "requests_per_s": round(max(0.0, level) * 50.0, 1)})
         for _ in range(per_step.get(step, 0)):
             kind, prio_range = _pick_kind(rng)
             size = rng.choices([s for s, _ in SIZES], weights=[w for _, w in SIZES])[0]
             duration = rng.randint(1, 12)
             actual = max(1, round(duration * rng.uniform(0.6, 1.4)))
-            emit(start + timedelta(minutes=rng.randint(2, step_minutes - 1)), "job.submitted", f"job-{n}",
+            emit(start + timedelta(minutes=rng.randint(2, step_minutes - 1)), "job.submitted",
                  {"id": f"job-{n}", "kind": kind, "priority": rng.randint(*prio_range), "gpus": size,
                   "duration": duration, "actual_duration": actual})
             n += 1

@@ -1,9 +1,9 @@
 """The fast-mode planner: legal by construction, deterministic, planned over the whole queue.
 
-1. Real-time apps get target curves (`gpualloc.solvers.policies.heuristic.realtime.target_curves`): demand followed within
-   the swap cap, troughs lent to batch work, no daily-peak reservation.
-2. For each layout (`gpualloc.solvers.policies.heuristic.layouts`: reserving, skyline) batch jobs are packed
-   (`gpualloc.solvers.policies.heuristic.packing`) in a few value- and priority-led seed orders, and the best is finished
+1. Real-time apps get target curves (`realtime.target_curves`): demand followed within the swap
+   cap, troughs lent to batch work, no daily-peak reservation.
+2. For each layout (`layouts`: reserving, skyline) batch jobs are packed (`packing`) in a few
+   value- and priority-led seed orders, and the best is finished
    (step 4). The layout whose finished plan is better gets a local search over the order
    (adjacent swaps, moves to the front), bounded by a count of placements, not a clock, so the
    same input always gives the same plan; its result is kept if it finishes better still.
@@ -19,13 +19,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpualloc.schemas.config import SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic.layouts import Layout
 from gpualloc.solvers.policies.heuristic.packing import Packing, PackState, pack, place
-from gpualloc.solvers.problem import Batch, Problem
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, target_curves
+from gpualloc.solvers.policies.policy import Solution
+from gpualloc.solvers.problem import Batch, Problem
 
-DEFAULT_EFFORT = 0.25
+DEFAULT_EFFORT = SolveOptions().effort
 MAX_BUDGET = 8000  # placements at effort 1: local search pays off on small queues, not on huge ones
 
 
@@ -193,3 +195,8 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Sche
         if finished is not None and finished[1] > objective + 1e-9:
             schedule = finished[0]
     return schedule
+
+
+def solve(problem: Problem, options: SolveOptions) -> Solution:
+    """The registry's entry point."""
+    return Solution(heuristic_schedule(problem, options.effort))

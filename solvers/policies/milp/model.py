@@ -19,9 +19,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import get_args
 
 import pyomo.environ as pyo
 
+from gpualloc.schemas.config import FullModeOptions
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.metrics import objective_of
@@ -30,21 +32,7 @@ from gpualloc.solvers.policies.milp.data import MilpData, milp_data
 from gpualloc.solvers.problem import Problem, mask_of
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime
 
-SOLVERS = ("highs", "cbc")
-
-
-@dataclass(frozen=True)
-class MilpOptions:
-    """How full mode runs. A `node_limit` with fixed `threads` and `seed` and no `time_limit`
-    makes a run reproducible (a work limit, not a clock)."""
-
-    solver: str = "highs"
-    time_limit: float | None = 60.0
-    mip_gap: float = 1e-4
-    threads: int = 1
-    seed: int = 0
-    node_limit: int | None = None
-    progress: bool = False  # stream the solver's log (incumbent and bound over time)
+SOLVERS = get_args(FullModeOptions.model_fields["solver"].annotation)
 
 
 @dataclass
@@ -179,7 +167,7 @@ def warm_start(m: pyo.ConcreteModel, data: MilpData, schedule: Schedule) -> None
             m.k[a, t].value = (prev & sets[t]).bit_count()
 
 
-def _solve(m: pyo.ConcreteModel, opts: MilpOptions) -> tuple[str, float | None, float | None]:
+def _solve(m: pyo.ConcreteModel, opts: FullModeOptions) -> tuple[str, float | None, float | None]:
     """Run the solver; load its incumbent; return (status, incumbent objective, bound)."""
     if opts.solver == "highs":
         from pyomo.contrib.appsi.solvers import Highs
@@ -231,7 +219,7 @@ def solver_available(name: str) -> bool:
     return False
 
 
-def solve_milp(problem: Problem, options: MilpOptions = MilpOptions(), warm: Schedule | None = None) -> MilpResult:
+def solve_milp(problem: Problem, options: FullModeOptions = FullModeOptions(), warm: Schedule | None = None) -> MilpResult:
     """Full mode: stage 1, stage 2, and the better of that and the warm start."""
     if warm is None:
         warm = heuristic_schedule(problem)
@@ -249,7 +237,7 @@ def solve_milp(problem: Problem, options: MilpOptions = MilpOptions(), warm: Sch
         result.stage2 = how
         if realized is not None:
             objective = objective_of(problem, realized)
-            if objective > warm_objective + 1e-6 and not check_plan(problem, to_grid(problem, realized), "milp"):
+            if objective > warm_objective + 1e-6 and not check_plan(problem, to_grid(problem, realized)):
                 result.schedule, result.objective, result.source = realized, objective, "milp"
         if realized is None or result.source == "heuristic":
             result.notes.append("the warm start was not beaten")
@@ -261,7 +249,7 @@ def solve_milp(problem: Problem, options: MilpOptions = MilpOptions(), warm: Sch
     return result
 
 
-def _realize(problem: Problem, data: MilpData, m: pyo.ConcreteModel, options: MilpOptions) -> tuple[Schedule | None, str]:
+def _realize(problem: Problem, data: MilpData, m: pyo.ConcreteModel, options: FullModeOptions) -> tuple[Schedule | None, str]:
     """Stage 2: GPU sets for the apps around stage 1's blocks, at stage 1's counts if possible."""
     T = problem.horizon
     batch: dict[str, tuple[int, int]] = {}
@@ -286,7 +274,7 @@ def _realize(problem: Problem, data: MilpData, m: pyo.ConcreteModel, options: Mi
     return Schedule(batch=batch, realtime=exact), "exact per-GPU model"
 
 
-def _exact_realtime(problem: Problem, busy: list[int], options: MilpOptions) -> dict[str, list[int]] | None:
+def _exact_realtime(problem: Problem, busy: list[int], options: FullModeOptions) -> dict[str, list[int]] | None:
     """Per-GPU real-time model with batch fixed: least weighted shortfall under R3 and R4."""
     T, G, apps = problem.horizon, problem.gpus, problem.realtime
     free = [(g, t) for t in range(T) for g in range(G) if not (busy[t] >> g) & 1]

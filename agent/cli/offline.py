@@ -1,0 +1,261 @@
+"""The commands that need no bus: solve, check, generate (plans) and bench, demo, simulate,
+trace (reports)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from gpualloc.agent.cli.arguments import (generated_spec, positive_int, seconds_or_none, setting, settings_arguments,
+                                          settings_of)
+from gpualloc.agent.loading import InputError, dump_json, dump_plan, load_plan, load_scenario, write_text
+from gpualloc.schemas.config import SolveOptions
+from gpualloc.solvers.policies import POLICIES, names, online_policy, policy
+
+EXIT_OK, EXIT_ILLEGAL = 0, 1
+
+
+def _emit(text: str, out: str | None) -> None:
+    if out:
+        write_text(out, text)
+    else:
+        sys.stdout.write(text)
+
+
+def _solve_options(args: argparse.Namespace, full_mode: bool) -> SolveOptions:
+    """The configured solve options; with full mode, its solver must be installed here."""
+    options = settings_of(args).solve
+    if full_mode:
+        from gpualloc.solvers.policies.milp.model import solver_available
+
+        name = options.full_mode.solver
+        if not solver_available(name):
+            hint = "apt-get install coinor-cbc" if name == "cbc" else "pip install highspy"
+            raise InputError("--solver", [f"{name} is not available on this machine ({hint})"])
+    return options
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    from gpualloc.solvers import build_plan, compile_scenario
+
+    chosen = policy(args.scheduler)
+    problem = compile_scenario(load_scenario(args.scenario))
+    options = _solve_options(args, chosen.hot_path is not None)
+    t0 = time.perf_counter()
+    solution = chosen.solve(problem, options)
+    plan = build_plan(problem, chosen, solution, (time.perf_counter() - t0) * 1000.0)
+    _emit(dump_plan(plan), args.out)
+    violations = chosen.check(problem, plan.grid)
+    for v in violations:
+        print(f"gpualloc: the {chosen.name} plan breaks {v}", file=sys.stderr)
+    return EXIT_ILLEGAL if violations else EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from gpualloc.solvers import compile_scenario
+
+    scenario = load_scenario(args.scenario)
+    plan = load_plan(args.plan, scenario)
+    if plan.scenario != scenario.name:
+        print(f"gpualloc: note: the plan names scenario {plan.scenario!r}, checked against "
+              f"{scenario.name!r}", file=sys.stderr)
+    violations = policy(plan.scheduler).check(compile_scenario(scenario), plan.grid)
+    for v in violations:
+        print(v)
+    if violations:
+        return EXIT_ILLEGAL
+    print("legal")
+    return EXIT_OK
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from gpualloc.schemas import Scenario
+    from gpualloc.solvers.simulation.scenarios import generate_scenario
+
+    try:
+        data = generate_scenario(args.gpus, args.jobs, args.seed, horizon=args.horizon,
+                                 gpus_per_node=args.gpus_per_node, name=args.name, swap_cap=args.swap_cap)
+    except ValueError as e:
+        raise InputError("generate", [str(e)]) from None
+    Scenario.model_validate(data)  # the generator's promise; a breach is an internal error
+    _emit(dump_json(data), args.out)
+    return EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from gpualloc.agent.reports.bench import run_bench
+
+    if args.agent:
+        return _bench_agent(args)
+    report, scenarios = run_bench(args.dir, args.repeat, args.generated)
+    if args.milp:
+        from gpualloc.agent.reports.full_mode import bench_full_mode, record_best_known
+
+        report.full_mode = bench_full_mode(scenarios, _solve_options(args, True))
+        if args.update_best_known:
+            for line in record_best_known(report.full_mode):
+                print(line, file=sys.stderr)
+    sys.stdout.write(dump_json(report.as_dict()) if args.json else report.table() + "\n")
+    return report.exit_code
+
+
+def _bench_agent(args: argparse.Namespace) -> int:
+    """Sustained arrivals through a real broker (agent/reports/throughput.py)."""
+    import asyncio
+    from dataclasses import asdict
+
+    from gpualloc.agent.cli.arguments import bootstrap_of
+    from gpualloc.agent.reports.throughput import measure
+
+    result = asyncio.run(measure(bootstrap_of(settings_of(args)), args.rate, args.seconds))
+    sys.stdout.write(dump_json(asdict(result)) if args.json else result.line() + "\n")
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from gpualloc.agent.reports.demo import run_demo
+
+    report, written = run_demo(args.out, args.repeat)
+    print(report.table())
+    print(f"\nwrote {len(written)} files to {Path(args.out).resolve()}:")
+    for path in written:
+        print(f"  {path}")
+    return report.exit_code
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from gpualloc.agent.reports import simulation as sim_report
+    from gpualloc.agent.traces import read_trace
+    from gpualloc.solvers.simulation.report import executed_violations, report
+    from gpualloc.solvers.simulation.simulator import SimOptions, simulate
+
+    rolling = settings_of(args).simulation.full_mode
+    events = read_trace(args.trace)
+    try:
+        sim = simulate(events, SimOptions(policies=tuple(args.policy or ("fifo", "heuristic")), days=args.days,
+                                          full_mode=rolling))
+    except ValueError as e:
+        raise InputError(args.trace, [str(e)]) from None
+    rows = report(sim)
+    sys.stdout.write(dump_json(sim_report.as_json(rows, sim)) if args.json else sim_report.table(rows, sim) + "\n")
+    if args.chart:
+        write_text(args.chart, sim_report.chart(rows))
+    return EXIT_ILLEGAL if any(executed_violations(sim, run) for run in sim.runs.values()) else EXIT_OK
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from gpualloc.agent.traces import pollux_trace, write_trace
+    from gpualloc.solvers.simulation.traces import generate_trace
+
+    if args.source == "generate":
+        events = generate_trace(args.gpus, args.days, args.jobs, args.apps, args.seed)
+    else:
+        if not args.csv:
+            raise InputError("trace pollux", ["give the workload CSV (e.g. shared/traces/pollux/workload-1.csv)"])
+        events = pollux_trace(args.csv, args.gpus)
+    write_trace(args.out, events)
+    print(f"wrote {len(events)} events to {args.out}")
+    return EXIT_OK
+
+
+def _online(text: str) -> str:
+    """An online policy's name, checked against the registry."""
+    try:
+        return online_policy(text).name
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _full_mode_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("full mode (MILP)")
+    setting(g, "--solver", path="solve.full_mode.solver", choices=("highs", "cbc"), help="MILP solver")
+    setting(g, "--time-limit", path="solve.full_mode.time_limit", type=seconds_or_none, help="seconds per solve (0: none)")
+    setting(g, "--node-limit", path="solve.full_mode.node_limit", type=positive_int,
+            help="branch-and-bound nodes: with --time-limit 0 a reproducible work limit")
+    setting(g, "--threads", path="solve.full_mode.threads", type=positive_int, help="solver threads")
+    setting(g, "--seed", path="solve.full_mode.seed", type=int, help="solver random seed")
+    setting(g, "--progress", path="solve.full_mode.progress", action="store_const", const=True,
+            help="stream the solver log (incumbent and bound) to stderr")
+    setting(g, "--effort", path="solve.effort", type=float, help="heuristic local-search effort (placements, not time)")
+    settings_arguments(p)
+
+
+def add_offline_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("solve", help="plan a scenario and print (or write) the plan JSON")
+    p.add_argument("scenario", help="scenario JSON file")
+    p.add_argument("--scheduler", choices=names(), default="heuristic",
+                   help=f"a registered policy ({', '.join(POLICIES)}; default heuristic)")
+    p.add_argument("--out", help="write the plan here instead of stdout")
+    _full_mode_arguments(p)
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("check", help="list the legality rules (R1-R5) a plan breaks")
+    p.add_argument("scenario", help="scenario JSON file")
+    p.add_argument("plan", help="plan JSON file")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("bench", help="FIFO vs heuristic on a folder of scenarios")
+    p.add_argument("dir", nargs="?", default=None, help="folder of *.json scenarios (default: the bundled seven)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--repeat", type=positive_int, default=5, help="timed runs per scheduler (p50 reported)")
+    p.add_argument("--generated", type=generated_spec, action="append", default=[], metavar="GPUSxJOBS[:SEED]",
+                   help="also bench a generated scenario (seed 7 unless given), e.g. 1024x1000; repeatable")
+    p.add_argument("--milp", "--full-mode", dest="milp", action="store_true",
+                   help="also run full mode: objective, bound, gap, heuristic/MILP")
+    p.add_argument("--agent", action="store_true", help="instead: arrivals per second through a real broker, with latency")
+    setting(p, "--bootstrap", path="bootstrap", metavar="HOST:PORT", shown="$KAFKA_BOOTSTRAP_SERVERS",
+            help="the broker for --agent")
+    p.add_argument("--rate", type=float, default=1000, help="--agent: arrivals per second offered (default 1000)")
+    p.add_argument("--seconds", type=float, default=20, help="--agent: measured seconds (default 20)")
+    p.add_argument("--update-best-known", action="store_true",
+                   help="with --milp: record better objectives and bounds in the bundled best-known.json")
+    _full_mode_arguments(p)
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("demo", help="bench the bundled scenarios and write Gantt charts")
+    p.add_argument("--out", default="demo-out", help="output folder (default: demo-out)")
+    p.add_argument("--repeat", type=positive_int, default=5, help="timed runs per scheduler")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("generate", help="write a random contended scenario")
+    p.add_argument("--gpus", type=positive_int, required=True)
+    p.add_argument("--jobs", type=positive_int, required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--horizon", type=positive_int, default=24)
+    p.add_argument("--gpus-per-node", type=positive_int, default=None)
+    p.add_argument("--swap-cap", type=int, default=2)
+    p.add_argument("--name", default=None)
+    p.add_argument("--out", help="write the scenario here instead of stdout")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("simulate", help="drive the planner core with a trace of contract events, per policy")
+    p.add_argument("trace", help="JSONL file of contract events (see `gpualloc trace`)")
+    p.add_argument("--policy", action="append", type=_online, metavar="POLICY",
+                   help=f"an online policy: {', '.join(POLICIES)} (full-mode: heuristic with full mode; "
+                        "alias heuristic+milp), or HOT+FULL; repeatable (default: fifo and heuristic)")
+    p.add_argument("--days", type=positive_int, default=None, help="simulate this many days (default: the whole trace)")
+    setting(p, "--full-mode-every", "--milp-every", path="simulation.full_mode.every", type=positive_int,
+            help="steps between full-mode solves")
+    setting(p, "--full-mode-nodes", "--milp-nodes", path="simulation.full_mode.options.node_limit", type=positive_int,
+            help="full-mode node limit per solve, a work limit")
+    setting(p, "--full-mode-jobs", "--milp-jobs", path="simulation.full_mode.max_jobs", type=positive_int,
+            help="queued jobs full mode plans (the most valuable)")
+    setting(p, "--full-mode-time-limit", "--milp-time-limit", path="simulation.full_mode.options.time_limit",
+            type=seconds_or_none, help="seconds per full-mode solve (0: none)")
+    settings_arguments(p)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--chart", help="write an SVG chart of the days here")
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("trace", help="write a trace: generated, or derived from a Pollux workload CSV")
+    p.add_argument("source", choices=("generate", "pollux"))
+    p.add_argument("csv", nargs="?", help="pollux: the workload CSV")
+    p.add_argument("--out", required=True)
+    p.add_argument("--gpus", type=positive_int, default=64)
+    p.add_argument("--days", type=positive_int, default=7)
+    p.add_argument("--jobs", type=positive_int, default=1000)
+    p.add_argument("--apps", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_trace)

@@ -1,0 +1,28 @@
+"""Running a long-lived command (agent, node agent, publish, tail) until it is done or told to
+stop, with the one exit-code rule of the CLI for a broker that cannot be reached."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Awaitable, Callable
+
+from aiokafka.errors import KafkaConnectionError
+
+from gpualloc.agent.loading import InputError
+
+
+def run_until_signal(body: Callable[[asyncio.Event], Awaitable[None]], bootstrap: str) -> None:
+    """Run `body(stop)`; SIGTERM/SIGINT set `stop`, and the body finishes its pass and closes its
+    clients. A broker that cannot be reached is bad input (exit 2), named by its option."""
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await body(stop)
+
+    try:
+        asyncio.run(main())
+    except KafkaConnectionError as e:
+        raise InputError("--bootstrap", [f"cannot reach Kafka at {bootstrap}: {e}"]) from None

@@ -1,0 +1,248 @@
+"""The one event interpreter: contract events in, planner calls made, what the planner did out.
+
+The Kafka dispatcher, the simulator and audit replays hand their events to a `Pool`, so an
+event means the same thing everywhere. Each caller keeps only its own concerns: the dispatcher
+its records, dead letters, event ids and the wall clock; the simulator its simulated clock and
+report. Pure: no I/O and no clock. Time comes in as `now` (the caller's clock at the pass) and
+the events' `occurred_at`; steps count from `origin`, the time the pool was first configured.
+
+One `apply` is one planning pass: configuration and node states first, then the events in order,
+with all arrivals decided together (`Planner.submit_all`), except that an event naming a waiting
+arrival (its cancellation, say) has the arrivals decided before it. Events of a pool that is not
+configured yet wait for its `pool.configured`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable, Union
+
+from pydantic import BaseModel
+
+from gpualloc.schemas.config import AgentSettings
+from gpualloc.schemas.events import AppRegistered, BindingReported, JobSubmitted, NodeStatus, PoolConfigured
+from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.planner.state import AppSpec, Commit, Decision, FullModePlan, JobSpec, Planner, PoolConfig
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.problem import Problem, mask_of
+
+FIRST = ("pool.configured", "node.status")  # applied before the rest of their pass
+
+
+@dataclass(frozen=True)
+class Event:
+    """One input event: its contract type, typed payload and time; `ref` is the caller's handle
+    (a record, an event id), handed back with whatever the event caused."""
+
+    type: str
+    payload: BaseModel
+    occurred_at: datetime
+    ref: Any = None
+
+
+@dataclass(frozen=True)
+class Decided:
+    """An arrival's decision, from planning pass `pass_seq` of `pass_size` arrivals."""
+
+    ref: Any
+    decision: Decision
+    pass_seq: int
+    pass_size: int
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """An event the pool cannot act on: `reason` names the field and the rule."""
+
+    ref: Any
+    reason: str
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A job that failed: re-queued if it allows it. `by_gpualloc`: the pool failed it itself (its
+    node went down, its binding failed), so upstream is owed a `job.failed` notice."""
+
+    job_id: str
+    detail: str
+    by_gpualloc: bool
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A running job left its GPUs on a `job.completed` or `job.cancelled`."""
+
+    job_id: str
+
+
+Effect = Union[Decided, Rejected, Failed, Ended]
+
+
+@dataclass(frozen=True)
+class Committed:
+    commit: Commit
+    full_mode: str | None  # what became of full mode's plan, when one was offered
+    bound: float | None  # its bound, when it was adopted
+
+
+@dataclass
+class Pool:
+    """One pool's planner behind the event contract."""
+
+    scheduler: Callable[[Problem], Schedule] = heuristic_schedule  # the hot path
+    step_seconds: float | None = None  # compressed clock; None: the pool's step_minutes
+    full_mode_every: int = 0  # steps between full-mode solves (0: never)
+    pending_limit: int = AgentSettings().pending_limit
+    planner: Planner | None = None
+    origin: datetime | None = None  # time of step 0: when the pool was first configured
+    passes: int = 0  # planning passes over arrivals
+    pending: list[Event] = field(default_factory=list)
+
+    # ---- events -------------------------------------------------------------------------------
+    def apply(self, events: list[Event], now: datetime) -> list[Effect]:
+        """One planning pass over `events` (see the module docstring); what they caused, in order."""
+        out: list[Effect] = []
+        arrivals: list[Event] = []
+        for event in sorted(events, key=lambda e: e.type not in FIRST):  # stable
+            if self.planner is None and event.type != "pool.configured":
+                if len(self.pending) < self.pending_limit:
+                    self.pending.append(event)
+                else:
+                    out.append(Rejected(event.ref, f"pool: not configured yet and {self.pending_limit} "
+                                                   "events already wait for it"))
+                continue
+            if event.type == "job.submitted":
+                arrivals.append(event)
+                continue
+            if arrivals and _names_one_of(event.payload, {a.payload.id for a in arrivals}):
+                out += self._decide(arrivals)
+                arrivals = []
+            out += self._apply(event, now)
+        if arrivals:
+            out += self._decide(arrivals)
+        return out
+
+    def _apply(self, event: Event, now: datetime) -> list[Effect]:
+        kind, p, planner = event.type, event.payload, self.planner
+        if kind == "pool.configured":
+            return self._configure(event, p, now)
+        if kind in ("job.cancelled", "job.completed"):
+            was_running = p.id in planner.running
+            planner.complete(p.id)
+            return [Ended(p.id)] if was_running else []
+        if kind == "job.failed":
+            if p.source is not None:  # gpualloc's own notice for upstream: it acted already
+                return []
+            planner.fail(p.id)
+            return [Failed(p.id, p.detail, by_gpualloc=False)]
+        if kind == "binding.reported":
+            return self._binding(p)
+        if kind == "app.registered":
+            problem = self._app_problem(p)
+            if problem:
+                return [Rejected(event.ref, problem)]
+            planner.register_app(AppSpec(p.id, p.priority, p.min_gpus, p.max_gpus, p.swap_cap, p.profile,
+                                         rps_per_gpu=p.rps_per_gpu,
+                                         held=mask_of(p.current) if p.current is not None else -1))
+            return []
+        if kind == "traffic.observed":
+            app = planner.apps.get(p.app)
+            if app is None:
+                return [Rejected(event.ref, f"app: {p.app!r} is not registered (app.registered comes first)")]
+            planner.observe_traffic(p.app, self.step_at(event.occurred_at), p.gpus_needed(app.rps_per_gpu))
+            return []
+        if kind == "node.status":
+            return self._node(event, p)
+        raise ValueError(f"type: {kind!r} is not an input event type")
+
+    def _configure(self, event: Event, p: PoolConfigured, now: datetime) -> list[Effect]:
+        config = PoolConfig(p.gpus, p.gpus_per_node, p.horizon, p.step_minutes, p.time_decay,
+                            p.realtime_penalty, p.swap_cap)
+        if self.planner is None:
+            self.planner, self.origin = Planner(config, scheduler=self.scheduler), now
+            waiting, self.pending = self.pending, []
+            settled = [e for e in waiting if e.type != "job.submitted"]
+            out = [effect for e in settled for effect in self._apply(e, now)]
+            arrivals = [e for e in waiting if e.type == "job.submitted"]
+            return out + (self._decide(arrivals) if arrivals else [])
+        old = self.planner.config
+        if (config.gpus, config.node_size) != (old.gpus, old.node_size) and (self.planner.running or self.planner.queued):
+            return [Rejected(event.ref, "gpus, gpus_per_node: cannot change while jobs are queued or running")]
+        self.planner.config = config
+        return []
+
+    def _binding(self, p: BindingReported) -> list[Effect]:
+        if p.status != "failed" or p.job_id not in self.planner.running:
+            return []
+        self.planner.fail(p.job_id)
+        return [Failed(p.job_id, f"binding failed on node {p.node}: {p.detail}", by_gpualloc=True)]
+
+    def _node(self, event: Event, p: NodeStatus) -> list[Effect]:
+        nodes = self.planner.config.gpus // self.planner.config.node_size
+        if p.node >= nodes:
+            return [Rejected(event.ref, f"node: must be below {nodes}, the pool's node count (got {p.node})")]
+        detail = f"node {p.node} is down: {p.detail}".rstrip(": ")
+        return [Failed(job_id, detail, by_gpualloc=True) for job_id in self.planner.node_status(p.node, p.state)]
+
+    def _app_problem(self, p: AppRegistered) -> str:
+        gpus = self.planner.config.gpus
+        bad = [g for g in p.current or () if not 0 <= g < gpus]
+        if bad:
+            return f"current: GPU {bad[0]} is outside the pool's {gpus} GPUs"
+        if p.max_gpus is not None and p.max_gpus < p.min_gpus:
+            return f"max_gpus: must be >= min_gpus ({p.max_gpus} < {p.min_gpus})"
+        return ""
+
+    def _decide(self, arrivals: list[Event]) -> list[Effect]:
+        """One planning pass for the arrivals; one decision (or rejection) each."""
+        out: list[Effect] = []
+        jobs: list[tuple[Event, JobSpec]] = []
+        for event in arrivals:
+            p: JobSubmitted = event.payload
+            if p.gpus is None or p.duration is None:
+                out.append(Rejected(event.ref, "features: no forecaster is configured for this pool yet; "
+                                               "give gpus and duration"))
+                continue
+            jobs.append((event, JobSpec(p.id, p.kind, p.priority, p.gpus, p.duration, self.planner.now, p.requeue)))
+        if not jobs:
+            return out
+        self.passes += 1
+        decisions = self.planner.submit_all([job for _, job in jobs])
+        return out + [Decided(event.ref, d, self.passes, len(jobs)) for (event, _), d in zip(jobs, decisions)]
+
+    # ---- steps ----------------------------------------------------------------------------------
+    def commit(self, plan: FullModePlan | None = None, recorded: Schedule | None = None) -> Committed:
+        """Commit the current step: full mode's `plan` when it is adopted (legal and better than
+        the hot path on the current window), or `recorded` (a plan a commit recorded, when
+        replaying), else the hot path's plan."""
+        if plan is not None:
+            adoption = self.planner.adopt(plan)
+            commit = self.planner.tick_after(adoption)
+            return Committed(commit, adoption.reason, plan.bound if commit.source == "milp" else None)
+        return Committed(self.planner.tick(recorded), None, None)
+
+    def full_mode_due(self) -> bool:
+        """Solve full mode for the current step? Every `full_mode_every` steps, from step 0."""
+        every = self.full_mode_every
+        return bool(every) and self.planner is not None and self.planner.now % every == 0
+
+    # ---- the clock ------------------------------------------------------------------------------
+    @property
+    def step_length(self) -> timedelta:
+        seconds = self.step_seconds if self.step_seconds else 60 * self.planner.config.step_minutes
+        return timedelta(seconds=seconds)
+
+    def step_at(self, at: datetime) -> int:
+        """The step `at` falls in (0 before the origin)."""
+        return max(0, math.floor((at - self.origin) / self.step_length))
+
+    def next_boundary(self) -> datetime | None:
+        """Time of the next step to commit (None before the pool is configured)."""
+        return None if self.planner is None else self.origin + self.planner.now * self.step_length
+
+
+def _names_one_of(payload: BaseModel, job_ids: set[str]) -> bool:
+    """Does this event name one of the arrivals waiting for their pass?"""
+    return getattr(payload, "id", None) in job_ids or getattr(payload, "job_id", None) in job_ids

@@ -1,0 +1,66 @@
+"""The simulator's figures per policy and per day, and the online rules over what each policy
+executed: pure functions of a `Simulation`."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from gpualloc.solvers.legality import online_violations
+from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation
+
+
+@dataclass(frozen=True)
+class DayReport:
+    policy: str
+    day: int | None  # None: the whole run
+    utilization: float
+    value: float  # undiscounted priority x GPU-steps (batch) + priority x served (real-time)
+    realtime_shortfall: int
+    started: int
+    completed: int
+    mean_queue_steps: float | None
+    mean_completion_steps: float | None
+
+
+def report(sim: Simulation) -> list[DayReport]:
+    per_day = 24 * 60 // sim.config.step_minutes
+    out = []
+    for policy, run in sim.runs.items():
+        days = range(math.ceil(sim.steps / per_day))
+        for day in list(days) + [None]:
+            lo, hi = (0, sim.steps) if day is None else (day * per_day, min((day + 1) * per_day, sim.steps))
+            out.append(_summary(sim, run, day, lo, hi))
+    return out
+
+
+def _summary(sim: Simulation, run: PolicyRun, day, lo: int, hi: int) -> DayReport:
+    used = value = 0.0
+    short = 0
+    for commit in run.commits[lo:hi]:
+        for owner, gpus in commit.assignments.items():
+            prio = sim.priorities.get(owner, 0.0)
+            if owner in sim.demand:
+                served = min(len(gpus), sim.demand[owner][commit.step])
+                used += served
+                value += prio * served
+            else:
+                used += len(gpus)
+                value += prio * len(gpus)
+        for app_id, curve in sim.demand.items():
+            short += max(0, curve[commit.step] - len(commit.assignments.get(app_id, ())))
+    started = [j for j, s in run.started.items() if lo <= s < hi]
+    finished = [j for j, s in run.finished.items() if lo <= s < hi]
+    queue = [run.started[j] - run.submitted[j] for j in started if j in run.submitted]
+    jct = [run.finished[j] - run.submitted[j] for j in finished if j in run.submitted]
+    return DayReport(run.policy, day, round(used / (sim.config.gpus * max(hi - lo, 1)), 4), round(value, 2),
+                     short, len(started), len(finished),
+                     round(statistics.fmean(queue), 2) if queue else None,
+                     round(statistics.fmean(jct), 2) if jct else None)
+
+
+def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
+    """The contract's online rules over a simulated run's executed grid (`online_violations`),
+    under its policy's exemptions (FIFO's static reservations are exempt from the app rules)."""
+    return online_violations(run.commits, sim.limits, set(sim.limits), run.down, run.failed, run.exempt)

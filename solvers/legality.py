@@ -129,14 +129,14 @@ def _check_realtime(problem: Problem, app: Realtime, masks: list[int], exempt: C
 
 def online_violations(commits, limits: dict[str, tuple[int, int, int]], apps: set[str],
                       down: list[int] | None = None, failed: dict[str, list[int]] | None = None,
-                      exempt: Collection[str] = ()) -> list[str]:
+                      exempt: Collection[str] = (), node_size: int | None = None) -> list[str]:
     """The contract's online rules over committed steps (objects with `step` and `assignments`,
     as the planner makes them or as rebuilt from `plan.committed` messages): one owner per GPU
     per step; a batch job holds one contiguous power-of-two block from its first committed step
     until its completion, without a gap or a move (a failed, re-queued job starts afresh); apps
     in `limits` (min_gpus, max_gpus, swap_cap) within their bounds and their swap cap between
     consecutive commits, GPUs lost to a node going down (`down`: mask per step) not counting,
-    but for the rules in `exempt`."""
+    but for the rules in `exempt`; with `node_size`, blocks obey R3's node rule too."""
     out = []
     failed = failed or {}
     seen_at: dict[str, tuple[int, tuple[int, ...]]] = {}
@@ -162,6 +162,8 @@ def online_violations(commits, limits: dict[str, tuple[int, int, int]], apps: se
             n = len(gpus)
             if n & (n - 1) or list(gpus) != list(range(gpus[0], gpus[0] + n)):
                 out.append(f"step {commit.step}: {owner} is not on a contiguous power-of-two block")
+            elif node_size and gpus[0] // node_size != gpus[-1] // node_size and n % node_size:
+                out.append(f"step {commit.step}: {owner} spans nodes of {node_size} GPUs (R3's node rule)")
     return out
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from gpualloc.solvers.policies import policy
-
 import pytest
 
 from gpualloc import benchmarks
 from gpualloc.schemas import Scenario
 from gpualloc.solvers import check_plan, compile_scenario, solve
+from gpualloc.solvers.policies import policy
 
 PATHS = benchmarks.scenario_paths()
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from gpualloc.solvers.policies import policy
-
 from conftest import app, batch, make, show
-from gpualloc.solvers import check_plan, solve
+from gpualloc.solvers import solve
+from gpualloc.solvers.policies import policy
 
 
 def fifo_grid(gpus, horizon, jobs, **extra):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from gpualloc.solvers.policies import policy
-
 import pytest
 
 from conftest import app, batch, grid, make
-from gpualloc.solvers import check_plan, compute_metrics
+from gpualloc.solvers import compute_metrics
+from gpualloc.solvers.policies import policy
 
 
 def test_metrics_of_a_hand_computed_grid():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+from gpualloc.solvers.legality import online_violations
 from gpualloc.solvers.planner.state import AppSpec, JobSpec, Planner, PoolConfig, applied
 
 CONFIG = PoolConfig(gpus=16, gpus_per_node=8, horizon=12, swap_cap=2)
@@ -39,31 +40,7 @@ def test_every_committed_step_is_legal_online():
     decisions, commits = run()
     assert len(decisions) > 30 and any(d.action == "start" for d in decisions)
     assert {d.action for d in decisions} <= {"start", "planned", "queued", "rejected"}
-    for commit in commits:
-        owners = {}
-        for owner, gpus in commit.assignments.items():
-            for g in gpus:
-                assert g not in owners, f"GPU {g} given to {owner} and {owners[g]} at step {commit.step}"
-                owners[g] = owner
-    held: dict[str, tuple[int, ...]] = {}
-    last_seen: dict[str, int] = {}
-    for commit in commits:
-        for owner, gpus in commit.assignments.items():
-            if owner == "chat":
-                continue
-            if owner in held:
-                assert gpus == held[owner], f"{owner} moved at step {commit.step}"
-                assert last_seen[owner] == commit.step - 1, f"{owner} was interrupted"
-            held[owner] = gpus
-            last_seen[owner] = commit.step
-            n = len(gpus)
-            assert n & (n - 1) == 0 and list(gpus) == list(range(gpus[0], gpus[0] + n))
-            assert gpus[0] // 8 == gpus[-1] // 8 or n % 8 == 0
-    chat = [set(c.assignments.get("chat", ())) for c in commits]
-    for step, now in enumerate(chat):
-        assert 1 <= len(now) <= 6
-        if step:
-            assert len(now ^ chat[step - 1]) <= CONFIG.swap_cap
+    assert online_violations(commits, {"chat": (1, 6, CONFIG.swap_cap)}, {"chat"}, node_size=8) == []
 
 
 def test_the_grid_rebuilt_from_commits_matches_them():

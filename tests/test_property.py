@@ -10,8 +10,6 @@ and which features appear (running jobs, late arrivals, min/max floors, `current
 
 from __future__ import annotations
 
-from gpualloc.solvers.policies import policy
-
 import json
 
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +18,7 @@ from hypothesis import strategies as st
 from gpualloc.schemas import Scenario
 from gpualloc.solvers import check_plan, compile_scenario, solve
 from gpualloc.solvers.simulation.scenarios import generate_scenario
+from gpualloc.solvers.policies import policy
 
 POOLS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 20, 24, 32]
 

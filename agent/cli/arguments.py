@@ -80,6 +80,8 @@ def setting(p: argparse.ArgumentParser | argparse._ArgumentGroup, *flags: str, p
     """A flag that sets configuration field `path`; unset, the environment, file or default decide.
     `shown`: how to print the default in the help when its value would not say it."""
     default = shown if shown is not None else default_of(path)
+    if kwargs.get("action") is None:
+        kwargs.setdefault("metavar", flags[0].lstrip("-").replace("-", "_").upper())
     p.add_argument(*flags, dest=SETTING + path, default=argparse.SUPPRESS,
                    help=f"{help} (default: {default}; {env_name(path)})", **kwargs)
 
@@ -97,7 +99,8 @@ def bus_arguments(p: argparse.ArgumentParser, pool: bool = True) -> None:
     """Where the bus is (every Kafka command takes these) and, for the agents, which pool."""
     setting(p, "--bootstrap", path="bootstrap", metavar="HOST:PORT", shown="$KAFKA_BOOTSTRAP_SERVERS",
             help="Kafka bootstrap servers")
-    setting(p, "--topic-prefix", path="topic_prefix", metavar="P", help="prefix for every topic name (isolated runs)")
+    setting(p, "--topic-prefix", path="topic_prefix", metavar="P", shown='none',
+            help="prefix for every topic name (isolated runs)")
     if pool:
         setting(p, "--pool", path="pool", help="the pool's name")
     settings_arguments(p)

@@ -90,7 +90,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.agent:
         return _bench_agent(args)
     report, scenarios = run_bench(args.dir, args.repeat, args.generated)
-    if args.milp:
+    if args.full_mode:
         from gpualloc.agent.reports.full_mode import bench_full_mode, record_best_known
 
         report.full_mode = bench_full_mode(scenarios, _solve_options(args, True))
@@ -202,15 +202,15 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=positive_int, default=5, help="timed runs per scheduler (p50 reported)")
     p.add_argument("--generated", type=generated_spec, action="append", default=[], metavar="GPUSxJOBS[:SEED]",
                    help="also bench a generated scenario (seed 7 unless given), e.g. 1024x1000; repeatable")
-    p.add_argument("--milp", "--full-mode", dest="milp", action="store_true",
-                   help="also run full mode: objective, bound, gap, heuristic/MILP")
+    p.add_argument("--full-mode", "--milp", dest="full_mode", action="store_true",
+                   help="also run full mode: objective, bound, gap, heuristic/full mode")
     p.add_argument("--agent", action="store_true", help="instead: arrivals per second through a real broker, with latency")
     setting(p, "--bootstrap", path="bootstrap", metavar="HOST:PORT", shown="$KAFKA_BOOTSTRAP_SERVERS",
             help="the broker for --agent")
     p.add_argument("--rate", type=float, default=1000, help="--agent: arrivals per second offered (default 1000)")
     p.add_argument("--seconds", type=float, default=20, help="--agent: measured seconds (default 20)")
     p.add_argument("--update-best-known", action="store_true",
-                   help="with --milp: record better objectives and bounds in the bundled best-known.json")
+                   help="with --full-mode: record better objectives and bounds in the bundled best-known.json")
     _full_mode_arguments(p)
     p.set_defaults(func=cmd_bench)
 

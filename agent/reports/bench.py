@@ -103,7 +103,7 @@ class Row:
 class Report:
     rows: list[Row]
     repeat: int
-    full_mode: list = field(default_factory=list)  # gpualloc.agent.reports.full_mode.FullModeRow, with --milp
+    full_mode: list = field(default_factory=list)  # gpualloc.agent.reports.full_mode.FullModeRow, with --full-mode
 
     @property
     def mean_value_gain_pct(self) -> float | None:

@@ -1,4 +1,4 @@
-"""The full-mode bench (`gpualloc bench --milp`): objective, bound, gap and time per scenario, and
+"""The full-mode bench (`gpualloc bench --full-mode`): objective, bound, gap and time per scenario, and
 recording better objectives and bounds in the bundled best-known.json."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def bench_full_mode(scenarios: list[Scenario], options: SolveOptions) -> list[Fu
 
 def format_full_mode(rows: list[FullModeRow]) -> str:
     head = (f"{'full mode':<22} {'solver':>6}  {'objective':>10}  {'bound':>10}  {'gap':>7}  {'status':>14}  "
-            f"{'build':>7}  {'solve':>8}  {'heur/MILP':>9}  legal")
+            f"{'build':>7}  {'solve':>8}  {'heur/full':>9}  legal")
     lines = [head, "-" * len(head)]
     for r in rows:
         bound = "-" if r.bound is None else f"{r.bound:.2f}"

@@ -24,7 +24,8 @@ from pydantic import BaseModel
 from gpualloc.schemas.config import AgentSettings
 from gpualloc.schemas.events import AppRegistered, BindingReported, JobSubmitted, NodeStatus, PoolConfigured
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.planner.state import AppSpec, Commit, Decision, FullModePlan, JobSpec, Planner, PoolConfig
+from gpualloc.solvers.planner.state import (FULL_MODE, AppSpec, Commit, Decision, FullModePlan, JobSpec, Planner,
+                                            PoolConfig)
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Problem, mask_of
 
@@ -220,7 +221,7 @@ class Pool:
         if plan is not None:
             adoption = self.planner.adopt(plan)
             commit = self.planner.tick_after(adoption)
-            return Committed(commit, adoption.reason, plan.bound if commit.source == "milp" else None)
+            return Committed(commit, adoption.reason, plan.bound if commit.source == FULL_MODE else None)
         return Committed(self.planner.tick(recorded), None, None)
 
     def full_mode_due(self) -> bool:

@@ -22,6 +22,7 @@ from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of
 from gpualloc.solvers.planner.reconcile import reconcile
 
 BLOCKER = "\x00unavailable"  # pseudo running job holding GPUs that may take no new work
+HOT_PATH, FULL_MODE = "heuristic", "milp"  # a commit's `source`, in the events contract's words
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class Commit:
     started: tuple[str, ...]  # jobs that start running at this step
     window: Problem  # the window this step was planned in
     schedule: Schedule  # the plan over that window (its step 0 is this commit)
-    source: str = "heuristic"  # heuristic | milp (an adopted full-mode plan)
+    source: str = HOT_PATH  # HOT_PATH, or FULL_MODE: an adopted full-mode plan
 
 
 @dataclass(frozen=True)
@@ -239,15 +240,15 @@ class Planner:
             return self.tick()
         problem, hot = adoption.hot
         if adoption.schedule is not None:
-            return self._commit(problem, adoption.schedule, "milp")
-        return self._commit(problem, hot, "heuristic")
+            return self._commit(problem, adoption.schedule, FULL_MODE)
+        return self._commit(problem, hot, HOT_PATH)
 
     def tick(self, adopted: Schedule | None = None) -> Commit:
         """Commit the current step of a fresh plan (or of `adopted`, a plan of this same window
         from `adopt`, or recorded in a commit being replayed), then advance the clock one step."""
         if adopted is not None:
-            return self._commit(self.window_problem(), adopted, "milp")
-        return self._commit(*self.plan(), "heuristic")
+            return self._commit(self.window_problem(), adopted, FULL_MODE)
+        return self._commit(*self.plan(), HOT_PATH)
 
     def _commit(self, problem: Problem, schedule: Schedule, source: str) -> Commit:
         assignments: dict[str, tuple[int, ...]] = {}

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from gpualloc.schemas import Plan
 from gpualloc.schemas.config import SolveOptions
-from gpualloc.solvers.policies import milp as milp_entry
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import R3_REALTIME, R4
 from gpualloc.solvers.metrics import compute_metrics

@@ -63,4 +63,5 @@ def _summary(sim: Simulation, run: PolicyRun, day, lo: int, hi: int) -> DayRepor
 def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
     """The contract's online rules over a simulated run's executed grid (`online_violations`),
     under its policy's exemptions (FIFO's static reservations are exempt from the app rules)."""
-    return online_violations(run.commits, sim.limits, set(sim.limits), run.down, run.failed, run.exempt)
+    return online_violations(run.commits, sim.limits, set(sim.limits), run.down, run.failed, run.exempt,
+                             sim.config.node_size)

@@ -18,7 +18,7 @@ from gpualloc.schemas.config import RollingFullMode, SimulationSettings, SolveOp
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.full_mode import snapshot, solve_snapshot
 from gpualloc.solvers.planner.interpreter import Decided, Ended, Event, Failed, Pool, Rejected
-from gpualloc.solvers.planner.state import Commit, Decision, FullModePlan, Planner, PoolConfig
+from gpualloc.solvers.planner.state import FULL_MODE, Commit, Decision, FullModePlan, Planner, PoolConfig
 from gpualloc.solvers.policies import OnlinePolicy, online_policy
 
 
@@ -46,11 +46,11 @@ class PolicyRun:
     @property
     def full_mode_adopted(self) -> list[int]:
         """Steps whose commit came from full mode."""
-        return [c.step for c in self.commits if c.source == "milp"]
+        return [c.step for c in self.commits if c.source == FULL_MODE]
 
     def recorded(self) -> dict[int, Schedule]:
         """The adopted full-mode plans by step, as the commits record them: what a replay reuses."""
-        return {c.step: c.schedule for c in self.commits if c.source == "milp"}
+        return {c.step: c.schedule for c in self.commits if c.source == FULL_MODE}
 
 
 @dataclass

@@ -5,17 +5,17 @@
 - skyline: apps live at the top of the pool, growing down into it; blocks fill in below.
 
 Both pin an app's `current` GPUs for as long as the swap cap keeps it from leaving them all,
-so no block is placed where the app is bound to be. An app whose swap cap is 0 or 1 cannot
-swap a GPU at all (a swap costs 2), so it gets a fixed home list up front and holds its first
-c(t) GPUs at step t: legal by construction, and its cells are known to the packer.
+so no block is placed where the app is bound to be. An app whose swap cap is 0 cannot
+change its set at all, so it gets a fixed home list up front and holds its first c(t) GPUs at
+step t: legal by construction, and its cells are known to the packer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpualloc.solvers.policies.heuristic.packing import Packing, Reservation, pack
-from gpualloc.solvers.problem import Batch, Problem, bits_of, highest_bits, mask_of
+from gpualloc.solvers.policies.heuristic.packing import Reservation
+from gpualloc.solvers.problem import Problem, bits_of, highest_bits, mask_of
 
 
 def _pinned(problem: Problem, homes: dict[int, list[int]]) -> list[list[int]]:
@@ -143,6 +143,3 @@ class Layout:
             prev = pinned | stay
             zone.append(prev)
         return cls("skyline", curves, Reservation([0] * T, None, zone), homes, None)
-
-    def pack(self, problem: Problem, order: list[Batch]) -> Packing:
-        return pack(problem, order, self.reservation)

@@ -11,6 +11,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpualloc.schemas.config import POOL
+
 StrictInt = Annotated[int, Field(strict=True)]
 BATCH_KINDS = ("training", "batch_inference", "quantization")
 
@@ -59,11 +61,11 @@ class PoolFields(BaseModel):
     model_config = ConfigDict(frozen=True)
     gpus: StrictInt = Field(ge=1)
     gpus_per_node: StrictInt | None = Field(default=None, ge=1)
-    horizon: StrictInt = Field(default=24, ge=1)
-    step_minutes: StrictInt = Field(default=60, ge=1)
-    time_decay: float = Field(default=0.95, gt=0, le=1)
-    realtime_penalty: float = Field(default=8.0, ge=0)
-    swap_cap: StrictInt = Field(default=2, ge=0)
+    horizon: StrictInt = Field(default=POOL.horizon, ge=1)
+    step_minutes: StrictInt = Field(default=POOL.step_minutes, ge=1)
+    time_decay: float = Field(default=POOL.time_decay, gt=0, le=1)
+    realtime_penalty: float = Field(default=POOL.realtime_penalty, ge=0)
+    swap_cap: StrictInt = Field(default=POOL.swap_cap, ge=0)
 
 
 class Scenario(PoolFields):

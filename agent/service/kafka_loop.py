@@ -1,6 +1,6 @@
 """The agent on the bus: consume input topics, drive the dispatcher, publish what it returns.
 
-All decisions happen in `gpualloc.agent.service.dispatcher` (pure); this shell owns the clock, the Kafka clients
+All decisions happen in `dispatcher` (pure); this shell owns the clock, the Kafka clients
 and the full-mode process. One loop: poll (waking in time for the next step boundary), hand the
 poll's records to the dispatcher in one go (one planning pass for its arrivals), commit every
 step that is due (adopting a finished full-mode plan there or nowhere), publish, then commit

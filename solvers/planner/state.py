@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from gpualloc.schemas.config import POOL
 from gpualloc.schemas.scenario import block_size_problems
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
@@ -29,11 +30,11 @@ HOT_PATH, FULL_MODE = "heuristic", "milp"  # a commit's `source`, in the events 
 class PoolConfig:
     gpus: int
     gpus_per_node: int | None = None
-    horizon: int = 24
-    step_minutes: int = 60
-    time_decay: float = 0.95
-    realtime_penalty: float = 8.0
-    swap_cap: int = 2
+    horizon: int = POOL.horizon
+    step_minutes: int = POOL.step_minutes
+    time_decay: float = POOL.time_decay
+    realtime_penalty: float = POOL.realtime_penalty
+    swap_cap: int = POOL.swap_cap
 
     @property
     def node_size(self) -> int:

@@ -123,7 +123,7 @@ def _run(online: OnlinePolicy, first, timed, steps: int, options: SimOptions,
         if full is not None and recorded is None and pool.full_mode_due():
             proposal = _full_mode(planner, full.name, options.full_mode)  # solved while this step's events arrive
             if proposal is None:
-                run.full_mode.append((step, "no better than the heuristic on its own snapshot"))
+                run.full_mode.append((step, "no better than its warm start on its own snapshot"))
         while i < len(timed) and timed[i][0] <= step:
             _, env, payload = timed[i]
             for effect in pool.apply([Event(env.type, payload, env.occurred_at, payload)], env.occurred_at):

@@ -18,6 +18,8 @@ class Topics:
     commits: str = "gpualloc.commits"
     bindings: str = "gpualloc.bindings"
     deadletter: str = "gpualloc.deadletter"
+    ledger: str = "gpualloc.ledger"  # per transaction: the inputs consumed, in order, and the commits made
+    state: str = "gpualloc.state"  # compacted: each pool's latest snapshot
 
     @classmethod
     def with_prefix(cls, prefix: str) -> "Topics":
@@ -25,10 +27,18 @@ class Topics:
         return cls(**{name: prefix + value for name, value in cls().__dict__.items()})
 
     def of_type(self, event_type: str) -> str:
-        """The topic an input or output event type travels on."""
+        """The topic an event type travels on."""
+        if event_type == "pool.snapshot":
+            return self.state
         return {"job.": self.jobs, "app.": self.traffic, "traffic.": self.traffic, "pool.": self.config,
                 "node.": self.config, "allocation.": self.decisions, "plan.": self.commits,
-                "binding.": self.bindings, "input.": self.deadletter}[event_type.split(".")[0] + "."]
+                "binding.": self.bindings, "input.": self.deadletter,
+                "pass.": self.ledger}[event_type.split(".")[0] + "."]
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """What the pool agent consumes."""
+        return (self.config, self.jobs, self.traffic, self.bindings)
 
 
 def encode(message: dict[str, Any]) -> bytes:

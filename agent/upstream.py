@@ -58,7 +58,8 @@ async def complete_jobs(bootstrap: str, topics: Topics, durations: dict[str, int
     """Play the platform running the jobs: each job of `durations` that a commit starts gets its
     job.completed once the commit of its last step is out. Runs until `stop` is set (without
     one: until every job completed); returns the jobs completed."""
-    consumer = AIOKafkaConsumer(topics.commits, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(topics.commits, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                isolation_level="read_committed")
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
     await consumer.start()
     await producer.start()
@@ -103,7 +104,7 @@ def line(message: dict[str, Any], topic: str) -> str:
     """One readable line for an output message."""
     p, kind = message.get("payload", {}), message.get("type")
     if kind == "allocation.decided":
-        gpus = _span(p.get("gpus", []))
+        gpus = span(p.get("gpus", []))
         where = f" GPUs {gpus}" if gpus else ""
         at = f" step {p['start_step']}" if p.get("start_step") is not None else ""
         return f"decided   {p['job_id']}: {p['action']}{where}{at} ({p.get('latency_ms', 0):.1f} ms) - {p['reason']}"
@@ -113,13 +114,13 @@ def line(message: dict[str, Any], topic: str) -> str:
         return (f"committed step {p['step']} (seq {p['seq']}, {p['source']}) objective {p['objective']:.2f}{bound}: "
                 f"{len(p['assignments'])} holders{started}")
     if kind == "binding.reported":
-        return f"binding   node {p['node']} {p['job_id']} {p['status']} GPUs {_span(p.get('gpus', []))} {p.get('detail', '')}".rstrip()
+        return f"binding   node {p['node']} {p['job_id']} {p['status']} GPUs {span(p.get('gpus', []))} {p.get('detail', '')}".rstrip()
     if kind == "input.rejected":
         return f"rejected  {p['topic']}:{p['partition']}:{p['offset']} - {p['reason']}"
     return f"{kind or 'message'} on {topic}"
 
 
-def _span(gpus: list[int]) -> str:
+def span(gpus: list[int]) -> str:
     if not gpus:
         return ""
     if gpus == list(range(gpus[0], gpus[-1] + 1)):
@@ -130,7 +131,8 @@ def _span(gpus: list[int]) -> str:
 async def tail(bootstrap: str, topics: Topics, stop: asyncio.Event, from_beginning: bool, out) -> None:
     """Print output topics as readable lines until `stop` is set."""
     consumer = AIOKafkaConsumer(topics.decisions, topics.commits, topics.bindings, topics.deadletter,
-                                bootstrap_servers=bootstrap, auto_offset_reset="earliest" if from_beginning else "latest")
+                                bootstrap_servers=bootstrap, auto_offset_reset="earliest" if from_beginning else "latest",
+                                isolation_level="read_committed")
     await consumer.start()
     try:
         while not stop.is_set():

@@ -88,8 +88,12 @@ class AgentSettings(_Frozen):
     full_mode: RollingFullMode = RollingFullMode(every=1, options=FullModeOptions(time_limit=None))
     full_mode_time_cap: float = Field(default=60.0, gt=0)  # without a time_limit: half a step, at most this
     max_wait_ms: int = Field(default=200, ge=1)  # longest poll: stops and boundaries are noticed within it
-    commit_every_s: float = Field(default=0.2, gt=0)  # offsets committed at most this often
+    snapshot_every: int = Field(default=50, ge=1)  # transactions between snapshots (and at every commit)
+    transaction_timeout_ms: int = Field(default=10_000, ge=1000)  # the broker aborts a dead agent's transaction
+    partitions: int = Field(default=1, ge=1)  # for the topics the agent creates
+    retention_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=-1)  # inputs and ledger: as far back as audits reach
     seen_limit: int = Field(default=200_000, ge=1)  # event ids remembered for de-duplication
+    dedup_steps: int = Field(default=24, ge=0)  # ...and kept in snapshots for this many steps
     pending_limit: int = Field(default=10_000, ge=0)  # events held until the pool is configured
 
     def full_mode_time_limit(self, step_seconds: float) -> float:

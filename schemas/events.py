@@ -123,6 +123,7 @@ class PlanCommitted(BaseModel):
     bound: float | None = None
     started: list[str] = []  # added: jobs that start running at this step
     full_mode: str | None = None  # added: what became of the last full-mode plan, when one ended
+    frontier: dict[str, int] = {}  # added: per "topic:partition", the next input offset when it was made
 
 
 class InputRejected(BaseModel):
@@ -131,6 +132,45 @@ class InputRejected(BaseModel):
     topic: str
     partition: int
     offset: int
+
+
+class RecordedCommit(BaseModel):
+    """A commit as its transaction recorded it, so a replay makes the same one."""
+
+    seq: int
+    full_mode: str | None = None  # what became of full mode's plan, as the commit said
+    bound: float | None = None
+    schedule: dict[str, Any] | None = None  # the adopted full-mode plan (source milp), else None
+
+
+class PassRecorded(BaseModel):
+    """`pass.recorded` on the ledger topic: one per agent transaction. `inputs` are the consumed
+    records in the order they were handed to the planner, as runs [topic, partition, first, last]
+    of consecutive offsets (`inline` holds records that came from no topic: `--config`); then the
+    commits made, in order. `frontier` is the next offset to consume per `topic:partition`, and
+    `run` the agent settings a replay needs (policy, hot-path effort, clock, full-mode cadence)."""
+
+    txn: int = Field(ge=1)
+    now: AwareDatetime
+    inputs: list[tuple[str, int, int, int]] = []
+    inline: dict[str, str] = {}
+    commits: list[RecordedCommit] = []
+    frontier: dict[str, int] = {}
+    run: dict[str, Any] = {}
+
+
+class PoolSnapshot(BaseModel):
+    """`pool.snapshot` on the compacted state topic (key: pool), written in the transaction of a
+    step's commit: the pool's state after transaction `txn`, and where its ledger goes on."""
+
+    version: int
+    txn: int
+    seq: int
+    ledger_partition: int
+    ledger_next: int  # the ledger offset after this transaction's entry
+    frontier: dict[str, int]
+    seen: list[tuple[str, int]]  # de-duplication window: (event id, step it was seen at)
+    pool: dict[str, Any]
 
 
 PAYLOADS: dict[str, type[BaseModel]] = {
@@ -148,6 +188,8 @@ OUTPUTS: dict[str, type[BaseModel]] = {
     "allocation.decided": AllocationDecided,
     "plan.committed": PlanCommitted,
     "input.rejected": InputRejected,
+    "pass.recorded": PassRecorded,
+    "pool.snapshot": PoolSnapshot,
 }
 
 

@@ -73,7 +73,7 @@ async def play_upstream(bootstrap: str, topics: Topics, steps: int, durations: d
 
 async def read_all(bootstrap: str, topic: str) -> list[dict]:
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                enable_auto_commit=False)
+                                enable_auto_commit=False, isolation_level="read_committed")
     await consumer.start()
     out = []
     try:

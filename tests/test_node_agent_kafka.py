@@ -48,7 +48,8 @@ async def publish(bootstrap: str, topic: str, *messages: dict | bytes, key: str 
 
 async def read_all(bootstrap: str, topic: str) -> list[tuple[str, dict]]:
     """(key, message) of every message in a one-partition topic so far."""
-    async with AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False) as consumer:
+    async with AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                isolation_level="read_committed") as consumer:
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)

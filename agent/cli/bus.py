@@ -21,7 +21,7 @@ from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import PoolConfigured, envelope
 from gpualloc.solvers.policies import online_policy
 
-EXIT_OK = 0
+EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def _initial_config(path: str | None, pool: str) -> bytes | None:
@@ -112,6 +112,61 @@ def cmd_tail(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _step_or_time(text: str) -> int | datetime:
+    """`--from`/`--to`: a step number or an ISO time with its zone."""
+    try:
+        return nonnegative_int(text)
+    except argparse.ArgumentTypeError:
+        pass
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a step number or an ISO time, got {text!r}") from None
+    if at.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"must name its time zone (e.g. {text}Z), got {text!r}")
+    return at
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from gpualloc.agent.reports.audit import Bounds, audit
+
+    settings = settings_of(args)
+    bootstrap = bootstrap_of(settings)
+    result = None
+
+    async def body(stop: asyncio.Event) -> None:
+        nonlocal result
+        result = await audit(bootstrap, Topics.with_prefix(settings.topic_prefix), settings.pool,
+                             Bounds(args.first, args.last))
+
+    run_until_signal(body, bootstrap)
+    if result is None:
+        return EXIT_FAILED
+    if args.json:
+        sys.stdout.write(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print("\n".join(result.lines()))
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from gpualloc.agent.reports.explain import explain_lines, history_of
+
+    settings = settings_of(args)
+    bootstrap = bootstrap_of(settings)
+    messages: list = []
+
+    async def body(stop: asyncio.Event) -> None:
+        messages.extend(await history_of(bootstrap, Topics.with_prefix(settings.topic_prefix), settings.pool, args.job))
+
+    run_until_signal(body, bootstrap)
+    lines = explain_lines(args.job, messages)
+    if not lines:
+        raise InputError(args.job, [f"no job of pool {settings.pool!r} by this id on the bus"])
+    print("\n".join(lines))
+    return EXIT_OK
+
+
 def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("agent", help="run the allocation agent on Kafka (decisions per arrival, a commit per step)")
     bus_arguments(p)
@@ -150,3 +205,16 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     bus_arguments(p, pool=False)
     p.add_argument("--from-beginning", action="store_true")
     p.set_defaults(func=cmd_tail)
+
+    p = sub.add_parser("audit", help="replay a pool's ledger and check every decision and commit is reproduced")
+    bus_arguments(p)
+    p.add_argument("--from", dest="first", type=_step_or_time, metavar="STEP|TIME",
+                   help="report from this step (or the step of this time) on")
+    p.add_argument("--to", dest="last", type=_step_or_time, metavar="STEP|TIME", help="report up to this step")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("explain", help="a job's history and, while it waits, what holds its block")
+    p.add_argument("job", help="the job id")
+    bus_arguments(p)
+    p.set_defaults(func=cmd_explain)

@@ -68,7 +68,8 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
                               "--topic-prefix", f"bench-{prefix}.", "--config", f.name, "--step-seconds",
                               str(step_seconds), "--full-mode-every", "0"], stderr=subprocess.DEVNULL)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, acks=1)
-    consumer = AIOKafkaConsumer(topics.decisions, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(topics.decisions, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                isolation_level="read_committed")
     await producer.start()
     await consumer.start()
     sent_at: dict[str, float] = {}

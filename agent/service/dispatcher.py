@@ -14,19 +14,21 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
 from gpualloc.agent.topics import Topics, decode
 from gpualloc.schemas.config import AgentSettings
 from gpualloc.schemas.errors import describe
-from gpualloc.schemas.events import (AllocationDecided, InputRejected, JobRef, PlanCommitted, envelope,
-                                     parse_event)
+from gpualloc.schemas.events import (AllocationDecided, InputRejected, JobRef, PassRecorded, PlanCommitted,
+                                     PoolSnapshot, RecordedCommit, envelope, parse_event)
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.metrics import compute_metrics
 from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Pool, Rejected
-from gpualloc.solvers.planner.state import BLOCKER, Commit, FullModePlan, Planner
+from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
+from gpualloc.solvers.planner.snapshot import dump_pool, dump_schedule, load_pool, load_schedule
+from gpualloc.solvers.planner.state import BLOCKER, FULL_MODE, Commit, FullModePlan, Planner
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,13 @@ class Dispatcher:
     topics: Topics = field(default_factory=Topics)
     interpreter: Pool = field(default_factory=Pool)
     seen_limit: int = AgentSettings().seen_limit
+    dedup_steps: int = AgentSettings().dedup_steps
     seq: int = 0  # commits published
-    seen: OrderedDict = field(default_factory=OrderedDict)
+    txn: int = 0  # transactions sealed (ledger entries)
+    seen: OrderedDict = field(default_factory=OrderedDict)  # event id -> step it was seen at
+    frontier: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> next offset to consume
     last_commit: Commit | None = None
+    _log: dict[str, Any] = field(default_factory=lambda: _empty_log())  # this transaction, for the ledger
 
     @property
     def planner(self) -> Planner | None:
@@ -77,6 +83,7 @@ class Dispatcher:
         """Apply a poll's records in one planning pass; the messages to publish."""
         out: list[Output] = []
         events = []
+        self._log_inputs(records, now)
         for rec in records:
             event = self._parse(rec, out, now)
             if event is not None:
@@ -98,7 +105,7 @@ class Dispatcher:
             return None
         if env.pool != self.pool or env.event_id in self.seen:
             return None  # another pool's agent owns it, or a redelivery
-        self.seen[env.event_id] = None
+        self.seen[env.event_id] = self.planner.now if self.planner else 0
         if len(self.seen) > self.seen_limit:
             self.seen.popitem(last=False)
         return Event(env.type, payload, env.occurred_at, (rec, env.event_id))
@@ -121,10 +128,16 @@ class Dispatcher:
                       envelope("allocation.decided", payload, now, f"{input_id}:decided", self.pool))
 
     # ---- steps ----------------------------------------------------------------------------
-    def commit(self, now: datetime, plan: FullModePlan | None = None) -> Output:
+    def commit(self, now: datetime, plan: FullModePlan | None = None,
+               recorded: RecordedCommit | None = None) -> Output:
         """Commit the current step: the hot path's plan, or `plan` (full mode's) when it is
-        adopted; the message carries the whole tentative plan from this step on."""
-        committed = self.interpreter.commit(plan)
+        adopted, or what a ledger `recorded` (replays); the message carries the whole tentative
+        plan from this step on."""
+        if recorded is not None:
+            schedule = load_schedule(recorded.schedule) if recorded.schedule is not None else None
+            committed = self.interpreter.replay_commit(schedule, recorded.full_mode, recorded.bound)
+        else:
+            committed = self.interpreter.commit(plan)
         commit = committed.commit
         self.last_commit, self.seq = commit, self.seq + 1
         grid = to_grid(commit.window, commit.schedule)
@@ -134,9 +147,76 @@ class Dispatcher:
             assignments={k: list(v) for k, v in commit.assignments.items()},
             grid=[[None if c == BLOCKER else c for c in row] for row in grid],
             source=commit.source, objective=round(objective, 6), bound=committed.bound,
-            started=list(commit.started), full_mode=committed.full_mode)
+            started=list(commit.started), full_mode=committed.full_mode, frontier=dict(self.frontier))
+        self._log.setdefault("now", now)
+        self._log["commits"].append(RecordedCommit(
+            seq=self.seq, full_mode=committed.full_mode, bound=committed.bound,
+            schedule=dump_schedule(commit.schedule) if commit.source == FULL_MODE else None))
         return Output(self.topics.commits, self.pool,
                       envelope("plan.committed", payload, now, f"{self.pool}:commit:{self.seq}", self.pool))
+
+    # ---- the ledger, snapshots and replays ----------------------------------------------------
+    def _log_inputs(self, records: list[Record], now: datetime) -> None:
+        """Note the records of this pass, in order, as runs of consecutive offsets."""
+        self._log.setdefault("now", now)
+        runs = self._log["inputs"]
+        for rec in records:
+            if rec.topic not in self.topics.inputs:
+                self._log["inline"][f"{rec.topic}:{rec.partition}:{rec.offset}"] = rec.value.decode("utf-8", "replace")
+                runs.append([rec.topic, rec.partition, rec.offset, rec.offset])
+                continue
+            last = runs[-1] if runs else None
+            if last and last[0] == rec.topic and last[1] == rec.partition and last[3] + 1 == rec.offset:
+                last[3] = rec.offset
+            else:
+                runs.append([rec.topic, rec.partition, rec.offset, rec.offset])
+            self.frontier[f"{rec.topic}:{rec.partition}"] = rec.offset + 1
+
+    def seal(self, run: dict[str, Any]) -> Output | None:
+        """The ledger entry of this transaction (None when it consumed and committed nothing);
+        `run`: the agent settings a replay needs."""
+        log, self._log = self._log, _empty_log()
+        if not log["inputs"] and not log["commits"]:
+            return None
+        self.txn += 1
+        entry = PassRecorded(txn=self.txn, now=log["now"], inputs=log["inputs"], inline=log["inline"],
+                             commits=log["commits"], frontier=dict(self.frontier), run=run)
+        return Output(self.topics.ledger, self.pool,
+                      envelope("pass.recorded", entry, log["now"], f"{self.pool}:pass:{self.txn}", self.pool))
+
+    def snapshot(self, now: datetime, ledger_partition: int, ledger_next: int) -> Output:
+        """The pool's state after the sealed transaction, for the compacted state topic; the
+        de-duplication window keeps the ids of the last `dedup_steps` steps."""
+        horizon = (self.planner.now if self.planner else 0) - self.dedup_steps
+        seen = [(event_id, step) for event_id, step in self.seen.items() if step >= horizon]
+        payload = PoolSnapshot(version=SNAPSHOT_VERSION, txn=self.txn, seq=self.seq, ledger_partition=ledger_partition,
+                               ledger_next=ledger_next, frontier=dict(self.frontier), seen=seen,
+                               pool=dump_pool(self.interpreter))
+        return Output(self.topics.state, self.pool,
+                      envelope("pool.snapshot", payload, now, f"{self.pool}:snapshot:{self.txn}", self.pool))
+
+    def restore(self, snap: PoolSnapshot) -> None:
+        """Take up the state a snapshot holds (SnapshotError when this release cannot read it)."""
+        load_pool(snap.pool, self.interpreter)
+        self.seq, self.txn, self.frontier = snap.seq, snap.txn, dict(snap.frontier)
+        self.seen = OrderedDict(snap.seen)
+
+    def replay(self, entry: PassRecorded, record_at: Callable[[str, int, int], Record]) -> list[Output]:
+        """Redo a recorded transaction: its inputs in the recorded order (`record_at` fetches a
+        record by topic, partition and offset), then its commits as recorded. Returns the
+        messages it made, which equal the ones published the first time but for latency_ms."""
+        records = []
+        for topic, partition, first, last in entry.inputs:
+            inline = entry.inline.get(f"{topic}:{partition}:{first}")
+            if inline is not None:
+                records.append(Record(topic, partition, first, self.pool, inline.encode()))
+            else:
+                records.extend(record_at(topic, partition, offset) for offset in range(first, last + 1))
+        out = self.handle(records, entry.now) if records else []
+        self._log.setdefault("now", entry.now)
+        out += [self.commit(entry.now, recorded=c) for c in entry.commits]
+        self.seal(entry.run)
+        return out
 
     # ---- outputs --------------------------------------------------------------------------
     def _reject(self, rec: Record, reason: str, now: datetime) -> Output:
@@ -152,3 +232,7 @@ class Dispatcher:
         return Output(self.topics.jobs, job_id,
                       envelope("job.failed", JobRef(id=job_id, detail=detail, source="agent"), now,
                                f"{self.pool}:failed:{job_id}:{step}", self.pool))
+
+
+def _empty_log() -> dict[str, Any]:
+    return {"inputs": [], "inline": {}, "commits": []}

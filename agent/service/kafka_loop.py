@@ -1,11 +1,18 @@
-"""The agent on the bus: consume input topics, drive the dispatcher, publish what it returns.
+"""The agent on the bus: consume input topics, drive the dispatcher, publish what it returns,
+exactly once.
 
-All decisions happen in `dispatcher` (pure); this shell owns the clock, the Kafka clients
-and the full-mode process. One loop: poll (waking in time for the next step boundary), hand the
-poll's records to the dispatcher in one go (one planning pass for its arrivals), commit every
-step that is due (adopting a finished full-mode plan there or nowhere), publish, then commit
-the consumer's offsets: a crash replays unacknowledged input, and outputs carry deterministic
-event ids so downstream de-duplicates.
+All decisions happen in `dispatcher` (pure); this shell owns the clock, the Kafka clients and
+the full-mode process. Each pass is one Kafka transaction: poll (waking in time for the next
+step boundary), hand the poll's records to the dispatcher in one go, commit every step that is
+due (adopting a finished full-mode plan there or nowhere), then publish the outputs, the pass's
+ledger entry (the inputs in the order they were used, and the commits made), a snapshot of the
+pool's state after a commit (and every `snapshot_every` transactions), and the consumed offsets,
+and commit the transaction. Readers see all of a pass or none of it.
+
+On start (and after an aborted transaction) the agent rebuilds its state from the latest
+snapshot and the ledger entries after it (`recovery`), so nothing is decided twice and `seq`
+keeps rising. The transactional id is `gpualloc-<pool>`: a second agent for the same pool
+fences the first, and its start aborts whatever the first left open.
 """
 
 from __future__ import annotations
@@ -15,17 +22,25 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError, ProducerFenced
 
 from gpualloc.agent.service.dispatcher import Dispatcher, Output, Record
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
+from gpualloc.agent.service.recovery import ensure_topics, partitions, read_history, rebuild
 from gpualloc.agent.topics import Topics, encode
 from gpualloc.schemas.config import AgentSettings, SolveOptions
 from gpualloc.solvers.planner.interpreter import Pool
+from gpualloc.solvers.planner.snapshot import SnapshotError
 from gpualloc.solvers.policies import online_policy
 
 log = logging.getLogger("gpualloc.agent")
+
+
+class AgentFenced(RuntimeError):
+    """Another agent took over this pool (same transactional id)."""
 
 
 @dataclass
@@ -34,52 +49,112 @@ class AgentStats:
     decisions: int = 0
     commits: int = 0
     rejected: int = 0
+    transactions: int = 0
+    replayed: int = 0  # ledger entries replayed by recoveries
+    recovery_s: float = 0.0  # the last recovery's time, from its start to ready
+
+
+def run_settings(settings: AgentSettings) -> dict[str, Any]:
+    """What a replay needs to plan as this agent did; recorded in every ledger entry."""
+    return {"policy": settings.policy, "effort": settings.hot_path_effort, "step_seconds": settings.step_seconds,
+            "every": settings.full_mode.every}
+
+
+def configure(pool: Pool, run: dict[str, Any]) -> None:
+    """Set `pool`'s hot path, clock and full-mode cadence as a recorded `run` had them."""
+    online = online_policy(run["policy"])
+    pool.scheduler = online.hot.bind(SolveOptions(effort=run["effort"]))
+    pool.step_seconds = run["step_seconds"]
+    pool.full_mode_every = run["every"] if online.full_mode is not None else 0
+    if pool.planner is not None:
+        pool.planner.scheduler = pool.scheduler
 
 
 class AgentService:
     """The pool agent on `bootstrap`, as `settings` say. `initial_config`: a pool.configured
-    message to start with (`--config`); `client`: extra consumer settings (tests: fast joins)."""
+    message to start with (`--config`); `client`: extra consumer settings."""
 
     def __init__(self, bootstrap: str, settings: AgentSettings = AgentSettings(), topics: Topics = Topics(),
                  pool: str = "default", initial_config: bytes | None = None, client: dict | None = None):
         self.bootstrap, self.settings, self.topics, self.pool = bootstrap, settings, topics, pool
         self.initial_config, self.client = initial_config, client or {}
         self.policy = online_policy(settings.policy)
-        hot_path = self.policy.hot.bind(SolveOptions(effort=settings.hot_path_effort))
-        every = settings.full_mode.every if self.policy.full_mode is not None else 0
-        interpreter = Pool(hot_path, settings.step_seconds, every, settings.pending_limit)
-        self.dispatcher = Dispatcher(self.pool, topics, interpreter, settings.seen_limit)
+        self.run_info = run_settings(settings)
+        self.group_id = settings.group_id or f"gpualloc-agent-{pool}"
+        self.dispatcher = self._fresh()
         self.stats = AgentStats()
         self.worker: FullModeWorker | None = None
-        self._unacked: list[asyncio.Future] = []
-        self._uncommitted = False
-        self._committed_at = 0.0
+        self._snapshot_txn = 0
+        self._counts: dict[str, int] = {}
+
+    def _fresh(self) -> Dispatcher:
+        interpreter = Pool(pending_limit=self.settings.pending_limit)
+        configure(interpreter, self.run_info)
+        return Dispatcher(self.pool, self.topics, interpreter, self.settings.seen_limit, self.settings.dedup_steps)
 
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
-        s, t = self.settings, self.topics
-        options = {"auto_offset_reset": "earliest", **self.client, "enable_auto_commit": False,
-                   "isolation_level": "read_committed"}
-        consumer = AIOKafkaConsumer(t.config, t.jobs, t.traffic, t.bindings, bootstrap_servers=self.bootstrap,
-                                    group_id=s.group_id or f"gpualloc-agent-{self.pool}", **options)
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, enable_idempotence=True, acks="all",
-                                    linger_ms=1)
+        s = self.settings
+        self._counts = await ensure_topics(self.bootstrap, self.topics, s.partitions, s.retention_ms)
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, transactional_id=f"gpualloc-{self.pool}",
+                                    enable_idempotence=True, acks="all", linger_ms=1,
+                                    transaction_timeout_ms=s.transaction_timeout_ms)
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, **{"auto_offset_reset": "earliest", **self.client,
+                                    "group_id": None, "enable_auto_commit": False, "isolation_level": "read_committed"})
         await producer.start()
         await consumer.start()
         try:
+            await producer.begin_transaction()  # takes the transactional id: fences an older agent and
+            await producer.commit_transaction()  # aborts what it left open, before its history is read
+            await self._recover(consumer)
             if self.initial_config is not None:
-                await self._publish(producer, self.dispatcher.handle(
-                    [Record("--config", 0, 0, self.pool, self.initial_config)], _now()), time.perf_counter())
+                now = _now()
+                outputs = self.dispatcher.handle([Record("--config", 0, 0, self.pool, self.initial_config)], now)
+                await self._transact(producer, outputs, now, time.perf_counter())
             if ready is not None:
                 ready.set()
             while not stop.is_set():
                 await self._pass(consumer, producer)
-            await self._commit_offsets(consumer, force=True)
+        except ProducerFenced:
+            raise AgentFenced(f"pool {self.pool!r}: another agent took it over (transactional id "
+                              f"gpualloc-{self.pool}); this one stops") from None
         finally:
             if self.worker is not None:
                 self.worker.close()
-            await consumer.stop()  # leaves the group; offsets were committed after each pass
+            await consumer.stop()
             await producer.stop()
 
+    # ---- recovery -------------------------------------------------------------------------------
+    async def _recover(self, consumer: AIOKafkaConsumer) -> None:
+        """Rebuild the pool's state from its snapshot and ledger, then consume from the frontier."""
+        began = time.perf_counter()
+        reader = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                                  isolation_level="read_committed")
+        await reader.start()
+        try:
+            history = await read_history(reader, self.topics, self._counts, self.pool)
+            self.dispatcher = self._fresh()
+            try:
+                replayed = rebuild(self.dispatcher, history, lambda run: configure(self.dispatcher.interpreter, run))
+            except SnapshotError as e:
+                log.warning("pool %s: %s; rebuilding the state from the whole ledger", self.pool, e)
+                history = await read_history(reader, self.topics, self._counts, self.pool, use_snapshot=False)
+                self.dispatcher = self._fresh()
+                replayed = rebuild(self.dispatcher, history, lambda run: configure(self.dispatcher.interpreter, run))
+            configure(self.dispatcher.interpreter, self.run_info)
+        finally:
+            await reader.stop()
+        inputs = [tp for topic in self.topics.inputs for tp in partitions(self._counts, topic)]
+        consumer.assign(inputs)
+        for tp in inputs:
+            consumer.seek(tp, self.dispatcher.frontier.get(f"{tp.topic}:{tp.partition}", 0))
+        self._snapshot_txn = self.dispatcher.txn
+        self.stats.replayed += replayed
+        self.stats.recovery_s = time.perf_counter() - began
+        if history.snapshot is not None or replayed:
+            log.info("pool %s: recovered at transaction %d, seq %d (%d replayed) in %.2f s", self.pool,
+                     self.dispatcher.txn, self.dispatcher.seq, replayed, self.stats.recovery_s)
+
+    # ---- one pass, one transaction --------------------------------------------------------------
     async def _pass(self, consumer: AIOKafkaConsumer, producer: AIOKafkaProducer) -> None:
         batch = await consumer.getmany(timeout_ms=self._wait_ms(), max_records=2000)
         received = time.perf_counter()
@@ -89,21 +164,50 @@ class AgentService:
         outputs = self.dispatcher.handle(records, now) if records else []
         outputs += self._boundaries(now)
         self.stats.records += len(records)
-        await self._publish(producer, outputs, received)
-        self._uncommitted |= bool(records)
-        await self._commit_offsets(consumer)
+        try:
+            await self._transact(producer, outputs, now, received)
+        except ProducerFenced:
+            raise
+        except KafkaError as e:
+            log.warning("pool %s: transaction aborted (%s); recovering from the last committed state", self.pool, e)
+            try:
+                await producer.abort_transaction()
+            except KafkaError as abort:
+                log.warning("pool %s: abort failed too: %s", self.pool, abort)
+            await self._recover(consumer)
 
-    async def _commit_offsets(self, consumer: AIOKafkaConsumer, force: bool = False) -> None:
-        """Commit consumed offsets once every output of theirs is acknowledged: a crash before
-        that replays the input, and outputs' deterministic ids make the replay harmless."""
-        if not force and time.monotonic() - self._committed_at < self.settings.commit_every_s:
+    async def _transact(self, producer: AIOKafkaProducer, outputs: list[Output], now: datetime,
+                        received: float) -> None:
+        """Publish one pass atomically: outputs, ledger entry, snapshot when due, offsets."""
+        d = self.dispatcher
+        entry = d.seal(self.run_info)
+        if entry is None:
             return
-        acks, self._unacked = self._unacked, []
-        if acks:
-            await asyncio.gather(*acks)
-        if self._uncommitted:
-            await consumer.commit()
-        self._uncommitted, self._committed_at = False, time.monotonic()
+        await producer.begin_transaction()
+        for o in outputs:
+            self._count(o, received)
+            await producer.send(o.topic, encode(o.message), key=o.key.encode())
+        where = await (await producer.send(entry.topic, encode(entry.message), key=entry.key.encode()))
+        committed = any(o.message["type"] == "plan.committed" for o in outputs)
+        if committed or d.txn - self._snapshot_txn >= self.settings.snapshot_every:
+            snap = d.snapshot(now, where.partition, where.offset + 1)
+            await producer.send(snap.topic, encode(snap.message), key=snap.key.encode())
+            self._snapshot_txn = d.txn
+        if d.frontier:
+            await producer.send_offsets_to_transaction(_offsets(d.frontier), self.group_id)
+        await producer.commit_transaction()
+        self.stats.transactions += 1
+
+    def _count(self, o: Output, received: float) -> None:
+        kind = o.message["type"]
+        if kind == "allocation.decided":
+            o.message["payload"]["latency_ms"] = round((time.perf_counter() - received) * 1000, 3)
+            self.stats.decisions += 1
+        elif kind == "plan.committed":
+            self.stats.commits += 1
+        elif kind == "input.rejected":
+            self.stats.rejected += 1
+            log.warning("dead-lettered %s: %s", o.message["event_id"], o.message["payload"]["reason"])
 
     def _wait_ms(self) -> int:
         longest = self.settings.max_wait_ms
@@ -135,20 +239,13 @@ class AgentService:
                                          s.full_mode.max_jobs, self.policy.full_mode.name)
         self.worker.launch(self.dispatcher.planner)
 
-    async def _publish(self, producer: AIOKafkaProducer, outputs: list[Output], received: float) -> None:
-        """Hand every output to the producer; their acknowledgements are awaited before the
-        offsets are committed, not here, so the next poll is not held up by a round trip."""
-        for o in outputs:
-            kind = o.message["type"]
-            if kind == "allocation.decided":
-                o.message["payload"]["latency_ms"] = round((time.perf_counter() - received) * 1000, 3)
-                self.stats.decisions += 1
-            elif kind == "plan.committed":
-                self.stats.commits += 1
-            elif kind == "input.rejected":
-                self.stats.rejected += 1
-                log.warning("dead-lettered %s: %s", o.message["event_id"], o.message["payload"]["reason"])
-            self._unacked.append(await producer.send(o.topic, encode(o.message), key=o.key.encode()))
+
+def _offsets(frontier: dict[str, int]) -> dict[TopicPartition, int]:
+    out = {}
+    for key, offset in frontier.items():
+        topic, partition = key.rsplit(":", 1)
+        out[TopicPartition(topic, int(partition))] = offset
+    return out
 
 
 def _now() -> datetime:

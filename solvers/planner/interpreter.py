@@ -224,6 +224,11 @@ class Pool:
             return Committed(commit, adoption.reason, plan.bound if commit.source == FULL_MODE else None)
         return Committed(self.planner.tick(recorded), None, None)
 
+    def replay_commit(self, schedule: Schedule | None, full_mode: str | None, bound: float | None) -> Committed:
+        """The commit a ledger recorded: its adopted full-mode `schedule` (None: the hot path's
+        plan), with what the commit said of full mode."""
+        return Committed(self.planner.tick(schedule), full_mode, bound)
+
     def full_mode_due(self) -> bool:
         """Solve full mode for the current step? Every `full_mode_every` steps, from step 0."""
         every = self.full_mode_every

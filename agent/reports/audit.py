@@ -1,0 +1,171 @@
+"""`gpualloc audit`: replay a pool's ledger from its first transaction through the planner core
+and check that every published decision and commit is reproduced exactly and every committed
+step is legal. Holds across agent restarts: the ledger records each transaction's inputs in the
+order they were used, its commits and the adopted full-mode plans."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+
+from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.agent.service.kafka_loop import configure
+from gpualloc.agent.service.recovery import partition_counts, partitions, read_history, read_range
+from gpualloc.agent.topics import Topics, decode
+from gpualloc.solvers.grid import to_grid
+from gpualloc.solvers.legality import check_plan, online_violations
+from gpualloc.solvers.planner.interpreter import Pool
+
+AUDITED = ("allocation.decided", "plan.committed", "input.rejected", "job.failed")
+VOLATILE = ("latency_ms",)  # measured by the shell at publish time, not decided
+
+
+@dataclass
+class Bounds:
+    """Steps to report on: [first, last], each a step number or a time (None: open)."""
+
+    first: int | datetime | None = None
+    last: int | datetime | None = None
+
+    def holds(self, step: int, step_at) -> bool:
+        lo = step_at(self.first) if isinstance(self.first, datetime) else self.first
+        hi = step_at(self.last) if isinstance(self.last, datetime) else self.last
+        return (lo is None or step >= lo) and (hi is None or step <= hi)
+
+
+@dataclass
+class AuditResult:
+    pool: str
+    transactions: int = 0
+    decisions: int = 0  # reproduced, within the bounds
+    commits: int = 0
+    mismatches: list[str] = field(default_factory=list)
+    illegal: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches and not self.illegal
+
+    def lines(self, shown: int = 20) -> list[str]:
+        out = [f"mismatch: {m}" for m in self.mismatches[:shown]]
+        out += [f"illegal: {v}" for v in self.illegal[:shown]]
+        problems = len(self.mismatches) + len(self.illegal)
+        if problems > 2 * shown:
+            out.append(f"... {problems - len(out)} more")
+        out.append(f"audit {self.pool}: {self.decisions} decisions, {self.commits} commits reproduced; "
+                   f"{problems} mismatches")
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pool": self.pool, "transactions": self.transactions, "decisions": self.decisions,
+                "commits": self.commits, "mismatches": self.mismatches, "illegal": self.illegal, "ok": self.ok}
+
+
+def _comparable(message: dict[str, Any]) -> dict[str, Any]:
+    payload = {k: v for k, v in message.get("payload", {}).items() if k not in VOLATILE}
+    return {**message, "payload": payload}
+
+
+async def published(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[str, int], pool: str) -> dict[str, dict]:
+    """The pool's published outputs by event id (committed transactions only)."""
+    starts = {tp: 0 for name in (topics.decisions, topics.commits, topics.deadletter, topics.jobs)
+              for tp in partitions(counts, name)}
+    out: dict[str, dict] = {}
+    for r in await read_range(consumer, starts):
+        try:
+            message = decode(r.value)
+        except ValueError:
+            continue
+        if isinstance(message, dict) and message.get("pool") == pool and message.get("type") in AUDITED:
+            if message["type"] != "job.failed" or (message.get("payload") or {}).get("source") == "agent":
+                out[message["event_id"]] = message
+    return out
+
+
+async def audit(bootstrap: str, topics: Topics, pool: str, bounds: Bounds = Bounds()) -> AuditResult:
+    names = [topics.state, topics.ledger, *topics.inputs, topics.decisions, topics.commits, topics.deadletter]
+    counts = await partition_counts(bootstrap, names)
+    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                              isolation_level="read_committed")
+    await reader.start()
+    try:
+        history = await read_history(reader, topics, counts, pool, use_snapshot=False)
+        recorded = await published(reader, topics, counts, pool)
+    finally:
+        await reader.stop()
+    return compare(pool, topics, history, recorded, bounds)
+
+
+def compare(pool: str, topics: Topics, history, recorded: dict[str, dict], bounds: Bounds = Bounds()) -> AuditResult:
+    """Replay `history` (the whole ledger) and hold what it makes against `recorded`."""
+    result = AuditResult(pool, transactions=len(history.entries))
+    d = Dispatcher(pool, topics, Pool())
+    commits, down = [], []
+    reproduced: set[str] = set()
+    for entry in history.entries:
+        configure(d.interpreter, entry.run)
+        step = d.planner.now if d.planner else 0
+        try:
+            outputs = d.replay(entry, history.record_at)
+        except LookupError as e:
+            result.mismatches.append(f"transaction {entry.txn}: {e}")
+            break
+        for o in outputs:
+            m = o.message
+            event_id, kind = m["event_id"], m["type"]
+            at = m["payload"]["step"] if kind == "plan.committed" else step
+            within = d.planner is None or bounds.holds(at, d.interpreter.step_at)
+            theirs = recorded.get(event_id)
+            reproduced.add(event_id)
+            if theirs is None:
+                if within:
+                    result.mismatches.append(f"{kind} {event_id} (transaction {entry.txn}): made by the replay, "
+                                             "never published")
+            elif _comparable(theirs) != _comparable(m):
+                if within:
+                    result.mismatches.append(f"{kind} {event_id} (transaction {entry.txn}): "
+                                             f"{_difference(_comparable(theirs), _comparable(m))}")
+            elif within:
+                result.decisions += kind == "allocation.decided"
+                result.commits += kind == "plan.committed"
+            if kind == "plan.committed":
+                commits.append(d.last_commit)
+                down.append(d.planner.down)
+                if within:
+                    window = d.last_commit.window
+                    for v in check_plan(window, to_grid(window, d.last_commit.schedule)):
+                        result.illegal.append(f"step {d.last_commit.step}: {v}")
+    for event_id, m in recorded.items():
+        if event_id not in reproduced:
+            result.mismatches.append(f"{m['type']} {event_id}: published, but the ledger's replay does not make it")
+    if d.planner is not None:
+        apps = d.planner.apps
+        limits = {a: (s.min_gpus, d.planner.config.gpus if s.max_gpus is None else s.max_gpus,
+                      d.planner.config.swap_cap if s.swap_cap is None else s.swap_cap) for a, s in apps.items()}
+        visible = [c for c in commits if bounds.holds(c.step, d.interpreter.step_at)]
+        down_at = [0] * (max((c.step for c in commits), default=0) + 1)
+        restarts: dict[str, list[int]] = {}
+        for c, mask in zip(commits, down):
+            down_at[c.step] = mask
+            for job_id in c.started:  # a job started again after failing is a fresh start
+                restarts.setdefault(job_id, []).append(c.step)
+        result.illegal += online_violations(visible, limits, set(apps), down_at, restarts,
+                                            node_size=d.planner.config.node_size)
+    return result
+
+
+def _difference(theirs: dict, ours: dict) -> str:
+    for key in sorted(set(theirs) | set(ours)):
+        if theirs.get(key) != ours.get(key):
+            if isinstance(theirs.get(key), dict) and isinstance(ours.get(key), dict):
+                return f"{key}.{_difference(theirs[key], ours[key])}"
+            return f"{key}: published {_short(theirs.get(key))}, replayed {_short(ours.get(key))}"
+    return "differs"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,162 @@
+"""Reading a pool's history back from the bus: its latest snapshot (state topic), its ledger
+entries after it, and the input records those entries name. A restarted agent rebuilds its state
+from them (`recover`); `gpualloc audit` replays the whole ledger with the same readers.
+
+Readers assign partitions by hand (no consumer group) and read committed data only, so what
+was aborted by a crash is never seen; each read stops at the end offsets it found on entry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+from pydantic import ValidationError
+
+from gpualloc.agent.service.dispatcher import Dispatcher, Record
+from gpualloc.agent.topics import Topics, decode
+from gpualloc.schemas.events import PassRecorded, PoolSnapshot
+
+log = logging.getLogger("gpualloc.agent")
+
+POLL_MS = 200
+
+
+async def ensure_topics(bootstrap: str, topics: Topics, partitions: int, retention_ms: int) -> dict[str, int]:
+    """Create the bus's topics that do not exist yet: the state topic compacted, the ledger and
+    the inputs kept `retention_ms` (-1: forever), as long as audits and recovery must reach back.
+    Returns every bus topic's partition count."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        kept = {"retention.ms": str(retention_ms)}
+        wanted = [NewTopic(topics.state, 1, 1, topic_configs={"cleanup.policy": "compact"})]
+        wanted += [NewTopic(name, partitions, 1, topic_configs=kept) for name in (topics.ledger, *topics.inputs)]
+        wanted += [NewTopic(name, partitions, 1) for name in (topics.decisions, topics.commits, topics.deadletter)]
+        missing = [t for t in wanted if t.name not in existing]
+        if missing:
+            try:
+                await admin.create_topics(missing)
+            except TopicAlreadyExistsError:  # another agent made them meanwhile
+                pass
+        return await _counts(admin, [t.name for t in wanted])
+    finally:
+        await admin.close()
+
+
+async def partition_counts(bootstrap: str, names: list[str]) -> dict[str, int]:
+    """How many partitions each existing topic of `names` has (absent ones are left out)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return await _counts(admin, names)
+    finally:
+        await admin.close()
+
+
+async def _counts(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, int]:
+    described = await admin.describe_topics(names)
+    return {t["topic"]: len(t["partitions"]) for t in described if t["error_code"] == 0 and t["partitions"]}
+
+
+def partitions(counts: dict[str, int], topic: str) -> list[TopicPartition]:
+    return [TopicPartition(topic, p) for p in range(counts.get(topic, 0))]
+
+
+async def read_range(consumer: AIOKafkaConsumer, starts: dict[TopicPartition, int]) -> list:
+    """Every committed record from each partition's start offset to its end (as of now)."""
+    if not starts:
+        return []
+    consumer.assign(list(starts))
+    ends = await consumer.end_offsets(list(starts))
+    pending = set()
+    for tp, start in starts.items():
+        consumer.seek(tp, start)
+        if ends[tp] > start:
+            pending.add(tp)
+    out = []
+    while pending:
+        for tp, records in (await consumer.getmany(*pending, timeout_ms=POLL_MS)).items():
+            out.extend(r for r in records if r.offset < ends[tp])
+        pending = {tp for tp in pending if await consumer.position(tp) < ends[tp]}
+    return out
+
+
+def _of_pool(records: Iterable, pool: str, model):
+    for r in records:
+        if r.value is None or (r.key is not None and r.key.decode("utf-8", "replace") != pool):
+            continue
+        try:
+            message = decode(r.value)
+            if message.get("pool") == pool:
+                yield r, model.model_validate(message["payload"])
+        except (ValueError, TypeError, KeyError, AttributeError, ValidationError) as e:
+            log.warning("skipping unreadable %s record %s[%d]@%d: %s", model.__name__, r.topic, r.partition, r.offset, e)
+
+
+@dataclass
+class History:
+    """A pool's snapshot (if any) and the ledger entries after it, with their input records."""
+
+    snapshot: PoolSnapshot | None = None
+    entries: list[PassRecorded] = field(default_factory=list)
+    records: dict[tuple[str, int, int], Record] = field(default_factory=dict)
+
+    def record_at(self, topic: str, partition: int, offset: int) -> Record:
+        try:
+            return self.records[topic, partition, offset]
+        except KeyError:
+            raise LookupError(f"input {topic}[{partition}]@{offset} named by the ledger is gone "
+                              "(retention shorter than the ledger?)") from None
+
+
+async def read_history(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[str, int], pool: str,
+                       use_snapshot: bool = True) -> History:
+    """The latest snapshot of `pool` (unless `use_snapshot` is False), the ledger entries after it
+    in transaction order, and the input records they name. `counts`: partitions per topic."""
+    history = History()
+    if use_snapshot:
+        snaps = list(_of_pool(await read_range(consumer, {tp: 0 for tp in partitions(counts, topics.state)}),
+                              pool, PoolSnapshot))
+        if snaps:
+            history.snapshot = max((s for _, s in snaps), key=lambda s: s.txn)
+    snap = history.snapshot
+    if snap is not None:
+        starts = {TopicPartition(topics.ledger, snap.ledger_partition): snap.ledger_next}
+    else:
+        starts = {tp: 0 for tp in partitions(counts, topics.ledger)}
+    after = snap.txn if snap is not None else 0
+    entries = sorted((e for _, e in _of_pool(await read_range(consumer, starts), pool, PassRecorded) if e.txn > after),
+                     key=lambda e: e.txn)
+    history.entries = entries
+    spans: dict[TopicPartition, list[int]] = {}
+    for entry in entries:
+        for topic, partition, first, last in entry.inputs:
+            if topic in topics.inputs:
+                span = spans.setdefault(TopicPartition(topic, partition), [first, last])
+                span[0], span[1] = min(span[0], first), max(span[1], last)
+    wanted = {tp: span[0] for tp, span in spans.items()}
+    for r in await read_range(consumer, wanted):
+        if r.offset <= spans[TopicPartition(r.topic, r.partition)][1]:
+            key = r.key.decode("utf-8", "replace") if r.key else None
+            history.records[r.topic, r.partition, r.offset] = Record(r.topic, r.partition, r.offset, key, r.value)
+    return history
+
+
+def rebuild(dispatcher: Dispatcher, history: History, configure_run) -> int:
+    """Bring `dispatcher` (fresh) to the state after the last recorded transaction; returns how
+    many transactions were replayed. `configure_run(run)` sets the hot path and clock a recorded
+    transaction ran with. A snapshot this release cannot read is refused and the ledger replayed
+    from its start instead, which the caller arranges by passing a history without it."""
+    if history.snapshot is not None:
+        dispatcher.restore(history.snapshot)
+    for entry in history.entries:
+        configure_run(entry.run)
+        dispatcher.replay(entry, history.record_at)
+    return len(history.entries)
+

@@ -102,8 +102,16 @@ async def audit(bootstrap: str, topics: Topics, pool: str, bounds: Bounds = Boun
 def compare(pool: str, topics: Topics, history, recorded: dict[str, dict], bounds: Bounds = Bounds()) -> AuditResult:
     """Replay `history` (the whole ledger) and hold what it makes against `recorded`."""
     result = AuditResult(pool, transactions=len(history.entries))
-    d = Dispatcher(pool, topics, Pool())
     commits, down = [], []
+
+    def seen(commit) -> None:
+        commits.append(commit)
+        down.append(d.planner.down)
+        if bounds.holds(commit.step, d.interpreter.step_at):
+            for v in check_plan(commit.window, to_grid(commit.window, commit.schedule)):
+                result.illegal.append(f"step {commit.step}: {v}")
+
+    d = Dispatcher(pool, topics, Pool(), on_commit=seen)
     reproduced: set[str] = set()
     for entry in history.entries:
         configure(d.interpreter, entry.run)
@@ -131,13 +139,6 @@ def compare(pool: str, topics: Topics, history, recorded: dict[str, dict], bound
             elif within:
                 result.decisions += kind == "allocation.decided"
                 result.commits += kind == "plan.committed"
-            if kind == "plan.committed":
-                commits.append(d.last_commit)
-                down.append(d.planner.down)
-                if within:
-                    window = d.last_commit.window
-                    for v in check_plan(window, to_grid(window, d.last_commit.schedule)):
-                        result.illegal.append(f"step {d.last_commit.step}: {v}")
     for event_id, m in recorded.items():
         if event_id not in reproduced:
             result.mismatches.append(f"{m['type']} {event_id}: published, but the ledger's replay does not make it")

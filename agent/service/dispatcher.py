@@ -61,6 +61,7 @@ class Dispatcher:
     seen: OrderedDict = field(default_factory=OrderedDict)  # event id -> step it was seen at
     frontier: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> next offset to consume
     last_commit: Commit | None = None
+    on_commit: Callable[[Commit], None] | None = None  # sees every commit (audits check each one)
     _log: dict[str, Any] = field(default_factory=lambda: _empty_log())  # this transaction, for the ledger
 
     @property
@@ -140,6 +141,8 @@ class Dispatcher:
             committed = self.interpreter.commit(plan)
         commit = committed.commit
         self.last_commit, self.seq = commit, self.seq + 1
+        if self.on_commit is not None:
+            self.on_commit(commit)
         grid = to_grid(commit.window, commit.schedule)
         objective = compute_metrics(commit.window, grid).objective
         payload = PlanCommitted(

@@ -108,6 +108,7 @@ class NodeAgentSettings(_Frozen):
     resync_depth: int = Field(default=50, ge=1)  # messages read back per commits partition on start
     resync_timeout_s: float = Field(default=30.0, gt=0)
     poll_ms: int = Field(default=200, ge=1)  # how long a stop request can go unnoticed
+    fetch_wait_ms: int = Field(default=20, ge=0)  # a fetch waits this long for the agent's next transaction
     partitions_wait_s: float = Field(default=5.0, gt=0)
 
 

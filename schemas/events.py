@@ -169,8 +169,7 @@ class PoolSnapshot(BaseModel):
     ledger_partition: int
     ledger_next: int  # the ledger offset after this transaction's entry
     frontier: dict[str, int]
-    seen: list[tuple[str, int]]  # de-duplication window: (event id, step it was seen at)
-    pool: dict[str, Any]
+    state: str  # zlib-compressed JSON, base64: {"pool": the planner's state, "seen": [[event id, step], ...]}
 
 
 PAYLOADS: dict[str, type[BaseModel]] = {

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 from gpualloc.agent.service.dispatcher import Dispatcher, Record
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot
 from gpualloc.solvers.planner.interpreter import Pool
-from gpualloc.solvers.planner.snapshot import SnapshotError, dump_pool
+from gpualloc.solvers.planner.snapshot import SnapshotError, dump_pool, unpack
 from gpualloc.solvers.planner.state import FullModePlan
 from gpualloc.solvers.policies.fifo import fifo_schedule
 
@@ -133,9 +133,10 @@ def test_a_snapshot_of_another_version_is_refused_with_a_reason():
     d.commit(T0)
     d.seal(RUN)
     snap = PoolSnapshot.model_validate(d.snapshot(T0, 0, 1).message["payload"])
-    snap.pool["version"] = 99
     with pytest.raises(SnapshotError, match="version 99"):
-        fresh().restore(snap)
+        fresh().restore(snap.model_copy(update={"version": 99}))
+    with pytest.raises(SnapshotError, match="damaged"):
+        fresh().restore(snap.model_copy(update={"state": "not a snapshot"}))
 
 
 def test_the_dedup_window_in_a_snapshot_is_bounded_by_steps():
@@ -148,4 +149,19 @@ def test_the_dedup_window_in_a_snapshot_is_bounded_by_steps():
                                                             999, T0))], T0)
     d.seal(RUN)
     snap = PoolSnapshot.model_validate(d.snapshot(T0, 0, 1).message["payload"])
-    assert [event_id for event_id, _ in snap.seen] == ["e999"]
+    assert [event_id for event_id, _ in unpack(snap.state)["seen"]] == ["e999"]
+
+
+def test_a_snapshot_stays_under_the_message_limit(monkeypatch):
+    from gpualloc.agent.service import dispatcher
+
+    d = fresh()
+    d.handle(stream(4, 40), T0)
+    d.commit(T0)
+    d.seal(RUN)
+    full = len(d.snapshot(T0, 0, 1).message["payload"]["state"])
+    monkeypatch.setattr(dispatcher, "SNAPSHOT_BYTES", full - 1)  # the window must shrink to fit
+    smaller = PoolSnapshot.model_validate(d.snapshot(T0, 0, 1).message["payload"])
+    assert len(smaller.state) < full and 0 < len(unpack(smaller.state)["seen"]) < 40
+    monkeypatch.setattr(dispatcher, "SNAPSHOT_BYTES", 10)  # not even the pool fits: no snapshot
+    assert d.snapshot(T0, 0, 1) is None

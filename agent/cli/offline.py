@@ -87,7 +87,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from gpualloc.agent.reports.bench import run_bench
 
-    if args.agent:
+    if args.agent or args.recovery:
         return _bench_agent(args)
     report, scenarios = run_bench(args.dir, args.repeat, args.generated)
     if args.full_mode:
@@ -102,14 +102,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _bench_agent(args: argparse.Namespace) -> int:
-    """Sustained arrivals through a real broker (agent/reports/throughput.py)."""
+    """Through a real broker: sustained arrivals (agent/reports/throughput.py) or restarts
+    (agent/reports/recovery.py)."""
     import asyncio
     from dataclasses import asdict
 
     from gpualloc.agent.cli.arguments import bootstrap_of
     from gpualloc.agent.reports.throughput import measure
 
-    result = asyncio.run(measure(bootstrap_of(settings_of(args)), args.rate, args.seconds))
+    bootstrap = bootstrap_of(settings_of(args))
+    if args.recovery:
+        from gpualloc.agent.reports.recovery import measure_recovery
+
+        result = asyncio.run(measure_recovery(bootstrap, args.queued, args.repeat))
+    else:
+        result = asyncio.run(measure(bootstrap, args.rate, args.seconds))
     sys.stdout.write(dump_json(asdict(result)) if args.json else result.line() + "\n")
     return EXIT_OK
 
@@ -205,6 +212,9 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full-mode", "--milp", dest="full_mode", action="store_true",
                    help="also run full mode: objective, bound, gap, heuristic/full mode")
     p.add_argument("--agent", action="store_true", help="instead: arrivals per second through a real broker, with latency")
+    p.add_argument("--recovery", action="store_true",
+                   help="instead: seconds from a killed agent's restart to its first decision (--repeat restarts)")
+    p.add_argument("--queued", type=positive_int, default=1000, help="--recovery: jobs waiting in the pool (default 1000)")
     setting(p, "--bootstrap", path="bootstrap", metavar="HOST:PORT", shown="$KAFKA_BOOTSTRAP_SERVERS",
             help="the broker for --agent")
     p.add_argument("--rate", type=float, default=1000, help="--agent: arrivals per second offered (default 1000)")

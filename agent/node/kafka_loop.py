@@ -65,7 +65,8 @@ class NodeAgent:
                                     enable_idempotence=True, acks="all")
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, client_id=name, group_id=None,
                                     enable_auto_commit=False, auto_offset_reset="latest",
-                                    isolation_level="read_committed")  # the agent commits in transactions
+                                    isolation_level="read_committed",  # the agent commits in transactions
+                                    fetch_max_wait_ms=self.settings.fetch_wait_ms)
         await producer.start()
         self._producer = producer
         try:

@@ -30,6 +30,8 @@ from gpualloc.schemas.events import envelope
 
 POOL = {"gpus": 64, "gpus_per_node": 8, "horizon": 24, "step_minutes": 60, "swap_cap": 2}
 SIZES = (1, 1, 2, 2, 4, 8)
+FETCH_WAIT_MS = 10  # a decision is readable once its transaction commits; a fetch parked before
+# that waits this long for it (the 500 ms default would be measured as agent latency)
 
 
 @dataclass
@@ -69,7 +71,7 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
                               str(step_seconds), "--full-mode-every", "0"], stderr=subprocess.DEVNULL)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, acks=1)
     consumer = AIOKafkaConsumer(topics.decisions, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                isolation_level="read_committed")
+                                isolation_level="read_committed", fetch_max_wait_ms=FETCH_WAIT_MS)
     await producer.start()
     await consumer.start()
     sent_at: dict[str, float] = {}

@@ -27,8 +27,12 @@ from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.metrics import compute_metrics
 from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Pool, Rejected
 from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
-from gpualloc.solvers.planner.snapshot import dump_pool, dump_schedule, load_pool, load_schedule
+from gpualloc.solvers.planner.snapshot import (SnapshotError, dump_pool, dump_schedule, load_pool, load_schedule,
+                                               pack, unpack)
 from gpualloc.solvers.planner.state import BLOCKER, FULL_MODE, Commit, FullModePlan, Planner
+
+
+SNAPSHOT_BYTES = 900_000  # under the broker's default message limit (1 MiB) with room for the envelope
 
 
 @dataclass(frozen=True)
@@ -187,22 +191,31 @@ class Dispatcher:
         return Output(self.topics.ledger, self.pool,
                       envelope("pass.recorded", entry, log["now"], f"{self.pool}:pass:{self.txn}", self.pool))
 
-    def snapshot(self, now: datetime, ledger_partition: int, ledger_next: int) -> Output:
-        """The pool's state after the sealed transaction, for the compacted state topic; the
-        de-duplication window keeps the ids of the last `dedup_steps` steps."""
+    def snapshot(self, now: datetime, ledger_partition: int, ledger_next: int) -> Output | None:
+        """The pool's state after the sealed transaction, for the compacted state topic. The
+        de-duplication window keeps the ids of the last `dedup_steps` steps, fewer (the newest)
+        when the snapshot would outgrow `SNAPSHOT_BYTES`; None when even the pool alone would
+        (a restart then replays more of the ledger)."""
         horizon = (self.planner.now if self.planner else 0) - self.dedup_steps
         seen = [(event_id, step) for event_id, step in self.seen.items() if step >= horizon]
+        state = dump_pool(self.interpreter)
+        while len(packed := pack({"pool": state, "seen": seen})) > SNAPSHOT_BYTES:
+            if not seen:
+                return None
+            seen = seen[(len(seen) + 1) // 2:]  # keep the newer half
         payload = PoolSnapshot(version=SNAPSHOT_VERSION, txn=self.txn, seq=self.seq, ledger_partition=ledger_partition,
-                               ledger_next=ledger_next, frontier=dict(self.frontier), seen=seen,
-                               pool=dump_pool(self.interpreter))
+                               ledger_next=ledger_next, frontier=dict(self.frontier), state=packed)
         return Output(self.topics.state, self.pool,
                       envelope("pool.snapshot", payload, now, f"{self.pool}:snapshot:{self.txn}", self.pool))
 
     def restore(self, snap: PoolSnapshot) -> None:
         """Take up the state a snapshot holds (SnapshotError when this release cannot read it)."""
-        load_pool(snap.pool, self.interpreter)
+        if snap.version != SNAPSHOT_VERSION:
+            raise SnapshotError(f"snapshot version {snap.version!r}: this release reads version {SNAPSHOT_VERSION}")
+        state = unpack(snap.state)
+        load_pool(state["pool"], self.interpreter)
         self.seq, self.txn, self.frontier = snap.seq, snap.txn, dict(snap.frontier)
-        self.seen = OrderedDict(snap.seen)
+        self.seen = OrderedDict((event_id, step) for event_id, step in state["seen"])
 
     def replay(self, entry: PassRecorded, record_at: Callable[[str, int, int], Record]) -> list[Output]:
         """Redo a recorded transaction: its inputs in the recorded order (`record_at` fetches a

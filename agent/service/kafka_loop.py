@@ -4,10 +4,10 @@ exactly once.
 All decisions happen in `dispatcher` (pure); this shell owns the clock, the Kafka clients and
 the full-mode process. Each pass is one Kafka transaction: poll (waking in time for the next
 step boundary), hand the poll's records to the dispatcher in one go, commit every step that is
-due (adopting a finished full-mode plan there or nowhere), then publish the outputs, the pass's
-ledger entry (the inputs in the order they were used, and the commits made), a snapshot of the
-pool's state after a commit (and every `snapshot_every` transactions), and the consumed offsets,
-and commit the transaction. Readers see all of a pass or none of it.
+due (adopting a finished full-mode plan there or nowhere), then publish the outputs and the
+pass's ledger entry (the inputs in the order they were used, the commits made, the frontier),
+after a commit (and every `snapshot_every` transactions) a snapshot of the pool's state and the
+consumed offsets, and commit the transaction. Readers see all of a pass or none of it.
 
 On start (and after an aborted transaction) the agent rebuilds its state from the latest
 snapshot and the ledger entries after it (`recovery`), so nothing is decided twice and `seq`
@@ -187,14 +187,18 @@ class AgentService:
         for o in outputs:
             self._count(o, received)
             await producer.send(o.topic, encode(o.message), key=o.key.encode())
-        where = await (await producer.send(entry.topic, encode(entry.message), key=entry.key.encode()))
+        sent = await producer.send(entry.topic, encode(entry.message), key=entry.key.encode())
         committed = any(o.message["type"] == "plan.committed" for o in outputs)
         if committed or d.txn - self._snapshot_txn >= self.settings.snapshot_every:
+            where = await sent  # the snapshot says where the ledger goes on after it
             snap = d.snapshot(now, where.partition, where.offset + 1)
-            await producer.send(snap.topic, encode(snap.message), key=snap.key.encode())
+            if snap is None:
+                log.warning("pool %s: the state outgrows a snapshot; a restart replays the ledger further", self.pool)
+            else:
+                await producer.send(snap.topic, encode(snap.message), key=snap.key.encode())
             self._snapshot_txn = d.txn
-        if d.frontier:
-            await producer.send_offsets_to_transaction(_offsets(d.frontier), self.group_id)
+            if d.frontier:  # for lag monitoring; recovery resumes from the ledger's own frontier
+                await producer.send_offsets_to_transaction(_offsets(d.frontier), self.group_id)
         await producer.commit_transaction()
         self.stats.transactions += 1
 

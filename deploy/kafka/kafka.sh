@@ -73,7 +73,7 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 group.min.session.timeout.ms=500
-log.retention.hours=1
+log.retention.hours=168
 log.segment.bytes=16777216
 EOF
   cat >"$DIR/log4j2.properties" <<'EOF'

@@ -8,8 +8,12 @@ strings of their bitmasks, so a 1,024-GPU pool costs a few hundred bytes per hol
 
 from __future__ import annotations
 
+import base64
+import zlib
 from datetime import datetime
 from typing import Any, Callable
+
+import orjson
 
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.interpreter import Pool
@@ -91,3 +95,15 @@ def dump_schedule(schedule: Schedule) -> dict[str, Any]:
 def load_schedule(data: dict[str, Any]) -> Schedule:
     return Schedule({job_id: (start, int(mask, 16)) for job_id, (start, mask) in data["batch"].items()},
                     {app_id: [int(m, 16) for m in masks] for app_id, masks in data["realtime"].items()})
+
+
+def pack(data: Any) -> str:
+    """JSON data compressed into text (zlib, base64) for a message that must stay small."""
+    return base64.b64encode(zlib.compress(orjson.dumps(data), 6)).decode("ascii")
+
+
+def unpack(text: str) -> Any:
+    try:
+        return orjson.loads(zlib.decompress(base64.b64decode(text)))
+    except (ValueError, zlib.error) as e:
+        raise SnapshotError(f"snapshot: damaged ({e})") from None

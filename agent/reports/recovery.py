@@ -1,0 +1,96 @@
+"""How fast a killed agent is back: `gpualloc bench --recovery`. The agent (its own process, as
+the CLI runs it) plans a 64-GPU pool until `queued` jobs wait, is killed with SIGKILL, and is
+started again with the same command; the figure is the time from that start to the decision on
+a job submitted at the same moment (the process's imports, the broker's fencing, reading the
+snapshot and the ledger after it, and the pass). Repeated `repeat` times on the same pool."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from gpualloc.agent.reports.throughput import POOL
+from gpualloc.agent.topics import Topics
+from gpualloc.schemas.events import envelope
+
+
+@dataclass
+class RecoveryResult:
+    queued: int
+    restarts: int
+    p50_s: float
+    max_s: float
+
+    def line(self) -> str:
+        return (f"start to first decision after SIGKILL, {self.queued} jobs queued at 64 GPUs: p50 {self.p50_s:.2f} s, "
+                f"max {self.max_s:.2f} s over {self.restarts} restarts")
+
+
+def _job(n: int, tag: str, gpus: int = 8, duration: int = 40) -> bytes:
+    return orjson.dumps(envelope("job.submitted", {"id": f"{tag}-{n}", "kind": "training", "priority": 1 + n % 9,
+                                                   "gpus": gpus, "duration": duration},
+                                 datetime.now(timezone.utc), f"{tag}-e{n}"))
+
+
+async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) -> RecoveryResult:
+    prefix = f"recovery-{uuid.uuid4().hex[:8]}."
+    topics = Topics.with_prefix(prefix)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(POOL, f)
+    command = [sys.executable, "-m", "gpualloc", "agent", "--bootstrap", bootstrap, "--topic-prefix", prefix,
+               "--config", f.name, "--step-seconds", "30", "--full-mode-every", "0"]
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    consumer = AIOKafkaConsumer(topics.decisions, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                isolation_level="read_committed")
+    decided: dict[str, float] = {}
+
+    async def read() -> None:
+        while True:
+            for ms in (await consumer.getmany(timeout_ms=50)).values():
+                for m in ms:
+                    decided[orjson.loads(m.value)["payload"]["job_id"]] = time.perf_counter()
+
+    agent = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+    await producer.start()
+    await consumer.start()
+    reader = asyncio.create_task(read())
+    times = []
+    try:
+        for n in range(queued):
+            await producer.send(topics.jobs, _job(n, "q"), key=f"q-{n}".encode())
+        await producer.flush()
+        await _until(lambda: sum(j.startswith("q-") for j in decided) >= queued, 120)
+        for k in range(repeat):
+            agent.kill()
+            agent.wait()
+            began = time.perf_counter()
+            agent = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+            await producer.send_and_wait(topics.jobs, _job(k, "probe", gpus=1, duration=1), key=f"probe-{k}".encode())
+            await _until(lambda: f"probe-{k}" in decided, 60)
+            times.append(decided[f"probe-{k}"] - began)
+    finally:
+        reader.cancel()
+        await consumer.stop()
+        await producer.stop()
+        agent.terminate()
+        agent.wait(timeout=30)
+    return RecoveryResult(queued, repeat, round(statistics.median(times), 3), round(max(times), 3))
+
+
+async def _until(done, seconds: float) -> None:
+    deadline = time.perf_counter() + seconds
+    while not done():
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"not done within {seconds} s")
+        await asyncio.sleep(0.02)

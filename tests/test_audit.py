@@ -1,0 +1,99 @@
+"""Audit, explain and restart on a real broker: an agent plans a few jobs, is stopped and started
+again without `--config` (it restores its pool), `gpualloc audit` reproduces everything and
+catches a forged decision, `gpualloc explain` tells a job's story, and a snapshot this release
+cannot read is refused and the state rebuilt from the ledger."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import datetime, timezone
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from gpualloc.agent.service.kafka_loop import AgentService
+from gpualloc.agent.topics import Topics
+from gpualloc.schemas.config import AgentSettings, RollingFullMode
+from gpualloc.schemas.events import envelope
+from kafka_broker import unique_topic
+
+pytestmark = pytest.mark.kafka
+
+SETTINGS = AgentSettings(step_seconds=0.5, full_mode=RollingFullMode(every=0), snapshot_every=2)
+
+
+def job(n: int, gpus: int = 8, duration: int = 4) -> bytes:
+    return orjson.dumps(envelope("job.submitted", {"id": f"j{n}", "kind": "training", "priority": 1 + n,
+                                                   "gpus": gpus, "duration": duration},
+                                 datetime.now(timezone.utc), f"e{n}"))
+
+
+async def publish(bootstrap: str, topic: str, values: list[bytes], key: bytes = b"k") -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for value in values:
+            await producer.send_and_wait(topic, value, key=key)
+    finally:
+        await producer.stop()
+
+
+async def cli(*args: str) -> tuple[int, str]:
+    """The command as a user runs it (its own process and event loop)."""
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "gpualloc", *args,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    return proc.returncode, out.decode() + err.decode()
+
+
+async def run_agent(bootstrap: str, topics: Topics, seconds: float, config: bytes | None = None) -> AgentService:
+    agent = AgentService(bootstrap, SETTINGS, topics, initial_config=config)
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(agent.run(stop, ready))
+    await asyncio.wait_for(ready.wait(), 30)
+    await asyncio.sleep(seconds)
+    stop.set()
+    await asyncio.wait_for(task, 30)
+    return agent
+
+
+async def test_restart_audit_explain_and_a_refused_snapshot(kafka_bootstrap):
+    prefix = unique_topic("audit") + "."
+    topics = Topics.with_prefix(prefix)
+    config = orjson.dumps(envelope("pool.configured", {"gpus": 16, "gpus_per_node": 8, "horizon": 12},
+                                   datetime.now(timezone.utc), "cfg"))
+    first = await run_agent(kafka_bootstrap, topics, 0.1, config)
+    await publish(kafka_bootstrap, topics.jobs, [job(n) for n in range(4)])  # two run, two wait
+    first = await run_agent(kafka_bootstrap, topics, 1.5)  # no --config: restored from the bus
+    assert first.stats.decisions == 4 and first.dispatcher.seq > 1
+    seq = first.dispatcher.seq
+
+    bus = ["--bootstrap", kafka_bootstrap, "--topic-prefix", prefix]
+    rc, out = await cli("audit", *bus)
+    assert rc == 0 and out.strip().splitlines()[-1] == f"audit default: 4 decisions, {seq} commits reproduced; 0 mismatches"
+
+    rc, story = await cli("explain", "j0", *bus)
+    assert rc == 0 and "submitted: training, 8 GPUs for 4 steps" in story and "decided" in story
+    rc, waiting = await cli("explain", "j3", *bus)  # the least valuable: still waiting behind two
+    assert rc == 0 and "promised start at step" in waiting and "held by" in waiting, waiting
+    assert (await cli("explain", "nobody", *bus))[0] == 2
+
+    # a snapshot of another version: refused, and the state rebuilt from the whole ledger
+    forged = envelope("pool.snapshot", {"version": 0, "txn": 10**6, "seq": 0, "ledger_partition": 0,
+                                        "ledger_next": 0, "frontier": {}, "state": ""},
+                      datetime.now(timezone.utc), "forged")
+    await publish(kafka_bootstrap, topics.state, [orjson.dumps(forged)], key=b"default")
+    again = await run_agent(kafka_bootstrap, topics, 1.0)
+    assert again.dispatcher.seq > seq and again.stats.replayed >= 3
+
+    # a decision nobody made: the audit names it and fails
+    fake = envelope("allocation.decided", {"job_id": "j9", "action": "start", "gpus": [0], "reason": "forged",
+                                           "input_event_id": "x", "latency_ms": 0},
+                    datetime.now(timezone.utc), "x:decided")
+    await publish(kafka_bootstrap, topics.decisions, [orjson.dumps(fake)], key=b"j9")
+    rc, out = await cli("audit", *bus, "--from", "0")
+    assert rc == 1
+    assert "allocation.decided x:decided: published, but the ledger's replay does not make it" in out
+    assert out.strip().splitlines()[-1].endswith("; 1 mismatches")

@@ -74,9 +74,10 @@ async def test_restart_audit_explain_and_a_refused_snapshot(kafka_bootstrap):
     rc, out = await cli("audit", *bus)
     assert rc == 0 and out.strip().splitlines()[-1] == f"audit default: 4 decisions, {seq} commits reproduced; 0 mismatches"
 
-    rc, story = await cli("explain", "j0", *bus)
-    assert rc == 0 and "submitted: training, 8 GPUs for 4 steps" in story and "decided" in story
-    rc, waiting = await cli("explain", "j3", *bus)  # the least valuable: still waiting behind two
+    rc, story = await cli("explain", "j3", *bus)  # the most valuable: running
+    assert rc == 0 and "submitted: training, 8 GPUs for 4 steps" in story and "decided start" in story
+    assert "started at step" in story
+    rc, waiting = await cli("explain", "j0", *bus)  # the least valuable: still waiting behind two
     assert rc == 0 and "promised start at step" in waiting and "held by" in waiting, waiting
     assert (await cli("explain", "nobody", *bus))[0] == 2
 
@@ -87,6 +88,7 @@ async def test_restart_audit_explain_and_a_refused_snapshot(kafka_bootstrap):
     await publish(kafka_bootstrap, topics.state, [orjson.dumps(forged)], key=b"default")
     again = await run_agent(kafka_bootstrap, topics, 1.0)
     assert again.dispatcher.seq > seq and again.stats.replayed >= 3
+    assert (await run_agent(kafka_bootstrap, topics, 0.2)).stats.replayed < again.stats.replayed  # a good one again
 
     # a decision nobody made: the audit names it and fails
     fake = envelope("allocation.decided", {"job_id": "j9", "action": "start", "gpus": [0], "reason": "forged",

@@ -123,8 +123,8 @@ async def read_history(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[
     if use_snapshot:
         snaps = list(_of_pool(await read_range(consumer, {tp: 0 for tp in partitions(counts, topics.state)}),
                               pool, PoolSnapshot))
-        if snaps:
-            history.snapshot = max((s for _, s in snaps), key=lambda s: s.txn)
+        if snaps:  # the pool's latest value on the compacted topic: its last record
+            history.snapshot = max(snaps, key=lambda rs: rs[0].offset)[1]
     snap = history.snapshot
     if snap is not None:
         starts = {TopicPartition(topics.ledger, snap.ledger_partition): snap.ledger_next}

@@ -32,7 +32,7 @@ def stream(seed: int, count: int) -> list[Record]:
     out = [Record("gpualloc.config", 0, 0, "default", message("pool.configured", {"gpus": 16, "gpus_per_node": 8,
                                                                                    "horizon": 8}, 0, T0))]
     out.append(Record("gpualloc.traffic", 0, 0, "chat", message("app.registered", {"id": "chat", "priority": 6,
-                                                                                   "min_gpus": 0, "max_gpus": 4}, 1, T0)))
+                                                                                   "min_gpus": 1, "max_gpus": 4}, 1, T0)))
     offsets = {"gpualloc.jobs": 0, "gpualloc.traffic": 1, "gpualloc.config": 1}
     for n in range(2, count):
         at = T0 + timedelta(seconds=3 * n)

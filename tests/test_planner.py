@@ -115,3 +115,20 @@ def test_gpus_freed_mid_step_are_planned_for_the_boundary_not_started_at_once():
     late = planner.submit_all([JobSpec("a", "training", 1, 4, 1, planner.now),
                                JobSpec("a", "training", 1, 4, 1, planner.now)])
     assert late[1].action == "rejected" and "already queued" in late[1].reason
+
+
+def test_a_node_going_down_under_the_floors_lowers_them_instead_of_failing():
+    """A running job holds node 0 and node 1 goes down: no GPU is left for the app's floor of 2.
+    The planner plans anyway (the app takes the shortfall) and raises it again when GPUs return."""
+    planner = Planner(PoolConfig(gpus=16, gpus_per_node=8, horizon=6))
+    planner.register_app(AppSpec("chat", priority=3, min_gpus=2, max_gpus=4, profile=[2] * 24))
+    planner.submit(JobSpec("big", "training", 9, 8, 20, 0))
+    planner.tick()
+    node_of_big = (planner.running["big"][1].bit_length() - 1) // 8
+    planner.node_status(1 - node_of_big, "down")  # the other node
+    commit = planner.tick()
+    assert commit.assignments.get("chat", ()) == () and "big" in commit.assignments
+    assert [a.min_gpus for a in commit.window.realtime] == [0]
+    planner.node_status(0, "up")
+    planner.node_status(1, "up")
+    assert [a.min_gpus for a in planner.window_problem().realtime] == [2]

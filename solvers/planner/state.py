@@ -293,15 +293,30 @@ class Planner:
                                max(0, spec.submitted - self.now), 0, 0))
             index += 1
         realtime = []
+        floors = self._floors(blocked | self._running_mask())
         for app_id, app in sorted(self.apps.items()):
             hi = cfg.gpus if app.max_gpus is None else app.max_gpus
             current = app.held & ~self.down if app.held >= 0 else -1
-            realtime.append(Realtime(index, app_id, app.priority, tuple(self._demand(app)), app.min_gpus, hi,
+            realtime.append(Realtime(index, app_id, app.priority, tuple(self._demand(app)), floors[app_id], hi,
                                      cfg.swap_cap if app.swap_cap is None else app.swap_cap, current))
             index += 1
         weights = tuple(cfg.time_decay ** t for t in range(T))
         return Problem(f"window@{self.now}", cfg.gpus, cfg.node_size, T, cfg.time_decay,
                        cfg.realtime_penalty, weights, tuple(batch), tuple(realtime))
+
+    def _floors(self, held: int) -> dict[str, int]:
+        """Each app's floor for the window, lowered (least valuable app first) when GPUs lost to
+        down or drained nodes leave too few beside the running jobs (`held`) for every floor:
+        no plan could keep them, so the apps take the shortfall instead of the planner failing."""
+        floors = {app_id: app.min_gpus for app_id, app in self.apps.items()}
+        excess = sum(floors.values()) - (self.config.gpus - held.bit_count())
+        for app_id in sorted(floors, key=lambda a: (self.apps[a].priority, a)):
+            if excess <= 0:
+                break
+            cut = min(excess, floors[app_id])
+            floors[app_id] -= cut
+            excess -= cut
+        return floors
 
     def _demand(self, app: AppSpec) -> list[int]:
         """Demand for the window: the profile by hour of day where given, else the latest

@@ -18,7 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import orjson
 import pytest
+from aiokafka import AIOKafkaConsumer
 
 if TYPE_CHECKING:
     from testcontainers.community.kafka import KafkaContainer
@@ -114,3 +116,19 @@ def kafka_bootstrap() -> Iterator[str]:
         yield up.stdout.strip().splitlines()[-1]
     finally:
         down()
+
+
+async def read_all(bootstrap: str, topic: str) -> list[dict]:
+    """Every committed message of `topic` so far, decoded."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                enable_auto_commit=False, isolation_level="read_committed")
+    await consumer.start()
+    out = []
+    try:
+        while True:
+            batch = await consumer.getmany(timeout_ms=1000)
+            if not batch:
+                return out
+            out += [orjson.loads(m.value) for ms in batch.values() for m in ms]
+    finally:
+        await consumer.stop()

@@ -13,14 +13,14 @@ from types import SimpleNamespace
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 
 from gpualloc.agent.node.binders import FileBinder
 from gpualloc.agent.node.kafka_loop import NodeAgent
 from gpualloc.agent.service.kafka_loop import AgentService
 from gpualloc.agent.topics import Topics, key_of
 from gpualloc.agent.upstream import complete_jobs
-from kafka_broker import FAST_GROUP, unique_topic
+from kafka_broker import FAST_GROUP, read_all, unique_topic
 from gpualloc.schemas.config import AgentSettings, RollingFullMode
 from gpualloc.solvers.legality import online_violations
 
@@ -69,21 +69,6 @@ async def play_upstream(bootstrap: str, topics: Topics, steps: int, durations: d
     finally:
         await producer.stop()
     return bad
-
-
-async def read_all(bootstrap: str, topic: str) -> list[dict]:
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                enable_auto_commit=False, isolation_level="read_committed")
-    await consumer.start()
-    out = []
-    try:
-        while True:
-            batch = await consumer.getmany(timeout_ms=1000)
-            if not batch:
-                return out
-            out += [orjson.loads(m.value) for ms in batch.values() for m in ms]
-    finally:
-        await consumer.stop()
 
 
 async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):

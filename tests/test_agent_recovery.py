@@ -13,14 +13,13 @@ import subprocess
 import sys
 from collections import Counter
 
-import orjson
 import pytest
 
 from gpualloc.agent.topics import Topics
 from gpualloc.agent.upstream import complete_jobs, publish_trace
 from gpualloc.solvers.legality import online_violations
 from gpualloc.solvers.simulation.traces import generate_trace
-from kafka_broker import unique_topic
+from kafka_broker import read_all, unique_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -32,21 +31,6 @@ def agent_command(bootstrap: str, prefix: str, config: str) -> list[str]:
     return [sys.executable, "-m", "gpualloc", "agent", "--bootstrap", bootstrap, "--topic-prefix", prefix,
             "--config", config, "--step-seconds", str(STEP), "--full-mode-every", "3",
             "--full-mode-time-limit", "0.3"]
-
-
-async def read_topic(bootstrap: str, topic: str) -> list[dict]:
-    from aiokafka import AIOKafkaConsumer
-
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                enable_auto_commit=False, isolation_level="read_committed")
-    await consumer.start()
-    out = []
-    try:
-        while batch := await consumer.getmany(timeout_ms=1500):
-            out += [orjson.loads(m.value) for ms in batch.values() for m in ms]
-    finally:
-        await consumer.stop()
-    return out
 
 
 async def play(bootstrap: str, prefix: str, config: str, cwd, kills: int, seed: int) -> dict:
@@ -95,11 +79,11 @@ async def test_sigkill_at_twenty_points_loses_nothing_and_decides_nothing_twice(
     assert runs["killed"]["killed"] == KILLS
     for name, run in runs.items():
         topics = run["topics"]
-        decisions = [m["payload"] for m in await read_topic(kafka_bootstrap, topics.decisions)]
+        decisions = [m["payload"] for m in await read_all(kafka_bootstrap, topics.decisions)]
         per_job = Counter(d["job_id"] for d in decisions)
         assert set(per_job) == set(run["jobs"]), name  # every job decided...
         assert max(per_job.values()) == 1, (name, per_job.most_common(3))  # ...exactly once
-        commits = [m["payload"] for m in await read_topic(kafka_bootstrap, topics.commits)]
+        commits = [m["payload"] for m in await read_all(kafka_bootstrap, topics.commits)]
         seqs = [c["seq"] for c in commits]
         assert seqs == list(range(1, len(seqs) + 1)), name  # strictly rising, no gap, no repeat
         steps = [type("Step", (), {"step": c["step"], "assignments": {k: tuple(v) for k, v in c["assignments"].items()}})

@@ -48,12 +48,18 @@ async def cli(*args: str) -> tuple[int, str]:
     return proc.returncode, out.decode() + err.decode()
 
 
-async def run_agent(bootstrap: str, topics: Topics, seconds: float, config: bytes | None = None) -> AgentService:
+async def run_agent(bootstrap: str, topics: Topics, seconds: float, config: bytes | None = None,
+                    until=None) -> AgentService:
+    """Run an agent for `seconds`, and then until `until(agent)` holds (at most 30 s more)."""
     agent = AgentService(bootstrap, SETTINGS, topics, initial_config=config)
     stop, ready = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(agent.run(stop, ready))
     await asyncio.wait_for(ready.wait(), 30)
     await asyncio.sleep(seconds)
+    for _ in range(300):
+        if until is None or until(agent):
+            break
+        await asyncio.sleep(0.1)
     stop.set()
     await asyncio.wait_for(task, 30)
     return agent
@@ -66,7 +72,8 @@ async def test_restart_audit_explain_and_a_refused_snapshot(kafka_bootstrap):
                                    datetime.now(timezone.utc), "cfg"))
     first = await run_agent(kafka_bootstrap, topics, 0.1, config)
     await publish(kafka_bootstrap, topics.jobs, [job(n) for n in range(4)])  # two run, two wait
-    first = await run_agent(kafka_bootstrap, topics, 1.5)  # no --config: restored from the bus
+    first = await run_agent(kafka_bootstrap, topics, 1.5,  # no --config: restored from the bus
+                            until=lambda a: a.stats.decisions == 4)
     assert first.stats.decisions == 4 and first.dispatcher.seq > 1
     seq = first.dispatcher.seq
 
@@ -99,3 +106,16 @@ async def test_restart_audit_explain_and_a_refused_snapshot(kafka_bootstrap):
     assert rc == 1
     assert "allocation.decided x:decided: published, but the ledger's replay does not make it" in out
     assert out.strip().splitlines()[-1].endswith("; 1 mismatches")
+
+
+async def test_events_before_the_configuration_survive_a_restart(kafka_bootstrap):
+    """Jobs that wait for their pool's configuration are in the ledger, never in a snapshot:
+    a restart replays them, and they are decided once the configuration arrives."""
+    topics = Topics.with_prefix(unique_topic("pending") + ".")
+    await publish(kafka_bootstrap, topics.jobs, [job(n, gpus=1) for n in range(3)])
+    waiting = await run_agent(kafka_bootstrap, topics, 0.5, until=lambda a: a.stats.records == 3)
+    assert waiting.stats.decisions == 0 and len(waiting.dispatcher.interpreter.pending) == 3
+    config = envelope("pool.configured", {"gpus": 8}, datetime.now(timezone.utc), "cfg")
+    await publish(kafka_bootstrap, topics.config, [orjson.dumps(config)], key=b"default")
+    configured = await run_agent(kafka_bootstrap, topics, 0.5, until=lambda a: a.stats.decisions == 3)
+    assert configured.stats.decisions == 3 and configured.stats.replayed >= 1

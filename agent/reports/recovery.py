@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from datetime import datetime, timezone
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from gpualloc.agent.reports.throughput import POOL
+from gpualloc.agent.reports.throughput import POOL, stop_all
 from gpualloc.agent.topics import Topics
 from gpualloc.schemas.events import envelope
 
@@ -80,11 +81,8 @@ async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) 
             await _until(lambda: f"probe-{k}" in decided, 60)
             times.append(decided[f"probe-{k}"] - began)
     finally:
-        reader.cancel()
-        await consumer.stop()
-        await producer.stop()
-        agent.terminate()
-        agent.wait(timeout=30)
+        await stop_all(reader, consumer, producer, agent)
+        os.unlink(f.name)
     return RecoveryResult(queued, repeat, round(statistics.median(times), 3), round(max(times), 3))
 
 

@@ -54,6 +54,16 @@ class ThroughputResult:
                 f"{self.arrivals / max(self.passes, 1):.1f} arrivals per planning pass")
 
 
+async def stop_all(reader: asyncio.Task, consumer: AIOKafkaConsumer, producer: AIOKafkaProducer,
+                   agent: subprocess.Popen) -> None:
+    """A bench's teardown: its reader task, its clients, and the agent process it started."""
+    reader.cancel()
+    await consumer.stop()
+    await producer.stop()
+    agent.terminate()
+    agent.wait(timeout=30)
+
+
 def _submitted(n: int, prefix: str) -> dict:
     return envelope("job.submitted", {"id": f"{prefix}-{n}", "kind": "training", "priority": 1 + n % 9,
                                       "gpus": SIZES[n % len(SIZES)], "duration": 1 + n % 6},
@@ -127,11 +137,7 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
             await asyncio.sleep(0.05)
         span = max(got[j] for j in measured if j in got) - min(sent_at[j] for j in measured)
     finally:
-        reader.cancel()
-        await consumer.stop()
-        await producer.stop()
-        agent.terminate()
-        agent.wait(timeout=30)
+        await stop_all(reader, consumer, producer, agent)
         os.unlink(f.name)
     lat = sorted((got[j] - sent_at[j]) * 1000 for j in measured if j in got)
     decided = len(lat)

@@ -189,7 +189,8 @@ class AgentService:
             await producer.send(o.topic, encode(o.message), key=o.key.encode())
         sent = await producer.send(entry.topic, encode(entry.message), key=entry.key.encode())
         committed = any(o.message["type"] == "plan.committed" for o in outputs)
-        if committed or d.txn - self._snapshot_txn >= self.settings.snapshot_every:
+        due = committed or d.txn - self._snapshot_txn >= self.settings.snapshot_every
+        if due and d.planner is not None:  # events waiting for the pool's configuration stay in the ledger
             where = await sent  # the snapshot says where the ledger goes on after it
             snap = d.snapshot(now, where.partition, where.offset + 1)
             if snap is None:

@@ -145,6 +145,7 @@ class Dispatcher:
             committed = self.interpreter.commit(plan)
         commit = committed.commit
         self.last_commit, self.seq = commit, self.seq + 1
+        self._forget_before(self.planner.now - self.dedup_steps)
         if self.on_commit is not None:
             self.on_commit(commit)
         grid = to_grid(commit.window, commit.schedule)
@@ -161,6 +162,12 @@ class Dispatcher:
             schedule=dump_schedule(commit.schedule) if commit.source == FULL_MODE else None))
         return Output(self.topics.commits, self.pool,
                       envelope("plan.committed", payload, now, f"{self.pool}:commit:{self.seq}", self.pool))
+
+    def _forget_before(self, step: int) -> None:
+        """De-duplicate over the last `dedup_steps` steps (and `seen_limit` ids): the same window
+        live, after a restart and in a replay, so all three decide alike."""
+        while self.seen and next(iter(self.seen.values())) < step:
+            self.seen.popitem(last=False)
 
     # ---- the ledger, snapshots and replays ----------------------------------------------------
     def _log_inputs(self, records: list[Record], now: datetime) -> None:
@@ -192,12 +199,11 @@ class Dispatcher:
                       envelope("pass.recorded", entry, log["now"], f"{self.pool}:pass:{self.txn}", self.pool))
 
     def snapshot(self, now: datetime, ledger_partition: int, ledger_next: int) -> Output | None:
-        """The pool's state after the sealed transaction, for the compacted state topic. The
-        de-duplication window keeps the ids of the last `dedup_steps` steps, fewer (the newest)
-        when the snapshot would outgrow `SNAPSHOT_BYTES`; None when even the pool alone would
-        (a restart then replays more of the ledger)."""
-        horizon = (self.planner.now if self.planner else 0) - self.dedup_steps
-        seen = [(event_id, step) for event_id, step in self.seen.items() if step >= horizon]
+        """The pool's state after the sealed transaction, for the compacted state topic, with its
+        de-duplication window; fewer ids (the newest) when the snapshot would outgrow
+        `SNAPSHOT_BYTES` (a restart may then take an old duplicate for new), None when even the
+        pool alone would (a restart then replays more of the ledger)."""
+        seen = list(self.seen.items())
         state = dump_pool(self.interpreter)
         while len(packed := pack({"pool": state, "seen": seen})) > SNAPSHOT_BYTES:
             if not seen:

@@ -57,17 +57,20 @@ class AgentStats:
 def run_settings(settings: AgentSettings) -> dict[str, Any]:
     """What a replay needs to plan as this agent did; recorded in every ledger entry."""
     return {"policy": settings.policy, "effort": settings.hot_path_effort, "step_seconds": settings.step_seconds,
-            "every": settings.full_mode.every}
+            "every": settings.full_mode.every, "dedup_steps": settings.dedup_steps,
+            "seen_limit": settings.seen_limit}
 
 
-def configure(pool: Pool, run: dict[str, Any]) -> None:
-    """Set `pool`'s hot path, clock and full-mode cadence as a recorded `run` had them."""
-    online = online_policy(run["policy"])
+def configure(d: Dispatcher, run: dict[str, Any]) -> None:
+    """Set the hot path, clock, full-mode cadence and de-duplication a recorded `run` had."""
+    pool, online = d.interpreter, online_policy(run["policy"])
     pool.scheduler = online.hot.bind(SolveOptions(effort=run["effort"]))
     pool.step_seconds = run["step_seconds"]
     pool.full_mode_every = run["every"] if online.full_mode is not None else 0
     if pool.planner is not None:
         pool.planner.scheduler = pool.scheduler
+    d.dedup_steps = run.get("dedup_steps", d.dedup_steps)
+    d.seen_limit = run.get("seen_limit", d.seen_limit)
 
 
 class AgentService:
@@ -88,9 +91,9 @@ class AgentService:
         self._counts: dict[str, int] = {}
 
     def _fresh(self) -> Dispatcher:
-        interpreter = Pool(pending_limit=self.settings.pending_limit)
-        configure(interpreter, self.run_info)
-        return Dispatcher(self.pool, self.topics, interpreter, self.settings.seen_limit, self.settings.dedup_steps)
+        d = Dispatcher(self.pool, self.topics, Pool(pending_limit=self.settings.pending_limit))
+        configure(d, self.run_info)
+        return d
 
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
         s = self.settings
@@ -134,13 +137,13 @@ class AgentService:
             history = await read_history(reader, self.topics, self._counts, self.pool)
             self.dispatcher = self._fresh()
             try:
-                replayed = rebuild(self.dispatcher, history, lambda run: configure(self.dispatcher.interpreter, run))
+                replayed = rebuild(self.dispatcher, history, lambda run: configure(self.dispatcher, run))
             except SnapshotError as e:
                 log.warning("pool %s: %s; rebuilding the state from the whole ledger", self.pool, e)
                 history = await read_history(reader, self.topics, self._counts, self.pool, use_snapshot=False)
                 self.dispatcher = self._fresh()
-                replayed = rebuild(self.dispatcher, history, lambda run: configure(self.dispatcher.interpreter, run))
-            configure(self.dispatcher.interpreter, self.run_info)
+                replayed = rebuild(self.dispatcher, history, lambda run: configure(self.dispatcher, run))
+            configure(self.dispatcher, self.run_info)
         finally:
             await reader.stop()
         inputs = [tp for topic in self.topics.inputs for tp in partitions(self._counts, topic)]

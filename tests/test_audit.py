@@ -54,7 +54,8 @@ async def run_agent(bootstrap: str, topics: Topics, seconds: float, config: byte
     agent = AgentService(bootstrap, SETTINGS, topics, initial_config=config)
     stop, ready = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(agent.run(stop, ready))
-    await asyncio.wait_for(ready.wait(), 30)
+    await asyncio.wait([task, asyncio.create_task(ready.wait())], timeout=60, return_when=asyncio.FIRST_COMPLETED)
+    assert ready.is_set(), task.exception() if task.done() else "not ready within 60 s"
     await asyncio.sleep(seconds)
     for _ in range(300):
         if until is None or until(agent):

@@ -96,13 +96,18 @@ async def audit(bootstrap: str, topics: Topics, pool: str, bounds: Bounds = Boun
     try:
         history = await read_history(reader, topics, counts, pool, use_snapshot=False)
         recorded = await published(reader, topics, counts, pool)
+        frontier = history.entries[-1].frontier if history.entries else {}
+        later = await read_range(reader, {tp: frontier.get(f"{tp.topic}:{tp.partition}", 0)
+                                          for name in topics.inputs for tp in partitions(counts, name)})
     finally:
         await reader.stop()
-    return compare(pool, topics, history, recorded, bounds)
+    return compare(pool, topics, history, recorded, bounds, _event_ids(later))
 
 
-def compare(pool: str, topics: Topics, history, recorded: dict[str, dict], bounds: Bounds = Bounds()) -> AuditResult:
-    """Replay `history` (the whole ledger) and hold what it makes against `recorded`."""
+def compare(pool: str, topics: Topics, history, recorded: dict[str, dict], bounds: Bounds = Bounds(),
+            later: set[str] = frozenset()) -> AuditResult:
+    """Replay `history` (the whole ledger) and hold what it makes against `recorded`; `later`:
+    ids of the input events after the ledger's frontier (what a running agent took since)."""
     result = AuditResult(pool, transactions=len(history.entries))
     commits, down = [], []
 
@@ -141,9 +146,8 @@ def compare(pool: str, topics: Topics, history, recorded: dict[str, dict], bound
             elif within:
                 result.decisions += kind == "allocation.decided"
                 result.commits += kind == "plan.committed"
-    consumed = _input_ids(history)
     for event_id, m in recorded.items():
-        if event_id not in reproduced and not _after(m, d, consumed):
+        if event_id not in reproduced and not _after(m, d, later):
             result.mismatches.append(f"{m['type']} {event_id}: published, but the ledger's replay does not make it")
     if d.planner is not None:
         apps = d.planner.apps
@@ -161,10 +165,9 @@ def compare(pool: str, topics: Topics, history, recorded: dict[str, dict], bound
     return result
 
 
-def _input_ids(history) -> set[str]:
-    """The event ids of every input record the ledger names."""
+def _event_ids(records) -> set[str]:
     out = set()
-    for r in history.records.values():
+    for r in records:
         try:
             out.add(decode(r.value)["event_id"])
         except (ValueError, TypeError, KeyError):
@@ -172,14 +175,14 @@ def _input_ids(history) -> set[str]:
     return out
 
 
-def _after(message: dict[str, Any], d: Dispatcher, consumed: set[str]) -> bool:
+def _after(message: dict[str, Any], d: Dispatcher, later: set[str]) -> bool:
     """Was `message` published by a transaction after the audited ledger (an agent still running
     while the audit reads)? Its cause lies beyond what the replay consumed or committed."""
     p, kind = message.get("payload") or {}, message.get("type")
     if kind == "plan.committed":
         return p.get("seq", 0) > d.seq
     if kind == "allocation.decided":
-        return p.get("input_event_id") not in consumed
+        return p.get("input_event_id") in later
     if kind == "input.rejected":
         return p.get("offset", 0) >= d.frontier.get(f"{p.get('topic')}:{p.get('partition')}", 0)
     if kind == "job.failed":

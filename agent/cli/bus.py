@@ -170,7 +170,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("agent", help="run the allocation agent on Kafka (decisions per arrival, a commit per step)")
     bus_arguments(p)
-    p.add_argument("--config", help="JSON file of pool.configured fields to start with (else wait for the topic)")
+    p.add_argument("--config", help="JSON file of pool.configured fields to start with (else wait for the topic); "
+                                    "a pool restored from the bus keeps its configuration")
     setting(p, "--step-seconds", path="agent.step_seconds", type=positive_float, shown="the pool's step_minutes",
             help="compressed clock: seconds per step")
     setting(p, "--policy", path="agent.policy", help="the online policy: HOT or HOT+FULL, registered names")

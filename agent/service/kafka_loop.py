@@ -109,7 +109,7 @@ class AgentService:
             await producer.begin_transaction()  # takes the transactional id: fences an older agent and
             await producer.commit_transaction()  # aborts what it left open, before its history is read
             await self._recover(consumer)
-            if self.initial_config is not None:
+            if self.initial_config is not None and self.dispatcher.planner is None:  # a restored pool keeps its own
                 now = _now()
                 outputs = self.dispatcher.handle([Record("--config", 0, 0, self.pool, self.initial_config)], now)
                 await self._transact(producer, outputs, now, time.perf_counter())

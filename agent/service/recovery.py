@@ -8,6 +8,7 @@ was aborted by a crash is never seen; each read stops at the end offsets it foun
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from gpualloc.schemas.events import PassRecorded, PoolSnapshot
 log = logging.getLogger("gpualloc.agent")
 
 POLL_MS = 200
+LEADER_WAIT_S = 15.0
 
 
 async def ensure_topics(bootstrap: str, topics: Topics, partitions: int, retention_ms: int) -> dict[str, int]:
@@ -44,7 +46,7 @@ async def ensure_topics(bootstrap: str, topics: Topics, partitions: int, retenti
                 await admin.create_topics(missing)
             except TopicAlreadyExistsError:  # another agent made them meanwhile
                 pass
-        return await _counts(admin, [t.name for t in wanted])
+        return await _led(admin, [t.name for t in wanted])
     finally:
         await admin.close()
 
@@ -62,6 +64,19 @@ async def partition_counts(bootstrap: str, names: list[str]) -> dict[str, int]:
 async def _counts(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, int]:
     described = await admin.describe_topics(names)
     return {t["topic"]: len(t["partitions"]) for t in described if t["error_code"] == 0 and t["partitions"]}
+
+
+async def _led(admin: AIOKafkaAdminClient, names: list[str], seconds: float = LEADER_WAIT_S) -> dict[str, int]:
+    """Partition counts once every partition of `names` has a leader: a topic created a moment
+    ago answers reads and writes with NotLeaderForPartition until then."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        described = await admin.describe_topics(names)
+        ready = all(t["error_code"] == 0 and t["partitions"] and all(p["leader"] >= 0 for p in t["partitions"])
+                    for t in described)
+        if ready or asyncio.get_running_loop().time() > deadline:
+            return {t["topic"]: len(t["partitions"]) for t in described if t["error_code"] == 0 and t["partitions"]}
+        await asyncio.sleep(0.1)
 
 
 def partitions(counts: dict[str, int], topic: str) -> list[TopicPartition]:

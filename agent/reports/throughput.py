@@ -118,6 +118,9 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
         deadline = time.perf_counter() + 60
         while len(got) < queue + 40 and time.perf_counter() < deadline:
             await asyncio.sleep(0.05)
+        if agent.poll() is not None or not got:
+            raise RuntimeError(f"the agent decided nothing in the warm-up (exit status {agent.poll()}); "
+                               f"run `gpualloc agent --topic-prefix bench-{prefix}.` by hand to see why")
         warm = set(got)
         start = time.perf_counter()
         tick, sent = 0.01, 0

@@ -20,7 +20,7 @@ from gpualloc.agent.node.kafka_loop import NodeAgent
 from gpualloc.agent.service.kafka_loop import AgentService
 from gpualloc.agent.topics import Topics, key_of
 from gpualloc.agent.upstream import complete_jobs
-from kafka_broker import FAST_GROUP, read_all, unique_topic
+from kafka_broker import read_all, unique_topic
 from gpualloc.schemas.config import AgentSettings, RollingFullMode
 from gpualloc.solvers.legality import online_violations
 
@@ -75,7 +75,7 @@ async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
     topics = Topics.with_prefix(unique_topic("agent") + ".")
     stop = asyncio.Event()
     agent = AgentService(kafka_bootstrap, AgentSettings(step_seconds=STEP, full_mode=RollingFullMode(every=0),
-                                                        group_id=unique_topic("g")), topics, client=FAST_GROUP)
+                                                        group_id=unique_topic("g")), topics)
     ready = asyncio.Event()
     dirs = [tmp_path / "node0", tmp_path / "node1"]
     nodes = [NodeAgent(kafka_bootstrap, k, range(8 * k, 8 * k + 8), FileBinder(dirs[k]), topics=topics)

@@ -59,8 +59,10 @@ def stream(seed: int, count: int) -> list[Record]:
 
 
 def fresh() -> Dispatcher:
-    pool = Pool(step_seconds=RUN["step_seconds"])
-    return Dispatcher("default", interpreter=pool)
+    """A dispatcher planning as the recorded RUN says, as the agent's always does."""
+    d = Dispatcher("default", interpreter=Pool())
+    d.use(RUN)
+    return d
 
 
 def live(records: list[Record], cuts: list[int], commits: list[int], adopt_at: int | None = None):

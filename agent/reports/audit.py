@@ -12,8 +12,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 
 from gpualloc.agent.service.dispatcher import Dispatcher
-from gpualloc.agent.service.kafka_loop import configure
-from gpualloc.agent.service.recovery import partition_counts, partitions, read_history, read_range
+from gpualloc.agent.service.recovery import partition_counts, partitions, read_history, read_range, reader
 from gpualloc.agent.topics import Topics, decode
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan, online_violations
@@ -90,17 +89,16 @@ async def audit(bootstrap: str, topics: Topics, pool: str, bounds: Bounds = Boun
     too; outputs of transactions after it (an agent still running) are told apart by `_after`."""
     names = [topics.state, topics.ledger, *topics.inputs, topics.decisions, topics.commits, topics.deadletter]
     counts = await partition_counts(bootstrap, names)
-    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                              isolation_level="read_committed")
-    await reader.start()
+    consumer = reader(bootstrap)
+    await consumer.start()
     try:
-        history = await read_history(reader, topics, counts, pool, use_snapshot=False)
-        recorded = await published(reader, topics, counts, pool)
+        history = await read_history(consumer, topics, counts, pool, use_snapshot=False)
+        recorded = await published(consumer, topics, counts, pool)
         frontier = history.entries[-1].frontier if history.entries else {}
-        later = await read_range(reader, {tp: frontier.get(f"{tp.topic}:{tp.partition}", 0)
+        later = await read_range(consumer, {tp: frontier.get(f"{tp.topic}:{tp.partition}", 0)
                                           for name in topics.inputs for tp in partitions(counts, name)})
     finally:
-        await reader.stop()
+        await consumer.stop()
     return compare(pool, topics, history, recorded, bounds, _event_ids(later))
 
 
@@ -121,7 +119,6 @@ def compare(pool: str, topics: Topics, history, recorded: dict[str, dict], bound
     d = Dispatcher(pool, topics, Pool(), on_commit=seen)
     reproduced: set[str] = set()
     for entry in history.entries:
-        configure(d, entry.run)
         step = d.planner.now if d.planner else 0
         try:
             outputs = d.replay(entry, history.record_at)

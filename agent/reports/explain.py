@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
-
-from gpualloc.agent.service.recovery import partition_counts, partitions, read_range
+from gpualloc.agent.service.recovery import partition_counts, partitions, read_range, reader
 from gpualloc.agent.topics import Topics, decode
 from gpualloc.agent.upstream import span as _span
 
@@ -18,13 +16,12 @@ async def history_of(bootstrap: str, topics: Topics, pool: str, job_id: str) -> 
     pool's latest commit, in publication order per topic."""
     names = [topics.jobs, topics.decisions, topics.commits]
     counts = await partition_counts(bootstrap, names)
-    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                              isolation_level="read_committed")
-    await reader.start()
+    consumer = reader(bootstrap)
+    await consumer.start()
     try:
-        records = await read_range(reader, {tp: 0 for name in names for tp in partitions(counts, name)})
+        records = await read_range(consumer, {tp: 0 for name in names for tp in partitions(counts, name)})
     finally:
-        await reader.stop()
+        await consumer.stop()
     out, latest = [], None
     for r in sorted(records, key=lambda r: (r.timestamp, r.topic, r.offset)):
         try:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from gpualloc.agent.topics import Topics, decode
-from gpualloc.schemas.config import AgentSettings
+from gpualloc.schemas.config import AgentSettings, SolveOptions
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (AllocationDecided, InputRejected, JobRef, PassRecorded, PlanCommitted,
                                      PoolSnapshot, RecordedCommit, envelope, parse_event)
@@ -30,6 +30,7 @@ from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
 from gpualloc.solvers.planner.snapshot import (SnapshotError, dump_pool, dump_schedule, load_pool, load_schedule,
                                                pack, unpack)
 from gpualloc.solvers.planner.state import BLOCKER, FULL_MODE, Commit, FullModePlan, Planner
+from gpualloc.solvers.policies import online_policy
 
 
 SNAPSHOT_BYTES = 900_000  # under the broker's default message limit (1 MiB) with room for the envelope
@@ -53,6 +54,28 @@ class Output:
     message: dict[str, Any]
 
 
+def run_settings(settings: AgentSettings) -> dict[str, Any]:
+    """What a replay needs to plan as this agent did; recorded in every ledger entry."""
+    return {"policy": settings.policy, "effort": settings.hot_path_effort, "step_seconds": settings.step_seconds,
+            "every": settings.full_mode.every, "dedup_steps": settings.dedup_steps,
+            "seen_limit": settings.seen_limit}
+
+
+@dataclass
+class TxnLog:
+    """What the transaction under way did, for its ledger entry (`now`: its clock, set by its
+    first input or commit; None while it did nothing)."""
+
+    now: datetime | None = None
+    inputs: list[list] = field(default_factory=list)  # runs [topic, partition, first, last]
+    inline: dict[str, str] = field(default_factory=dict)
+    commits: list[RecordedCommit] = field(default_factory=list)
+
+    def begun(self, now: datetime) -> None:
+        if self.now is None:
+            self.now = now
+
+
 @dataclass
 class Dispatcher:
     pool: str
@@ -66,7 +89,7 @@ class Dispatcher:
     frontier: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> next offset to consume
     last_commit: Commit | None = None
     on_commit: Callable[[Commit], None] | None = None  # sees every commit (audits check each one)
-    _log: dict[str, Any] = field(default_factory=lambda: _empty_log())  # this transaction, for the ledger
+    _log: TxnLog = field(default_factory=TxnLog)  # this transaction, for the ledger
 
     @property
     def planner(self) -> Planner | None:
@@ -82,6 +105,19 @@ class Dispatcher:
 
     def full_mode_due(self) -> bool:
         return self.interpreter.full_mode_due()
+
+    def use(self, run: dict[str, Any]) -> None:
+        """Plan as a recorded `run` did (`run_settings`): hot path, clock, full-mode cadence,
+        de-duplication. `replay` takes up each entry's own run, so a replay plans as the agent
+        that made the entry did, whatever its settings are now."""
+        pool, online = self.interpreter, online_policy(run["policy"])
+        pool.scheduler = online.hot.bind(SolveOptions(effort=run["effort"]))
+        pool.step_seconds = run["step_seconds"]
+        pool.full_mode_every = run["every"] if online.full_mode is not None else 0
+        if pool.planner is not None:
+            pool.planner.scheduler = pool.scheduler
+        self.dedup_steps = run.get("dedup_steps", self.dedup_steps)
+        self.seen_limit = run.get("seen_limit", self.seen_limit)
 
     # ---- input ----------------------------------------------------------------------------
     def handle(self, records: list[Record], now: datetime) -> list[Output]:
@@ -156,8 +192,8 @@ class Dispatcher:
             grid=[[None if c == BLOCKER else c for c in row] for row in grid],
             source=commit.source, objective=round(objective, 6), bound=committed.bound,
             started=list(commit.started), full_mode=committed.full_mode, frontier=dict(self.frontier))
-        self._log.setdefault("now", now)
-        self._log["commits"].append(RecordedCommit(
+        self._log.begun(now)
+        self._log.commits.append(RecordedCommit(
             seq=self.seq, full_mode=committed.full_mode, bound=committed.bound,
             schedule=dump_schedule(commit.schedule) if commit.source == FULL_MODE else None))
         return Output(self.topics.commits, self.pool,
@@ -172,11 +208,12 @@ class Dispatcher:
     # ---- the ledger, snapshots and replays ----------------------------------------------------
     def _log_inputs(self, records: list[Record], now: datetime) -> None:
         """Note the records of this pass, in order, as runs of consecutive offsets."""
-        self._log.setdefault("now", now)
-        runs = self._log["inputs"]
+        if records:
+            self._log.begun(now)
+        runs = self._log.inputs
         for rec in records:
             if rec.topic not in self.topics.inputs:
-                self._log["inline"][f"{rec.topic}:{rec.partition}:{rec.offset}"] = rec.value.decode("utf-8", "replace")
+                self._log.inline[f"{rec.topic}:{rec.partition}:{rec.offset}"] = rec.value.decode("utf-8", "replace")
                 runs.append([rec.topic, rec.partition, rec.offset, rec.offset])
                 continue
             last = runs[-1] if runs else None
@@ -189,14 +226,14 @@ class Dispatcher:
     def seal(self, run: dict[str, Any]) -> Output | None:
         """The ledger entry of this transaction (None when it consumed and committed nothing);
         `run`: the agent settings a replay needs."""
-        log, self._log = self._log, _empty_log()
-        if not log["inputs"] and not log["commits"]:
+        log, self._log = self._log, TxnLog()
+        if log.now is None:
             return None
         self.txn += 1
-        entry = PassRecorded(txn=self.txn, now=log["now"], inputs=log["inputs"], inline=log["inline"],
-                             commits=log["commits"], frontier=dict(self.frontier), run=run)
+        entry = PassRecorded(txn=self.txn, now=log.now, inputs=log.inputs, inline=log.inline,
+                             commits=log.commits, frontier=dict(self.frontier), run=run)
         return Output(self.topics.ledger, self.pool,
-                      envelope("pass.recorded", entry, log["now"], f"{self.pool}:pass:{self.txn}", self.pool))
+                      envelope("pass.recorded", entry, log.now, f"{self.pool}:pass:{self.txn}", self.pool))
 
     def snapshot(self, now: datetime, ledger_partition: int, ledger_next: int) -> Output | None:
         """The pool's state after the sealed transaction, for the compacted state topic, with its
@@ -227,6 +264,7 @@ class Dispatcher:
         """Redo a recorded transaction: its inputs in the recorded order (`record_at` fetches a
         record by topic, partition and offset), then its commits as recorded. Returns the
         messages it made, which equal the ones published the first time but for latency_ms."""
+        self.use(entry.run)
         records = []
         for topic, partition, first, last in entry.inputs:
             inline = entry.inline.get(f"{topic}:{partition}:{first}")
@@ -235,7 +273,6 @@ class Dispatcher:
             else:
                 records.extend(record_at(topic, partition, offset) for offset in range(first, last + 1))
         out = self.handle(records, entry.now) if records else []
-        self._log.setdefault("now", entry.now)
         out += [self.commit(entry.now, recorded=c) for c in entry.commits]
         self.seal(entry.run)
         return out
@@ -254,7 +291,3 @@ class Dispatcher:
         return Output(self.topics.jobs, job_id,
                       envelope("job.failed", JobRef(id=job_id, detail=detail, source="agent"), now,
                                f"{self.pool}:failed:{job_id}:{step}", self.pool))
-
-
-def _empty_log() -> dict[str, Any]:
-    return {"inputs": [], "inline": {}, "commits": []}

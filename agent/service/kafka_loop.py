@@ -22,16 +22,15 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
-from gpualloc.agent.service.dispatcher import Dispatcher, Output, Record
+from gpualloc.agent.service.dispatcher import Dispatcher, Output, Record, run_settings
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
-from gpualloc.agent.service.recovery import ensure_topics, partitions, read_history, rebuild
+from gpualloc.agent.service.recovery import ensure_topics, partitions, read_history, reader, rebuild
 from gpualloc.agent.topics import Topics, encode
-from gpualloc.schemas.config import AgentSettings, SolveOptions
+from gpualloc.schemas.config import AgentSettings
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import SnapshotError
 from gpualloc.solvers.policies import online_policy
@@ -54,33 +53,14 @@ class AgentStats:
     recovery_s: float = 0.0  # the last recovery's time, from its start to ready
 
 
-def run_settings(settings: AgentSettings) -> dict[str, Any]:
-    """What a replay needs to plan as this agent did; recorded in every ledger entry."""
-    return {"policy": settings.policy, "effort": settings.hot_path_effort, "step_seconds": settings.step_seconds,
-            "every": settings.full_mode.every, "dedup_steps": settings.dedup_steps,
-            "seen_limit": settings.seen_limit}
-
-
-def configure(d: Dispatcher, run: dict[str, Any]) -> None:
-    """Set the hot path, clock, full-mode cadence and de-duplication a recorded `run` had."""
-    pool, online = d.interpreter, online_policy(run["policy"])
-    pool.scheduler = online.hot.bind(SolveOptions(effort=run["effort"]))
-    pool.step_seconds = run["step_seconds"]
-    pool.full_mode_every = run["every"] if online.full_mode is not None else 0
-    if pool.planner is not None:
-        pool.planner.scheduler = pool.scheduler
-    d.dedup_steps = run.get("dedup_steps", d.dedup_steps)
-    d.seen_limit = run.get("seen_limit", d.seen_limit)
-
-
 class AgentService:
     """The pool agent on `bootstrap`, as `settings` say. `initial_config`: a pool.configured
-    message to start with (`--config`); `client`: extra consumer settings."""
+    message to start with (`--config`)."""
 
     def __init__(self, bootstrap: str, settings: AgentSettings = AgentSettings(), topics: Topics = Topics(),
-                 pool: str = "default", initial_config: bytes | None = None, client: dict | None = None):
+                 pool: str = "default", initial_config: bytes | None = None):
         self.bootstrap, self.settings, self.topics, self.pool = bootstrap, settings, topics, pool
-        self.initial_config, self.client = initial_config, client or {}
+        self.initial_config = initial_config
         self.policy = online_policy(settings.policy)
         self.run_info = run_settings(settings)
         self.group_id = settings.group_id or f"gpualloc-agent-{pool}"
@@ -92,7 +72,7 @@ class AgentService:
 
     def _fresh(self) -> Dispatcher:
         d = Dispatcher(self.pool, self.topics, Pool(pending_limit=self.settings.pending_limit))
-        configure(d, self.run_info)
+        d.use(self.run_info)
         return d
 
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
@@ -101,8 +81,7 @@ class AgentService:
         producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, transactional_id=f"gpualloc-{self.pool}",
                                     enable_idempotence=True, acks="all", linger_ms=1,
                                     transaction_timeout_ms=s.transaction_timeout_ms)
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, **{"auto_offset_reset": "earliest", **self.client,
-                                    "group_id": None, "enable_auto_commit": False, "isolation_level": "read_committed"})
+        consumer = reader(self.bootstrap)  # inputs are assigned by hand and read from the restored frontier
         await producer.start()
         await consumer.start()
         try:
@@ -130,22 +109,20 @@ class AgentService:
     async def _recover(self, consumer: AIOKafkaConsumer) -> None:
         """Rebuild the pool's state from its snapshot and ledger, then consume from the frontier."""
         began = time.perf_counter()
-        reader = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-                                  isolation_level="read_committed")
-        await reader.start()
+        history_reader = reader(self.bootstrap)
+        await history_reader.start()
         try:
-            history = await read_history(reader, self.topics, self._counts, self.pool)
-            self.dispatcher = self._fresh()
-            try:
-                replayed = rebuild(self.dispatcher, history, lambda run: configure(self.dispatcher, run))
-            except SnapshotError as e:
-                log.warning("pool %s: %s; rebuilding the state from the whole ledger", self.pool, e)
-                history = await read_history(reader, self.topics, self._counts, self.pool, use_snapshot=False)
+            for use_snapshot in (True, False):
+                history = await read_history(history_reader, self.topics, self._counts, self.pool, use_snapshot)
                 self.dispatcher = self._fresh()
-                replayed = rebuild(self.dispatcher, history, lambda run: configure(self.dispatcher, run))
-            configure(self.dispatcher, self.run_info)
+                try:
+                    replayed = rebuild(self.dispatcher, history)
+                    break
+                except SnapshotError as e:
+                    log.warning("pool %s: %s; rebuilding the state from the whole ledger", self.pool, e)
+            self.dispatcher.use(self.run_info)
         finally:
-            await reader.stop()
+            await history_reader.stop()
         inputs = [tp for topic in self.topics.inputs for tp in partitions(self._counts, topic)]
         consumer.assign(inputs)
         for tp in inputs:

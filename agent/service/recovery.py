@@ -79,6 +79,12 @@ async def _led(admin: AIOKafkaAdminClient, names: list[str], seconds: float = LE
         await asyncio.sleep(0.1)
 
 
+def reader(bootstrap: str) -> AIOKafkaConsumer:
+    """A consumer for reading history back: no group, committed transactions only."""
+    return AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                            isolation_level="read_committed")
+
+
 def partitions(counts: dict[str, int], topic: str) -> list[TopicPartition]:
     return [TopicPartition(topic, p) for p in range(counts.get(topic, 0))]
 
@@ -163,15 +169,13 @@ async def read_history(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[
     return history
 
 
-def rebuild(dispatcher: Dispatcher, history: History, configure_run) -> int:
+def rebuild(dispatcher: Dispatcher, history: History) -> int:
     """Bring `dispatcher` (fresh) to the state after the last recorded transaction; returns how
-    many transactions were replayed. `configure_run(run)` sets the hot path and clock a recorded
-    transaction ran with. A snapshot this release cannot read is refused and the ledger replayed
-    from its start instead, which the caller arranges by passing a history without it."""
+    many transactions were replayed. Raises SnapshotError for a snapshot this release cannot read
+    (the caller then reads the history again without it and replays the whole ledger)."""
     if history.snapshot is not None:
         dispatcher.restore(history.snapshot)
     for entry in history.entries:
-        configure_run(entry.run)
         dispatcher.replay(entry, history.record_at)
     return len(history.entries)
 

@@ -1,8 +1,9 @@
 """A pool's state as plain JSON data and back: what the state topic stores, so a restarted agent
 resumes where the last committed transaction left it.
 
-Pure and versioned. `load_pool` refuses a snapshot of another version with `SnapshotError`
-(the agent then rebuilds the state by replaying its ledger from the start). GPU sets are hex
+Pure and versioned (`VERSION`, carried by the snapshot message). A snapshot of another version
+or a damaged one raises `SnapshotError` (the agent then rebuilds the state by replaying its
+ledger from the start). GPU sets are hex
 strings of their bitmasks, so a 1,024-GPU pool costs a few hundred bytes per holder.
 """
 
@@ -69,14 +70,13 @@ def load_planner(data: dict[str, Any], scheduler: Callable[[Problem], Schedule])
 def dump_pool(pool: Pool) -> dict[str, Any]:
     """The interpreter's state; its pending events are not kept (a snapshot follows a commit,
     and a pool commits only once configured, when nothing is pending)."""
-    return {"version": VERSION, "origin": pool.origin.isoformat() if pool.origin else None, "passes": pool.passes,
+    return {"origin": pool.origin.isoformat() if pool.origin else None, "passes": pool.passes,
             "planner": dump_planner(pool.planner) if pool.planner else None}
 
 
 def load_pool(data: dict[str, Any], pool: Pool) -> Pool:
-    """`pool` (fresh, with the agent's scheduler and clock settings) given the snapshot's state."""
-    if data.get("version") != VERSION:
-        raise SnapshotError(f"snapshot version {data.get('version')!r}: this release reads version {VERSION}")
+    """`pool` (fresh, with the agent's scheduler and clock settings) given the snapshot's state
+    (the snapshot message carries the `VERSION` it was written with)."""
     try:
         pool.origin = datetime.fromisoformat(data["origin"]) if data["origin"] else None
         pool.passes = data["passes"]

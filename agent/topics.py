@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from aiokafka.partitioner import murmur2
 
 
 @dataclass(frozen=True)
@@ -54,14 +55,15 @@ def decode(value: bytes) -> Any:
 
 
 def key_of(message: dict[str, Any]) -> str:
-    """The contract's message key: job id, app id, pool or node id, by topic."""
-    p, kind = message.get("payload", {}), message.get("type", "")
-    if kind.startswith("job.") or kind == "allocation.decided":
-        return str(p.get("id") or p.get("job_id"))
-    if kind == "app.registered":
-        return str(p.get("id"))
-    if kind == "traffic.observed":
-        return str(p.get("app"))
-    if kind == "binding.reported":
-        return str(p.get("node"))
+    """The contract's message key: the pool on every input topic (so a pool's records share one
+    partition number on all of them) and on the agent's pool-wide topics; the job id on the
+    decisions topic."""
+    if message.get("type") == "allocation.decided":
+        return str(message.get("payload", {}).get("job_id"))
     return str(message.get("pool", "default"))
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """The partition Kafka's default partitioner (murmur2, as the Java client's) gives `key`:
+    where a pool's records land on each input topic."""
+    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions

@@ -75,7 +75,7 @@ async def complete_jobs(bootstrap: str, topics: Topics, durations: dict[str, int
                         if job_id in durations and job_id not in done:
                             ends[job_id] = payload["step"] + durations[job_id] - 1
                     for job_id in sorted(j for j, end in ends.items() if end <= payload["step"]):
-                        await producer.send(topics.jobs, encode(completed_message(job_id, pool)), key=job_id.encode())
+                        await producer.send(topics.jobs, encode(completed_message(job_id, pool)), key=pool.encode())
                         del ends[job_id]
                         done.add(job_id)
         await producer.flush()

@@ -83,14 +83,17 @@ class AgentSettings(_Frozen):
 
     policy: str = "full-mode"  # the online policy: hot path (+ full mode), by registered names
     step_seconds: float | None = Field(default=None, gt=0)  # compressed clock; None: the pool's step_minutes
-    group_id: str | None = None  # consumer group; None: gpualloc-agent-<pool>
+    group_id: str | None = None  # a pool's offsets group (lag monitoring); None: gpualloc-agent-<pool>
+    group: str | None = None  # share the pools among the agents of this consumer group (inputs keyed by pool)
+    member: str | None = None  # static membership in `group`: a restart under this name keeps its pools
+    session_timeout_ms: int = Field(default=10_000, ge=1000)  # until a silent member's pools move on
     hot_path_effort: float = Field(default=0.05, ge=0)  # a pass holds up every arrival of the next poll
     full_mode: RollingFullMode = RollingFullMode(every=1, options=FullModeOptions(time_limit=None))
     full_mode_time_cap: float = Field(default=60.0, gt=0)  # without a time_limit: half a step, at most this
     max_wait_ms: int = Field(default=200, ge=1)  # longest poll: stops and boundaries are noticed within it
     snapshot_every: int = Field(default=50, ge=1)  # transactions between snapshots (and at every commit)
     transaction_timeout_ms: int = Field(default=10_000, ge=1000)  # the broker aborts a dead agent's transaction
-    partitions: int = Field(default=1, ge=1)  # for the topics the agent creates
+    partitions: int = Field(default=1, ge=1)  # for the topics the agent creates (a group's share unit)
     retention_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=-1)  # inputs and ledger: as far back as audits reach
     seen_limit: int = Field(default=200_000, ge=1)  # event ids remembered for de-duplication
     dedup_steps: int = Field(default=24, ge=0)  # ...and kept in snapshots for this many steps

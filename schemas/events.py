@@ -132,6 +132,7 @@ class InputRejected(BaseModel):
     topic: str
     partition: int
     offset: int
+    source: str | None = None  # None: the pool's agent; "group:<name>": a shared group's member (misplaced keys)
 
 
 class RecordedCommit(BaseModel):

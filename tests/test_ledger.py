@@ -58,17 +58,35 @@ def stream(seed: int, count: int) -> list[Record]:
     return out
 
 
-def fresh() -> Dispatcher:
-    """A dispatcher planning as the recorded RUN says, as the agent's always does."""
+def fresh(run: dict = RUN) -> Dispatcher:
+    """A dispatcher planning as the recorded `run` says, as the agent's always does."""
     d = Dispatcher("default", interpreter=Pool())
-    d.use(RUN)
+    d.use(run)
     return d
 
 
-def live(records: list[Record], cuts: list[int], commits: list[int], adopt_at: int | None = None):
+def shared(records: list[Record], seed: int) -> list[Record]:
+    """`records` keyed by their pool, on partitions shared with another pool's records (which
+    the pool passes over) and a few keyed by the pool but naming the other (dead-lettered)."""
+    rng = random.Random(seed)
+    out = []
+    for r in records:
+        if rng.random() < 0.4:
+            out.append(Record(r.topic, 0, 0, "other", r.value.replace(b'"pool":"default"', b'"pool":"other"')))
+        if rng.random() < 0.05:
+            out.append(Record(r.topic, 0, 0, "default", r.value.replace(b'"pool":"default"', b'"pool":"other"')))
+        out.append(Record(r.topic, 0, 0, "default", r.value))
+    offsets: dict[str, int] = {}
+    for k, r in enumerate(out):
+        out[k] = Record(r.topic, 0, offsets.setdefault(r.topic, 0), r.key, r.value)
+        offsets[r.topic] += 1
+    return out
+
+
+def live(records: list[Record], cuts: list[int], commits: list[int], adopt_at: int | None = None, run: dict = RUN):
     """The agent's way: passes of records (split at `cuts`), a commit after some passes, a ledger
     entry per pass; an offered full-mode plan (FIFO's, to be adopted or not) at `adopt_at`."""
-    d = fresh()
+    d = fresh(run)
     outputs, entries, snapshots = [], [], []
     bounds = [0] + sorted(set(cuts)) + [len(records)]
     for k, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
@@ -81,7 +99,7 @@ def live(records: list[Record], cuts: list[int], commits: list[int], adopt_at: i
                 plan = FullModePlan(d.planner.now, fifo_schedule(problem), 0.0)
             if d.planner is not None:
                 out.append(d.commit(now, plan))
-        entry = d.seal(RUN)
+        entry = d.seal(run)
         outputs += out
         if entry is not None:
             entries.append(PassRecorded.model_validate(entry.message["payload"]))
@@ -114,6 +132,27 @@ def test_a_replay_of_the_ledger_makes_the_same_messages_and_state(seed, cuts, co
         restored.restore(snapshots[k - 1])
         tail, _ = replay(entries[k:], records, restored)
         assert dump_pool(tail.interpreter) == dump_pool(d.interpreter) and tail.seq == d.seq
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), cuts=st.lists(st.integers(0, 90), max_size=25),
+       commits=st.lists(st.integers(0, 2), min_size=1, max_size=6))
+def test_a_keyed_pool_on_a_shared_partition_replays_alike_and_reads_only_its_records(seed, cuts, commits):
+    records = shared(stream(seed, 60), seed)
+    keyed = {**RUN, "keyed": True}
+    d, outputs, entries, snapshots = live(records, cuts, commits, run=keyed)
+    again, replayed = replay(entries, records)
+    assert replayed == outputs and (not entries or again.frontier == entries[-1].frontier)
+    listed = {(t, o) for entry in entries for t, _, first, last in entry.inputs for o in range(first, last + 1)}
+    assert all(r.key == "default" for r in records if (r.topic, r.offset) in listed)  # never another pool's
+    ends = {f"{t}:0": sum(1 for r in records if r.topic == t) for t in {r.topic for r in records}}
+    assert d.frontier == ends  # past the other pool's records too, so a restart does not read them again
+    strays = [r for r in records if r.key == "default" and b'"pool":"other"' in r.value]
+    letters = [m for m in outputs if m["type"] == "input.rejected" and "must be the record's key" in m["payload"]["reason"]]
+    assert len(letters) == len(strays)
+    plain = fresh()  # a single-pool agent takes the pool's records by their envelope, whatever the key
+    assert not any(m.message["type"] == "input.rejected" and "record's key" in m.message["payload"]["reason"]
+                   for m in plain.handle(records, T0))
 
 
 def test_the_ledger_entry_lists_inputs_as_runs_and_the_frontier():

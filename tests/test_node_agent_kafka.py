@@ -98,7 +98,7 @@ def reports(messages: list[tuple[str, dict]], node: int) -> list[tuple[str, str,
     out = []
     for key, m in messages:
         r = BindingReported.model_validate(m["payload"])
-        assert m["type"] == "binding.reported" and key == str(r.node)
+        assert m["type"] == "binding.reported" and key == m["pool"]  # inputs are keyed by pool
         if r.node == node:
             out.append((r.status, r.job_id, r.gpus))
     return out
@@ -178,7 +178,7 @@ async def test_malformed_messages_are_skipped_and_failed_binds_reported(kafka_bo
     assert statuses == [("bound", "a1", [0]), ("failed", "bad-app", [1]), ("failed", "bad-job", [2])]
     jobs: list[tuple[str, Any]] = [(k, JobRef.model_validate(m["payload"])) for k, m in
                                    await read_all(kafka_bootstrap, topics.jobs)]
-    assert [(k, j.id, j.source) for k, j in jobs] == [("bad-job", "bad-job", "node-agent:0")]  # no app
+    assert [(k, j.id, j.source) for k, j in jobs] == [("default", "bad-job", "node-agent:0")]  # keyed by pool; no app
     assert "device busy" in jobs[0][1].detail
     assert FileBinder(d).bound() == {"a1": [0]}
 

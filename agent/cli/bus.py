@@ -44,6 +44,7 @@ def _logging() -> None:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
+    from gpualloc.agent.service.group import GroupAgent
     from gpualloc.agent.service.kafka_loop import AgentService
 
     settings = settings_of(args)
@@ -52,8 +53,17 @@ def cmd_agent(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise InputError("--policy", [str(e)]) from None
     bootstrap = bootstrap_of(settings)
-    service = AgentService(bootstrap, settings.agent, Topics.with_prefix(settings.topic_prefix), settings.pool,
-                           initial_config=_initial_config(args.config, settings.pool))
+    topics = Topics.with_prefix(settings.topic_prefix)
+    service: AgentService | GroupAgent
+    if settings.agent.group:
+        if args.config:
+            raise InputError("--config", ["configures one pool; the pools of a --group are configured on the "
+                                          f"{topics.config} topic"])
+        service = GroupAgent(bootstrap, settings.agent, topics)
+    else:
+        service = AgentService(bootstrap, settings.agent, topics, settings.pool,
+                               initial_config=_initial_config(args.config, settings.pool))
+    _logging()
     run_until_signal(service.run, bootstrap)
     s = service.stats
     print(f"agent stopped: {s.records} records, {s.decisions} decisions, {s.commits} commits, "
@@ -172,6 +182,13 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     bus_arguments(p)
     p.add_argument("--config", help="JSON file of pool.configured fields to start with (else wait for the topic); "
                                     "a pool restored from the bus keeps its configuration")
+    setting(p, "--group", path="agent.group", metavar="NAME",
+            help="share the pools with the other agents of this consumer group (found on the bus; --pool is "
+                 "not used; the input topics must be keyed by pool)")
+    setting(p, "--member", path="agent.member", metavar="NAME",
+            help="static membership in --group: restarted under the same name, it keeps its pools without a rebalance")
+    setting(p, "--partitions", path="agent.partitions", type=positive_int,
+            help="partitions of the topics the agent creates (the most agents a --group can spread its pools over)")
     setting(p, "--step-seconds", path="agent.step_seconds", type=positive_float, shown="the pool's step_minutes",
             help="compressed clock: seconds per step")
     setting(p, "--policy", path="agent.policy", help="the online policy: HOT or HOT+FULL, registered names")

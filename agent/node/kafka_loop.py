@@ -202,7 +202,7 @@ class NodeAgent:
         except ValueError as e:
             log.error("node %d: cannot report %s of %r: %s", self.state.node, status, a.job_id, e)
             return
-        await self._publish(self.topics.bindings, "binding.reported", payload, str(self.state.node))
+        await self._publish(self.topics.bindings, "binding.reported", payload)
 
     async def _job_failed(self, job_id: str, detail: str) -> None:
         kind = self.state.is_app(job_id)
@@ -215,12 +215,13 @@ class NodeAgent:
         except ValueError as e:
             log.error("node %d: cannot publish job.failed for %r: %s", self.state.node, job_id, e)
             return
-        await self._publish(self.topics.jobs, "job.failed", payload, job_id)
+        await self._publish(self.topics.jobs, "job.failed", payload)
 
-    async def _publish(self, topic: str, kind: str, payload: Any, key: str) -> None:
+    async def _publish(self, topic: str, kind: str, payload: Any) -> None:
+        """Publish a notice keyed by the pool, as the contract keys the input topics."""
         assert self._producer is not None
         message = envelope(kind, payload, datetime.now(UTC), uuid.uuid4().hex, pool=self.state.pool)
         try:
-            await self._producer.send_and_wait(topic, encode(message), key=key.encode())
+            await self._producer.send_and_wait(topic, encode(message), key=self.state.pool.encode())
         except KafkaError as e:  # reports are notices: a lost one must not stop the binding
             log.error("node %d: publishing %s to %s failed: %s", self.state.node, kind, topic, e)

@@ -64,7 +64,9 @@ class AuditResult:
 
 
 def _comparable(message: dict[str, Any]) -> dict[str, Any]:
-    payload = {k: v for k, v in message.get("payload", {}).items() if k not in VOLATILE}
+    """A message as compared: without volatile fields, and a null field as one absent (so the
+    messages of a release before that field was added still match)."""
+    payload = {k: v for k, v in message.get("payload", {}).items() if k not in VOLATILE and v is not None}
     return {**message, "payload": payload}
 
 
@@ -79,8 +81,12 @@ async def published(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[str
         except ValueError:
             continue
         if isinstance(message, dict) and message.get("pool") == pool and message.get("type") in AUDITED:
-            if message["type"] != "job.failed" or (message.get("payload") or {}).get("source") == "agent":
-                out[message["event_id"]] = message
+            source = (message.get("payload") or {}).get("source")
+            if message["type"] == "job.failed" and source != "agent":
+                continue  # a node agent's notice
+            if message["type"] == "input.rejected" and source is not None:
+                continue  # a shared group's member found no pool to read it
+            out[message["event_id"]] = message
     return out
 
 

@@ -69,7 +69,7 @@ async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) 
     times = []
     try:
         for n in range(queued):
-            await producer.send(topics.jobs, _job(n, "q"), key=f"q-{n}".encode())
+            await producer.send(topics.jobs, _job(n, "q"), key=b"default")
         await producer.flush()
         await _until(lambda: sum(j.startswith("q-") for j in decided) >= queued, 120)
         for k in range(repeat):
@@ -77,7 +77,7 @@ async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) 
             agent.wait()
             began = time.perf_counter()
             agent = subprocess.Popen(command, stderr=subprocess.DEVNULL)
-            await producer.send_and_wait(topics.jobs, _job(k, "probe", gpus=1, duration=1), key=f"probe-{k}".encode())
+            await producer.send_and_wait(topics.jobs, _job(k, "probe", gpus=1, duration=1), key=b"default")
             await _until(lambda: f"probe-{k}" in decided, 60)
             times.append(decided[f"probe-{k}"] - began)
     finally:

@@ -110,7 +110,7 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
                 m = _submitted(n, prefix)
                 job_id = m["payload"]["id"]
                 sent_at[job_id] = time.perf_counter()
-                await producer.send(topics.jobs, orjson.dumps(m), key=job_id.encode())
+                await producer.send(topics.jobs, orjson.dumps(m), key=b"default")
                 outstanding.append(job_id)
                 n += 1
 
@@ -129,7 +129,7 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
             if due > 0:
                 await send_arrivals(due)
                 for job_id in outstanding[:due]:
-                    await producer.send(topics.jobs, orjson.dumps(completed_message(job_id, event_id=f"{job_id}-done", detail="benchmark")), key=job_id.encode())
+                    await producer.send(topics.jobs, orjson.dumps(completed_message(job_id, event_id=f"{job_id}-done", detail="benchmark")), key=b"default")
                 del outstanding[:due]
                 sent += due
             await asyncio.sleep(tick)

@@ -58,7 +58,7 @@ def run_settings(settings: AgentSettings) -> dict[str, Any]:
     """What a replay needs to plan as this agent did; recorded in every ledger entry."""
     return {"policy": settings.policy, "effort": settings.hot_path_effort, "step_seconds": settings.step_seconds,
             "every": settings.full_mode.every, "dedup_steps": settings.dedup_steps,
-            "seen_limit": settings.seen_limit}
+            "seen_limit": settings.seen_limit, "keyed": settings.group is not None}
 
 
 @dataclass
@@ -82,6 +82,7 @@ class Dispatcher:
     topics: Topics = field(default_factory=Topics)
     interpreter: Pool = field(default_factory=Pool)
     seen_limit: int = AgentSettings().seen_limit
+    keyed: bool = False  # a shared group's pool: its records are those keyed by its name (`handle`)
     dedup_steps: int = AgentSettings().dedup_steps
     seq: int = 0  # commits published
     txn: int = 0  # transactions sealed (ledger entries)
@@ -118,10 +119,20 @@ class Dispatcher:
             pool.planner.scheduler = pool.scheduler
         self.dedup_steps = run.get("dedup_steps", self.dedup_steps)
         self.seen_limit = run.get("seen_limit", self.seen_limit)
+        self.keyed = run.get("keyed", False)
 
     # ---- input ----------------------------------------------------------------------------
     def handle(self, records: list[Record], now: datetime) -> list[Output]:
-        """Apply a poll's records in one planning pass; the messages to publish."""
+        """Apply a poll's records in one planning pass; the messages to publish. A keyed pool
+        (one of a shared group's) reads a partition it shares with other pools: their records
+        are passed over, moving only the frontier."""
+        if self.keyed:
+            for rec in records:
+                if rec.key != self.pool:
+                    self.frontier[f"{rec.topic}:{rec.partition}"] = rec.offset + 1
+            records = [rec for rec in records if rec.key == self.pool]
+            if not records:
+                return []
         out: list[Output] = []
         events = []
         self._log_inputs(records, now)
@@ -143,6 +154,10 @@ class Dispatcher:
             return None
         except ValueError as e:
             out.append(self._reject(rec, str(e), now))
+            return None
+        if env.pool != self.pool and self.keyed:  # keyed by this pool, so no other agent sees it
+            out.append(self._reject(rec, f"pool: {env.pool!r} must be the record's key, {rec.key!r} "
+                                         "(the input topics are keyed by pool)", now))
             return None
         if env.pool != self.pool or env.event_id in self.seen:
             return None  # another pool's agent owns it, or a redelivery
@@ -273,21 +288,28 @@ class Dispatcher:
             else:
                 records.extend(record_at(topic, partition, offset) for offset in range(first, last + 1))
         out = self.handle(records, entry.now) if records else []
+        self.frontier = dict(entry.frontier)  # with the records a keyed pool passed over
         out += [self.commit(entry.now, recorded=c) for c in entry.commits]
         self.seal(entry.run)
         return out
 
     # ---- outputs --------------------------------------------------------------------------
     def _reject(self, rec: Record, reason: str, now: datetime) -> Output:
-        payload = InputRejected(reason=reason, original=rec.value.decode("utf-8", "replace"),
-                                topic=rec.topic, partition=rec.partition, offset=rec.offset)
-        return Output(self.topics.deadletter, rec.key or "",
-                      envelope("input.rejected", payload, now, f"{rec.topic}:{rec.partition}:{rec.offset}:rejected",
-                               self.pool))
+        return rejection(self.topics, rec, reason, now, self.pool)
 
     def _job_failed(self, job_id: str, detail: str, now: datetime) -> Output:
         """The notice the contract asks for on gpualloc.jobs when gpualloc fails a job itself."""
         step = self.planner.now
-        return Output(self.topics.jobs, job_id,
+        return Output(self.topics.jobs, self.pool,
                       envelope("job.failed", JobRef(id=job_id, detail=detail, source="agent"), now,
                                f"{self.pool}:failed:{job_id}:{step}", self.pool))
+
+
+def rejection(topics: Topics, rec: Record, reason: str, now: datetime, pool: str,
+              source: str | None = None) -> Output:
+    """The dead letter of `rec`: its original text and where it was, with the field and rule it
+    broke; its event id names the record, so a redelivered rejection is recognisable."""
+    payload = InputRejected(reason=reason, original=(rec.value or b"").decode("utf-8", "replace"),
+                            topic=rec.topic, partition=rec.partition, offset=rec.offset, source=source)
+    return Output(topics.deadletter, rec.key or "",
+                  envelope("input.rejected", payload, now, f"{rec.topic}:{rec.partition}:{rec.offset}:rejected", pool))

@@ -55,12 +55,13 @@ class AgentStats:
 
 class AgentService:
     """The pool agent on `bootstrap`, as `settings` say. `initial_config`: a pool.configured
-    message to start with (`--config`)."""
+    message to start with (`--config`). `partition`: read only this partition of each input topic
+    (a shared group's pool, whose records are keyed by its name); else read them all."""
 
     def __init__(self, bootstrap: str, settings: AgentSettings = AgentSettings(), topics: Topics = Topics(),
-                 pool: str = "default", initial_config: bytes | None = None):
+                 pool: str = "default", initial_config: bytes | None = None, partition: int | None = None):
         self.bootstrap, self.settings, self.topics, self.pool = bootstrap, settings, topics, pool
-        self.initial_config = initial_config
+        self.initial_config, self.partition = initial_config, partition
         self.policy = online_policy(settings.policy)
         self.run_info = run_settings(settings)
         self.group_id = settings.group_id or f"gpualloc-agent-{pool}"
@@ -123,7 +124,8 @@ class AgentService:
             self.dispatcher.use(self.run_info)
         finally:
             await history_reader.stop()
-        inputs = [tp for topic in self.topics.inputs for tp in partitions(self._counts, topic)]
+        inputs = [tp for topic in self.topics.inputs for tp in partitions(self._counts, topic)
+                  if self.partition in (None, tp.partition)]
         consumer.assign(inputs)
         for tp in inputs:
             consumer.seek(tp, self.dispatcher.frontier.get(f"{tp.topic}:{tp.partition}", 0))

@@ -19,7 +19,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 from pydantic import ValidationError
 
 from gpualloc.agent.service.dispatcher import Dispatcher, Record
-from gpualloc.agent.topics import Topics, decode
+from gpualloc.agent.topics import Topics, decode, partition_of
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot
 
 log = logging.getLogger("gpualloc.agent")
@@ -29,15 +29,16 @@ LEADER_WAIT_S = 15.0
 
 
 async def ensure_topics(bootstrap: str, topics: Topics, partitions: int, retention_ms: int) -> dict[str, int]:
-    """Create the bus's topics that do not exist yet: the state topic compacted, the ledger and
-    the inputs kept `retention_ms` (-1: forever), as long as audits and recovery must reach back.
-    Returns every bus topic's partition count."""
+    """Create the bus's topics that do not exist yet, all with `partitions` partitions (a pool's
+    records share one partition number on every input topic): the state topic compacted, the
+    ledger and the inputs kept `retention_ms` (-1: forever), as long as audits and recovery must
+    reach back. Returns every bus topic's partition count."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
         existing = set(await admin.list_topics())
         kept = {"retention.ms": str(retention_ms)}
-        wanted = [NewTopic(topics.state, 1, 1, topic_configs={"cleanup.policy": "compact"})]
+        wanted = [NewTopic(topics.state, partitions, 1, topic_configs={"cleanup.policy": "compact"})]
         wanted += [NewTopic(name, partitions, 1, topic_configs=kept) for name in (topics.ledger, *topics.inputs)]
         wanted += [NewTopic(name, partitions, 1) for name in (topics.decisions, topics.commits, topics.deadletter)]
         missing = [t for t in wanted if t.name not in existing]
@@ -141,9 +142,9 @@ async def read_history(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[
     """The latest snapshot of `pool` (unless `use_snapshot` is False), the ledger entries after it
     in transaction order, and the input records they name. `counts`: partitions per topic."""
     history = History()
-    if use_snapshot:
-        snaps = list(_of_pool(await read_range(consumer, {tp: 0 for tp in partitions(counts, topics.state)}),
-                              pool, PoolSnapshot))
+    if use_snapshot and counts.get(topics.state):
+        home = TopicPartition(topics.state, partition_of(pool, counts[topics.state]))  # keyed by pool
+        snaps = list(_of_pool(await read_range(consumer, {home: 0}), pool, PoolSnapshot))
         if snaps:  # the pool's latest value on the compacted topic: its last record
             history.snapshot = max(snaps, key=lambda rs: rs[0].offset)[1]
     snap = history.snapshot

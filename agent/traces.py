@@ -4,6 +4,8 @@ Pollux workload CSVs read for the converter (`gpualloc.solvers.simulation.pollux
 from __future__ import annotations
 
 import csv
+import io
+import math
 from pathlib import Path
 
 import orjson
@@ -39,7 +41,7 @@ def _read(path: str | Path) -> list[tuple[dict, tuple]]:
         except ValueError as e:
             problems.append(f"line {n}: {e}")
     if problems:
-        raise InputError(str(path), problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else []))
+        raise InputError(str(path), _first(problems))
     return events
 
 
@@ -47,14 +49,41 @@ def write_trace(path: str | Path, events: list[dict]) -> None:
     Path(path).write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
 
 
+POLLUX_COLUMNS = {"name": str, "time": float, "application": str, "num_replicas": int}
+
+
 def pollux_trace(csv_path: str | Path, gpus: int = 64, gpus_per_node: int = 8) -> list[dict]:
-    """A Pollux workload CSV as contract events (`gpualloc.solvers.simulation.pollux`)."""
-    try:
-        with open(csv_path, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        raise InputError(str(csv_path), [f"cannot read: {e.strerror or e}"]) from None
+    """A Pollux workload CSV as contract events (`gpualloc.solvers.simulation.pollux`);
+    InputError naming the line and the column of every bad row."""
+    reader = csv.DictReader(io.StringIO(read_text(csv_path), newline=""))
+    missing = [c for c in POLLUX_COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise InputError(str(csv_path), [f"line 1: {', '.join(missing)}: missing column (a Pollux workload has "
+                                         f"{', '.join(POLLUX_COLUMNS)})"])
+    rows, problems = [], []
+    for n, row in enumerate(reader, 2):
+        bad = [f"line {n}: {column}: must be {kind.__name__}, got {row.get(column)!r}"
+               for column, kind in POLLUX_COLUMNS.items() if not _parses(kind, row.get(column))]
+        problems += bad
+        if not bad:
+            rows.append(row)
+    if problems:
+        raise InputError(str(csv_path), _first(problems))
     try:
         return pollux_events(rows, gpus, gpus_per_node)
-    except (KeyError, ValueError) as e:
-        raise InputError(str(csv_path), [f"not a Pollux workload ({type(e).__name__}: {e})"]) from None
+    except ValueError as e:  # the pool's own fields (--gpus, --gpus-per-node)
+        raise InputError(str(csv_path), [str(e)]) from None
+
+
+def _first(problems: list[str], shown: int = 20) -> list[str]:
+    return problems[:shown] + ([f"... and {len(problems) - shown} more"] if len(problems) > shown else [])
+
+
+def _parses(kind: type, text: str | None) -> bool:
+    if text is None or not text.strip():
+        return False
+    try:
+        value = kind(text)
+    except ValueError:
+        return False
+    return not isinstance(value, float) or math.isfinite(value)

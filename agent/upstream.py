@@ -15,8 +15,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
+from gpualloc.agent import kafka_clients
 from gpualloc.agent.topics import Topics, decode, encode, key_of
 from gpualloc.schemas.events import JobRef, envelope, timestamp
 
@@ -24,8 +23,8 @@ from gpualloc.schemas.events import JobRef, envelope, timestamp
 async def publish_trace(bootstrap: str, events: list[dict[str, Any]], topics: Topics,
                         step_seconds: float | None = None, complete: bool = False) -> int:
     """Publish `events` (trace order); returns how many messages were sent."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=5)
-    await producer.start()
+    producer = await kafka_clients.started(
+        kafka_clients.producer(bootstrap, enable_idempotence=True, acks="all", linger_ms=5), "publish producer")
     watcher = None
     sent = 0
     try:
@@ -58,14 +57,14 @@ async def complete_jobs(bootstrap: str, topics: Topics, durations: dict[str, int
     """Play the platform running the jobs: each job of `durations` that a commit starts gets its
     job.completed once the commit of its last step is out. Runs until `stop` is set (without
     one: until every job completed); returns the jobs completed."""
-    consumer = AIOKafkaConsumer(topics.commits, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                isolation_level="read_committed")
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
-    await consumer.start()
-    await producer.start()
+    consumer = kafka_clients.consumer(topics.commits, bootstrap=bootstrap, auto_offset_reset="earliest",
+                                      isolation_level="read_committed")
+    producer = kafka_clients.producer(bootstrap, enable_idempotence=True, acks="all")
     ends: dict[str, int] = {}
     done: set[str] = set()
     try:
+        await kafka_clients.started(consumer, "platform consumer")
+        await kafka_clients.started(producer, "platform producer")
         while not (stop.is_set() if stop is not None else len(done) >= len(durations)):
             batch = await consumer.getmany(timeout_ms=200)
             for messages in batch.values():
@@ -130,10 +129,10 @@ def span(gpus: list[int]) -> str:
 
 async def tail(bootstrap: str, topics: Topics, stop: asyncio.Event, from_beginning: bool, out) -> None:
     """Print output topics as readable lines until `stop` is set."""
-    consumer = AIOKafkaConsumer(topics.decisions, topics.commits, topics.bindings, topics.deadletter,
-                                bootstrap_servers=bootstrap, auto_offset_reset="earliest" if from_beginning else "latest",
-                                isolation_level="read_committed")
-    await consumer.start()
+    consumer = kafka_clients.consumer(topics.decisions, topics.commits, topics.bindings, topics.deadletter,
+                                      bootstrap=bootstrap, auto_offset_reset="earliest" if from_beginning else "latest",
+                                      isolation_level="read_committed")
+    await kafka_clients.started(consumer, "tail consumer")
     try:
         while not stop.is_set():
             batch = await consumer.getmany(timeout_ms=200)

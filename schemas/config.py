@@ -18,7 +18,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, FilePath, SecretStr, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import (BaseSettings, JsonConfigSettingsSource, PydanticBaseSettingsSource,
                                SettingsConfigDict, TomlConfigSettingsSource)
 
@@ -40,6 +41,28 @@ class PoolDefaults(_Frozen):
 
 
 POOL = PoolDefaults()
+
+
+class Limits(_Frozen):
+    """The contract's bounds on every input (docs/contract: "Limits"): what lies beyond them is
+    rejected naming the field and the bound, so no message can make a pool's state, a pass or a
+    dead letter grow without limit. Like `POOL`, they give inputs their meaning: not settings."""
+
+    id_chars: int = 200  # event ids, job, app and pool ids; no control characters either
+    text_chars: int = 2000  # free text: `detail`
+    gpus: int = 4096  # GPUs of a pool, of a job, of an app; GPU and node indices below it
+    horizon: int = 336  # steps in a window (two weeks of hours)
+    step_minutes: int = 7 * 24 * 60
+    duration: int = 100_000  # steps a job runs
+    weight: float = 1e6  # priorities, rps_per_gpu and the real-time penalty
+    requests_per_s: float = 1e12
+    input_bytes: int = 256 * 1024  # one input record's value
+    queued_jobs: int = 10_000  # jobs queued in one pool (more are answered `rejected`)
+    apps: int = 64  # real-time apps registered in one pool
+    original_chars: int = 16 * 1024  # of a rejected record kept in its dead letter (with its length and SHA-256)
+
+
+LIMITS = Limits()
 
 
 class FullModeOptions(_Frozen):
@@ -91,6 +114,7 @@ class AgentSettings(_Frozen):
     full_mode: RollingFullMode = RollingFullMode(every=1, options=FullModeOptions(time_limit=None))
     full_mode_time_cap: float = Field(default=60.0, gt=0)  # without a time_limit: half a step, at most this
     max_wait_ms: int = Field(default=200, ge=1)  # longest poll: stops and boundaries are noticed within it
+    catch_up_steps: int = Field(default=4, ge=1)  # commits a pass at most, when the pool is behind its clock
     snapshot_every: int = Field(default=50, ge=1)  # transactions between snapshots (and at every commit)
     transaction_timeout_ms: int = Field(default=10_000, ge=1000)  # the broker aborts a dead agent's transaction
     partitions: int = Field(default=1, ge=1)  # for the topics the agent creates (a group's share unit)
@@ -115,6 +139,102 @@ class NodeAgentSettings(_Frozen):
     partitions_wait_s: float = Field(default=5.0, gt=0)
 
 
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+SSL_PROTOCOLS = ("SSL", "SASL_SSL")
+
+
+def read_secret(path: Path) -> str:
+    """A secret kept in a file (a mounted Kubernetes secret): its text without the final newline."""
+    return path.read_text(encoding="utf-8").rstrip("\r\n")
+
+
+class KafkaSecurity(_Frozen):
+    """How every Kafka client of the process reaches the broker: the listener's protocol, SASL
+    login, TLS files, and how long a start retries a broker it cannot reach. Passwords are
+    SecretStr (masked in repr, str and errors); a `*_password_file` is read whenever a client is
+    made, so a rotated secret reaches the next one. Errors name the field (`kafka.sasl_username`)."""
+
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(None, validate_default=True)
+    sasl_username: str | None = Field(None, validate_default=True)
+    sasl_password_file: FilePath | None = None  # before the password, whose check needs it
+    sasl_password: SecretStr | None = Field(None, validate_default=True)
+    ssl_cafile: FilePath | None = None  # CA bundle the broker's certificate is checked against; None: the system's
+    ssl_certfile: FilePath | None = None  # this client's certificate (mutual TLS); may hold its key too
+    ssl_keyfile: FilePath | None = None
+    ssl_password_file: FilePath | None = None
+    ssl_password: SecretStr | None = None  # of the key
+    ssl_check_hostname: bool = True
+    connect_timeout_s: float = Field(default=30.0, gt=0)  # a start retries an unreachable broker this long
+
+    @field_validator("sasl_mechanism", "sasl_username", "sasl_password", "sasl_password_file", "ssl_cafile",
+                     "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_password_file")
+    @classmethod
+    def _fits_protocol(cls, value: Any, info: ValidationInfo) -> Any:
+        """A SASL or TLS setting the protocol does not use is a mistake (a forgotten protocol)."""
+        protocol = info.data.get("security_protocol")
+        wanted = SASL_PROTOCOLS if info.field_name.startswith("sasl") else SSL_PROTOCOLS
+        if value is not None and protocol is not None and protocol not in wanted:
+            raise PydanticCustomError("kafka_security", "only with security_protocol {wanted} (it is {protocol})",
+                                      {"wanted": " or ".join(wanted), "protocol": protocol})
+        return value
+
+    @field_validator("sasl_mechanism", "sasl_username")
+    @classmethod
+    def _required_by_sasl(cls, value: Any, info: ValidationInfo) -> Any:
+        protocol = info.data.get("security_protocol")
+        if value is None and protocol in SASL_PROTOCOLS:
+            raise PydanticCustomError("kafka_security", "required with security_protocol {protocol}",
+                                      {"protocol": protocol})
+        return value
+
+    @field_validator("sasl_password_file", "ssl_password_file")
+    @classmethod
+    def _readable(cls, path: Path | None) -> Path | None:
+        """Read once here, so a bad file stops the start instead of the first client."""
+        if path is not None:
+            try:
+                secret = read_secret(path)
+            except (OSError, UnicodeDecodeError) as e:
+                raise PydanticCustomError("kafka_security", "cannot read it: {e}", {"e": str(e)}) from None
+            if not secret:
+                raise PydanticCustomError("kafka_security", "is empty", {})
+        return path
+
+    @field_validator("sasl_password", "ssl_password")
+    @classmethod
+    def _one_secret(cls, secret: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        """The password or its file, not both; SASL needs one (a file that failed is reported already)."""
+        file = f"{info.field_name}_file"
+        if secret is not None and info.data.get(file) is not None:
+            raise PydanticCustomError("kafka_security", "give it or {file}, not both", {"file": file})
+        protocol = info.data.get("security_protocol")
+        if secret is None and info.field_name == "sasl_password" and protocol in SASL_PROTOCOLS \
+                and file in info.data and info.data[file] is None:
+            raise PydanticCustomError("kafka_security", "required with security_protocol {protocol} (or {file})",
+                                      {"protocol": protocol, "file": file})
+        return secret
+
+    @field_validator("ssl_keyfile")
+    @classmethod
+    def _key_with_certificate(cls, path: Path | None, info: ValidationInfo) -> Path | None:
+        if path is not None and info.data.get("ssl_certfile") is None:
+            raise PydanticCustomError("kafka_security", "needs ssl_certfile (the certificate of this key)", {})
+        return path
+
+    def sasl_secret(self) -> str | None:
+        return self._secret(self.sasl_password, self.sasl_password_file)
+
+    def ssl_secret(self) -> str | None:
+        return self._secret(self.ssl_password, self.ssl_password_file)
+
+    @staticmethod
+    def _secret(inline: SecretStr | None, file: Path | None) -> str | None:
+        if inline is not None:
+            return inline.get_secret_value()
+        return read_secret(file) if file is not None else None
+
+
 class Settings(BaseSettings):
     """All operating settings; build it with `load_settings`."""
 
@@ -129,6 +249,7 @@ class Settings(BaseSettings):
     simulation: SimulationSettings = SimulationSettings()
     agent: AgentSettings = AgentSettings()
     node_agent: NodeAgentSettings = NodeAgentSettings()
+    kafka: KafkaSecurity = KafkaSecurity()  # GPUALLOC_KAFKA__SECURITY_PROTOCOL, GPUALLOC_KAFKA__SASL_PASSWORD, ...
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

@@ -10,14 +10,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field, model_validator
 
-from gpualloc.schemas.scenario import PoolFields, StrictInt
+from gpualloc.schemas.config import LIMITS
+from gpualloc.schemas.scenario import Count, GpuIndex, Id, PoolFields, StrictInt, Text, Weight
 
 
 class Envelope(BaseModel):
-    event_id: str = Field(min_length=1)
-    type: str
+    event_id: Id
+    type: Annotated[str, Field(max_length=LIMITS.id_chars)]
     occurred_at: AwareDatetime
-    pool: str = "default"
+    pool: Id = "default"
     schema_version: Literal[1] = 1
     payload: dict[str, Any]
 
@@ -33,20 +34,20 @@ class PoolConfigured(PoolFields):
 
 
 class NodeStatus(BaseModel):
-    node: StrictInt = Field(ge=0)
+    node: GpuIndex
     state: Literal["up", "drained", "down"]
-    detail: str = ""
+    detail: Text = ""
 
 
 class JobSubmitted(BaseModel):
-    id: str = Field(min_length=1)
+    id: Id
     kind: Literal["training", "batch_inference", "quantization"]
-    priority: float = Field(gt=0)
-    gpus: StrictInt | None = Field(default=None, ge=1)
-    duration: StrictInt | None = Field(default=None, ge=1)
+    priority: Weight
+    gpus: StrictInt | None = Field(default=None, ge=1, le=LIMITS.gpus)
+    duration: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)
     features: dict[str, Any] | None = None
     requeue: bool = True
-    actual_duration: StrictInt | None = Field(default=None, ge=1)  # traces only: the agent ignores it
+    actual_duration: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)  # traces only: the agent ignores it
 
     @model_validator(mode="after")
     def _sized(self) -> "JobSubmitted":
@@ -56,27 +57,27 @@ class JobSubmitted(BaseModel):
 
 
 class JobRef(BaseModel):
-    id: str = Field(min_length=1)
-    detail: str = ""
+    id: Id
+    detail: Text = ""
     source: str | None = None  # added field: "agent" or "node-agent:<id>" when gpualloc itself
     # reports the failure (a notice for upstream; the agent acts on node.status and bindings)
 
 
 class AppRegistered(BaseModel):
-    id: str = Field(min_length=1)
-    priority: float = Field(gt=0)
-    min_gpus: StrictInt = Field(default=0, ge=0)
-    max_gpus: StrictInt | None = Field(default=None, ge=0)
-    swap_cap: StrictInt | None = Field(default=None, ge=0)
-    rps_per_gpu: float = Field(default=1.0, gt=0)
-    profile: list[Annotated[int, Field(strict=True, ge=0)]] | None = Field(default=None, min_length=24, max_length=24)
-    current: list[StrictInt] | None = None
+    id: Id
+    priority: Weight
+    min_gpus: Count = 0
+    max_gpus: Count | None = None
+    swap_cap: Count | None = None
+    rps_per_gpu: Weight = 1.0
+    profile: list[Count] | None = Field(default=None, min_length=24, max_length=24)
+    current: list[GpuIndex] | None = Field(default=None, max_length=LIMITS.gpus)
 
 
 class TrafficObserved(BaseModel):
-    app: str = Field(min_length=1)
-    gpus: StrictInt | None = Field(default=None, ge=0)
-    requests_per_s: float | None = Field(default=None, ge=0)
+    app: Id
+    gpus: Count | None = None
+    requests_per_s: float | None = Field(default=None, ge=0, le=LIMITS.requests_per_s, allow_inf_nan=False)
 
     def gpus_needed(self, rps_per_gpu: float) -> int:
         """GPUs needed: given, or ceil(requests_per_s / rps_per_gpu) as the contract says."""
@@ -90,12 +91,12 @@ class TrafficObserved(BaseModel):
 
 
 class BindingReported(BaseModel):
-    node: StrictInt = Field(ge=0)
-    job_id: str = Field(min_length=1)
-    gpus: list[StrictInt]
+    node: GpuIndex
+    job_id: Id
+    gpus: list[GpuIndex] = Field(max_length=LIMITS.gpus)
     status: Literal["bound", "released", "failed"]
-    step: StrictInt | None = None
-    detail: str = ""
+    step: StrictInt | None = Field(default=None, ge=0)
+    detail: Text = ""
 
 
 # ---- what the agent publishes ----------------------------------------------------------------
@@ -133,6 +134,9 @@ class InputRejected(BaseModel):
     partition: int
     offset: int
     source: str | None = None  # None: the pool's agent; "group:<name>": a shared group's member (misplaced keys)
+    original_bytes: int | None = None  # added: the record's value's length (None: a null value)...
+    original_sha256: str | None = None  # ...and its SHA-256, hex: `original` holds at most LIMITS.original_chars
+    truncated: bool = False  # added: `original` was cut to that length
 
 
 class RecordedCommit(BaseModel):

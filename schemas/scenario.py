@@ -9,11 +9,30 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic_core import PydanticCustomError
 
-from gpualloc.schemas.config import POOL
+from gpualloc.schemas.config import LIMITS, POOL
 
 StrictInt = Annotated[int, Field(strict=True)]
+
+
+def _printable(text: str) -> str:
+    bad = next((c for c in text if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        raise PydanticCustomError("printable", "must be printable text, without control characters (found {char})",
+                                  {"char": repr(bad)})
+    return text
+
+
+# The contract's bounds (schemas/config.Limits): an id is printable text of bounded length (ids
+# reach logs, file names and hooks, so no newline or other control character); counts and GPU
+# indices stay below a pool's largest size; weights are finite and bounded.
+Id = Annotated[str, StringConstraints(min_length=1, max_length=LIMITS.id_chars), AfterValidator(_printable)]
+Text = Annotated[str, StringConstraints(max_length=LIMITS.text_chars)]
+Count = Annotated[int, Field(strict=True, ge=0, le=LIMITS.gpus)]
+GpuIndex = Annotated[int, Field(strict=True, ge=0, lt=LIMITS.gpus)]
+Weight = Annotated[float, Field(gt=0, le=LIMITS.weight, allow_inf_nan=False)]
 BATCH_KINDS = ("training", "batch_inference", "quantization")
 
 
@@ -21,19 +40,19 @@ class RunningState(BaseModel):
     """A batch job already running at step 0: it keeps exactly these GPUs for `remaining` steps."""
 
     model_config = ConfigDict(frozen=True)
-    gpus: list[StrictInt] = Field(min_length=1)
-    remaining: StrictInt = Field(ge=1)
+    gpus: list[StrictInt] = Field(min_length=1, max_length=LIMITS.gpus)
+    remaining: StrictInt = Field(ge=1, le=LIMITS.duration)
 
 
 class BatchJob(BaseModel):
     """Training, batch inference or quantization: a contiguous power-of-two block, never interrupted."""
 
     model_config = ConfigDict(frozen=True)
-    id: str = Field(min_length=1)
+    id: Id
     kind: Literal["training", "batch_inference", "quantization"]
-    priority: float = Field(gt=0)
-    gpus: StrictInt = Field(ge=1)
-    duration: StrictInt = Field(ge=1)
+    priority: Weight
+    gpus: StrictInt = Field(ge=1, le=LIMITS.gpus)
+    duration: StrictInt = Field(ge=1, le=LIMITS.duration)
     arrival: StrictInt = Field(default=0, ge=0)
     running: RunningState | None = None
 
@@ -42,14 +61,14 @@ class RealtimeApp(BaseModel):
     """Real-time inference: elastic GPU count following `demand`, swaps capped per step."""
 
     model_config = ConfigDict(frozen=True)
-    id: str = Field(min_length=1)
+    id: Id
     kind: Literal["realtime"]
-    priority: float = Field(gt=0)
-    demand: list[Annotated[int, Field(strict=True, ge=0)]]
-    min_gpus: StrictInt = Field(default=0, ge=0)
-    max_gpus: StrictInt | None = Field(default=None, ge=0)
-    swap_cap: StrictInt | None = Field(default=None, ge=0)
-    current: list[StrictInt] | None = None
+    priority: Weight
+    demand: list[Count] = Field(max_length=LIMITS.horizon)
+    min_gpus: Count = 0
+    max_gpus: Count | None = None
+    swap_cap: Count | None = None
+    current: list[StrictInt] | None = Field(default=None, max_length=LIMITS.gpus)
 
 
 Job = Annotated[Union[BatchJob, RealtimeApp], Field(discriminator="kind")]
@@ -59,13 +78,13 @@ class PoolFields(BaseModel):
     """The pool and the objective's weights: shared by the scenario file and `pool.configured`."""
 
     model_config = ConfigDict(frozen=True)
-    gpus: StrictInt = Field(ge=1)
-    gpus_per_node: StrictInt | None = Field(default=None, ge=1)
-    horizon: StrictInt = Field(default=POOL.horizon, ge=1)
-    step_minutes: StrictInt = Field(default=POOL.step_minutes, ge=1)
+    gpus: StrictInt = Field(ge=1, le=LIMITS.gpus)
+    gpus_per_node: StrictInt | None = Field(default=None, ge=1, le=LIMITS.gpus)
+    horizon: StrictInt = Field(default=POOL.horizon, ge=1, le=LIMITS.horizon)
+    step_minutes: StrictInt = Field(default=POOL.step_minutes, ge=1, le=LIMITS.step_minutes)
     time_decay: float = Field(default=POOL.time_decay, gt=0, le=1)
-    realtime_penalty: float = Field(default=POOL.realtime_penalty, ge=0)
-    swap_cap: StrictInt = Field(default=POOL.swap_cap, ge=0)
+    realtime_penalty: float = Field(default=POOL.realtime_penalty, ge=0, le=LIMITS.weight, allow_inf_nan=False)
+    swap_cap: Count = POOL.swap_cap
 
 
 class Scenario(PoolFields):

@@ -3,6 +3,7 @@
 The broker comes from, in order: $KAFKA_BOOTSTRAP_SERVERS (CI starts one with `make kafka-up`),
 a testcontainers KafkaContainer when a Docker engine answers, else deploy/kafka/kafka.sh on a free
 port (a local JVM broker, no Docker). With none of them the tests skip, or fail when CI=true.
+`local_broker(secure=True)` starts a SASL (and SASL_SSL) broker the same way.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer
+
+from gpualloc.agent import kafka_clients
 
 if TYPE_CHECKING:
     from testcontainers.community.kafka import KafkaContainer
@@ -94,10 +97,30 @@ def kafka_bootstrap() -> Iterator[str]:
         finally:
             container.stop()
         return
-    port, controller_port = _free_ports(2)
+    with local_broker() as broker:
+        yield broker.bootstrap
+
+
+@dataclass(frozen=True)
+class LocalBroker:
+    bootstrap: str  # the client port: PLAINTEXT, or SASL_PLAINTEXT when secure
+    ssl_bootstrap: str | None = None  # secure: the SASL_SSL port
+    cafile: Path | None = None  # secure: the CA that signed the broker's certificate
+    directory: Path | None = None  # its data, log and pid file (kafka.sh's GPUALLOC_KAFKA_DIR)
+
+
+@contextlib.contextmanager
+def local_broker(secure: bool = False, sasl_user: str = "admin", sasl_password: str = "") -> Iterator[LocalBroker]:
+    """deploy/kafka/kafka.sh up on free ports for the block, then down; secure: SASL_PLAINTEXT
+    (SCRAM-SHA-512 and PLAIN for `sasl_user`) on the client port and SASL_SSL on a second one.
+    Skips (fails under CI=true) when the broker cannot start, e.g. without java."""
+    port, controller_port, internal_port, ssl_port = _free_ports(4)
     env = {**os.environ, "KAFKA_PORT": str(port), "KAFKA_CONTROLLER_PORT": str(controller_port),
            "GPUALLOC_KAFKA_DIR": tempfile.mkdtemp(prefix=f"gpualloc-kafka-{port}-"),
            "KAFKA_OWNER_PID": str(os.getpid())}  # the broker dies with this session if killed
+    if secure:
+        env.update(GPUALLOC_KAFKA_SECURITY="sasl", KAFKA_INTERNAL_PORT=str(internal_port),
+                   KAFKA_SSL_PORT=str(ssl_port), KAFKA_SASL_USER=sasl_user, KAFKA_SASL_PASSWORD=sasl_password)
 
     def down() -> None:
         subprocess.run(["bash", str(KAFKA_SH), "down"], env=env, capture_output=True, timeout=60)
@@ -113,15 +136,23 @@ def kafka_bootstrap() -> Iterator[str]:
         down()
         _unavailable(f"kafka.sh up exited {up.returncode}:\n{up.stderr[-3000:]}")
     try:
-        yield up.stdout.strip().splitlines()[-1]
+        cafile = Path(env["GPUALLOC_KAFKA_DIR"]) / "tls" / "ca.pem"
+        yield LocalBroker(up.stdout.strip().splitlines()[-1], f"127.0.0.1:{ssl_port}" if secure else None,
+                          cafile if secure else None, Path(env["GPUALLOC_KAFKA_DIR"]))
     finally:
         down()
 
 
+def port_open(host: str, port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+        return True
+    return False
+
+
 async def read_all(bootstrap: str, topic: str) -> list[dict]:
     """Every committed message of `topic` so far, decoded."""
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                enable_auto_commit=False, isolation_level="read_committed")
+    consumer = kafka_clients.consumer(topic, bootstrap=bootstrap, auto_offset_reset="earliest",
+                                      enable_auto_commit=False, isolation_level="read_committed")
     await consumer.start()
     out = []
     try:

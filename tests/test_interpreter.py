@@ -78,7 +78,9 @@ def test_completion_ends_a_running_job_once():
     pool.apply([job(1)], T0)
     pool.commit()
     assert pool.apply([ev("job.completed", {"id": "j1"})], T0) == [Ended("j1")]
-    assert pool.apply([ev("job.completed", {"id": "j1"})], T0) == []
+    again = pool.apply([ev("job.completed", {"id": "j1"})], T0)  # a second completion under a new event id
+    assert [type(e) for e in again] == [Rejected] and again[0].reason.startswith("id: job 'j1' is neither queued")
+    assert pool.apply([ev("job.cancelled", {"id": "never"})], T0)[0].reason.startswith("id: job 'never'")
 
 
 def test_traffic_counts_for_the_step_its_time_falls_in():

@@ -190,7 +190,7 @@ def test_the_dedup_window_in_a_snapshot_is_bounded_by_steps():
                                                             999, T0))], T0)
     d.seal(RUN)
     snap = PoolSnapshot.model_validate(d.snapshot(T0, 0, 1).message["payload"])
-    assert [event_id for event_id, _ in unpack(snap.state)["seen"]] == ["e999"]
+    assert [entry[0] for entry in unpack(snap.state)["seen"]] == ["e999"]
 
 
 def test_a_snapshot_stays_under_the_message_limit(monkeypatch):

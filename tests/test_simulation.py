@@ -107,3 +107,31 @@ def test_adopted_full_mode_plans_are_recorded_and_a_replay_reuses_them():
     replay = simulate(events, options, recorded=run.recorded()).runs["full-mode"]
     assert replay.full_mode == []  # nothing solved
     assert replay.commits == run.commits and replay.decisions == run.decisions
+
+
+@pytest.mark.parametrize("content, expected", [
+    (None, "file not found"),
+    (b"\xff\xfe,,", "not UTF-8 text"),
+    (b"a,b\n1,2\n", "line 1: name, time, application, num_replicas: missing column"),
+    (b"name,time,application,num_replicas\nj,1,bert,2\nk,soon,bert,\n", "line 3: time: must be float, got 'soon'"),
+])
+def test_trace_pollux_names_what_is_wrong_with_its_csv(tmp_path, capsys, content, expected):
+    path = tmp_path / "w.csv"
+    if content is not None:
+        path.write_bytes(content)
+    assert main(["trace", "pollux", str(path), "--out", str(tmp_path / "t.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "internal error" not in err
+
+
+def test_simulate_reports_what_the_pool_refused(tmp_path, capsys):
+    events = generate_trace(gpus=8, days=1, jobs=3, seed=1)
+    odd = dict(events[-1], event_id="odd", type="job.submitted",
+               payload={"id": "odd", "kind": "training", "priority": 1, "gpus": 3, "duration": 2})
+    trace = tmp_path / "t.jsonl"
+    write_trace(trace, events + [odd])
+    assert main(["simulate", str(trace), "--policy", "heuristic", "--json"]) == 0
+    refused = json.loads(capsys.readouterr().out)["refused"]["heuristic"]
+    assert refused == ["job 'odd' rejected: job.gpus: must be a power of two (got 3)"]
+    assert main(["simulate", str(trace), "--policy", "heuristic"]) == 0
+    assert "heuristic: 1 inputs refused, first: job 'odd' rejected" in capsys.readouterr().out

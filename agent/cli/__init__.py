@@ -1,12 +1,15 @@
 """`gpualloc`: a thin argparse layer over the core and the shell, one module per command group:
 `offline` (solve, check, generate, bench, demo, simulate, trace) and `bus` (agent, node-agent,
-publish, tail); `arguments` holds the shared argument types and the flags that set configuration
-fields, `running` the one run-until-signal helper.
+publish, tail, audit, explain); `arguments` holds the shared argument types and the flags that set
+configuration fields, `running` the one run-until-signal helper.
 
-Exit codes: 0 success (a legal plan, a passing bench); 1 an illegal plan or a failing bench;
-2 bad input (unreadable file, invalid JSON, schema violation, plan of the wrong shape, bad
-arguments or settings, an unreachable broker), reported on stderr naming the field and the rule;
-3 an internal error (set GPUALLOC_DEBUG=1 for the traceback).
+Exit codes, one per kind of failure whatever the command: 0 success (a legal plan, a passing
+bench or audit, a bus command stopped by SIGTERM/SIGINT); 1 an illegal plan, a failing bench or
+audit; 2 bad input (unreadable file, invalid JSON, schema violation, plan of the wrong shape, bad
+arguments or settings, a broker still unreachable when the start's retries run out, named
+`--bootstrap`, or one refusing the login or TLS setup, named by the `kafka.*` setting to fix),
+reported on stderr naming the field and the rule; 3 an internal error (set GPUALLOC_DEBUG=1 for
+the traceback).
 """
 
 from __future__ import annotations

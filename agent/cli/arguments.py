@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from gpualloc.agent.kafka_clients import configure
 from gpualloc.agent.loading import InputError
 from gpualloc.schemas.config import Settings, load_settings
 from gpualloc.schemas.errors import describe
@@ -125,6 +126,9 @@ def settings_of(args: argparse.Namespace) -> Settings:
 
 
 def bootstrap_of(settings: Settings) -> str:
+    """The broker of a bus command, whose Kafka clients are configured with `settings.kafka` from
+    here on (the one place every bus command passes)."""
+    configure(settings.kafka)
     if not settings.bootstrap:
         raise InputError("--bootstrap", ["give HOST:PORT, or set KAFKA_BOOTSTRAP_SERVERS "
                                          "(make kafka-up starts a broker on 127.0.0.1:9092)"])

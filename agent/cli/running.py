@@ -1,5 +1,6 @@
-"""Running a long-lived command (agent, node agent, publish, tail) until it is done or told to
-stop, with the one exit-code rule of the CLI for a broker that cannot be reached."""
+"""Running a long-lived command (agent, node agent, publish, tail, audit, explain) until it is
+done or told to stop, with the one exit-code rule of the CLI for a broker that cannot be reached
+or refuses the login: bad input (exit 2), named by the option or setting to fix."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from typing import Awaitable, Callable
 
 from aiokafka.errors import KafkaConnectionError
 
+from gpualloc.agent.kafka_clients import Refused
 from gpualloc.agent.loading import InputError
 
 
 def run_until_signal(body: Callable[[asyncio.Event], Awaitable[None]], bootstrap: str) -> None:
     """Run `body(stop)`; SIGTERM/SIGINT set `stop`, and the body finishes its pass and closes its
-    clients. A broker that cannot be reached is bad input (exit 2), named by its option."""
+    clients. A broker that cannot be reached (after the retries of `kafka_clients.started`) or
+    that refuses the login or TLS setup is bad input (exit 2)."""
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -26,3 +29,5 @@ def run_until_signal(body: Callable[[asyncio.Event], Awaitable[None]], bootstrap
         asyncio.run(main())
     except KafkaConnectionError as e:
         raise InputError("--bootstrap", [f"cannot reach Kafka at {bootstrap}: {e}"]) from None
+    except Refused as e:
+        raise InputError(e.setting, [f"Kafka at {bootstrap}: {e.detail}"]) from None

@@ -31,6 +31,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.errors import KafkaError, KafkaTimeoutError
 from pydantic import ValidationError
 
+from gpualloc.agent import kafka_clients
 from gpualloc.agent.node.binders import Binder
 from gpualloc.agent.node.core import Action, NodeState, read_commit
 from gpualloc.agent.topics import Topics, decode, encode
@@ -61,22 +62,19 @@ class NodeAgent:
     async def run(self, stop: asyncio.Event) -> None:
         """Resync, then follow decisions and commits until `stop` is set; closes its clients."""
         name = f"gpualloc-node-{self.state.node}"
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, client_id=name,
-                                    enable_idempotence=True, acks="all")
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, client_id=name, group_id=None,
-                                    enable_auto_commit=False, auto_offset_reset="latest",
-                                    isolation_level="read_committed",  # the agent commits in transactions
-                                    fetch_max_wait_ms=self.settings.fetch_wait_ms)
-        await producer.start()
-        self._producer = producer
+        producer = kafka_clients.producer(self.bootstrap, client_id=name,
+                                          enable_idempotence=True, acks="all")
+        consumer = kafka_clients.consumer(bootstrap=self.bootstrap, client_id=name, group_id=None,
+                                          enable_auto_commit=False, auto_offset_reset="latest",
+                                          isolation_level="read_committed",  # the agent commits in transactions
+                                          fetch_max_wait_ms=self.settings.fetch_wait_ms)
         try:
-            await consumer.start()
-            try:
-                await self._follow(consumer, stop)
-            finally:
-                await consumer.stop()
+            self._producer = await kafka_clients.started(producer, f"{name} producer")
+            await kafka_clients.started(consumer, f"{name} consumer")
+            await self._follow(consumer, stop)
         finally:
             self._producer = None
+            await consumer.stop()
             await producer.stop()
 
     # ---- start-up -------------------------------------------------------------------------

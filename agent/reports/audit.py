@@ -11,6 +11,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
+from gpualloc.agent import kafka_clients
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.recovery import partition_counts, partitions, read_history, read_range, reader
 from gpualloc.agent.topics import Topics, decode
@@ -74,13 +75,16 @@ async def published(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[str
     """The pool's published outputs by event id (committed transactions only)."""
     starts = {tp: 0 for name in (topics.decisions, topics.commits, topics.deadletter, topics.jobs)
               for tp in partitions(counts, name)}
+    home = {"allocation.decided": topics.decisions, "plan.committed": topics.commits,
+            "input.rejected": topics.deadletter, "job.failed": topics.jobs}  # where the agent writes each
     out: dict[str, dict] = {}
     for r in await read_range(consumer, starts):
         try:
-            message = decode(r.value)
+            message = decode(r.value) if r.value is not None else None
         except ValueError:
             continue
-        if isinstance(message, dict) and message.get("pool") == pool and message.get("type") in AUDITED:
+        if isinstance(message, dict) and message.get("pool") == pool and message.get("type") in AUDITED \
+                and home.get(message["type"]) == r.topic:  # not an input that merely names an output's type
             source = (message.get("payload") or {}).get("source")
             if message["type"] == "job.failed" and source != "agent":
                 continue  # a node agent's notice
@@ -95,8 +99,7 @@ async def audit(bootstrap: str, topics: Topics, pool: str, bounds: Bounds = Boun
     too; outputs of transactions after it (an agent still running) are told apart by `_after`."""
     names = [topics.state, topics.ledger, *topics.inputs, topics.decisions, topics.commits, topics.deadletter]
     counts = await partition_counts(bootstrap, names)
-    consumer = reader(bootstrap)
-    await consumer.start()
+    consumer = await kafka_clients.started(reader(bootstrap), "audit reader")
     try:
         history = await read_history(consumer, topics, counts, pool, use_snapshot=False)
         recorded = await published(consumer, topics, counts, pool)

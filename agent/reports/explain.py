@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpualloc.agent import kafka_clients
 from gpualloc.agent.service.recovery import partition_counts, partitions, read_range, reader
 from gpualloc.agent.topics import Topics, decode
 from gpualloc.agent.upstream import span as _span
@@ -16,8 +17,7 @@ async def history_of(bootstrap: str, topics: Topics, pool: str, job_id: str) -> 
     pool's latest commit, in publication order per topic."""
     names = [topics.jobs, topics.decisions, topics.commits]
     counts = await partition_counts(bootstrap, names)
-    consumer = reader(bootstrap)
-    await consumer.start()
+    consumer = await kafka_clients.started(reader(bootstrap), "explain reader")
     try:
         records = await read_range(consumer, {tp: 0 for name in names for tp in partitions(counts, name)})
     finally:

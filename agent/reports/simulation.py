@@ -7,7 +7,7 @@ from html import escape
 
 from gpualloc.solvers.policies import online_policy
 from gpualloc.solvers.simulation.report import DayReport, executed_violations
-from gpualloc.solvers.simulation.simulator import Simulation
+from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation
 
 
 def table(rows: list[DayReport], sim: Simulation) -> str:
@@ -25,13 +25,23 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
         lines.append(f"{policy}: {'legal at every committed step' if not bad else f'{len(bad)} VIOLATIONS, first: {bad[0]}'}"
                      + (f"; full mode adopted at {len(run.full_mode_adopted)} of {len(run.full_mode)} runs"
                         if online_policy(policy).full_mode is not None else ""))
+        refused = refusals(run)
+        lines.append(f"{policy}: {len(refused)} inputs refused" + (f", first: {refused[0]}" if refused else ""))
     lines.append("queue and JCT in steps; value is undiscounted priority x GPU-steps (real-time: served only)")
     return "\n".join(lines)
 
 
+def refusals(run: PolicyRun) -> list[str]:
+    """What the pool refused: jobs decided `rejected` (a size no block fits, say) and events it
+    could not act on (the agent's dead letters), each with its reason."""
+    return ([f"job {d.job_id!r} rejected: {d.reason}" for d in run.decisions if d.action == "rejected"]
+            + [f"step {step}: {reason}" for step, reason in run.rejected])
+
+
 def as_json(rows: list[DayReport], sim: Simulation) -> dict:
     return {"steps": sim.steps, "gpus": sim.config.gpus, "rows": [asdict(r) for r in rows],
-            "violations": {p: executed_violations(sim, run) for p, run in sim.runs.items()}}
+            "violations": {p: executed_violations(sim, run) for p, run in sim.runs.items()},
+            "refused": {p: refusals(run) for p, run in sim.runs.items()}}
 
 
 def chart(rows: list[DayReport]) -> str:

@@ -11,15 +11,17 @@ planning pass, named in their decisions (`pass_seq`, `pass_size`) so a replay ca
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
+import orjson
 from pydantic import ValidationError
 
 from gpualloc.agent.topics import Topics, decode
-from gpualloc.schemas.config import AgentSettings, SolveOptions
+from gpualloc.schemas.config import LIMITS, AgentSettings, SolveOptions
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (AllocationDecided, InputRejected, JobRef, PassRecorded, PlanCommitted,
                                      PoolSnapshot, RecordedCommit, envelope, parse_event)
@@ -44,7 +46,7 @@ class Record:
     partition: int
     offset: int
     key: str | None
-    value: bytes
+    value: bytes | None  # None: a null value (a tombstone), which is dead-lettered
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ class Dispatcher:
     dedup_steps: int = AgentSettings().dedup_steps
     seq: int = 0  # commits published
     txn: int = 0  # transactions sealed (ledger entries)
-    seen: OrderedDict = field(default_factory=OrderedDict)  # event id -> step it was seen at
+    seen: OrderedDict = field(default_factory=OrderedDict)  # event id -> (step it was seen at, payload digest)
     frontier: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> next offset to consume
     last_commit: Commit | None = None
     on_commit: Callable[[Commit], None] | None = None  # sees every commit (audits check each one)
@@ -145,7 +147,14 @@ class Dispatcher:
     def _parse(self, rec: Record, out: list[Output], now: datetime) -> Event | None:
         """The event of a record of this pool not seen before; rejects go to `out`."""
         try:
-            data = decode(rec.value)
+            if rec.value is None:
+                raise ValueError("value: null (a tombstone); an input record must be a JSON object")
+            if len(rec.value) > LIMITS.input_bytes:
+                raise ValueError(f"value: {len(rec.value)} bytes, more than the limit of {LIMITS.input_bytes}")
+            try:
+                data = decode(rec.value)
+            except ValueError as e:
+                raise ValueError(f"value: {e}") from None
             if not isinstance(data, dict):
                 raise ValueError("message: must be a JSON object")
             env, payload = parse_event(data)
@@ -159,9 +168,16 @@ class Dispatcher:
             out.append(self._reject(rec, f"pool: {env.pool!r} must be the record's key, {rec.key!r} "
                                          "(the input topics are keyed by pool)", now))
             return None
-        if env.pool != self.pool or env.event_id in self.seen:
-            return None  # another pool's agent owns it, or a redelivery
-        self.seen[env.event_id] = self.planner.now if self.planner else 0
+        if env.pool != self.pool:
+            return None  # another pool's agent owns it
+        digest = _digest(env.type, env.payload)
+        if env.event_id in self.seen:
+            if self.seen[env.event_id][1] in (digest, None):
+                return None  # a redelivery
+            out.append(self._reject(rec, f"event_id: {env.event_id!r} was used before by another event "
+                                         "(an event id names one event; a redelivery repeats its payload)", now))
+            return None
+        self.seen[env.event_id] = (self.planner.now if self.planner else 0, digest)
         if len(self.seen) > self.seen_limit:
             self.seen.popitem(last=False)
         return Event(env.type, payload, env.occurred_at, (rec, env.event_id))
@@ -217,7 +233,7 @@ class Dispatcher:
     def _forget_before(self, step: int) -> None:
         """De-duplicate over the last `dedup_steps` steps (and `seen_limit` ids): the same window
         live, after a restart and in a replay, so all three decide alike."""
-        while self.seen and next(iter(self.seen.values())) < step:
+        while self.seen and next(iter(self.seen.values()))[0] < step:
             self.seen.popitem(last=False)
 
     # ---- the ledger, snapshots and replays ----------------------------------------------------
@@ -255,7 +271,7 @@ class Dispatcher:
         de-duplication window; fewer ids (the newest) when the snapshot would outgrow
         `SNAPSHOT_BYTES` (a restart may then take an old duplicate for new), None when even the
         pool alone would (a restart then replays more of the ledger)."""
-        seen = list(self.seen.items())
+        seen = [[event_id, step, digest] for event_id, (step, digest) in self.seen.items()]
         state = dump_pool(self.interpreter)
         while len(packed := pack({"pool": state, "seen": seen})) > SNAPSHOT_BYTES:
             if not seen:
@@ -273,7 +289,8 @@ class Dispatcher:
         state = unpack(snap.state)
         load_pool(state["pool"], self.interpreter)
         self.seq, self.txn, self.frontier = snap.seq, snap.txn, dict(snap.frontier)
-        self.seen = OrderedDict((event_id, step) for event_id, step in state["seen"])
+        self.seen = OrderedDict((event_id, (step, digest[0] if digest else None))  # no digest: older snapshots
+                                for event_id, step, *digest in state["seen"])
 
     def replay(self, entry: PassRecorded, record_at: Callable[[str, int, int], Record]) -> list[Output]:
         """Redo a recorded transaction: its inputs in the recorded order (`record_at` fetches a
@@ -308,8 +325,25 @@ class Dispatcher:
 def rejection(topics: Topics, rec: Record, reason: str, now: datetime, pool: str,
               source: str | None = None) -> Output:
     """The dead letter of `rec`: its original text and where it was, with the field and rule it
-    broke; its event id names the record, so a redelivered rejection is recognisable."""
-    payload = InputRejected(reason=reason, original=(rec.value or b"").decode("utf-8", "replace"),
-                            topic=rec.topic, partition=rec.partition, offset=rec.offset, source=source)
-    return Output(topics.deadletter, rec.key or "",
-                  envelope("input.rejected", payload, now, f"{rec.topic}:{rec.partition}:{rec.offset}:rejected", pool))
+    broke; its event id names the record, so a redelivered rejection is recognisable. Bounded
+    whatever the record: the text is cut to `LIMITS.original_chars` (its length and SHA-256 kept),
+    the reason and the key to a few thousand characters."""
+    value = rec.value or b""
+    text = value[:LIMITS.original_chars * 4].decode("utf-8", "replace")
+    payload = InputRejected(reason=_cut(reason, LIMITS.text_chars), original=text[:LIMITS.original_chars],
+                            topic=rec.topic, partition=rec.partition, offset=rec.offset, source=source,
+                            original_bytes=None if rec.value is None else len(value),
+                            original_sha256=hashlib.sha256(value).hexdigest(),
+                            truncated=len(text) > LIMITS.original_chars or len(value) > LIMITS.original_chars * 4)
+    return Output(topics.deadletter, _cut(rec.key or "", LIMITS.id_chars),
+                  envelope("input.rejected", payload, now, f"{rec.topic}:{rec.partition}:{rec.offset}:rejected",
+                           _cut(pool, LIMITS.id_chars)))
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _digest(kind: str, payload: dict[str, Any]) -> str:
+    """What tells a redelivery (same type and payload) from a new event reusing its id."""
+    return hashlib.blake2b(orjson.dumps([kind, payload], option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()

@@ -23,9 +23,10 @@ import logging
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
+from gpualloc.agent import kafka_clients
 from gpualloc.agent.loading import InputError
 from gpualloc.agent.service.dispatcher import Record, rejection
 from gpualloc.agent.service.kafka_loop import AgentFenced, AgentService, AgentStats
@@ -70,15 +71,15 @@ class GroupAgent:
         s = self.settings
         counts = await ensure_topics(self.bootstrap, self.topics, s.partitions, s.retention_ms)
         self._width = _shared_width(counts, self.topics)
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, group_id=s.group, group_instance_id=s.member,
+        consumer = kafka_clients.consumer(
+            bootstrap=self.bootstrap, group_id=s.group, group_instance_id=s.member,
             partition_assignment_strategy=(RangePartitionAssignor,), session_timeout_ms=s.session_timeout_ms,
             heartbeat_interval_ms=max(100, s.session_timeout_ms // 4), enable_auto_commit=True,
             auto_offset_reset="earliest", isolation_level="read_committed")
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, enable_idempotence=True, acks="all")
-        await producer.start()
-        await consumer.start()
+        producer = kafka_clients.producer(self.bootstrap, enable_idempotence=True, acks="all")
         try:
+            await kafka_clients.started(producer, f"group {s.group}: producer")
+            await kafka_clients.started(consumer, f"group {s.group}: consumer")
             consumer.subscribe(list(self.topics.inputs), listener=_Handover(self))
             while not stop.is_set():
                 batch = await consumer.getmany(timeout_ms=s.max_wait_ms)
@@ -148,8 +149,7 @@ class GroupAgent:
         starts = {TopicPartition(self.topics.state, p): 0 for p in range(state)
                   if state != self._width or p in wanted}
         starts |= {TopicPartition(self.topics.config, p): 0 for p in wanted}
-        history = reader(self.bootstrap)
-        await history.start()
+        history = await kafka_clients.started(reader(self.bootstrap), "group history reader")
         try:
             records = await read_range(history, starts)
         finally:
@@ -165,7 +165,7 @@ class GroupAgent:
     async def _watch(self, producer: AIOKafkaProducer, tp: TopicPartition, m) -> None:
         key = m.key.decode("utf-8", "replace") if m.key is not None else None
         if key is None or partition_of(key, self._width) != tp.partition:
-            rec = Record(tp.topic, tp.partition, m.offset, key, m.value or b"")
+            rec = Record(tp.topic, tp.partition, m.offset, key, m.value)
             where = "missing" if key is None else (f"{key!r} belongs on partition {partition_of(key, self._width)}, "
                                                    f"not {tp.partition}")
             reason = (f"key: {where}; the input topics are keyed by pool (Kafka's default partitioner), "

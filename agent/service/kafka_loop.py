@@ -21,11 +21,13 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
+from gpualloc.agent import kafka_clients
+from gpualloc.agent.service.clock import Clock
 from gpualloc.agent.service.dispatcher import Dispatcher, Output, Record, run_settings
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
 from gpualloc.agent.service.recovery import ensure_topics, partitions, read_history, reader, rebuild
@@ -59,9 +61,11 @@ class AgentService:
     (a shared group's pool, whose records are keyed by its name); else read them all."""
 
     def __init__(self, bootstrap: str, settings: AgentSettings = AgentSettings(), topics: Topics = Topics(),
-                 pool: str = "default", initial_config: bytes | None = None, partition: int | None = None):
+                 pool: str = "default", initial_config: bytes | None = None, partition: int | None = None,
+                 clock: Clock | None = None):
         self.bootstrap, self.settings, self.topics, self.pool = bootstrap, settings, topics, pool
         self.initial_config, self.partition = initial_config, partition
+        self.clock = clock or Clock()
         self.policy = online_policy(settings.policy)
         self.run_info = run_settings(settings)
         self.group_id = settings.group_id or f"gpualloc-agent-{pool}"
@@ -79,18 +83,18 @@ class AgentService:
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
         s = self.settings
         self._counts = await ensure_topics(self.bootstrap, self.topics, s.partitions, s.retention_ms)
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, transactional_id=f"gpualloc-{self.pool}",
-                                    enable_idempotence=True, acks="all", linger_ms=1,
-                                    transaction_timeout_ms=s.transaction_timeout_ms)
+        producer = kafka_clients.producer(self.bootstrap, transactional_id=self.topics.transactional_id(self.pool),
+                                          enable_idempotence=True, acks="all", linger_ms=1,
+                                          transaction_timeout_ms=s.transaction_timeout_ms)
         consumer = reader(self.bootstrap)  # inputs are assigned by hand and read from the restored frontier
-        await producer.start()
-        await consumer.start()
         try:
+            await kafka_clients.started(producer, f"pool {self.pool}: producer")
+            await kafka_clients.started(consumer, f"pool {self.pool}: reader")
             await producer.begin_transaction()  # takes the transactional id: fences an older agent and
             await producer.commit_transaction()  # aborts what it left open, before its history is read
             await self._recover(consumer)
             if self.initial_config is not None and self.dispatcher.planner is None:  # a restored pool keeps its own
-                now = _now()
+                now = self.clock.now()
                 outputs = self.dispatcher.handle([Record("--config", 0, 0, self.pool, self.initial_config)], now)
                 await self._transact(producer, outputs, now, time.perf_counter())
             if ready is not None:
@@ -99,7 +103,7 @@ class AgentService:
                 await self._pass(consumer, producer)
         except ProducerFenced:
             raise AgentFenced(f"pool {self.pool!r}: another agent took it over (transactional id "
-                              f"gpualloc-{self.pool}); this one stops") from None
+                              f"{self.topics.transactional_id(self.pool)}); this one stops") from None
         finally:
             if self.worker is not None:
                 self.worker.close()
@@ -110,8 +114,7 @@ class AgentService:
     async def _recover(self, consumer: AIOKafkaConsumer) -> None:
         """Rebuild the pool's state from its snapshot and ledger, then consume from the frontier."""
         began = time.perf_counter()
-        history_reader = reader(self.bootstrap)
-        await history_reader.start()
+        history_reader = await kafka_clients.started(reader(self.bootstrap), f"pool {self.pool}: history reader")
         try:
             for use_snapshot in (True, False):
                 history = await read_history(history_reader, self.topics, self._counts, self.pool, use_snapshot)
@@ -142,7 +145,7 @@ class AgentService:
         received = time.perf_counter()
         records = [Record(tp.topic, tp.partition, m.offset, m.key.decode("utf-8", "replace") if m.key else None, m.value)
                    for tp, messages in batch.items() for m in messages]
-        now = _now()
+        now = self.clock.now()
         outputs = self.dispatcher.handle(records, now) if records else []
         outputs += self._boundaries(now)
         self.stats.records += len(records)
@@ -201,14 +204,20 @@ class AgentService:
         boundary = self.dispatcher.next_boundary()
         if boundary is None:
             return longest
-        ahead = (boundary - _now()).total_seconds() * 1000
+        ahead = (boundary - self.clock.now()).total_seconds() * 1000
         return int(min(longest, max(0.0, ahead)))
 
     def _boundaries(self, now: datetime) -> list[Output]:
-        """Commit every step whose start has come; full mode is collected and launched here."""
-        out = []
+        """Commit the steps whose start has come, at most `catch_up_steps` a pass (a pool found
+        far behind its clock, after a restart or a stall, catches up over several passes while
+        arrivals keep being decided); full mode is collected and launched here."""
+        out: list[Output] = []
         d = self.dispatcher
         while (boundary := d.next_boundary()) is not None and boundary <= now:
+            if len(out) == self.settings.catch_up_steps:
+                behind = int((now - boundary) / d.step_length) + 1
+                log.warning("pool %s: %d steps behind the clock; committing %d a pass", self.pool, behind, len(out))
+                break
             plan = self.worker.take() if self.worker is not None else None
             if self.worker is not None and self.worker.last_error:
                 log.warning("full mode failed: %s", self.worker.last_error)
@@ -234,6 +243,3 @@ def _offsets(frontier: dict[str, int]) -> dict[TopicPartition, int]:
         out[TopicPartition(topic, int(partition))] = offset
     return out
 
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)

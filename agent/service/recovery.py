@@ -18,6 +18,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 from pydantic import ValidationError
 
+from gpualloc.agent import kafka_clients
 from gpualloc.agent.service.dispatcher import Dispatcher, Record
 from gpualloc.agent.topics import Topics, decode, partition_of
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot
@@ -33,8 +34,7 @@ async def ensure_topics(bootstrap: str, topics: Topics, partitions: int, retenti
     records share one partition number on every input topic): the state topic compacted, the
     ledger and the inputs kept `retention_ms` (-1: forever), as long as audits and recovery must
     reach back. Returns every bus topic's partition count."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
+    admin = await kafka_clients.started(kafka_clients.admin(bootstrap), "agent admin")
     try:
         existing = set(await admin.list_topics())
         kept = {"retention.ms": str(retention_ms)}
@@ -54,8 +54,7 @@ async def ensure_topics(bootstrap: str, topics: Topics, partitions: int, retenti
 
 async def partition_counts(bootstrap: str, names: list[str]) -> dict[str, int]:
     """How many partitions each existing topic of `names` has (absent ones are left out)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
+    admin = await kafka_clients.started(kafka_clients.admin(bootstrap), "admin")
     try:
         return await _counts(admin, names)
     finally:
@@ -82,8 +81,8 @@ async def _led(admin: AIOKafkaAdminClient, names: list[str], seconds: float = LE
 
 def reader(bootstrap: str) -> AIOKafkaConsumer:
     """A consumer for reading history back: no group, committed transactions only."""
-    return AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                            isolation_level="read_committed")
+    return kafka_clients.consumer(bootstrap=bootstrap, group_id=None, enable_auto_commit=False,
+                                  isolation_level="read_committed")
 
 
 def partitions(counts: dict[str, int], topic: str) -> list[TopicPartition]:

@@ -2,6 +2,8 @@
 # A real single-node Kafka broker (KRaft, combined broker+controller) without Docker:
 # jars come from Maven Central once (pom.xml beside this script), the broker is one background JVM.
 #   kafka.sh up | down | status        (env vars: see README.md beside this script)
+# GPUALLOC_KAFKA_SECURITY=sasl makes the client port SASL_PLAINTEXT (SCRAM-SHA-512 and PLAIN), and
+# KAFKA_SSL_PORT adds a SASL_SSL port with a certificate made at start (CA in $DIR/tls/ca.pem).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -18,6 +20,12 @@ PIDFILE=$DIR/kafka.pid
 LOG=$DIR/kafka.log
 MARKER=$DIR/.gpualloc-kafka   # down/up only ever delete a directory that carries this file
 BROKER_PID=""
+SECURITY=${GPUALLOC_KAFKA_SECURITY:-plaintext}
+INTERNAL_PORT=${KAFKA_INTERNAL_PORT:-$((PORT + 2000))}   # sasl: the broker's own plaintext listener
+SSL_PORT=${KAFKA_SSL_PORT:-}
+SASL_USER=${KAFKA_SASL_USER:-admin}
+SASL_PASSWORD=${KAFKA_SASL_PASSWORD:-admin-secret}   # also the keystore password
+TLS=$DIR/tls
 
 log() { echo "kafka.sh: $*" >&2; }
 
@@ -51,16 +59,63 @@ fetch_jars() {
   exec 9>&-
 }
 
+# The listener lines. sasl: clients authenticate on PORT (and SSL_PORT over TLS); the broker talks
+# to itself over a plaintext INTERNAL listener and the controller stays plaintext.
+listener_config() {
+  case "$SECURITY" in
+    plaintext)
+      cat <<EOF
+listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$HOST:$PORT
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+EOF
+      ;;
+    sasl)
+      local listeners="SASL_PLAINTEXT://$HOST:$PORT,INTERNAL://$HOST:$INTERNAL_PORT" listener
+      [ -z "$SSL_PORT" ] || listeners="$listeners,SASL_SSL://$HOST:$SSL_PORT"
+      cat <<EOF
+listeners=$listeners,CONTROLLER://$HOST:$CONTROLLER_PORT
+advertised.listeners=$listeners
+inter.broker.listener.name=INTERNAL
+listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+EOF
+      for listener in sasl_plaintext ${SSL_PORT:+sasl_ssl}; do
+        cat <<EOF
+listener.name.$listener.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.$listener.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$SASL_PASSWORD";
+EOF
+      done
+      [ -z "$SSL_PORT" ] || cat <<EOF
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$TLS/broker.p12
+ssl.keystore.password=$SASL_PASSWORD
+EOF
+      ;;
+  esac
+}
+
+# A CA (ca.pem: the clients' ssl_cafile) and the broker's certificate for $HOST, signed by it.
+make_certificates() {
+  mkdir -p "$TLS"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 7 -subj "/CN=gpualloc test CA" \
+    -keyout "$TLS/ca.key" -out "$TLS/ca.pem" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=$HOST" -keyout "$TLS/broker.key" -out "$TLS/broker.csr" 2>/dev/null
+  printf 'subjectAltName=IP:%s,DNS:localhost\n' "$HOST" >"$TLS/san.ext"
+  openssl x509 -req -in "$TLS/broker.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" -CAcreateserial -days 7 \
+    -extfile "$TLS/san.ext" -out "$TLS/broker.pem" 2>/dev/null
+  openssl pkcs12 -export -in "$TLS/broker.pem" -inkey "$TLS/broker.key" -certfile "$TLS/ca.pem" \
+    -name broker -passout "pass:$SASL_PASSWORD" -out "$TLS/broker.p12"
+}
+
 write_config() {
   cat >"$DIR/server.properties" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$HOST:$CONTROLLER_PORT
-listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$HOST:$PORT
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+$(listener_config)
 log.dirs=$DIR/data
 num.partitions=1
 auto.create.topics.enable=true
@@ -103,6 +158,7 @@ up() {
     log "already running ($DIR)"; echo "$HOST:$PORT"; return
   fi
   if port_open "$PORT"; then log "port $PORT is taken by another process"; exit 1; fi
+  case "$SECURITY" in plaintext | sasl) ;; *) log "GPUALLOC_KAFKA_SECURITY: plaintext or sasl, got $SECURITY"; exit 2 ;; esac
   command -v "$JAVA" >/dev/null || { log "java not found (Kafka 4.x needs Java 17+)"; exit 1; }
   command -v mvn >/dev/null || { log "mvn not found"; exit 1; }
   fetch_jars
@@ -113,11 +169,15 @@ up() {
   fi
   mkdir -p "$DIR" && touch "$MARKER"
   write_config
-  local cluster_id
+  if [ "$SECURITY" = sasl ] && [ -n "$SSL_PORT" ]; then make_certificates; fi
+  # 16 random bytes in base64url (22 chars). One in 64 begins with '-': passed as --cluster-id=ID
+  # it is never read as an option.
+  local cluster_id scram=()
   cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+  [ "$SECURITY" = plaintext ] || scram=(--add-scram "SCRAM-SHA-512=[name=$SASL_USER,password=$SASL_PASSWORD]")
   "$JAVA" -Xmx256m -cp "$LIBS/*" -Dlog4j2.configurationFile="$DIR/log4j2.properties" \
-    kafka.tools.StorageTool format -t "$cluster_id" -c "$DIR/server.properties" >"$LOG" 2>&1 \
-    || fail_start "storage format failed"
+    kafka.tools.StorageTool format --cluster-id="$cluster_id" "${scram[@]}" -c "$DIR/server.properties" \
+    >"$LOG" 2>&1 || fail_start "storage format failed"
   # setsid: the broker outlives this script and ignores the caller's Ctrl-C; exec keeps the pid.
   # shellcheck disable=SC2086,SC2016  # HEAP is a list of JVM flags; $$ is the inner shell's
   setsid bash -c 'echo $$ >"$0"; exec "$@"' "$PIDFILE" \

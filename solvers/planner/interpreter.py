@@ -21,7 +21,7 @@ from typing import Any, Callable, Union
 
 from pydantic import BaseModel
 
-from gpualloc.schemas.config import AgentSettings
+from gpualloc.schemas.config import LIMITS, AgentSettings
 from gpualloc.schemas.events import AppRegistered, BindingReported, JobSubmitted, NodeStatus, PoolConfigured
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.state import (FULL_MODE, AppSpec, Commit, Decision, FullModePlan, JobSpec, Planner,
@@ -114,6 +114,10 @@ class Pool:
                     out.append(Rejected(event.ref, f"pool: not configured yet and {self.pending_limit} "
                                                    "events already wait for it"))
                 continue
+            ahead = self._too_far_ahead(event, now)
+            if ahead:
+                out.append(Rejected(event.ref, ahead))
+                continue
             if event.type == "job.submitted":
                 arrivals.append(event)
                 continue
@@ -129,13 +133,17 @@ class Pool:
         kind, p, planner = event.type, event.payload, self.planner
         if kind == "pool.configured":
             return self._configure(event, p, now)
+        if kind == "job.failed" and p.source is not None:  # gpualloc's own notice for upstream: it acted already
+            return []
+        if kind in ("job.cancelled", "job.completed", "job.failed") and p.id not in planner.queued \
+                and p.id not in planner.running:
+            return [Rejected(event.ref, f"id: job {p.id!r} is neither queued nor running in this pool "
+                                        "(never submitted, rejected, or ended already)")]
         if kind in ("job.cancelled", "job.completed"):
             was_running = p.id in planner.running
             planner.complete(p.id)
             return [Ended(p.id)] if was_running else []
         if kind == "job.failed":
-            if p.source is not None:  # gpualloc's own notice for upstream: it acted already
-                return []
             planner.fail(p.id)
             return [Failed(p.id, p.detail, by_gpualloc=False)]
         if kind == "binding.reported":
@@ -164,8 +172,10 @@ class Pool:
         if self.planner is None:
             self.planner, self.origin = Planner(config, scheduler=self.scheduler), now
             waiting, self.pending = self.pending, []
+            out: list[Effect] = [Rejected(e.ref, ahead) for e in waiting if (ahead := self._too_far_ahead(e, now))]
+            waiting = [e for e in waiting if not self._too_far_ahead(e, now)]
             settled = [e for e in waiting if e.type != "job.submitted"]
-            out = [effect for e in settled for effect in self._apply(e, now)]
+            out += [effect for e in settled for effect in self._apply(e, now)]
             arrivals = [e for e in waiting if e.type == "job.submitted"]
             return out + (self._decide(arrivals) if arrivals else [])
         old = self.planner.config
@@ -188,10 +198,14 @@ class Pool:
         return [Failed(job_id, detail, by_gpualloc=True) for job_id in self.planner.node_status(p.node, p.state)]
 
     def _app_problem(self, p: AppRegistered) -> str:
-        gpus = self.planner.config.gpus
+        gpus, apps = self.planner.config.gpus, self.planner.apps
+        if p.id not in apps and len(apps) >= LIMITS.apps:
+            return f"id: the pool has {len(apps)} apps registered, the limit"
         bad = [g for g in p.current or () if not 0 <= g < gpus]
         if bad:
             return f"current: GPU {bad[0]} is outside the pool's {gpus} GPUs"
+        if p.current is not None and len(set(p.current)) < len(p.current):
+            return "current: lists a GPU twice"
         if p.max_gpus is not None and p.max_gpus < p.min_gpus:
             return f"max_gpus: must be >= min_gpus ({p.max_gpus} < {p.min_gpus})"
         return ""
@@ -206,12 +220,29 @@ class Pool:
                 out.append(Rejected(event.ref, "features: no forecaster is configured for this pool yet; "
                                                "give gpus and duration"))
                 continue
+            if len(self.planner.queued) + len(jobs) >= LIMITS.queued_jobs and p.id not in self.planner.queued:
+                out.append(Rejected(event.ref, f"id: the pool has {LIMITS.queued_jobs} jobs queued, the limit"))
+                continue
             jobs.append((event, JobSpec(p.id, p.kind, p.priority, p.gpus, p.duration, self.planner.now, p.requeue)))
         if not jobs:
             return out
         self.passes += 1
         decisions = self.planner.submit_all([job for _, job in jobs])
         return out + [Decided(event.ref, d, self.passes, len(jobs)) for (event, _), d in zip(jobs, decisions)]
+
+    def _too_far_ahead(self, event: Event, now: datetime) -> str:
+        """Why an event stamped more than one horizon after `now` is refused ("" when it is not):
+        no clock is that far off, and a traffic observation there would be planned for steps
+        the window cannot reach."""
+        if event.type == "pool.configured":
+            p = event.payload
+            steps, step = p.horizon, timedelta(seconds=self.step_seconds or 60 * p.step_minutes)
+        else:
+            steps, step = self.planner.config.horizon, self.step_length
+        if event.occurred_at <= now + steps * step:
+            return ""
+        return (f"occurred_at: {event.occurred_at.isoformat()} is more than one horizon ({steps} steps) after "
+                f"the agent's clock ({now.isoformat()})")
 
     # ---- steps ----------------------------------------------------------------------------------
     def commit(self, plan: FullModePlan | None = None, recorded: Schedule | None = None) -> Committed:

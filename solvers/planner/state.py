@@ -267,6 +267,9 @@ class Planner:
         for app_id, masks in sorted(schedule.realtime.items()):
             self.apps[app_id].held = masks[0]
             assignments[app_id] = tuple(bits_of(masks[0]))
+        for app in self.apps.values():  # past observations are no longer planned for: only the latest is
+            latest = max(app.observed, default=None)
+            app.observed = {s: g for s, g in app.observed.items() if s > self.now or s == latest}
         self.committed = 0
         for owned in assignments.values():
             for g in owned:

@@ -75,3 +75,17 @@ def test_folder_of_generated_scenarios(tmp_path):
     report, _ = run_bench(tmp_path, repeat=1)
     assert len(report.rows) == 3 and report.ok
     assert all(r.best_share is None for r in report.rows)  # not in best-known.json
+
+
+@pytest.mark.kafka
+async def test_the_soak_accounts_for_every_event(kafka_bootstrap):
+    """The harness behind `gpualloc bench --soak`, briefly (the 100,000-event figures live in README)."""
+    from gpualloc.agent.reports.soak import soak
+
+    result = await soak(kafka_bootstrap, events=3000, rate=500, step_seconds=1.0, baseline_at=1000, sample_s=1.0)
+    assert result.lost == 0 and result.duplicated == 0
+    assert result.jobs > 1000 and result.decisions == result.jobs
+    assert result.malformed == 30 and result.dead_letters == result.malformed
+    assert result.rss_samples[0] == (1000, result.rss_baseline_mb) and result.rss_samples[-1][0] == 3000
+    assert len(result.rss_samples) >= 4 and 0 < result.rss_baseline_mb <= result.rss_max_mb
+    assert result.lag_records >= 0 and result.lag_s < 30

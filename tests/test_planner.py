@@ -132,3 +132,28 @@ def test_a_node_going_down_under_the_floors_lowers_them_instead_of_failing():
     planner.node_status(0, "up")
     planner.node_status(1, "up")
     assert [a.min_gpus for a in planner.window_problem().realtime] == [2]
+
+
+def test_draining_the_node_under_an_app_moves_the_app_instead_of_failing():
+    """The app holds GPUs of a node that is drained while the rest of the pool is busy: it
+    leaves them (the blocker takes them) rather than the planner failing to meet its floor.
+    Found by the soak benchmark (`gpualloc bench --soak`) with two apps and a full queue."""
+    rng = random.Random(0)
+    planner = Planner(PoolConfig(gpus=64, gpus_per_node=8, horizon=24))
+    for app in ("a", "b"):
+        planner.register_app(AppSpec(app, priority=5, min_gpus=1, max_gpus=8))
+    commits, drained = [], None
+    for step in range(8):
+        planner.submit_all([JobSpec(f"j{step}-{k}", "training", rng.randint(1, 9), rng.choice([1, 2, 4, 8]),
+                                    rng.randint(1, 6), planner.now) for k in range(40 if step == 0 else 5)])
+        for app in ("a", "b"):
+            planner.observe_traffic(app, planner.now, rng.randint(0, 8))
+        commits.append(planner.tick())
+        if step == 1:
+            drained = commits[-1].assignments["a"][0] // 8
+            planner.node_status(drained, "drained")
+    assert any(g // 8 == drained for g in commits[1].assignments["a"])
+    assert not any(g // 8 == drained for g in commits[-1].assignments["a"])
+    held = {job_id for c in commits[:2] for job_id in c.assignments}
+    later = [set(g for job_id, gpus in c.assignments.items() if job_id not in held for g in gpus) for c in commits[2:]]
+    assert not any(g // 8 == drained for gpus in later for g in gpus)  # no new work on the drained node

@@ -87,7 +87,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from gpualloc.agent.reports.bench import run_bench
 
-    if args.agent or args.recovery:
+    if args.agent or args.recovery or args.soak:
         return _bench_agent(args)
     report, scenarios = run_bench(args.dir, args.repeat, args.generated)
     if args.full_mode:
@@ -102,8 +102,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _bench_agent(args: argparse.Namespace) -> int:
-    """Through a real broker: sustained arrivals (agent/reports/throughput.py) or restarts
-    (agent/reports/recovery.py)."""
+    """Through a real broker: sustained arrivals (agent/reports/throughput.py), restarts
+    (agent/reports/recovery.py) or a long run (agent/reports/soak.py, which exits 1 when it misses
+    its targets)."""
     import asyncio
     from dataclasses import asdict
 
@@ -115,10 +116,17 @@ def _bench_agent(args: argparse.Namespace) -> int:
         from gpualloc.agent.reports.recovery import measure_recovery
 
         result = asyncio.run(measure_recovery(bootstrap, args.queued, args.repeat))
+    elif args.soak:
+        from gpualloc.agent.reports.soak import soak
+
+        try:
+            result = asyncio.run(soak(bootstrap, args.events, args.rate))
+        except ValueError as e:
+            raise InputError("--events", [str(e)]) from None
     else:
         result = asyncio.run(measure(bootstrap, args.rate, args.seconds))
     sys.stdout.write(dump_json(asdict(result)) if args.json else result.line() + "\n")
-    return EXIT_OK
+    return EXIT_ILLEGAL if args.soak and not result.ok else EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -215,9 +223,13 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--recovery", action="store_true",
                    help="instead: seconds from a killed agent's restart to its first decision (--repeat restarts)")
     p.add_argument("--queued", type=positive_int, default=1000, help="--recovery: jobs waiting in the pool (default 1000)")
+    p.add_argument("--soak", action="store_true",
+                   help="instead: a long compressed-clock run; the agent's RSS growth and its lag at the end")
+    p.add_argument("--events", type=positive_int, default=100_000, help="--soak: input records sent (default 100000)")
     setting(p, "--bootstrap", path="bootstrap", metavar="HOST:PORT", shown="$KAFKA_BOOTSTRAP_SERVERS",
-            help="the broker for --agent")
-    p.add_argument("--rate", type=float, default=1000, help="--agent: arrivals per second offered (default 1000)")
+            help="the broker for --agent, --recovery and --soak")
+    p.add_argument("--rate", type=float, default=1000,
+                   help="--agent: arrivals per second offered; --soak: records per second (default 1000)")
     p.add_argument("--seconds", type=float, default=20, help="--agent: measured seconds (default 20)")
     p.add_argument("--update-best-known", action="store_true",
                    help="with --full-mode: record better objectives and bounds in the bundled best-known.json")

@@ -15,12 +15,13 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from gpualloc.agent import kafka_clients
 from gpualloc.agent.reports.throughput import POOL, stop_all
 from gpualloc.agent.topics import Topics
 from gpualloc.schemas.events import envelope
@@ -51,9 +52,9 @@ async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) 
         json.dump(POOL, f)
     command = [sys.executable, "-m", "gpualloc", "agent", "--bootstrap", bootstrap, "--topic-prefix", prefix,
                "--config", f.name, "--step-seconds", "30", "--full-mode-every", "0"]
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    consumer = AIOKafkaConsumer(topics.decisions, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                isolation_level="read_committed")
+    producer = kafka_clients.producer(bootstrap, linger_ms=5)
+    consumer = kafka_clients.consumer(topics.decisions, bootstrap=bootstrap, auto_offset_reset="earliest",
+                                      isolation_level="read_committed")
     decided: dict[str, float] = {}
 
     async def read() -> None:
@@ -71,14 +72,14 @@ async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) 
         for n in range(queued):
             await producer.send(topics.jobs, _job(n, "q"), key=b"default")
         await producer.flush()
-        await _until(lambda: sum(j.startswith("q-") for j in decided) >= queued, 120)
+        await until(lambda: sum(j.startswith("q-") for j in decided) >= queued, 120)
         for k in range(repeat):
             agent.kill()
             agent.wait()
             began = time.perf_counter()
             agent = subprocess.Popen(command, stderr=subprocess.DEVNULL)
             await producer.send_and_wait(topics.jobs, _job(k, "probe", gpus=1, duration=1), key=b"default")
-            await _until(lambda: f"probe-{k}" in decided, 60)
+            await until(lambda: f"probe-{k}" in decided, 60)
             times.append(decided[f"probe-{k}"] - began)
     finally:
         await stop_all(reader, consumer, producer, agent)
@@ -86,7 +87,8 @@ async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) 
     return RecoveryResult(queued, repeat, round(statistics.median(times), 3), round(max(times), 3))
 
 
-async def _until(done, seconds: float) -> None:
+async def until(done: Callable[[], bool], seconds: float) -> None:
+    """Wait for `done()` to hold, polling; TimeoutError after `seconds` (a bench never hangs)."""
     deadline = time.perf_counter() + seconds
     while not done():
         if time.perf_counter() > deadline:

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from gpualloc.agent import kafka_clients
 from gpualloc.agent.topics import Topics
 from gpualloc.agent.upstream import completed_message
 from gpualloc.schemas.events import envelope
@@ -64,7 +65,8 @@ async def stop_all(reader: asyncio.Task, consumer: AIOKafkaConsumer, producer: A
     agent.wait(timeout=30)
 
 
-def _submitted(n: int, prefix: str) -> dict:
+def submitted_message(n: int, prefix: str) -> dict:
+    """The n-th arrival of a bench: a short training job of 1-8 GPUs, stamped now."""
     return envelope("job.submitted", {"id": f"{prefix}-{n}", "kind": "training", "priority": 1 + n % 9,
                                       "gpus": SIZES[n % len(SIZES)], "duration": 1 + n % 6},
                     datetime.now(timezone.utc), f"{prefix}-s{n}")
@@ -79,9 +81,9 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
     agent = subprocess.Popen([sys.executable, "-m", "gpualloc", "agent", "--bootstrap", bootstrap,
                               "--topic-prefix", f"bench-{prefix}.", "--config", f.name, "--step-seconds",
                               str(step_seconds), "--full-mode-every", "0"], stderr=subprocess.DEVNULL)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, acks=1)
-    consumer = AIOKafkaConsumer(topics.decisions, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                isolation_level="read_committed", fetch_max_wait_ms=FETCH_WAIT_MS)
+    producer = kafka_clients.producer(bootstrap, linger_ms=2, acks=1)
+    consumer = kafka_clients.consumer(topics.decisions, bootstrap=bootstrap, auto_offset_reset="earliest",
+                                      isolation_level="read_committed", fetch_max_wait_ms=FETCH_WAIT_MS)
     await producer.start()
     await consumer.start()
     sent_at: dict[str, float] = {}
@@ -107,7 +109,7 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
         async def send_arrivals(count: int) -> None:
             nonlocal n
             for _ in range(count):
-                m = _submitted(n, prefix)
+                m = submitted_message(n, prefix)
                 job_id = m["payload"]["id"]
                 sent_at[job_id] = time.perf_counter()
                 await producer.send(topics.jobs, orjson.dumps(m), key=b"default")

@@ -9,15 +9,17 @@ pass's ledger entry (the inputs in the order they were used, the commits made, t
 after a commit (and every `snapshot_every` transactions) a snapshot of the pool's state and the
 consumed offsets, and commit the transaction. Readers see all of a pass or none of it.
 
-On start (and after an aborted transaction) the agent rebuilds its state from the latest
-snapshot and the ledger entries after it (`recovery`), so nothing is decided twice and `seq`
-keeps rising. The transactional id is `gpualloc-<pool>`: a second agent for the same pool
+On start (and in each new session after the broker was lost or a transaction failed: the
+session's clients are dropped, whatever they left open is aborted by the next one) the agent
+rebuilds its state from the latest snapshot and the ledger entries after it (`recovery`), so
+nothing is decided twice and `seq` keeps rising. The transactional id is `gpualloc-<pool>`: a second agent for the same pool
 fences the first, and its start aborts whatever the first left open.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -38,6 +40,9 @@ from gpualloc.solvers.planner.snapshot import SnapshotError
 from gpualloc.solvers.policies import online_policy
 
 log = logging.getLogger("gpualloc.agent")
+
+
+RETRY_FIRST_S, RETRY_MAX_S = 0.5, 10.0  # backoff between sessions after the broker was lost
 
 
 class AgentFenced(RuntimeError):
@@ -81,6 +86,31 @@ class AgentService:
         return d
 
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
+        """Serve the pool until `stop`. Once it has been served, losing the broker (or a
+        transaction that cannot complete) ends only the session: its clients are closed and a
+        new one starts after a backoff (doubling from RETRY_FIRST_S to RETRY_MAX_S), recovering
+        from the last committed state, as after a restart. A start that never reaches the broker
+        raises (the CLI exits 2), and so does fencing by another agent."""
+        delay, served = RETRY_FIRST_S, asyncio.Event()
+        while True:
+            began = time.monotonic()
+            try:
+                await self._session(stop, ready, served)
+                return
+            except AgentFenced:
+                raise
+            except (KafkaError, TimeoutError) as e:
+                if not served.is_set() or stop.is_set():
+                    raise
+                delay = RETRY_FIRST_S if time.monotonic() - began > 10 * RETRY_MAX_S else delay
+                log.warning("pool %s: lost the broker (%s: %s); reconnecting in %.1f s", self.pool,
+                            type(e).__name__, e, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+                return
+            delay = min(2 * delay, RETRY_MAX_S)
+
+    async def _session(self, stop: asyncio.Event, ready: asyncio.Event | None, served: asyncio.Event) -> None:
         s = self.settings
         self._counts = await ensure_topics(self.bootstrap, self.topics, s.partitions, s.retention_ms)
         producer = kafka_clients.producer(self.bootstrap, transactional_id=self.topics.transactional_id(self.pool),
@@ -97,6 +127,7 @@ class AgentService:
                 now = self.clock.now()
                 outputs = self.dispatcher.handle([Record("--config", 0, 0, self.pool, self.initial_config)], now)
                 await self._transact(producer, outputs, now, time.perf_counter())
+            served.set()
             if ready is not None:
                 ready.set()
             while not stop.is_set():
@@ -107,8 +138,9 @@ class AgentService:
         finally:
             if self.worker is not None:
                 self.worker.close()
-            await consumer.stop()
-            await producer.stop()
+                self.worker = None
+            await _close(consumer)
+            await _close(producer)
 
     # ---- recovery -------------------------------------------------------------------------------
     async def _recover(self, consumer: AIOKafkaConsumer) -> None:
@@ -149,17 +181,9 @@ class AgentService:
         outputs = self.dispatcher.handle(records, now) if records else []
         outputs += self._boundaries(now)
         self.stats.records += len(records)
-        try:
-            await self._transact(producer, outputs, now, received)
-        except ProducerFenced:
-            raise
-        except KafkaError as e:
-            log.warning("pool %s: transaction aborted (%s); recovering from the last committed state", self.pool, e)
-            try:
-                await producer.abort_transaction()
-            except KafkaError as abort:
-                log.warning("pool %s: abort failed too: %s", self.pool, abort)
-            await self._recover(consumer)
+        # a transaction that cannot finish in time ends the session (`run` starts a new one)
+        await asyncio.wait_for(self._transact(producer, outputs, now, received),
+                               self.settings.transaction_timeout_ms / 1000)
 
     async def _transact(self, producer: AIOKafkaProducer, outputs: list[Output], now: datetime,
                         received: float) -> None:
@@ -234,6 +258,21 @@ class AgentService:
             self.worker = FullModeWorker(s.full_mode.options.model_copy(update={"time_limit": limit}),
                                          s.full_mode.max_jobs, self.policy.full_mode.name)
         self.worker.launch(self.dispatcher.planner)
+
+
+async def _close(client: AIOKafkaConsumer | AIOKafkaProducer) -> None:
+    """Stop a client whatever state a lost broker left it in: aiokafka may raise its own
+    cancelled fetch task's CancelledError, or a KafkaError, from `stop()`; neither must end a
+    session's cleanup (a cancellation of this task itself still propagates)."""
+    try:
+        await client.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        log.debug("%s: stop raised its own task's cancellation", type(client).__name__)
+    except KafkaError as e:
+        log.debug("%s: stop failed: %s", type(client).__name__, e)
 
 
 def _offsets(frontier: dict[str, int]) -> dict[TopicPartition, int]:

@@ -299,7 +299,9 @@ class Planner:
         floors = self._floors(blocked | self._running_mask())
         for app_id, app in sorted(self.apps.items()):
             hi = cfg.gpus if app.max_gpus is None else app.max_gpus
-            current = app.held & ~self.down if app.held >= 0 else -1
+            # GPUs of down or drained nodes are held by the blocker: an app leaves them (as work
+            # may, unlike a batch block), so they are not its to keep (else nothing can meet its floor)
+            current = app.held & ~(self.down | self.drained) if app.held >= 0 else -1
             realtime.append(Realtime(index, app_id, app.priority, tuple(self._demand(app)), floors[app_id], hi,
                                      cfg.swap_cap if app.swap_cap is None else app.swap_cap, current))
             index += 1

@@ -170,3 +170,20 @@ def test_highs_accepts_the_heuristic_as_its_mip_start(capfd):
     assert "MIP start solution is feasible" in log
     reported = float(log.split("MIP start solution is feasible: objective value is")[1].split()[0])
     assert reported == pytest.approx(objective_of(problem, warm), abs=1e-6)
+
+
+def test_a_plan_below_its_proven_bound_is_not_called_optimal(monkeypatch):
+    """Stage 1 proved a bound that stage 2 could not realize as GPU sets: the plan keeps the
+    best legal schedule it has (here the warm start) and reports `feasible` with its true gap."""
+    from gpualloc.solvers.policies.milp import model
+
+    _, problem = make(8, 3, [batch("a", 4, 2, priority=3), batch("b", 2, 3, priority=1)])
+    warm = heuristic_schedule(problem)
+    bound = objective_of(problem, warm) * 1.05
+    monkeypatch.setattr(model, "_solve", lambda m, options: ("optimal", bound, bound))
+    monkeypatch.setattr(model, "_realize", lambda *args: (None, "stage 2 fell short (test)"))
+    result = solve_milp(problem, FullModeOptions(mip_gap=1e-4), warm=warm)
+    assert result.status == "feasible" and result.source == "heuristic"
+    assert result.gap == pytest.approx(0.05 / 1.05) and "below its bound" in result.notes[-1]
+    monkeypatch.setattr(model, "_solve", lambda m, options: ("optimal", bound, objective_of(problem, warm)))
+    assert solve_milp(problem, FullModeOptions(mip_gap=1e-4), warm=warm).status == "optimal"  # bound met: proven

@@ -1,5 +1,5 @@
-"""Property test: on generated scenarios, every heuristic and FIFO plan is legal and the
-heuristic is deterministic.
+"""Property test: on generated scenarios, every heuristic, greedy and FIFO plan is legal and the
+heuristic and the greedy are deterministic.
 
 Scenarios come from `gpualloc.solvers.simulation.scenarios` with hypothesis drawing the shape: pool sizes
 including non-powers of two, node layouts (any divisor of the pool), horizons, swap caps 0-4,
@@ -54,6 +54,9 @@ def test_generated_plans_are_legal_and_the_heuristic_is_deterministic(args):
     heuristic = solve(problem, "heuristic")
     assert [str(v) for v in check_plan(problem, heuristic.grid)] == []
     assert solve(problem, "heuristic").grid == heuristic.grid
+    greedy = solve(problem, "greedy")
+    assert [str(v) for v in check_plan(problem, greedy.grid)] == []
+    assert solve(problem, "greedy").grid == greedy.grid
 
 
 def _divisors(n: int) -> list[int]:
@@ -125,3 +128,6 @@ def test_drawn_plans_are_legal_and_the_heuristic_is_deterministic(data):
     heuristic = solve(problem, "heuristic")
     assert [str(v) for v in check_plan(problem, heuristic.grid)] == [], json.dumps(data)
     assert solve(problem, "heuristic").grid == heuristic.grid
+    greedy = solve(problem, "greedy")
+    assert [str(v) for v in check_plan(problem, greedy.grid)] == [], json.dumps(data)
+    assert solve(problem, "greedy").grid == greedy.grid

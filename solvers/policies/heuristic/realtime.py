@@ -39,6 +39,16 @@ def _ramped(values: list[int], cap: int) -> list[int]:
     return out
 
 
+def floor_curves(problem: Problem) -> list[list[int]]:
+    """Fewest GPUs each real-time app may hold at each step (order of `problem.realtime`)."""
+    return [[_floor(app, t) for t in range(problem.horizon)] for app in problem.realtime]
+
+
+def ceiling_curves(problem: Problem) -> list[list[int]]:
+    """Most GPUs each real-time app may hold at each step (order of `problem.realtime`)."""
+    return [[_ceiling(app, t) for t in range(problem.horizon)] for app in problem.realtime]
+
+
 def target_curves(problem: Problem) -> list[list[int]]:
     """GPU count each real-time app aims to hold at each step (order of `problem.realtime`)."""
     T = problem.horizon

@@ -246,6 +246,12 @@ def solve_milp(problem: Problem, options: FullModeOptions = FullModeOptions(), w
         bound = max(bound, result.objective)  # a bound below a legal plan is a solver's rounding
         result.bound = bound
         result.gap = (bound - result.objective) / max(abs(bound), 1e-9)
+        if result.status == "optimal" and result.gap > options.mip_gap:
+            # the solver proved stage 1's bound, but stage 2 (or the warm start) did not reach it:
+            # the plan is not proven optimal, and says so with its true gap
+            result.status = "feasible"
+            result.notes.append(f"stage 1 is optimal but the plan is {result.gap:.2%} below its bound "
+                                f"({result.objective:.4f} < {bound:.4f})")
     return result
 
 

@@ -76,6 +76,7 @@ class FullModeOptions(_Frozen):
     seed: int = 0
     node_limit: int | None = Field(default=None, ge=1)
     progress: bool = False  # stream the solver's log (incumbent and bound over time) to stderr
+    exact: bool | None = None  # per-GPU real-time sets in the model (no stage 2); None: where stage 2 falls short
 
 
 class SolveOptions(_Frozen):

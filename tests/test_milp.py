@@ -105,10 +105,14 @@ TINY = [
 ]
 
 
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "counts"])
 @pytest.mark.parametrize("problem", TINY, ids=[f"tiny{i}" for i in range(len(TINY))])
-def test_highs_finds_the_brute_force_optimum(problem):
+def test_highs_finds_the_brute_force_optimum(problem, exact):
+    """Both models: per-GPU sets inside the model (exact), and counts realized by stage 2."""
     need("highs")
-    result = solve_milp(problem, FullModeOptions(time_limit=30))
+    result = solve_milp(problem, FullModeOptions(time_limit=30, exact=exact))
+    assert result.stage2 == ("in the model (exact)" if exact else "assigned") or not problem.realtime
+    assert result.status == "optimal"
     assert result.objective == pytest.approx(brute_force(problem), abs=1e-6)
     assert result.bound == pytest.approx(result.objective, abs=1e-4)
     assert check_plan(problem, to_grid(problem, result.schedule)) == []
@@ -187,3 +191,19 @@ def test_a_plan_below_its_proven_bound_is_not_called_optimal(monkeypatch):
     assert result.gap == pytest.approx(0.05 / 1.05) and "below its bound" in result.notes[-1]
     monkeypatch.setattr(model, "_solve", lambda m, options: ("optimal", bound, objective_of(problem, warm)))
     assert solve_milp(problem, FullModeOptions(mip_gap=1e-4), warm=warm).status == "optimal"  # bound met: proven
+
+
+def test_where_stage_2_falls_short_the_exact_model_closes_the_gap(monkeypatch):
+    """Stage 2 cannot realize the counts (forced here); on a small pool full mode then solves
+    the exact per-GPU model from the best plan so far, and proves the brute-force optimum."""
+    from gpualloc.solvers.policies.milp import model
+
+    need("highs")
+    problem = TINY[3]  # the heuristic's plan is below the optimum here
+    monkeypatch.setattr(model, "_realize", lambda *args: (None, "stage 2 fell short (test)"))
+    result = solve_milp(problem, FullModeOptions(time_limit=30))
+    assert "solved again with the exact model" in result.notes
+    assert result.status == "optimal" and result.source == "milp" and result.stage2 == "in the model (exact)"
+    assert result.objective == pytest.approx(brute_force(problem), abs=1e-6)
+    assert result.warm_objective < result.objective and check_plan(problem, to_grid(problem, result.schedule)) == []
+    assert solve_milp(problem, FullModeOptions(time_limit=30, exact=False)).status == "feasible"  # without it: honest

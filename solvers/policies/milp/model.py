@@ -12,6 +12,11 @@ meets, so stage 1 is a relaxation and its bound is a valid bound on the true opt
 Stage 2 realizes the counts as GPU sets: the heuristic's assignment first, and when it cannot
 honour them, an exact per-GPU model with the batch blocks fixed. The realized objective is what
 is reported, beside stage 1's bound; a plan worse than the warm start is never returned.
+
+The exact model (`add_exact_realtime`) puts each app's GPU set into stage 1 itself (a binary per
+app, GPU and step, R1 per cell and R4 on the sets), so its optimum is a plan and its bound a bound
+on plans. It runs when asked (`exact`), and by default on pools of at most EXACT_GPUS where the
+count model's stage 2 fell short of its own bound: then a plan is `optimal` only if proven so.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from gpualloc.solvers.problem import Problem, mask_of
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime
 
 SOLVERS = get_args(FullModeOptions.model_fields["solver"].annotation)
+EXACT_GPUS = 16  # pools up to this size get the exact model where stage 2 falls short (binaries: GPUs x steps x apps)
 
 
 @dataclass
@@ -220,20 +226,48 @@ def solver_available(name: str) -> bool:
 
 
 def solve_milp(problem: Problem, options: FullModeOptions = FullModeOptions(), warm: Schedule | None = None) -> MilpResult:
-    """Full mode: stage 1, stage 2, and the better of that and the warm start."""
+    """Full mode: the better of the model's plan and the warm start. `options.exact` True or
+    False picks the model; None runs the count model first and, where its stage 2 falls short
+    of its own proven bound on a pool of at most EXACT_GPUS, the exact model next, warm-started
+    from the best plan so far and given the time left."""
     if warm is None:
         warm = heuristic_schedule(problem)
+    first = _solve_once(problem, options, warm, exact=bool(problem.realtime) and bool(options.exact))
+    if options.exact is not None or not problem.realtime or problem.gpus > EXACT_GPUS or first.status != "feasible":
+        return first
+    spent = first.build_seconds + first.solve_seconds
+    left = None if options.time_limit is None else options.time_limit - spent
+    if left is not None and left < 1:
+        first.notes.append("no time left for the exact model")
+        return first
+    second = _solve_once(problem, options.model_copy(update={"time_limit": left}), first.schedule, exact=True)
+    if first.source == "milp":
+        second.source = "milp"  # its warm start was the count model's plan
+    second.warm_objective = first.warm_objective
+    second.build_seconds += first.build_seconds
+    second.solve_seconds += first.solve_seconds
+    second.notes = first.notes + ["solved again with the exact model"] + second.notes
+    return second
+
+
+def _solve_once(problem: Problem, options: FullModeOptions, warm: Schedule, exact: bool) -> MilpResult:
+    """One model (exact: per-GPU real-time sets inside it; else counts and stage 2), and the
+    better of its plan and the warm start."""
     warm_objective = objective_of(problem, warm)
     t0 = time.perf_counter()
     data = milp_data(problem)
     m = build_model(data)
+    if exact:
+        add_exact_realtime(m, data, problem)
     warm_start(m, data, warm)
+    if exact:
+        _warm_exact(m, problem, warm)
     build_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
     status, incumbent, bound = _solve(m, options)
     result = MilpResult(warm, warm_objective, bound, None, status, build_seconds, 0.0, warm_objective, "heuristic")
     if incumbent is not None:
-        realized, how = _realize(problem, data, m, options)
+        realized, how = _exact_plan(problem, data, m) if exact else _realize(problem, data, m, options)
         result.stage2 = how
         if realized is not None:
             objective = objective_of(problem, realized)
@@ -255,9 +289,51 @@ def solve_milp(problem: Problem, options: FullModeOptions = FullModeOptions(), w
     return result
 
 
-def _realize(problem: Problem, data: MilpData, m: pyo.ConcreteModel, options: FullModeOptions) -> tuple[Schedule | None, str]:
-    """Stage 2: GPU sets for the apps around stage 1's blocks, at stage 1's counts if possible."""
-    T = problem.horizon
+def add_exact_realtime(m: pyo.ConcreteModel, data: MilpData, problem: Problem) -> None:
+    """Make stage 1 exact: a binary per (app, GPU, step) holding the app's set, one owner per
+    cell with the batch blocks, the count `n` as the set's size, and R4 on the sets themselves
+    (GPUs entering or leaving, against `current` at step 0). The optimum is then a plan's, and
+    its bound a bound on plans: no stage 2, no realization gap."""
+    T, G, apps = problem.horizon, problem.gpus, problem.realtime
+    cells = [(g, t) for t in range(T) for g in range(G) if (g, t) not in data.running_cells]
+    m.Y = pyo.Set(initialize=[(a, g, t) for a in range(len(apps)) for g, t in cells], dimen=3)
+    m.y = pyo.Var(m.Y, within=pyo.Binary)
+    m.D = pyo.Set(initialize=[(a, g, t) for a, g, t in m.Y if t > 0 or apps[a].current_mask >= 0], dimen=3)
+    m.d = pyo.Var(m.D, bounds=(0, 1))  # the GPU enters or leaves the app's set at step t
+
+    def held(a: int, g: int, t: int):
+        if t < 0:
+            return (apps[a].current_mask >> g) & 1
+        return m.y[a, g, t] if (a, g, t) in m.Y else 0
+
+    m.one_owner = pyo.Constraint(cells, rule=lambda m, g, t: sum(m.y[a, g, t] for a in range(len(apps)))
+                                 + (m.u[g, t] if (g, t) in data.cover else 0) <= 1)
+    m.set_size = pyo.Constraint(m.A, m.T, rule=lambda m, a, t: sum(held(a, g, t) for g in range(G)) == m.n[a, t])
+    m.enter = pyo.Constraint(m.D, rule=lambda m, a, g, t: m.d[a, g, t] >= held(a, g, t) - held(a, g, t - 1))
+    m.leave = pyo.Constraint(m.D, rule=lambda m, a, g, t: m.d[a, g, t] >= held(a, g, t - 1) - held(a, g, t))
+
+    def moved(a: int, g: int, t: int):
+        """Whether GPU g enters or leaves app a's set at t (a cell a running job holds at t is
+        left by the app if it had it before)."""
+        if (a, g, t) in m.D:
+            return m.d[a, g, t]
+        return held(a, g, t - 1) if (a, g, t) not in m.Y else 0
+
+    m.swaps = pyo.Constraint(m.A, m.T, rule=lambda m, a, t: pyo.Constraint.Skip if t == 0 and apps[a].current_mask < 0
+                             else sum(moved(a, g, t) for g in range(G)) <= apps[a].swap_cap)
+
+
+def _warm_exact(m: pyo.ConcreteModel, problem: Problem, schedule: Schedule) -> None:
+    """The warm start's real-time sets as values of the exact model's variables."""
+    for a, g, t in m.Y:
+        m.y[a, g, t].value = (schedule.realtime[problem.realtime[a].id][t] >> g) & 1
+    for a, g, t in m.D:
+        before = schedule.realtime[problem.realtime[a].id][t - 1] if t else problem.realtime[a].current_mask
+        m.d[a, g, t].value = ((before >> g) & 1) ^ int(m.y[a, g, t].value)
+
+
+def _batch_of(problem: Problem, data: MilpData, m: pyo.ConcreteModel) -> tuple[dict[str, tuple[int, int]], list[int]]:
+    """Stage 1's batch blocks (and the running jobs'), with the GPUs they hold per step."""
     batch: dict[str, tuple[int, int]] = {}
     busy = list(problem.running_busy)
     for job in problem.batch:
@@ -270,6 +346,26 @@ def _realize(problem: Problem, data: MilpData, m: pyo.ConcreteModel, options: Fu
             batch[job["id"]] = (opt.start, block)
             for t in range(opt.start, opt.end):
                 busy[t] |= block
+    return batch, busy
+
+
+def _exact_plan(problem: Problem, data: MilpData, m: pyo.ConcreteModel) -> tuple[Schedule, str]:
+    """The exact model's plan: its blocks and its real-time sets, as solved."""
+    batch, _ = _batch_of(problem, data, m)
+    sets = {}
+    for a, app in enumerate(problem.realtime):
+        masks = [0] * problem.horizon
+        for _, g, t in (k for k in m.Y if k[0] == a):
+            if (m.y[a, g, t].value or 0) > 0.5:
+                masks[t] |= 1 << g
+        sets[app.id] = masks
+    return Schedule(batch=batch, realtime=sets), "in the model (exact)"
+
+
+def _realize(problem: Problem, data: MilpData, m: pyo.ConcreteModel, options: FullModeOptions) -> tuple[Schedule | None, str]:
+    """Stage 2: GPU sets for the apps around stage 1's blocks, at stage 1's counts if possible."""
+    T = problem.horizon
+    batch, busy = _batch_of(problem, data, m)
     counts = [[int(round(m.n[a, t].value)) for t in range(T)] for a in range(len(data.apps))]
     sets, forced = assign_realtime(problem, counts, busy)
     if not forced:

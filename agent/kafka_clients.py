@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed, UnsupportedSaslMechanismError
+from aiokafka.errors import KafkaConnectionError, KafkaError, SaslAuthenticationFailed, UnsupportedSaslMechanismError
 from aiokafka.helpers import create_ssl_context
 
 from gpualloc.schemas.config import SASL_PROTOCOLS, SSL_PROTOCOLS, KafkaSecurity
@@ -137,8 +137,23 @@ async def started(client: Client, what: str, deadline_s: float | None = None) ->
             delay = min(2 * delay, MAX_BACKOFF_S)
         return client
     except BaseException:
-        await (client.close() if isinstance(client, AIOKafkaAdminClient) else client.stop())
+        await close(client)
         raise
+
+
+async def close(client: Client) -> None:
+    """Stop a client whatever state a lost broker left it in: aiokafka may raise its own
+    cancelled fetch task's CancelledError, or a KafkaError, from `stop()`; neither must end a
+    caller's cleanup (a cancellation of the calling task itself still propagates)."""
+    try:
+        await (client.close() if isinstance(client, AIOKafkaAdminClient) else client.stop())
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        log.debug("%s: stop raised its own task's cancellation", type(client).__name__)
+    except KafkaError as e:
+        log.debug("%s: stop failed: %s", type(client).__name__, e)
 
 
 async def _start_once(client: Client) -> BaseException | None:

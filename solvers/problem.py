@@ -164,6 +164,19 @@ def free_block_starts(problem: Problem, busy_union: int, n: int) -> int:
     return r & problem.valid_starts(n)
 
 
+def earliest_block(problem: Problem, job: Batch, busy: list[int]) -> tuple[int, int] | None:
+    """(start step, GPU mask) of the first legal block free of `busy` (a mask per step) for the
+    whole of `job`'s run, from its arrival on, lowest GPUs first; None when there is none."""
+    for start in range(job.arrival, problem.horizon):
+        union = 0
+        for t in range(start, problem.end_of(job, start)):
+            union |= busy[t]
+        starts = free_block_starts(problem, union, job.gpus)
+        if starts:
+            return start, problem.block(lowest_bit(starts), job.gpus)
+    return None
+
+
 def highest_bits(mask: int, n: int) -> int:
     """The n highest set bits of mask (all of them when it has fewer)."""
     out = 0

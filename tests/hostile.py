@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import orjson
 
+from gpualloc.agent.topics import Topics
 from gpualloc.schemas.config import LIMITS
 
 # legal ids (printable, bounded) that a shell or a path would misread: decided like any other
@@ -121,16 +122,12 @@ def hostile(rng: random.Random, n: int, at: datetime, gpus: int, reused: list[st
 
 
 def topic_of(value: bytes) -> str:
-    """The input topic a bad message is sent to (by its type when it has one; else jobs)."""
+    """The input topic a bad message is sent to: its type's (`Topics.of_type`) when that is an
+    input topic; else the jobs topic. An attribute name of `Topics`."""
     try:
         kind = orjson.loads(value).get("type", "")
-    except (orjson.JSONDecodeError, AttributeError):
-        kind = ""
-    kind = kind if isinstance(kind, str) else ""
-    if kind.startswith(("app.", "traffic.")):
-        return "traffic"
-    if kind in ("pool.configured", "node.status"):
-        return "config"
-    if kind == "binding.reported":
-        return "bindings"
-    return "jobs"
+        topic = Topics().of_type(kind) if isinstance(kind, str) else None
+    except (orjson.JSONDecodeError, AttributeError, KeyError):
+        topic = None
+    names = {getattr(Topics(), name): name for name in ("jobs", "traffic", "config", "bindings")}
+    return names.get(topic, "jobs")

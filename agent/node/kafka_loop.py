@@ -74,8 +74,8 @@ class NodeAgent:
             await self._follow(consumer, stop)
         finally:
             self._producer = None
-            await consumer.stop()
-            await producer.stop()
+            await kafka_clients.close(consumer)
+            await kafka_clients.close(producer)
 
     # ---- start-up -------------------------------------------------------------------------
     async def _partitions(self, topic: str, stop: asyncio.Event) -> list[TopicPartition] | None:

@@ -75,8 +75,6 @@ async def published(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[str
     """The pool's published outputs by event id (committed transactions only)."""
     starts = {tp: 0 for name in (topics.decisions, topics.commits, topics.deadletter, topics.jobs)
               for tp in partitions(counts, name)}
-    home = {"allocation.decided": topics.decisions, "plan.committed": topics.commits,
-            "input.rejected": topics.deadletter, "job.failed": topics.jobs}  # where the agent writes each
     out: dict[str, dict] = {}
     for r in await read_range(consumer, starts):
         try:
@@ -84,7 +82,7 @@ async def published(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[str
         except ValueError:
             continue
         if isinstance(message, dict) and message.get("pool") == pool and message.get("type") in AUDITED \
-                and home.get(message["type"]) == r.topic:  # not an input that merely names an output's type
+                and topics.of_type(message["type"]) == r.topic:  # not an input that merely names an output's type
             source = (message.get("payload") or {}).get("source")
             if message["type"] == "job.failed" and source != "agent":
                 continue  # a node agent's notice

@@ -91,8 +91,8 @@ class GroupAgent:
                 self._reap()
         finally:
             await self.release(list(self.running))
-            await consumer.stop()  # leaves the group (unless static): the others take the pools at once
-            await producer.stop()
+            await kafka_clients.close(consumer)  # leaves the group (unless static): the others take the pools at once
+            await kafka_clients.close(producer)
 
     # ---- ownership ------------------------------------------------------------------------------
     async def assign(self, partitions: set[int]) -> None:
@@ -153,7 +153,7 @@ class GroupAgent:
         try:
             records = await read_range(history, starts)
         finally:
-            await history.stop()
+            await kafka_clients.close(history)
         for r in records:
             pool = r.key.decode("utf-8", "replace") if r.key is not None else None
             if pool is not None and r.value is not None and _names_pool(r.value, pool):

@@ -12,8 +12,9 @@ consumed offsets, and commit the transaction. Readers see all of a pass or none 
 On start (and in each new session after the broker was lost or a transaction failed: the
 session's clients are dropped, whatever they left open is aborted by the next one) the agent
 rebuilds its state from the latest snapshot and the ledger entries after it (`recovery`), so
-nothing is decided twice and `seq` keeps rising. The transactional id is `gpualloc-<pool>`: a second agent for the same pool
-fences the first, and its start aborts whatever the first left open.
+nothing is decided twice and `seq` keeps rising. The transactional id is `gpualloc-<pool>`
+(`Topics.transactional_id`): a second agent for the same pool fences the first, and its start
+aborts whatever the first left open.
 """
 
 from __future__ import annotations
@@ -139,8 +140,8 @@ class AgentService:
             if self.worker is not None:
                 self.worker.close()
                 self.worker = None
-            await _close(consumer)
-            await _close(producer)
+            await kafka_clients.close(consumer)
+            await kafka_clients.close(producer)
 
     # ---- recovery -------------------------------------------------------------------------------
     async def _recover(self, consumer: AIOKafkaConsumer) -> None:
@@ -158,7 +159,7 @@ class AgentService:
                     log.warning("pool %s: %s; rebuilding the state from the whole ledger", self.pool, e)
             self.dispatcher.use(self.run_info)
         finally:
-            await history_reader.stop()
+            await kafka_clients.close(history_reader)
         inputs = [tp for topic in self.topics.inputs for tp in partitions(self._counts, topic)
                   if self.partition in (None, tp.partition)]
         consumer.assign(inputs)
@@ -258,21 +259,6 @@ class AgentService:
             self.worker = FullModeWorker(s.full_mode.options.model_copy(update={"time_limit": limit}),
                                          s.full_mode.max_jobs, self.policy.full_mode.name)
         self.worker.launch(self.dispatcher.planner)
-
-
-async def _close(client: AIOKafkaConsumer | AIOKafkaProducer) -> None:
-    """Stop a client whatever state a lost broker left it in: aiokafka may raise its own
-    cancelled fetch task's CancelledError, or a KafkaError, from `stop()`; neither must end a
-    session's cleanup (a cancellation of this task itself still propagates)."""
-    try:
-        await client.stop()
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            raise
-        log.debug("%s: stop raised its own task's cancellation", type(client).__name__)
-    except KafkaError as e:
-        log.debug("%s: stop failed: %s", type(client).__name__, e)
 
 
 def _offsets(frontier: dict[str, int]) -> dict[TopicPartition, int]:

@@ -172,8 +172,9 @@ class Pool:
         if self.planner is None:
             self.planner, self.origin = Planner(config, scheduler=self.scheduler), now
             waiting, self.pending = self.pending, []
-            out: list[Effect] = [Rejected(e.ref, ahead) for e in waiting if (ahead := self._too_far_ahead(e, now))]
-            waiting = [e for e in waiting if not self._too_far_ahead(e, now)]
+            checked = [(e, self._too_far_ahead(e, now)) for e in waiting]
+            out: list[Effect] = [Rejected(e.ref, ahead) for e, ahead in checked if ahead]
+            waiting = [e for e, ahead in checked if not ahead]
             settled = [e for e in waiting if e.type != "job.submitted"]
             out += [effect for e in settled for effect in self._apply(e, now)]
             arrivals = [e for e in waiting if e.type == "job.submitted"]
@@ -234,11 +235,8 @@ class Pool:
         """Why an event stamped more than one horizon after `now` is refused ("" when it is not):
         no clock is that far off, and a traffic observation there would be planned for steps
         the window cannot reach."""
-        if event.type == "pool.configured":
-            p = event.payload
-            steps, step = p.horizon, timedelta(seconds=self.step_seconds or 60 * p.step_minutes)
-        else:
-            steps, step = self.planner.config.horizon, self.step_length
+        config = event.payload if event.type == "pool.configured" else self.planner.config
+        steps, step = config.horizon, self._step_of(config.step_minutes)
         if event.occurred_at <= now + steps * step:
             return ""
         return (f"occurred_at: {event.occurred_at.isoformat()} is more than one horizon ({steps} steps) after "
@@ -268,8 +266,11 @@ class Pool:
     # ---- the clock ------------------------------------------------------------------------------
     @property
     def step_length(self) -> timedelta:
-        seconds = self.step_seconds if self.step_seconds else 60 * self.planner.config.step_minutes
-        return timedelta(seconds=seconds)
+        return self._step_of(self.planner.config.step_minutes)
+
+    def _step_of(self, step_minutes: int) -> timedelta:
+        """A step's wall length: the compressed clock's, else the pool's `step_minutes`."""
+        return timedelta(seconds=self.step_seconds if self.step_seconds else 60 * step_minutes)
 
     def step_at(self, at: datetime) -> int:
         """The step `at` falls in (0 before the origin)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from gpualloc.schemas.config import SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.policy import Solution
-from gpualloc.solvers.problem import Problem, bits_of, free_block_starts, lowest_bit
+from gpualloc.solvers.problem import Problem, bits_of, earliest_block
 
 
 def solve(problem: Problem, options: SolveOptions) -> Solution:
@@ -41,16 +41,10 @@ def fifo_schedule(problem: Problem) -> Schedule:
     busy = [b | reserved_all for b in busy]
     order = sorted((j for j in problem.batch if not j.running_mask), key=lambda j: (j.arrival, j.index))
     for job in order:
-        for start in range(job.arrival, T):
-            end = problem.end_of(job, start)
-            union = 0
-            for t in range(start, end):
-                union |= busy[t]
-            starts = free_block_starts(problem, union, job.gpus)
-            if starts:
-                block = problem.block(lowest_bit(starts), job.gpus)
-                for t in range(start, end):
-                    busy[t] |= block
-                schedule.batch[job.id] = (start, block)
-                break
+        placed = earliest_block(problem, job, busy)
+        if placed is not None:
+            start, block = placed
+            for t in range(start, problem.end_of(job, start)):
+                busy[t] |= block
+            schedule.batch[job.id] = (start, block)
     return schedule

@@ -5,8 +5,7 @@ hand, with no search.
    forbids it to shed from `current`), around the inherited running jobs.
 2. Batch jobs by priority (highest first; ties by arrival, then order): each at the earliest
    step from its arrival where a legal block (power of two, node rule) is free for its whole run.
-3. Real-time demand above the floors with the GPUs left, within the swap caps; where that cannot
-   be done legally the apps keep their floor sets.
+3. Real-time demand above the floors with the GPUs left, within the swap caps (`_with_extras`).
 
 Legal by construction (the floors' sets are kept out of every block), deterministic, and
 one pass: no local search, no repairs. The heuristic must beat it by its own search.
@@ -16,9 +15,9 @@ from __future__ import annotations
 
 from gpualloc.schemas.config import SolveOptions
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, ceiling_curves, floor_curves, target_curves
+from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves, target_curves
 from gpualloc.solvers.policies.policy import Solution
-from gpualloc.solvers.problem import Batch, Problem, bits_of, free_block_starts, lowest_bit
+from gpualloc.solvers.problem import Problem, bits_of, earliest_block
 
 
 def solve(problem: Problem, options: SolveOptions) -> Solution:
@@ -39,7 +38,7 @@ def greedy_schedule(problem: Problem) -> Schedule:
             schedule.batch[job.id] = (0, job.running_mask)
     batch_busy = list(running)  # the batch occupancy alone, for step 3
     for job in sorted((j for j in problem.batch if not j.running_mask), key=lambda j: (-j.priority, j.arrival, j.index)):
-        placed = _earliest_block(problem, job, busy)
+        placed = earliest_block(problem, job, busy)
         if placed is not None:
             start, block = placed
             schedule.batch[job.id] = (start, block)
@@ -62,7 +61,7 @@ def _with_extras(problem: Problem, floor_sets: dict[str, list[int]], batch_busy:
     for masks in floor_sets.values():
         for t, mask in enumerate(masks):
             taken[t] |= mask
-    curves, ceilings = target_curves(problem), ceiling_curves(problem)
+    curves = target_curves(problem)  # demand ramped within the swap caps, floors and ceilings
     out = {app_id: list(masks) for app_id, masks in floor_sets.items()}
     for k in sorted(range(len(problem.realtime)), key=lambda i: (-problem.realtime[i].priority, i)):
         app, sets = problem.realtime[k], out[problem.realtime[k].id]
@@ -90,14 +89,13 @@ def _with_extras(problem: Problem, floor_sets: dict[str, list[int]], batch_busy:
 
         if app.current_mask > 0:  # GPUs of `current` beyond the floor set: kept while free
             for g in sorted(bits_of(app.current_mask & ~sets[0] & ~taken[0]), key=lambda g: (-until(g, 0), g)):
-                if (sets[0] | extras[0]).bit_count() >= min(curves[k][0], ceilings[k][0]):
+                if (sets[0] | extras[0]).bit_count() >= curves[k][0]:
                     break
                 claim(g, 0, kept=True)
         for t in range(T):
-            want = min(curves[k][t], ceilings[k][t])
             free = bits_of(problem.full & ~taken[t] & ~sets[t] & ~extras[t])
             for g in sorted(free, key=lambda g: (-until(g, t), g)):  # the longest free first: fewest leaves
-                if (sets[t] | extras[t]).bit_count() >= want or used[t] >= budget[t]:
+                if (sets[t] | extras[t]).bit_count() >= curves[k][t] or used[t] >= budget[t]:
                     break
                 claim(g, t, kept=False)
         for t in range(T):
@@ -105,14 +103,3 @@ def _with_extras(problem: Problem, floor_sets: dict[str, list[int]], batch_busy:
             taken[t] |= sets[t]
     return out
 
-
-def _earliest_block(problem: Problem, job: Batch, busy: list[int]) -> tuple[int, int] | None:
-    """(start step, GPU mask) of the first free legal block for `job`, lowest GPUs first."""
-    for start in range(job.arrival, problem.horizon):
-        union = 0
-        for t in range(start, problem.end_of(job, start)):
-            union |= busy[t]
-        starts = free_block_starts(problem, union, job.gpus)
-        if starts:
-            return start, problem.block(lowest_bit(starts), job.gpus)
-    return None

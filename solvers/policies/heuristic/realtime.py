@@ -44,11 +44,6 @@ def floor_curves(problem: Problem) -> list[list[int]]:
     return [[_floor(app, t) for t in range(problem.horizon)] for app in problem.realtime]
 
 
-def ceiling_curves(problem: Problem) -> list[list[int]]:
-    """Most GPUs each real-time app may hold at each step (order of `problem.realtime`)."""
-    return [[_ceiling(app, t) for t in range(problem.horizon)] for app in problem.realtime]
-
-
 def target_curves(problem: Problem) -> list[list[int]]:
     """GPU count each real-time app aims to hold at each step (order of `problem.realtime`)."""
     T = problem.horizon

@@ -89,6 +89,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.agent or args.recovery or args.soak:
         return _bench_agent(args)
+    if args.corpus:
+        return _bench_corpus(args)
     report, scenarios = run_bench(args.dir, args.repeat, args.generated)
     if args.full_mode:
         from gpualloc.agent.reports.full_mode import bench_full_mode, record_best_known
@@ -127,6 +129,31 @@ def _bench_agent(args: argparse.Namespace) -> int:
         result = asyncio.run(measure(bootstrap, args.rate, args.seconds))
     sys.stdout.write(dump_json(asdict(result)) if args.json else result.line() + "\n")
     return EXIT_ILLEGAL if args.soak and not result.ok else EXIT_OK
+
+
+def _bench_corpus(args: argparse.Namespace) -> int:
+    """The heuristic against the corpus's proven optima (agent/reports/corpus_bench.py)."""
+    from gpualloc.agent.reports.corpus_bench import run_corpus_bench
+
+    report = run_corpus_bench(args.split, args.repeat)
+    sys.stdout.write(dump_json(report.as_dict()) if args.json else report.table() + "\n")
+    return report.exit_code
+
+
+def cmd_corpus(args: argparse.Namespace) -> int:
+    """Write the corpus's scenario files, then solve the chunks asked for (resumable)."""
+    from gpualloc.agent.reports import corpus_build as cb
+
+    cb.write_scenarios()
+    chunks = args.chunk or list(range(cb.chunk_count()))
+    bad = [c for c in chunks if not 0 <= c < cb.chunk_count()]
+    if bad:
+        raise InputError("--chunk", [f"must be in 0..{cb.chunk_count() - 1} (got {bad[0]})"])
+    limits = {k: v for k, v in (("count_seconds", args.count_seconds), ("exact_seconds", args.exact_seconds),
+                                ("large_seconds", args.large_seconds)) if v is not None}
+    solved = cb.build_chunks(chunks, log=lambda line: print(line, flush=True), **limits)
+    print(f"solved {solved} scenarios; records in {cb.CORPUS_DIR / 'optima'}")
+    return EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -231,10 +258,22 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rate", type=float, default=1000,
                    help="--agent: arrivals per second offered; --soak: records per second (default 1000)")
     p.add_argument("--seconds", type=float, default=20, help="--agent: measured seconds (default 20)")
+    p.add_argument("--corpus", action="store_true",
+                   help="instead: the heuristic and the greedy against the corpus's proven optima")
+    p.add_argument("--split", choices=("tune", "heldout", "all"), default="heldout",
+                   help="--corpus: which half (default heldout: the half no tuning saw)")
     p.add_argument("--update-best-known", action="store_true",
                    help="with --full-mode: record better objectives and bounds in the bundled best-known.json")
     _full_mode_arguments(p)
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("corpus", help="build the benchmark corpus: scenario files, optima and plans (resumable)")
+    p.add_argument("--chunk", type=int, action="append", metavar="K",
+                   help="solve chunk K only (20 scenarios each); repeatable (default: all)")
+    p.add_argument("--count-seconds", type=float, help="count model time limit, pools up to 16 GPUs (default 60)")
+    p.add_argument("--exact-seconds", type=float, help="exact model time limit, pools up to 16 GPUs (default 240)")
+    p.add_argument("--large-seconds", type=float, help="count model time limit, larger pools (default 40)")
+    p.set_defaults(func=cmd_corpus)
 
     p = sub.add_parser("demo", help="bench the bundled scenarios and write Gantt charts")
     p.add_argument("--out", default="demo-out", help="output folder (default: demo-out)")

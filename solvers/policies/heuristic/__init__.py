@@ -23,7 +23,8 @@ from gpualloc.schemas.config import SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic.layouts import Layout
 from gpualloc.solvers.policies.heuristic.packing import Packing, PackState, pack, place
-from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, target_curves
+from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
+from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves, target_curves
 from gpualloc.solvers.policies.policy import Solution
 from gpualloc.solvers.problem import Batch, Problem
 
@@ -115,17 +116,35 @@ def _finish(problem: Problem, layout: Layout, order: list[Batch], packing: Packi
     strict = _assign_with_repairs(problem, layout, order, packing, strict=True)
     if strict is None:
         return None
+    best = _served(problem, layout, *strict[:2])
     if strict[2]:
         lenient = _assign_with_repairs(problem, layout, order, packing, strict=False)
-        if lenient is not None and lenient[1] > strict[1] + 1e-9:
-            return lenient[0], lenient[1]
-    return strict[0], strict[1]
+        if lenient is not None:
+            other = _served(problem, layout, *lenient[:2])
+            if other[1] > best[1] + 1e-9:
+                best = other
+    return best
+
+
+def _served(problem: Problem, layout: Layout, packing: Packing, sets: dict[str, list[int]]) -> tuple[Schedule, float]:
+    """The schedule and its objective; apps held below their demand by the layout's curves take
+    the GPUs batch work left (`grow_to_demand`)."""
+    if layout.lowered:
+        sets = grow_to_demand(problem, sets, packing.busy)
+    penalty = 0.0
+    for app in problem.realtime:
+        for t, mask in enumerate(sets[app.id]):
+            short = app.demand[t] - mask.bit_count()
+            if short > 0:
+                penalty += app.priority * problem.weights[t] * short
+    return Schedule(batch=packing.starts, realtime=sets), packing.value - problem.penalty * penalty
 
 
 def _assign_with_repairs(problem: Problem, layout: Layout, order: list[Batch], packing: Packing,
-                         strict: bool) -> tuple[Schedule, float, bool] | None:
-    """(schedule, objective, whether the packing had to change), or None past `max_repairs`
-    rounds (or with more than twice that many forced moves in one round: a lost cause).
+                         strict: bool) -> tuple[Packing, dict[str, list[int]], bool] | None:
+    """(packing, real-time sets, whether the packing had to change), or None past
+    `max_repairs` rounds (or with more than twice that many forced moves in one round: a lost
+    cause).
 
     Each forced move closes the GPUs the app could not leave to batch work at that step, and
     the order is packed again; a shortfall with no block to blame takes the least valuable job
@@ -135,7 +154,7 @@ def _assign_with_repairs(problem: Problem, layout: Layout, order: list[Batch], p
     while True:
         sets, forced = assign_realtime(problem, layout.curves, packing.busy, strict, layout.fixed)
         if not forced:
-            break
+            return packing, sets, rounds > 0
         if layout.max_repairs is not None and (rounds >= layout.max_repairs or len(forced) > 2 * layout.max_repairs):
             return None
         rounds += 1
@@ -148,13 +167,6 @@ def _assign_with_repairs(problem: Problem, layout: Layout, order: list[Batch], p
                 kept_order = [j for j in kept_order if j is not victim]
         res = replace(res, zone=zone)
         packing = pack(problem, kept_order, res)
-    penalty = 0.0
-    for app in problem.realtime:
-        for t, mask in enumerate(sets[app.id]):
-            short = app.demand[t] - mask.bit_count()
-            if short > 0:
-                penalty += app.priority * problem.weights[t] * short
-    return Schedule(batch=packing.starts, realtime=sets), packing.value - problem.penalty * penalty, rounds > 0
 
 
 def _least_valuable_at(problem: Problem, packing: Packing, step: int) -> Batch:
@@ -167,33 +179,61 @@ def _least_valuable_at(problem: Problem, packing: Packing, step: int) -> Batch:
     return min(active, key=lambda j: (j.priority * j.gpus * j.duration, -j.index))
 
 
+def curve_sets(problem: Problem, queue: list[Batch]) -> list[tuple[list[list[int]], bool]]:
+    """Real-time curves to plan around, each with whether it holds some app below its demand.
+
+    Serving an app's GPU-step is worth penalty x its priority (the shortfall it avoids); a batch
+    GPU-step is worth its job's priority. So beside the demand for every app, the apps whose
+    worth is below the most valuable waiting job are held at their floors, cheapest first, one
+    more app per curve set; they get what batch work leaves afterwards.
+    """
+    target = target_curves(problem)
+    out = [(target, False)]
+    if not queue or not problem.realtime:
+        return out
+    top = max(j.priority for j in queue)
+    worth = [problem.penalty * app.priority for app in problem.realtime]
+    cheap = sorted((i for i, w in enumerate(worth) if w < top), key=lambda i: (worth[i], i))
+    floors = floor_curves(problem)
+    curves = [list(c) for c in target]
+    for i in cheap:
+        curves[i] = floors[i]
+        out.append(([list(c) for c in curves], True))
+    return out
+
+
 def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Schedule:
     """Plan batch blocks and real-time GPU sets for the whole horizon.
 
-    Each layout packs the seed orders and finishes its best one; the local search then works
-    on the layout whose finished plan is better, and its result is kept only if it finishes
-    better still.
+    For each set of real-time curves (`curve_sets`), each layout packs the seed orders and
+    finishes its best one. The local search then works on the best finished plan, and on the
+    best one that serves every app's demand first when that is another: a plan that starts
+    behind can end ahead once its order is searched. The best finished plan wins.
     """
-    curves = target_curves(problem)
     queue = [j for j in problem.batch if not j.running_mask]
-    best: tuple[float, Layout, _Search, list[Batch], list[PackState], Schedule] | None = None
-    for layout in (Layout.reserving(problem, curves), Layout.skyline(problem, curves)):
-        search = _Search(problem, layout, budget=int(effort * min(40 * len(queue), MAX_BUDGET)))
-        start = [PackState.empty(problem, layout.reservation)]
-        order, snaps = [], start
-        for cand in _seed_orders(problem, queue):
-            found = search.run(cand, start, snaps[-1].value if order else float("-inf"), budgeted=False)
-            if found:
-                order, snaps = cand, found[1]
-        finished = _finish(problem, layout, order, snaps[-1].packing())
-        if finished is not None and (best is None or finished[1] > best[0] + 1e-9):
-            best = (finished[1], layout, search, order, snaps, finished[0])
-    objective, layout, search, order, snaps, schedule = best
-    improved_order, improved = search.improve(order, snaps)
-    if improved_order is not order:
-        finished = _finish(problem, layout, improved_order, improved.packing())
-        if finished is not None and finished[1] > objective + 1e-9:
-            schedule = finished[0]
+    best: list[tuple[float, Layout, _Search, list[Batch], list[PackState], Schedule]] = []
+    for curves, lowered in curve_sets(problem, queue):
+        for layout in (Layout.reserving(problem, curves, lowered), Layout.skyline(problem, curves, lowered)):
+            search = _Search(problem, layout, budget=int(effort * min(40 * len(queue), MAX_BUDGET)))
+            start = [PackState.empty(problem, layout.reservation)]
+            order, snaps = [], start
+            for cand in _seed_orders(problem, queue):
+                found = search.run(cand, start, snaps[-1].value if order else float("-inf"), budgeted=False)
+                if found:
+                    order, snaps = cand, found[1]
+            finished = _finish(problem, layout, order, snaps[-1].packing())
+            if finished is not None:
+                best.append((finished[1], layout, search, order, snaps, finished[0]))
+    top = max(best, key=lambda b: b[0])
+    firsts = [b for b in best if not b[1].lowered]
+    starts = [top] + ([max(firsts, key=lambda b: b[0])] if firsts and top[1].lowered else [])
+    objective, schedule = top[0], top[5]
+    for _, layout, search, order, snaps, _ in starts:
+        improved_order, improved = search.improve(order, snaps)
+        if improved_order is not order:
+            finished = _finish(problem, layout, improved_order, improved.packing())
+            if finished is not None and finished[1] > objective + 1e-9:
+                objective, schedule = finished[1], finished[0]
     return schedule
 
 

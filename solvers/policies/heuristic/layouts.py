@@ -103,9 +103,10 @@ class Layout:
     reservation: Reservation
     fixed: dict[int, list[int]]  # app index -> GPU set per step, for homed apps
     max_repairs: int | None  # repair rounds before the layout is given up (None: never)
+    lowered: bool = False  # some curve is below its app's demand: serve it from what batch work leaves
 
     @classmethod
-    def reserving(cls, problem: Problem, curves: list[list[int]]) -> "Layout":
+    def reserving(cls, problem: Problem, curves: list[list[int]], lowered: bool = False) -> "Layout":
         T = problem.horizon
         homes = _homes(problem, curves)
         pins = _pinned(problem, homes)
@@ -117,10 +118,10 @@ class Layout:
                 reserve[t] += c[t] - min(pin[t].bit_count(), c[t])
                 if t:
                     keep[t] += min(c[t - 1], c[t])
-        return cls("reserving", curves, Reservation(reserve, keep, zone), homes, RESERVING_REPAIRS)
+        return cls("reserving", curves, Reservation(reserve, keep, zone), homes, RESERVING_REPAIRS, lowered)
 
     @classmethod
-    def skyline(cls, problem: Problem, curves: list[list[int]]) -> "Layout":
+    def skyline(cls, problem: Problem, curves: list[list[int]], lowered: bool = False) -> "Layout":
         T = problem.horizon
         homes = _homes(problem, curves)
         pins = _pinned(problem, homes)
@@ -142,4 +143,4 @@ class Layout:
                 stay = (stay & ~(stay & -stay)) | (1 << (above.bit_length() - 1))
             prev = pinned | stay
             zone.append(prev)
-        return cls("skyline", curves, Reservation([0] * T, None, zone), homes, None)
+        return cls("skyline", curves, Reservation([0] * T, None, zone), homes, None, lowered)

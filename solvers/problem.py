@@ -116,6 +116,15 @@ class Problem:
         """Bitmask of the first GPU of every node."""
         return mask_of(range(0, self.gpus, self.node_size))
 
+    @cached_property
+    def buddy_sizes(self) -> tuple[int, ...]:
+        """Aligned block sizes inside a node above one GPU: 2, 4, ... up to the node size."""
+        out, s = [], 2
+        while s <= self.node_size:
+            out.append(s)
+            s *= 2
+        return tuple(out)
+
     def node_end_starts(self, n: int) -> int:
         """Bitmask of first GPUs p at which an n-block ends flush with a node's end."""
         return self.node_starts_shifted.get(n, 0)

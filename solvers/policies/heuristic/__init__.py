@@ -17,11 +17,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from gpualloc.schemas.config import SolveOptions
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.policies.heuristic.layouts import Layout
+from gpualloc.solvers.policies.heuristic.layouts import Layout, layouts
 from gpualloc.solvers.policies.heuristic.packing import Packing, PackState, pack, place
 from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves, target_curves
@@ -39,10 +39,12 @@ def value_at_arrival(problem: Problem, job: Batch) -> float:
 
 
 def _seed_orders(problem: Problem, jobs: list[Batch]) -> list[list[Batch]]:
-    """A value-led order and two priority-led ones with different tie-breaks."""
+    """A value-led order and three priority-led ones with different tie-breaks (the last is
+    arrival order among equal priorities, the order an operator would take by hand)."""
     keys = (
         lambda j: (-value_at_arrival(problem, j), j.index),
         lambda j: (-j.priority, -j.gpus * j.duration, j.arrival, j.index),
+        lambda j: (-j.priority, j.arrival, j.index),
         lambda j: (-j.priority * j.gpus, -j.duration, j.index),
     )
     seen, out = set(), []
@@ -62,9 +64,9 @@ class _Search:
     even its best case (every remaining job at its arrival) cannot beat the incumbent.
     """
 
-    def __init__(self, problem: Problem, layout: Layout, budget: int):
+    def __init__(self, problem: Problem, layout: Layout, budget: int, potential: dict[str, float]):
         self.problem, self.layout, self.budget = problem, layout, budget
-        self.potential = {j.id: value_at_arrival(problem, j) for j in problem.batch}
+        self.potential = potential  # job id -> value_at_arrival
 
     def run(self, order: list[Batch], prefix: list[PackState], floor: float,
             budgeted: bool = True) -> tuple[PackState, list[PackState]] | None:
@@ -129,8 +131,8 @@ def _finish(problem: Problem, layout: Layout, order: list[Batch], packing: Packi
 def _served(problem: Problem, layout: Layout, packing: Packing, sets: dict[str, list[int]]) -> tuple[Schedule, float]:
     """The schedule and its objective; apps held below their demand by the layout's curves take
     the GPUs batch work left (`grow_to_demand`)."""
-    if layout.lowered:
-        sets = grow_to_demand(problem, sets, packing.busy)
+    if layout.lowered is not None:
+        sets = grow_to_demand(problem, sets, packing.busy, layout.lowered)
     penalty = 0.0
     for app in problem.realtime:
         for t, mask in enumerate(sets[app.id]):
@@ -150,6 +152,8 @@ def _assign_with_repairs(problem: Problem, layout: Layout, order: list[Batch], p
     the order is packed again; a shortfall with no block to blame takes the least valuable job
     active at that step out of the plan. Each round closes new cells or drops a job, so it ends.
     """
+    if len(layout.fixed) == len(problem.realtime):  # every app's sets are the layout's, kept out of every block
+        return packing, {app.id: list(layout.fixed[i]) for i, app in enumerate(problem.realtime)}, False
     res, kept_order, rounds = layout.reservation, order, 0
     while True:
         sets, forced = assign_realtime(problem, layout.curves, packing.busy, strict, layout.fixed)
@@ -179,62 +183,125 @@ def _least_valuable_at(problem: Problem, packing: Packing, step: int) -> Batch:
     return min(active, key=lambda j: (j.priority * j.gpus * j.duration, -j.index))
 
 
-def curve_sets(problem: Problem, queue: list[Batch]) -> list[tuple[list[list[int]], bool]]:
-    """Real-time curves to plan around, each with whether it holds some app below its demand.
+def curve_sets(problem: Problem, queue: list[Batch]) -> list[tuple[list[list[int]], list[list[int]] | None]]:
+    """Real-time curves to plan around, each with the target curves when it holds some app
+    below them (None when it is the target itself).
 
-    Serving an app's GPU-step is worth penalty x its priority (the shortfall it avoids); a batch
-    GPU-step is worth its job's priority. So beside the demand for every app, the apps whose
-    worth is below the most valuable waiting job are held at their floors, cheapest first, one
-    more app per curve set; they get what batch work leaves afterwards.
+    An app's service above its floor avoids penalty x priority x w_t of shortfall for every
+    GPU-step of demand it meets, and takes every GPU-step of its curve above the floor from
+    batch work, worth up to the top waiting priority x w_t (the swap cap's ramps and a cap of
+    0 make the curve hold GPUs where there is no demand). So beside the demand for every app,
+    the apps whose avoided shortfall per GPU-step taken is below that top priority are held at
+    their floors; they get what batch work leaves. Last, every app at its floor: a block is
+    indivisible, so one GPU-step served where a block would start can push the whole block
+    back, whatever the app's worth per GPU-step.
     """
     target = target_curves(problem)
-    out = [(target, False)]
+    out: list[tuple[list[list[int]], list[list[int]] | None]] = [(target, None)]
     if not queue or not problem.realtime:
         return out
     top = max(j.priority for j in queue)
-    worth = [problem.penalty * app.priority for app in problem.realtime]
-    cheap = sorted((i for i, w in enumerate(worth) if w < top), key=lambda i: (worth[i], i))
     floors = floor_curves(problem)
+    w = problem.weights
+    worth = []
+    for app, curve, floor in zip(problem.realtime, target, floors):
+        taken = sum(w[t] * (curve[t] - floor[t]) for t in range(problem.horizon))
+        avoided = sum(w[t] * max(0, min(curve[t], app.demand[t]) - floor[t]) for t in range(problem.horizon))
+        worth.append(problem.penalty * app.priority * avoided / taken if taken > 0 else float("inf"))
+    cheap = [i for i, x in enumerate(worth) if x < top]
     curves = [list(c) for c in target]
     for i in cheap:
         curves[i] = floors[i]
-        out.append(([list(c) for c in curves], True))
+    if cheap:
+        out.append((curves, target))
+    if len(cheap) < len(worth) and floors != target:  # and every app at its floor: blocks are
+        out.append((floors, target))  # indivisible, so a GPU-step served can delay a whole block
     return out
+
+
+@dataclass
+class _Candidate:
+    """A layout's best packed seed order, finished into a plan."""
+
+    objective: float
+    layout: Layout
+    search: _Search
+    order: list[Batch]
+    snaps: list[PackState]
+    schedule: Schedule
+
+
+def _pack_seeds(problem: Problem, search: _Search, seeds: list[list[Batch]],
+                prior: _Candidate | None = None) -> _Candidate | None:
+    """Pack each seed order around the search's layout (each only while it can beat the best
+    so far; `prior` holds seeds packed already) and finish the best; None when finishing
+    gives up."""
+    layout = search.layout
+    start = prior.snaps[:1] if prior else [PackState.empty(problem, layout.reservation)]
+    order, snaps = (prior.order, prior.snaps) if prior else ([], start)
+    for cand in seeds:
+        if cand is order:
+            continue
+        found = search.run(cand, start, snaps[-1].value if order else float("-inf"), budgeted=False)
+        if found:
+            order, snaps = cand, found[1]
+    if prior is not None and order is prior.order:
+        return prior
+    finished = _finish(problem, layout, order, snaps[-1].packing())
+    return None if finished is None else _Candidate(finished[1], layout, search, order, snaps, finished[0])
+
+
+SCREENED = 2  # layouts that pack every seed order after all were screened with the first
 
 
 def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Schedule:
     """Plan batch blocks and real-time GPU sets for the whole horizon.
 
-    For each set of real-time curves (`curve_sets`), each layout packs the seed orders and
-    finishes its best one. The local search then works on the best finished plan, and on the
-    best one that serves every app's demand first when that is another: a plan that starts
+    Every layout (`layouts`) of every set of real-time curves (`curve_sets`) is screened with
+    the first seed order; the SCREENED best finished ones, and the best that serves every
+    app's demand first, pack all the seed orders. The local search then works on the best
+    finished plan, and on the best demand-first one when that is another: a plan that starts
     behind can end ahead once its order is searched. The best finished plan wins.
     """
     queue = [j for j in problem.batch if not j.running_mask]
-    best: list[tuple[float, Layout, _Search, list[Batch], list[PackState], Schedule]] = []
-    for curves, lowered in curve_sets(problem, queue):
-        for layout in (Layout.reserving(problem, curves, lowered), Layout.skyline(problem, curves, lowered)):
-            search = _Search(problem, layout, budget=int(effort * min(40 * len(queue), MAX_BUDGET)))
-            start = [PackState.empty(problem, layout.reservation)]
-            order, snaps = [], start
-            for cand in _seed_orders(problem, queue):
-                found = search.run(cand, start, snaps[-1].value if order else float("-inf"), budgeted=False)
-                if found:
-                    order, snaps = cand, found[1]
-            finished = _finish(problem, layout, order, snaps[-1].packing())
-            if finished is not None:
-                best.append((finished[1], layout, search, order, snaps, finished[0]))
-    top = max(best, key=lambda b: b[0])
-    firsts = [b for b in best if not b[1].lowered]
-    starts = [top] + ([max(firsts, key=lambda b: b[0])] if firsts and top[1].lowered else [])
-    objective, schedule = top[0], top[5]
-    for _, layout, search, order, snaps, _ in starts:
-        improved_order, improved = search.improve(order, snaps)
-        if improved_order is not order:
-            finished = _finish(problem, layout, improved_order, improved.packing())
+    seeds = _seed_orders(problem, queue)
+    budget = int(effort * min(40 * len(queue), MAX_BUDGET))
+    potential = {j.id: value_at_arrival(problem, j) for j in queue}
+    searches = [_Search(problem, layout, budget, potential) for layout in _distinct(
+        [layout for curves, lowered in curve_sets(problem, queue) for layout in layouts(problem, curves, lowered)])]
+    if len(searches) > SCREENED:
+        screened = [c for c in (_pack_seeds(problem, search, seeds[:1]) for search in searches) if c]
+        screened.sort(key=lambda c: -c.objective)
+        chosen = screened[:SCREENED] + [c for c in screened[SCREENED:] if c.layout.lowered is None][:1]
+        best = [c for c in (_pack_seeds(problem, c.search, seeds, c) for c in chosen) if c]
+    else:
+        best = [c for c in (_pack_seeds(problem, search, seeds) for search in searches) if c]
+    top = max(best, key=lambda c: c.objective)
+    firsts = [c for c in best if c.layout.lowered is None]
+    starts = [top] + ([max(firsts, key=lambda c: c.objective)] if firsts and top.layout.lowered is not None else [])
+    objective, schedule = top.objective, top.schedule
+    for k, c in enumerate(starts):
+        c.search.budget = budget // (k + 1)  # the runner-up's search gets half
+        improved_order, improved = c.search.improve(c.order, c.snaps)
+        if improved_order is not c.order:
+            finished = _finish(problem, c.layout, improved_order, improved.packing())
             if finished is not None and finished[1] > objective + 1e-9:
                 objective, schedule = finished[1], finished[0]
     return schedule
+
+
+def _distinct(candidates: list[Layout]) -> list[Layout]:
+    """The layouts that ask different things of batch work and of the apps (first of equals)."""
+    seen, out = set(), []
+    for layout in candidates:
+        res = layout.reservation
+        keep = None if res.keep is None or not any(res.keep) else tuple(res.keep)
+        sig = (tuple(res.reserve), keep, tuple(res.zone), tuple(sorted((i, tuple(m)) for i, m in layout.fixed.items())),
+               layout.lowered is None, tuple(map(tuple, layout.curves)))
+        if sig not in seen:
+            seen.add(sig)
+            out.append(layout)
+    return out
 
 
 def solve(problem: Problem, options: SolveOptions) -> Solution:

@@ -7,9 +7,10 @@ from gpualloc.solvers.policies.heuristic.realtime import target_curves
 from gpualloc.solvers.problem import Problem, bits_of
 
 
-def grow_to_demand(problem: Problem, floor_sets: dict[str, list[int]], batch_busy: list[int]) -> dict[str, list[int]]:
+def grow_to_demand(problem: Problem, floor_sets: dict[str, list[int]], batch_busy: list[int],
+                   curves: list[list[int]] | None = None) -> dict[str, list[int]]:
     """Each app (most valuable first) grows its legal sets `floor_sets` toward its demand with the
-    GPUs left around `batch_busy`. A GPU joins at step t only if the swap budget (R4) has room at t and at the step
+    GPUs left around `batch_busy`, up to `curves` (default: `target_curves`). A GPU joins at step t only if the swap budget (R4) has room at t and at the step
     r it must be left again (when batch work, a floor set or a more valuable app takes it), and
     is then held through [t, r); its leaving is booked at r before it is taken. A GPU the app
     holds in `current` is kept the same way, at no cost at step 0. Swaps are counted on the
@@ -19,7 +20,8 @@ def grow_to_demand(problem: Problem, floor_sets: dict[str, list[int]], batch_bus
     for masks in floor_sets.values():
         for t, mask in enumerate(masks):
             taken[t] |= mask
-    curves = target_curves(problem)  # demand ramped within the swap caps, floors and ceilings
+    if curves is None:  # demand ramped within the swap caps, floors and ceilings
+        curves = target_curves(problem)
     out = {app_id: list(masks) for app_id, masks in floor_sets.items()}
     for k in sorted(range(len(problem.realtime)), key=lambda i: (-problem.realtime[i].priority, i)):
         app, sets = problem.realtime[k], out[problem.realtime[k].id]

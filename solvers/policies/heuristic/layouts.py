@@ -41,8 +41,8 @@ def _homes(problem: Problem, curves: list[list[int]]) -> dict[int, list[int]]:
 
     The list starts with the app's `current` GPUs (so step 0 is within the cap of them), then
     GPUs that no running job and no other app's `current` ever holds, taken from the top or
-    the bottom of the pool, whichever leaves the longer free run for batch blocks. An app for
-    which not enough such GPUs remain stays dynamic.
+    the bottom of the pool or nested beside those (`nest_picks`), whichever leaves the longest
+    free run for batch blocks. An app for which not enough such GPUs remain stays dynamic.
     """
     kept = 0  # GPUs real-time apps hold for good: `current` sets, then homes
     for app in problem.realtime:
@@ -59,13 +59,35 @@ def _homes(problem: Problem, curves: list[list[int]]) -> dict[int, list[int]]:
         unclaimed = bits_of(problem.full & ~claimed)
         if need > len(unclaimed):
             continue
-        ends = [unclaimed[len(unclaimed) - need:][::-1], unclaimed[:need]] if need > 0 else [[]]
+        ends = ([nest_picks(problem, claimed, problem.full & ~claimed, need),  # first: it wins ties
+                 unclaimed[len(unclaimed) - need:][::-1], unclaimed[:need]] if need > 0 else [[]])
         extra = max(ends, key=lambda e: _longest_run(problem, problem.full & ~kept & ~mask_of(e)))
         order = own + extra
         claimed |= mask_of(order)
         kept |= mask_of(order)
         homes[i] = [mask_of(order[:c]) for c in curve]
     return homes if homes and _homes_fit(problem, curves, homes) else {}
+
+
+def nest_picks(problem: Problem, occupied: int, candidates: int, n: int) -> list[int]:
+    """n GPUs of `candidates`, one at a time, each where it breaks the fewest free blocks: the
+    one whose aligned 2-block, then 4-block, ... up to the node holds the most occupied GPUs
+    (so apps fill nodes that running jobs and other apps already broke, and whole nodes stay
+    whole for big blocks); the highest index among equals."""
+    out: list[int] = []
+    sizes = [(s, (1 << s) - 1) for s in problem.buddy_sizes]
+    for _ in range(n):
+        if not candidates:
+            break
+        best, best_key = -1, None
+        for g in bits_of(candidates):
+            key = tuple((occupied >> (g - g % s) & m).bit_count() for s, m in sizes) + (g,)
+            if best_key is None or key > best_key:
+                best, best_key = g, key
+        out.append(best)
+        occupied |= 1 << best
+        candidates &= ~(1 << best)
+    return out
 
 
 def _longest_run(problem: Problem, free: int) -> int:
@@ -103,12 +125,13 @@ class Layout:
     reservation: Reservation
     fixed: dict[int, list[int]]  # app index -> GPU set per step, for homed apps
     max_repairs: int | None  # repair rounds before the layout is given up (None: never)
-    lowered: bool = False  # some curve is below its app's demand: serve it from what batch work leaves
+    lowered: list[list[int]] | None = None  # the target curves, when some curve is below them: serve from what batch work leaves
 
     @classmethod
-    def reserving(cls, problem: Problem, curves: list[list[int]], lowered: bool = False) -> "Layout":
+    def reserving(cls, problem: Problem, curves: list[list[int]], lowered: list[list[int]] | None = None,
+                  homes: dict[int, list[int]] | None = None) -> "Layout":
         T = problem.horizon
-        homes = _homes(problem, curves)
+        homes = _homes(problem, curves) if homes is None else homes
         pins = _pinned(problem, homes)
         zone = [0] * T
         reserve, keep = [0] * T, [0] * T
@@ -121,26 +144,74 @@ class Layout:
         return cls("reserving", curves, Reservation(reserve, keep, zone), homes, RESERVING_REPAIRS, lowered)
 
     @classmethod
-    def skyline(cls, problem: Problem, curves: list[list[int]], lowered: bool = False) -> "Layout":
-        T = problem.horizon
-        homes = _homes(problem, curves)
-        pins = _pinned(problem, homes)
-        zone, prev = [], 0
-        drift = sum(app.swap_cap for app in problem.realtime) // 2  # one GPU moved costs two swaps
-        for t in range(T):
-            pinned = 0
-            want = 0
-            for c, pin in zip(curves, pins):
-                pinned |= pin[t]
-                want += c[t] - min(pin[t].bit_count(), c[t])
-            free = problem.full & ~problem.running_busy[t] & ~pinned
-            stay = highest_bits(prev & free, want)  # the skyline stays put where it can,
-            stay |= highest_bits(free & ~stay, want - stay.bit_count())
-            for _ in range(drift):  # and drifts up as fast as the apps' swap caps allow
-                above = free & ~stay
-                if not stay or above.bit_length() <= (stay & -stay).bit_length():
-                    break
-                stay = (stay & ~(stay & -stay)) | (1 << (above.bit_length() - 1))
-            prev = pinned | stay
-            zone.append(prev)
-        return cls("skyline", curves, Reservation([0] * T, None, zone), homes, None, lowered)
+    def fixed_sets(cls, problem: Problem, curves: list[list[int]], lowered: list[list[int]] | None = None,
+                   homes: dict[int, list[int]] | None = None, nest: bool = False) -> "Layout":
+        """Every app gets its GPU set per step here (`_app_sets`: at the top of the pool, or
+        nested into nodes others already broke), and those sets are the zone batch blocks keep
+        out of: what the packer leaves is exactly what the apps hold."""
+        homes = _homes(problem, curves) if homes is None else homes
+        sets = _app_sets(problem, curves, homes, nest)
+        zone = [0] * problem.horizon
+        for masks in sets.values():
+            for t, mask in enumerate(masks):
+                zone[t] |= mask
+        return cls("nest" if nest else "skyline", curves, Reservation([0] * problem.horizon, None, zone), sets, None,
+                   lowered)
+
+
+def layouts(problem: Problem, curves: list[list[int]], lowered: list[list[int]] | None = None) -> list[Layout]:
+    """The layouts every curve set is packed around: apps anywhere, at the top, nested."""
+    homes = _homes(problem, curves)
+    out = [Layout.reserving(problem, curves, lowered, homes), Layout.fixed_sets(problem, curves, lowered, homes)]
+    if problem.realtime:
+        out.append(Layout.fixed_sets(problem, curves, lowered, homes, nest=True))
+    return out
+
+
+def _app_sets(problem: Problem, curves: list[list[int]], homes: dict[int, list[int]], nest: bool) -> dict[int, list[int]]:
+    """Per app, its GPU set at each step: homed apps keep their homes; each other app keeps
+    the GPUs it held (its `current` at step 0) and sheds its lowest when its curve falls. When
+    it rises it grows into the highest free GPUs and spends the swaps its curve leaves (two a
+    GPU) moving its lowest GPU up to a free one above, so the apps gather at the top of the
+    pool; or, with `nest`, it grows into the GPUs `nest_picks` finds and stays there.
+    Legal by construction: curves are within the floors, ceilings and swap caps (R3, R4)."""
+    T, apps = problem.horizon, problem.realtime
+    sets = {i: list(masks) for i, masks in homes.items()}
+    dynamic = [i for i in range(len(apps)) if i not in homes]
+    for i in dynamic:
+        sets[i] = [0] * T
+    homed = 0
+    for masks in homes.values():
+        for mask in masks:
+            homed |= mask
+    for t in range(T):
+        free = problem.full & ~problem.running_busy[t] & ~homed
+        held = {}
+        for i in dynamic:
+            prev = apps[i].current_mask if t == 0 else sets[i][t - 1]
+            keep = max(prev, 0) & free
+            held[i] = keep if keep.bit_count() <= curves[i][t] else _lowest_dropped(keep, keep.bit_count() - curves[i][t])
+            free &= ~held[i]
+        for i in dynamic:
+            need = curves[i][t] - held[i].bit_count()
+            if need > 0:
+                held[i] |= mask_of(nest_picks(problem, problem.full & ~free, free, need)) if nest else highest_bits(free, need)
+                free &= ~held[i]
+        for i in dynamic:
+            prev = apps[i].current_mask if t == 0 else sets[i][t - 1]
+            if prev >= 0 and not nest:
+                spare = apps[i].swap_cap - (held[i] ^ prev).bit_count()
+                while spare >= 2 and held[i] and free.bit_length() > (held[i] & -held[i]).bit_length():
+                    low, high = held[i] & -held[i], 1 << (free.bit_length() - 1)
+                    held[i] = (held[i] & ~low) | high
+                    free = (free & ~high) | low
+                    spare -= 2
+            sets[i][t] = held[i]
+    return sets
+
+
+def _lowest_dropped(mask: int, n: int) -> int:
+    """`mask` without its n lowest set bits."""
+    for _ in range(max(n, 0)):
+        mask &= mask - 1
+    return mask

@@ -3,7 +3,8 @@ heuristic and the greedy are deterministic.
 
 Scenarios come from `gpualloc.solvers.simulation.scenarios` with hypothesis drawing the shape: pool sizes
 including non-powers of two, node layouts (any divisor of the pool), horizons, swap caps 0-4,
-and which features appear (running jobs, late arrivals, min/max floors, `current`, per-app caps).
+the real-time penalty (low ones make the heuristic hold apps at their floors), and which
+features appear (running jobs, late arrivals, min/max floors, `current`, per-app caps).
 `derandomize=True` makes CI runs identical; a failure prints the generator arguments, and
 `scenario_json` of them is the scenario to report.
 """
@@ -33,6 +34,7 @@ def generator_args(draw) -> dict:
         gpus_per_node=node,
         horizon=draw(st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16, 24])),
         swap_cap=draw(st.integers(0, 4)),
+        realtime_penalty=draw(st.sampled_from([0.0, 0.5, 2.0, 8.0])),  # low: apps held at floors pay
         realtime=draw(st.none() | st.integers(0, min(jobs, gpus, 4))),
         running=draw(st.booleans()), late_arrivals=draw(st.booleans()), floors=draw(st.booleans()),
         currents=draw(st.booleans()), app_swap_caps=draw(st.booleans()),

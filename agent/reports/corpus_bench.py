@@ -12,6 +12,7 @@ ratios are figures to read, not pass marks, so a worse heuristic shows in the fi
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,16 +63,17 @@ class Case:
         return self.gpus <= EXACT_GPUS
 
 
+def _percentile(s: list[float], q: float) -> float:
+    """Nearest-rank percentile of sorted values: a value some scenario really has."""
+    return s[max(0, min(len(s) - 1, math.ceil(q * len(s)) - 1))]
+
+
 def _distribution(values: list[float]) -> dict[str, float | int | None]:
     if not values:
         return {"n": 0, "min": None, "p1": None, "p10": None, "median": None, "mean": None}
     s = sorted(values)
-
-    def pct(q: float) -> float:  # nearest-rank percentile: a value some scenario really has
-        return s[max(0, min(len(s) - 1, int(q * len(s) + 0.999999) - 1))]
-
-    return {"n": len(s), "min": s[0], "p1": pct(0.01), "p10": pct(0.10), "median": statistics.median(s),
-            "mean": statistics.fmean(s)}
+    return {"n": len(s), "min": s[0], "p1": _percentile(s, 0.01), "p10": _percentile(s, 0.10),
+            "median": statistics.median(s), "mean": statistics.fmean(s)}
 
 
 @dataclass
@@ -89,12 +91,13 @@ class CorpusReport:
         return all(not c.problems and c.heuristic.ok and c.greedy.ok for c in self.cases)
 
     def latency(self) -> dict[int, dict[str, float]]:
+        """Per pool size: percentiles over its scenarios of each one's median solve time."""
         by: dict[int, list[float]] = {}
         for c in self.cases:
             if c.heuristic.p50_ms is not None:
                 by.setdefault(c.gpus, []).append(c.heuristic.p50_ms)
-        return {g: {"n": len(v), "p50": statistics.median(v), "p90": sorted(v)[int(0.9 * (len(v) - 1))],
-                    "max": max(v)} for g, v in sorted(by.items())}
+        return {g: {"n": len(v), "p50": statistics.median(v), "p90": _percentile(sorted(v), 0.9), "max": max(v)}
+                for g, v in sorted(by.items())}
 
     def summary(self, small: bool) -> dict[str, Any]:
         cases = self.group(small)
@@ -116,7 +119,7 @@ class CorpusReport:
         return {
             "split": self.split, "repeat": self.repeat, "ok": self.ok, "missing": self.missing,
             "proven_optima": self.summary(True), "best_known": self.summary(False),
-            "latency_ms_by_gpus": self.latency(),
+            "latency_ms_by_gpus": {str(g): d for g, d in self.latency().items()},
             "worst": [{"name": c.name, "ratio": c.ratio, "greedy_ratio": c.greedy_ratio} for c in self.worst()],
             "failures": [f"{c.name}: {p}" for c in self.cases for p in c.problems + c.heuristic.problems() + c.greedy.problems()],
         }

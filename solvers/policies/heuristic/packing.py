@@ -197,6 +197,8 @@ def place(problem: Problem, res: Reservation, state: PackState, job: Batch) -> N
     T = problem.horizon
     blocked, slack, tslack = state.blocked, state.slack, state.tslack
     n, s, d = job.gpus, job.arrival, job.duration
+    if s >= T or n > max(slack[s:]):  # no step from its arrival on has room: common when oversubscribed
+        return
     while s < T:
         e = s + d if s + d < T else T
         short = -1

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, replace
 
 from gpualloc.schemas.config import SolveOptions
@@ -90,8 +91,29 @@ class _Search:
         return state, snaps
 
     def improve(self, order: list[Batch], snaps: list[PackState]) -> tuple[list[Batch], PackState]:
+        """Iterated local search: descend (`_descend`); while budget is left, kick the best
+        order (one job moved earlier, at positions drawn from a generator seeded by the
+        queue's length, so the same input gives the same plan) and descend again from there.
+        The best order found wins."""
+        rng = random.Random(len(order))
+        best_order, best_snaps = order, snaps
+        while True:
+            order, snaps = self._descend(order, snaps)
+            if snaps[-1].value > best_snaps[-1].value + 1e-9:
+                best_order, best_snaps = order, snaps
+            if self.budget <= 0 or len(best_order) < 3:
+                break
+            j = rng.randrange(1, len(best_order))
+            i = rng.randrange(0, j)
+            kicked = best_order[:i] + [best_order[j]] + best_order[i:j] + best_order[j + 1:]
+            found = self.run(kicked, best_snaps[:i + 1], float("-inf"))
+            if found is None:
+                break
+            order, snaps = kicked, found[1]
+        return best_order, best_snaps[-1]
+
+    def _descend(self, order: list[Batch], snaps: list[PackState]) -> tuple[list[Batch], list[PackState]]:
         """First-improvement local search: adjacent swaps and moves to the front."""
-        best = snaps[-1]
         improved = True
         while improved and self.budget > 0:
             improved = False
@@ -99,13 +121,13 @@ class _Search:
                 moves = ((order[:i - 1] + [order[i], order[i - 1]] + order[i + 1:], i - 1),
                          ([order[i]] + order[:i] + order[i + 1:], 0))
                 for cand, k in moves:
-                    found = self.run(cand, snaps[:k + 1], best.value)
+                    found = self.run(cand, snaps[:k + 1], snaps[-1].value)
                     if found:
-                        order, (best, snaps), improved = cand, found, True
+                        order, snaps, improved = cand, found[1], True
                         break
                 if improved or self.budget <= 0:
                     break
-        return order, best
+        return order, snaps
 
 
 def _finish(problem: Problem, layout: Layout, order: list[Batch], packing: Packing) -> tuple[Schedule, float] | None:
@@ -131,15 +153,16 @@ def _finish(problem: Problem, layout: Layout, order: list[Batch], packing: Packi
 def _served(problem: Problem, layout: Layout, packing: Packing, sets: dict[str, list[int]]) -> tuple[Schedule, float]:
     """The schedule and its objective; apps held below their demand by the layout's curves take
     the GPUs batch work left (`grow_to_demand`)."""
-    if layout.lowered is not None:
-        sets = grow_to_demand(problem, sets, packing.busy, layout.lowered)
+    cut = packing.curves is not None and packing.curves != layout.curves
+    if layout.lowered is not None or cut:
+        sets = grow_to_demand(problem, sets, packing.busy, layout.lowered or layout.curves)
     penalty = 0.0
     for app in problem.realtime:
         for t, mask in enumerate(sets[app.id]):
             short = app.demand[t] - mask.bit_count()
             if short > 0:
                 penalty += app.priority * problem.weights[t] * short
-    return Schedule(batch=packing.starts, realtime=sets), packing.value - problem.penalty * penalty
+    return Schedule(batch=packing.starts, realtime=sets), packing.value + packing.traded - problem.penalty * penalty
 
 
 def _assign_with_repairs(problem: Problem, layout: Layout, order: list[Batch], packing: Packing,
@@ -156,7 +179,8 @@ def _assign_with_repairs(problem: Problem, layout: Layout, order: list[Batch], p
         return packing, {app.id: list(layout.fixed[i]) for i, app in enumerate(problem.realtime)}, False
     res, kept_order, rounds = layout.reservation, order, 0
     while True:
-        sets, forced = assign_realtime(problem, layout.curves, packing.busy, strict, layout.fixed)
+        curves = layout.curves if packing.curves is None else packing.curves
+        sets, forced = assign_realtime(problem, curves, packing.busy, strict, layout.fixed)
         if not forced:
             return packing, sets, rounds > 0
         if layout.max_repairs is not None and (rounds >= layout.max_repairs or len(forced) > 2 * layout.max_repairs):

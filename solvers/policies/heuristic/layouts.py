@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpualloc.solvers.policies.heuristic.packing import Reservation
+from gpualloc.solvers.policies.heuristic.realtime import floor_curves
+from gpualloc.solvers.policies.heuristic.trade import Trade
 from gpualloc.solvers.problem import Problem, bits_of, highest_bits, mask_of
 
 
@@ -129,7 +131,9 @@ class Layout:
 
     @classmethod
     def reserving(cls, problem: Problem, curves: list[list[int]], lowered: list[list[int]] | None = None,
-                  homes: dict[int, list[int]] | None = None) -> "Layout":
+                  homes: dict[int, list[int]] | None = None, trade: bool = False) -> "Layout":
+        """With `trade`, blocks may cut the curves where that pays (`trade.Trade`); homed apps
+        (fixed sets) are never cut."""
         T = problem.horizon
         homes = _homes(problem, curves) if homes is None else homes
         pins = _pinned(problem, homes)
@@ -141,7 +145,13 @@ class Layout:
                 reserve[t] += c[t] - min(pin[t].bit_count(), c[t])
                 if t:
                     keep[t] += min(c[t - 1], c[t])
-        return cls("reserving", curves, Reservation(reserve, keep, zone), homes, RESERVING_REPAIRS, lowered)
+        deal = None
+        if trade and problem.realtime:
+            floors = floor_curves(problem)
+            for i in homes:  # a homed app's sets are fixed: its curve is its own floor
+                floors[i] = list(curves[i])
+            deal = Trade.of(problem, curves, floors, [[m.bit_count() for m in pin] for pin in pins])
+        return cls("reserving", curves, Reservation(reserve, keep, zone, deal), homes, RESERVING_REPAIRS, lowered)
 
     @classmethod
     def fixed_sets(cls, problem: Problem, curves: list[list[int]], lowered: list[list[int]] | None = None,
@@ -160,9 +170,11 @@ class Layout:
 
 
 def layouts(problem: Problem, curves: list[list[int]], lowered: list[list[int]] | None = None) -> list[Layout]:
-    """The layouts every curve set is packed around: apps anywhere, at the top, nested."""
+    """The layouts every curve set is packed around: apps anywhere (trading service for batch
+    value where the curves are the apps' demand), at the top, nested."""
     homes = _homes(problem, curves)
-    out = [Layout.reserving(problem, curves, lowered, homes), Layout.fixed_sets(problem, curves, lowered, homes)]
+    out = [Layout.reserving(problem, curves, lowered, homes, trade=lowered is None),
+           Layout.fixed_sets(problem, curves, lowered, homes)]
     if problem.realtime:
         out.append(Layout.fixed_sets(problem, curves, lowered, homes, nest=True))
     return out

@@ -12,15 +12,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from gpualloc.solvers.problem import Batch, Problem, free_block_starts, lowest_bit
+
+if TYPE_CHECKING:
+    from gpualloc.solvers.policies.heuristic.trade import Trade
 
 
 
 @dataclass(frozen=True)
 class Packing:
     starts: dict[str, tuple[int, int]]  # job id -> (start step, GPU bitmask)
-    value: float  # sum of priority x w_t over the placed batch GPU-steps
+    value: float  # sum of priority x w_t over the placed batch GPU-steps, less `traded`
     busy: list[int]  # per step, GPUs held by batch work (running jobs included)
+    curves: list[list[int]] | None = None  # the real-time curves trades left (None: the layout's)
+    traded: float = 0.0  # the shortfall those trades cost, already taken off `value`
 
 
 MAX_RUNS = 12  # free runs examined per placement: best fit among the lowest ones
@@ -114,13 +121,15 @@ class Reservation:
 
     `reserve[t]`: GPUs that stay free at step t; `keep[t]`: GPUs that stay free at both t-1 and
     t, so apps can hold on across the step without being pushed off by a new block (None: no
-    such need); `zone[t]`:
-    GPUs no block may take at step t (a fixed real-time area, GPUs an app is bound to).
+    such need); `zone[t]`: GPUs no block may take at step t (a fixed real-time area, GPUs an
+    app is bound to). With `trade`, the curves behind `reserve` and `keep` are the state's, and
+    a block may lower them where what it adds beats the shortfall it causes.
     """
 
     reserve: list[int]
     keep: list[int] | None
     zone: list[int]
+    trade: "Trade | None" = None  # real-time service blocks may buy back (the reserving layout's)
 
 
 class PackState:
@@ -131,16 +140,19 @@ class PackState:
     per-step lists), and resuming from one copies the log once, not at every placement.
     """
 
-    __slots__ = ("busy", "blocked", "slack", "tslack", "placed", "count", "value")
+    __slots__ = ("busy", "blocked", "slack", "tslack", "placed", "count", "value", "curves", "traded", "room")
 
-    def __init__(self, busy, blocked, slack, tslack, placed, count, value):
+    def __init__(self, busy, blocked, slack, tslack, placed, count, value, curves=None, traded=0.0, room=None):
         self.busy: list[int] = busy  # per step: GPUs held by batch work (running jobs included)
         self.blocked: list[int] = blocked  # busy plus the real-time zone
         self.slack: list[int] = slack  # GPUs a new block may still take at each step
         self.tslack: list[int] = tslack  # same, for GPUs free across the step t-1 -> t
         self.placed: list[tuple[str, int, int]] = placed
         self.count: int = count
-        self.value: float = value
+        self.value: float = value  # batch value, less the shortfall trades cost
+        self.curves: list[list[int]] | None = curves  # with a trade: the real-time curves, as cut so far
+        self.traded: float = traded  # what those cuts cost (taken off `value`)
+        self.room: list[int] | None = room  # with a trade: per step, reserved GPUs cuts could still free
 
     @classmethod
     def empty(cls, problem: Problem, res: Reservation) -> "PackState":
@@ -153,7 +165,9 @@ class PackState:
             tslack = [2 * problem.gpus * (T + 1)] * T
         else:
             tslack = [0] + [(full & ~(busy[t - 1] | busy[t])).bit_count() - res.keep[t] for t in range(1, T)]
-        state = cls(busy, blocked, slack, tslack, [], 0, 0.0)
+        curves = [list(c) for c in res.trade.curves] if res.trade is not None else None
+        room = res.trade.room(curves, range(T)) if res.trade is not None else None
+        state = cls(busy, blocked, slack, tslack, [], 0, 0.0, curves, 0.0, room)
         for job in problem.batch:
             if job.running_mask:
                 state.record(job.id, 0, job.running_mask)
@@ -186,40 +200,56 @@ class PackState:
 
     def snapshot(self) -> "PackState":
         """A frozen copy of the per-step lists; the log is shared, not copied."""
-        return PackState(self.busy[:], self.blocked[:], self.slack[:], self.tslack[:], self.placed, self.count, self.value)
+        if self.curves is None:
+            return PackState(self.busy[:], self.blocked[:], self.slack[:], self.tslack[:], self.placed, self.count,
+                             self.value)
+        return PackState(self.busy[:], self.blocked[:], self.slack[:], self.tslack[:], self.placed, self.count,
+                         self.value, list(self.curves), self.traded, self.room[:])
 
     def packing(self) -> Packing:
-        return Packing({job_id: (s, m) for job_id, s, m in self.placed[:self.count]}, self.value, self.busy)
+        return Packing({job_id: (s, m) for job_id, s, m in self.placed[:self.count]}, self.value, self.busy,
+                       self.curves, self.traded)
+
+
+def fit_at(problem: Problem, job: Batch, s: int, blocked: list[int], busy: list[int], slack: list[int],
+           tslack: list[int]) -> tuple[int, int]:
+    """(first GPU of the block `job` takes from step s, -1 when none fits there; the next
+    start worth trying), against these per-step lists (a state's, or a trade's trial ones)."""
+    T, n = problem.horizon, job.gpus
+    e = s + job.duration if s + job.duration < T else T
+    for t in range(e - 1, s - 1, -1):
+        if slack[t] < n or (t > s and tslack[t] < n):
+            return -1, t + 1 if slack[t] < n else t  # past a short step, or from a tight boundary
+    union = 0
+    for t in range(s, e):
+        union |= blocked[t]
+    cands = free_block_starts(problem, union, n)
+    if cands:
+        cands = _boundary_ok(problem, cands, n, s, e, busy, tslack)
+    if not cands:
+        return -1, s + 1
+    return _choose_block(problem, cands, union, n), s + 1
 
 
 def place(problem: Problem, res: Reservation, state: PackState, job: Batch) -> None:
-    """Give `job` its earliest start at which a block is free and `res` stays intact (or none)."""
+    """Give `job` its earliest start at which a block is free and `res` stays intact, or an
+    earlier one paid for by cutting real-time curves where `res.trade` says that is worth it
+    (`trade.earlier_start`); or no start at all."""
     T = problem.horizon
-    blocked, slack, tslack = state.blocked, state.slack, state.tslack
-    n, s, d = job.gpus, job.arrival, job.duration
-    if s >= T or n > max(slack[s:]):  # no step from its arrival on has room: common when oversubscribed
-        return
-    while s < T:
-        e = s + d if s + d < T else T
-        short = -1
-        for t in range(e - 1, s - 1, -1):
-            if slack[t] < n or (t > s and tslack[t] < n):
-                short = t
+    slack = state.slack
+    n, s = job.gpus, job.arrival
+    found = None
+    if s < T and n <= max(slack[s:]):  # else no step from its arrival on has room: common when oversubscribed
+        while s < T:
+            first, nxt = fit_at(problem, job, s, state.blocked, state.busy, slack, state.tslack)
+            if first >= 0:
+                found = s, first
                 break
-        if short >= 0:
-            s = short + 1 if slack[short] < n else short
-            continue
-        union = 0
-        for t in range(s, e):
-            union |= blocked[t]
-        cands = free_block_starts(problem, union, n)
-        if cands:
-            cands = _boundary_ok(problem, cands, n, s, e, state.busy, tslack)
-        if not cands:
-            s += 1
-            continue
-        state.occupy(problem, job, s, problem.block(_choose_block(problem, cands, union, n), n))
+            s = nxt
+    if res.trade is not None and res.trade.earlier_start(problem, state, job, found[0] if found else T):
         return
+    if found is not None:
+        state.occupy(problem, job, found[0], problem.block(found[1], n))
 
 
 def pack(problem: Problem, order: list[Batch], res: Reservation) -> Packing:

@@ -117,11 +117,17 @@ class Problem:
         return mask_of(range(0, self.gpus, self.node_size))
 
     @cached_property
-    def buddy_sizes(self) -> tuple[int, ...]:
-        """Aligned block sizes inside a node above one GPU: 2, 4, ... up to the node size."""
+    def buddy_halves(self) -> tuple[tuple[int, int, int], ...]:
+        """Per aligned block size s = 2, 4, ... up to the node size: (mask of the lower s/2 GPUs
+        of every s-block, mask of the upper s/2, s/2), over the whole pool; shifting a mask's
+        low half up and its high half down spreads "this half holds a GPU" over the block."""
         out, s = [], 2
         while s <= self.node_size:
-            out.append(s)
+            half = s // 2
+            low = 0
+            for base in range(0, self.gpus, s):
+                low |= ((1 << half) - 1) << base
+            out.append((low & self.full, (low << half) & self.full, half))
             s *= 2
         return tuple(out)
 

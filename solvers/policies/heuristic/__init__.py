@@ -282,10 +282,10 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Sche
     """Plan batch blocks and real-time GPU sets for the whole horizon.
 
     Every layout (`layouts`) of every set of real-time curves (`curve_sets`) is screened with
-    the first seed order; the SCREENED best finished ones, and the best that serves every
-    app's demand first, pack all the seed orders. The local search then works on the best
-    finished plan, and on the best demand-first one when that is another: a plan that starts
-    behind can end ahead once its order is searched. The best finished plan wins.
+    the first seed order, as many as the work budget pays for (one packing of the queue a
+    layout, never fewer than SCREENED; demand-first layouts first). The SCREENED best finished
+    ones, and the best demand-first one, pack the other seed orders too, and the local search
+    works on the best of those; it is kept when it finishes better still.
     """
     queue = [j for j in problem.batch if not j.running_mask]
     seeds = _seed_orders(problem, queue)
@@ -293,6 +293,7 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Sche
     potential = {j.id: value_at_arrival(problem, j) for j in queue}
     searches = [_Search(problem, layout, budget, potential) for layout in _distinct(
         [layout for curves, lowered in curve_sets(problem, queue) for layout in layouts(problem, curves, lowered)])]
+    searches = searches[:max(SCREENED, budget // max(1, len(queue)))]  # screening within the work budget
     if len(searches) > SCREENED:
         screened = [c for c in (_pack_seeds(problem, search, seeds[:1]) for search in searches) if c]
         screened.sort(key=lambda c: -c.objective)
@@ -301,17 +302,12 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Sche
     else:
         best = [c for c in (_pack_seeds(problem, search, seeds) for search in searches) if c]
     top = max(best, key=lambda c: c.objective)
-    firsts = [c for c in best if c.layout.lowered is None]
-    starts = [top] + ([max(firsts, key=lambda c: c.objective)] if firsts and top.layout.lowered is not None else [])
-    objective, schedule = top.objective, top.schedule
-    for k, c in enumerate(starts):
-        c.search.budget = budget // (k + 1)  # the runner-up's search gets half
-        improved_order, improved = c.search.improve(c.order, c.snaps)
-        if improved_order is not c.order:
-            finished = _finish(problem, c.layout, improved_order, improved.packing())
-            if finished is not None and finished[1] > objective + 1e-9:
-                objective, schedule = finished[1], finished[0]
-    return schedule
+    improved_order, improved = top.search.improve(top.order, top.snaps)
+    if improved_order is not top.order:
+        finished = _finish(problem, top.layout, improved_order, improved.packing())
+        if finished is not None and finished[1] > top.objective + 1e-9:
+            return finished[0]
+    return top.schedule
 
 
 def _distinct(candidates: list[Layout]) -> list[Layout]:

@@ -72,23 +72,26 @@ def _homes(problem: Problem, curves: list[list[int]]) -> dict[int, list[int]]:
 
 
 def nest_picks(problem: Problem, occupied: int, candidates: int, n: int) -> list[int]:
-    """n GPUs of `candidates`, one at a time, each where it breaks the fewest free blocks: the
-    one whose aligned 2-block, then 4-block, ... up to the node holds the most occupied GPUs
-    (so apps fill nodes that running jobs and other apps already broke, and whole nodes stay
-    whole for big blocks); the highest index among equals."""
+    """n GPUs of `candidates`, one at a time, each in the smallest aligned block (2, 4, ... up
+    to the node) that already holds an occupied GPU, so apps fill blocks that running jobs and
+    other apps broke and whole blocks stay whole for batch work; the highest index among
+    equals, and the highest overall when no block is broken. Bitmask arithmetic: no loop over
+    the pool's GPUs."""
     out: list[int] = []
-    sizes = [(s, (1 << s) - 1) for s in problem.buddy_sizes]
     for _ in range(n):
         if not candidates:
             break
-        best, best_key = -1, None
-        for g in bits_of(candidates):
-            key = tuple((occupied >> (g - g % s) & m).bit_count() for s, m in sizes) + (g,)
-            if best_key is None or key > best_key:
-                best, best_key = g, key
-        out.append(best)
-        occupied |= 1 << best
-        candidates &= ~(1 << best)
+        pick, touched = candidates, occupied
+        for low, high, half in problem.buddy_halves:
+            touched |= ((touched & low) << half) | ((touched & high) >> half)  # the block holds one
+            inside = candidates & touched
+            if inside:
+                pick = inside
+                break
+        g = pick.bit_length() - 1
+        out.append(g)
+        occupied |= 1 << g
+        candidates &= ~(1 << g)
     return out
 
 

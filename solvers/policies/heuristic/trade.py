@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from gpualloc.solvers.policies.heuristic.packing import PackState, fit_at
 from gpualloc.solvers.problem import Batch, Problem
 
-TRIES = 2  # earlier starts examined in full per placement (those the floors leave room for)
+TRIES = 4  # earlier starts costed per placement (those the floors leave room for): a work bound
+
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,8 @@ class Trade:
         if first < 0:
             return False
         state.curves, state.slack, state.tslack = curves, slack, tslack
-        changed = [u for u in range(len(slack)) if any(c[u] != o[u] for c, o in zip(curves, state_curves))]
+        cut_rows = [(c, o) for c, o in zip(curves, state_curves) if c is not o]
+        changed = [u for u in range(len(slack)) if any(c[u] != o[u] for c, o in cut_rows)]
         for u, free in zip(changed, self.room(curves, changed)):
             state.room[u] = free
         state.occupy(problem, job, s, problem.block(first, n))
@@ -155,6 +157,8 @@ class Trade:
         slack, tslack = state.slack[:], state.tslack[:]
         for a in self.cheapest:
             old, new = state.curves[a], curves[a]
+            if new is old:  # rows are copied only when cut
+                continue
             for u in range(len(old)):
                 if new[u] != old[u]:
                     slack[u] += self._reserved(a, old[u], u) - self._reserved(a, new[u], u)

@@ -196,14 +196,17 @@ def test_a_plan_below_its_proven_bound_is_not_called_optimal(monkeypatch):
 def test_where_stage_2_falls_short_the_exact_model_closes_the_gap(monkeypatch):
     """Stage 2 cannot realize the counts (forced here); on a small pool full mode then solves
     the exact per-GPU model from the best plan so far, and proves the brute-force optimum."""
+    from gpualloc.solvers.policies.greedy import greedy_schedule
     from gpualloc.solvers.policies.milp import model
 
     need("highs")
-    problem = TINY[3]  # the heuristic's plan is below the optimum here
+    problem = TINY[3]
+    warm = greedy_schedule(problem)  # below the optimum here (the heuristic reaches it)
+    assert objective_of(problem, warm) < brute_force(problem) - 1
     monkeypatch.setattr(model, "_realize", lambda *args: (None, "stage 2 fell short (test)"))
-    result = solve_milp(problem, FullModeOptions(time_limit=30))
+    result = solve_milp(problem, FullModeOptions(time_limit=30), warm=warm)
     assert "solved again with the exact model" in result.notes
     assert result.status == "optimal" and result.source == "milp" and result.stage2 == "in the model (exact)"
     assert result.objective == pytest.approx(brute_force(problem), abs=1e-6)
     assert result.warm_objective < result.objective and check_plan(problem, to_grid(problem, result.schedule)) == []
-    assert solve_milp(problem, FullModeOptions(time_limit=30, exact=False)).status == "feasible"  # without it: honest
+    assert solve_milp(problem, FullModeOptions(time_limit=30, exact=False), warm=warm).status == "feasible"  # honest

@@ -15,6 +15,7 @@ heuristic and the greedy:
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,7 +93,8 @@ def solve_scenario(i: int, folder: Path = CORPUS_DIR, count_seconds: float = COU
             result.schedule, result.objective = second.schedule, second.objective
         model = "exact"
     seconds = time.perf_counter() - t0
-    bound = max(result.bound, result.objective) if result.bound is not None else None
+    finite = result.bound is not None and math.isfinite(result.bound)  # HiGHS says inf when it found none
+    bound = max(result.bound, result.objective) if finite else None
     gap = (bound - result.objective) / max(abs(bound), 1e-9) if bound is not None else None
     record = {
         "name": problem.name, "index": i, "split": split_of(i), "gpus": problem.gpus,

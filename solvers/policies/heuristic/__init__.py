@@ -276,6 +276,7 @@ def _pack_seeds(problem: Problem, search: _Search, seeds: list[list[Batch]],
 
 
 SCREENED = 2  # layouts that pack every seed order after all were screened with the first
+SEARCHED = 2  # demand-first plans the local search improves, best first
 
 
 def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Schedule:
@@ -284,8 +285,11 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Sche
     Every layout (`layouts`) of every set of real-time curves (`curve_sets`) is screened with
     the first seed order, as many as the work budget pays for (one packing of the queue a
     layout, never fewer than SCREENED; demand-first layouts first). The SCREENED best finished
-    ones, and the best demand-first one, pack the other seed orders too, and the local search
-    works on the best of those; it is kept when it finishes better still.
+    ones, and the best demand-first one, pack the other seed orders too. The local search works
+    on the best demand-first one: there the packing's value (batch value less what trades cost)
+    is the plan's objective up to the apps' fixed demand, while with apps held at floors it
+    would fill the GPUs their extras need. Its plan is kept when it finishes better than every
+    plan so far.
     """
     queue = [j for j in problem.batch if not j.running_mask]
     seeds = _seed_orders(problem, queue)
@@ -302,12 +306,17 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Sche
     else:
         best = [c for c in (_pack_seeds(problem, search, seeds) for search in searches) if c]
     top = max(best, key=lambda c: c.objective)
-    improved_order, improved = top.search.improve(top.order, top.snaps)
-    if improved_order is not top.order:
-        finished = _finish(problem, top.layout, improved_order, improved.packing())
-        if finished is not None and finished[1] > top.objective + 1e-9:
-            return finished[0]
-    return top.schedule
+    firsts = [c for c in best if c.layout.lowered is None]
+    if not firsts:
+        return top.schedule
+    objective, schedule = top.objective, top.schedule
+    for searched in sorted(firsts, key=lambda c: -c.objective)[:SEARCHED]:
+        improved_order, improved = searched.search.improve(searched.order, searched.snaps)
+        if improved_order is not searched.order:
+            finished = _finish(problem, searched.layout, improved_order, improved.packing())
+            if finished is not None and finished[1] > objective + 1e-9:
+                objective, schedule = finished[1], finished[0]
+    return schedule
 
 
 def _distinct(candidates: list[Layout]) -> list[Layout]:

@@ -176,8 +176,8 @@ def layouts(problem: Problem, curves: list[list[int]], lowered: list[list[int]] 
     """The layouts every curve set is packed around: apps anywhere (trading service for batch
     value where the curves are the apps' demand), at the top, nested."""
     homes = _homes(problem, curves)
-    out = [Layout.reserving(problem, curves, lowered, homes, trade=lowered is None),
-           Layout.fixed_sets(problem, curves, lowered, homes)]
+    out = [Layout.reserving(problem, curves, lowered, homes, trade=True)] if lowered is None and problem.realtime else []
+    out += [Layout.reserving(problem, curves, lowered, homes), Layout.fixed_sets(problem, curves, lowered, homes)]
     if problem.realtime:
         out.append(Layout.fixed_sets(problem, curves, lowered, homes, nest=True))
     return out

@@ -3,7 +3,7 @@ the heuristic's plans that held some apps below their demand so batch work could
 
 from __future__ import annotations
 
-from gpualloc.solvers.policies.heuristic.realtime import target_curves
+from gpualloc.solvers.policies.heuristic.realtime import free_levels, target_curves
 from gpualloc.solvers.problem import Problem, bits_of
 
 
@@ -69,13 +69,7 @@ def grow_to_demand(problem: Problem, floor_sets: dict[str, list[int]], batch_bus
 def _longest_free_first(free: int, taken: list[int], t: int):
     """The GPUs of `free` (at step t), those that stay untaken longest first (fewest leaves
     later), lowest index among equals; computed level by level on bitmasks, lazily."""
-    levels = [free]
-    for u in range(t + 1, len(taken)):
-        nxt = levels[-1] & ~taken[u]
-        if not nxt:
-            break
-        levels.append(nxt)
     below = 0
-    for level in reversed(levels):
+    for level in reversed(free_levels(free, taken, t)):
         yield from bits_of(level & ~below)
         below |= level

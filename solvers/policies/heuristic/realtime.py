@@ -89,6 +89,18 @@ class ForcedMove:
     gpus: int  # bitmask of the GPUs it held at step - 1 that batch work takes at `step`
 
 
+def free_levels(mask: int, busy: list[int], t: int) -> list[int]:
+    """levels[k]: the GPUs of `mask` that stay free of `busy` from step t+1 through t+k (the
+    last level is the longest-lasting; empty levels are not listed)."""
+    levels = [mask]
+    for k in range(t + 1, len(busy)):
+        nxt = levels[-1] & ~busy[k]
+        if not nxt:
+            break
+        levels.append(nxt)
+    return levels
+
+
 def _pick_lasting(candidates: int, busy: list[int], t: int, need: int) -> int:
     """`need` GPUs of `candidates` that stay free longest after step t (ties: highest index).
 
@@ -97,14 +109,8 @@ def _pick_lasting(candidates: int, busy: list[int], t: int, need: int) -> int:
     """
     if candidates.bit_count() <= need:
         return candidates
-    levels = [candidates]
-    for k in range(t + 1, len(busy)):
-        nxt = levels[-1] & ~busy[k]
-        if not nxt:
-            break
-        levels.append(nxt)
     chosen = 0
-    for level in reversed(levels):
+    for level in reversed(free_levels(candidates, busy, t)):
         chosen |= highest_bits(level & ~chosen, need - chosen.bit_count())
         if chosen.bit_count() >= need:
             break

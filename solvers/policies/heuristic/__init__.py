@@ -74,6 +74,10 @@ class _Search:
         """Pack `order` from `prefix` (snapshots of its first len(prefix)-1 jobs); None when it
         cannot beat `floor` or (when `budgeted`) the budget runs out."""
         k = len(prefix) - 1
+        if budgeted:  # a trial costs at least a placement, even one its bound ends at once
+            if self.budget <= 0:
+                return None
+            self.budget -= 1
         rest = [self.potential[j.id] for j in order[k:]]
         remaining = sum(rest)
         state = prefix[-1].snapshot()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from conftest import app, batch, make
 
 from gpualloc.solvers import check_plan, solve
+from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.policies.heuristic import curve_sets
 from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves
@@ -67,3 +68,31 @@ def test_apps_held_at_floors_take_the_gpus_batch_work_leaves():
     grown = grow_to_demand(problem, floors, busy)
     assert [m.bit_count() for m in grown["rt"]] == [2, 2, 2, 2]
     assert all(m & busy[t] == 0 for t, m in enumerate(grown["rt"]))
+
+
+def test_a_trade_buys_an_earlier_start_and_the_plan_realizes_its_price():
+    # Demand-first, the 4-GPU block must wait for the app's one step of demand (step 1) to pass
+    # and then runs 2 of its 4 steps before the horizon ends; cutting the demand costs 6 x 2 = 12
+    # and starts the block at step 0 (2 more steps of 9 x 4 = 72): the trade pays, and the
+    # finished plan's objective is the packing's value.
+    from gpualloc.solvers.policies.heuristic import _finish
+    from gpualloc.solvers.policies.heuristic.layouts import Layout
+    from gpualloc.solvers.policies.heuristic.packing import PackState, place
+    from gpualloc.solvers.policies.heuristic.realtime import target_curves
+
+    _, problem = make(4, 4, [app("rt", [0, 1, 0, 0], priority=2, swap_cap=4),
+                             batch("big", 4, 4, priority=9)], realtime_penalty=6.0, time_decay=1.0)
+    curves = target_curves(problem)
+    plain, traded = Layout.reserving(problem, curves), Layout.reserving(problem, curves, trade=True)
+    job = problem.batch[0]
+    without = PackState.empty(problem, plain.reservation)
+    place(problem, plain.reservation, without, job)
+    assert without.packing().starts["big"][0] == 2
+    state = PackState.empty(problem, traded.reservation)
+    place(problem, traded.reservation, state, job)
+    packing = state.packing()
+    assert packing.starts["big"][0] == 0 and packing.traded == 12.0
+    assert packing.curves[0] == [0, 0, 0, 0]
+    schedule, objective = _finish(problem, traded, [job], packing)
+    assert objective == packing.value == 9 * 4 * 4 - 12.0
+    assert check_plan(problem, to_grid(problem, schedule)) == []

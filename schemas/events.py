@@ -8,9 +8,10 @@ import math
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, Field, model_validator
+from pydantic import AwareDatetime, BaseModel, Field, ValidationError, model_validator
 
 from gpualloc.schemas.config import LIMITS
+from gpualloc.schemas.features import FEATURES, GPU_TYPES, QuantizationFeatures, TrainingFeatures
 from gpualloc.schemas.scenario import Count, GpuIndex, Id, PoolFields, StrictInt, Text, Weight
 
 
@@ -24,7 +25,11 @@ class Envelope(BaseModel):
 
 
 class PoolConfigured(PoolFields):
-    """`pool.configured`: the scenario's pool fields, without jobs."""
+    """`pool.configured`: the scenario's pool fields, without jobs; and the pool's GPU type and
+    memory, which size jobs that carry `features` (added fields, optional)."""
+
+    gpu_type: Literal[GPU_TYPES] | None = None
+    gpu_memory_gb: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _node_divides(self) -> "PoolConfigured":
@@ -51,9 +56,31 @@ class JobSubmitted(BaseModel):
 
     @model_validator(mode="after")
     def _sized(self) -> "JobSubmitted":
-        if (self.gpus is None or self.duration is None) and self.features is None:
+        sized = self.gpus is not None and self.duration is not None
+        if not sized and self.features is None:
             raise ValueError("gpus, duration: give both, or features for the forecaster")
+        if self.features is not None and self.kind in FEATURES:
+            try:
+                FEATURES[self.kind].model_validate(self.features)
+            except ValidationError as e:
+                raise ValueError("; ".join(_feature_problems(e))) from None
+        elif not sized:
+            raise ValueError(f"features: {self.kind} jobs have no feature set yet (give gpus and duration)")
         return self
+
+    def feature_model(self) -> TrainingFeatures | QuantizationFeatures | None:
+        """The validated features (None without them, or for a kind without a feature set)."""
+        return FEATURES[self.kind].model_validate(self.features) if self.features and self.kind in FEATURES else None
+
+
+def _feature_problems(error: ValidationError):
+    """One "features.<field>: <rule>" line per problem of a features object."""
+    for err in error.errors():
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["loc"]:
+            yield f"features.{'.'.join(map(str, err['loc']))}: {msg}"
+        else:  # the cross-field rules: already "<field>: <rule>; ..."
+            yield from (f"features.{part}" for part in msg.split("; "))
 
 
 class JobRef(BaseModel):
@@ -61,6 +88,21 @@ class JobRef(BaseModel):
     detail: Text = ""
     source: str | None = None  # added field: "agent" or "node-agent:<id>" when gpualloc itself
     # reports the failure (a notice for upstream; the agent acts on node.status and bindings)
+
+
+class JobUsage(BaseModel):
+    """What a finished job really used, for the forecasters to learn from (all optional)."""
+
+    gpus: StrictInt | None = Field(default=None, ge=1, le=LIMITS.gpus)
+    peak_memory_gb: float | None = Field(default=None, ge=0, le=1024, allow_inf_nan=False)  # per GPU
+    steps: StrictInt | None = Field(default=None, ge=0, le=10**12)  # optimizer or calibration steps run
+    duration: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)  # pool steps it ran
+
+
+class JobCompleted(JobRef):
+    """`job.completed`: a `JobRef`, and optionally what the job used (added field)."""
+
+    used: JobUsage | None = None
 
 
 class AppRegistered(BaseModel):
@@ -182,7 +224,7 @@ PAYLOADS: dict[str, type[BaseModel]] = {
     "node.status": NodeStatus,
     "job.submitted": JobSubmitted,
     "job.cancelled": JobRef,
-    "job.completed": JobRef,
+    "job.completed": JobCompleted,
     "job.failed": JobRef,
     "app.registered": AppRegistered,
     "traffic.observed": TrafficObserved,

@@ -60,12 +60,15 @@ def test_redelivered_and_other_pools_events_are_ignored():
                                            "duration": 1}, 9, pool="other")], T0) == []
 
 
+FEATURES = {"variant": "lora", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 2048, "dataset_tokens_m": 50, "epochs": 1, "global_batch": 64, "micro_batch": 4}  # valid, but no forecaster sizes them yet
+
+
 def test_bad_messages_are_dead_lettered_with_the_field_and_the_rule():
     d = configured()
     bad = [Record("gpualloc.jobs", 0, 7, "k", b"{not json"),
            rec("job.submitted", {"id": "j", "kind": "training", "priority": 0, "gpus": 1, "duration": 1}, 8),
            rec("traffic.observed", {"app": "ghost", "gpus": 2}, 9, "gpualloc.traffic"),
-           rec("job.submitted", {"id": "f", "kind": "training", "priority": 1, "features": {"params_b": 7}}, 10)]
+           rec("job.submitted", {"id": "f", "kind": "training", "priority": 1, "features": FEATURES}, 10)]
     out = d.handle(bad + [job(11)], T0)
     rejected = payloads(out, InputRejected)
     assert [r.offset for r in rejected] == [7, 8, 9, 10]

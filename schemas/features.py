@@ -1,0 +1,99 @@
+"""The `features` object of `job.submitted` (docs/contract/events.md, "Job features"): what the
+forecasters turn into a job's GPU count and duration when the submitter does not give them.
+
+Training jobs carry the 22 fields of `TrainingFeatures` (the seed's count), quantization jobs the
+fields of `QuantizationFeatures`; both name their units in the field names. Every field is
+checked like any other payload field (type, range, the rule it breaks); unknown fields are
+refused, so a misspelt one is reported instead of silently ignored. Batch inference has no
+feature set yet: such a job gives `gpus` and `duration`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+TRAINING_VARIANTS = ("full", "lora", "qlora", "dora", "adapter", "prefix", "prompt", "ia3", "dpo", "cpt")
+ADAPTER_VARIANTS = ("lora", "qlora", "dora")  # the ones that take `lora_rank` and `lora_targets`
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+OPTIMIZERS = ("adamw", "adamw_8bit", "adafactor", "sgd", "lion")
+QUANT_ALGORITHMS = ("awq", "gptq", "smoothquant", "bnb_nf4", "bnb_int8", "fp8", "gguf_k")
+QUANT_BITS = {"awq": (3, 4), "gptq": (2, 3, 4, 8), "smoothquant": (8,), "bnb_nf4": (4,), "bnb_int8": (8,),
+              "fp8": (8,), "gguf_k": (2, 3, 4, 5, 6, 8)}
+GPU_TYPES = ("v100-32gb", "a10-24gb", "l40s-48gb", "a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb",
+             "b200-192gb", "mi300x-192gb")
+
+
+class _Features(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TrainingFeatures(_Features):
+    """A training job: the model, the data, the method, the parallel layout, the hardware."""
+
+    variant: Literal[TRAINING_VARIANTS]
+    params_b: float = Field(gt=0, le=2000, allow_inf_nan=False)  # model parameters, billions
+    active_params_b: float | None = Field(default=None, gt=0, le=2000, allow_inf_nan=False)  # MoE: per token
+    layers: int = Field(strict=True, ge=1, le=1024)
+    hidden_size: int = Field(strict=True, ge=64, le=131072)
+    seq_len: int = Field(strict=True, ge=1, le=1 << 21)  # tokens a sample
+    dataset_tokens_m: float = Field(gt=0, le=1e8, allow_inf_nan=False)  # tokens an epoch, millions
+    epochs: float = Field(gt=0, le=1000, allow_inf_nan=False)
+    global_batch: int = Field(strict=True, ge=1, le=1 << 20)  # samples a step
+    micro_batch: int = Field(strict=True, ge=1, le=1 << 14)  # samples a GPU a forward pass
+    precision: Literal[PRECISIONS] = "bf16"
+    optimizer: Literal[OPTIMIZERS] = "adamw"
+    lora_rank: int | None = Field(default=None, strict=True, ge=1, le=4096)
+    lora_targets: Literal["attention", "attention_mlp", "all_linear"] | None = None
+    gradient_checkpointing: bool = False
+    zero_stage: int = Field(default=0, strict=True, ge=0, le=3)  # ZeRO / FSDP sharding stage
+    tensor_parallel: int = Field(default=1, strict=True, ge=1, le=64)
+    pipeline_parallel: int = Field(default=1, strict=True, ge=1, le=64)
+    flash_attention: bool = True
+    gpu_type: Literal[GPU_TYPES] | None = None  # default: the pool's
+    gpu_memory_gb: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)  # default: the pool's
+    reference_model: bool = False  # DPO and distillation hold a frozen copy of the model too
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TrainingFeatures":
+        problems = []
+        if self.micro_batch > self.global_batch:
+            problems.append(f"micro_batch: must be <= global_batch ({self.micro_batch} > {self.global_batch})")
+        if self.active_params_b is not None and self.active_params_b > self.params_b:
+            problems.append(f"active_params_b: must be <= params_b ({self.active_params_b} > {self.params_b})")
+        for name in ("tensor_parallel", "pipeline_parallel"):
+            value = getattr(self, name)
+            if value & (value - 1):
+                problems.append(f"{name}: must be a power of two (got {value})")
+        adapter = self.variant in ADAPTER_VARIANTS
+        if self.lora_rank is not None and not adapter:
+            problems.append(f"lora_rank: only for variants {', '.join(ADAPTER_VARIANTS)} (variant is {self.variant!r})")
+        if self.lora_targets is not None and not adapter:
+            problems.append(f"lora_targets: only for variants {', '.join(ADAPTER_VARIANTS)} (variant is {self.variant!r})")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class QuantizationFeatures(_Features):
+    """A post-training quantization job: the model, the method, its calibration, the hardware."""
+
+    params_b: float = Field(gt=0, le=2000, allow_inf_nan=False)
+    algorithm: Literal[QUANT_ALGORITHMS]
+    bits: int = Field(strict=True, ge=2, le=8)
+    calibration_samples: int = Field(default=128, strict=True, ge=0, le=1_000_000)
+    seq_len: int = Field(default=2048, strict=True, ge=1, le=1 << 21)  # tokens a calibration sample
+    group_size: int | None = Field(default=None, strict=True, ge=8, le=4096)
+    gpu_type: Literal[GPU_TYPES] | None = None
+    gpu_memory_gb: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _bits_of_algorithm(self) -> "QuantizationFeatures":
+        allowed = QUANT_BITS[self.algorithm]
+        if self.bits not in allowed:
+            raise ValueError(f"bits: {self.algorithm} quantizes to {', '.join(map(str, allowed))} bits (got {self.bits})")
+        return self
+
+
+FEATURES = {"training": TrainingFeatures, "quantization": QuantizationFeatures}

@@ -144,11 +144,11 @@ def cmd_corpus(args: argparse.Namespace) -> int:
     """Write the corpus's scenario files, then solve the chunks asked for (resumable)."""
     from gpualloc.agent.reports import corpus_build as cb
 
-    cb.write_scenarios()
     chunks = args.chunk or list(range(cb.chunk_count()))
     bad = [c for c in chunks if not 0 <= c < cb.chunk_count()]
     if bad:
         raise InputError("--chunk", [f"must be in 0..{cb.chunk_count() - 1} (got {bad[0]})"])
+    cb.write_scenarios()
     limits = {k: v for k, v in (("count_seconds", args.count_seconds), ("exact_seconds", args.exact_seconds),
                                 ("large_seconds", args.large_seconds)) if v is not None}
     solved = cb.build_chunks(chunks, log=lambda line: print(line, flush=True), **limits)

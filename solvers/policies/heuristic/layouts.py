@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from gpualloc.solvers.policies.heuristic.packing import Reservation
 from gpualloc.solvers.policies.heuristic.realtime import floor_curves
-from gpualloc.solvers.policies.heuristic.trade import Trade
+from gpualloc.solvers.policies.heuristic.trade import Trade, reserved
 from gpualloc.solvers.problem import Problem, bits_of, highest_bits, mask_of
 
 
@@ -145,7 +145,7 @@ class Layout:
         for c, pin in zip(curves, pins):
             for t in range(T):
                 zone[t] |= pin[t]
-                reserve[t] += c[t] - min(pin[t].bit_count(), c[t])
+                reserve[t] += reserved(c[t], pin[t].bit_count())
                 if t:
                     keep[t] += min(c[t - 1], c[t])
         deal = None
@@ -176,8 +176,8 @@ def layouts(problem: Problem, curves: list[list[int]], lowered: list[list[int]] 
     """The layouts every curve set is packed around: apps anywhere (trading service for batch
     value where the curves are the apps' demand), at the top, nested."""
     homes = _homes(problem, curves)
-    out = [Layout.reserving(problem, curves, lowered, homes, trade=True)] if lowered is None and problem.realtime else []
-    out += [Layout.reserving(problem, curves, lowered, homes), Layout.fixed_sets(problem, curves, lowered, homes)]
+    out = [Layout.reserving(problem, curves, lowered, homes, trade=lowered is None),
+           Layout.fixed_sets(problem, curves, lowered, homes)]
     if problem.realtime:
         out.append(Layout.fixed_sets(problem, curves, lowered, homes, nest=True))
     return out
@@ -202,9 +202,9 @@ def _app_sets(problem: Problem, curves: list[list[int]], homes: dict[int, list[i
     for t in range(T):
         free = problem.full & ~problem.running_busy[t] & ~homed
         held = {}
+        prev = {i: apps[i].current_mask if t == 0 else sets[i][t - 1] for i in dynamic}
         for i in dynamic:
-            prev = apps[i].current_mask if t == 0 else sets[i][t - 1]
-            keep = max(prev, 0) & free
+            keep = max(prev[i], 0) & free
             held[i] = keep if keep.bit_count() <= curves[i][t] else _lowest_dropped(keep, keep.bit_count() - curves[i][t])
             free &= ~held[i]
         for i in dynamic:
@@ -213,9 +213,8 @@ def _app_sets(problem: Problem, curves: list[list[int]], homes: dict[int, list[i
                 held[i] |= mask_of(nest_picks(problem, problem.full & ~free, free, need)) if nest else highest_bits(free, need)
                 free &= ~held[i]
         for i in dynamic:
-            prev = apps[i].current_mask if t == 0 else sets[i][t - 1]
-            if prev >= 0 and not nest:
-                spare = apps[i].swap_cap - (held[i] ^ prev).bit_count()
+            if prev[i] >= 0 and not nest:
+                spare = apps[i].swap_cap - (held[i] ^ prev[i]).bit_count()
                 while spare >= 2 and held[i] and free.bit_length() > (held[i] & -held[i]).bit_length():
                     low, high = held[i] & -held[i], 1 << (free.bit_length() - 1)
                     held[i] = (held[i] & ~low) | high

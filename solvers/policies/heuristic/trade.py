@@ -18,6 +18,12 @@ from dataclasses import dataclass
 from gpualloc.solvers.policies.heuristic.packing import PackState, fit_at
 from gpualloc.solvers.problem import Batch, Problem
 
+def reserved(level: int, pinned: int) -> int:
+    """GPUs a curve at `level` asks the reservation to keep free: those beyond the app's own
+    pinned GPUs, which sit in the zone already."""
+    return level - min(pinned, level)
+
+
 TRIES = 4  # earlier starts costed per placement (those the floors leave room for): a work bound
 
 
@@ -77,9 +83,10 @@ class Trade:
         cut = self._cut(state, n, s, e, gain)
         if cut is None:
             return False
-        curves, cost = cut
+        curves, cost, freed = cut
         state_curves = state.curves
-        slack, tslack = self._lists(problem, state, curves)
+        slack = [x + f for x, f in zip(state.slack, freed)]
+        tslack = self._tslack(state, curves)
         first, _ = fit_at(problem, job, s, state.blocked, state.busy, slack, tslack)
         if first < 0:
             return False
@@ -106,12 +113,13 @@ class Trade:
         return out
 
     def _reserved(self, a: int, level: int, t: int) -> int:
-        return level - min(self.pinned[a][t], level)
+        return reserved(level, self.pinned[a][t])
 
-    def _cut(self, state: PackState, n: int, s: int, e: int, gain: float) -> tuple[list[list[int]], float] | None:
+    def _cut(self, state: PackState, n: int, s: int, e: int,
+             gain: float) -> tuple[list[list[int]], float, list[int]] | None:
         """Curves with the cheapest apps cut where a block of n GPUs over [s, e) needs their
-        reserved GPUs, and the weighted shortfall the cuts add; None when floors forbid it or
-        the shortfall reaches `gain`."""
+        reserved GPUs, the weighted shortfall the cuts add, and the reserved GPUs they free at
+        each step; None when floors forbid it or the shortfall reaches `gain`."""
         curves = list(state.curves)  # rows are copied when first cut
         copied = [False] * len(curves)
         freed = [0] * len(state.slack)
@@ -133,7 +141,7 @@ class Trade:
                 need = n - state.slack[t] - freed[t]
             if need > 0:
                 return None
-        return curves, cost
+        return curves, cost, freed
 
     def _lower(self, a: int, c: list[int], t: int, level: int, freed: list[int]) -> float:
         """Cut app a's curve `c` to `level` at t, spread outward at the swap cap's slope until
@@ -152,16 +160,14 @@ class Trade:
                 u += step
         return cost
 
-    def _lists(self, problem: Problem, state: PackState, curves: list[list[int]]) -> tuple[list[int], list[int]]:
-        """The state's slack and step-to-step slack under `curves`."""
-        slack, tslack = state.slack[:], state.tslack[:]
+    def _tslack(self, state: PackState, curves: list[list[int]]) -> list[int]:
+        """The state's step-to-step slack under `curves` (what apps keep across a step)."""
+        tslack = state.tslack[:]
         for a in self.cheapest:
             old, new = state.curves[a], curves[a]
             if new is old:  # rows are copied only when cut
                 continue
-            for u in range(len(old)):
-                if new[u] != old[u]:
-                    slack[u] += self._reserved(a, old[u], u) - self._reserved(a, new[u], u)
-                if u and (new[u] != old[u] or new[u - 1] != old[u - 1]):
+            for u in range(1, len(old)):
+                if new[u] != old[u] or new[u - 1] != old[u - 1]:
                     tslack[u] += min(old[u - 1], old[u]) - min(new[u - 1], new[u])
-        return slack, tslack
+        return tslack

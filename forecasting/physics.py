@@ -104,18 +104,28 @@ def peak_flops(gpu_type: str, precision: str) -> float:
     return 1e12 * (fp8 if precision == "fp8" else full if precision in ("fp32", "tf32") else half)
 
 
+def training_hours(f: TrainingFeatures, gpu_type: str, gpus: int) -> float:
+    """Wall time on `gpus` GPUs of `gpu_type`."""
+    return training_flops(f) / (gpus * peak_flops(gpu_type, f.precision) * ACHIEVED) / 3600.0
+
+
+def smallest_count(f: TrainingFeatures) -> int:
+    """The fewest GPUs the layout runs on: the power of two at or above TP x PP."""
+    n = 1
+    while n < f.tensor_parallel * f.pipeline_parallel:
+        n *= 2
+    return n
+
+
 def size_training(f: TrainingFeatures, gpu_type: str, gpu_memory_gb: float | None = None,
                   max_gpus: int = 4096) -> Sizing:
     """The smallest power-of-two GPU count (at least TP x PP) whose memory fits, and the time."""
     memory = (gpu_memory_gb or GPU_MEMORY_GB[gpu_type]) * HEADROOM
-    n = 1
-    while n < f.tensor_parallel * f.pipeline_parallel:
-        n *= 2
+    n = smallest_count(f)
     while n < max_gpus and memory_per_gpu_gb(f, n) > memory:
         n *= 2
     need = memory_per_gpu_gb(f, n)
-    hours = training_flops(f) / (n * peak_flops(gpu_type, f.precision) * ACHIEVED) / 3600.0
-    return Sizing(n, need, need <= memory, hours)
+    return Sizing(n, need, need <= memory, training_hours(f, gpu_type, n))
 
 
 def steps_of(hours: float, step_minutes: int) -> int:

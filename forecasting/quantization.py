@@ -32,6 +32,17 @@ def memory_gb(f: QuantizationFeatures) -> float:
     return params * 2 / GIB
 
 
+def quantization_hours(f: QuantizationFeatures, gpu_type: str, gpus: int) -> float:
+    """Calibration passes on `gpus` GPUs of `gpu_type`, then the checkpoint's I/O."""
+    params = f.params_b * 1e9
+    calibration = 2 * params * f.calibration_samples * f.seq_len * CALIBRATION_PASSES[f.algorithm]
+    seconds = calibration / (gpus * peak_flops(gpu_type, "bf16") * ACHIEVED)
+    seconds += (params * 2 + params * f.bits / 8) / (STORAGE_GB_S * 1e9)
+    if f.algorithm == "gguf_k":
+        seconds += GGUF_S_PER_B * f.params_b
+    return seconds / 3600.0
+
+
 def size_quantization(f: QuantizationFeatures, gpu_type: str, gpu_memory_gb: float | None = None,
                       max_gpus: int = 4096) -> Sizing:
     """The smallest power-of-two GPU count that holds the model, and the time."""
@@ -39,10 +50,4 @@ def size_quantization(f: QuantizationFeatures, gpu_type: str, gpu_memory_gb: flo
     need, n = memory_gb(f), 1
     while n < max_gpus and need / n > per_gpu:
         n *= 2
-    params = f.params_b * 1e9
-    calibration = 2 * params * f.calibration_samples * f.seq_len * CALIBRATION_PASSES[f.algorithm]
-    seconds = calibration / (n * peak_flops(gpu_type, "bf16") * ACHIEVED)
-    seconds += (params * 2 + params * f.bits / 8) / (STORAGE_GB_S * 1e9)
-    if f.algorithm == "gguf_k":
-        seconds += GGUF_S_PER_B * f.params_b
-    return Sizing(n, need / n, need / n <= per_gpu, seconds / 3600.0)
+    return Sizing(n, need / n, need / n <= per_gpu, quantization_hours(f, gpu_type, n))

@@ -95,11 +95,29 @@ class RollingFullMode(_Frozen):
     options: FullModeOptions = FullModeOptions()
 
 
+class ForecastSettings(_Frozen):
+    """The forecasters (`gpualloc.forecasting`). A job is planned at an upper quantile of its
+    forecast duration because a job that overruns its plan delays what was planned after it,
+    while one that ends early only leaves GPUs to the next replan; real-time demand at an upper
+    quantile because a shortfall is penalized and spare GPUs are not."""
+
+    training_quantile: float = Field(default=0.7, gt=0, lt=1)
+    quantization_quantile: float = Field(default=0.7, gt=0, lt=1)
+    realtime_quantile: float = Field(default=0.9, gt=0, lt=1)
+    interval: float = Field(default=0.8, gt=0, lt=1)  # the coverage of the interval decisions report
+    traffic_weeks: int = Field(default=6, ge=1, le=52)  # weeks of hourly traffic history kept an app
+    traffic_forgetting: float = Field(default=0.7, gt=0, le=1)  # a week's weight against the week after it
+
+    def quantile(self, kind: str) -> float:
+        return self.quantization_quantile if kind == "quantization" else self.training_quantile
+
+
 class SimulationSettings(_Frozen):
     """`gpualloc simulate`. Full mode every 6 steps with a node limit, so reruns mostly agree
     (the time limit still binds at the root on large windows)."""
 
     full_mode: RollingFullMode = RollingFullMode(every=6, options=FullModeOptions(time_limit=10.0, node_limit=50))
+    forecast: ForecastSettings = ForecastSettings()
 
 
 class AgentSettings(_Frozen):
@@ -123,6 +141,7 @@ class AgentSettings(_Frozen):
     seen_limit: int = Field(default=200_000, ge=1)  # event ids remembered for de-duplication
     dedup_steps: int = Field(default=24, ge=0)  # ...and kept in snapshots for this many steps
     pending_limit: int = Field(default=10_000, ge=0)  # events held until the pool is configured
+    forecast: ForecastSettings = ForecastSettings()
 
     def full_mode_time_limit(self, step_seconds: float) -> float:
         """Seconds a full-mode run may take: its own limit, else half a step up to the cap."""

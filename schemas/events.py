@@ -44,6 +44,15 @@ class NodeStatus(BaseModel):
     detail: Text = ""
 
 
+class JobUsage(BaseModel):
+    """What a finished job really used, for the forecasters to learn from (all optional)."""
+
+    gpus: StrictInt | None = Field(default=None, ge=1, le=LIMITS.gpus)
+    peak_memory_gb: float | None = Field(default=None, ge=0, le=1024, allow_inf_nan=False)  # per GPU
+    steps: StrictInt | None = Field(default=None, ge=0, le=10**12)  # optimizer or calibration steps run
+    duration: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)  # pool steps it ran
+
+
 class JobSubmitted(BaseModel):
     id: Id
     kind: Literal["training", "batch_inference", "quantization"]
@@ -53,6 +62,7 @@ class JobSubmitted(BaseModel):
     features: dict[str, Any] | None = None
     requeue: bool = True
     actual_duration: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)  # traces only: the agent ignores it
+    actual_used: JobUsage | None = None  # traces only: what the job really uses, reported when it ends in a simulation
 
     @model_validator(mode="after")
     def _sized(self) -> "JobSubmitted":
@@ -90,15 +100,6 @@ class JobRef(BaseModel):
     # reports the failure (a notice for upstream; the agent acts on node.status and bindings)
 
 
-class JobUsage(BaseModel):
-    """What a finished job really used, for the forecasters to learn from (all optional)."""
-
-    gpus: StrictInt | None = Field(default=None, ge=1, le=LIMITS.gpus)
-    peak_memory_gb: float | None = Field(default=None, ge=0, le=1024, allow_inf_nan=False)  # per GPU
-    steps: StrictInt | None = Field(default=None, ge=0, le=10**12)  # optimizer or calibration steps run
-    duration: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)  # pool steps it ran
-
-
 class JobCompleted(JobRef):
     """`job.completed`: a `JobRef`, and optionally what the job used (added field)."""
 
@@ -125,6 +126,10 @@ class TrafficObserved(BaseModel):
         """GPUs needed: given, or ceil(requests_per_s / rps_per_gpu) as the contract says."""
         return self.gpus if self.gpus is not None else math.ceil(self.requests_per_s / rps_per_gpu)
 
+    def load(self, rps_per_gpu: float) -> float:
+        """GPUs needed before rounding up: what a traffic forecaster learns from."""
+        return float(self.gpus) if self.gpus is not None else self.requests_per_s / rps_per_gpu
+
     @model_validator(mode="after")
     def _measured(self) -> "TrafficObserved":
         if self.gpus is None and self.requests_per_s is None:
@@ -143,6 +148,19 @@ class BindingReported(BaseModel):
 
 # ---- what the agent publishes ----------------------------------------------------------------
 
+class ForecastMade(BaseModel):
+    """What the forecasters said of a job given by its features (`allocation.decided.forecast`)."""
+
+    forecast: list[Literal["gpus", "duration"]]  # the values forecast; the others were given
+    gpus: int
+    duration: int  # steps planned: the kind's configured quantile, rounded up
+    quantile: float
+    median: float  # steps
+    interval: tuple[float, float]  # steps
+    coverage: float  # of the interval
+    peak_memory_gb: float  # forecast a GPU at `gpus`
+
+
 class AllocationDecided(BaseModel):
     job_id: str
     action: Literal["start", "planned", "queued", "rejected"]
@@ -153,6 +171,7 @@ class AllocationDecided(BaseModel):
     latency_ms: float
     pass_seq: int | None = None  # added: the planning pass (arrivals of one poll share one)
     pass_size: int | None = None
+    forecast: ForecastMade | None = None  # added: when the job's GPUs or duration were forecast
 
 
 class PlanCommitted(BaseModel):

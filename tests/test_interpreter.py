@@ -45,19 +45,23 @@ def test_an_event_naming_a_waiting_arrival_is_applied_after_its_pass():
     assert effects[0].pass_seq != effects[1].pass_seq and "j1" not in pool.planner.queued
 
 
-FEATURES = {"variant": "lora", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 2048, "dataset_tokens_m": 50, "epochs": 1, "global_batch": 64, "micro_batch": 4}  # valid, but no forecaster sizes them yet
+FEATURES = {"variant": "lora", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 2048, "dataset_tokens_m": 50, "epochs": 1, "global_batch": 64, "micro_batch": 4}  # valid; this pool names no GPU type to size them for
 
 
 def test_what_the_pool_cannot_act_on_is_rejected_with_the_field():
     pool = configured()
-    reasons = [e.reason for e in pool.apply([
+    effects = pool.apply([
         ev("traffic.observed", {"app": "nobody", "gpus": 2}, ref=1),
         ev("node.status", {"node": 5, "state": "down"}, ref=2),
         ev("app.registered", {"id": "a", "priority": 3, "current": [99]}, ref=3),
         ev("app.registered", {"id": "b", "priority": 3, "min_gpus": 4, "max_gpus": 2}, ref=4),
         ev("job.submitted", {"id": "f", "kind": "training", "priority": 1, "features": FEATURES}, ref=5),
-    ], T0) if isinstance(e, Rejected)]
-    assert [r.split(":")[0] for r in reasons] == ["node", "app", "current", "max_gpus", "features"]  # node states first
+    ], T0)
+    reasons = [e.reason for e in effects if isinstance(e, Rejected)]
+    assert [r.split(":")[0] for r in reasons] == ["node", "app", "current", "max_gpus"]  # node states first
+    unsized = [e.decision for e in effects if isinstance(e, Decided)]  # a valid job the pool cannot size: decided
+    assert [(d.job_id, d.action) for d in unsized] == [("f", "rejected")]
+    assert unsized[0].reason.startswith("features.gpu_type: give it, or the pool's gpu_type")
 
 
 def test_failures_by_gpualloc_and_by_upstream():

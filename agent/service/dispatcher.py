@@ -21,9 +21,10 @@ import orjson
 from pydantic import ValidationError
 
 from gpualloc.agent.topics import Topics, decode
-from gpualloc.schemas.config import LIMITS, AgentSettings, SolveOptions
+from gpualloc.forecasting.jobs import JobForecast
+from gpualloc.schemas.config import LIMITS, AgentSettings, ForecastSettings, SolveOptions
 from gpualloc.schemas.errors import describe
-from gpualloc.schemas.events import (AllocationDecided, InputRejected, JobRef, PassRecorded, PlanCommitted,
+from gpualloc.schemas.events import (AllocationDecided, ForecastMade, InputRejected, JobRef, PassRecorded, PlanCommitted,
                                      PoolSnapshot, RecordedCommit, envelope, parse_event)
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.metrics import compute_metrics
@@ -60,7 +61,8 @@ def run_settings(settings: AgentSettings) -> dict[str, Any]:
     """What a replay needs to plan as this agent did; recorded in every ledger entry."""
     return {"policy": settings.policy, "effort": settings.hot_path_effort, "step_seconds": settings.step_seconds,
             "every": settings.full_mode.every, "dedup_steps": settings.dedup_steps,
-            "seen_limit": settings.seen_limit, "keyed": settings.group is not None}
+            "seen_limit": settings.seen_limit, "keyed": settings.group is not None,
+            "forecast": settings.forecast.model_dump()}
 
 
 @dataclass
@@ -117,8 +119,10 @@ class Dispatcher:
         pool.scheduler = online.hot.bind(SolveOptions(effort=run["effort"]))
         pool.step_seconds = run["step_seconds"]
         pool.full_mode_every = run["every"] if online.full_mode is not None else 0
+        pool.forecast = ForecastSettings(**run.get("forecast", {}))
         if pool.planner is not None:
             pool.planner.scheduler = pool.scheduler
+            pool.planner.forecasts.use(pool.forecast)
         self.dedup_steps = run.get("dedup_steps", self.dedup_steps)
         self.seen_limit = run.get("seen_limit", self.seen_limit)
         self.keyed = run.get("keyed", False)
@@ -195,7 +199,8 @@ class Dispatcher:
         d, input_id = effect.decision, effect.ref[1]
         payload = AllocationDecided(job_id=d.job_id, action=d.action, gpus=list(d.gpus), start_step=d.start_step,
                                     reason=d.reason, input_event_id=input_id, latency_ms=0.0,
-                                    pass_seq=effect.pass_seq, pass_size=effect.pass_size)
+                                    pass_seq=effect.pass_seq, pass_size=effect.pass_size,
+                                    forecast=_forecast_made(d.forecast))
         return Output(self.topics.decisions, d.job_id,
                       envelope("allocation.decided", payload, now, f"{input_id}:decided", self.pool))
 
@@ -347,3 +352,11 @@ def _cut(text: str, limit: int) -> str:
 def _digest(kind: str, payload: dict[str, Any]) -> str:
     """What tells a redelivery (same type and payload) from a new event reusing its id."""
     return hashlib.blake2b(orjson.dumps([kind, payload], option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
+
+
+def _forecast_made(f: JobForecast | None) -> ForecastMade | None:
+    if f is None:
+        return None
+    return ForecastMade(forecast=list(f.forecast), gpus=f.gpus, duration=f.duration, quantile=f.quantile,
+                        median=round(f.median, 3), interval=(round(f.low, 3), round(f.high, 3)),
+                        coverage=f.coverage, peak_memory_gb=round(f.peak_memory_gb, 3))

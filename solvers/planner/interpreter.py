@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Union
 
 from pydantic import BaseModel
 
-from gpualloc.schemas.config import LIMITS, AgentSettings
+from gpualloc.forecasting.forecasters import Forecasters
+from gpualloc.forecasting.jobs import SizeError
+from gpualloc.schemas.config import LIMITS, AgentSettings, ForecastSettings
 from gpualloc.schemas.events import AppRegistered, BindingReported, JobSubmitted, NodeStatus, PoolConfigured
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.state import (FULL_MODE, AppSpec, Commit, Decision, FullModePlan, JobSpec, Planner,
@@ -96,6 +98,7 @@ class Pool:
     step_seconds: float | None = None  # compressed clock; None: the pool's step_minutes
     full_mode_every: int = 0  # steps between full-mode solves (0: never)
     pending_limit: int = AgentSettings().pending_limit
+    forecast: ForecastSettings = ForecastSettings()  # the forecasters' settings, for a pool configured from now on
     planner: Planner | None = None
     origin: datetime | None = None  # time of step 0: when the pool was first configured
     passes: int = 0  # planning passes over arrivals
@@ -141,7 +144,10 @@ class Pool:
                                         "(never submitted, rejected, or ended already)")]
         if kind in ("job.cancelled", "job.completed"):
             was_running = p.id in planner.running
-            planner.complete(p.id)
+            if kind == "job.completed":
+                planner.complete(p.id, p.used)
+            else:
+                planner.cancel(p.id)
             return [Ended(p.id)] if was_running else []
         if kind == "job.failed":
             planner.fail(p.id)
@@ -160,7 +166,8 @@ class Pool:
             app = planner.apps.get(p.app)
             if app is None:
                 return [Rejected(event.ref, f"app: {p.app!r} is not registered (app.registered comes first)")]
-            planner.observe_traffic(p.app, self.step_at(event.occurred_at), p.gpus_needed(app.rps_per_gpu))
+            planner.observe_traffic(p.app, self.step_at(event.occurred_at), p.gpus_needed(app.rps_per_gpu),
+                                    p.load(app.rps_per_gpu))
             return []
         if kind == "node.status":
             return self._node(event, p)
@@ -168,9 +175,12 @@ class Pool:
 
     def _configure(self, event: Event, p: PoolConfigured, now: datetime) -> list[Effect]:
         config = PoolConfig(p.gpus, p.gpus_per_node, p.horizon, p.step_minutes, p.time_decay,
-                            p.realtime_penalty, p.swap_cap)
+                            p.realtime_penalty, p.swap_cap, p.gpu_type, p.gpu_memory_gb)
         if self.planner is None:
-            self.planner, self.origin = Planner(config, scheduler=self.scheduler), now
+            at = now.astimezone(timezone.utc)
+            self.planner = Planner(config, scheduler=self.scheduler, forecasts=Forecasters(self.forecast),
+                                   week_minute=at.weekday() * 1440 + at.hour * 60 + at.minute)
+            self.origin = now
             waiting, self.pending = self.pending, []
             checked = [(e, self._too_far_ahead(e, now)) for e in waiting]
             out: list[Effect] = [Rejected(e.ref, ahead) for e, ahead in checked if ahead]
@@ -212,24 +222,37 @@ class Pool:
         return ""
 
     def _decide(self, arrivals: list[Event]) -> list[Effect]:
-        """One planning pass for the arrivals; one decision (or rejection) each."""
+        """One planning pass for the arrivals; one decision (or rejection) each. A job that
+        gives its features has what it does not give forecast; one that cannot be sized is
+        decided `rejected` with the reason."""
         out: list[Effect] = []
-        jobs: list[tuple[Event, JobSpec]] = []
+        jobs: list[tuple[Event, JobSpec | Decision]] = []
         for event in arrivals:
             p: JobSubmitted = event.payload
-            if p.gpus is None or p.duration is None:
-                out.append(Rejected(event.ref, "features: no forecaster is configured for this pool yet; "
-                                               "give gpus and duration"))
-                continue
             if len(self.planner.queued) + len(jobs) >= LIMITS.queued_jobs and p.id not in self.planner.queued:
                 out.append(Rejected(event.ref, f"id: the pool has {LIMITS.queued_jobs} jobs queued, the limit"))
                 continue
-            jobs.append((event, JobSpec(p.id, p.kind, p.priority, p.gpus, p.duration, self.planner.now, p.requeue)))
+            try:
+                jobs.append((event, self._spec(p)))
+            except SizeError as e:
+                jobs.append((event, Decision(p.id, "rejected", (), None, str(e))))
         if not jobs:
             return out
         self.passes += 1
-        decisions = self.planner.submit_all([job for _, job in jobs])
-        return out + [Decided(event.ref, d, self.passes, len(jobs)) for (event, _), d in zip(jobs, decisions)]
+        specs = [job for _, job in jobs if isinstance(job, JobSpec)]
+        decided = iter(self.planner.submit_all(specs) if specs else ())
+        return out + [Decided(event.ref, job if isinstance(job, Decision) else next(decided), self.passes, len(jobs))
+                      for event, job in jobs]
+
+    def _spec(self, p: JobSubmitted) -> JobSpec:
+        """The job as the planner plans it: the sizes given, the rest from the forecasters."""
+        features = p.feature_model()
+        forecast = None
+        gpus, duration = p.gpus, p.duration
+        if gpus is None or duration is None:
+            forecast = self.planner.size_job(p.kind, features, gpus, duration)
+            gpus, duration = forecast.gpus, forecast.duration
+        return JobSpec(p.id, p.kind, p.priority, gpus, duration, self.planner.now, p.requeue, features, forecast)
 
     def _too_far_ahead(self, event: Event, now: datetime) -> str:
         """Why an event stamped more than one horizon after `now` is refused ("" when it is not):

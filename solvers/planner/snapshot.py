@@ -16,12 +16,15 @@ from typing import Any, Callable
 
 import orjson
 
+from gpualloc.forecasting.forecasters import Forecasters
+from gpualloc.schemas.config import ForecastSettings
+from gpualloc.schemas.features import FEATURES
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.state import AppSpec, JobSpec, Planner, PoolConfig
 from gpualloc.solvers.problem import Problem
 
-VERSION = 1
+VERSION = 2  # 2: the forecasters' state, the pool's GPU type, jobs' features
 
 
 class SnapshotError(ValueError):
@@ -33,19 +36,22 @@ def _hex(mask: int) -> str:
 
 
 def _job(spec: JobSpec) -> list:
-    return [spec.kind, spec.priority, spec.gpus, spec.duration, spec.submitted, spec.requeue]
+    features = spec.features.model_dump(mode="json") if spec.features is not None else None
+    return [spec.kind, spec.priority, spec.gpus, spec.duration, spec.submitted, spec.requeue, features]
 
 
 def _spec(job_id: str, data: list) -> JobSpec:
-    kind, priority, gpus, duration, submitted, requeue = data
-    return JobSpec(job_id, kind, priority, gpus, duration, submitted, requeue)
+    kind, priority, gpus, duration, submitted, requeue, features = data
+    return JobSpec(job_id, kind, priority, gpus, duration, submitted, requeue,
+                   FEATURES[kind].model_validate(features) if features is not None else None)
 
 
 def dump_planner(planner: Planner) -> dict[str, Any]:
     c = planner.config
     return {
-        "config": [c.gpus, c.gpus_per_node, c.horizon, c.step_minutes, c.time_decay, c.realtime_penalty, c.swap_cap],
-        "now": planner.now,
+        "config": [c.gpus, c.gpus_per_node, c.horizon, c.step_minutes, c.time_decay, c.realtime_penalty, c.swap_cap,
+                   c.gpu_type, c.gpu_memory_gb],
+        "now": planner.now, "week_minute": planner.week_minute, "forecasters": planner.forecasts.dump(),
         "queued": {job_id: _job(spec) for job_id, spec in planner.queued.items()},
         "running": {job_id: [_job(spec), _hex(mask), start] for job_id, (spec, mask, start) in planner.running.items()},
         "apps": {app_id: [a.priority, a.min_gpus, a.max_gpus, a.swap_cap, a.profile, a.rps_per_gpu,
@@ -55,8 +61,10 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
     }
 
 
-def load_planner(data: dict[str, Any], scheduler: Callable[[Problem], Schedule]) -> Planner:
-    planner = Planner(PoolConfig(*data["config"]), now=data["now"], scheduler=scheduler)
+def load_planner(data: dict[str, Any], scheduler: Callable[[Problem], Schedule],
+                 forecast: ForecastSettings = ForecastSettings()) -> Planner:
+    planner = Planner(PoolConfig(*data["config"]), now=data["now"], scheduler=scheduler,
+                      forecasts=Forecasters.load(data["forecasters"], forecast), week_minute=data["week_minute"])
     planner.queued = {job_id: _spec(job_id, job) for job_id, job in data["queued"].items()}
     planner.running = {job_id: (_spec(job_id, job), int(mask, 16), start)
                        for job_id, (job, mask, start) in data["running"].items()}
@@ -80,7 +88,7 @@ def load_pool(data: dict[str, Any], pool: Pool) -> Pool:
     try:
         pool.origin = datetime.fromisoformat(data["origin"]) if data["origin"] else None
         pool.passes = data["passes"]
-        pool.planner = load_planner(data["planner"], pool.scheduler) if data["planner"] else None
+        pool.planner = load_planner(data["planner"], pool.scheduler, pool.forecast) if data["planner"] else None
     except (KeyError, TypeError, ValueError) as e:
         raise SnapshotError(f"snapshot: damaged ({type(e).__name__}: {e})") from None
     return pool

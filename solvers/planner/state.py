@@ -11,9 +11,12 @@ and GPUs that may take no new work (down or drained nodes) are held by a blocker
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
+from gpualloc.forecasting.forecasters import Forecasters, hardware
+from gpualloc.forecasting.jobs import JobForecast
 from gpualloc.schemas.config import POOL
+from gpualloc.schemas.events import JobUsage
 from gpualloc.schemas.scenario import block_size_problems
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
@@ -35,6 +38,8 @@ class PoolConfig:
     time_decay: float = POOL.time_decay
     realtime_penalty: float = POOL.realtime_penalty
     swap_cap: int = POOL.swap_cap
+    gpu_type: str | None = None  # what jobs given by their features are sized for
+    gpu_memory_gb: float | None = None
 
     @property
     def node_size(self) -> int:
@@ -50,6 +55,8 @@ class JobSpec:
     duration: int
     submitted: int  # step of arrival
     requeue: bool = True
+    features: Any = None  # the validated features, when the job gave them (its completion teaches the forecasters)
+    forecast: JobForecast | None = None  # when its GPUs or duration were forecast
 
 
 @dataclass
@@ -72,6 +79,7 @@ class Decision:
     gpus: tuple[int, ...]
     start_step: int | None
     reason: str
+    forecast: JobForecast | None = None  # when the job's GPUs or duration were forecast
 
 
 @dataclass(frozen=True)
@@ -117,6 +125,8 @@ class Planner:
     drained: int = 0  # GPUs of drained nodes: running work continues, nothing new lands there
     scheduler: Callable[[Problem], Schedule] = heuristic_schedule  # the hot path (FIFO for baselines)
     committed: int = 0  # GPUs assigned in the last committed step
+    forecasts: Forecasters = field(default_factory=Forecasters)
+    week_minute: int = 0  # minute of the week (from Monday 00:00 UTC) at which step 0 began
 
     # ---- events -------------------------------------------------------------------------
     def submit(self, job: JobSpec) -> Decision:
@@ -145,10 +155,28 @@ class Planner:
         self.queued.pop(job_id, None)
         self.running.pop(job_id, None)
 
-    def complete(self, job_id: str) -> None:
-        """The job exited: its GPUs are free from the next committed step."""
-        self.running.pop(job_id, None)
+    def complete(self, job_id: str, used: JobUsage | None = None) -> None:
+        """The job exited: its GPUs are free from the next committed step. One that gave its
+        features teaches the forecasters what it really took (`used`, else what the pool saw:
+        its GPUs and the steps since it started)."""
+        entry = self.running.pop(job_id, None)
         self.queued.pop(job_id, None)
+        if entry is None or entry[0].features is None:
+            return
+        spec, _, start = entry
+        used = used or JobUsage()
+        gpus = used.gpus or spec.gpus
+        self.forecasts.finished(spec.kind, spec.features, self.hardware(spec.features),
+                                gpus, used.duration or max(1, self.now - start), used.peak_memory_gb)
+
+    def size_job(self, kind: str, features: Any, gpus: int | None, duration: int | None) -> JobForecast:
+        """A job's GPU count and duration from its features (given values win); SizeError with
+        the field and the rule when it cannot be sized."""
+        return self.forecasts.size(kind, features, self.hardware(features), gpus, duration)
+
+    def hardware(self, features: Any):
+        c = self.config
+        return hardware(features, c.gpu_type, c.gpu_memory_gb, c.gpus, c.step_minutes)
 
     def fail(self, job_id: str) -> None:
         """The job failed (or could not bind): it goes back to the queue if it allows it."""
@@ -167,9 +195,15 @@ class Planner:
             app.observed, app.held = old.observed, old.held
         self.apps[app.id] = app
 
-    def observe_traffic(self, app_id: str, step: int, gpus: int) -> None:
+    def observe_traffic(self, app_id: str, step: int, gpus: int, load: float | None = None) -> None:
+        """`gpus` needed at `step` (`load`: the same, unrounded, when the observation gave requests/s)."""
         app = self.apps[app_id]
         app.observed[step] = max(gpus, app.observed.get(step, 0))
+        self.forecasts.observed(app_id, self.hour_of(step), gpus if load is None else load)
+
+    def hour_of(self, step: int) -> int:
+        """The pool hour `step` begins in (hour 0: the Monday 00:00 UTC before step 0)."""
+        return (self.week_minute + step * self.config.step_minutes) // 60
 
     def node_status(self, node: int, state: str) -> list[str]:
         """Mark a node up, drained or down; returns the running jobs that fail with it."""
@@ -198,15 +232,16 @@ class Planner:
         it `planned` for the boundary."""
         placed = schedule.batch.get(job.id)
         if placed is None:
-            return Decision(job.id, "queued", (), None, self._why_waiting(problem, schedule, job))
+            return Decision(job.id, "queued", (), None, _noted(self._why_waiting(problem, schedule, job), job), job.forecast)
         start, mask = placed
         gpus = tuple(bits_of(mask))
         if start == 0 and not mask & self.committed:
-            return Decision(job.id, "start", gpus, self.now, f"starts now on GPUs {gpus[0]}-{gpus[-1]}")
+            return Decision(job.id, "start", gpus, self.now, _noted(f"starts now on GPUs {gpus[0]}-{gpus[-1]}", job), job.forecast)
         why = (self._holders(problem, schedule, mask, start) if start else
                "its GPUs are held in the current step and free up at the boundary")
         return Decision(job.id, "planned", gpus, self.now + start,
-                        f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why)
+                        _noted(f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why, job),
+                        job.forecast)
 
     def adopt(self, plan: FullModePlan) -> Adoption:
         """At a step boundary: `plan` carried onto the current window (`gpualloc.solvers.planner.reconcile`),
@@ -324,9 +359,10 @@ class Planner:
         return floors
 
     def _demand(self, app: AppSpec) -> list[int]:
-        """Demand for the window: the profile by hour of day where given, else the latest
-        observation held flat (until a forecaster exists); the current step's own
-        observation wins for the current step."""
+        """Demand for the window: a step's own observation where there is one (the current
+        step's, say), else the traffic forecaster's for its hour, else (nothing observed yet at
+        that hour of day) the registered profile by hour of day, else the latest observation
+        held flat."""
         cfg = self.config
         latest = app.observed[max(app.observed)] if app.observed else 0
         out = []
@@ -334,9 +370,13 @@ class Planner:
             step = self.now + t
             if step in app.observed:
                 out.append(app.observed[step])
+                continue
+            hour = self.hour_of(step)
+            forecast = self.forecasts.demand(app.id, hour)
+            if forecast is not None:
+                out.append(min(cfg.gpus, forecast))
             elif app.profile:
-                hour = (step * cfg.step_minutes // 60) % 24
-                out.append(app.profile[hour % len(app.profile)])
+                out.append(app.profile[hour % 24])
             else:
                 out.append(latest)
         return out
@@ -372,6 +412,15 @@ class Planner:
         return (f"no {job.gpus}-GPU block is free for {job.duration} steps within the "
                 f"{problem.horizon}-step window before higher-value work and real-time demand "
                 f"({len(schedule.batch)} jobs placed); it stays queued and is replanned every step")
+
+
+def _noted(reason: str, job: JobSpec) -> str:
+    """A decision's reason, with what was forecast of the job when something was."""
+    f = job.forecast
+    if f is None:
+        return reason
+    return (f"{reason} (forecast {' and '.join(f.forecast)}: {f.gpus} GPUs, {f.duration} steps planned at the "
+            f"{f.quantile:.0%} quantile; median {f.median:.1f}, {f.coverage:.0%} interval {f.low:.1f}-{f.high:.1f})")
 
 
 def applied(commits: list[Commit], gpus: int) -> list[list[str | None]]:

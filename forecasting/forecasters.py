@@ -1,0 +1,74 @@
+"""A pool's forecasters together: what the planner asks (a job's size, an app's demand an hour)
+and what it tells them (completions, traffic), with the settings it plans by.
+
+Part of the pool's state: `dump` and `load` carry everything learned, so a snapshot's recovery or
+a ledger's replay makes the same forecasts and hence the same decisions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from gpualloc.forecasting.jobs import Features, Hardware, JobForecast, JobForecaster, SizeError
+from gpualloc.forecasting.physics import GPU_MEMORY_GB
+from gpualloc.forecasting.traffic import TrafficForecaster
+from gpualloc.schemas.config import ForecastSettings
+
+
+@dataclass
+class Forecasters:
+    settings: ForecastSettings = ForecastSettings()
+    jobs: JobForecaster = field(default_factory=JobForecaster)
+    traffic: TrafficForecaster | None = None
+
+    def __post_init__(self) -> None:
+        if self.traffic is None:
+            self.traffic = TrafficForecaster(self.settings.traffic_weeks, self.settings.traffic_forgetting)
+
+    def use(self, settings: ForecastSettings) -> None:
+        """Forecast by `settings` from now on (a replay takes up each ledger entry's own)."""
+        self.settings = settings
+        self.traffic.weeks, self.traffic.forgetting = settings.traffic_weeks, settings.traffic_forgetting
+        for app in self.traffic.apps.values():
+            app.cache.clear()
+
+    # ---- jobs ---------------------------------------------------------------------------------
+    def size(self, kind: str, f: Features, hw: Hardware, gpus: int | None, duration: int | None) -> JobForecast:
+        """The job's GPU count and duration: the given ones, the rest forecast (SizeError when
+        no count of the pool's GPUs holds it)."""
+        return self.jobs.forecast(kind, f, hw, self.settings.quantile(kind), self.settings.interval, gpus, duration)
+
+    def finished(self, kind: str, f: Features, hw: Hardware, gpus: int, steps: int,
+                 peak_memory_gb: float | None) -> None:
+        self.jobs.learn(kind, f, hw, gpus, steps, peak_memory_gb)
+
+    # ---- traffic ------------------------------------------------------------------------------
+    def observed(self, app_id: str, hour: int, load: float) -> None:
+        self.traffic.observe(app_id, hour, load, self.settings.realtime_quantile)
+
+    def demand(self, app_id: str, hour: int) -> int | None:
+        """GPUs app `app_id` needs in pool hour `hour` (None: nothing observed to go by)."""
+        load = self.traffic.forecast(app_id, hour, self.settings.realtime_quantile)
+        return None if load is None else math.ceil(load - 1e-9)
+
+    # ---- state --------------------------------------------------------------------------------
+    def dump(self) -> dict:
+        return {"jobs": self.jobs.dump(), "traffic": self.traffic.dump()}
+
+    @classmethod
+    def load(cls, data: dict, settings: ForecastSettings) -> "Forecasters":
+        return cls(settings, JobForecaster.load(data["jobs"]),
+                   TrafficForecaster.load(data["traffic"], settings.traffic_weeks, settings.traffic_forgetting))
+
+
+def hardware(f: Features, pool_type: str | None, pool_memory_gb: float | None, gpus: int,
+             step_minutes: int) -> Hardware:
+    """What the job runs on: its own GPU type and memory, else the pool's (SizeError naming
+    the field when neither says)."""
+    gpu_type = f.gpu_type or pool_type
+    if gpu_type is None:
+        raise SizeError("features.gpu_type: give it, or the pool's gpu_type in pool.configured, so the job "
+                        "can be sized")
+    memory = f.gpu_memory_gb or (pool_memory_gb if gpu_type == pool_type else None) or GPU_MEMORY_GB[gpu_type]
+    return Hardware(gpu_type, memory, gpus, step_minutes)

@@ -1,0 +1,190 @@
+"""GPU counts and durations of training and quantization jobs from their features: the physics
+baseline (`physics`, `quantization`) times a correction learned online from what finished jobs
+really used, with a prediction interval from the correction's recent out-of-sample errors.
+
+Two corrections a kind, both ridge regressions on log features (`ridge.OnlineRidge`):
+- memory: log of the peak a GPU a job reported over the baseline's, on a "GB + 1" scale so the
+  fixed per-GPU overheads the baseline leaves out are learnable; the GPU count is the smallest
+  power of two at which the corrected peak fits the GPU. Before it learns anything, the baseline's
+  own headroom stands in for what it misses;
+- duration: log of the hours a job ran over the baseline's hours at its GPU count.
+A forecast's duration quantiles are the correction's point forecast plus the quantiles of its
+last errors (`ridge.ErrorWindow`). Everything is a deterministic function of what was learned, in
+the order it was learned.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from gpualloc.forecasting import physics, quantization
+from gpualloc.forecasting.ridge import ErrorWindow, OnlineRidge
+from gpualloc.schemas.config import LIMITS
+from gpualloc.schemas.features import (GPU_TYPES, OPTIMIZERS, PRECISIONS, QUANT_ALGORITHMS, TRAINING_VARIANTS,
+                                       QuantizationFeatures, TrainingFeatures)
+
+Features = TrainingFeatures | QuantizationFeatures
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What a job runs on: the GPU type and its memory, and the pool it is planned in."""
+
+    gpu_type: str
+    memory_gb: float
+    max_gpus: int
+    step_minutes: int
+
+
+@dataclass(frozen=True)
+class JobForecast:
+    gpus: int
+    duration: int  # pool steps to plan with: the kind's quantile, rounded up
+    median: float  # pool steps
+    low: float  # the interval's ends, pool steps
+    high: float
+    coverage: float  # of [low, high]
+    quantile: float  # of `duration`
+    forecast: tuple[str, ...]  # the values forecast ("gpus", "duration"); the rest were given
+    peak_memory_gb: float  # forecast a GPU at `gpus`
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A kind's physics: memory a GPU and hours at a count, the fewest GPUs, and the design row."""
+
+    memory: Callable[[Features, int], float]
+    hours: Callable[[Features, str, int], float]
+    smallest: Callable[[Features], int]
+    design: Callable[[Features, str, int, float, float], list[float]]
+
+
+def _one_hot(value: str, choices: tuple[str, ...]) -> list[float]:
+    return [1.0 if value == c else 0.0 for c in choices]
+
+
+def _common(gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
+    """Terms every design shares: the hardware, the count, and the baseline's own answers (so a
+    correction can grow or shrink with them: fixed overheads weigh most on small jobs)."""
+    return [1.0, math.log2(gpus), math.log(hours), 1.0 / (1.0 + hours), math.log1p(memory), 1.0 / (1.0 + memory),
+            *_one_hot(gpu_type, GPU_TYPES)]
+
+
+def _training_design(f: TrainingFeatures, gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
+    return [*_common(gpu_type, gpus, hours, memory), math.log(f.params_b),
+            math.log((f.active_params_b or f.params_b) / f.params_b), math.log(f.layers), math.log(f.hidden_size),
+            math.log(f.seq_len), math.log(f.dataset_tokens_m * f.epochs), math.log(f.global_batch),
+            math.log(f.micro_batch), math.log(f.lora_rank or 1), float(f.gradient_checkpointing), f.zero_stage / 3,
+            math.log2(f.tensor_parallel), math.log2(f.pipeline_parallel), float(f.flash_attention),
+            float(f.reference_model), *_one_hot(f.variant, TRAINING_VARIANTS), *_one_hot(f.precision, PRECISIONS),
+            *_one_hot(f.optimizer, OPTIMIZERS)]
+
+
+def _quantization_design(f: QuantizationFeatures, gpu_type: str, gpus: int, hours: float,
+                         memory: float) -> list[float]:
+    return [*_common(gpu_type, gpus, hours, memory), math.log(f.params_b), math.log(f.bits),
+            math.log1p(f.calibration_samples), math.log(f.seq_len), math.log(f.group_size or 1),
+            *_one_hot(f.algorithm, QUANT_ALGORITHMS)]
+
+
+BASELINES: dict[str, Baseline] = {
+    "training": Baseline(physics.memory_per_gpu_gb, physics.training_hours, physics.smallest_count,
+                         _training_design),
+    "quantization": Baseline(lambda f, n: quantization.memory_gb(f) / n, quantization.quantization_hours,
+                             lambda f: 1, _quantization_design),
+}
+
+
+@dataclass
+class KindModel:
+    """One kind's two corrections and its duration errors."""
+
+    memory: OnlineRidge
+    duration: OnlineRidge
+    errors: ErrorWindow = field(default_factory=ErrorWindow)
+
+    def dump(self) -> dict:
+        return {"memory": self.memory.dump(), "duration": self.duration.dump(), "errors": self.errors.errors}
+
+    @classmethod
+    def load(cls, data: dict) -> "KindModel":
+        return cls(OnlineRidge.load(data["memory"]), OnlineRidge.load(data["duration"]),
+                   ErrorWindow(errors=list(data["errors"])))
+
+
+def _fresh(kind: str) -> KindModel:
+    probe = BASELINES[kind].design(_PROBES[kind], GPU_TYPES[0], 1, 1.0, 1.0)
+    return KindModel(OnlineRidge(len(probe)), OnlineRidge(len(probe)))
+
+
+_PROBES: dict[str, Features] = {
+    "training": TrainingFeatures(variant="full", params_b=1, layers=1, hidden_size=64, seq_len=1,
+                                 dataset_tokens_m=1, epochs=1, global_batch=1, micro_batch=1),
+    "quantization": QuantizationFeatures(params_b=1, algorithm="awq", bits=4),
+}
+
+
+class SizeError(ValueError):
+    """A job no count of the pool's GPUs holds: the message names the feature and the rule."""
+
+
+@dataclass
+class JobForecaster:
+    models: dict[str, KindModel] = field(default_factory=lambda: {kind: _fresh(kind) for kind in BASELINES})
+
+    def forecast(self, kind: str, f: Features, hw: Hardware, quantile: float, coverage: float,
+                 gpus: int | None = None, duration: int | None = None) -> JobForecast:
+        """The job's GPUs (given, else forecast) and duration (given, else the `quantile`)."""
+        model, base = self.models[kind], BASELINES[kind]
+        n = gpus if gpus is not None else self._count(kind, f, hw)
+        hours, memory = base.hours(f, hw.gpu_type, n), base.memory(f, n)
+        x = np.array(base.design(f, hw.gpu_type, n, hours, memory))
+        centre = math.log(hours * 60.0 / hw.step_minutes) + model.duration.predict(x)
+        at = lambda p: math.exp(centre + model.errors.quantile(p))  # noqa: E731 - pool steps at quantile p
+        tail = (1.0 - coverage) / 2
+        planned = duration if duration is not None else min(LIMITS.duration, max(1, math.ceil(at(quantile) - 1e-9)))
+        made = tuple(name for name, given in (("gpus", gpus), ("duration", duration)) if given is None)
+        return JobForecast(n, planned, at(0.5), at(tail), at(1.0 - tail), coverage, quantile, made,
+                           self._peak(kind, f, n, memory, x))
+
+    def learn(self, kind: str, f: Features, hw: Hardware, gpus: int, steps: int,
+              peak_memory_gb: float | None = None) -> None:
+        """A finished job ran `steps` pool steps on `gpus` GPUs (peaking at `peak_memory_gb` a GPU)."""
+        model, base = self.models[kind], BASELINES[kind]
+        hours, memory = base.hours(f, hw.gpu_type, gpus), base.memory(f, gpus)
+        x = np.array(base.design(f, hw.gpu_type, gpus, hours, memory))
+        y = math.log(steps * hw.step_minutes / 60.0 / hours)
+        model.errors.add(y - model.duration.predict(x))
+        model.duration.learn(x, y)
+        if peak_memory_gb is not None:
+            model.memory.learn(x, math.log1p(peak_memory_gb) - math.log1p(memory / physics.HEADROOM))
+
+    def _peak(self, kind: str, f: Features, n: int, memory: float, x: np.ndarray) -> float:
+        """Forecast peak GB a GPU at `n` GPUs (the baseline over its headroom, corrected)."""
+        return math.expm1(math.log1p(memory / physics.HEADROOM) + self.models[kind].memory.predict(x))
+
+    def _count(self, kind: str, f: Features, hw: Hardware) -> int:
+        """The smallest power of two from the layout's floor whose forecast peak fits a GPU."""
+        base, n, peak = BASELINES[kind], BASELINES[kind].smallest(f), 0.0
+        if n > hw.max_gpus:
+            raise SizeError(f"features.tensor_parallel, features.pipeline_parallel: the layout needs {n} GPUs, "
+                            f"the pool has {hw.max_gpus}")
+        while n <= hw.max_gpus:
+            hours, memory = base.hours(f, hw.gpu_type, n), base.memory(f, n)
+            peak = self._peak(kind, f, n, memory, np.array(base.design(f, hw.gpu_type, n, hours, memory)))
+            if peak <= hw.memory_gb:
+                return n
+            n *= 2
+        raise SizeError(f"features: no count of the pool's {hw.max_gpus} GPUs holds the job (it needs about "
+                        f"{peak:.0f} GB a GPU at {n // 2}, a {hw.gpu_type} has {hw.memory_gb:g} GB)")
+
+    def dump(self) -> dict:
+        return {kind: model.dump() for kind, model in self.models.items()}
+
+    @classmethod
+    def load(cls, data: dict) -> "JobForecaster":
+        return cls({kind: KindModel.load(m) for kind, m in data.items()})

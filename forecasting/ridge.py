@@ -1,0 +1,79 @@
+"""Ridge regression learned one example at a time, and the empirical quantiles of its errors.
+
+The model is kept as its sufficient statistics (X'X and X'y), so learning from a completion is
+one rank-one update, the fit is the same whatever the order of the examples, and the state is two
+arrays of plain numbers that snapshots and replays restore exactly. The penalty pulls the
+weights towards zero: a correction that knows nothing leaves the physics baseline as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import NormalDist
+
+import numpy as np
+
+PRIOR_SPREAD = 0.6  # log-error spread assumed before any error is seen (a factor of about 1.8)
+MIN_ERRORS = 20  # errors needed before their own quantiles replace the assumed spread
+
+
+@dataclass
+class OnlineRidge:
+    dims: int
+    penalty: float = 1.0
+    xtx: np.ndarray = field(default=None)  # type: ignore[assignment]
+    xty: np.ndarray = field(default=None)  # type: ignore[assignment]
+    examples: int = 0
+    _weights: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.xtx is None:
+            self.xtx = np.zeros((self.dims, self.dims))
+            self.xty = np.zeros(self.dims)
+
+    def learn(self, x: np.ndarray, y: float) -> None:
+        self.xtx += np.outer(x, x)
+        self.xty += x * y
+        self.examples += 1
+        self._weights = None
+
+    def predict(self, x: np.ndarray) -> float:
+        if self.examples == 0:
+            return 0.0
+        if self._weights is None:
+            self._weights = np.linalg.solve(self.xtx + self.penalty * np.eye(self.dims), self.xty)
+        return float(x @ self._weights)
+
+    def dump(self) -> dict:
+        return {"xtx": self.xtx.tolist(), "xty": self.xty.tolist(), "examples": self.examples}
+
+    @classmethod
+    def load(cls, data: dict, penalty: float = 1.0) -> "OnlineRidge":
+        xty = np.array(data["xty"], dtype=float)
+        return cls(len(xty), penalty, np.array(data["xtx"], dtype=float), xty, data["examples"])
+
+
+@dataclass
+class ErrorWindow:
+    """The last `size` out-of-sample errors (log actual - log predicted, each taken before the
+    model learned from its example): their quantiles are the prediction interval, so it is as
+    wide as the model's recent errors, not as its fit to data it has seen."""
+
+    size: int = 150
+    errors: list[float] = field(default_factory=list)  # oldest first
+
+    def add(self, error: float) -> None:
+        self.errors.append(error)
+        del self.errors[:-self.size]
+
+    def quantile(self, p: float) -> float:
+        """The p-quantile of the errors (linear between order statistics); a normal spread of
+        `PRIOR_SPREAD` while fewer than `MIN_ERRORS` are known."""
+        if len(self.errors) < MIN_ERRORS:
+            return PRIOR_SPREAD * NormalDist().inv_cdf(p)
+        ordered = sorted(self.errors)
+        at = p * (len(ordered) - 1)
+        lo = math.floor(at)
+        hi = min(lo + 1, len(ordered) - 1)
+        return ordered[lo] + (at - lo) * (ordered[hi] - ordered[lo])

@@ -1,0 +1,120 @@
+"""Real-time demand by hour of week, learned from `traffic.observed`.
+
+An app's history is the largest load (GPUs, fractional: requests/s over `rps_per_gpu`) seen in
+each hour of the pool's clock, kept for `weeks` weeks. The forecast for an hour is a weighted
+upper quantile of the same hour of day on days of the same type (weekdays, Saturdays, Sundays):
+- weights forget exponentially (`forgetting` a week), and the same day of the week counts
+  double, so a drifting level and a weekly rhythm both come through;
+- samples far above the others (a burst, a sensor glitch: above the median by more than
+  `SPREADS` robust spreads) are clipped before the quantile is taken, and low ones (holidays,
+  outages) fall below an upper quantile anyway;
+- hours never observed (gaps) are simply absent; with no sample of the day type, the same hour
+  of every day is used; with none at all the caller falls back on the registered profile.
+A short-term correction lifts the next hours when live traffic runs above the forecast: the
+median of the last `RECENT` observations' log ratios to their forecasts, when positive, decaying
+by `DECAY` an hour ahead. Pure: a function of the observations in order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+WEEK = 168
+RECENT = 3  # observations whose ratio to the forecast says live traffic runs above it
+DECAY = 0.8  # of that lift, an hour further ahead
+SPREADS = 6.0  # robust spreads above the median past which a sample is clipped
+MIN_SPREAD = 0.05  # of the median: the spread's floor (a flat history has none)
+
+
+def day_type(hour: int) -> int:
+    """0: a weekday, 1: Saturday, 2: Sunday (hour 0 of the week is Monday 00:00 UTC)."""
+    return min(2, max(0, (hour % WEEK) // 24 - 4))
+
+
+@dataclass
+class AppTraffic:
+    by_hour_of_day: dict[int, dict[int, float]] = field(default_factory=dict)  # hour of day -> {hour: load}
+    recent: list[float] = field(default_factory=list)  # log(load / forecast) of the last observations
+    last: int | None = None  # the latest hour observed
+    cache: dict[tuple[int, float], float | None] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class TrafficForecaster:
+    weeks: int = 6
+    forgetting: float = 0.7
+    apps: dict[str, AppTraffic] = field(default_factory=dict)
+
+    def observe(self, app_id: str, hour: int, load: float, quantile: float) -> None:
+        """`load` GPUs needed in pool hour `hour` (its largest observation counts)."""
+        app = self.apps.setdefault(app_id, AppTraffic())
+        expected = self.seasonal(app_id, hour, quantile)
+        if expected:
+            app.recent = (app.recent + [math.log(max(load, 1e-6) / expected)])[-RECENT:]
+        same = app.by_hour_of_day.setdefault(hour % 24, {})
+        same[hour] = max(load, same.get(hour, 0.0))
+        oldest = hour - self.weeks * WEEK
+        for hours in app.by_hour_of_day.values():
+            for h in [h for h in hours if h <= oldest]:
+                del hours[h]
+        app.last = hour if app.last is None else max(app.last, hour)
+        app.cache.clear()
+
+    def forecast(self, app_id: str, hour: int, quantile: float) -> float | None:
+        """GPUs needed in pool hour `hour` (None: no history to go by)."""
+        base = self.seasonal(app_id, hour, quantile)
+        if base is None:
+            return None
+        app = self.apps[app_id]
+        lift = sorted(app.recent)[len(app.recent) // 2] if app.recent else 0.0
+        if lift > 0 and app.last is not None and hour > app.last:
+            base *= math.exp(lift * DECAY ** (hour - app.last))
+        return base
+
+    def seasonal(self, app_id: str, hour: int, quantile: float) -> float | None:
+        """The weighted upper quantile of earlier loads at this hour of day (see the module)."""
+        app = self.apps.get(app_id)
+        if app is None:
+            return None
+        key = (hour, quantile)
+        if key not in app.cache:
+            earlier = [(h, v) for h, v in app.by_hour_of_day.get(hour % 24, {}).items() if h < hour]
+            alike = [(h, v) for h, v in earlier if day_type(h) == day_type(hour)]
+            app.cache[key] = self._quantile(alike or earlier, hour, quantile)
+        return app.cache[key]
+
+    def _quantile(self, samples: list[tuple[int, float]], hour: int, q: float) -> float | None:
+        if not samples:
+            return None
+        weighted = [(v, self.forgetting ** ((hour - h) / WEEK) * (2.0 if (hour - h) % WEEK == 0 else 1.0))
+                    for h, v in samples]
+        median = _weighted_quantile(weighted, 0.5)
+        spread = max(_weighted_quantile([(abs(v - median), w) for v, w in weighted], 0.5), MIN_SPREAD * median)
+        cap = median + SPREADS * spread
+        return _weighted_quantile([(min(v, cap), w) for v, w in weighted], q)
+
+    def dump(self) -> dict:
+        return {app_id: {"hours": sorted([h, v] for hours in a.by_hour_of_day.values() for h, v in hours.items()),
+                         "recent": a.recent, "last": a.last} for app_id, a in self.apps.items()}
+
+    @classmethod
+    def load(cls, data: dict, weeks: int, forgetting: float) -> "TrafficForecaster":
+        out = cls(weeks, forgetting)
+        for app_id, a in data.items():
+            app = out.apps[app_id] = AppTraffic(recent=list(a["recent"]), last=a["last"])
+            for h, v in a["hours"]:
+                app.by_hour_of_day.setdefault(h % 24, {})[h] = v
+        return out
+
+
+def _weighted_quantile(pairs: list[tuple[float, float]], q: float) -> float:
+    """The smallest value whose cumulative weight reaches q of the total."""
+    ordered = sorted(pairs)
+    total = sum(w for _, w in ordered)
+    reached = 0.0
+    for value, weight in ordered:
+        reached += weight
+        if reached >= q * total - 1e-12:
+            return value
+    return ordered[-1][0]

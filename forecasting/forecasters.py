@@ -44,8 +44,8 @@ class Forecasters:
         self.jobs.learn(kind, f, hw, gpus, steps, peak_memory_gb)
 
     # ---- traffic ------------------------------------------------------------------------------
-    def observed(self, app_id: str, hour: int, load: float) -> None:
-        self.traffic.observe(app_id, hour, load, self.settings.realtime_quantile)
+    def observed(self, app_id: str, hour: int, load: float, learn: bool = True) -> None:
+        self.traffic.observe(app_id, hour, load, self.settings.realtime_quantile, learn)
 
     def demand(self, app_id: str, hour: int) -> int | None:
         """GPUs app `app_id` needs in pool hour `hour` (None: nothing observed to go by)."""

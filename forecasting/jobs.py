@@ -3,10 +3,11 @@ baseline (`physics`, `quantization`) times a correction learned online from what
 really used, with a prediction interval from the correction's recent out-of-sample errors.
 
 Two corrections a kind, both ridge regressions on log features (`ridge.OnlineRidge`):
-- memory: log of the peak a GPU a job reported over the baseline's, on a "GB + 1" scale so the
-  fixed per-GPU overheads the baseline leaves out are learnable; the GPU count is the smallest
-  power of two at which the corrected peak fits the GPU. Before it learns anything, the baseline's
-  own headroom stands in for what it misses;
+- memory: the GB a GPU a job's reported peak exceeds the baseline's (over its headroom) by, on
+  the design row and the row scaled by the baseline's GB, so both fixed overheads a GPU (the
+  runtime's context, communication buffers) and proportional ones (allocator fragmentation) are
+  learnable; the GPU count is the smallest power of two at which the corrected peak fits the GPU.
+  Before it learns anything, the baseline's own headroom stands in for what it misses;
 - duration: log of the hours a job ran over the baseline's hours at its GPU count.
 A forecast's duration quantiles are the correction's point forecast plus the quantiles of its
 last errors (`ridge.ErrorWindow`). Everything is a deterministic function of what was learned, in
@@ -118,7 +119,14 @@ class KindModel:
 
 def _fresh(kind: str) -> KindModel:
     probe = BASELINES[kind].design(_PROBES[kind], GPU_TYPES[0], 1, 1.0, 1.0)
-    return KindModel(OnlineRidge(len(probe)), OnlineRidge(len(probe)))
+    return KindModel(OnlineRidge(2 * len(probe)), OnlineRidge(len(probe)))
+
+
+MEMORY_SCALE = 50.0  # GB: keeps the scaled half of the memory row near the other's magnitude
+
+
+def _memory_row(x: np.ndarray, accounted: float) -> np.ndarray:
+    return np.concatenate([x, x * (accounted / MEMORY_SCALE)])
 
 
 _PROBES: dict[str, Features] = {
@@ -161,11 +169,13 @@ class JobForecaster:
         model.errors.add(y - model.duration.predict(x))
         model.duration.learn(x, y)
         if peak_memory_gb is not None:
-            model.memory.learn(x, math.log1p(peak_memory_gb) - math.log1p(memory / physics.HEADROOM))
+            accounted = memory / physics.HEADROOM
+            model.memory.learn(_memory_row(x, accounted), peak_memory_gb - accounted)
 
     def _peak(self, kind: str, f: Features, n: int, memory: float, x: np.ndarray) -> float:
         """Forecast peak GB a GPU at `n` GPUs (the baseline over its headroom, corrected)."""
-        return math.expm1(math.log1p(memory / physics.HEADROOM) + self.models[kind].memory.predict(x))
+        accounted = memory / physics.HEADROOM
+        return accounted + self.models[kind].memory.predict(_memory_row(x, accounted))
 
     def _count(self, kind: str, f: Features, hw: Hardware) -> int:
         """The smallest power of two from the layout's floor whose forecast peak fits a GPU."""

@@ -19,12 +19,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 WEEK = 168
 RECENT = 3  # observations whose ratio to the forecast says live traffic runs above it
 DECAY = 0.8  # of that lift, an hour further ahead
 SPREADS = 6.0  # robust spreads above the median past which a sample is clipped
 MIN_SPREAD = 0.05  # of the median: the spread's floor (a flat history has none)
+
+
+def week_minute(at: datetime) -> int:
+    """Minutes from the Monday 00:00 UTC before `at` (a pool's step 0) to it."""
+    at = at.astimezone(timezone.utc)
+    return at.weekday() * 1440 + at.hour * 60 + at.minute
+
+
+def pool_hour(week_minute: int, step: int, step_minutes: int) -> int:
+    """The hour `step` begins in, counted from the Monday 00:00 UTC before step 0 (which began
+    `week_minute` minutes into that week)."""
+    return (week_minute + step * step_minutes) // 60
 
 
 def day_type(hour: int) -> int:
@@ -46,19 +59,22 @@ class TrafficForecaster:
     forgetting: float = 0.7
     apps: dict[str, AppTraffic] = field(default_factory=dict)
 
-    def observe(self, app_id: str, hour: int, load: float, quantile: float) -> None:
-        """`load` GPUs needed in pool hour `hour` (its largest observation counts)."""
+    def observe(self, app_id: str, hour: int, load: float, quantile: float, learn: bool = True) -> None:
+        """`load` GPUs needed in pool hour `hour` (its largest observation counts). Without
+        `learn` only the short-term correction sees it (a backtest's held-out week)."""
         app = self.apps.setdefault(app_id, AppTraffic())
         expected = self.seasonal(app_id, hour, quantile)
         if expected:
             app.recent = (app.recent + [math.log(max(load, 1e-6) / expected)])[-RECENT:]
+        app.last = hour if app.last is None else max(app.last, hour)
+        if not learn:
+            return
         same = app.by_hour_of_day.setdefault(hour % 24, {})
         same[hour] = max(load, same.get(hour, 0.0))
         oldest = hour - self.weeks * WEEK
         for hours in app.by_hour_of_day.values():
             for h in [h for h in hours if h <= oldest]:
                 del hours[h]
-        app.last = hour if app.last is None else max(app.last, hour)
         app.cache.clear()
 
     def forecast(self, app_id: str, hour: int, quantile: float) -> float | None:

@@ -173,11 +173,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from gpualloc.solvers.simulation.report import executed_violations, report
     from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 
-    rolling = settings_of(args).simulation.full_mode
+    settings = settings_of(args).simulation
     events = read_trace(args.trace)
     try:
         sim = simulate(events, SimOptions(policies=tuple(args.policy or ("fifo", "heuristic")), days=args.days,
-                                          full_mode=rolling))
+                                          full_mode=settings.full_mode, forecast=args.forecast,
+                                          forecast_settings=settings.forecast))
     except ValueError as e:
         raise InputError(args.trace, [str(e)]) from None
     rows = report(sim)
@@ -200,6 +201,28 @@ def cmd_trace(args: argparse.Namespace) -> int:
     write_trace(args.out, events)
     print(f"wrote {len(events)} events to {args.out}")
     return EXIT_OK
+
+
+def cmd_forecast_backtest(args: argparse.Namespace) -> int:
+    from gpualloc.agent.reports import forecast_backtest
+    from gpualloc.agent.traces import read_trace
+
+    result = forecast_backtest.backtest(read_trace(args.trace), settings_of(args).simulation.forecast, args.share)
+    if not result["jobs"]["jobs"] and not result["traffic"]:
+        raise InputError(args.trace, ["nothing to backtest: no job.submitted with features and no traffic.observed "
+                                      "of a registered app"])
+    sys.stdout.write(dump_json(result) if args.json else forecast_backtest.table(result) + "\n")
+    return EXIT_OK
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1] (got {text!r})")
+    return value
 
 
 def _online(text: str) -> str:
@@ -305,10 +328,27 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
             help="queued jobs full mode plans (the most valuable)")
     setting(p, "--full-mode-time-limit", "--milp-time-limit", path="simulation.full_mode.options.time_limit",
             type=seconds_or_none, help="seconds per full-mode solve (0: none)")
+    p.add_argument("--forecast", action="store_true",
+                   help="run each policy forecast-driven (jobs by their features, traffic forecast) and as an oracle")
     settings_arguments(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--chart", help="write an SVG chart of the days here")
     p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("forecast", help="the forecasters: backtests on a trace")
+    forecast = p.add_subparsers(dest="forecast_command", required=True, metavar="COMMAND")
+    p = forecast.add_parser("backtest", help="job sizes and real-time demand forecast on a trace of contract events")
+    p.add_argument("trace", help="JSONL file of contract events")
+    p.add_argument("--share", type=_share, default=0.2, help="jobs: the last share judged (default 0.2)")
+    setting(p, "--training-quantile", path="simulation.forecast.training_quantile", type=float,
+            help="training jobs are planned at this quantile of their duration")
+    setting(p, "--quantization-quantile", path="simulation.forecast.quantization_quantile", type=float,
+            help="quantization jobs are planned at this quantile of their duration")
+    setting(p, "--realtime-quantile", path="simulation.forecast.realtime_quantile", type=float,
+            help="real-time demand is planned at this quantile")
+    settings_arguments(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_forecast_backtest)
 
     p = sub.add_parser("trace", help="write a trace: generated, or derived from a Pollux workload CSV")
     p.add_argument("source", choices=("generate", "pollux"))

@@ -6,8 +6,8 @@ from dataclasses import asdict
 from html import escape
 
 from gpualloc.solvers.policies import online_policy
-from gpualloc.solvers.simulation.report import DayReport, executed_violations
-from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation
+from gpualloc.solvers.simulation.report import DayReport, executed_violations, forecast_price
+from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_policy
 
 
 def table(rows: list[DayReport], sim: Simulation) -> str:
@@ -24,9 +24,15 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
         bad = executed_violations(sim, run)
         lines.append(f"{policy}: {'legal at every committed step' if not bad else f'{len(bad)} VIOLATIONS, first: {bad[0]}'}"
                      + (f"; full mode adopted at {len(run.full_mode_adopted)} of {len(run.full_mode)} runs"
-                        if online_policy(policy).full_mode is not None else ""))
+                        if online_policy(base_policy(policy)).full_mode is not None else ""))
         refused = refusals(run)
         lines.append(f"{policy}: {len(refused)} inputs refused" + (f", first: {refused[0]}" if refused else ""))
+    for policy, price in forecast_price(rows).items():
+        kept = "-" if price["gain_kept"] is None else f"{price['gain_kept']:.1%}"
+        ratio = "-" if price["shortfall_ratio"] is None else f"{price['shortfall_ratio']:.2f}x"
+        lines.append(f"{policy}: forecast-driven keeps {kept} of the oracle's value gain over fifo/oracle "
+                     f"({price['forecast_value']:.1f} vs {price['oracle_value']:.1f}, fifo {price['fifo_oracle_value']:.1f}); "
+                     f"real-time shortfall {price['forecast_shortfall']} vs {price['oracle_shortfall']} ({ratio})")
     lines.append("queue and JCT in steps; value is undiscounted priority x GPU-steps (real-time: served only)")
     return "\n".join(lines)
 
@@ -41,7 +47,7 @@ def refusals(run: PolicyRun) -> list[str]:
 def as_json(rows: list[DayReport], sim: Simulation) -> dict:
     return {"steps": sim.steps, "gpus": sim.config.gpus, "rows": [asdict(r) for r in rows],
             "violations": {p: executed_violations(sim, run) for p, run in sim.runs.items()},
-            "refused": {p: refusals(run) for p, run in sim.runs.items()}}
+            "refused": {p: refusals(run) for p, run in sim.runs.items()}, "forecast_price": forecast_price(rows)}
 
 
 def chart(rows: list[DayReport]) -> str:
@@ -67,12 +73,12 @@ def chart(rows: list[DayReport]) -> str:
                     continue
                 h = panel * getattr(r, metric) / scale
                 out.append(f'<rect x="{x0 + p * bar}" y="{y0 + panel - h:.1f}" width="{bar - 2}" height="{h:.1f}" '
-                           f'fill="{online_policy(policy).colour}"><title>{escape(policy)} day {day}: '
+                           f'fill="{online_policy(base_policy(policy)).colour}"><title>{escape(policy)} day {day}: '
                            f'{getattr(r, metric):.3f}</title></rect>')
             out.append(f'<text x="{x0}" y="{y0 + panel + 14}">day {day}</text>')
     for p, policy in enumerate(policies):
         x = 70 + p * 160
-        out.append(f'<rect x="{x}" y="{height - 24}" width="12" height="12" fill="{online_policy(policy).colour}"/>'
+        out.append(f'<rect x="{x}" y="{height - 24}" width="12" height="12" fill="{online_policy(base_policy(policy)).colour}"/>'
                    f'<text x="{x + 16}" y="{height - 14}">{escape(policy)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

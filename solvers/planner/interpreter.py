@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any, Callable, Union
 
 from pydantic import BaseModel
 
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.forecasting.jobs import SizeError
+from gpualloc.forecasting.traffic import week_minute
 from gpualloc.schemas.config import LIMITS, AgentSettings, ForecastSettings
 from gpualloc.schemas.events import AppRegistered, BindingReported, JobSubmitted, NodeStatus, PoolConfigured
 from gpualloc.solvers.grid import Schedule
@@ -177,9 +178,8 @@ class Pool:
         config = PoolConfig(p.gpus, p.gpus_per_node, p.horizon, p.step_minutes, p.time_decay,
                             p.realtime_penalty, p.swap_cap, p.gpu_type, p.gpu_memory_gb)
         if self.planner is None:
-            at = now.astimezone(timezone.utc)
             self.planner = Planner(config, scheduler=self.scheduler, forecasts=Forecasters(self.forecast),
-                                   week_minute=at.weekday() * 1440 + at.hour * 60 + at.minute)
+                                   week_minute=week_minute(now))
             self.origin = now
             waiting, self.pending = self.pending, []
             checked = [(e, self._too_far_ahead(e, now)) for e in waiting]

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from gpualloc.forecasting.forecasters import Forecasters, hardware
 from gpualloc.forecasting.jobs import JobForecast
+from gpualloc.forecasting.traffic import pool_hour
 from gpualloc.schemas.config import POOL
 from gpualloc.schemas.events import JobUsage
 from gpualloc.schemas.scenario import block_size_problems
@@ -203,7 +204,7 @@ class Planner:
 
     def hour_of(self, step: int) -> int:
         """The pool hour `step` begins in (hour 0: the Monday 00:00 UTC before step 0)."""
-        return (self.week_minute + step * self.config.step_minutes) // 60
+        return pool_hour(self.week_minute, step, self.config.step_minutes)
 
     def node_status(self, node: int, state: str) -> list[str]:
         """Mark a node up, drained or down; returns the running jobs that fail with it."""

@@ -8,7 +8,7 @@ import statistics
 from dataclasses import dataclass
 
 from gpualloc.solvers.legality import online_violations
-from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation
+from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_policy
 
 
 @dataclass(frozen=True)
@@ -65,3 +65,26 @@ def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
     under its policy's exemptions (FIFO's static reservations are exempt from the app rules)."""
     return online_violations(run.commits, sim.limits, set(sim.limits), run.down, run.failed, run.exempt,
                              sim.config.node_size)
+
+
+def forecast_price(rows: list[DayReport]) -> dict[str, dict]:
+    """Per policy run both ways (`SimOptions.forecast`): the share of the oracle's value gain over
+    the FIFO oracle that the forecast-driven run keeps, and its real-time shortfall beside the
+    oracle's. Empty without a `fifo/oracle` run to measure gains from."""
+    whole = {r.policy: r for r in rows if r.day is None}
+    fifo = whole.get("fifo/oracle")
+    if fifo is None:
+        return {}
+    out = {}
+    for label, oracle in whole.items():
+        forecast = whole.get(f"{base_policy(label)}/forecast")
+        if not label.endswith("/oracle") or forecast is None or label == "fifo/oracle":
+            continue
+        gain = oracle.value - fifo.value
+        out[base_policy(label)] = {
+            "oracle_value": oracle.value, "forecast_value": forecast.value, "fifo_oracle_value": fifo.value,
+            "gain_kept": round((forecast.value - fifo.value) / gain, 4) if gain > 0 else None,
+            "oracle_shortfall": oracle.realtime_shortfall, "forecast_shortfall": forecast.realtime_shortfall,
+            "shortfall_ratio": round(forecast.realtime_shortfall / oracle.realtime_shortfall, 4)
+            if oracle.realtime_shortfall else None}
+    return out

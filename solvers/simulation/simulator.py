@@ -8,17 +8,26 @@ reconciled with them, is adopted at the next boundary when it is legal and bette
 completion comes from the trace's `job.completed`, or else `actual_duration` steps after it
 starts (its declared duration when the trace gives neither). Everything is a pure function of
 the events and the options.
+
+With `forecast`, each policy runs twice on the same trace. `<policy>/forecast`: jobs given by
+their features arrive without `gpus` and `duration`, so the forecasters size them, and real-time
+curves come from the traffic forecaster; completions (with the trace's `actual_used`) and traffic
+teach them as the run goes. `<policy>/oracle`: jobs arrive with their true GPUs
+(`actual_used.gpus`, else `gpus`) and `actual_duration`, and each traffic observation reaches the
+pool a window ahead, so every plan knows the demand it will meet. The difference is the price of
+forecast error.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from gpualloc.schemas.config import RollingFullMode, SimulationSettings, SolveOptions
+from gpualloc.schemas.config import ForecastSettings, RollingFullMode, SimulationSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.full_mode import snapshot, solve_snapshot
 from gpualloc.solvers.planner.interpreter import Decided, Ended, Event, Failed, Pool, Rejected
 from gpualloc.solvers.planner.state import FULL_MODE, Commit, Decision, FullModePlan, Planner, PoolConfig
+from gpualloc.schemas.features import FEATURES
 from gpualloc.solvers.policies import OnlinePolicy, online_policy
 
 
@@ -27,6 +36,20 @@ class SimOptions:
     policies: tuple[str, ...] = ("fifo", "heuristic")  # online policies, e.g. fifo, heuristic, full-mode
     days: int | None = None  # None: until the trace's last event
     full_mode: RollingFullMode = SimulationSettings().full_mode
+    forecast: bool = False  # each policy forecast-driven and as an oracle (see the module)
+    forecast_settings: ForecastSettings = SimulationSettings().forecast
+
+    def labels(self) -> list[tuple[str, str | None]]:
+        """(run label, information mode) per run: the policies, each twice with `forecast`."""
+        names = [online_policy(name).name for name in self.policies]  # ValueError naming a bad one
+        if not self.forecast:
+            return [(name, None) for name in names]
+        return [(f"{name}/{mode}", mode) for name in names for mode in ("oracle", "forecast")]
+
+
+def base_policy(label: str) -> str:
+    """The online policy a run label names ("heuristic/forecast" -> "heuristic")."""
+    return label.split("/", 1)[0]
 
 
 @dataclass
@@ -68,7 +91,7 @@ def simulate(events: list, options: SimOptions = SimOptions(),
     """`events`: (Envelope, payload) pairs as `schemas.events.parse_event` returns them.
     `recorded`: full-mode plans by step from an earlier run (`PolicyRun.recorded`); a policy with
     full mode then commits those instead of solving, as an audit replay does."""
-    policies = [online_policy(name) for name in options.policies]  # ValueError naming a bad one
+    labels = options.labels()
     events = sorted(events, key=lambda e: e[0].occurred_at)  # stable: file order breaks ties
     first = next((e for e in events if e[0].type == "pool.configured"), None)
     if first is None:
@@ -83,8 +106,29 @@ def simulate(events: list, options: SimOptions = SimOptions(),
     limits = {p.id: (p.min_gpus, config.gpus if p.max_gpus is None else p.max_gpus,
                      config.swap_cap if p.swap_cap is None else p.swap_cap)
               for _, env, p in timed if env.type == "app.registered"}
-    runs = {online.name: _run(online, first, timed, steps, options, recorded) for online in policies}
+    runs = {label: _run(label, online_policy(base_policy(label)), first, _informed(timed, mode, config), steps,
+                        options, recorded) for label, mode in labels}
     return Simulation(config, steps, demand, priorities, limits, runs)
+
+
+def _informed(timed: list, mode: str | None, config: PoolConfig) -> list:
+    """The events as a run with `mode`'s information meets them: (delivery step, envelope,
+    payload). Forecast: sizes withheld from jobs that give features. Oracle: true sizes, and
+    traffic delivered a window (horizon - 1 steps) before the step it is for."""
+    if mode is None:
+        return timed
+    out = []
+    for step, env, p in timed:
+        if env.type == "job.submitted" and mode == "forecast" and p.features and p.kind in FEATURES:
+            p = p.model_copy(update={"gpus": None, "duration": None})
+        elif env.type == "job.submitted" and mode == "oracle":
+            used = p.actual_used
+            p = p.model_copy(update={"gpus": used.gpus if used and used.gpus else p.gpus,
+                                     "duration": p.actual_duration or p.duration})
+        elif env.type == "traffic.observed" and mode == "oracle":
+            step = max(0, step - config.horizon + 1)
+        out.append((step, env, p))
+    return sorted(out, key=lambda e: e[0])  # stable
 
 
 def _observed(timed, steps: int) -> tuple[dict[str, list[int]], dict[str, float]]:
@@ -108,14 +152,16 @@ def _observed(timed, steps: int) -> tuple[dict[str, list[int]], dict[str, float]
     return demand, priorities
 
 
-def _run(online: OnlinePolicy, first, timed, steps: int, options: SimOptions,
+def _run(label: str, online: OnlinePolicy, first, timed, steps: int, options: SimOptions,
          recorded: dict[int, Schedule] | None) -> PolicyRun:
     full = online.full_mode
-    pool = Pool(online.hot.bind(SolveOptions()), full_mode_every=options.full_mode.every if full else 0)
-    pool.apply([Event(first[0].type, first[1], first[0].occurred_at)], first[0].occurred_at)
+    pool = Pool(online.hot.bind(SolveOptions()), full_mode_every=options.full_mode.every if full else 0,
+                forecast=options.forecast_settings)
+    origin = first[0].occurred_at
+    pool.apply([Event(first[0].type, first[1], origin)], origin)
     planner = pool.planner
-    run = PolicyRun(online.name, online.hot.exempt)
-    actual: dict[str, int] = {}  # job -> steps it really runs (the trace's actual_duration)
+    run = PolicyRun(label, online.hot.exempt)
+    actual: dict[str, object] = {}  # job -> its payload, for what it really runs and uses
     ends: dict[str, int] = {}  # running job -> step at which its completion is processed
     i = 0
     for step in range(steps):
@@ -125,12 +171,14 @@ def _run(online: OnlinePolicy, first, timed, steps: int, options: SimOptions,
             if proposal is None:
                 run.full_mode.append((step, "no better than its warm start on its own snapshot"))
         while i < len(timed) and timed[i][0] <= step:
-            _, env, payload = timed[i]
-            for effect in pool.apply([Event(env.type, payload, env.occurred_at, payload)], env.occurred_at):
+            delivered, env, payload = timed[i]
+            early = delivered < pool.step_at(env.occurred_at)  # an oracle's traffic, delivered ahead
+            now = origin + delivered * pool.step_length if early else env.occurred_at
+            for effect in pool.apply([Event(env.type, payload, env.occurred_at, payload)], now):
                 _record(run, actual, ends, step, effect)
             i += 1
         for job_id in sorted(j for j, end in ends.items() if end <= step):
-            planner.complete(job_id)
+            planner.complete(job_id, actual[job_id].actual_used if job_id in actual else None)
             run.finished[job_id] = step
             del ends[job_id]
         run.down.append(planner.down)
@@ -141,17 +189,18 @@ def _run(online: OnlinePolicy, first, timed, steps: int, options: SimOptions,
         run.commits.append(committed.commit)
         for job_id in committed.commit.started:
             run.started[job_id] = step
-            ends[job_id] = step + actual.get(job_id, planner.running[job_id][0].duration)
+            job = actual.get(job_id)
+            ends[job_id] = step + (job.actual_duration if job and job.actual_duration else
+                                   planner.running[job_id][0].duration)
     return run
 
 
-def _record(run: PolicyRun, actual: dict[str, int], ends: dict[str, int], step: int, effect) -> None:
+def _record(run: PolicyRun, actual: dict[str, object], ends: dict[str, int], step: int, effect) -> None:
     """The simulator's bookkeeping of what an event caused."""
     if isinstance(effect, Decided):
         job = effect.ref
         run.submitted[job.id] = step
-        if job.actual_duration is not None:
-            actual[job.id] = job.actual_duration
+        actual[job.id] = job
         run.decisions.append(effect.decision)
     elif isinstance(effect, Ended):
         run.finished[effect.job_id] = step

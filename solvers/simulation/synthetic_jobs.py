@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gpualloc.schemas.config import LIMITS
-from gpualloc.schemas.features import (ADAPTER_VARIANTS, QUANT_ALGORITHMS, QUANT_BITS, TRAINING_VARIANTS,
-                                       QuantizationFeatures, TrainingFeatures)
+from gpualloc.schemas.features import (ADAPTER_VARIANTS, QUANT_ALGORITHMS, QUANT_BITS, QuantizationFeatures,
+                                       TrainingFeatures)
 from gpualloc.solvers.simulation.synthetic_traffic import Record, T0, pool_record, to_events
 
 DURATION_SIGMA = 0.15  # actual_hours = expected_hours x exp(N(0, sigma^2)), per job
 MEMORY_SIGMA = 0.05  # model memory (all but the CUDA context) x exp(N(0, sigma^2)), per job
-HOURS = {"training": (0.75, 100.0), "quantization": (0.4, 100.0)}  # expected hours kept; others redrawn
+HOURS = (0.75, 100.0)  # expected hours kept; jobs outside are drawn again
 GB = 1e9
 
 
@@ -114,8 +114,9 @@ def training_peak_gb(f: TrainingFeatures, gpu: GpuSpec, n: int, noise: float = 1
               + opt / (dp if z >= 1 else 1)) / mp
     tokens = _tokens_a_pass(f)
     per_token = ACT_VALUES + (0 if f.flash_attention else 2.5 * f.seq_len / 128)
-    layer_full = tokens * f.hidden_size * per_token * ACT_BYTES[f.precision] / f.tensor_parallel
-    layer_kept = tokens * f.hidden_size * ACT_BYTES[f.precision] / f.tensor_parallel if f.gradient_checkpointing else layer_full
+    layer_input = tokens * f.hidden_size * ACT_BYTES[f.precision] / f.tensor_parallel
+    layer_full = layer_input * per_token
+    layer_kept = layer_input if f.gradient_checkpointing else layer_full
     gas = max(1.0, f.global_batch / (f.micro_batch * dp))
     in_flight = min(f.pipeline_parallel, math.ceil(gas))
     acts = ACT_FACTOR[f.variant] * (layer_kept * math.ceil(f.layers / f.pipeline_parallel) * in_flight
@@ -166,9 +167,9 @@ def quant_peak_gb(f: QuantizationFeatures, gpu: GpuSpec, n: int, noise: float = 
     layers, h = _shape_of(f.params_b)
     p = f.params_b * GB
     samples = f.calibration_samples * f.seq_len * h * 2
-    if f.algorithm == "gguf_k":  # one GPU: an importance-matrix pass with part of the layers offloaded
-        model = min(0.9 * gpu.memory_gb - gpu.context_gb, 2.0 + 0.5 * f.params_b) * GB
-    elif f.algorithm in ("bnb_nf4", "bnb_int8"):  # quantized on load, one fp16 layer at a time
+    if f.algorithm == "gguf_k":  # one GPU: llama.cpp offloads as many layers as fit, up to 95%
+        return min(0.95 * gpu.memory_gb, (2.0 + 0.5 * f.params_b) * 1.05 * noise + gpu.context_gb)
+    if f.algorithm in ("bnb_nf4", "bnb_int8"):  # quantized on load, one fp16 layer at a time
         model = p * f.bits / 8 * 1.1 / n + 2 * p / layers
     else:
         copies = {"awq": 3, "gptq": 2, "smoothquant": 1, "fp8": 1}[f.algorithm]
@@ -178,7 +179,7 @@ def quant_peak_gb(f: QuantizationFeatures, gpu: GpuSpec, n: int, noise: float = 
 
 
 QUANT_EFF = 0.12  # calibration runs layer by layer, a sample at a time
-EVAL_TOKENS = 2e6  # every job ends with a perplexity check of the quantized model
+EVAL_TOKENS = 5e6  # every job ends with a perplexity check of the quantized model
 IO_GBPS = 0.8  # checkpoint read and write
 
 
@@ -192,7 +193,7 @@ def quant_hours(f: QuantizationFeatures, gpu: GpuSpec, n: int) -> float:
     cols = (3.5 * h / 4096) ** 3 * math.sqrt(312 / gpu.tflops)
     work_s = {
         "awq": 6 * forward_s * groups,
-        "gptq": 1.5 * forward_s + layers * 7 * cols * 2.5 * (1.3 if f.bits <= 3 else 1.0) * groups,
+        "gptq": 1.5 * forward_s + layers * 7 * cols * 0.06 * (1.3 if f.bits <= 3 else 1.0) * groups,
         "smoothquant": 1.2 * forward_s + 3 * layers,
         "fp8": forward_s + 60,
         "bnb_nf4": 0.6 * f.params_b, "bnb_int8": 0.6 * f.params_b,
@@ -200,7 +201,7 @@ def quant_hours(f: QuantizationFeatures, gpu: GpuSpec, n: int) -> float:
     }[f.algorithm]
     eval_s = 2 * p * EVAL_TOKENS / (speed * 0.3)
     io_s = (2 * p + p * f.bits / 8) / (IO_GBPS * GB)
-    startup_min = 3 + 1.2 * math.sqrt(f.params_b)
+    startup_min = 4 + 1.5 * math.sqrt(f.params_b)
     return ((work_s + eval_s) * (1 + 0.05 * math.log2(n)) + io_s) / 3600 + startup_min / 60
 
 
@@ -314,11 +315,12 @@ def sample_job(rng: random.Random, gpu_type: str, step_minutes: int, max_gpus: i
             continue
         hours = expected_hours(kind, f, gpu_type, n)
         actual = max(1, math.ceil(hours * duration_noise * 60 / step_minutes))
-        lo, hi = HOURS[kind]
+        lo, hi = HOURS
         if lo <= hours <= hi and actual <= LIMITS.duration:
             label = ("algorithm", f.algorithm) if kind == "quantization" else ("variant", f.variant)
-            return SampledJob(kind, rng.randint(1, 10), raw, n, round(peak_memory_gb(kind, f, gpu_type, n, memory_noise), 3),
-                              memory_noise, hours * 60 / step_minutes, actual, label)
+            peak = round(peak_memory_gb(kind, f, gpu_type, n, memory_noise), 3)
+            return SampledJob(kind, rng.randint(1, 10), raw, n, peak, memory_noise, hours * 60 / step_minutes,
+                              actual, label)
 
 
 POOLS = (("pool-a100", "a100-80gb"), ("pool-h100", "h100-80gb"), ("pool-l40s", "l40s-48gb"))

@@ -1,0 +1,214 @@
+"""Backtests of the forecasters on a trace of contract events, as the agent would meet it.
+
+Jobs: each pool's forecasters size every job that gives features when it is submitted, and
+learn from each completion when it arrives (`job.completed`, with what it `used`; a job the trace
+never completes is taken as finished `actual_duration` steps after its submission). Truth is the
+completion's `used` (GPUs, duration), else the submission's `actual_duration` and `gpus`. The
+figures are those of the last `share` of the jobs, by submission, once the models have learned
+from what came before.
+
+Traffic: each pool's forecaster learns from every observation but those of the last week, then
+forecasts each step of that week one step ahead: its seasonal profile stays as trained, and only
+the short-term correction sees the held-out week's observations (up to the step before). Beside
+it, the two baselines a platform would otherwise use: the registered profile and a reservation
+at the peak demand of the training weeks.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from gpualloc.forecasting.forecasters import Forecasters, hardware
+from gpualloc.forecasting.jobs import SizeError
+from gpualloc.forecasting.traffic import WEEK, pool_hour, week_minute
+from gpualloc.schemas.config import ForecastSettings
+from gpualloc.schemas.features import FEATURES
+
+
+@dataclass
+class JobResult:
+    id: str
+    pool: str
+    kind: str
+    group: str  # the variant (training) or the algorithm (quantization)
+    gpus: int | None  # forecast (None: the forecaster could not size it)
+    median: float | None = None  # steps
+    low: float | None = None
+    high: float | None = None
+    planned: int | None = None  # steps, at the kind's quantile
+    actual: int | None = None  # steps it ran
+    true_gpus: int | None = None
+
+
+@dataclass
+class _PoolState:
+    config: object  # its PoolConfigured payload
+    origin: datetime
+    forecasters: Forecasters
+
+
+def job_backtest(events: list, settings: ForecastSettings = ForecastSettings()) -> list[JobResult]:
+    """Per job given by its features, in submission order: the forecast and the truth."""
+    events = sorted(events, key=lambda e: e[0].occurred_at)
+    completed = {(env.pool, p.id) for env, p in events if env.type == "job.completed"}
+    pools: dict[str, _PoolState] = {}
+    jobs: dict[tuple[str, str], tuple[object, JobResult]] = {}  # (pool, id) -> (features, result)
+    due: list[tuple[datetime, int, str, str]] = []  # completions the trace leaves implicit
+    results: list[JobResult] = []
+
+    def learn(key: tuple[str, str], used=None) -> None:
+        entry = jobs.pop(key, None)
+        if entry is None:
+            return
+        f, r = entry
+        r.actual = (used.duration if used and used.duration else None) or r.actual
+        r.true_gpus = (used.gpus if used and used.gpus else None) or r.true_gpus
+        state = pools[key[0]]
+        if r.actual is None:
+            return
+        try:
+            hw = _hardware(f, state)
+        except SizeError:
+            return
+        state.forecasters.finished(r.kind, f, hw, r.true_gpus or r.gpus or 1, r.actual,
+                                   used.peak_memory_gb if used else None)
+
+    for env, p in events:
+        while due and due[0][0] <= env.occurred_at:
+            _, _, pool, job_id = heapq.heappop(due)
+            learn((pool, job_id))
+        if env.type == "pool.configured":
+            old = pools.get(env.pool)
+            pools[env.pool] = _PoolState(p, old.origin if old else env.occurred_at,
+                                         old.forecasters if old else Forecasters(settings))
+        elif env.type == "job.submitted" and env.pool in pools and p.kind in FEATURES and p.features:
+            f, state = p.feature_model(), pools[env.pool]
+            group = f.variant if p.kind == "training" else f.algorithm
+            r = JobResult(p.id, env.pool, p.kind, group, None, actual=p.actual_duration, true_gpus=p.gpus)
+            try:
+                made = state.forecasters.size(p.kind, f, _hardware(f, state), None, None)
+                r.gpus, r.median, r.low, r.high, r.planned = made.gpus, made.median, made.low, made.high, made.duration
+            except SizeError:
+                pass
+            results.append(r)
+            jobs[(env.pool, p.id)] = (f, r)
+            if (env.pool, p.id) not in completed and p.actual_duration:
+                ends = env.occurred_at + timedelta(minutes=p.actual_duration * state.config.step_minutes)
+                heapq.heappush(due, (ends, len(results), env.pool, p.id))
+        elif env.type == "job.completed":
+            learn((env.pool, p.id), p.used)
+    return results
+
+
+def _hardware(f, state: _PoolState):
+    c = state.config
+    return hardware(f, c.gpu_type, c.gpu_memory_gb, c.gpus, c.step_minutes)
+
+
+def job_summary(results: list[JobResult], share: float = 0.2) -> dict:
+    """Figures of the last `share` of the jobs: duration median APE per kind and group and in
+    all, interval coverage, the share finishing within the planned steps, GPU counts right."""
+    held = results[len(results) - math.ceil(share * len(results)):] if results else []
+    groups: dict[tuple[str, str], list[JobResult]] = {}
+    for r in held:
+        groups.setdefault((r.kind, r.group), []).append(r)
+    rows = [{"kind": kind, "group": group, **_figures(rs)} for (kind, group), rs in sorted(groups.items())]
+    return {"jobs": len(results), "held_out": len(held), "rows": rows, "all": _figures(held),
+            "by_kind": {kind: _figures([r for r in held if r.kind == kind]) for kind in sorted({r.kind for r in held})}}
+
+
+def _figures(rs: list[JobResult]) -> dict:
+    timed = [r for r in rs if r.actual and r.median is not None]
+    counted = [r for r in rs if r.true_gpus is not None]
+    return {"jobs": len(rs),
+            "duration_mdape": _round(statistics.median(abs(r.median - r.actual) / r.actual for r in timed)
+                                     if timed else None),
+            "interval_coverage": _round(_share(timed, lambda r: r.low <= r.actual <= r.high)),
+            "within_planned": _round(_share(timed, lambda r: r.actual <= r.planned)),
+            "gpus_right": _round(_share(counted, lambda r: r.gpus == r.true_gpus)),
+            "unsized": sum(r.gpus is None for r in rs)}
+
+
+def _share(rs: list, ok) -> float | None:
+    return sum(1 for r in rs if ok(r)) / len(rs) if rs else None
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+# ---- traffic ----------------------------------------------------------------------------------
+
+@dataclass
+class _AppSeries:
+    pool: str
+    app: str
+    profile: list[int] | None
+    rps: float  # requests/s a GPU serves
+    demand: dict[int, int] = field(default_factory=dict)  # step -> GPUs (its largest observation)
+    loads: list[tuple[int, float, int]] = field(default_factory=list)  # (step, load, GPUs) in time order
+
+
+def traffic_backtest(events: list, settings: ForecastSettings = ForecastSettings()) -> dict:
+    """Per app: the held-out week's under-provisioned steps and over-provisioning, for the
+    forecaster and the two baselines (see the module docstring)."""
+    events = sorted(events, key=lambda e: e[0].occurred_at)
+    configs: dict[str, tuple[object, datetime]] = {}
+    series: dict[tuple[str, str], _AppSeries] = {}
+    for env, p in events:
+        if env.type == "pool.configured":
+            configs[env.pool] = (p, configs[env.pool][1] if env.pool in configs else env.occurred_at)
+        elif env.type == "app.registered" and env.pool in configs:
+            old = series.get((env.pool, p.id))
+            series[(env.pool, p.id)] = _AppSeries(env.pool, p.id, p.profile, p.rps_per_gpu,
+                                                  *((old.demand, old.loads) if old else ()))
+        elif env.type == "traffic.observed" and (env.pool, p.app) in series:
+            s = series[(env.pool, p.app)]
+            config, origin = configs[env.pool]
+            step = math.floor((env.occurred_at - origin) / timedelta(minutes=config.step_minutes))
+            if step < 0:
+                continue
+            gpus = p.gpus_needed(s.rps)
+            s.demand[step] = max(gpus, s.demand.get(step, 0))
+            s.loads.append((step, p.load(s.rps), gpus))
+    out = {}
+    for (pool, app), s in sorted(series.items()):
+        config, origin = configs[pool]
+        out[f"{pool}/{app}"] = _app_backtest(s, config.step_minutes, week_minute(origin), settings)
+    return out
+
+
+def _app_backtest(s: _AppSeries, step_minutes: int, start_minute: int, settings: ForecastSettings) -> dict:
+    week = WEEK * 60 // step_minutes
+    end = max(s.demand, default=-1) + 1
+    if end < 2 * week:
+        return {"steps": 0, "note": f"needs at least two weeks of traffic ({end} steps of {2 * week})"}
+    held_from = end - week
+    forecasters = Forecasters(settings)
+    hour = lambda step: pool_hour(start_minute, step, step_minutes)  # noqa: E731
+    made: dict[int, int] = {}
+    latest = 0
+    for step, load, gpus in s.loads:
+        if step >= held_from and step not in made:
+            forecast = forecasters.demand(s.app, hour(step))
+            made[step] = forecast if forecast is not None else (s.profile[hour(step) % 24] if s.profile else latest)
+        forecasters.observed(s.app, hour(step), load, learn=step < held_from)
+        latest = gpus
+    peak = max(g for step, g in s.demand.items() if step < held_from)
+    steps = sorted(made)
+    actual = [s.demand[t] for t in steps]
+    return {"steps": len(steps), "weeks": round(end / week, 1),
+            "forecast": _provisioning([made[t] for t in steps], actual),
+            "profile": _provisioning([s.profile[hour(t) % 24] for t in steps], actual) if s.profile else None,
+            "peak": _provisioning([peak] * len(steps), actual)}
+
+
+def _provisioning(planned: list[int], actual: list[int]) -> dict:
+    """The share of steps planned below demand, and GPUs planned above it as a share of demand."""
+    under = sum(1 for f, a in zip(planned, actual) if f < a) / len(actual)
+    over = sum(max(0, f - a) for f, a in zip(planned, actual)) / max(1, sum(actual))
+    return {"under_share": round(under, 4), "over_share": round(over, 4)}

@@ -1,0 +1,209 @@
+"""The forecasters' mechanics: online ridge and its error quantiles, the job forecaster's
+corrections, the traffic forecaster's seasonality, robustness and short-term lift, and their
+state surviving a dump and load exactly."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from gpualloc.forecasting import physics
+from gpualloc.forecasting.forecasters import Forecasters, hardware
+from gpualloc.forecasting.jobs import Hardware, JobForecaster, SizeError
+from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow, OnlineRidge
+from gpualloc.forecasting.traffic import WEEK, TrafficForecaster, day_type
+from gpualloc.schemas.features import QuantizationFeatures, TrainingFeatures
+
+LORA = {"variant": "lora", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 2048,
+        "dataset_tokens_m": 50, "epochs": 1, "global_batch": 64, "micro_batch": 4, "lora_rank": 16}
+H100 = Hardware("h100-80gb", 80.0, 64, 30)
+
+
+def training(**change) -> TrainingFeatures:
+    return TrainingFeatures.model_validate({**LORA, **change})
+
+
+# ---- ridge ----------------------------------------------------------------------------------
+
+def test_ridge_recovers_a_linear_law_whatever_the_order():
+    rng = random.Random(1)
+    rows = [np.array([1.0, rng.uniform(-2, 2), rng.uniform(-2, 2)]) for _ in range(300)]
+    law = np.array([0.5, -1.0, 2.0])
+    a, b = OnlineRidge(3), OnlineRidge(3)
+    for x in rows:
+        a.learn(x, float(x @ law))
+    for x in reversed(rows):
+        b.learn(x, float(x @ law))
+    probe = np.array([1.0, 0.3, -0.7])
+    assert a.predict(probe) == pytest.approx(float(probe @ law), abs=0.02)
+    assert a.predict(probe) == pytest.approx(b.predict(probe), abs=1e-9)
+
+
+def test_an_untrained_ridge_leaves_the_baseline_alone_and_reloads_exactly():
+    r = OnlineRidge(2)
+    assert r.predict(np.array([1.0, 5.0])) == 0.0
+    r.learn(np.array([1.0, 2.0]), 0.7)
+    again = OnlineRidge.load(r.dump())
+    assert again.predict(np.array([1.0, 3.0])) == r.predict(np.array([1.0, 3.0]))
+
+
+def test_error_quantiles_start_from_the_prior_and_follow_the_errors():
+    w = ErrorWindow(size=50)
+    assert w.quantile(0.9) > 0 > w.quantile(0.1)  # a symmetric prior spread
+    for k in range(MIN_ERRORS):
+        w.add(0.01 * k)
+    assert w.quantile(0.0) == 0.0 and w.quantile(1.0) == pytest.approx(0.01 * (MIN_ERRORS - 1))
+    for _ in range(100):
+        w.add(1.0)
+    assert len(w.errors) == 50 and w.quantile(0.5) == 1.0  # only the last `size` count
+
+
+# ---- jobs -----------------------------------------------------------------------------------
+
+def test_before_learning_the_count_is_the_physics_baselines():
+    f = training(variant="full", lora_rank=None, zero_stage=3)
+    made = JobForecaster().forecast("training", f, H100, 0.7, 0.8)
+    assert made.gpus == physics.size_training(f, "h100-80gb").gpus
+    assert made.forecast == ("gpus", "duration") and made.low < made.median < made.high
+    assert made.duration >= made.median  # planned at an upper quantile
+
+
+def test_given_values_win_and_are_not_reported_as_forecast():
+    made = JobForecaster().forecast("training", training(), H100, 0.7, 0.8, gpus=4, duration=9)
+    assert (made.gpus, made.duration, made.forecast) == (4, 9, ())
+
+
+def test_the_duration_correction_learns_a_systematic_slowdown():
+    """The truth runs 2.5x the baseline's hours: after some completions the median follows."""
+    rng, fc = random.Random(3), JobForecaster()
+
+    def job():
+        return training(params_b=rng.choice([1, 3, 7, 13]), dataset_tokens_m=rng.choice([20, 80, 300]),
+                        epochs=rng.choice([1, 2]))
+
+    def truth(f):
+        n = fc.forecast("training", f, H100, 0.5, 0.8).gpus
+        return n, 2.5 * physics.training_hours(f, "h100-80gb", n) * 60 / H100.step_minutes
+
+    f = job()
+    before = fc.forecast("training", f, H100, 0.5, 0.8).median / truth(f)[1]
+    for _ in range(200):
+        g = job()
+        n, steps = truth(g)
+        fc.learn("training", g, H100, n, max(1, round(steps * math.exp(rng.gauss(0, 0.1)))))
+    after = fc.forecast("training", f, H100, 0.5, 0.8).median / truth(f)[1]
+    assert before == pytest.approx(0.4, rel=0.05) and after == pytest.approx(1.0, abs=0.15)
+
+
+def test_the_memory_correction_learns_a_fixed_overhead_and_the_count_follows():
+    """The truth needs 30 GB a GPU more than the baseline's accounting: a job the baseline fits
+    on one GPU needs two once the forecaster has seen such peaks."""
+    fc, rng = JobForecaster(), random.Random(5)
+    f = training(variant="full", lora_rank=None, params_b=4, layers=26, hidden_size=3072, zero_stage=3,
+                 gradient_checkpointing=True, micro_batch=1)
+    one = physics.memory_per_gpu_gb(f, 1)
+    assert one / physics.HEADROOM < 80 < one + 30 and fc.forecast("training", f, H100, 0.7, 0.8).gpus == 1
+    for _ in range(120):
+        g = training(variant="full", lora_rank=None, params_b=rng.choice([1, 2, 3, 5]), zero_stage=3,
+                     gradient_checkpointing=True, micro_batch=1, layers=26, hidden_size=3072)
+        n = rng.choice([1, 2, 4, 8])
+        fc.learn("training", g, H100, n, 10, peak_memory_gb=physics.memory_per_gpu_gb(g, n) + 30)
+    made = fc.forecast("training", f, H100, 0.7, 0.8)
+    assert made.gpus == 2 and made.peak_memory_gb <= 80
+
+
+def test_a_job_no_count_holds_is_refused_naming_the_features():
+    huge = training(variant="full", lora_rank=None, params_b=400, layers=120, hidden_size=16384)
+    with pytest.raises(SizeError, match="features: no count of the pool's 8 GPUs"):
+        JobForecaster().forecast("training", huge, Hardware("a100-80gb", 80.0, 8, 60), 0.7, 0.8)
+    with pytest.raises(SizeError, match="features.tensor_parallel"):
+        JobForecaster().forecast("training", training(tensor_parallel=16, pipeline_parallel=8), H100, 0.7, 0.8)
+    with pytest.raises(SizeError, match="features.gpu_type"):
+        hardware(training(), None, None, 64, 60)
+
+
+def test_quantization_jobs_are_sized_and_learned_alike():
+    fc = JobForecaster()
+    f = QuantizationFeatures(params_b=70, algorithm="gptq", bits=4)
+    first = fc.forecast("quantization", f, H100, 0.7, 0.8)
+    assert first.gpus == 2  # 140 GB of bf16 weights over 80 GB GPUs
+    assert first.median < 1  # the baseline: a few minutes of calibration and checkpoint I/O
+    for _ in range(60):
+        fc.learn("quantization", f, H100, 2, 6)  # the truth: six steps
+    assert fc.forecast("quantization", f, H100, 0.7, 0.8).median == pytest.approx(6, rel=0.2)
+
+
+def test_the_job_forecasters_state_reloads_to_the_same_forecasts():
+    fc = Forecasters()
+    for k in range(30):
+        fc.finished("training", training(params_b=1 + k % 5), H100, 1, 5 + k % 7, 20.0 + k)
+    again = Forecasters.load(fc.dump(), fc.settings)
+    for p in (1, 4, 9):
+        assert again.size("training", training(params_b=p), H100, None, None) == \
+            fc.size("training", training(params_b=p), H100, None, None)
+
+
+# ---- traffic --------------------------------------------------------------------------------
+
+def weekly(hour: int) -> float:
+    """Weekdays peak at 20 GPUs mid-afternoon, weekends at 8."""
+    top = 20.0 if day_type(hour) == 0 else 8.0
+    return 2.0 + top * max(0.0, math.sin(math.pi * ((hour % 24) - 6) / 14)) if 6 <= hour % 24 <= 20 else 2.0
+
+
+def trained(weeks: int = 3, noise: float = 0.05, seed: int = 0, skip=()) -> TrafficForecaster:
+    rng, tf = random.Random(seed), TrafficForecaster()
+    for h in range(weeks * WEEK):
+        if h not in skip:
+            tf.observe("app", h, weekly(h) * math.exp(rng.gauss(0, noise)), 0.9)
+    return tf
+
+
+def test_the_profile_follows_the_hour_of_the_week():
+    tf, h = trained(), 3 * WEEK  # a Monday
+    assert tf.forecast("app", h + 14, 0.9) == pytest.approx(weekly(h + 14), rel=0.15)  # weekday afternoon
+    assert tf.forecast("app", h + 5 * 24 + 14, 0.9) == pytest.approx(weekly(h + 5 * 24 + 14), rel=0.15)  # Saturday
+    assert tf.forecast("app", h + 3, 0.9) == pytest.approx(2.0, rel=0.2)  # night
+    assert tf.forecast("app", h + 14, 0.9) > tf.forecast("app", h + 14, 0.5)  # an upper quantile
+
+
+def test_a_glitch_in_history_is_clipped_and_gaps_are_passed_over():
+    clean, glitchy = trained(), trained()
+    glitchy.observe("app", 2 * WEEK + 14, 100.0, 0.9)  # a x5 sensor glitch last Monday at 14:00
+    h = 3 * WEEK + 14
+    assert glitchy.forecast("app", h, 0.9) < 1.3 * clean.forecast("app", h, 0.9)
+    gappy = trained(skip=set(range(WEEK, WEEK + 12)))  # half a day never observed
+    assert gappy.forecast("app", 3 * WEEK + 14, 0.9) == pytest.approx(clean.forecast("app", 3 * WEEK + 14, 0.9), rel=0.15)
+
+
+def test_live_traffic_above_the_forecast_lifts_the_next_hours_only():
+    tf, h = trained(), 3 * WEEK + 10
+    plain = [tf.forecast("app", h + k, 0.9) for k in range(1, 8)]
+    for k in range(-2, 1):
+        tf.observe("app", h + k, 2.0 * weekly(h + k), 0.9, learn=False)  # a surge: twice the usual
+    lifted = [tf.forecast("app", h + k, 0.9) for k in range(1, 8)]
+    assert lifted[0] > 1.5 * plain[0]
+    assert lifted[-1] / plain[-1] < lifted[0] / plain[0]  # the lift fades
+    quiet = trained()
+    for k in range(-2, 1):
+        quiet.observe("app", h + k, 0.5 * weekly(h + k), 0.9, learn=False)
+    assert all(q <= p for q, p in zip([quiet.forecast("app", h + k, 0.9) for k in range(1, 8)], plain))  # only a surge lifts
+
+
+def test_without_history_there_is_no_forecast_and_old_weeks_are_forgotten():
+    tf = TrafficForecaster(weeks=2)
+    assert tf.forecast("app", 10, 0.9) is None
+    tf.observe("app", 14, 50.0, 0.9)
+    for h in range(15, 4 * WEEK):
+        tf.observe("app", h, weekly(h), 0.9)
+    assert tf.forecast("app", 4 * WEEK + 14, 0.9) < 25  # week 0's 50 is gone
+
+
+def test_the_traffic_state_reloads_to_the_same_forecasts():
+    tf = trained(weeks=2)
+    again = TrafficForecaster.load(tf.dump(), tf.weeks, tf.forgetting)
+    assert [again.forecast("app", h, 0.9) for h in range(2 * WEEK, 2 * WEEK + 48)] == \
+        [tf.forecast("app", h, 0.9) for h in range(2 * WEEK, 2 * WEEK + 48)]

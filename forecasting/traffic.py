@@ -10,9 +10,13 @@ upper quantile of the same hour of day on days of the same type (weekdays, Satur
   outages) fall below an upper quantile anyway;
 - hours never observed (gaps) are simply absent; with no sample of the day type, the same hour
   of every day is used; with none at all the caller falls back on the registered profile.
-A short-term correction lifts the next hours when live traffic runs above the forecast: the
-median of the last `RECENT` observations' log ratios to their forecasts, when positive, decaying
-by `DECAY` an hour ahead. Pure: a function of the observations in order.
+Two corrections lift the forecast when live traffic runs above it, never lower it (a holiday
+must not leave the next working day short):
+- short-term: the median of the last `RECENT` observations' log ratios to their forecasts, when
+  positive, decaying by `DECAY` an hour ahead (a surge under way);
+- level: a moving average, about a day long, of the log ratio of loads to their seasonal
+  median, when positive (a level drifting up faster than the forgetting follows).
+Pure: a function of the observations in order.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from datetime import datetime, timezone
 WEEK = 168
 RECENT = 3  # observations whose ratio to the forecast says live traffic runs above it
 DECAY = 0.8  # of that lift, an hour further ahead
+LEVEL_RATE = 1 / 24  # of the level's moving average, an observation: about a day's memory
+LEVEL_CAP = math.log(2.0)  # one observation moves the level by at most this (a glitch, a burst)
 SPREADS = 6.0  # robust spreads above the median past which a sample is clipped
 MIN_SPREAD = 0.05  # of the median: the spread's floor (a flat history has none)
 
@@ -49,6 +55,7 @@ def day_type(hour: int) -> int:
 class AppTraffic:
     by_hour_of_day: dict[int, dict[int, float]] = field(default_factory=dict)  # hour of day -> {hour: load}
     recent: list[float] = field(default_factory=list)  # log(load / forecast) of the last observations
+    level: float = 0.0  # moving average of log(load / seasonal median): the level's drift since history
     last: int | None = None  # the latest hour observed
     cache: dict[tuple[int, float], float | None] = field(default_factory=dict, repr=False)
 
@@ -63,9 +70,11 @@ class TrafficForecaster:
         """`load` GPUs needed in pool hour `hour` (its largest observation counts). Without
         `learn` only the short-term correction sees it (a backtest's held-out week)."""
         app = self.apps.setdefault(app_id, AppTraffic())
-        expected = self.seasonal(app_id, hour, quantile)
+        expected, typical = self.seasonal(app_id, hour, quantile), self.seasonal(app_id, hour, 0.5)
         if expected:
             app.recent = (app.recent + [math.log(max(load, 1e-6) / expected)])[-RECENT:]
+        if typical:
+            app.level += LEVEL_RATE * (min(LEVEL_CAP, math.log(max(load, 1e-6) / typical)) - app.level)
         app.last = hour if app.last is None else max(app.last, hour)
         if not learn:
             return
@@ -86,7 +95,7 @@ class TrafficForecaster:
         lift = sorted(app.recent)[len(app.recent) // 2] if app.recent else 0.0
         if lift > 0 and app.last is not None and hour > app.last:
             base *= math.exp(lift * DECAY ** (hour - app.last))
-        return base
+        return base * math.exp(max(0.0, app.level))
 
     def seasonal(self, app_id: str, hour: int, quantile: float) -> float | None:
         """The weighted upper quantile of earlier loads at this hour of day (see the module)."""
@@ -112,13 +121,13 @@ class TrafficForecaster:
 
     def dump(self) -> dict:
         return {app_id: {"hours": sorted([h, v] for hours in a.by_hour_of_day.values() for h, v in hours.items()),
-                         "recent": a.recent, "last": a.last} for app_id, a in self.apps.items()}
+                         "recent": a.recent, "last": a.last, "level": a.level} for app_id, a in self.apps.items()}
 
     @classmethod
     def load(cls, data: dict, weeks: int, forgetting: float) -> "TrafficForecaster":
         out = cls(weeks, forgetting)
         for app_id, a in data.items():
-            app = out.apps[app_id] = AppTraffic(recent=list(a["recent"]), last=a["last"])
+            app = out.apps[app_id] = AppTraffic(recent=list(a["recent"]), last=a["last"], level=a["level"])
             for h, v in a["hours"]:
                 app.by_hour_of_day.setdefault(h % 24, {})[h] = v
         return out

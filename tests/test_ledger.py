@@ -16,6 +16,7 @@ from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import SnapshotError, dump_pool, unpack
 from gpualloc.solvers.planner.state import FullModePlan
 from gpualloc.solvers.policies.fifo import fifo_schedule
+from feature_jobs import feature_job
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0}
@@ -27,27 +28,34 @@ def message(kind: str, payload: dict, n: int, at: datetime) -> bytes:
 
 
 def stream(seed: int, count: int) -> list[Record]:
-    """Arrivals, completions, cancellations, traffic, a node going down and up, a bad message."""
+    """Arrivals (a third given by their features, so the forecasters size them and learn from
+    their completions), completions, cancellations, traffic, a node going down and up, a bad
+    message."""
     rng = random.Random(seed)
     out = [Record("gpualloc.config", 0, 0, "default", message("pool.configured", {"gpus": 16, "gpus_per_node": 8,
-                                                                                   "horizon": 8}, 0, T0))]
+                                                                                   "horizon": 8, "gpu_type": "a100-80gb"},
+                                                              0, T0))]
     out.append(Record("gpualloc.traffic", 0, 0, "chat", message("app.registered", {"id": "chat", "priority": 6,
                                                                                    "min_gpus": 1, "max_gpus": 4}, 1, T0)))
     offsets = {"gpualloc.jobs": 0, "gpualloc.traffic": 1, "gpualloc.config": 1}
     for n in range(2, count):
         at = T0 + timedelta(seconds=3 * n)
         roll = rng.random()
-        if roll < 0.6:
+        if roll < 0.2:
+            topic, body = "gpualloc.jobs", message("job.submitted", feature_job(rng, f"j{n}"), n, at)
+        elif roll < 0.6:
             topic, body = "gpualloc.jobs", message("job.submitted", {"id": f"j{n}", "kind": "training",
                                                                      "priority": rng.randint(1, 9),
                                                                      "gpus": rng.choice([1, 2, 4, 8]),
                                                                      "duration": rng.randint(1, 5)}, n, at)
         elif roll < 0.75 and n > 2:
-            topic, body = "gpualloc.jobs", message(rng.choice(["job.completed", "job.cancelled"]),
-                                                   {"id": f"j{rng.randrange(2, n)}"}, n, at)
+            ended = {"id": f"j{rng.randrange(2, n)}"}
+            if rng.random() < 0.5:
+                ended["used"] = {"gpus": rng.choice([1, 2]), "peak_memory_gb": rng.uniform(10, 70)}
+            topic, body = "gpualloc.jobs", message(rng.choice(["job.completed", "job.cancelled"]), ended, n, at)
         elif roll < 0.9:
-            topic, body = "gpualloc.traffic", message("traffic.observed", {"app": "chat", "gpus": rng.randint(0, 5)},
-                                                      n, at)
+            topic, body = "gpualloc.traffic", message("traffic.observed", {"app": "chat", "requests_per_s":
+                                                                           rng.uniform(0, 5)}, n, at)
         elif roll < 0.95:
             topic, body = "gpualloc.config", message("node.status", {"node": 1, "state": rng.choice(["up", "down"])},
                                                      n, at)

@@ -190,10 +190,20 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     from gpualloc.agent.traces import pollux_trace, write_trace
+    from gpualloc.solvers.simulation import synthetic
     from gpualloc.solvers.simulation.traces import generate_trace
 
     if args.source == "generate":
         events = generate_trace(args.gpus, args.days, args.jobs, args.apps, args.seed)
+    elif args.source == "jobs":
+        events, truth = synthetic.job_trace(args.seed, args.jobs)
+        floor = {"duration_noise_floor": synthetic.duration_noise_floor(events, truth),
+                 "last_20pct_noise_floor": synthetic.noise_floor_last(events, truth)}
+        write_text(f"{args.out}.truth.json", dump_json({**floor, "jobs": truth}))
+    elif args.source == "traffic":
+        events = synthetic.traffic_trace(args.seed, args.weeks, args.apps, gpus=args.gpus)
+    elif args.source == "forecast":
+        events = synthetic.forecast_trace(args.seed, args.weeks, args.gpus, apps=args.apps)
     else:
         if not args.csv:
             raise InputError("trace pollux", ["give the workload CSV (e.g. shared/traces/pollux/workload-1.csv)"])
@@ -351,11 +361,15 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_forecast_backtest)
 
     p = sub.add_parser("trace", help="write a trace: generated, or derived from a Pollux workload CSV")
-    p.add_argument("source", choices=("generate", "pollux"))
+    p.add_argument("source", choices=("generate", "pollux", "jobs", "traffic", "forecast"),
+                   help="generate: days of jobs and traffic; jobs: jobs given by features with completions, in "
+                        "three pools (and OUT.truth.json, the ground truth); traffic: weeks of real-time traffic; "
+                        "forecast: weeks of both for `simulate --forecast` (docs/synthetic-data.md)")
     p.add_argument("csv", nargs="?", help="pollux: the workload CSV")
     p.add_argument("--out", required=True)
     p.add_argument("--gpus", type=positive_int, default=64)
     p.add_argument("--days", type=positive_int, default=7)
+    p.add_argument("--weeks", type=positive_int, default=4, help="traffic, forecast: weeks (default 4)")
     p.add_argument("--jobs", type=positive_int, default=1000)
     p.add_argument("--apps", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)

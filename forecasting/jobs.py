@@ -59,6 +59,7 @@ class Baseline:
     """A kind's physics: memory a GPU and hours at a count, the fewest GPUs, and the design row."""
 
     memory: Callable[[Features, int], float]
+    parts: Callable[[Features, int], dict[str, float]]  # the same by what holds it
     hours: Callable[[Features, str, int], float]
     smallest: Callable[[Features], int]
     design: Callable[[Features, str, int, float, float], list[float]]
@@ -76,7 +77,8 @@ def _common(gpu_type: str, gpus: int, hours: float, memory: float) -> list[float
 
 
 def _training_design(f: TrainingFeatures, gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
-    return [*_common(gpu_type, gpus, hours, memory), math.log(f.params_b),
+    return [*_common(gpu_type, gpus, hours, memory), math.log(f.params_b), math.log(f.params_b) ** 2,
+            math.log(f.micro_batch) ** 2, math.log2(gpus) ** 2,
             math.log((f.active_params_b or f.params_b) / f.params_b), math.log(f.layers), math.log(f.hidden_size),
             math.log(f.seq_len), math.log(f.dataset_tokens_m * f.epochs), math.log(f.global_batch),
             math.log(f.micro_batch), math.log(f.lora_rank or 1), float(f.gradient_checkpointing), f.zero_stage / 3,
@@ -93,9 +95,10 @@ def _quantization_design(f: QuantizationFeatures, gpu_type: str, gpus: int, hour
 
 
 BASELINES: dict[str, Baseline] = {
-    "training": Baseline(physics.memory_per_gpu_gb, physics.training_hours, physics.smallest_count,
-                         _training_design),
-    "quantization": Baseline(lambda f, n: quantization.memory_gb(f) / n, quantization.quantization_hours,
+    "training": Baseline(physics.memory_per_gpu_gb, physics.memory_parts_gb, physics.training_hours,
+                         physics.smallest_count, _training_design),
+    "quantization": Baseline(quantization.memory_per_gpu_gb, quantization.memory_parts_gb,
+                             quantization.quantization_hours,
                              lambda f: 1, _quantization_design),
 }
 
@@ -119,14 +122,21 @@ class KindModel:
 
 def _fresh(kind: str) -> KindModel:
     probe = BASELINES[kind].design(_PROBES[kind], GPU_TYPES[0], 1, 1.0, 1.0)
-    return KindModel(OnlineRidge(2 * len(probe)), OnlineRidge(len(probe)))
+    return KindModel(OnlineRidge(len(_memory_row(kind, _PROBES[kind], GPU_TYPES[0], 1, 1.0))),
+                     OnlineRidge(len(probe)))
 
 
-MEMORY_SCALE = 50.0  # GB: keeps the scaled half of the memory row near the other's magnitude
+MEMORY_SCALE = 50.0  # GB: keeps the proportional terms of the memory row near the others' magnitude
 
 
-def _memory_row(x: np.ndarray, accounted: float) -> np.ndarray:
-    return np.concatenate([x, x * (accounted / MEMORY_SCALE)])
+def _memory_row(kind: str, f: Features, gpu_type: str, gpus: int, accounted: float) -> np.ndarray:
+    """What the memory correction is linear in: each part of the baseline's accounting (so a part
+    it under- or over-counts is corrected in proportion), fixed GB (the runtime's, by GPU type;
+    buffers once there are peers) and GB by variant or algorithm (each holds memory its own way)."""
+    group = _one_hot(f.variant, TRAINING_VARIANTS) if kind == "training" else _one_hot(f.algorithm, QUANT_ALGORITHMS)
+    parts = [gb / MEMORY_SCALE for gb in BASELINES[kind].parts(f, gpus).values()]
+    return np.array([*parts, 1.0, float(gpus > 1), *group, *(g * accounted / MEMORY_SCALE for g in group),
+                     *_one_hot(gpu_type, GPU_TYPES)])
 
 
 _PROBES: dict[str, Features] = {
@@ -157,7 +167,7 @@ class JobForecaster:
         planned = duration if duration is not None else min(LIMITS.duration, max(1, math.ceil(at(quantile) - 1e-9)))
         made = tuple(name for name, given in (("gpus", gpus), ("duration", duration)) if given is None)
         return JobForecast(n, planned, at(0.5), at(tail), at(1.0 - tail), coverage, quantile, made,
-                           self._peak(kind, f, n, memory, x))
+                           self._peak(kind, f, hw.gpu_type, n, memory))
 
     def learn(self, kind: str, f: Features, hw: Hardware, gpus: int, steps: int,
               peak_memory_gb: float | None = None) -> None:
@@ -170,12 +180,12 @@ class JobForecaster:
         model.duration.learn(x, y)
         if peak_memory_gb is not None:
             accounted = memory / physics.HEADROOM
-            model.memory.learn(_memory_row(x, accounted), peak_memory_gb - accounted)
+            model.memory.learn(_memory_row(kind, f, hw.gpu_type, gpus, accounted), peak_memory_gb - accounted)
 
-    def _peak(self, kind: str, f: Features, n: int, memory: float, x: np.ndarray) -> float:
+    def _peak(self, kind: str, f: Features, gpu_type: str, n: int, memory: float) -> float:
         """Forecast peak GB a GPU at `n` GPUs (the baseline over its headroom, corrected)."""
         accounted = memory / physics.HEADROOM
-        return accounted + self.models[kind].memory.predict(_memory_row(x, accounted))
+        return accounted + self.models[kind].memory.predict(_memory_row(kind, f, gpu_type, n, accounted))
 
     def _count(self, kind: str, f: Features, hw: Hardware) -> int:
         """The smallest power of two from the layout's floor whose forecast peak fits a GPU."""
@@ -183,10 +193,15 @@ class JobForecaster:
         if n > hw.max_gpus:
             raise SizeError(f"features.tensor_parallel, features.pipeline_parallel: the layout needs {n} GPUs, "
                             f"the pool has {hw.max_gpus}")
+        floor = n
         while n <= hw.max_gpus:
-            hours, memory = base.hours(f, hw.gpu_type, n), base.memory(f, n)
-            peak = self._peak(kind, f, n, memory, np.array(base.design(f, hw.gpu_type, n, hours, memory)))
+            peak = self._peak(kind, f, hw.gpu_type, n, base.memory(f, n))
             if peak <= hw.memory_gb:
+                return n
+            n *= 2
+        n = floor  # a correction learned from other jobs may overreach: the baseline's own count, if any
+        while n <= hw.max_gpus:
+            if base.memory(f, n) <= hw.memory_gb * physics.HEADROOM:
                 return n
             n *= 2
         raise SizeError(f"features: no count of the pool's {hw.max_gpus} GPUs holds the job (it needs about "

@@ -4,8 +4,10 @@ GPUs, and how many FLOPs the job does, hence how long it runs on a given GPU typ
 Pure functions of `TrainingFeatures` and the hardware, with the textbook accounting:
 - memory a GPU = weights + gradients + optimizer state (the trainable part, sharded by the ZeRO
   stage over the data-parallel replicas) + a frozen reference model when the variant keeps one +
-  activations (micro batch x sequence x hidden x layers, far less with checkpointing), the model
-  split by tensor and pipeline parallelism;
+  activations (micro batch x sequence x hidden x layers, far less with checkpointing, which then
+  rebuilds one layer's in full; a pipeline's first stage holds up to one micro-batch a stage in
+  flight) + the logits of the output layer (tokens x vocabulary, 16-bit values and their fp32
+  softmax), the model split by tensor and pipeline parallelism;
 - FLOPs = 2 (forward) + 4 (backward) per active parameter and token; a backward pass that needs no
   weight gradients (adapters, frozen bases) costs 2, checkpointing adds a forward, a reference
   model adds a forward; DPO scores a chosen and a rejected sequence per sample;
@@ -36,6 +38,8 @@ GPU_MEMORY_GB = {name: float(name.rsplit("-", 1)[1].removesuffix("gb")) for name
 ACHIEVED = 0.40  # the share of peak a well-tuned training job sustains (model FLOPs utilization)
 HEADROOM = 0.90  # the share of a GPU's memory a plan may count on (allocator, kernels, fragmentation)
 ADAPTER_MODULES = {"attention": 4, "attention_mlp": 7, "all_linear": 7}  # projection matrices a layer
+VOCABULARY = 50_000  # tokens of a typical LLM vocabulary (GPT-2's 50,257; Llama's 32,000 to 128,000)
+LOGIT_BYTES = 6  # a 16-bit logit and its fp32 softmax
 
 
 @dataclass(frozen=True)
@@ -65,8 +69,9 @@ def trainable_params(f: TrainingFeatures) -> float:
     return layers * 3 * width  # ia3: three scaling vectors a layer
 
 
-def memory_per_gpu_gb(f: TrainingFeatures, gpus: int) -> float:
-    """GB a GPU needs when the job runs on `gpus` GPUs."""
+def memory_parts_gb(f: TrainingFeatures, gpus: int) -> dict[str, float]:
+    """GB a GPU holds when the job runs on `gpus` GPUs, by what holds it (the learned correction
+    weighs each part on its own: a part the accounting gets wrong is off in proportion)."""
     model_split = f.tensor_parallel * f.pipeline_parallel
     replicas = max(1, gpus // model_split)
     weight_bytes = 0.5 if f.variant == "qlora" else BYTES[f.precision]
@@ -81,10 +86,23 @@ def memory_per_gpu_gb(f: TrainingFeatures, gpus: int) -> float:
     if f.zero_stage >= 3:
         weights /= replicas
     reference = f.params_b * 1e9 * BYTES[f.precision] if f.variant == "dpo" or f.reference_model else 0.0
-    per_token_layer = 2 if f.gradient_checkpointing else (34 if f.flash_attention else 46)  # bytes / hidden
-    sequences = 2 if f.variant == "dpo" else 1
-    activations = f.micro_batch * sequences * f.seq_len * f.hidden_size * per_token_layer * f.layers / f.pipeline_parallel
-    return (weights + grads + state + reference) / model_split / GIB + activations / f.tensor_parallel / GIB
+    full_layer = 34 if f.flash_attention else 46  # bytes a token a hidden unit, a layer's activations
+    per_token_layer = 2 if f.gradient_checkpointing else full_layer
+    tokens = f.micro_batch * (2 if f.variant == "dpo" else 1) * f.seq_len
+    accumulation = math.ceil(f.global_batch / (f.micro_batch * replicas))
+    in_flight = min(f.pipeline_parallel, accumulation)
+    activations = tokens * f.hidden_size * per_token_layer * math.ceil(f.layers / f.pipeline_parallel) * in_flight
+    if f.gradient_checkpointing:
+        activations += tokens * f.hidden_size * full_layer  # the layer being recomputed
+    logits = tokens * VOCABULARY * LOGIT_BYTES
+    return {"weights": (weights + reference) / model_split / GIB, "gradients": grads / model_split / GIB,
+            "optimizer": state / model_split / GIB, "activations": activations / f.tensor_parallel / GIB,
+            "logits": logits / f.tensor_parallel / GIB}
+
+
+def memory_per_gpu_gb(f: TrainingFeatures, gpus: int) -> float:
+    """GB a GPU needs when the job runs on `gpus` GPUs."""
+    return sum(memory_parts_gb(f, gpus).values())
 
 
 def training_flops(f: TrainingFeatures) -> float:

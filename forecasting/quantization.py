@@ -2,8 +2,11 @@
 quantized, and the time the calibration passes and the model's loading and saving take.
 
 - memory: methods that calibrate in full precision (AWQ, GPTQ, SmoothQuant, FP8) hold the
-  16-bit model across the GPUs; bitsandbytes quantizes as it loads, so it holds the quantized
-  weights; GGUF k-quants run layer by layer, one GPU at most;
+  16-bit model across the GPUs, and on each GPU the calibration set's inputs to the layer being
+  calibrated (samples x sequence x hidden, 16-bit; the width estimated from the parameter count
+  at a usual depth-to-width ratio), GPTQ also its layer's Hessian (the MLP's input width squared,
+  fp32); bitsandbytes quantizes as it loads, so it holds the quantized weights; GGUF k-quants
+  run layer by layer, one GPU at most;
 - time: forward passes over the calibration set (2 FLOPs a parameter and token), times the passes
   the method makes (AWQ searches scales, GPTQ solves per layer), plus reading the 16-bit
   checkpoint and writing the result at storage speed.
@@ -20,6 +23,9 @@ CALIBRATION_PASSES = {"awq": 3.0, "gptq": 2.0, "smoothquant": 1.0, "fp8": 1.0, "
                       "gguf_k": 0.0}
 STORAGE_GB_S = 1.0  # checkpoint read and write speed
 GGUF_S_PER_B = 60.0  # CPU k-quant conversion, seconds a billion parameters
+CALIBRATING = ("awq", "gptq", "smoothquant", "fp8")
+LAYERS_PER_WIDTH = 1 / 128  # a usual depth-to-width ratio: 32 layers at 4096, 80 at about 10,000
+MLP_WIDTH = 4  # the MLP's inner width over the model's
 
 
 def memory_gb(f: QuantizationFeatures) -> float:
@@ -30,6 +36,24 @@ def memory_gb(f: QuantizationFeatures) -> float:
     if f.algorithm == "gguf_k":
         return 0.0  # layer by layer, on the CPU
     return params * 2 / GIB
+
+
+def hidden_size(params_b: float) -> float:
+    """A transformer's width from its parameters: 12 x layers x width^2 at the usual ratio."""
+    return (params_b * 1e9 / (12 * LAYERS_PER_WIDTH)) ** (1 / 3)
+
+
+def memory_parts_gb(f: QuantizationFeatures, gpus: int) -> dict[str, float]:
+    """GB a GPU holds: its share of the model, the calibration inputs, the Hessian."""
+    calibrating = f.algorithm in CALIBRATING
+    width = hidden_size(f.params_b)
+    inputs = f.calibration_samples * f.seq_len * width * 2 if calibrating else 0.0
+    hessian = (MLP_WIDTH * width) ** 2 * 4 if f.algorithm == "gptq" else 0.0
+    return {"model": memory_gb(f) / gpus, "calibration": inputs / GIB, "hessian": hessian / GIB}
+
+
+def memory_per_gpu_gb(f: QuantizationFeatures, gpus: int) -> float:
+    return sum(memory_parts_gb(f, gpus).values())
 
 
 def quantization_hours(f: QuantizationFeatures, gpu_type: str, gpus: int) -> float:
@@ -47,7 +71,8 @@ def size_quantization(f: QuantizationFeatures, gpu_type: str, gpu_memory_gb: flo
                       max_gpus: int = 4096) -> Sizing:
     """The smallest power-of-two GPU count that holds the model, and the time."""
     per_gpu = (gpu_memory_gb or GPU_MEMORY_GB[gpu_type]) * HEADROOM
-    need, n = memory_gb(f), 1
-    while n < max_gpus and need / n > per_gpu:
+    n = 1
+    while n < max_gpus and memory_per_gpu_gb(f, n) > per_gpu:
         n *= 2
-    return Sizing(n, need / n, need / n <= per_gpu, quantization_hours(f, gpu_type, n))
+    need = memory_per_gpu_gb(f, n)
+    return Sizing(n, need, need <= per_gpu, quantization_hours(f, gpu_type, n))

@@ -57,8 +57,9 @@ class OnlineRidge:
 @dataclass
 class ErrorWindow:
     """The last `size` out-of-sample errors (log actual - log predicted, each taken before the
-    model learned from its example): their quantiles are the prediction interval, so it is as
-    wide as the model's recent errors, not as its fit to data it has seen."""
+    model learned from its example): the quantiles of the later half of them are the prediction
+    interval, so it is as wide as the model's recent errors (not its early ones, made before it
+    had learned much, nor its fit to data it has seen)."""
 
     size: int = 150
     errors: list[float] = field(default_factory=list)  # oldest first
@@ -72,7 +73,7 @@ class ErrorWindow:
         `PRIOR_SPREAD` while fewer than `MIN_ERRORS` are known."""
         if len(self.errors) < MIN_ERRORS:
             return PRIOR_SPREAD * NormalDist().inv_cdf(p)
-        ordered = sorted(self.errors)
+        ordered = sorted(self.errors[-max(MIN_ERRORS, len(self.errors) // 2):])
         at = p * (len(ordered) - 1)
         lo = math.floor(at)
         hi = min(lo + 1, len(ordered) - 1)

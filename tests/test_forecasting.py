@@ -129,10 +129,10 @@ def test_quantization_jobs_are_sized_and_learned_alike():
     fc = JobForecaster()
     f = QuantizationFeatures(params_b=70, algorithm="gptq", bits=4)
     first = fc.forecast("quantization", f, H100, 0.7, 0.8)
-    assert first.gpus == 2  # 140 GB of bf16 weights over 80 GB GPUs
+    assert first.gpus == 4  # 140 GB of bf16 weights, and on each GPU the calibration inputs and the Hessian
     assert first.median < 1  # the baseline: a few minutes of calibration and checkpoint I/O
     for _ in range(60):
-        fc.learn("quantization", f, H100, 2, 6)  # the truth: six steps
+        fc.learn("quantization", f, H100, 4, 6)  # the truth: six steps
     assert fc.forecast("quantization", f, H100, 0.7, 0.8).median == pytest.approx(6, rel=0.2)
 
 

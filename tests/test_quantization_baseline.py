@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpualloc.forecasting.physics import GPU_MEMORY_GB, HEADROOM
-from gpualloc.forecasting.quantization import memory_gb, size_quantization
+from gpualloc.forecasting.quantization import memory_gb, memory_per_gpu_gb, size_quantization
 from gpualloc.schemas.features import QuantizationFeatures
 
 
@@ -18,8 +18,16 @@ def test_the_count_is_the_smallest_power_of_two_that_holds_the_model():
     f = features()
     sizing = size_quantization(f, "a100-80gb")
     limit = GPU_MEMORY_GB["a100-80gb"] * HEADROOM
-    assert sizing.fits and memory_gb(f) / sizing.gpus <= limit < memory_gb(f) / (sizing.gpus // 2)
-    assert sizing.gpus == 2  # 130 GB of 16-bit weights over 72 GB a GPU
+    assert sizing.fits and memory_per_gpu_gb(f, sizing.gpus) <= limit < memory_per_gpu_gb(f, sizing.gpus // 2)
+    assert sizing.gpus == 4  # 65 GB of 16-bit weights a GPU at two, plus calibration inputs and the Hessian
+    assert size_quantization(features(algorithm="bnb_int8", bits=8), "a100-80gb").gpus == 1  # 65 GB of int8
+
+
+def test_calibration_inputs_and_the_hessian_are_held_on_every_gpu():
+    f, more = features(), features(calibration_samples=1024)
+    assert memory_per_gpu_gb(more, 8) > memory_per_gpu_gb(f, 8)
+    assert memory_per_gpu_gb(f, 8) - memory_gb(f) / 8 == pytest.approx(memory_per_gpu_gb(f, 2) - memory_gb(f) / 2)
+    assert memory_per_gpu_gb(features(algorithm="awq"), 2) < memory_per_gpu_gb(f, 2)  # no Hessian
 
 
 def test_methods_that_quantize_on_load_or_layer_by_layer_need_fewer_gpus():

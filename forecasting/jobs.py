@@ -146,6 +146,9 @@ _PROBES: dict[str, Features] = {
 }
 
 
+TOLERANCE = 0.15  # over a GPU's memory: a forecast peak this close may still fit (the forecast's error)
+
+
 class SizeError(ValueError):
     """A job no count of the pool's GPUs holds: the message names the feature and the rule."""
 
@@ -193,19 +196,23 @@ class JobForecaster:
         if n > hw.max_gpus:
             raise SizeError(f"features.tensor_parallel, features.pipeline_parallel: the layout needs {n} GPUs, "
                             f"the pool has {hw.max_gpus}")
-        floor = n
+        floor, best = n, (math.inf, n)
         while n <= hw.max_gpus:
             peak = self._peak(kind, f, hw.gpu_type, n, base.memory(f, n))
             if peak <= hw.memory_gb:
                 return n
+            best = min(best, (peak, n))
             n *= 2
         n = floor  # a correction learned from other jobs may overreach: the baseline's own count, if any
         while n <= hw.max_gpus:
             if base.memory(f, n) <= hw.memory_gb * physics.HEADROOM:
                 return n
             n *= 2
+        peak, n = best
+        if peak <= hw.memory_gb * (1 + TOLERANCE):
+            return n  # within the forecast's own error of fitting: tried where it needs least, not refused
         raise SizeError(f"features: no count of the pool's {hw.max_gpus} GPUs holds the job (it needs about "
-                        f"{peak:.0f} GB a GPU at {n // 2}, a {hw.gpu_type} has {hw.memory_gb:g} GB)")
+                        f"{peak:.0f} GB a GPU at best, at {n}; a {hw.gpu_type} has {hw.memory_gb:g} GB)")
 
     def dump(self) -> dict:
         return {kind: model.dump() for kind, model in self.models.items()}

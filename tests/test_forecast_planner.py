@@ -17,7 +17,7 @@ from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.planner.interpreter import Decided, Event, Pool
 from gpualloc.solvers.planner.snapshot import dump_pool, load_pool
-from gpualloc.solvers.simulation.report import executed_violations, forecast_price, report
+from gpualloc.solvers.simulation.report import executed_violations, forecast_price, report, spikes
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 from gpualloc.solvers.simulation.synthetic import forecast_trace
 
@@ -157,7 +157,12 @@ def test_the_simulator_prices_forecast_error_against_an_oracle():
     assert all(d.forecast is None for d in oracle.decisions)
     sized = [d for d in forecast.decisions if d.forecast is not None]
     assert len(sized) > 0.9 * len(forecast.decisions) and all(d.forecast.forecast == ("gpus", "duration") for d in sized)
-    price = forecast_price(report(sim))["heuristic"]
+    price = forecast_price(report(sim), sim)["heuristic"]
     assert price["oracle_value"] > price["fifo_oracle_value"] and price["gain_kept"] is not None
     again = simulate(events, SimOptions(policies=("heuristic",), forecast=True, days=10))
     assert [c.assignments for c in again.runs["heuristic/forecast"].commits] == [c.assignments for c in forecast.commits]
+
+
+def test_one_step_spikes_are_told_from_ramps_and_plateaus():
+    demand = {"a": [4, 4, 20, 4, 4, 6, 9, 13, 13, 13, 1, 3, 1], "b": [0, 0, 3, 0]}
+    assert spikes(demand) == {("a", 2), ("a", 11), ("b", 2)}  # not the ramp 4-13, not the drop to 1

@@ -27,12 +27,15 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
                         if online_policy(base_policy(policy)).full_mode is not None else ""))
         refused = refusals(run)
         lines.append(f"{policy}: {len(refused)} inputs refused" + (f", first: {refused[0]}" if refused else ""))
-    for policy, price in forecast_price(rows).items():
+    for policy, price in forecast_price(rows, sim).items():
         kept = "-" if price["gain_kept"] is None else f"{price['gain_kept']:.1%}"
         ratio = "-" if price["shortfall_ratio"] is None else f"{price['shortfall_ratio']:.2f}x"
+        steady = "-" if price["steady_shortfall_ratio"] is None else f"{price['steady_shortfall_ratio']:.2f}x"
         lines.append(f"{policy}: forecast-driven keeps {kept} of the oracle's value gain over fifo/oracle "
                      f"({price['forecast_value']:.1f} vs {price['oracle_value']:.1f}, fifo {price['fifo_oracle_value']:.1f}); "
-                     f"real-time shortfall {price['forecast_shortfall']} vs {price['oracle_shortfall']} ({ratio})")
+                     f"real-time shortfall {price['forecast_shortfall']} vs {price['oracle_shortfall']} ({ratio}), "
+                     f"of which at one-step spikes {price['forecast_spike_shortfall']} vs "
+                     f"{price['oracle_spike_shortfall']} ({steady} away from them)")
     lines.append("queue and JCT in steps; value is undiscounted priority x GPU-steps (real-time: served only)")
     return "\n".join(lines)
 
@@ -47,7 +50,7 @@ def refusals(run: PolicyRun) -> list[str]:
 def as_json(rows: list[DayReport], sim: Simulation) -> dict:
     return {"steps": sim.steps, "gpus": sim.config.gpus, "rows": [asdict(r) for r in rows],
             "violations": {p: executed_violations(sim, run) for p, run in sim.runs.items()},
-            "refused": {p: refusals(run) for p, run in sim.runs.items()}, "forecast_price": forecast_price(rows)}
+            "refused": {p: refusals(run) for p, run in sim.runs.items()}, "forecast_price": forecast_price(rows, sim)}
 
 
 def chart(rows: list[DayReport]) -> str:

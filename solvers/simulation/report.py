@@ -24,6 +24,9 @@ class DayReport:
     mean_completion_steps: float | None
 
 
+SPIKE = 2.0  # a step's demand over both neighbours' that makes it a one-step spike
+
+
 def report(sim: Simulation) -> list[DayReport]:
     per_day = 24 * 60 // sim.config.step_minutes
     out = []
@@ -67,10 +70,11 @@ def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
                              sim.config.node_size)
 
 
-def forecast_price(rows: list[DayReport]) -> dict[str, dict]:
+def forecast_price(rows: list[DayReport], sim: Simulation) -> dict[str, dict]:
     """Per policy run both ways (`SimOptions.forecast`): the share of the oracle's value gain over
     the FIFO oracle that the forecast-driven run keeps, and its real-time shortfall beside the
-    oracle's. Empty without a `fifo/oracle` run to measure gains from."""
+    oracle's, in all and away from one-step `spikes`. Empty without a `fifo/oracle` run to
+    measure gains from."""
     whole = {r.policy: r for r in rows if r.day is None}
     fifo = whole.get("fifo/oracle")
     if fifo is None:
@@ -81,10 +85,32 @@ def forecast_price(rows: list[DayReport]) -> dict[str, dict]:
         if not label.endswith("/oracle") or forecast is None or label == "fifo/oracle":
             continue
         gain = oracle.value - fifo.value
+        spiky = {mode: spike_shortfall(sim, sim.runs[f"{base_policy(label)}/{mode}"]) for mode in ("oracle", "forecast")}
+        steady = {mode: run.realtime_shortfall - spiky[mode] for mode, run in (("oracle", oracle), ("forecast", forecast))}
         out[base_policy(label)] = {
             "oracle_value": oracle.value, "forecast_value": forecast.value, "fifo_oracle_value": fifo.value,
             "gain_kept": round((forecast.value - fifo.value) / gain, 4) if gain > 0 else None,
             "oracle_shortfall": oracle.realtime_shortfall, "forecast_shortfall": forecast.realtime_shortfall,
             "shortfall_ratio": round(forecast.realtime_shortfall / oracle.realtime_shortfall, 4)
-            if oracle.realtime_shortfall else None}
+            if oracle.realtime_shortfall else None,
+            "oracle_spike_shortfall": spiky["oracle"], "forecast_spike_shortfall": spiky["forecast"],
+            "steady_shortfall_ratio": round(steady["forecast"] / steady["oracle"], 4) if steady["oracle"] else None}
     return out
+
+
+def spikes(demand: dict[str, list[int]]) -> set[tuple[str, int]]:
+    """(app, step) where demand is at least `SPIKE` times both its neighbours': a one-step spike
+    (a glitch, a flash crowd) that no forecast foresees and only an oracle can make room for."""
+    out = set()
+    for app, curve in demand.items():
+        for t in range(1, len(curve) - 1):
+            if curve[t] >= SPIKE * max(1, curve[t - 1]) and curve[t] >= SPIKE * max(1, curve[t + 1]):
+                out.add((app, t))
+    return out
+
+
+def spike_shortfall(sim: Simulation, run: PolicyRun) -> int:
+    """Real-time shortfall (GPU-steps) at the `spikes`."""
+    at = spikes(sim.demand)
+    return sum(max(0, sim.demand[app][c.step] - len(c.assignments.get(app, ())))
+               for c in run.commits for app in sim.demand if (app, c.step) in at)

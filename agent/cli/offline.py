@@ -91,6 +91,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _bench_agent(args)
     if args.corpus:
         return _bench_corpus(args)
+    if args.forecast:
+        from gpualloc.agent.reports.forecast_bench import run_forecast_bench
+
+        bench = run_forecast_bench(args.seeds, settings_of(args).simulation.forecast)
+        sys.stdout.write(dump_json(bench.as_dict()) if args.json else bench.table() + "\n")
+        return EXIT_OK
     report, scenarios = run_bench(args.dir, args.repeat, args.generated)
     if args.full_mode:
         from gpualloc.agent.reports.full_mode import bench_full_mode, record_best_known
@@ -295,6 +301,9 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
                    help="instead: the heuristic and the greedy against the corpus's proven optima")
     p.add_argument("--split", choices=("tune", "heldout", "all"), default="heldout",
                    help="--corpus: which half (default heldout: the half no tuning saw)")
+    p.add_argument("--forecast", action="store_true",
+                   help="instead: the forecasters' backtests over seeds of the ground-truth generators, against targets")
+    p.add_argument("--seeds", type=positive_int, default=8, help="--forecast: generator seeds 0..N-1 (default 8)")
     p.add_argument("--update-best-known", action="store_true",
                    help="with --full-mode: record better objectives and bounds in the bundled best-known.json")
     _full_mode_arguments(p)

@@ -27,7 +27,9 @@ from gpualloc.solvers.legality import online_violations
 pytestmark = pytest.mark.kafka
 
 STEP = 0.5  # seconds per step: a 24-step day in 12 s
-POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "swap_cap": 2}
+POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "swap_cap": 2, "gpu_type": "a100-80gb"}
+LORA = {"variant": "lora", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 2048,
+        "dataset_tokens_m": 20, "epochs": 1, "global_batch": 64, "micro_batch": 4, "lora_rank": 16}
 PROFILE = [1, 1, 1, 1, 2, 2, 3, 4, 5, 5, 5, 5, 5, 5, 4, 4, 4, 3, 3, 2, 2, 2, 1, 1]
 
 
@@ -59,8 +61,9 @@ async def play_upstream(bootstrap: str, topics: Topics, steps: int, durations: d
             for _ in range(rng.choice([1, 2, 3])):
                 job_id = f"job-{len(durations)}"
                 durations[job_id] = rng.randint(1, 4)
-                await send("job.submitted", {"id": job_id, "kind": "training", "priority": rng.randint(1, 9),
-                                             "gpus": rng.choice([1, 2, 2, 4, 8]), "duration": durations[job_id]})
+                size = ({"features": {**LORA, "epochs": durations[job_id]}} if len(durations) % 4 == 0 else
+                        {"gpus": rng.choice([1, 2, 2, 4, 8]), "duration": durations[job_id]})  # a quarter sized by features
+                await send("job.submitted", {"id": job_id, "kind": "training", "priority": rng.randint(1, 9), **size})
             if step % 6 == 3:  # malformed input: not JSON, and a schema breach
                 await producer.send_and_wait(topics.jobs, b"{oops", key=b"x")
                 await send("job.submitted", {"id": "neg", "kind": "training", "priority": -1, "gpus": 1, "duration": 1})
@@ -96,6 +99,9 @@ async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
     decisions = [m["payload"] for m in await read_all(kafka_bootstrap, topics.decisions)]
     assert sorted(d["job_id"] for d in decisions) == sorted(durations)  # one decision per arrival
     assert {d["action"] for d in decisions} <= {"start", "planned", "queued"}
+    forecast = [d for d in decisions if d.get("forecast")]  # the jobs given by their features, sized by the pool
+    assert len(forecast) == sum(1 for k in range(len(durations)) if (k + 1) % 4 == 0)
+    assert all(d["forecast"]["forecast"] == ["gpus", "duration"] and d["forecast"]["gpus"] == 1 for d in forecast)
     rejected = [m["payload"] for m in await read_all(kafka_bootstrap, topics.deadletter)]
     assert len(rejected) == bad
     assert any("not JSON" in r["reason"] for r in rejected) and any("priority" in r["reason"] for r in rejected)

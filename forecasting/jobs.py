@@ -149,6 +149,18 @@ _PROBES: dict[str, Features] = {
 TOLERANCE = 0.15  # over a GPU's memory: a forecast peak this close may still fit (the forecast's error)
 
 
+SANE = 1e4  # the largest magnitude a design value or target of a real job has (a 500 TB memory part)
+
+
+def _sane(x: np.ndarray, y: float) -> bool:
+    return bool(np.all(np.isfinite(x))) and math.isfinite(y) and float(np.max(np.abs(x))) <= SANE and abs(y) <= SANE
+
+
+def _hours(base: Baseline, f: Features, gpu_type: str, gpus: int) -> float:
+    """The baseline's hours, at least a microsecond's worth (a log of them is taken)."""
+    return max(base.hours(f, gpu_type, gpus), 1e-9)
+
+
 class SizeError(ValueError):
     """A job no count of the pool's GPUs holds: the message names the feature and the rule."""
 
@@ -162,7 +174,7 @@ class JobForecaster:
         """The job's GPUs (given, else forecast) and duration (given, else the `quantile`)."""
         model, base = self.models[kind], BASELINES[kind]
         n = gpus if gpus is not None else self._count(kind, f, hw)
-        hours, memory = base.hours(f, hw.gpu_type, n), base.memory(f, n)
+        hours, memory = _hours(base, f, hw.gpu_type, n), base.memory(f, n)
         x = np.array(base.design(f, hw.gpu_type, n, hours, memory))
         centre = math.log(hours * 60.0 / hw.step_minutes) + model.duration.predict(x)
         at = lambda p: math.exp(centre + model.errors.quantile(p))  # noqa: E731 - pool steps at quantile p
@@ -174,16 +186,21 @@ class JobForecaster:
 
     def learn(self, kind: str, f: Features, hw: Hardware, gpus: int, steps: int,
               peak_memory_gb: float | None = None) -> None:
-        """A finished job ran `steps` pool steps on `gpus` GPUs (peaking at `peak_memory_gb` a GPU)."""
+        """A finished job ran `steps` pool steps on `gpus` GPUs (peaking at `peak_memory_gb` a GPU).
+        A job beyond anything a GPU holds (`_sane`) teaches nothing: one such example would
+        outweigh every real one."""
         model, base = self.models[kind], BASELINES[kind]
-        hours, memory = base.hours(f, hw.gpu_type, gpus), base.memory(f, gpus)
+        hours, memory = _hours(base, f, hw.gpu_type, gpus), base.memory(f, gpus)
         x = np.array(base.design(f, hw.gpu_type, gpus, hours, memory))
         y = math.log(steps * hw.step_minutes / 60.0 / hours)
-        model.errors.add(y - model.duration.predict(x))
-        model.duration.learn(x, y)
+        if _sane(x, y):
+            model.errors.add(y - model.duration.predict(x))
+            model.duration.learn(x, y)
         if peak_memory_gb is not None:
             accounted = memory / physics.HEADROOM
-            model.memory.learn(_memory_row(kind, f, hw.gpu_type, gpus, accounted), peak_memory_gb - accounted)
+            row, target = _memory_row(kind, f, hw.gpu_type, gpus, accounted), peak_memory_gb - accounted
+            if _sane(row, target):
+                model.memory.learn(row, target)
 
     def _peak(self, kind: str, f: Features, gpu_type: str, n: int, memory: float) -> float:
         """Forecast peak GB a GPU at `n` GPUs (the baseline over its headroom, corrected)."""

@@ -207,3 +207,53 @@ def test_the_traffic_state_reloads_to_the_same_forecasts():
     again = TrafficForecaster.load(tf.dump(), tf.weeks, tf.forgetting)
     assert [again.forecast("app", h, 0.9) for h in range(2 * WEEK, 2 * WEEK + 48)] == \
         [tf.forecast("app", h, 0.9) for h in range(2 * WEEK, 2 * WEEK + 48)]
+
+
+# ---- hostile features ----------------------------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from gpualloc.schemas.config import LIMITS  # noqa: E402
+from gpualloc.schemas.features import QUANT_BITS, TRAINING_VARIANTS  # noqa: E402
+
+EXTREME = st.sampled_from([1e-9, 1e-3, 0.5, 7.0, 70.0, 2000.0])
+
+
+@st.composite
+def any_training(draw) -> TrainingFeatures:
+    micro = draw(st.sampled_from([1, 64, 1 << 14]))
+    return TrainingFeatures(
+        variant=draw(st.sampled_from(TRAINING_VARIANTS)), params_b=draw(EXTREME),
+        layers=draw(st.sampled_from([1, 32, 1024])), hidden_size=draw(st.sampled_from([64, 4096, 131072])),
+        seq_len=draw(st.sampled_from([1, 4096, 1 << 21])), dataset_tokens_m=draw(st.sampled_from([1e-9, 1.0, 1e8])),
+        epochs=draw(st.sampled_from([1e-6, 1.0, 1000.0])), global_batch=micro * draw(st.sampled_from([1, 64])),
+        micro_batch=micro, precision=draw(st.sampled_from(["fp32", "bf16", "fp8"])),
+        zero_stage=draw(st.integers(0, 3)), tensor_parallel=draw(st.sampled_from([1, 8, 64])),
+        gradient_checkpointing=draw(st.booleans()))
+
+
+@st.composite
+def any_quantization(draw) -> QuantizationFeatures:
+    algorithm = draw(st.sampled_from(sorted(QUANT_BITS)))
+    return QuantizationFeatures(params_b=draw(EXTREME), algorithm=algorithm,
+                                bits=draw(st.sampled_from(QUANT_BITS[algorithm])),
+                                calibration_samples=draw(st.sampled_from([0, 128, 1_000_000])),
+                                seq_len=draw(st.sampled_from([1, 2048, 1 << 21])))
+
+
+@settings(max_examples=150, deadline=None)
+@given(kind_f=st.one_of(st.tuples(st.just("training"), any_training()),
+                        st.tuples(st.just("quantization"), any_quantization())),
+       steps=st.sampled_from([1, 7, LIMITS.duration]), peak=st.sampled_from([None, 0.0, 1e-3, 79.0, 1024.0]))
+def test_any_valid_features_get_a_bounded_forecast_or_a_named_refusal(kind_f, steps, peak):
+    kind, f = kind_f
+    fc = Forecasters()
+    for _ in range(2):  # before and after learning from an extreme completion
+        try:
+            made = fc.size(kind, f, H100, None, None)
+        except SizeError as e:
+            assert str(e).startswith("features")
+        else:
+            assert 1 <= made.duration <= LIMITS.duration and made.gpus & (made.gpus - 1) == 0 and made.gpus <= 64
+            assert all(math.isfinite(v) and v > 0 for v in (made.median, made.low, made.high))
+        fc.finished(kind, f, H100, 1, steps, peak)

@@ -12,7 +12,7 @@ from pydantic import AwareDatetime, BaseModel, Field, ValidationError, model_val
 
 from gpualloc.schemas.config import LIMITS
 from gpualloc.schemas.features import FEATURES, GPU_TYPES, QuantizationFeatures, TrainingFeatures
-from gpualloc.schemas.scenario import Count, GpuIndex, Id, PoolFields, StrictInt, Text, Weight
+from gpualloc.schemas.scenario import BlockSize, Count, GpuIndex, Id, PoolFields, StrictInt, Text, Weight
 
 
 class Envelope(BaseModel):
@@ -57,7 +57,7 @@ class JobSubmitted(BaseModel):
     id: Id
     kind: Literal["training", "batch_inference", "quantization"]
     priority: Weight
-    gpus: StrictInt | None = Field(default=None, ge=1, le=LIMITS.gpus)
+    gpus: BlockSize | None = None
     duration: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)
     features: dict[str, Any] | None = None
     requeue: bool = True

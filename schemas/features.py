@@ -10,9 +10,9 @@ feature set yet: such a job gives `gpus` and `duration`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 TRAINING_VARIANTS = ("full", "lora", "qlora", "dora", "adapter", "prefix", "prompt", "ia3", "dpo", "cpt")
 ADAPTER_VARIANTS = ("lora", "qlora", "dora")  # the ones that take `lora_rank` and `lora_targets`
@@ -23,6 +23,10 @@ QUANT_BITS = {"awq": (3, 4), "gptq": (2, 3, 4, 8), "smoothquant": (8,), "bnb_nf4
               "fp8": (8,), "gguf_k": (2, 3, 4, 5, 6, 8)}
 GPU_TYPES = ("v100-32gb", "a10-24gb", "l40s-48gb", "a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb",
              "b200-192gb", "mi300x-192gb")
+
+
+ParallelDegree = Annotated[int, Field(strict=True, ge=1, le=64),
+                           WithJsonSchema({"type": "integer", "enum": [1, 2, 4, 8, 16, 32, 64]})]  # a power of two
 
 
 class _Features(BaseModel):
@@ -48,8 +52,8 @@ class TrainingFeatures(_Features):
     lora_targets: Literal["attention", "attention_mlp", "all_linear"] | None = None
     gradient_checkpointing: bool = False
     zero_stage: int = Field(default=0, strict=True, ge=0, le=3)  # ZeRO / FSDP sharding stage
-    tensor_parallel: int = Field(default=1, strict=True, ge=1, le=64)
-    pipeline_parallel: int = Field(default=1, strict=True, ge=1, le=64)
+    tensor_parallel: ParallelDegree = 1
+    pipeline_parallel: ParallelDegree = 1
     flash_attention: bool = True
     gpu_type: Literal[GPU_TYPES] | None = None  # default: the pool's
     gpu_memory_gb: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)  # default: the pool's

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
 
 from gpualloc.schemas.config import LIMITS, POOL
@@ -36,6 +36,16 @@ Weight = Annotated[float, Field(gt=0, le=LIMITS.weight, allow_inf_nan=False)]
 BATCH_KINDS = ("training", "batch_inference", "quantization")
 
 
+def powers_of_two(top: int) -> list[int]:
+    return [1 << k for k in range(top.bit_length())]
+
+
+# A batch job's block: a power of two (checked with the node rules, `block_size_problems`; said
+# as an enum in the exported JSON Schema)
+BlockSize = Annotated[int, Field(strict=True, ge=1, le=LIMITS.gpus),
+                      WithJsonSchema({"type": "integer", "enum": powers_of_two(LIMITS.gpus)})]
+
+
 class RunningState(BaseModel):
     """A batch job already running at step 0: it keeps exactly these GPUs for `remaining` steps."""
 
@@ -51,7 +61,7 @@ class BatchJob(BaseModel):
     id: Id
     kind: Literal["training", "batch_inference", "quantization"]
     priority: Weight
-    gpus: StrictInt = Field(ge=1, le=LIMITS.gpus)
+    gpus: BlockSize
     duration: StrictInt = Field(ge=1, le=LIMITS.duration)
     arrival: StrictInt = Field(default=0, ge=0)
     running: RunningState | None = None

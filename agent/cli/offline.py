@@ -231,6 +231,17 @@ def cmd_forecast_backtest(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_schemas_export(args: argparse.Namespace) -> int:
+    from gpualloc.schemas.export import REVISION, write_schemas
+
+    try:
+        written = write_schemas(args.dir)
+    except OSError as e:
+        raise InputError(args.dir, [f"cannot write the schemas: {e.strerror or e}"]) from None
+    print(f"wrote {len(written)} JSON Schemas (revision {REVISION}) to {args.dir}")
+    return EXIT_OK
+
+
 def _share(text: str) -> float:
     try:
         value = float(text)
@@ -368,6 +379,13 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     settings_arguments(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_forecast_backtest)
+
+    p = sub.add_parser("schemas", help="the contracts as JSON Schemas")
+    schemas = p.add_subparsers(dest="schemas_command", required=True, metavar="COMMAND")
+    p = schemas.add_parser("export", help="write envelope.json, one <type>.json per event type, scenario.json and "
+                                          "plan.json (JSON Schema 2020-12) into DIR")
+    p.add_argument("dir", help="folder to write into (created if missing)")
+    p.set_defaults(func=cmd_schemas_export)
 
     p = sub.add_parser("trace", help="write a trace: generated, or derived from a Pollux workload CSV")
     p.add_argument("source", choices=("generate", "pollux", "jobs", "traffic", "forecast"),

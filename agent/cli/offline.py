@@ -231,6 +231,17 @@ def cmd_forecast_backtest(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_config(args: argparse.Namespace) -> int:
+    from gpualloc.agent.cli import build_parser
+    from gpualloc.agent.reports import config_table
+
+    if args.config_command == "options":
+        sys.stdout.write(config_table.markdown(config_table.options(build_parser())))
+    else:
+        sys.stdout.write(dump_json(config_table.effective(settings_of(args))))
+    return EXIT_OK
+
+
 def cmd_schemas_export(args: argparse.Namespace) -> int:
     from gpualloc.schemas.export import REVISION, write_schemas
 
@@ -379,6 +390,15 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     settings_arguments(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_forecast_backtest)
+
+    p = sub.add_parser("config", help="the settings: every option, or the effective values")
+    config = p.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
+    p = config.add_parser("show", help="the effective settings (flags none; the environment, the settings file, "
+                                       "the defaults) as JSON, secrets masked")
+    settings_arguments(p)
+    p.set_defaults(func=cmd_config)
+    p = config.add_parser("options", help="every setting: its environment variable, default and flags (Markdown)")
+    p.set_defaults(func=cmd_config)
 
     p = sub.add_parser("schemas", help="the contracts as JSON Schemas")
     schemas = p.add_subparsers(dest="schemas_command", required=True, metavar="COMMAND")

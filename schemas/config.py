@@ -149,6 +149,13 @@ class AgentSettings(_Frozen):
         return limit if limit is not None else min(self.full_mode_time_cap, step_seconds / 2)
 
 
+class LogSettings(_Frozen):
+    """The agents' logs (`gpualloc.agent.logs`): JSON a line when not on a terminal."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["auto", "json", "console"] = "auto"  # auto: console on a terminal, else JSON
+
+
 class NodeAgentSettings(_Frozen):
     """The node agent (`gpualloc node-agent`)."""
 
@@ -270,6 +277,7 @@ class Settings(BaseSettings):
     agent: AgentSettings = AgentSettings()
     node_agent: NodeAgentSettings = NodeAgentSettings()
     kafka: KafkaSecurity = KafkaSecurity()  # GPUALLOC_KAFKA__SECURITY_PROTOCOL, GPUALLOC_KAFKA__SASL_PASSWORD, ...
+    log: LogSettings = LogSettings()
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

@@ -8,6 +8,7 @@ pool ends holding what the clean run's holds; and `gpualloc audit` reproduces th
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import subprocess
@@ -116,15 +117,20 @@ async def one_run(bootstrap: str, bad: int, tmp_path) -> dict:
     finally:
         if agent.poll() is None:
             agent.kill()
+    lines = [json.loads(line) for line in log.read_text().splitlines()]  # not a terminal: JSON a line
+    assert lines and all(line["pool"] == "default" and line["level"] and line["ts"] for line in lines)
     return {"sent": sent, "prefix": prefix, "decisions": await read_all(bootstrap, topics.decisions),
             "letters": await read_all(bootstrap, topics.deadletter),
-            "commits": await read_all(bootstrap, topics.commits)}
+            "commits": await read_all(bootstrap, topics.commits), "log": lines}
 
 
 async def test_ten_thousand_bad_messages_among_good_ones(kafka_bootstrap, tmp_path):
     clean = await one_run(kafka_bootstrap, 0, tmp_path)
     dirty = await one_run(kafka_bootstrap, BAD, tmp_path)
     assert dirty["sent"] == BAD and not clean["letters"]
+    logged = [line for line in dirty["log"] if line["event"].startswith("dead-lettered")]
+    assert len(logged) == len(dirty["letters"]) and all("event_id" in line and "input" in line for line in logged)
+    assert any(line["event"].startswith("plan for step") and "seq" in line for line in clean["log"])
 
     good = [m["payload"] for m in dirty["decisions"] if m["payload"]["input_event_id"].startswith("good-")]
     assert sorted(d["job_id"] for d in good) == sorted(JOBS)  # each good job once...

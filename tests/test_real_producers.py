@@ -10,6 +10,7 @@ its ledger, reading the compressed batch and the tombstone back.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import signal
 import subprocess
@@ -137,10 +138,11 @@ def start(command: list[str], log: Path) -> subprocess.Popen:
 
 
 def stopped(proc: subprocess.Popen, log: Path) -> str:
-    """SIGTERM; the process must exit 0. Its summary line (`agent stopped: ...`)."""
+    """SIGTERM; the process must exit 0. Its summary line (`agent stopped: ...`: its log, JSON a
+    line off a terminal)."""
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=WAIT_S) == 0, log.read_text()[-3000:]
-    return log.read_text().strip().splitlines()[-1]
+    return json.loads(log.read_text().strip().splitlines()[-1])["event"]
 
 
 async def test_the_bug_report_zstd_from_java_then_a_restart(kafka_bootstrap: str, java: JavaProducer,

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 import orjson
 from pydantic import ValidationError
 
+from gpualloc.agent import logs
 from gpualloc.agent.cli.arguments import (bootstrap_of, bus_arguments, gpu_range, nonnegative_int, positive_float,
                                           positive_int, setting, settings_of)
 from gpualloc.agent.cli.running import run_until_signal
@@ -38,9 +39,10 @@ def _initial_config(path: str | None, pool: str) -> bytes | None:
     return orjson.dumps(message)
 
 
-def _logging() -> None:
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def _log_arguments(p: argparse.ArgumentParser) -> None:
+    setting(p, "--log-level", path="log.level", choices=("debug", "info", "warning", "error"), help="log level")
+    setting(p, "--log-format", path="log.format", choices=("auto", "json", "console"),
+            help="log lines: JSON objects, console text, or auto (console on a terminal)")
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
@@ -63,11 +65,13 @@ def cmd_agent(args: argparse.Namespace) -> int:
     else:
         service = AgentService(bootstrap, settings.agent, topics, settings.pool,
                                initial_config=_initial_config(args.config, settings.pool))
-    _logging()
+    logs.configure(settings.log.level, settings.log.format)
     run_until_signal(service.run, bootstrap)
     s = service.stats
-    print(f"agent stopped: {s.records} records, {s.decisions} decisions, {s.commits} commits, "
-          f"{s.rejected} dead-lettered", file=sys.stderr)
+    logging.getLogger("gpualloc.agent").info(
+        "agent stopped: %d records, %d decisions, %d commits, %d dead-lettered", s.records, s.decisions, s.commits,
+        s.rejected, extra={"records": s.records, "decisions": s.decisions, "commits": s.commits,
+                           "dead_lettered": s.rejected, "pool": settings.pool if not settings.agent.group else None})
     return EXIT_OK
 
 
@@ -84,7 +88,7 @@ def cmd_node_agent(args: argparse.Namespace) -> int:
     if args.hook and not args.bind_dir:
         print("gpualloc: node-agent: note: without --bind-dir the hook's record is in memory only; "
               "a restart cannot release what it bound before", file=sys.stderr)
-    _logging()
+    logs.configure(settings.log.level, settings.log.format)
     agent = NodeAgent(bootstrap, args.node, args.gpus, binder, pool=settings.pool,
                       topics=Topics.with_prefix(settings.topic_prefix), settings=settings.node_agent)
     run_until_signal(agent.run, bootstrap)
@@ -180,6 +184,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("agent", help="run the allocation agent on Kafka (decisions per arrival, a commit per step)")
     bus_arguments(p)
+    _log_arguments(p)
     p.add_argument("--config", help="JSON file of pool.configured fields to start with (else wait for the topic); "
                                     "a pool restored from the bus keeps its configuration")
     setting(p, "--group", path="agent.group", metavar="NAME",
@@ -207,6 +212,7 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus", type=gpu_range, required=True, metavar="FIRST-LAST",
                    help="this node's pool-global GPU indices, inclusive (e.g. 8-15 for node 1 of 8-GPU nodes)")
     bus_arguments(p)
+    _log_arguments(p)
     p.add_argument("--bind-dir", metavar="DIR", help="one env file per bound job (with --hook: the hook's record)")
     p.add_argument("--hook", nargs="+", metavar=("CMD", "ARG"),
                    help="run CMD [ARG ...] bind JOB LOCAL_IDS / release JOB (no shell)")

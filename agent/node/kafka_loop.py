@@ -31,7 +31,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.errors import KafkaError, KafkaTimeoutError
 from pydantic import ValidationError
 
-from gpualloc.agent import kafka_clients
+from gpualloc.agent import kafka_clients, logs
 from gpualloc.agent.node.binders import Binder
 from gpualloc.agent.node.core import Action, NodeState, read_commit
 from gpualloc.agent.topics import Topics, decode, encode
@@ -60,6 +60,11 @@ class NodeAgent:
         self._producer: AIOKafkaProducer | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
+        """`serve`, every log line of it carrying the node and the pool."""
+        with logs.bind(node=self.state.node, pool=self.state.pool):
+            await self.serve(stop)
+
+    async def serve(self, stop: asyncio.Event) -> None:
         """Resync, then follow decisions and commits until `stop` is set; closes its clients."""
         name = f"gpualloc-node-{self.state.node}"
         producer = kafka_clients.producer(self.bootstrap, client_id=name,
@@ -175,7 +180,8 @@ class NodeAgent:
                     await asyncio.to_thread(self.binder.release, a.job_id)
             except Exception as e:  # any binder failure is reported, never fatal
                 detail = f"{a.kind}: {e}"
-                log.error("node %d: %s of %r failed: %s", self.state.node, a.kind, a.job_id, e)
+                log.error("node %d: %s of %r failed: %s", self.state.node, a.kind, a.job_id, e,
+                          extra={"job_id": a.job_id})
                 self.state.failed(a)
                 if a.kind == "bind":
                     await self._release_quietly(a.job_id)

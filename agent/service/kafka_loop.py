@@ -29,7 +29,7 @@ from datetime import datetime
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
-from gpualloc.agent import kafka_clients
+from gpualloc.agent import kafka_clients, logs
 from gpualloc.agent.service.clock import Clock
 from gpualloc.agent.service.dispatcher import Dispatcher, Output, Record, run_settings
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
@@ -87,6 +87,11 @@ class AgentService:
         return d
 
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
+        """`serve`, every log line of it carrying the pool."""
+        with logs.bind(pool=self.pool):
+            await self.serve(stop, ready)
+
+    async def serve(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
         """Serve the pool until `stop`. Once it has been served, losing the broker (or a
         transaction that cannot complete) ends only the session: its clients are closed and a
         new one starts after a backoff (doubling from RETRY_FIRST_S to RETRY_MAX_S), recovering
@@ -214,15 +219,20 @@ class AgentService:
         self.stats.transactions += 1
 
     def _count(self, o: Output, received: float) -> None:
-        kind = o.message["type"]
+        kind, p = o.message["type"], o.message["payload"]
         if kind == "allocation.decided":
-            o.message["payload"]["latency_ms"] = round((time.perf_counter() - received) * 1000, 3)
+            p["latency_ms"] = round((time.perf_counter() - received) * 1000, 3)
             self.stats.decisions += 1
+            log.debug("job %s: %s", p["job_id"], p["action"], extra={"job_id": p["job_id"], "action": p["action"],
+                                                                   "event_id": p["input_event_id"]})
         elif kind == "plan.committed":
             self.stats.commits += 1
+            log.info("plan for step %d (seq %d, %s)", p["step"], p["seq"], p["source"],
+                     extra={"step": p["step"], "seq": p["seq"], "source": p["source"]})
         elif kind == "input.rejected":
             self.stats.rejected += 1
-            log.warning("dead-lettered %s: %s", o.message["event_id"], o.message["payload"]["reason"])
+            log.warning("dead-lettered %s: %s", o.message["event_id"], p["reason"],
+                        extra={"event_id": o.message["event_id"], "input": f"{p['topic']}:{p['partition']}@{p['offset']}"})
 
     def _wait_ms(self) -> int:
         longest = self.settings.max_wait_ms

@@ -142,6 +142,7 @@ class AgentSettings(_Frozen):
     dedup_steps: int = Field(default=24, ge=0)  # ...and kept in snapshots for this many steps
     pending_limit: int = Field(default=10_000, ge=0)  # events held until the pool is configured
     forecast: ForecastSettings = ForecastSettings()
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)  # /metrics, /healthz, /readyz (None: off)
 
     def full_mode_time_limit(self, step_seconds: float) -> float:
         """Seconds a full-mode run may take: its own limit, else half a step up to the cap."""

@@ -122,7 +122,8 @@ class GroupAgent:
         if pool in self.running or partition not in self._assigned:
             return
         stop = asyncio.Event()
-        service = AgentService(self.bootstrap, self.settings, self.topics, pool, partition=partition)
+        member = self.settings.model_copy(update={"metrics_port": None})  # one port cannot serve every pool yet
+        service = AgentService(self.bootstrap, member, self.topics, pool, partition=partition)
         task = asyncio.create_task(service.run(stop), name=f"gpualloc pool {pool}")
         self.running[pool] = _Running(service, stop, task, partition)
         self.taken.append(pool)

@@ -30,6 +30,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
 from gpualloc.agent import kafka_clients, logs
+from gpualloc.agent.metrics import AgentMetrics, HealthServer
 from gpualloc.agent.service.clock import Clock
 from gpualloc.agent.service.dispatcher import Dispatcher, Output, Record, run_settings
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
@@ -77,6 +78,9 @@ class AgentService:
         self.group_id = settings.group_id or f"gpualloc-agent-{pool}"
         self.dispatcher = self._fresh()
         self.stats = AgentStats()
+        self.metrics = AgentMetrics(pool)
+        self.ready = False  # connected, state restored, consuming (`/readyz`)
+        self.health = HealthServer(self.metrics.registry, lambda: self.ready)
         self.worker: FullModeWorker | None = None
         self._snapshot_txn = 0
         self._counts: dict[str, int] = {}
@@ -87,9 +91,18 @@ class AgentService:
         return d
 
     async def run(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
-        """`serve`, every log line of it carrying the pool."""
+        """`serve`, every log line of it carrying the pool, with the metrics and health endpoints
+        on `metrics_port` when set."""
         with logs.bind(pool=self.pool):
-            await self.serve(stop, ready)
+            if self.settings.metrics_port is None:
+                await self.serve(stop, ready)
+                return
+            port = await self.health.start(self.settings.metrics_port)
+            log.info("metrics on port %d (/metrics, /healthz, /readyz)", port, extra={"port": port})
+            try:
+                await self.serve(stop, ready)
+            finally:
+                await self.health.close()
 
     async def serve(self, stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
         """Serve the pool until `stop`. Once it has been served, losing the broker (or a
@@ -136,12 +149,14 @@ class AgentService:
             served.set()
             if ready is not None:
                 ready.set()
+            self.ready = True
             while not stop.is_set():
                 await self._pass(consumer, producer)
         except ProducerFenced:
             raise AgentFenced(f"pool {self.pool!r}: another agent took it over (transactional id "
                               f"{self.topics.transactional_id(self.pool)}); this one stops") from None
         finally:
+            self.ready = False
             if self.worker is not None:
                 self.worker.close()
                 self.worker = None
@@ -187,6 +202,7 @@ class AgentService:
         outputs = self.dispatcher.handle(records, now) if records else []
         outputs += self._boundaries(now)
         self.stats.records += len(records)
+        self._lag(consumer)
         # a transaction that cannot finish in time ends the session (`run` starts a new one)
         await asyncio.wait_for(self._transact(producer, outputs, now, received),
                                self.settings.transaction_timeout_ms / 1000)
@@ -223,16 +239,35 @@ class AgentService:
         if kind == "allocation.decided":
             p["latency_ms"] = round((time.perf_counter() - received) * 1000, 3)
             self.stats.decisions += 1
+            self.metrics.decided(p["action"], p["latency_ms"] / 1000)
             log.debug("job %s: %s", p["job_id"], p["action"], extra={"job_id": p["job_id"], "action": p["action"],
                                                                    "event_id": p["input_event_id"]})
         elif kind == "plan.committed":
             self.stats.commits += 1
+            self._committed(p)
             log.info("plan for step %d (seq %d, %s)", p["step"], p["seq"], p["source"],
                      extra={"step": p["step"], "seq": p["seq"], "source": p["source"]})
         elif kind == "input.rejected":
             self.stats.rejected += 1
+            self.metrics.dead_lettered(p["reason"])
             log.warning("dead-lettered %s: %s", o.message["event_id"], p["reason"],
                         extra={"event_id": o.message["event_id"], "input": f"{p['topic']}:{p['partition']}@{p['offset']}"})
+
+    def _committed(self, payload: dict) -> None:
+        planner, commit = self.dispatcher.planner, self.dispatcher.last_commit
+        held = {owner: len(ids) for owner, ids in payload["assignments"].items()}
+        short = sum(max(0, app.demand[0] - held.get(app.id, 0)) for app in commit.window.realtime) \
+            if commit is not None and commit.step == payload["step"] else 0
+        self.metrics.committed(payload, planner.config.gpus, planner.down.bit_count(), len(planner.queued), short,
+                               set(planner.apps))
+
+    def _lag(self, consumer: AIOKafkaConsumer) -> None:
+        """Records on each input partition past the frontier (what arrived and is not yet read)."""
+        for tp in consumer.assignment():
+            end = consumer.highwater(tp)
+            if end is not None:
+                lag = max(0, end - self.dispatcher.frontier.get(f"{tp.topic}:{tp.partition}", 0))
+                self.metrics.lag.labels(self.pool, tp.topic, str(tp.partition)).set(lag)
 
     def _wait_ms(self) -> int:
         longest = self.settings.max_wait_ms

@@ -1,0 +1,117 @@
+"""Prometheus metrics and health endpoints of the agents, on one HTTP port (`--metrics-port`):
+`/metrics` (the text format), `/healthz` (200 while the event loop turns: the same loop serves
+it, so a stuck loop cannot answer) and `/readyz` (200 once connected, state restored and
+consuming; 503 before, and while a lost broker is being reconnected).
+
+Each agent keeps its own registry, so several in one process (tests, a group) do not collide."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+def reason_label(reason: str) -> str:
+    """A dead letter's reason as a bounded label: the field it names ("priority", "features.epochs")
+    or the kind of refusal ("not JSON"), never the free text after it."""
+    head = reason.split(":", 1)[0].split("(", 1)[0].strip()
+    return re.sub(r"[^A-Za-z0-9_.\[\] -]", "", head)[:40] or "other"
+
+
+class AgentMetrics:
+    """The pool agent's metrics, labelled by pool."""
+
+    def __init__(self, pool: str) -> None:
+        self.registry, self.pool = CollectorRegistry(), pool
+        r, p = self.registry, ["pool"]
+        self.decisions = Counter("gpualloc_decisions", "Allocation decisions published", p + ["action"], registry=r)
+        self.latency = Histogram("gpualloc_decision_latency_seconds", "Arrival received to its decision published",
+                                 p, buckets=LATENCY_BUCKETS, registry=r)
+        self.dead_letters = Counter("gpualloc_dead_letters", "Input records dead-lettered", p + ["reason"], registry=r)
+        self.queue = Gauge("gpualloc_queue_depth", "Jobs queued (not running)", p, registry=r)
+        self.gpus = Gauge("gpualloc_gpus", "GPUs of the pool in the last committed step, by state", p + ["state"],
+                          registry=r)
+        self.utilization = Gauge("gpualloc_utilization", "Share of the pool's GPUs assigned in the last commit", p,
+                                 registry=r)
+        self.shortfall = Gauge("gpualloc_realtime_shortfall_gpus", "Real-time demand not held in the last commit", p,
+                               registry=r)
+        self.gap = Gauge("gpualloc_full_mode_gap", "Relative gap of the last adopted full-mode plan to its bound", p,
+                         registry=r)
+        self.adopted = Counter("gpualloc_full_mode_adopted", "Commits whose plan came from full mode", p, registry=r)
+        self.commits = Counter("gpualloc_commits", "Steps committed", p, registry=r)
+        self.lag = Gauge("gpualloc_consumer_lag", "Input records not consumed yet", p + ["topic", "partition"],
+                         registry=r)
+
+    def decided(self, action: str, latency_s: float) -> None:
+        self.decisions.labels(self.pool, action).inc()
+        self.latency.labels(self.pool).observe(latency_s)
+
+    def dead_lettered(self, reason: str) -> None:
+        self.dead_letters.labels(self.pool, reason_label(reason)).inc()
+
+    def committed(self, payload: dict, gpus: int, down: int, queued: int, shortfall: int, apps: set[str]) -> None:
+        """A `plan.committed` payload and the pool's state after it."""
+        held = {owner: len(ids) for owner, ids in payload["assignments"].items()}
+        realtime = sum(n for owner, n in held.items() if owner in apps)
+        batch = sum(held.values()) - realtime
+        for state, n in (("batch", batch), ("realtime", realtime), ("down", down),
+                         ("idle", max(0, gpus - batch - realtime - down))):
+            self.gpus.labels(self.pool, state).set(n)
+        self.utilization.labels(self.pool).set((batch + realtime) / gpus if gpus else 0.0)
+        self.queue.labels(self.pool).set(queued)
+        self.shortfall.labels(self.pool).set(shortfall)
+        self.commits.labels(self.pool).inc()
+        if payload["source"] == "milp":
+            self.adopted.labels(self.pool).inc()
+            bound = payload.get("bound")
+            if bound:
+                self.gap.labels(self.pool).set(max(0.0, (bound - payload["objective"]) / abs(bound)))
+
+
+class HealthServer:
+    """`/metrics`, `/healthz` and `/readyz` on `port`, served by the running event loop."""
+
+    def __init__(self, registry: CollectorRegistry, ready: Callable[[], bool]) -> None:
+        self.registry, self.ready = registry, ready
+        self._server: asyncio.Server | None = None
+
+    async def start(self, port: int, host: str = "0.0.0.0") -> int:
+        """Listen; the port bound (`port` 0: any free one)."""
+        self._server = await asyncio.start_server(self._serve, host, port)
+        return self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readline(), 5)
+            path = request.split()[1].decode("ascii", "replace") if len(request.split()) > 1 else "/"
+            while (await asyncio.wait_for(reader.readline(), 5)).strip():
+                pass  # headers: nothing here needs them
+            status, kind, body = self._answer(path.split("?", 1)[0])
+            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
+                         "Connection: close\r\n\r\n".encode() + body)
+            await writer.drain()
+        except (asyncio.TimeoutError, ConnectionError, IndexError):
+            pass
+        finally:
+            writer.close()
+
+    def _answer(self, path: str) -> tuple[str, str, bytes]:
+        if path == "/metrics":
+            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
+        if path == "/healthz":
+            return "200 OK", "text/plain", b"ok\n"
+        if path == "/readyz":
+            return ("200 OK", "text/plain", b"ready\n") if self.ready() else \
+                ("503 Service Unavailable", "text/plain", b"not ready: connecting or restoring state\n")
+        return "404 Not Found", "text/plain", b"/metrics, /healthz, /readyz\n"

@@ -157,3 +157,15 @@ def test_internal_errors_are_reported_without_traceback(monkeypatch, capsys):
     monkeypatch.delenv("GPUALLOC_DEBUG", raising=False)
     assert main(["solve", MIXED]) == 3
     assert "internal error: ZeroDivisionError" in capsys.readouterr().err
+
+
+def test_full_mode_options_without_full_mode_are_refused_not_ignored(capsys):
+    from gpualloc.agent.cli import main
+    from gpualloc.benchmarks import scenario_paths
+
+    scenario = str(scenario_paths()[0])
+    assert main(["solve", scenario, "--scheduler", "heuristic", "--time-limit", "5", "--threads", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--threads, --time-limit: full-mode options" in err and "Traceback" not in err
+    assert main(["bench", "--repeat", "1", "--node-limit", "3"]) == 2
+    assert main(["solve", scenario, "--scheduler", "heuristic", "--effort", "0.1"]) == 0  # the heuristic's own

@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from gpualloc.agent.cli.arguments import (generated_spec, positive_int, seconds_or_none, setting, settings_arguments,
-                                          settings_of)
+from gpualloc.agent.cli.arguments import (SETTING, generated_spec, positive_int, seconds_or_none, setting,
+                                          settings_arguments, settings_of)
 from gpualloc.agent.loading import InputError, dump_json, dump_plan, load_plan, load_scenario, write_text
 from gpualloc.schemas.config import SolveOptions
 from gpualloc.solvers.policies import POLICIES, names, online_policy, policy
@@ -25,8 +25,13 @@ def _emit(text: str, out: str | None) -> None:
 
 
 def _solve_options(args: argparse.Namespace, full_mode: bool) -> SolveOptions:
-    """The configured solve options; with full mode, its solver must be installed here."""
+    """The configured solve options; with full mode, its solver must be installed here, and
+    without it a full-mode flag is a mistake, not something to ignore."""
     options = settings_of(args).solve
+    given = sorted(flag for flag, dest in FULL_MODE_FLAGS.items() if SETTING + dest in vars(args))
+    if given and not full_mode:
+        raise InputError(", ".join(given), ["full-mode options: give --scheduler full-mode (or --full-mode with "
+                                            "bench), or drop them"])
     if full_mode:
         from gpualloc.solvers.policies.milp.model import solver_available
 
@@ -87,6 +92,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from gpualloc.agent.reports.bench import run_bench
 
+    if not args.full_mode:
+        _solve_options(args, False)  # full-mode flags without --full-mode are refused
     if args.agent or args.recovery or args.soak:
         return _bench_agent(args)
     if args.corpus:
@@ -269,6 +276,11 @@ def _online(text: str) -> str:
         return online_policy(text).name
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+FULL_MODE_FLAGS = {"--solver": "solve.full_mode.solver", "--time-limit": "solve.full_mode.time_limit",
+                   "--node-limit": "solve.full_mode.node_limit", "--threads": "solve.full_mode.threads",
+                   "--seed": "solve.full_mode.seed", "--progress": "solve.full_mode.progress"}
 
 
 def _full_mode_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,7 +1,7 @@
 """Prometheus metrics and health endpoints of the agents, on one HTTP port (`--metrics-port`):
 `/metrics` (the text format), `/healthz` (200 while the event loop turns: the same loop serves
 it, so a stuck loop cannot answer) and `/readyz` (200 once connected, state restored and
-consuming; 503 before, and while a lost broker is being reconnected).
+consuming; 503 before, and while a lost broker is being reconnected; a node agent: once resynced).
 
 Each agent keeps its own registry, so several in one process (tests, a group) do not collide."""
 
@@ -71,6 +71,24 @@ class AgentMetrics:
             bound = payload.get("bound")
             if bound:
                 self.gap.labels(self.pool).set(max(0.0, (bound - payload["objective"]) / abs(bound)))
+
+
+class NodeMetrics:
+    """A node agent's metrics, labelled by pool and node."""
+
+    def __init__(self, pool: str, node: int) -> None:
+        self.registry, self.labels = CollectorRegistry(), (pool, str(node))
+        r, p = self.registry, ["pool", "node"]
+        self.binds = Counter("gpualloc_node_binds", "Binds and releases done, by outcome", p + ["action", "status"],
+                             registry=r)
+        self.latency = Histogram("gpualloc_node_bind_latency_seconds", "A bind or release through the binder",
+                                 p + ["action"], buckets=LATENCY_BUCKETS, registry=r)
+        self.bound = Gauge("gpualloc_node_bound_gpus", "GPUs of the node bound to jobs and apps", p, registry=r)
+
+    def did(self, action: str, ok: bool, seconds: float, bound_gpus: int) -> None:
+        self.binds.labels(*self.labels, action, "ok" if ok else "failed").inc()
+        self.latency.labels(*self.labels, action).observe(seconds)
+        self.bound.labels(*self.labels).set(bound_gpus)
 
 
 class HealthServer:

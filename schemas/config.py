@@ -165,6 +165,7 @@ class NodeAgentSettings(_Frozen):
     poll_ms: int = Field(default=200, ge=1)  # how long a stop request can go unnoticed
     fetch_wait_ms: int = Field(default=20, ge=0)  # a fetch waits this long for the agent's next transaction
     partitions_wait_s: float = Field(default=5.0, gt=0)
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)  # /metrics, /healthz, /readyz (None: off)
 
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")

@@ -113,6 +113,14 @@ async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
     assert online_violations(steps, {"chat": (1, 6, 2)}, {"chat"}) == []
     assert any(c["started"] for c in commits)
 
+    reports = [m["payload"] for m in await read_all(kafka_bootstrap, topics.bindings)]
+    for k, node in enumerate(nodes):  # the node agents' metrics count what they reported
+        bound = node.metrics.registry.get_sample_value(
+            "gpualloc_node_binds_total", {"pool": "default", "node": str(k), "action": "bind", "status": "ok"})
+        assert bound == sum(1 for r in reports if r["node"] == k and r["status"] == "bound") > 0
+        assert node.metrics.registry.get_sample_value("gpualloc_node_bind_latency_seconds_count",
+                                                      {"pool": "default", "node": str(k), "action": "bind"}) == bound
+
     last = commits[-1]["assignments"]
     for k, folder in enumerate(dirs):
         expected = {owner for owner, gpus in last.items() if any(8 * k <= g < 8 * k + 8 for g in gpus)}

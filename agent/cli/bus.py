@@ -217,6 +217,8 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
                    help="this node's pool-global GPU indices, inclusive (e.g. 8-15 for node 1 of 8-GPU nodes)")
     bus_arguments(p)
     _log_arguments(p)
+    setting(p, "--metrics-port", path="node_agent.metrics_port", type=nonnegative_int, shown="off",
+            help="serve /metrics, /healthz and /readyz on this port")
     p.add_argument("--bind-dir", metavar="DIR", help="one env file per bound job (with --hook: the hook's record)")
     p.add_argument("--hook", nargs="+", metavar=("CMD", "ARG"),
                    help="run CMD [ARG ...] bind JOB LOCAL_IDS / release JOB (no shell)")

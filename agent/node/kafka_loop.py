@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +33,7 @@ from aiokafka.errors import KafkaError, KafkaTimeoutError
 from pydantic import ValidationError
 
 from gpualloc.agent import kafka_clients, logs
+from gpualloc.agent.metrics import HealthServer, NodeMetrics
 from gpualloc.agent.node.binders import Binder
 from gpualloc.agent.node.core import Action, NodeState, read_commit
 from gpualloc.agent.topics import Topics, decode, encode
@@ -57,12 +59,23 @@ class NodeAgent:
         self.step = step
         self.settings = settings
         self.ready = asyncio.Event()
+        self.metrics = NodeMetrics(pool, node)
+        self.health = HealthServer(self.metrics.registry, self.ready.is_set)
         self._producer: AIOKafkaProducer | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
-        """`serve`, every log line of it carrying the node and the pool."""
+        """`serve`, every log line of it carrying the node and the pool, with the metrics and
+        health endpoints on `metrics_port` when set."""
         with logs.bind(node=self.state.node, pool=self.state.pool):
-            await self.serve(stop)
+            if self.settings.metrics_port is None:
+                await self.serve(stop)
+                return
+            port = await self.health.start(self.settings.metrics_port)
+            log.info("metrics on port %d (/metrics, /healthz, /readyz)", port, extra={"port": port})
+            try:
+                await self.serve(stop)
+            finally:
+                await self.health.close()
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Resync, then follow decisions and commits until `stop` is set; closes its clients."""
@@ -173,16 +186,19 @@ class NodeAgent:
     async def _execute(self, actions: list[Action]) -> None:
         """Do each action through the binder (off the event loop) and report it."""
         for a in actions:
+            began = time.perf_counter()
             try:
                 if a.kind == "bind":
                     await asyncio.to_thread(self.binder.bind, a.job_id, list(a.local_ids), list(a.global_ids))
                 else:
                     await asyncio.to_thread(self.binder.release, a.job_id)
+                self.metrics.did(a.kind, True, time.perf_counter() - began, self._bound_gpus())
             except Exception as e:  # any binder failure is reported, never fatal
                 detail = f"{a.kind}: {e}"
                 log.error("node %d: %s of %r failed: %s", self.state.node, a.kind, a.job_id, e,
                           extra={"job_id": a.job_id})
                 self.state.failed(a)
+                self.metrics.did(a.kind, False, time.perf_counter() - began, self._bound_gpus())
                 if a.kind == "bind":
                     await self._release_quietly(a.job_id)
                 await self._report(a, "failed", detail)
@@ -190,6 +206,9 @@ class NodeAgent:
                     await self._job_failed(a.job_id, detail)
                 continue
             await self._report(a, "bound" if a.kind == "bind" else "released", "")
+
+    def _bound_gpus(self) -> int:
+        return sum(len(gpus) for gpus in self.state.bound.values())
 
     async def _release_quietly(self, job_id: str) -> None:
         """After a failed bind nothing should stay half-bound (the state says unbound)."""

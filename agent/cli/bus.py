@@ -124,7 +124,8 @@ def cmd_tail(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     bootstrap = bootstrap_of(settings)
     topics = Topics.with_prefix(settings.topic_prefix)
-    run_until_signal(lambda stop: tail(bootstrap, topics, stop, args.from_beginning, sys.stdout), bootstrap)
+    run_until_signal(lambda stop: tail(bootstrap, topics, stop, args.from_beginning, sys.stdout, args.json, args.job),
+                     bootstrap)
     return EXIT_OK
 
 
@@ -233,7 +234,10 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("tail", help="print decisions, commits, bindings and dead letters as readable lines")
     bus_arguments(p, pool=False)
-    p.add_argument("--from-beginning", action="store_true")
+    p.add_argument("--from-beginning", action="store_true", help="from the topics' start, not their end")
+    p.add_argument("--json", action="store_true", help="each message as it was published, with its topic, a line")
+    p.add_argument("--job", metavar="ID", help="only what concerns this job or app: its decision, bindings, the "
+                                               "commits that hold or start it, dead letters naming it")
     p.set_defaults(func=cmd_tail)
 
     p = sub.add_parser("audit", help="replay a pool's ledger and check every decision and commit is reproduced")

@@ -54,10 +54,12 @@ class AgentMetrics:
     def dead_lettered(self, reason: str) -> None:
         self.dead_letters.labels(self.pool, reason_label(reason)).inc()
 
-    def committed(self, payload: dict, gpus: int, down: int, queued: int, shortfall: int, apps: set[str]) -> None:
-        """A `plan.committed` payload and the pool's state after it."""
+    def committed(self, payload: dict, gpus: int, down: int, queued: int, demand: dict[str, int]) -> None:
+        """A `plan.committed` payload and the pool's state after it; `demand`: each app's in the
+        committed step."""
         held = {owner: len(ids) for owner, ids in payload["assignments"].items()}
-        realtime = sum(n for owner, n in held.items() if owner in apps)
+        realtime = sum(n for owner, n in held.items() if owner in demand)
+        shortfall = sum(max(0, need - held.get(app, 0)) for app, need in demand.items())
         batch = sum(held.values()) - realtime
         for state, n in (("batch", batch), ("realtime", realtime), ("down", down),
                          ("idle", max(0, gpus - batch - realtime - down))):

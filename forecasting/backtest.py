@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from gpualloc.forecasting.forecasters import Forecasters, hardware
+from gpualloc.forecasting.forecasters import Forecasters, pool_hardware
 from gpualloc.forecasting.jobs import SizeError
 from gpualloc.forecasting.traffic import WEEK, pool_hour, week_minute
 from gpualloc.schemas.config import ForecastSettings
@@ -73,7 +73,7 @@ def job_backtest(events: list, settings: ForecastSettings = ForecastSettings()) 
         if r.actual is None:
             return
         try:
-            hw = _hardware(f, state)
+            hw = pool_hardware(f, state.config)
         except SizeError:
             return
         state.forecasters.finished(r.kind, f, hw, r.true_gpus or r.gpus or 1, r.actual,
@@ -92,7 +92,7 @@ def job_backtest(events: list, settings: ForecastSettings = ForecastSettings()) 
             group = f.variant if p.kind == "training" else f.algorithm
             r = JobResult(p.id, env.pool, p.kind, group, None, actual=p.actual_duration, true_gpus=p.gpus)
             try:
-                made = state.forecasters.size(p.kind, f, _hardware(f, state), None, None)
+                made = state.forecasters.size(p.kind, f, pool_hardware(f, state.config), None, None)
                 r.gpus, r.median, r.low, r.high, r.planned = made.gpus, made.median, made.low, made.high, made.duration
             except SizeError:
                 pass
@@ -104,11 +104,6 @@ def job_backtest(events: list, settings: ForecastSettings = ForecastSettings()) 
         elif env.type == "job.completed":
             learn((env.pool, p.id), p.used)
     return results
-
-
-def _hardware(f, state: _PoolState):
-    c = state.config
-    return hardware(f, c.gpu_type, c.gpu_memory_gb, c.gpus, c.step_minutes)
 
 
 def job_summary(results: list[JobResult], share: float = 0.2) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpualloc.forecasting.jobs import Features, Hardware, JobForecast, JobForecaster, SizeError
 from gpualloc.forecasting.physics import GPU_MEMORY_GB
@@ -60,6 +61,12 @@ class Forecasters:
     def load(cls, data: dict, settings: ForecastSettings) -> "Forecasters":
         return cls(settings, JobForecaster.load(data["jobs"]),
                    TrafficForecaster.load(data["traffic"], settings.traffic_weeks, settings.traffic_forgetting))
+
+
+def pool_hardware(f: Features, pool: Any) -> Hardware:
+    """`hardware` on a pool's fields (a `PoolConfig` or a `pool.configured` payload: `gpu_type`,
+    `gpu_memory_gb`, `gpus`, `step_minutes`)."""
+    return hardware(f, pool.gpu_type, pool.gpu_memory_gb, pool.gpus, pool.step_minutes)
 
 
 def hardware(f: Features, pool_type: str | None, pool_memory_gb: float | None, gpus: int,

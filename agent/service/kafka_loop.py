@@ -255,11 +255,9 @@ class AgentService:
 
     def _committed(self, payload: dict) -> None:
         planner, commit = self.dispatcher.planner, self.dispatcher.last_commit
-        held = {owner: len(ids) for owner, ids in payload["assignments"].items()}
-        short = sum(max(0, app.demand[0] - held.get(app.id, 0)) for app in commit.window.realtime) \
-            if commit is not None and commit.step == payload["step"] else 0
-        self.metrics.committed(payload, planner.config.gpus, planner.down.bit_count(), len(planner.queued), short,
-                               set(planner.apps))
+        demand = {app.id: app.demand[0] for app in commit.window.realtime} \
+            if commit is not None and commit.step == payload["step"] else dict.fromkeys(planner.apps, 0)
+        self.metrics.committed(payload, planner.config.gpus, planner.down.bit_count(), len(planner.queued), demand)
 
     def _lag(self, consumer: AIOKafkaConsumer) -> None:
         """Records on each input partition past the frontier (what arrived and is not yet read)."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from gpualloc.forecasting.forecasters import Forecasters, hardware
-from gpualloc.forecasting.jobs import JobForecast
+from gpualloc.forecasting.forecasters import Forecasters, pool_hardware
+from gpualloc.forecasting.jobs import Hardware, JobForecast
 from gpualloc.forecasting.traffic import pool_hour
 from gpualloc.schemas.config import POOL
 from gpualloc.schemas.events import JobUsage
@@ -175,9 +175,8 @@ class Planner:
         the field and the rule when it cannot be sized."""
         return self.forecasts.size(kind, features, self.hardware(features), gpus, duration)
 
-    def hardware(self, features: Any):
-        c = self.config
-        return hardware(features, c.gpu_type, c.gpu_memory_gb, c.gpus, c.step_minutes)
+    def hardware(self, features: Any) -> Hardware:
+        return pool_hardware(features, self.config)
 
     def fail(self, job_id: str) -> None:
         """The job failed (or could not bind): it goes back to the queue if it allows it."""

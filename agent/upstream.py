@@ -18,71 +18,67 @@ from typing import Any
 import orjson
 
 from gpualloc.agent import kafka_clients
-from gpualloc.agent.topics import Topics, decode, encode, key_of
+from gpualloc.client import Client
+from gpualloc.agent.topics import Topics, decode
 from gpualloc.schemas.events import JobRef, envelope, timestamp
 
 
 async def publish_trace(bootstrap: str, events: list[dict[str, Any]], topics: Topics,
                         step_seconds: float | None = None, complete: bool = False) -> int:
-    """Publish `events` (trace order); returns how many messages were sent."""
-    producer = await kafka_clients.started(
-        kafka_clients.producer(bootstrap, enable_idempotence=True, acks="all", linger_ms=5), "publish producer")
-    watcher = None
+    """Publish `events` (trace order) through a `gpualloc.client.Client`; returns how many
+    messages were sent."""
+    durations = {e["payload"]["id"]: e["payload"].get("actual_duration") or e["payload"].get("duration")
+                 for e in events if e.get("type") == "job.submitted"}
+    watcher = asyncio.create_task(complete_jobs(bootstrap, topics, durations)) if complete else None
     sent = 0
     try:
-        durations = {e["payload"]["id"]: e["payload"].get("actual_duration") or e["payload"].get("duration")
-                     for e in events if e.get("type") == "job.submitted"}
-        if complete:
-            watcher = asyncio.create_task(complete_jobs(bootstrap, topics, durations))
-        t0 = _trace_start(events)
-        step_minutes = next((e["payload"].get("step_minutes", 60) for e in events if e.get("type") == "pool.configured"), 60)
-        began = time.monotonic()
-        for event in events:
-            if step_seconds:
-                offset = (_parse_time(event["occurred_at"]) - t0).total_seconds() / (60 * step_minutes) * step_seconds
-                await asyncio.sleep(max(0.0, began + offset - time.monotonic()))
-                event = {**event, "occurred_at": timestamp(datetime.now(timezone.utc))}
-            await producer.send(topics.of_type(event["type"]), encode(event), key=key_of(event).encode())
-            sent += 1
-        await producer.flush()
+        async with Client(bootstrap, topics=topics, source="publish") as client:
+            t0 = _trace_start(events)
+            step_minutes = next((e["payload"].get("step_minutes", 60) for e in events
+                                 if e.get("type") == "pool.configured"), 60)
+            began = time.monotonic()
+            for event in events:
+                if step_seconds:
+                    offset = (_parse_time(event["occurred_at"]) - t0).total_seconds() / (60 * step_minutes) * step_seconds
+                    await asyncio.sleep(max(0.0, began + offset - time.monotonic()))
+                    event = {**event, "occurred_at": timestamp(datetime.now(timezone.utc))}
+                await client.publish(event, acknowledged=False)
+                sent += 1
+            await client.flush()
         if watcher is not None:
             await watcher
     finally:
         if watcher is not None and not watcher.done():
             watcher.cancel()
-        await producer.stop()
     return sent
 
 
 async def complete_jobs(bootstrap: str, topics: Topics, durations: dict[str, int],
                         stop: asyncio.Event | None = None, pool: str = "default") -> set[str]:
     """Play the platform running the jobs: each job of `durations` that a commit starts gets its
-    job.completed once the commit of its last step is out. Runs until `stop` is set (without
-    one: until every job completed); returns the jobs completed."""
+    job.completed (through a `Client`) once the commit of its last step is out. Runs until
+    `stop` is set (without one: until every job completed); returns the jobs completed."""
     consumer = kafka_clients.consumer(topics.commits, bootstrap=bootstrap, auto_offset_reset="earliest",
                                       isolation_level="read_committed")
-    producer = kafka_clients.producer(bootstrap, enable_idempotence=True, acks="all")
     ends: dict[str, int] = {}
     done: set[str] = set()
+    await kafka_clients.started(consumer, "platform consumer")
     try:
-        await kafka_clients.started(consumer, "platform consumer")
-        await kafka_clients.started(producer, "platform producer")
-        while not (stop.is_set() if stop is not None else len(done) >= len(durations)):
-            batch = await consumer.getmany(timeout_ms=200)
-            for messages in batch.values():
-                for m in messages:
-                    payload = decode(m.value)["payload"]
-                    for job_id in payload.get("started", []):
-                        if job_id in durations and job_id not in done:
-                            ends[job_id] = payload["step"] + durations[job_id] - 1
-                    for job_id in sorted(j for j, end in ends.items() if end <= payload["step"]):
-                        await producer.send(topics.jobs, encode(completed_message(job_id, pool)), key=pool.encode())
-                        del ends[job_id]
-                        done.add(job_id)
-        await producer.flush()
+        async with Client(bootstrap, pool, topics, source="platform") as client:
+            while not (stop.is_set() if stop is not None else len(done) >= len(durations)):
+                batch = await consumer.getmany(timeout_ms=200)
+                for messages in batch.values():
+                    for m in messages:
+                        payload = decode(m.value)["payload"]
+                        for job_id in payload.get("started", []):
+                            if job_id in durations and job_id not in done:
+                                ends[job_id] = payload["step"] + durations[job_id] - 1
+                        for job_id in sorted(j for j, end in ends.items() if end <= payload["step"]):
+                            await client.complete(job_id, detail="ran its time")
+                            del ends[job_id]
+                            done.add(job_id)
     finally:
-        await consumer.stop()
-        await producer.stop()
+        await kafka_clients.close(consumer)
     return done
 
 

@@ -184,6 +184,28 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from gpualloc.agent.reports.status import lines, read_status
+
+    settings = settings_of(args)
+    bootstrap = bootstrap_of(settings)
+    found: list = []
+
+    async def body(stop: asyncio.Event) -> None:
+        found.append(await read_status(bootstrap, Topics.with_prefix(settings.topic_prefix), settings.pool))
+
+    run_until_signal(body, bootstrap)
+    if not found:  # stopped by a signal before the bus was read
+        return EXIT_FAILED
+    if found[0] is None:
+        raise InputError("--pool", [f"no pool {settings.pool!r} on the bus (its agent has recorded no transaction)"])
+    if args.json:
+        sys.stdout.write(orjson.dumps(found[0], option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print("\n".join(lines(found[0], args.width)))
+    return EXIT_OK
+
+
 def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("agent", help="run the allocation agent on Kafka (decisions per arrival, a commit per step)")
     bus_arguments(p)
@@ -247,6 +269,13 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to", dest="last", type=_step_or_time, metavar="STEP|TIME", help="report up to this step")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("status", help="the live pool: the committed grid, running jobs, the queue with reasons and "
+                                      "promised starts, apps' demand against what they hold, node health")
+    bus_arguments(p)
+    p.add_argument("--json", action="store_true", help="the status as one JSON object")
+    p.add_argument("--width", type=positive_int, default=48, help="steps of the grid shown (default 48)")
+    p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("explain", help="a job's history and, while it waits, what holds its block")
     p.add_argument("job", help="the job id")

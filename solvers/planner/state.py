@@ -226,6 +226,16 @@ class Planner:
         problem = self.window_problem()
         return problem, self.scheduler(problem)
 
+    def outlook(self) -> list[Decision]:
+        """What each queued job would be told now, from one fresh plan (action, promised start,
+        reason), for `gpualloc status`; changes nothing."""
+        problem, schedule = self.plan()
+        return [self._decision(problem, schedule, job) for job in self.queued.values()]
+
+    def window_demand(self, app_id: str) -> list[int]:
+        """An app's GPUs needed in each step of the window, as the plan sees them."""
+        return self._demand(self.apps[app_id])
+
     def _decision(self, problem: Problem, schedule: Schedule, job: JobSpec) -> Decision:
         """`start` only when its block is idle in the committed step too, so a node agent can
         bind it at once; a block still held there (by work ending at this boundary, say) makes

@@ -1,0 +1,103 @@
+"""`gpualloc status`: the text Gantt of a commit's grid, the pure view of a pool, and the live
+view read back from a real broker while an agent runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gpualloc.agent.reports.status import gantt, lines, read_status, view
+from gpualloc.agent.service.kafka_loop import AgentService
+from gpualloc.agent.topics import Topics
+from gpualloc.client import Client
+from gpualloc.schemas.config import AgentSettings, RollingFullMode
+from gpualloc.solvers.planner.state import AppSpec, JobSpec, Planner, PoolConfig
+from kafka_broker import unique_topic
+
+
+def test_the_gantt_groups_gpus_with_the_same_plan_and_names_each_holder():
+    grid = [["a", "a", None], ["a", "a", None], ["chat", None, "b"], ["chat", None, "b"]]
+    out = gantt(grid, first_step=10, width=48)
+    assert out[0].startswith("step") and "|0  |" in out[0] and "from step 10" in out[0]
+    assert out[1:3] == ["GPUs 0-1 |aa.|", "GPUs 2-3 |c.b|"]
+    assert out[3] == "legend: a=a, b=b, c=chat"
+    assert gantt(grid, 0, width=2)[1] == "GPUs 0-1 |aa|"  # the window cut to the width shown
+    assert gantt([], 0) == ["(no commit yet)"]
+
+
+def test_the_view_tells_each_queued_job_its_promised_start_and_why():
+    planner = Planner(PoolConfig(gpus=8, gpus_per_node=4, horizon=6))
+    planner.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=4))
+    planner.observe_traffic("chat", 0, 2)
+    first = planner.submit_all([JobSpec("big", "training", 9, 4, 3, 0), JobSpec("wide", "training", 1, 8, 2, 0)])
+    assert [d.action for d in first] == ["start", "queued"]
+    commit = planner.tick()
+    planner.drained = 0b11110000  # node 1 drained after the commit
+    reports = [{"type": "binding.reported", "occurred_at": "2026-12-01T00:00:00Z",
+                "payload": {"node": 0, "job_id": "big", "status": "bound", "gpus": [0, 1, 2, 3]}}]
+    grid = [[None] * 6 for _ in range(8)]
+    for owner, gpus in commit.assignments.items():
+        for g in gpus:
+            grid[g][0] = owner
+    status = view("p", planner, {"step": 0, "seq": 1, "source": "heuristic", "objective": 1.0,
+                                 "assignments": {k: list(v) for k, v in commit.assignments.items()}, "grid": grid},
+                  reports)
+    assert [r["id"] for r in status["running"]] == ["big"] and status["running"][0]["gpus"] == "0-3"
+    (wide,) = status["queue"]
+    assert wide["id"] == "wide" and wide["action"] == "queued" and wide["promised_start"] is None
+    assert "8-GPU block" in wide["reason"]
+    (chat,) = status["apps"]
+    assert chat["demand"] == 2 and chat["held"] == len(commit.assignments["chat"]) and chat["shortfall"] == 0
+    assert [n["state"] for n in status["nodes"]] == ["up", "drained"]
+    assert status["nodes"][0]["last_report"]["status"] == "bound" and status["nodes"][1]["last_report"] is None
+    assert status["usage"]["batch"] == 4 and status["usage"]["realtime"] == len(commit.assignments["chat"])
+    text = "\n".join(lines(status))
+    assert "queue (1):" in text and "wide" in text and "drained" in text and "legend:" in text
+    json.dumps(status)  # plain data, as --json prints it
+
+
+@pytest.mark.kafka
+async def test_status_reads_the_live_pool_back_from_the_bus(kafka_bootstrap):
+    prefix = unique_topic("status") + "."
+    topics = Topics.with_prefix(prefix)
+    agent = AgentService(kafka_bootstrap, AgentSettings(step_seconds=1.0, full_mode=RollingFullMode(every=0),
+                                                        group_id=unique_topic("g")), topics, pool="p")
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(agent.run(stop, ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 30)
+        async with Client(kafka_bootstrap, pool="p", topics=topics) as client:
+            await client.send("pool.configured", {"gpus": 8, "gpus_per_node": 4, "horizon": 6})
+            await client.register_app({"id": "chat", "priority": 5, "min_gpus": 1, "max_gpus": 4})
+            await client.report_traffic("chat", gpus=2)
+            a = await client.submit_job({"id": "a", "kind": "training", "priority": 5, "gpus": 4, "duration": 4})
+            b = await client.submit_job({"id": "b", "kind": "training", "priority": 1, "gpus": 8, "duration": 2})
+        assert a.action == "start" and b.action in ("planned", "queued")
+        for _ in range(50):  # until a commit holds `a`
+            status = await read_status(kafka_bootstrap, topics, "p")
+            if status and status["commit"] and "a" in {r["id"] for r in status["running"]}:
+                break
+            await asyncio.sleep(0.3)
+        assert {r["id"] for r in status["running"]} == {"a"}
+        assert [q["id"] for q in status["queue"]] == ["b"] and status["queue"][0]["reason"]
+        assert status["apps"][0]["id"] == "chat" and status["apps"][0]["demand"] == 2
+        assert any(row[0] == "a" for row in status["grid"])
+        assert await read_status(kafka_bootstrap, topics, "nobody") is None
+        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
+        run = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "gpualloc", "status", "--pool", "p",
+                                                       "--topic-prefix", prefix], capture_output=True, text=True,
+                                      env=env, timeout=120)
+        assert run.returncode == 0, run.stderr
+        assert "queue (1):" in run.stdout and "legend:" in run.stdout and "chat" in run.stdout
+        run = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "gpualloc", "status", "--pool", "nobody",
+                                                       "--topic-prefix", prefix, "--json"], capture_output=True,
+                                      text=True, env=env, timeout=120)
+        assert run.returncode == 2 and "--pool" in run.stderr and "Traceback" not in run.stderr
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)

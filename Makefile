@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.gpualloc-installed
 
-.PHONY: demo test bench kafka-up kafka-down clean-venv
+.PHONY: demo test bench kafka-up kafka-down images up down clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,19 @@ kafka-up:
 
 kafka-down:
 	bash deploy/kafka/kafka.sh down
+
+# Containers (deploy/docker-compose.yml) with images built here: a Docker engine must run.
+LOCAL_IMAGES := KAFKA_IMAGE=gpualloc-local/kafka:4.1.2 GPUALLOC_IMAGE=gpualloc:latest
+COMPOSE := $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+
+images:
+	bash deploy/docker/build-images.sh
+
+up:
+	$(LOCAL_IMAGES) $(COMPOSE) -p gpualloc -f deploy/docker-compose.yml up -d --no-build
+
+down:
+	$(LOCAL_IMAGES) $(COMPOSE) -p gpualloc -f deploy/docker-compose.yml down -v
 
 clean-venv:
 	rm -rf $(VENV)

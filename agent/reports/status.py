@@ -51,7 +51,8 @@ async def read_status(bootstrap: str, topics: Topics, pool: str) -> dict[str, An
     if dispatcher.planner is None:
         return None
     messages = [m for m in tails if m.get("pool", "default") == pool]
-    commits = [m for m in messages if m.get("type") == "plan.committed"]
+    # the commit of the rebuilt state (the tail, read after the ledger, may hold later ones)
+    commits = [m for m in messages if m.get("type") == "plan.committed" and m["payload"].get("seq", 0) <= dispatcher.seq]
     latest = max(commits, key=lambda m: m["payload"].get("seq", 0))["payload"] if commits else None
     reports = [m for m in messages if m.get("type") == "binding.reported"]
     return view(pool, dispatcher.planner, latest, reports, dispatcher.interpreter.origin)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real single-node Kafka broker (KRaft, combined broker+controller) without Docker:
 # jars come from Maven Central once (pom.xml beside this script), the broker is one background JVM.
-#   kafka.sh up | down | status        (env vars: see README.md beside this script)
+#   kafka.sh up | down | status | jars   (env vars: see README.md beside this script)
 # GPUALLOC_KAFKA_SECURITY=sasl makes the client port SASL_PLAINTEXT (SCRAM-SHA-512 and PLAIN), and
 # KAFKA_SSL_PORT adds a SASL_SSL port with a certificate made at start (CA in $DIR/tls/ca.pem).
 set -euo pipefail
@@ -229,5 +229,6 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   status) status ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  jars) fetch_jars; echo "$LIBS" ;;   # the broker's jars (fetched once), e.g. for an image
+  *) echo "usage: $0 up|down|status|jars" >&2; exit 2 ;;
 esac

@@ -14,15 +14,17 @@ from types import SimpleNamespace
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
+from jsonschema import Draft202012Validator
 
 from gpualloc.agent.node.binders import FileBinder
 from gpualloc.agent.node.kafka_loop import NodeAgent
 from gpualloc.agent.service.kafka_loop import AgentService
 from gpualloc.agent.topics import Topics, key_of
 from gpualloc.agent.upstream import complete_jobs
-from kafka_broker import read_all, unique_topic
 from gpualloc.schemas.config import AgentSettings, RollingFullMode
+from gpualloc.schemas.export import export_schemas
 from gpualloc.solvers.legality import online_violations
+from kafka_broker import read_all, unique_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -125,6 +127,12 @@ async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
     for k, folder in enumerate(dirs):
         expected = {owner for owner, gpus in last.items() if any(8 * k <= g < 8 * k + 8 for g in gpus)}
         assert set(FileBinder(folder).bound()) == expected
+
+    envelope = Draft202012Validator(export_schemas()["envelope.json"])  # what other teams validate against
+    for topic in (topics.decisions, topics.commits, topics.bindings, topics.deadletter, topics.ledger, topics.state):
+        for message in await read_all(kafka_bootstrap, topic):
+            problems = [e.message for e in envelope.iter_errors(message)]
+            assert not problems, f"{message['type']} on {topic}: {problems[:3]}"
 
 
 async def test_the_throughput_benchmark_decides_every_arrival(kafka_bootstrap):

@@ -21,7 +21,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from jsonschema import Draft202012Validator
 
+from gpualloc.schemas.export import export_schemas
 from kafka_broker import _free_ports, read_all
 
 COMPOSE = Path(__file__).resolve().parent.parent / "deploy" / "docker-compose.yml"
@@ -116,6 +118,12 @@ async def test_a_day_through_the_containers_binds_every_started_job_on_its_node(
             assert set(bound[0]["gpus"]) == {g for g in gpus if g // 8 == node}
     ended = {r["job_id"] for r in reports if r["status"] == "released"}
     assert set(held) <= ended  # the publisher exits once every job completed
+
+    envelope = Draft202012Validator(export_schemas()["envelope.json"])
+    for topic in ("jobs", "traffic", "config", "decisions", "commits", "bindings", "ledger", "state"):
+        for message in await read_all(bootstrap, f"gpualloc.{topic}"):
+            assert not list(envelope.iter_errors(message)), f"{message['type']} on {topic} breaks the schema"
+    assert not await read_all(bootstrap, "gpualloc.deadletter")  # the demo's inputs are all valid
 
     metrics = await asyncio.to_thread(_get, stack["agent_port"], "/metrics")
     decided = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()

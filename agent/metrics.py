@@ -12,6 +12,8 @@ import re
 from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -91,6 +93,27 @@ class NodeMetrics:
         self.binds.labels(*self.labels, action, "ok" if ok else "failed").inc()
         self.latency.labels(*self.labels, action).observe(seconds)
         self.bound.labels(*self.labels).set(bound_gpus)
+
+
+class PoolsCollector(Collector):
+    """The metrics of every pool a group member runs now, merged into one family per name (an
+    exposition may name each family once), and how many pools that is. A pool handed over leaves
+    with its series; its counters restart at its new owner, which Prometheus reads as a reset."""
+
+    def __init__(self, registries: Callable[[], list[CollectorRegistry]]) -> None:
+        self.registries = registries
+
+    def collect(self):
+        registries = self.registries()
+        owned = GaugeMetricFamily("gpualloc_group_pools", "Pools this group member runs now")
+        owned.add_metric([], len(registries))
+        yield owned
+        merged: dict[str, Metric] = {}
+        for registry in registries:
+            for family in registry.collect():
+                into = merged.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+                into.samples.extend(family.samples)
+        yield from merged.values()
 
 
 class HealthServer:

@@ -23,7 +23,8 @@ from gpualloc.agent.service.recovery import ensure_topics
 from gpualloc.agent.topics import Topics, key_of, partition_of
 from gpualloc.schemas.events import JobSubmitted, PoolConfigured, envelope
 from gpualloc.solvers.legality import online_violations
-from kafka_broker import read_all, unique_topic
+from http_metrics import get, samples
+from kafka_broker import _free_ports, read_all, unique_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -86,7 +87,8 @@ async def test_two_agents_share_pools_and_a_pool_moves_with_its_state(kafka_boot
     env = {**os.environ, "GPUALLOC_AGENT__SESSION_TIMEOUT_MS": "6000"}
     logs = {name: tmp_path / f"{name}.log" for name in ("a", "b")}
     await ensure_topics(kafka_bootstrap, topics, PARTITIONS, -1)  # as operators would, before producers write
-    a = subprocess.Popen(command, env=env, stderr=logs["a"].open("wb"))
+    (port,) = _free_ports(1)
+    a = subprocess.Popen(command + ["--metrics-port", str(port)], env=env, stderr=logs["a"].open("wb"))
     b = None
     bus = Bus(kafka_bootstrap, topics)
     await bus.producer.start()
@@ -107,6 +109,15 @@ async def test_two_agents_share_pools_and_a_pool_moves_with_its_state(kafka_boot
 
         await phase(0, 4)
         assert sorted(taken(logs["a"])) == sorted(pools)  # alone in the group, it serves every pool
+        for _ in range(50):  # one endpoint for every pool the member runs
+            got = samples((await asyncio.to_thread(get, port, "/metrics"))[1])
+            decided = {dict(labels)["pool"]: v for (name, labels), v in got.items() if name == "gpualloc_decisions_total"}
+            if got.get(("gpualloc_group_pools", ())) == len(pools) and sum(decided.values()) == 4 * len(pools):
+                break
+            await asyncio.sleep(0.2)
+        assert got[("gpualloc_group_pools", ())] == len(pools) and set(decided) == set(pools)
+        assert sum(decided.values()) == 4 * len(pools)
+        assert (await asyncio.to_thread(get, port, "/readyz"))[0] == 200
 
         b = subprocess.Popen(command, env=env, stderr=logs["b"].open("wb"))
         deadline = time.monotonic() + 60

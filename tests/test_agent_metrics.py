@@ -5,38 +5,45 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import urllib.error
 import urllib.request
 
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
+from prometheus_client import CollectorRegistry, generate_latest
 
-from gpualloc.agent.metrics import AgentMetrics, HealthServer, reason_label
+from gpualloc.agent.metrics import AgentMetrics, HealthServer, PoolsCollector, reason_label
 from gpualloc.agent.service.kafka_loop import AgentService
 from gpualloc.agent.topics import Topics, key_of
 from gpualloc.schemas.config import AgentSettings, RollingFullMode
+from http_metrics import get, samples
 from kafka_broker import read_all, unique_topic
-from prometheus_client.parser import text_string_to_metric_families
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
-def samples(text: str) -> dict[tuple[str, tuple], float]:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def test_reasons_become_bounded_labels():
     assert reason_label("priority: Input should be greater than 0") == "priority"
     assert reason_label("not JSON (unexpected character: line 1)") == "not JSON"
     assert len(reason_label("x" * 500 + ": y")) == 40 and reason_label(":") == "other"
+
+
+def test_a_group_member_shows_its_pools_metrics_as_one_family_each():
+    a, b = AgentMetrics("a"), AgentMetrics("b")
+    a.decided("start", 0.01)
+    b.decided("start", 0.02)
+    b.decided("queued", 0.02)
+    running = [a.registry, b.registry]
+    registry = CollectorRegistry()
+    registry.register(PoolsCollector(lambda: running))
+    text = generate_latest(registry).decode()
+    assert text.count("# TYPE gpualloc_decisions_total counter") == 1  # one family, both pools' series
+    got = samples(text)
+    assert got[("gpualloc_group_pools", ())] == 2
+    assert got[("gpualloc_decisions_total", (("action", "start"), ("pool", "a")))] == 1
+    assert got[("gpualloc_decisions_total", (("action", "queued"), ("pool", "b")))] == 1
+    assert got[("gpualloc_decision_latency_seconds_count", (("pool", "b"),))] == 2
+    running.pop()  # pool b handed over: its series leave with it
+    got = samples(generate_latest(registry).decode())
+    assert got[("gpualloc_group_pools", ())] == 1 and not any(dict(k[1]).get("pool") == "b" for k in got)
 
 
 async def test_health_answers_from_the_loop_and_readiness_follows_the_agent():

@@ -58,8 +58,6 @@ def cmd_agent(args: argparse.Namespace) -> int:
     topics = Topics.with_prefix(settings.topic_prefix)
     service: AgentService | GroupAgent
     if settings.agent.group:
-        if settings.agent.metrics_port is not None:
-            raise InputError("--metrics-port", ["serves a single-pool agent; a --group's pools have no endpoint yet"])
         if args.config:
             raise InputError("--config", ["configures one pool; the pools of a --group are configured on the "
                                           f"{topics.config} topic"])
@@ -211,7 +209,7 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     bus_arguments(p)
     _log_arguments(p)
     setting(p, "--metrics-port", path="agent.metrics_port", type=nonnegative_int, shown="off",
-            help="serve /metrics, /healthz and /readyz on this port")
+            help="serve /metrics, /healthz and /readyz on this port (with --group: every pool it runs)")
     p.add_argument("--config", help="JSON file of pool.configured fields to start with (else wait for the topic); "
                                     "a pool restored from the bus keeps its configuration")
     setting(p, "--group", path="agent.group", metavar="NAME",

@@ -25,9 +25,11 @@ from datetime import datetime, timezone
 
 from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from prometheus_client import CollectorRegistry
 
 from gpualloc.agent import kafka_clients
 from gpualloc.agent.loading import InputError
+from gpualloc.agent.metrics import HealthServer, PoolsCollector
 from gpualloc.agent.service.dispatcher import Record, rejection
 from gpualloc.agent.service.kafka_loop import AgentFenced, AgentService, AgentStats
 from gpualloc.agent.service.recovery import ensure_topics, read_range, reader
@@ -58,6 +60,15 @@ class GroupAgent:
         self._width = 0  # partitions per input topic
         self._assigned: set[int] = set()  # partition numbers this member owns
         self._unexplored: set[int] = set()  # ...whose pools are still to be found
+        self._joined = False  # the group gave this member its first assignment
+        self.registry = CollectorRegistry()  # every running pool's metrics, on `metrics_port`
+        self.registry.register(PoolsCollector(lambda: [r.service.metrics.registry for r in self.running.values()]))
+        self.health = HealthServer(self.registry, lambda: self.ready)
+
+    @property
+    def ready(self) -> bool:
+        """`/readyz`: in the group, its partitions explored, and every pool it runs ready."""
+        return self._joined and not self._unexplored and all(r.service.ready for r in self.running.values())
 
     @property
     def stats(self) -> AgentStats:
@@ -68,6 +79,18 @@ class GroupAgent:
         return total
 
     async def run(self, stop: asyncio.Event) -> None:
+        """`serve`, with the members' pools' metrics and health on `metrics_port` when set."""
+        if self.settings.metrics_port is None:
+            return await self.serve(stop)
+        port = await self.health.start(self.settings.metrics_port)
+        log.info("metrics on port %d (/metrics, /healthz, /readyz) for the pools of group %s", port,
+                 self.settings.group, extra={"port": port})
+        try:
+            await self.serve(stop)
+        finally:
+            await self.health.close()
+
+    async def serve(self, stop: asyncio.Event) -> None:
         s = self.settings
         counts = await ensure_topics(self.bootstrap, self.topics, s.partitions, s.retention_ms)
         self._width = _shared_width(counts, self.topics)
@@ -102,6 +125,7 @@ class GroupAgent:
         self._unexplored |= partitions - self._assigned
         self._unexplored &= partitions
         self._assigned = partitions
+        self._joined = True
 
     async def release(self, pools: list[str]) -> None:
         """Stop `pools`: each ends its pass and closes its clients before another member starts it."""
@@ -122,7 +146,7 @@ class GroupAgent:
         if pool in self.running or partition not in self._assigned:
             return
         stop = asyncio.Event()
-        member = self.settings.model_copy(update={"metrics_port": None})  # one port cannot serve every pool yet
+        member = self.settings.model_copy(update={"metrics_port": None})  # the member's port serves them all
         service = AgentService(self.bootstrap, member, self.topics, pool, partition=partition)
         task = asyncio.create_task(service.run(stop), name=f"gpualloc pool {pool}")
         self.running[pool] = _Running(service, stop, task, partition)

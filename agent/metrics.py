@@ -15,6 +15,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+ACTIONS = ("start", "planned", "queued", "rejected")  # of allocation.decided
+GPU_STATES = ("batch", "realtime", "down", "idle")
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -48,6 +50,14 @@ class AgentMetrics:
         self.commits = Counter("gpualloc_commits", "Steps committed", p, registry=r)
         self.lag = Gauge("gpualloc_consumer_lag", "Input records not consumed yet", p + ["topic", "partition"],
                          registry=r)
+        # Every series whose labels are known is there from the start (at 0), so a dashboard or an
+        # alert sees it before its first event, and rate() sees the first one.
+        for action in ACTIONS:
+            self.decisions.labels(pool, action)
+        for state in GPU_STATES:
+            self.gpus.labels(pool, state)
+        for metric in (self.latency, self.queue, self.utilization, self.shortfall, self.gap, self.adopted, self.commits):
+            metric.labels(pool)
 
     def decided(self, action: str, latency_s: float) -> None:
         self.decisions.labels(self.pool, action).inc()
@@ -63,8 +73,7 @@ class AgentMetrics:
         realtime = sum(n for owner, n in held.items() if owner in demand)
         shortfall = sum(max(0, need - held.get(app, 0)) for app, need in demand.items())
         batch = sum(held.values()) - realtime
-        for state, n in (("batch", batch), ("realtime", realtime), ("down", down),
-                         ("idle", max(0, gpus - batch - realtime - down))):
+        for state, n in zip(GPU_STATES, (batch, realtime, down, max(0, gpus - batch - realtime - down))):
             self.gpus.labels(self.pool, state).set(n)
         self.utilization.labels(self.pool).set((batch + realtime) / gpus if gpus else 0.0)
         self.queue.labels(self.pool).set(queued)
@@ -88,6 +97,11 @@ class NodeMetrics:
         self.latency = Histogram("gpualloc_node_bind_latency_seconds", "A bind or release through the binder",
                                  p + ["action"], buckets=LATENCY_BUCKETS, registry=r)
         self.bound = Gauge("gpualloc_node_bound_gpus", "GPUs of the node bound to jobs and apps", p, registry=r)
+        for action in ("bind", "release"):
+            self.latency.labels(*self.labels, action)
+            for status in ("ok", "failed"):
+                self.binds.labels(*self.labels, action, status)
+        self.bound.labels(*self.labels)
 
     def did(self, action: str, ok: bool, seconds: float, bound_gpus: int) -> None:
         self.binds.labels(*self.labels, action, "ok" if ok else "failed").inc()

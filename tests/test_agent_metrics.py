@@ -56,6 +56,10 @@ async def test_health_answers_from_the_loop_and_readiness_follows_the_agent():
         assert (await loop.run_in_executor(None, get, port, "/readyz"))[0] == 503
         state["ready"] = True
         assert (await loop.run_in_executor(None, get, port, "/readyz"))[0] == 200
+        before = {name for name, _ in samples((await loop.run_in_executor(None, get, port, "/metrics"))[1])}
+        assert before >= {"gpualloc_decisions_total", "gpualloc_decision_latency_seconds_count", "gpualloc_queue_depth",
+                          "gpualloc_gpus", "gpualloc_utilization", "gpualloc_realtime_shortfall_gpus",
+                          "gpualloc_full_mode_gap", "gpualloc_full_mode_adopted_total", "gpualloc_commits_total"}
         metrics.decided("start", 0.003)
         status, text = await loop.run_in_executor(None, get, port, "/metrics")
         assert status == 200 and samples(text)[("gpualloc_decisions_total", (("action", "start"), ("pool", "p")))] == 1

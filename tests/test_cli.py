@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -9,9 +10,10 @@ import sys
 import pytest
 
 from gpualloc import benchmarks
-from gpualloc.agent.cli import main
+from gpualloc.agent.cli import build_parser, main
 from gpualloc.agent.loading import parse_plan
 from conftest import ROOT
+from test_milp import need
 
 MIXED = str(benchmarks.scenario_dir() / "mixed_control.json")
 
@@ -169,3 +171,30 @@ def test_full_mode_options_without_full_mode_are_refused_not_ignored(capsys):
     assert "--threads, --time-limit: full-mode options" in err and "Traceback" not in err
     assert main(["bench", "--repeat", "1", "--node-limit", "3"]) == 2
     assert main(["solve", scenario, "--scheduler", "heuristic", "--effort", "0.1"]) == 0  # the heuristic's own
+
+
+def _options_without_help(parser: argparse.ArgumentParser, name: str = "gpualloc"):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command, sub in action.choices.items():
+                yield from _options_without_help(sub, f"{name} {command}")
+        elif not action.help and not isinstance(action, argparse._HelpAction):
+            yield f"{name} {'/'.join(action.option_strings) or action.dest}"
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    assert list(_options_without_help(build_parser())) == []
+    bare = argparse.ArgumentParser()
+    bare.add_argument("--x")
+    assert list(_options_without_help(bare, "bare")) == ["bare --x"]  # the walk finds what lacks help
+
+
+@pytest.mark.parametrize("solver", ["highs", "cbc"])
+def test_full_mode_progress_goes_to_stderr_and_the_plan_stays_clean(solver):
+    need(solver)
+    big = str(benchmarks.scenario_dir() / "large_mixed.json")
+    for progress in ([], ["--progress"]):  # a limit that stops the solver makes Pyomo warn, too
+        out = run("solve", big, "--scheduler", "full-mode", "--solver", solver, "--time-limit", "1", *progress)
+        assert out.returncode == 0, out.stderr
+        plan = json.loads(out.stdout)  # nothing but the plan on stdout
+        assert plan["grid"] and (len(out.stderr.splitlines()) > 10) == bool(progress), out.stderr[-500:]

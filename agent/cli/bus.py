@@ -265,7 +265,7 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="first", type=_step_or_time, metavar="STEP|TIME",
                    help="report from this step (or the step of this time) on")
     p.add_argument("--to", dest="last", type=_step_or_time, metavar="STEP|TIME", help="report up to this step")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (mismatches, illegal steps, counts)")
     p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("status", help="the live pool: the committed grid, running jobs, the queue with reasons and "

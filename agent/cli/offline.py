@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from gpualloc.agent.cli.arguments import (SETTING, generated_spec, positive_int, seconds_or_none, setting,
-                                          settings_arguments, settings_of)
+from gpualloc.agent.cli.arguments import (SETTING, generated_spec, nonnegative_int, positive_int, seconds_or_none,
+                                          setting, settings_arguments, settings_of)
 from gpualloc.agent.loading import InputError, dump_json, dump_plan, load_plan, load_scenario, write_text
 from gpualloc.schemas.config import SolveOptions
 from gpualloc.solvers.policies import POLICIES, names, online_policy, policy
@@ -147,8 +147,9 @@ def _bench_agent(args: argparse.Namespace) -> int:
 def _bench_corpus(args: argparse.Namespace) -> int:
     """The heuristic against the corpus's proven optima (agent/reports/corpus_bench.py)."""
     from gpualloc.agent.reports.corpus_bench import run_corpus_bench
+    from gpualloc.agent.reports.progress import Progress
 
-    report = run_corpus_bench(args.split, args.repeat)
+    report = run_corpus_bench(args.split, args.repeat, progress=Progress("bench --corpus", "scenarios"))
     sys.stdout.write(dump_json(report.as_dict()) if args.json else report.table() + "\n")
     return report.exit_code
 
@@ -182,6 +183,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from gpualloc.agent.reports import simulation as sim_report
+    from gpualloc.agent.reports.progress import Progress
     from gpualloc.agent.traces import read_trace
     from gpualloc.solvers.simulation.report import executed_violations, report
     from gpualloc.solvers.simulation.simulator import SimOptions, simulate
@@ -191,7 +193,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         sim = simulate(events, SimOptions(policies=tuple(args.policy or ("fifo", "heuristic")), days=args.days,
                                           full_mode=settings.full_mode, forecast=args.forecast,
-                                          forecast_settings=settings.forecast))
+                                          forecast_settings=settings.forecast),
+                       progress=Progress("simulate", "steps"))
     except ValueError as e:
         raise InputError(args.trace, [str(e)]) from None
     rows = report(sim)
@@ -357,13 +360,15 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("generate", help="write a random contended scenario")
-    p.add_argument("--gpus", type=positive_int, required=True)
-    p.add_argument("--jobs", type=positive_int, required=True)
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--horizon", type=positive_int, default=24)
-    p.add_argument("--gpus-per-node", type=positive_int, default=None)
-    p.add_argument("--swap-cap", type=int, default=2)
-    p.add_argument("--name", default=None)
+    p.add_argument("--gpus", type=positive_int, required=True, help="GPUs in the pool")
+    p.add_argument("--jobs", type=positive_int, required=True, help="batch jobs to draw")
+    p.add_argument("--seed", type=int, required=True, help="random seed: the same seed writes the same scenario")
+    p.add_argument("--horizon", type=positive_int, default=24, help="steps in the horizon (default 24)")
+    p.add_argument("--gpus-per-node", type=positive_int, default=None,
+                   help="GPUs per node: blocks may not cross nodes (default: one node)")
+    p.add_argument("--swap-cap", type=nonnegative_int, default=2,
+                   help="GPUs a real-time app may change between steps (default 2)")
+    p.add_argument("--name", default=None, help="the scenario's name (default: generated from the arguments)")
     p.add_argument("--out", help="write the scenario here instead of stdout")
     p.set_defaults(func=cmd_generate)
 
@@ -384,7 +389,7 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--forecast", action="store_true",
                    help="run each policy forecast-driven (jobs by their features, traffic forecast) and as an oracle")
     settings_arguments(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     p.add_argument("--chart", help="write an SVG chart of the days here")
     p.set_defaults(func=cmd_simulate)
 
@@ -400,7 +405,7 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     setting(p, "--realtime-quantile", path="simulation.forecast.realtime_quantile", type=float,
             help="real-time demand is planned at this quantile")
     settings_arguments(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the backtest as JSON instead of a table")
     p.set_defaults(func=cmd_forecast_backtest)
 
     p = sub.add_parser("config", help="the settings: every option, or the effective values")
@@ -425,11 +430,13 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
                         "three pools (and OUT.truth.json, the ground truth); traffic: weeks of real-time traffic; "
                         "forecast: weeks of both for `simulate --forecast` (docs/synthetic-data.md)")
     p.add_argument("csv", nargs="?", help="pollux: the workload CSV")
-    p.add_argument("--out", required=True)
-    p.add_argument("--gpus", type=positive_int, default=64)
-    p.add_argument("--days", type=positive_int, default=7)
+    p.add_argument("--out", required=True, help="the JSONL file to write")
+    p.add_argument("--gpus", type=positive_int, default=64,
+                   help="generate, pollux, traffic, forecast: GPUs in the pool (default 64)")
+    p.add_argument("--days", type=positive_int, default=7, help="generate: days (default 7)")
     p.add_argument("--weeks", type=positive_int, default=4, help="traffic, forecast: weeks (default 4)")
-    p.add_argument("--jobs", type=positive_int, default=1000)
-    p.add_argument("--apps", type=int, default=3)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=positive_int, default=1000, help="generate, jobs: jobs to draw (default 1000)")
+    p.add_argument("--apps", type=nonnegative_int, default=3,
+                   help="generate, traffic, forecast: real-time apps (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="random seed: the same seed writes the same trace (default 0)")
     p.set_defaults(func=cmd_trace)

@@ -16,7 +16,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from gpualloc.agent.loading import InputError, load_plan, load_scenario
 from gpualloc.agent.reports.bench import Run, time_scheduler
@@ -169,8 +169,10 @@ def _stored_plan_problems(folder: Path, record: dict[str, Any], scenario, proble
 
 
 def run_corpus_bench(split: str = "heldout", repeat: int = 3, folder: Path = CORPUS_DIR,
-                     names: list[str] | None = None) -> CorpusReport:
-    """Bench the heuristic and the greedy on the corpus records of `split` (or of `names`)."""
+                     names: list[str] | None = None,
+                     progress: Callable[[str, int, int], None] | None = None) -> CorpusReport:
+    """Bench the heuristic and the greedy on the corpus records of `split` (or of `names`);
+    `progress(split, scenarios done, scenarios)` after each one."""
     if split not in SPLITS:
         raise InputError("--split", [f"must be one of {', '.join(SPLITS)} (got {split!r})"])
     optima = read_optima(folder)
@@ -179,7 +181,9 @@ def run_corpus_bench(split: str = "heldout", repeat: int = 3, folder: Path = COR
     wanted = sorted(p.stem for p in (folder / "scenarios").glob("*.json"))
     wanted = [n for n in wanted if names is None or n in names]
     cases, missing = [], []
-    for name in wanted:
+    for done, name in enumerate(wanted):
+        if progress is not None:
+            progress(split, done, len(wanted))
         record = optima.get(name)
         if record is None:
             if split == "all" or _split_of_name(name) == split:
@@ -194,6 +198,8 @@ def run_corpus_bench(split: str = "heldout", repeat: int = 3, folder: Path = COR
                     time_scheduler(problem, "greedy", 1))
         case.problems = _stored_plan_problems(folder, record, scenario, problem)
         cases.append(case)
+    if progress is not None:
+        progress(split, len(wanted), len(wanted))
     return CorpusReport(split, repeat, cases, missing)
 
 

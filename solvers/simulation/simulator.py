@@ -21,6 +21,7 @@ forecast error.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from gpualloc.schemas.config import ForecastSettings, RollingFullMode, SimulationSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
@@ -87,10 +88,12 @@ class Simulation:
 
 
 def simulate(events: list, options: SimOptions = SimOptions(),
-             recorded: dict[int, Schedule] | None = None) -> Simulation:
+             recorded: dict[int, Schedule] | None = None,
+             progress: Callable[[str, int, int], None] | None = None) -> Simulation:
     """`events`: (Envelope, payload) pairs as `schemas.events.parse_event` returns them.
     `recorded`: full-mode plans by step from an earlier run (`PolicyRun.recorded`); a policy with
-    full mode then commits those instead of solving, as an audit replay does."""
+    full mode then commits those instead of solving, as an audit replay does. `progress(label,
+    steps done, steps)` is called after each step (the CLI shows it on stderr)."""
     labels = options.labels()
     events = sorted(events, key=lambda e: e[0].occurred_at)  # stable: file order breaks ties
     first = next((e for e in events if e[0].type == "pool.configured"), None)
@@ -107,7 +110,7 @@ def simulate(events: list, options: SimOptions = SimOptions(),
                      config.swap_cap if p.swap_cap is None else p.swap_cap)
               for _, env, p in timed if env.type == "app.registered"}
     runs = {label: _run(label, online_policy(base_policy(label)), first, _informed(timed, mode, config), steps,
-                        options, recorded) for label, mode in labels}
+                        options, recorded, progress) for label, mode in labels}
     return Simulation(config, steps, demand, priorities, limits, runs)
 
 
@@ -153,7 +156,7 @@ def _observed(timed, steps: int) -> tuple[dict[str, list[int]], dict[str, float]
 
 
 def _run(label: str, online: OnlinePolicy, first, timed, steps: int, options: SimOptions,
-         recorded: dict[int, Schedule] | None) -> PolicyRun:
+         recorded: dict[int, Schedule] | None, progress: Callable[[str, int, int], None] | None) -> PolicyRun:
     full = online.full_mode
     pool = Pool(online.hot.bind(SolveOptions()), full_mode_every=options.full_mode.every if full else 0,
                 forecast=options.forecast_settings)
@@ -192,6 +195,8 @@ def _run(label: str, online: OnlinePolicy, first, timed, steps: int, options: Si
             job = actual.get(job_id)
             ends[job_id] = step + (job.actual_duration if job and job.actual_duration else
                                    planner.running[job_id][0].duration)
+        if progress is not None:
+            progress(label, step + 1, steps)
     return run
 
 

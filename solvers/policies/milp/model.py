@@ -21,12 +21,18 @@ count model's stage 2 fell short of its own bound: then a plan is `optimal` only
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import math
+import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import get_args
 
 import pyomo.environ as pyo
+from pyomo.common.log import LoggingIntercept
 
 from gpualloc.schemas.config import FullModeOptions
 from gpualloc.solvers.grid import Schedule, to_grid
@@ -174,7 +180,15 @@ def warm_start(m: pyo.ConcreteModel, data: MilpData, schedule: Schedule) -> None
 
 
 def _solve(m: pyo.ConcreteModel, opts: FullModeOptions) -> tuple[str, float | None, float | None]:
-    """Run the solver; load its incumbent; return (status, incumbent objective, bound)."""
+    """Run the solver; load its incumbent; return (status, incumbent objective, bound). Whatever
+    Pyomo or the solver prints (the solver's log with `progress`, Pyomo's warnings, which its
+    handler writes to stdout) goes to stderr, so a plan on stdout stays clean: through a copy of
+    the stderr descriptor, since Pyomo captures descriptors 1 and 2 during the solve."""
+    with os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1) as log, contextlib.redirect_stdout(log):
+        return _run_solver(m, opts)
+
+
+def _run_solver(m: pyo.ConcreteModel, opts: FullModeOptions) -> tuple[str, float | None, float | None]:
     if opts.solver == "highs":
         from pyomo.contrib.appsi.solvers import Highs
         opt = Highs()
@@ -206,7 +220,8 @@ def _solve(m: pyo.ConcreteModel, opts: FullModeOptions) -> tuple[str, float | No
         status = str(res.solver.termination_condition)
         if len(res.solution) == 0:
             return status, None, None
-        m.solutions.load_from(res)
+        with LoggingIntercept(io.StringIO(), "pyomo.core", logging.WARNING):  # "an 'aborted' status, but
+            m.solutions.load_from(res)  # containing a solution": a limit stopped it, as asked
         incumbent = pyo.value(m.obj)
         # Pyomo hands back CBC's bound of the reformulated minimisation, with its sign flipped
         # when CBC stops on a limit: the bound is the one of +-upper_bound not below the incumbent.

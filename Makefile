@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.gpualloc-installed
 
-.PHONY: demo test bench kafka-up kafka-down images up down clean-venv
+.PHONY: demo test bench kafka-up kafka-down images up status down clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ images:
 
 up:
 	$(LOCAL_IMAGES) $(COMPOSE) -p gpualloc -f deploy/docker-compose.yml up -d --no-build
+
+status:
+	$(LOCAL_IMAGES) $(COMPOSE) -p gpualloc -f deploy/docker-compose.yml exec -T agent gpualloc status
 
 down:
 	$(LOCAL_IMAGES) $(COMPOSE) -p gpualloc -f deploy/docker-compose.yml down -v

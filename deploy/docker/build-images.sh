@@ -39,7 +39,7 @@ context=$(mktemp -d /tmp/gpualloc-kafka-context.XXXXXX)
 trap 'rm -rf "$context"' EXIT
 libs=$(bash "$ROOT/deploy/kafka/kafka.sh" jars)
 cp -r "$libs" "$context/libs"
-cp "$HERE/kafka-entrypoint.sh" "$context/"
+cp "$HERE/kafka-entrypoint.sh" "$ROOT/deploy/kafka/log4j2.properties" "$context/"
 log "building $KAFKA_IMAGE"
 docker build -q --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$KAFKA_IMAGE" -f "$HERE/kafka.Dockerfile" "$context" >/dev/null
 

@@ -15,18 +15,7 @@ env | sort | while IFS='=' read -r name value; do
   printf '%s=%s\n' "$key" "$value" >> "$CONF"
 done
 grep -q '^log\.dirs=' "$CONF" || echo "log.dirs=/var/lib/kafka/data" >> "$CONF"
-cat > /var/lib/kafka/log4j2.properties <<'LOG'
-status = warn
-appender.out.type = Console
-appender.out.name = out
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = out
-logger.state.name = state.change.logger
-logger.state.level = WARN
-LOG
-LOG4J="-Dlog4j2.configurationFile=/var/lib/kafka/log4j2.properties"
+LOG4J="-Dlog4j2.configurationFile=/opt/kafka/log4j2.properties"
 # shellcheck disable=SC2086  # the heap options are a list of JVM flags
 java -Xmx256m -cp "$LIBS" $LOG4J kafka.tools.StorageTool format --ignore-formatted \
   --cluster-id="${CLUSTER_ID:-5L6g3nShT-eMCtK--X86sw}" -c "$CONF"

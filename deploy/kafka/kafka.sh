@@ -131,17 +131,7 @@ group.min.session.timeout.ms=500
 log.retention.hours=168
 log.segment.bytes=16777216
 EOF
-  cat >"$DIR/log4j2.properties" <<'EOF'
-status = warn
-appender.out.type = Console
-appender.out.name = out
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = out
-logger.state.name = state.change.logger
-logger.state.level = WARN
-EOF
+  cp "$HERE/log4j2.properties" "$DIR/log4j2.properties"
 }
 
 fail_start() {

@@ -111,7 +111,10 @@ async def test_two_agents_share_pools_and_a_pool_moves_with_its_state(kafka_boot
         assert sorted(taken(logs["a"])) == sorted(pools)  # alone in the group, it serves every pool
         for _ in range(50):  # one endpoint for every pool the member runs
             got = samples((await asyncio.to_thread(get, port, "/metrics"))[1])
-            decided = {dict(labels)["pool"]: v for (name, labels), v in got.items() if name == "gpualloc_decisions_total"}
+            decided = Counter()  # per pool, over the actions
+            for (name, labels), v in got.items():
+                if name == "gpualloc_decisions_total":
+                    decided[dict(labels)["pool"]] += v
             if got.get(("gpualloc_group_pools", ())) == len(pools) and sum(decided.values()) == 4 * len(pools):
                 break
             await asyncio.sleep(0.2)

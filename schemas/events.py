@@ -30,6 +30,9 @@ class PoolConfigured(PoolFields):
 
     gpu_type: Literal[GPU_TYPES] | None = None
     gpu_memory_gb: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)
+    # added: a job queued this many steps is planned ahead of every job that has waited less
+    # (its start no later arrival can delay); None: no bound
+    starvation_steps: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)
 
     @model_validator(mode="after")
     def _node_divides(self) -> "PoolConfigured":

@@ -13,7 +13,7 @@ from gpualloc.agent.loading import InputError
 from gpualloc.agent.traces import read_trace, write_trace
 from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.config import FullModeOptions, RollingFullMode
-from gpualloc.solvers.simulation.report import executed_violations, report
+from gpualloc.solvers.simulation.report import _quantiles, executed_violations, jain, outcomes, report
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 from gpualloc.solvers.simulation.traces import generate_trace
 
@@ -33,9 +33,35 @@ def test_fifo_and_heuristic_are_legal_at_every_committed_step(day16):
     for policy, run in sim.runs.items():
         assert executed_violations(sim, run) == [], policy
         assert len(run.decisions) == submitted  # one decision per arrival
-        assert len(run.commits) == sim.steps == 24
+        assert 24 <= len(run.commits) <= sim.steps <= sim.cap  # the whole trace: on until its jobs finished
+        o = outcomes(sim, run)
+        assert o.submitted == submitted == o.started + o.never_started and o.completed == len(run.finished)
+        left = set(run.submitted) - set(run.finished)
+        assert (len(run.commits) == sim.cap) if left else (len(run.commits) < sim.cap)  # on to the cap only if needed
+        assert o.queue_steps["p50"] <= o.queue_steps["p90"] <= o.queue_steps["p99"] <= o.queue_steps["max"]
+        assert 0 < o.slowdown_fairness <= 1
+    assert sim.drained and sim.steps == max(len(r.commits) for r in sim.runs.values())
     rows = {(r.policy, r.day): r for r in report(sim)}
-    assert rows["heuristic", None].started > 0 and 0 < rows["heuristic", None].utilization <= 1
+    assert rows["heuristic", None].started == outcomes(sim, sim.runs["heuristic"]).started
+    assert 0 < rows["heuristic", None].utilization <= 1
+
+
+def test_a_run_cut_at_its_days_counts_the_jobs_left_waiting_to_its_end(day16):
+    sim = simulate(day16, SimOptions(policies=("fifo",), days=1))
+    run = sim.runs["fifo"]
+    assert len(run.commits) == sim.steps == 24 and not sim.drained
+    o = outcomes(sim, run)
+    waiting = [j for j in run.submitted if j not in run.started]
+    assert o.never_started == len(waiting) > 0
+    waits = [run.started.get(j, 24) - s for j, s in run.submitted.items()]  # the waiting ones, to the end
+    assert o.queue_steps["max"] == max(waits) >= max(24 - run.submitted[j] for j in waiting)
+    assert o.completed == len(run.finished) < o.submitted
+
+
+def test_jains_index_and_nearest_rank_quantiles():
+    assert jain([2.0, 2.0, 2.0]) == 1.0 and jain([1.0, 0.0]) == 0.5 and jain([]) is None
+    assert _quantiles(list(range(1, 101))) == {"p50": 50, "p90": 90, "p99": 99, "max": 100}
+    assert _quantiles([7]) == {"p50": 7, "p90": 7, "p99": 7, "max": 7}
 
 
 def test_the_same_trace_gives_the_same_schedules_and_decisions(day16):

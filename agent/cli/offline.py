@@ -193,7 +193,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         sim = simulate(events, SimOptions(policies=tuple(args.policy or ("fifo", "heuristic")), days=args.days,
                                           full_mode=settings.full_mode, forecast=args.forecast,
-                                          forecast_settings=settings.forecast),
+                                          forecast_settings=settings.forecast,
+                                          starvation_steps=args.starvation_steps),
                        progress=Progress("simulate", "steps"))
     except ValueError as e:
         raise InputError(args.trace, [str(e)]) from None
@@ -388,6 +389,9 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
             type=seconds_or_none, help="seconds per full-mode solve (0: none)")
     p.add_argument("--forecast", action="store_true",
                    help="run each policy forecast-driven (jobs by their features, traffic forecast) and as an oracle")
+    p.add_argument("--starvation-steps", type=positive_int, metavar="B",
+                   help="the starvation bound: a job queued B steps is planned ahead of every job that waited less "
+                        "(default: the trace's pool.configured, else none)")
     settings_arguments(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     p.add_argument("--chart", help="write an SVG chart of the days here")

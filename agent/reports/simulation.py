@@ -6,7 +6,7 @@ from dataclasses import asdict
 from html import escape
 
 from gpualloc.solvers.policies import online_policy
-from gpualloc.solvers.simulation.report import DayReport, executed_violations, forecast_price
+from gpualloc.solvers.simulation.report import DayReport, executed_violations, forecast_price, outcomes
 from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_policy
 
 
@@ -20,6 +20,17 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
         jct = "-" if r.mean_completion_steps is None else f"{r.mean_completion_steps:.1f}"
         lines.append(f"{r.policy:<15} {day:>4}  {r.utilization:>6.1%}  {r.value:>10.1f}  {r.realtime_shortfall:>8}  "
                      f"{r.started:>7}  {r.completed:>5}  {q:>6}  {jct:>6}")
+    scope = (f"whole trace: each run until its jobs finished, at most {sim.cap} steps" if sim.drained
+             else "within the days simulated")
+    lines += ["", f"every job submitted ({scope}):",
+              f"{'policy':<15} {'jobs':>5} {'started':>7} {'done':>5} {'never':>5}  {'queue p50/p90/p99/max':>22}  "
+              f"{'JCT p50/p90/p99/max':>22}  {'fairness':>8}"]
+    for policy, run in sim.runs.items():
+        o = outcomes(sim, run)
+        lines.append(f"{policy:<15} {o.submitted:>5} {o.started:>7} {o.completed:>5} {o.never_started:>5}  "
+                     f"{_spread(o.queue_steps):>22}  {_spread(o.completion_steps):>22}  "
+                     f"{'-' if o.slowdown_fairness is None else f'{o.slowdown_fairness:.3f}':>8}")
+    lines.append("")
     for policy, run in sim.runs.items():
         bad = executed_violations(sim, run)
         lines.append(f"{policy}: {'legal at every committed step' if not bad else f'{len(bad)} VIOLATIONS, first: {bad[0]}'}"
@@ -36,8 +47,14 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
                      f"real-time shortfall {price['forecast_shortfall']} vs {price['oracle_shortfall']} ({ratio}), "
                      f"of which at one-step spikes {price['forecast_spike_shortfall']} vs "
                      f"{price['oracle_spike_shortfall']} ({steady} away from them)")
-    lines.append("queue and JCT in steps; value is undiscounted priority x GPU-steps (real-time: served only)")
+    lines.append("queue and JCT in steps (a job never started waits to the run's end); value is undiscounted "
+                 "priority x GPU-steps (real-time: served only); fairness: Jain's index over priority classes "
+                 "of mean slowdown (JCT / run time)")
     return "\n".join(lines)
+
+
+def _spread(q: dict[str, float]) -> str:
+    return "/".join(f"{q[k]:g}" for k in ("p50", "p90", "p99", "max")) if q else "-"
 
 
 def refusals(run: PolicyRun) -> list[str]:
@@ -48,7 +65,8 @@ def refusals(run: PolicyRun) -> list[str]:
 
 
 def as_json(rows: list[DayReport], sim: Simulation) -> dict:
-    return {"steps": sim.steps, "gpus": sim.config.gpus, "rows": [asdict(r) for r in rows],
+    return {"steps": sim.steps, "gpus": sim.config.gpus, "drained": sim.drained, "cap": sim.cap,
+            "rows": [asdict(r) for r in rows], "jobs": {p: asdict(outcomes(sim, run)) for p, run in sim.runs.items()},
             "violations": {p: executed_violations(sim, run) for p, run in sim.runs.items()},
             "refused": {p: refusals(run) for p, run in sim.runs.items()}, "forecast_price": forecast_price(rows, sim)}
 

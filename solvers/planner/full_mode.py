@@ -19,9 +19,9 @@ from gpualloc.solvers.problem import Problem
 
 
 def snapshot(planner: Planner, max_jobs: int) -> Problem:
-    """The current window, its queue cut to the `max_jobs` most valuable jobs
-    (priority x GPUs x duration; ties by arrival order)."""
-    problem = planner.window_problem()
+    """The current window as the hot path plans it (starving jobs first), its queue cut to the
+    `max_jobs` most valuable jobs (priority x GPUs x duration; ties by arrival order)."""
+    problem = planner.scheduling_problem(planner.window_problem())  # starving jobs first, as the hot path
     queued = [j for j in problem.batch if not j.running_mask]
     if len(queued) <= max_jobs:
         return problem

@@ -176,7 +176,7 @@ class Pool:
 
     def _configure(self, event: Event, p: PoolConfigured, now: datetime) -> list[Effect]:
         config = PoolConfig(p.gpus, p.gpus_per_node, p.horizon, p.step_minutes, p.time_decay,
-                            p.realtime_penalty, p.swap_cap, p.gpu_type, p.gpu_memory_gb)
+                            p.realtime_penalty, p.swap_cap, p.gpu_type, p.gpu_memory_gb, p.starvation_steps)
         if self.planner is None:
             self.planner = Planner(config, scheduler=self.scheduler, forecasts=Forecasters(self.forecast),
                                    week_minute=week_minute(now))
@@ -272,8 +272,10 @@ class Pool:
         replaying), else the hot path's plan."""
         if plan is not None:
             adoption = self.planner.adopt(plan)
+            starving = bool(self.planner.starving())  # the plan's bound is on the boosted objective then
             commit = self.planner.tick_after(adoption)
-            return Committed(commit, adoption.reason, plan.bound if commit.source == FULL_MODE else None)
+            bound = plan.bound if commit.source == FULL_MODE and not starving else None
+            return Committed(commit, adoption.reason, bound)
         return Committed(self.planner.tick(recorded), None, None)
 
     def replay_commit(self, schedule: Schedule | None, full_mode: str | None, bound: float | None) -> Committed:

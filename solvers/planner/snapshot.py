@@ -50,7 +50,7 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
     c = planner.config
     return {
         "config": [c.gpus, c.gpus_per_node, c.horizon, c.step_minutes, c.time_decay, c.realtime_penalty, c.swap_cap,
-                   c.gpu_type, c.gpu_memory_gb],
+                   c.gpu_type, c.gpu_memory_gb, c.starvation_steps],  # a snapshot without the last reads as None
         "now": planner.now, "week_minute": planner.week_minute, "forecasters": planner.forecasts.dump(),
         "queued": {job_id: _job(spec) for job_id, spec in planner.queued.items()},
         "running": {job_id: [_job(spec), _hex(mask), start] for job_id, (spec, mask, start) in planner.running.items()},

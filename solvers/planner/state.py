@@ -10,7 +10,7 @@ and GPUs that may take no new work (down or drained nodes) are held by a blocker
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from gpualloc.forecasting.forecasters import Forecasters, pool_hardware
@@ -27,6 +27,7 @@ from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of
 from gpualloc.solvers.planner.reconcile import reconcile
 
 BLOCKER = "\x00unavailable"  # pseudo running job holding GPUs that may take no new work
+STARVING_WEIGHT = 10.0  # a starving job's priority is raised by this times the window's top priority, per step
 HOT_PATH, FULL_MODE = "heuristic", "milp"  # a commit's `source`, in the events contract's words
 
 
@@ -41,6 +42,7 @@ class PoolConfig:
     swap_cap: int = POOL.swap_cap
     gpu_type: str | None = None  # what jobs given by their features are sized for
     gpu_memory_gb: float | None = None
+    starvation_steps: int | None = None  # the starvation bound B (`Planner.starving`); None: off
 
     @property
     def node_size(self) -> int:
@@ -222,9 +224,33 @@ class Planner:
 
     # ---- decisions ----------------------------------------------------------------------
     def plan(self) -> tuple[Problem, Schedule]:
-        """The hot path's plan for the window [now, now + horizon)."""
+        """The hot path's plan for the window [now, now + horizon): made on the window with
+        starving jobs put first (`scheduling_problem`); the window itself, with the contract's
+        priorities, is what the plan is committed and weighed on."""
         problem = self.window_problem()
-        return problem, self.scheduler(problem)
+        return problem, self.scheduler(self.scheduling_problem(problem))
+
+    def starving(self) -> dict[str, int]:
+        """Queued jobs that have waited at least `starvation_steps`, with the steps beyond it."""
+        bound = self.config.starvation_steps
+        if bound is None:
+            return {}
+        return {job_id: self.now - spec.submitted - bound for job_id, spec in self.queued.items()
+                if self.now - spec.submitted >= bound}
+
+    def scheduling_problem(self, problem: Problem) -> Problem:
+        """`problem` with each starving job's priority raised above every other job's and app's,
+        the longer it has starved the higher, so every planner (the hot path's seed orders and
+        search, full mode's MILP) places it first, at its earliest feasible block: an arrival
+        that has waited less cannot delay it. Real-time apps keep their floors (hard) and, in the
+        hot path, their target curves, which are set before any batch job is packed."""
+        starving = self.starving()
+        if not starving:
+            return problem
+        top = max([1.0] + [b.priority for b in problem.batch] + [a.priority for a in problem.realtime])
+        batch = tuple(replace(b, priority=b.priority + STARVING_WEIGHT * top * (1 + starving[b.id]))
+                      if b.id in starving and not b.running_mask else b for b in problem.batch)
+        return replace(problem, batch=batch)
 
     def outlook(self) -> list[Decision]:
         """What each queued job would be told now, from one fresh plan (action, promised start,
@@ -263,10 +289,15 @@ class Planner:
         hot_objective = objective_of(problem, hot)
         best: tuple[float, Schedule] | None = None
         why = "its blocks force real-time apps past their swap caps once reconciled"
+        starving = self.starving()
         for candidate in reconcile(problem, plan.schedule, shift):
             violations = check_plan(problem, to_grid(problem, candidate))
             if violations:
                 why = f"illegal once reconciled: {violations[0]}"
+                continue
+            late = _delayed(starving, hot, candidate)
+            if late:
+                why = f"it starts starving job {late!r} later than the hot path does"
                 continue
             objective = objective_of(problem, candidate)
             if best is None or objective > best[0] + 1e-9:
@@ -422,6 +453,17 @@ class Planner:
         return (f"no {job.gpus}-GPU block is free for {job.duration} steps within the "
                 f"{problem.horizon}-step window before higher-value work and real-time demand "
                 f"({len(schedule.batch)} jobs placed); it stays queued and is replanned every step")
+
+
+def _delayed(starving: dict[str, int], hot: Schedule, candidate: Schedule) -> str | None:
+    """A starving job that `candidate` starts later than the hot path's plan (or not at all):
+    the starvation bound holds for full mode too, whatever its objective."""
+    for job_id in sorted(starving):
+        ours = hot.batch.get(job_id)
+        theirs = candidate.batch.get(job_id)
+        if ours is not None and (theirs is None or theirs[0] > ours[0]):
+            return job_id
+    return None
 
 
 def _noted(reason: str, job: JobSpec) -> str:

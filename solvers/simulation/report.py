@@ -28,14 +28,65 @@ SPIKE = 2.0  # a step's demand over both neighbours' that makes it a one-step sp
 
 
 def report(sim: Simulation) -> list[DayReport]:
+    """Per policy, a row per day of its run and one for the whole run (each run's own length: a
+    whole-trace run ends when its last job finishes)."""
     per_day = 24 * 60 // sim.config.step_minutes
     out = []
     for policy, run in sim.runs.items():
-        days = range(math.ceil(sim.steps / per_day))
+        steps = len(run.commits)
+        days = range(math.ceil(steps / per_day))
         for day in list(days) + [None]:
-            lo, hi = (0, sim.steps) if day is None else (day * per_day, min((day + 1) * per_day, sim.steps))
+            lo, hi = (0, steps) if day is None else (day * per_day, min((day + 1) * per_day, steps))
             out.append(_summary(sim, run, day, lo, hi))
     return out
+
+
+@dataclass(frozen=True)
+class JobOutcomes:
+    """A run's figures over every job submitted to it. A job never started counts its wait up to
+    the end of the run (the cap, when a whole-trace run reached it), an unfinished one its
+    completion time likewise."""
+
+    policy: str
+    submitted: int
+    started: int
+    completed: int
+    never_started: int
+    queue_steps: dict[str, float]  # p50, p90, p99, max: submission to (last) start
+    completion_steps: dict[str, float]  # p50, p90, p99, max: submission to completion
+    slowdown_fairness: float | None  # Jain's index over priority classes of mean slowdown (1: fair)
+    slowdown_by_priority: dict[str, float]  # priority -> mean slowdown (completion time / run time)
+
+
+def outcomes(sim: Simulation, run: PolicyRun) -> JobOutcomes:
+    end = len(run.commits)
+    jobs = sorted(run.submitted)
+    queue = [run.started.get(j, end) - run.submitted[j] for j in jobs]
+    completion = [run.finished.get(j, end) - run.submitted[j] for j in jobs]
+    by_class: dict[float, list[float]] = {}
+    for j, jct in zip(jobs, completion):
+        by_class.setdefault(sim.priorities.get(j, 0.0), []).append(max(jct, 1) / max(run.run_steps.get(j, 1), 1))
+    means = {prio: statistics.fmean(v) for prio, v in sorted(by_class.items())}
+    return JobOutcomes(run.policy, len(jobs), sum(1 for j in jobs if j in run.started),
+                       sum(1 for j in jobs if j in run.finished), sum(1 for j in jobs if j not in run.started),
+                       _quantiles(queue), _quantiles(completion), jain(list(means.values())),
+                       {f"{prio:g}": round(m, 3) for prio, m in means.items()})
+
+
+def _quantiles(values: list[int]) -> dict[str, float]:
+    """Nearest-rank p50, p90, p99 and the max (empty: none)."""
+    if not values:
+        return {}
+    ordered = sorted(values)
+    at = lambda q: ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]  # noqa: E731
+    return {"p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": ordered[-1]}
+
+
+def jain(values: list[float]) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when all are equal, 1/n at the worst."""
+    if not values or not any(values):
+        return None
+    return round(sum(values) ** 2 / (len(values) * sum(v * v for v in values)), 4)
 
 
 def _summary(sim: Simulation, run: PolicyRun, day, lo: int, hi: int) -> DayReport:

@@ -9,6 +9,11 @@ completion comes from the trace's `job.completed`, or else `actual_duration` ste
 starts (its declared duration when the trace gives neither). Everything is a pure function of
 the events and the options.
 
+A run covers the whole trace: it goes on past the last event until every job it was given has
+finished, or until the cap (`drain_cap`: the last event plus twice the longest declared
+duration), so the report can count every job, the ones never started among them. `days` cuts
+the runs at that many days instead.
+
 With `forecast`, each policy runs twice on the same trace. `<policy>/forecast`: jobs given by
 their features arrive without `gpus` and `duration`, so the forecasters size them, and real-time
 curves come from the traffic forecaster; completions (with the trace's `actual_used`) and traffic
@@ -35,10 +40,11 @@ from gpualloc.solvers.policies import OnlinePolicy, online_policy
 @dataclass(frozen=True)
 class SimOptions:
     policies: tuple[str, ...] = ("fifo", "heuristic")  # online policies, e.g. fifo, heuristic, full-mode
-    days: int | None = None  # None: until the trace's last event
+    days: int | None = None  # None: the whole trace, until every job finished (at most `drain_cap` steps)
     full_mode: RollingFullMode = SimulationSettings().full_mode
     forecast: bool = False  # each policy forecast-driven and as an oracle (see the module)
     forecast_settings: ForecastSettings = SimulationSettings().forecast
+    starvation_steps: int | None = None  # the pools' starvation bound B instead of the trace's
 
     def labels(self) -> list[tuple[str, str | None]]:
         """(run label, information mode) per run: the policies, each twice with `forecast`."""
@@ -66,6 +72,7 @@ class PolicyRun:
     rejected: list[tuple[int, str]] = field(default_factory=list)  # (step, reason): events the pool refused
     down: list[int] = field(default_factory=list)  # per committed step: GPUs of nodes that are down
     full_mode: list[tuple[int, str]] = field(default_factory=list)  # (step, what became of its plan)
+    run_steps: dict[str, int] = field(default_factory=dict)  # job id -> steps its last start runs for
 
     @property
     def full_mode_adopted(self) -> list[int]:
@@ -85,6 +92,8 @@ class Simulation:
     priorities: dict[str, float]  # job and app id -> priority
     limits: dict[str, tuple[int, int, int]]  # app id -> (min_gpus, max_gpus, swap_cap)
     runs: dict[str, PolicyRun]
+    drained: bool = False  # whole-trace: each run went on past the trace until its jobs finished (or the cap)
+    cap: int = 0  # the most steps a run could take
 
 
 def simulate(events: list, options: SimOptions = SimOptions(),
@@ -99,19 +108,33 @@ def simulate(events: list, options: SimOptions = SimOptions(),
     first = next((e for e in events if e[0].type == "pool.configured"), None)
     if first is None:
         raise ValueError("trace: needs a pool.configured event (it sets the pool and step 0)")
+    timed = [e for e in events if e is not first]
+    if options.starvation_steps is not None:
+        first = (first[0], first[1].model_copy(update={"starvation_steps": options.starvation_steps}))
     clock = Pool()  # only to read the trace's steps the way every run's interpreter reads them
     clock.apply([Event(first[0].type, first[1], first[0].occurred_at)], first[0].occurred_at)
     config = clock.planner.config
-    timed = [(clock.step_at(e[0].occurred_at), *e) for e in events if e is not first]
+    timed = [(clock.step_at(e[0].occurred_at), *e) for e in timed]
     last = max((s for s, _, _ in timed), default=0)
-    steps = options.days * 24 * 60 // config.step_minutes if options.days else last + 1
+    steps = options.days * 24 * 60 // config.step_minutes if options.days else drain_cap(timed, last)
     demand, priorities = _observed(timed, steps)
     limits = {p.id: (p.min_gpus, config.gpus if p.max_gpus is None else p.max_gpus,
                      config.swap_cap if p.swap_cap is None else p.swap_cap)
               for _, env, p in timed if env.type == "app.registered"}
+    drain_after = None if options.days else last
     runs = {label: _run(label, online_policy(base_policy(label)), first, _informed(timed, mode, config), steps,
-                        options, recorded, progress) for label, mode in labels}
-    return Simulation(config, steps, demand, priorities, limits, runs)
+                        drain_after, options, recorded, progress) for label, mode in labels}
+    return Simulation(config, max(len(r.commits) for r in runs.values()), demand, priorities, limits, runs,
+                      drained=drain_after is not None, cap=steps)
+
+
+def drain_cap(timed: list, last: int) -> int:
+    """Steps a whole-trace run may take: past the last event, twice the longest declared
+    duration, for the jobs still queued or running to finish (those that cannot by then are
+    reported as never started or unfinished)."""
+    longest = max((max(p.duration or 1, p.actual_duration or 1) for _, env, p in timed
+                   if env.type == "job.submitted"), default=0)
+    return last + 1 + 2 * longest
 
 
 def _informed(timed: list, mode: str | None, config: PoolConfig) -> list:
@@ -155,8 +178,10 @@ def _observed(timed, steps: int) -> tuple[dict[str, list[int]], dict[str, float]
     return demand, priorities
 
 
-def _run(label: str, online: OnlinePolicy, first, timed, steps: int, options: SimOptions,
+def _run(label: str, online: OnlinePolicy, first, timed, steps: int, drain_after: int | None, options: SimOptions,
          recorded: dict[int, Schedule] | None, progress: Callable[[str, int, int], None] | None) -> PolicyRun:
+    """One policy over the trace: `steps` steps, or with `drain_after` (the last event's step)
+    until every job it was given has finished, at most `steps`."""
     full = online.full_mode
     pool = Pool(online.hot.bind(SolveOptions()), full_mode_every=options.full_mode.every if full else 0,
                 forecast=options.forecast_settings)
@@ -168,6 +193,9 @@ def _run(label: str, online: OnlinePolicy, first, timed, steps: int, options: Si
     ends: dict[str, int] = {}  # running job -> step at which its completion is processed
     i = 0
     for step in range(steps):
+        if drain_after is not None and step > drain_after and i == len(timed) and not planner.queued \
+                and not planner.running:
+            break
         proposal = None
         if full is not None and recorded is None and pool.full_mode_due():
             proposal = _full_mode(planner, full.name, options.full_mode)  # solved while this step's events arrive
@@ -195,6 +223,7 @@ def _run(label: str, online: OnlinePolicy, first, timed, steps: int, options: Si
             job = actual.get(job_id)
             ends[job_id] = step + (job.actual_duration if job and job.actual_duration else
                                    planner.running[job_id][0].duration)
+            run.run_steps[job_id] = ends[job_id] - step
         if progress is not None:
             progress(label, step + 1, steps)
     return run
@@ -205,6 +234,7 @@ def _record(run: PolicyRun, actual: dict[str, object], ends: dict[str, int], ste
     if isinstance(effect, Decided):
         job = effect.ref
         run.submitted[job.id] = step
+        run.run_steps[job.id] = job.actual_duration or job.duration or 1  # until it starts and its plan says
         actual[job.id] = job
         run.decisions.append(effect.decision)
     elif isinstance(effect, Ended):

@@ -1,0 +1,103 @@
+"""The starvation bound (`pool.configured.starvation_steps`): a job queued B steps is planned ahead
+of every job that has waited less, by the hot path and full mode; the contract's objective and
+legality are untouched."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpualloc.solvers.grid import Schedule, to_grid
+from gpualloc.solvers.legality import check_plan, online_violations
+from gpualloc.solvers.metrics import objective_of
+from gpualloc.solvers.planner.state import FullModePlan, JobSpec, Planner, PoolConfig
+
+
+def flooded(bound: int | None, steps: int = 30) -> tuple[Planner, list]:
+    """An 8-GPU pool: a low-priority whole-pool job, then every step a high-priority one."""
+    planner = Planner(PoolConfig(gpus=8, gpus_per_node=8, horizon=12, starvation_steps=bound))
+    planner.submit(JobSpec("low", "training", 1, 8, 2, 0))
+    commits = []
+    for step in range(steps):
+        finish(planner)
+        planner.submit(JobSpec(f"high-{step}", "training", 9, 8, 1, planner.now))
+        commits.append(planner.tick())
+    return planner, commits
+
+
+def finish(planner: Planner) -> None:
+    """Complete the running jobs whose time is up, as their platform would."""
+    for job_id, (spec, _, start) in list(planner.running.items()):
+        if planner.now >= start + spec.duration:
+            planner.complete(job_id)
+
+
+def starved() -> Planner:
+    """`low` has waited 3 steps (bound 2) with nothing committed; three high ones just arrived."""
+    planner, _ = flooded(2, steps=0)
+    planner.now = 3
+    for step in range(3):
+        planner.submit(JobSpec(f"high-{step}", "training", 9, 8, 1, planner.now))
+    return planner
+
+
+def started_at(commits, job: str) -> int | None:
+    return next((c.step for c in commits if job in c.started), None)
+
+
+def test_without_the_bound_a_low_priority_job_waits_while_higher_ones_keep_coming():
+    _, commits = flooded(None)
+    assert started_at(commits, "low") is None
+
+
+@pytest.mark.parametrize("bound", [1, 3, 6])
+def test_with_the_bound_it_starts_once_it_has_waited_that_long(bound):
+    planner, commits = flooded(bound)
+    start = started_at(commits, "low")
+    assert start is not None and start <= bound + 1  # its block frees at the next boundary
+    assert online_violations(commits, {}, set(), node_size=8) == []
+    for commit in commits:
+        assert check_plan(commit.window, to_grid(commit.window, commit.schedule)) == []
+    waits = [started_at(commits, f"high-{k}") - k for k in range(20)]  # the ones it delayed catch up
+    assert max(waits) <= 2 + 1  # low's two steps, and the boundary
+
+
+def test_the_window_keeps_the_contracts_priorities_and_objective():
+    planner = starved()
+    assert planner.starving() == {"low": 1}
+    problem, schedule = planner.plan()
+    low = next(b for b in problem.batch if b.id == "low")
+    assert low.priority == 1  # the contract's priority in the committed window...
+    boosted = next(b for b in planner.scheduling_problem(problem).batch if b.id == "low")
+    assert boosted.priority > 9  # ...the boost only in what the planner plans on
+    assert schedule.batch["low"][0] == 0  # and it goes first
+    assert objective_of(problem, schedule) > 0
+
+
+def test_full_mode_may_not_start_a_starving_job_later_than_the_hot_path():
+    planner = starved()
+    _, hot = planner.plan()
+    assert hot.batch["low"][0] == 0
+    later = Schedule({"high-0": (0, 0xFF), "low": (1, 0xFF)}, {})  # legal, and worth more to the contract
+    adoption = planner.adopt(FullModePlan(planner.now, later, objective=1e9))
+    assert adoption.schedule is None and "starving job 'low'" in adoption.reason
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 6), st.lists(st.tuples(st.integers(1, 9), st.sampled_from([1, 2, 4, 8]), st.integers(1, 4)),
+                                   min_size=1, max_size=12), st.integers(0, 2**16))
+def test_plans_with_the_bound_are_legal_and_every_job_runs(bound, jobs, seed):
+    planner = Planner(PoolConfig(gpus=8, gpus_per_node=4, horizon=8, starvation_steps=bound))
+    commits = []
+    for k, (priority, gpus, duration) in enumerate(jobs):
+        planner.submit(JobSpec(f"j{k}", "training", priority, gpus, duration, planner.now))
+        if (seed >> k) & 1:
+            commits.append(planner.tick())
+    while (planner.queued or planner.running) and len(commits) < 200:
+        finish(planner)
+        commits.append(planner.tick())
+    assert not planner.queued
+    for commit in commits:
+        assert check_plan(commit.window, to_grid(commit.window, commit.schedule)) == []
+    assert online_violations(commits, {}, set(), node_size=4) == []

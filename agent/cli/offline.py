@@ -98,6 +98,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _bench_agent(args)
     if args.corpus:
         return _bench_corpus(args)
+    if args.traces:
+        from gpualloc.agent.reports import trace_bench
+        from gpualloc.agent.reports.progress import Progress
+
+        rows = trace_bench.run_trace_bench(args.load, tuple(args.starvation_steps or (24, 12, 6)), args.week,
+                                           progress=Progress("bench --traces", "traces"))
+        sys.stdout.write(dump_json(trace_bench.as_dict(rows)) if args.json else trace_bench.table(rows) + "\n")
+        if args.chart:
+            write_text(args.chart, trace_bench.chart(rows))
+        return EXIT_OK
     if args.forecast:
         from gpualloc.agent.reports.forecast_bench import run_forecast_bench
 
@@ -342,6 +352,15 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--forecast", action="store_true",
                    help="instead: the forecasters' backtests over seeds of the ground-truth generators, against targets")
     p.add_argument("--seeds", type=positive_int, default=8, help="--forecast: generator seeds 0..N-1 (default 8)")
+    p.add_argument("--traces", action="store_true",
+                   help="instead: FIFO, the heuristic and the heuristic with starvation bounds over whole traces "
+                        "(the eight Pollux workloads; --week adds the bundled week), on pools sized to --load")
+    p.add_argument("--load", type=float, default=1.25,
+                   help="--traces: offered work over the pool's capacity up to the last arrival (default 1.25)")
+    p.add_argument("--starvation-steps", type=positive_int, action="append", metavar="B",
+                   help="--traces: a starvation bound to run the heuristic with; repeatable (default 24, 12, 6)")
+    p.add_argument("--week", action="store_true", help="--traces: add the bundled week (1,000 jobs; minutes)")
+    p.add_argument("--chart", help="--traces: write the trade-off (value kept against p99 wait, per bound) here (SVG)")
     p.add_argument("--update-best-known", action="store_true",
                    help="with --full-mode: record better objectives and bounds in the bundled best-known.json")
     _full_mode_arguments(p)

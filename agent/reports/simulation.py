@@ -11,14 +11,15 @@ from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_po
 
 
 def table(rows: list[DayReport], sim: Simulation) -> str:
-    head = (f"{'policy':<15} {'day':>4}  {'util':>6}  {'value':>10}  {'rt short':>8}  {'started':>7}  "
+    head = (f"{'policy':<15} {'day':>4}  {'util':>6}  {'value':>10}  {'timely':>10}  {'rt short':>8}  {'started':>7}  "
             f"{'done':>5}  {'queue':>6}  {'JCT':>6}")
     lines = [head, "-" * len(head)]
     for r in rows:
         day = "all" if r.day is None else str(r.day)
         q = "-" if r.mean_queue_steps is None else f"{r.mean_queue_steps:.1f}"
         jct = "-" if r.mean_completion_steps is None else f"{r.mean_completion_steps:.1f}"
-        lines.append(f"{r.policy:<15} {day:>4}  {r.utilization:>6.1%}  {r.value:>10.1f}  {r.realtime_shortfall:>8}  "
+        lines.append(f"{r.policy:<15} {day:>4}  {r.utilization:>6.1%}  {r.value:>10.1f}  {r.timely_value:>10.1f}  "
+                     f"{r.realtime_shortfall:>8}  "
                      f"{r.started:>7}  {r.completed:>5}  {q:>6}  {jct:>6}")
     scope = (f"whole trace: each run until its jobs finished, at most {sim.cap} steps" if sim.drained
              else "within the days simulated")
@@ -48,7 +49,8 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
                      f"of which at one-step spikes {price['forecast_spike_shortfall']} vs "
                      f"{price['oracle_spike_shortfall']} ({steady} away from them)")
     lines.append("queue and JCT in steps (a job never started waits to the run's end); value is undiscounted "
-                 "priority x GPU-steps (real-time: served only); fairness: Jain's index over priority classes "
+                 "priority x GPU-steps (real-time: served only), timely value the same with each batch GPU-step "
+                 "discounted by the pool's time_decay per step since its job arrived; fairness: Jain's index over priority classes "
                  "of mean slowdown (JCT / run time)")
     return "\n".join(lines)
 

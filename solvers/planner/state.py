@@ -27,7 +27,8 @@ from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of
 from gpualloc.solvers.planner.reconcile import reconcile
 
 BLOCKER = "\x00unavailable"  # pseudo running job holding GPUs that may take no new work
-STARVING_WEIGHT = 10.0  # a starving job's priority is raised by this times the window's top priority, per step
+STARVING_WEIGHT = 10.0  # without apps: a starving job's priority is raised by this times the top priority, per step
+STARVING_CEILING = 0.9  # with apps: raised priorities stay below this share of the cheapest app's shortfall cost
 HOT_PATH, FULL_MODE = "heuristic", "milp"  # a commit's `source`, in the events contract's words
 
 
@@ -243,13 +244,14 @@ class Planner:
         the longer it has starved the higher, so every planner (the hot path's seed orders and
         search, full mode's MILP) places it first, at its earliest feasible block: an arrival
         that has waited less cannot delay it. Real-time apps keep their floors (hard) and, in the
-        hot path, their target curves, which are set before any batch job is packed."""
+        hot path, their service: a raised priority stays below what a GPU-step short costs the
+        cheapest app (`starving_priority`)."""
         starving = self.starving()
         if not starving:
             return problem
-        top = max([1.0] + [b.priority for b in problem.batch] + [a.priority for a in problem.realtime])
-        batch = tuple(replace(b, priority=b.priority + STARVING_WEIGHT * top * (1 + starving[b.id]))
-                      if b.id in starving and not b.running_mask else b for b in problem.batch)
+        batch = tuple(replace(b, priority=raised) if b.id in starving and not b.running_mask
+                      and (raised := starving_priority(problem, b.priority, starving[b.id])) > b.priority else b
+                      for b in problem.batch)
         return replace(problem, batch=batch)
 
     def outlook(self) -> list[Decision]:
@@ -453,6 +455,21 @@ class Planner:
         return (f"no {job.gpus}-GPU block is free for {job.duration} steps within the "
                 f"{problem.horizon}-step window before higher-value work and real-time demand "
                 f"({len(schedule.batch)} jobs placed); it stays queued and is replanned every step")
+
+
+def starving_priority(problem: Problem, priority: float, beyond: int) -> float:
+    """The priority a job planned on after starving `beyond` steps past the bound: above every
+    batch job's, rising with `beyond`; below `realtime_penalty` x the lowest app priority (what a
+    GPU-step short costs that app), so a starving job outranks other batch work but never takes a
+    GPU an app needs. Where that ceiling is at or below the top batch priority, the job keeps its
+    own (the pool's weights put apps first)."""
+    top = max([1.0] + [b.priority for b in problem.batch if b.id != BLOCKER])
+    if not problem.realtime:
+        return priority + STARVING_WEIGHT * top * (1 + beyond)
+    ceiling = STARVING_CEILING * problem.penalty * min(a.priority for a in problem.realtime)
+    if ceiling <= top:
+        return priority
+    return top + (ceiling - top) * (1 - 1 / (2 + beyond))
 
 
 def _delayed(starving: dict[str, int], hot: Schedule, candidate: Schedule) -> str | None:

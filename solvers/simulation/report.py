@@ -17,6 +17,7 @@ class DayReport:
     day: int | None  # None: the whole run
     utilization: float
     value: float  # undiscounted priority x GPU-steps (batch) + priority x served (real-time)
+    timely_value: float  # the same, each batch GPU-step discounted by time_decay per step since its job arrived
     realtime_shortfall: int
     started: int
     completed: int
@@ -90,8 +91,9 @@ def jain(values: list[float]) -> float | None:
 
 
 def _summary(sim: Simulation, run: PolicyRun, day, lo: int, hi: int) -> DayReport:
-    used = value = 0.0
+    used = value = timely = 0.0
     short = 0
+    decay = sim.config.time_decay
     for commit in run.commits[lo:hi]:
         for owner, gpus in commit.assignments.items():
             prio = sim.priorities.get(owner, 0.0)
@@ -99,9 +101,11 @@ def _summary(sim: Simulation, run: PolicyRun, day, lo: int, hi: int) -> DayRepor
                 served = min(len(gpus), sim.demand[owner][commit.step])
                 used += served
                 value += prio * served
+                timely += prio * served
             else:
                 used += len(gpus)
                 value += prio * len(gpus)
+                timely += prio * len(gpus) * decay ** (commit.step - run.submitted.get(owner, commit.step))
         for app_id, curve in sim.demand.items():
             short += max(0, curve[commit.step] - len(commit.assignments.get(app_id, ())))
     started = [j for j, s in run.started.items() if lo <= s < hi]
@@ -109,7 +113,7 @@ def _summary(sim: Simulation, run: PolicyRun, day, lo: int, hi: int) -> DayRepor
     queue = [run.started[j] - run.submitted[j] for j in started if j in run.submitted]
     jct = [run.finished[j] - run.submitted[j] for j in finished if j in run.submitted]
     return DayReport(run.policy, day, round(used / (sim.config.gpus * max(hi - lo, 1)), 4), round(value, 2),
-                     short, len(started), len(finished),
+                     round(timely, 2), short, len(started), len(finished),
                      round(statistics.fmean(queue), 2) if queue else None,
                      round(statistics.fmean(jct), 2) if jct else None)
 

@@ -1,0 +1,55 @@
+"""`gpualloc bench --traces`: pools sized to the offered load, whole-trace runs of FIFO and the
+heuristic with and without the starvation bound, and the trade-off they make."""
+
+from __future__ import annotations
+
+import json
+
+from gpualloc.agent.cli import main
+from gpualloc.agent.reports.trace_bench import TraceRow, offered, run_trace_bench, sized, tradeoff, traces
+
+
+def test_a_pool_is_sized_to_the_offered_load():
+    name, events = traces(include_week=False)[0]
+    assert name == "pollux-1"
+    for load in (1.0, 1.25, 1.5):
+        resized, gpus = sized(events, load)
+        assert gpus % 8 == 0 and abs(offered(resized, gpus) - load) < 0.15 * load
+        (config,) = [p for env, p in resized if env.type == "pool.configured"]
+        assert config.gpus == gpus and config.gpus_per_node == 8
+
+
+def test_the_bound_keeps_the_heuristic_completing_as_many_jobs_as_fifo_and_cuts_its_tail():
+    (row,) = run_trace_bench(1.3, (12,), names={"pollux-3"})
+    fifo, free, bounded = row.runs["fifo"], row.runs["heuristic"], row.runs["heuristic B=12"]
+    assert all(r["legal"] for r in row.runs.values())
+    assert bounded["completed"] >= fifo["completed"]
+    assert bounded["queue_p99"] <= fifo["queue_p99"] + 12 and bounded["queue_p99"] <= free["queue_p99"]
+    assert bounded["fairness"] > free["fairness"]
+    for run in row.runs.values():
+        assert run["completed"] + run["never_started"] <= run["submitted"] == 160
+
+
+def test_the_tradeoff_is_read_per_bound():
+    def run(timely, p99, done):
+        return {"timely_value": timely, "queue_p99": p99, "completed": done}
+
+    rows = [TraceRow("a", 8, 1.2, {"fifo": run(100, 10, 50), "heuristic": run(200, 40, 49),
+                                   "heuristic B=6": run(180, 14, 50)})]
+    free, bounded = tradeoff(rows)
+    assert free == {"label": "heuristic", "gain_kept_median": 1.0, "p99_over_fifo_mean": 30, "completes_as_many": 0,
+                    "traces": 1}
+    assert bounded["gain_kept_median"] == 0.8 and bounded["p99_over_fifo_mean"] == 4 and bounded["completes_as_many"] == 1
+
+
+def test_the_command_prints_json_and_writes_the_chart(tmp_path, capsys, monkeypatch):
+    from gpualloc.agent.reports import trace_bench
+
+    everything = trace_bench.traces
+    monkeypatch.setattr(trace_bench, "traces", lambda include_week: everything(include_week)[:1])  # one, for time
+    chart = tmp_path / "tradeoff.svg"
+    assert main(["bench", "--traces", "--starvation-steps", "12", "--json", "--chart", str(chart)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [t["trace"] for t in data["traces"]] == ["pollux-1"]
+    assert {p["label"] for p in data["tradeoff"]} == {"heuristic", "heuristic B=12"}
+    assert chart.read_text().startswith("<svg") and "B=12" in chart.read_text()

@@ -13,7 +13,8 @@ from gpualloc.agent.loading import InputError
 from gpualloc.agent.traces import read_trace, write_trace
 from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.config import FullModeOptions, RollingFullMode
-from gpualloc.solvers.simulation.report import _quantiles, executed_violations, jain, outcomes, report
+from gpualloc.solvers.simulation.report import (_quantiles, executed_violations, full_mode_figures, jain, outcomes,
+                                                report)
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 from gpualloc.solvers.simulation.traces import generate_trace
 
@@ -80,6 +81,12 @@ def test_full_mode_every_k_steps_stays_legal_and_reproducible():
     assert executed_violations(first, run) == []
     assert run.commits == second.runs["full-mode"].commits
     assert all(step % 6 == 0 for step in run.full_mode_adopted)
+    figures = full_mode_figures(run)  # every solve recorded: warm start, its own objective, the bound
+    assert figures["solves"] == len(run.full_mode_runs) == len(run.full_mode) > 0
+    assert figures["adopted"] == len(run.full_mode_adopted) <= figures["improved"]
+    assert all(0 <= r.hot_gap <= 1 for r in run.full_mode_runs if r.hot_gap is not None)
+    assert all(r.objective >= r.warm - 1e-6 for r in run.full_mode_runs if r.warm is not None)
+    assert full_mode_figures(simulate(events, SimOptions(policies=("heuristic",), days=1)).runs["heuristic"]) is None
 
 
 def test_a_node_going_down_fails_and_requeues_its_jobs():

@@ -6,7 +6,8 @@ from dataclasses import asdict
 from html import escape
 
 from gpualloc.solvers.policies import online_policy
-from gpualloc.solvers.simulation.report import DayReport, executed_violations, forecast_price, outcomes
+from gpualloc.solvers.simulation.report import (DayReport, executed_violations, forecast_price, full_mode_figures,
+                                                outcomes)
 from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_policy
 
 
@@ -37,6 +38,13 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
         lines.append(f"{policy}: {'legal at every committed step' if not bad else f'{len(bad)} VIOLATIONS, first: {bad[0]}'}"
                      + (f"; full mode adopted at {len(run.full_mode_adopted)} of {len(run.full_mode)} runs"
                         if online_policy(base_policy(policy)).full_mode is not None else ""))
+        figures = full_mode_figures(run)
+        if figures:
+            gap = figures["hot_gap"]
+            lines.append(f"{policy}: full mode solved {figures['solves']} snapshots, beat the hot path's plan on "
+                         f"{figures['improved']} (by {figures['improvement_mean'] or 0:.2%} on average), adopted "
+                         f"{figures['adopted']}; the hot path's gap to the solver's bound on its snapshot: "
+                         + (f"p50 {gap['p50']:.2%}, p90 {gap['p90']:.2%}, max {gap['max']:.2%}" if gap else "no bound"))
         refused = refusals(run)
         lines.append(f"{policy}: {len(refused)} inputs refused" + (f", first: {refused[0]}" if refused else ""))
     for policy, price in forecast_price(rows, sim).items():
@@ -69,6 +77,7 @@ def refusals(run: PolicyRun) -> list[str]:
 def as_json(rows: list[DayReport], sim: Simulation) -> dict:
     return {"steps": sim.steps, "gpus": sim.config.gpus, "drained": sim.drained, "cap": sim.cap,
             "rows": [asdict(r) for r in rows], "jobs": {p: asdict(outcomes(sim, run)) for p, run in sim.runs.items()},
+            "full_mode": {p: full_mode_figures(run) for p, run in sim.runs.items() if run.full_mode_runs},
             "violations": {p: executed_violations(sim, run) for p, run in sim.runs.items()},
             "refused": {p: refusals(run) for p, run in sim.runs.items()}, "forecast_price": forecast_price(rows, sim)}
 

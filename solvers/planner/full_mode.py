@@ -9,7 +9,7 @@ why an adopted plan is recorded in its commit and replays reuse it.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from gpualloc.schemas.config import SolveOptions
 from gpualloc.solvers.metrics import objective_of
@@ -29,13 +29,36 @@ def snapshot(planner: Planner, max_jobs: int) -> Problem:
     return replace(problem, batch=tuple(j for j in problem.batch if j.running_mask or j.id in keep))
 
 
-def solve_snapshot(problem: Problem, made_at: int, policy_name: str, options: SolveOptions) -> FullModePlan | None:
+@dataclass(frozen=True)
+class FullModeRun:
+    """One full-mode solve of a snapshot: its warm start's objective (the hot path's plan of that
+    window), its own plan's, the solver's bound, and the plan when it beat the warm start. The
+    gap (bound - warm) / |bound| says how far the hot path can be from the snapshot's optimum."""
+
+    made_at: int
+    warm: float | None
+    objective: float
+    bound: float | None
+    plan: FullModePlan | None
+
+    @property
+    def hot_gap(self) -> float | None:
+        if self.bound is None or self.warm is None or not self.bound:
+            return None
+        return max(0.0, (self.bound - self.warm) / abs(self.bound))
+
+
+def run_snapshot(problem: Problem, made_at: int, policy_name: str, options: SolveOptions) -> FullModeRun:
     """The registered full-mode policy `policy_name` on `problem` (a `snapshot` taken at step
-    `made_at`); its plan when it beats its warm start on that model, else None. Takes the
+    `made_at`), with what it found; `plan` only when it beat its warm start on that model."""
+    solution = policy(policy_name).solve(problem, options)
+    objective = objective_of(problem, solution.schedule)
+    bound = solution.certificate.get("bound")
+    plan = FullModePlan(made_at, solution.schedule, objective, bound) if solution.improved else None
+    return FullModeRun(made_at, solution.certificate.get("warm_objective"), objective, bound, plan)
+
+
+def solve_snapshot(problem: Problem, made_at: int, policy_name: str, options: SolveOptions) -> FullModePlan | None:
+    """`run_snapshot`'s plan, or None when full mode did not beat its warm start. Takes the
     policy by name so that a solver process can be handed the call."""
-    chosen = policy(policy_name)
-    solution = chosen.solve(problem, options)
-    if not solution.improved:
-        return None
-    return FullModePlan(made_at, solution.schedule, objective_of(problem, solution.schedule),
-                        solution.certificate.get("bound"))
+    return run_snapshot(problem, made_at, policy_name, options).plan

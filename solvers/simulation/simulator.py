@@ -30,9 +30,9 @@ from typing import Callable
 
 from gpualloc.schemas.config import ForecastSettings, RollingFullMode, SimulationSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.planner.full_mode import snapshot, solve_snapshot
+from gpualloc.solvers.planner.full_mode import FullModeRun, run_snapshot, snapshot
 from gpualloc.solvers.planner.interpreter import Decided, Ended, Event, Failed, Pool, Rejected
-from gpualloc.solvers.planner.state import FULL_MODE, Commit, Decision, FullModePlan, Planner, PoolConfig
+from gpualloc.solvers.planner.state import FULL_MODE, Commit, Decision, Planner, PoolConfig
 from gpualloc.schemas.features import FEATURES
 from gpualloc.solvers.policies import OnlinePolicy, online_policy
 
@@ -73,6 +73,7 @@ class PolicyRun:
     down: list[int] = field(default_factory=list)  # per committed step: GPUs of nodes that are down
     full_mode: list[tuple[int, str]] = field(default_factory=list)  # (step, what became of its plan)
     run_steps: dict[str, int] = field(default_factory=dict)  # job id -> steps its last start runs for
+    full_mode_runs: list[FullModeRun] = field(default_factory=list)  # every solve: warm, own objective, bound
 
     @property
     def full_mode_adopted(self) -> list[int]:
@@ -198,7 +199,9 @@ def _run(label: str, online: OnlinePolicy, first, timed, steps: int, drain_after
             break
         proposal = None
         if full is not None and recorded is None and pool.full_mode_due():
-            proposal = _full_mode(planner, full.name, options.full_mode)  # solved while this step's events arrive
+            solved = _full_mode(planner, full.name, options.full_mode)  # solved while this step's events arrive
+            run.full_mode_runs.append(solved)
+            proposal = solved.plan
             if proposal is None:
                 run.full_mode.append((step, "no better than its warm start on its own snapshot"))
         while i < len(timed) and timed[i][0] <= step:
@@ -247,6 +250,6 @@ def _record(run: PolicyRun, actual: dict[str, object], ends: dict[str, int], ste
         run.rejected.append((step, effect.reason))
 
 
-def _full_mode(planner: Planner, policy_name: str, rolling: RollingFullMode) -> FullModePlan | None:
-    return solve_snapshot(snapshot(planner, rolling.max_jobs), planner.now, policy_name,
-                          SolveOptions(full_mode=rolling.options))
+def _full_mode(planner: Planner, policy_name: str, rolling: RollingFullMode) -> FullModeRun:
+    return run_snapshot(snapshot(planner, rolling.max_jobs), planner.now, policy_name,
+                        SolveOptions(full_mode=rolling.options))

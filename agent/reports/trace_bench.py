@@ -97,13 +97,14 @@ def run_trace_bench(load: float = 1.25, bounds: tuple[int, ...] = (24, 12, 6), i
 
 
 def table(rows: list[TraceRow]) -> str:
-    head = (f"{'trace':<14} {'GPUs':>4} {'load':>5}  {'policy':<15} {'done':>5} {'never':>5} {'value':>9} {'timely':>9} "
-            f"{'util':>6} {'wait p50':>8} {'wait p99':>8} {'max':>5} {'fair':>6}")
+    head = (f"{'trace':<14} {'GPUs':>4} {'load':>5}  {'policy':<15} {'done':>5} {'never':>5} {'value':>9} "
+            f"{'timely':>9} {'util':>6} {'wait p50':>8} {'wait p99':>8} {'max':>5} {'fair':>6}")
     lines = [head, "-" * len(head)]
     for row in rows:
         for label, f in row.runs.items():
             lines.append(f"{row.trace:<14} {row.gpus:>4} {row.load:>5.2f}  {label:<15} {f['completed']:>5} "
-                         f"{f['never_started']:>5} {f['value']:>9.0f} {f['timely_value']:>9.0f} {f['utilization']:>6.1%} {f['queue_p50']:>8} "
+                         f"{f['never_started']:>5} {f['value']:>9.0f} {f['timely_value']:>9.0f} "
+                         f"{f['utilization']:>6.1%} {f['queue_p50']:>8} "
                          f"{f['queue_p99']:>8} {f['queue_max']:>5} {f['fairness'] or 0:>6.3f}"
                          + ("" if f["legal"] else "  ILLEGAL"))
     lines.append("")

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from gpualloc.agent.loading import InputError, read_text
 from gpualloc.schemas import describe
 from gpualloc.schemas.events import parse_event
+from gpualloc.solvers.simulation.openb import OPENB_COLUMNS, openb_events
 from gpualloc.solvers.simulation.pollux import pollux_events
 
 def read_trace(path: str | Path) -> list:
@@ -52,27 +53,50 @@ def write_trace(path: str | Path, events: list[dict]) -> None:
 POLLUX_COLUMNS = {"name": str, "time": float, "application": str, "num_replicas": int}
 
 
+def openb_trace(csv_path: str | Path, gpus: int = 64, days: int = 2, end_day: int = 148) -> list[dict]:
+    """The openb pod list (Alibaba GPU trace v2023) as contract events
+    (`gpualloc.solvers.simulation.openb`); InputError naming the line and the column of every bad row."""
+    def problems(n: int, row: dict) -> list[str]:
+        bad = [f"line {n}: {column}: must be a number, got {row.get(column)!r}"
+               for column in ("num_gpu", "creation_time", "deletion_time") if not _parses(float, row.get(column))]
+        if (row.get("scheduled_time") or "").strip() and not _parses(float, row["scheduled_time"]):
+            bad.append(f"line {n}: scheduled_time: must be a number or empty, got {row['scheduled_time']!r}")
+        return bad
+
+    return openb_events(_csv_rows(csv_path, OPENB_COLUMNS, "the openb pod list", problems), gpus, days, end_day)
+
+
 def pollux_trace(csv_path: str | Path, gpus: int = 64, gpus_per_node: int = 8) -> list[dict]:
     """A Pollux workload CSV as contract events (`gpualloc.solvers.simulation.pollux`);
     InputError naming the line and the column of every bad row."""
-    reader = csv.DictReader(io.StringIO(read_text(csv_path), newline=""))
-    missing = [c for c in POLLUX_COLUMNS if c not in (reader.fieldnames or ())]
-    if missing:
-        raise InputError(str(csv_path), [f"line 1: {', '.join(missing)}: missing column (a Pollux workload has "
-                                         f"{', '.join(POLLUX_COLUMNS)})"])
-    rows, problems = [], []
-    for n, row in enumerate(reader, 2):
-        bad = [f"line {n}: {column}: must be {kind.__name__}, got {row.get(column)!r}"
-               for column, kind in POLLUX_COLUMNS.items() if not _parses(kind, row.get(column))]
-        problems += bad
-        if not bad:
-            rows.append(row)
-    if problems:
-        raise InputError(str(csv_path), _first(problems))
+    def problems(n: int, row: dict) -> list[str]:
+        return [f"line {n}: {column}: must be {kind.__name__}, got {row.get(column)!r}"
+                for column, kind in POLLUX_COLUMNS.items() if not _parses(kind, row.get(column))]
+
+    rows = _csv_rows(csv_path, list(POLLUX_COLUMNS), "a Pollux workload", problems)
     try:
         return pollux_events(rows, gpus, gpus_per_node)
     except ValueError as e:  # the pool's own fields (--gpus, --gpus-per-node)
         raise InputError(str(csv_path), [str(e)]) from None
+
+
+def _csv_rows(csv_path: str | Path, columns, what: str, problems) -> list[dict]:
+    """The rows of a CSV with `columns`; InputError listing the missing columns, or every bad
+    row's problems (`problems(line number, row)`)."""
+    reader = csv.DictReader(io.StringIO(read_text(csv_path), newline=""))
+    missing = [c for c in columns if c not in (reader.fieldnames or ())]
+    if missing:
+        raise InputError(str(csv_path), [f"line 1: {', '.join(missing)}: missing column ({what} has "
+                                         f"{', '.join(columns)})"])
+    rows, found = [], []
+    for n, row in enumerate(reader, 2):
+        bad = problems(n, row)
+        found += bad
+        if not bad:
+            rows.append(row)
+    if found:
+        raise InputError(str(csv_path), _first(found))
+    return rows
 
 
 def _first(problems: list[str], shown: int = 20) -> list[str]:

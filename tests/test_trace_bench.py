@@ -46,7 +46,7 @@ def test_the_command_prints_json_and_writes_the_chart(tmp_path, capsys, monkeypa
     from gpualloc.agent.reports import trace_bench
 
     everything = trace_bench.traces
-    monkeypatch.setattr(trace_bench, "traces", lambda include_week: everything(include_week)[:1])  # one, for time
+    monkeypatch.setattr(trace_bench, "traces", lambda *include: everything(*include)[:1])  # one, for time
     chart = tmp_path / "tradeoff.svg"
     assert main(["bench", "--traces", "--starvation-steps", "12", "--json", "--chart", str(chart)]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -103,7 +103,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from gpualloc.agent.reports.progress import Progress
 
         rows = trace_bench.run_trace_bench(args.load, tuple(args.starvation_steps or (24, 12, 6)), args.week,
-                                           progress=Progress("bench --traces", "traces"))
+                                           progress=Progress("bench --traces", "traces"), include_openb=args.openb)
         sys.stdout.write(dump_json(trace_bench.as_dict(rows)) if args.json else trace_bench.table(rows) + "\n")
         if args.chart:
             write_text(args.chart, trace_bench.chart(rows))
@@ -216,12 +216,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from gpualloc.agent.traces import pollux_trace, write_trace
+    from gpualloc.agent.traces import openb_trace, pollux_trace, write_trace
     from gpualloc.solvers.simulation import synthetic
     from gpualloc.solvers.simulation.traces import generate_trace
 
     if args.source == "generate":
-        events = generate_trace(args.gpus, args.days, args.jobs, args.apps, args.seed)
+        events = generate_trace(args.gpus, args.days or 7, args.jobs, args.apps, args.seed)
     elif args.source == "jobs":
         events, truth = synthetic.job_trace(args.seed, args.jobs)
         floor = {"duration_noise_floor": synthetic.duration_noise_floor(events, truth),
@@ -231,6 +231,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
         events = synthetic.traffic_trace(args.seed, args.weeks, args.apps, gpus=args.gpus)
     elif args.source == "forecast":
         events = synthetic.forecast_trace(args.seed, args.weeks, args.gpus, apps=args.apps)
+    elif args.source == "openb":
+        if not args.csv:
+            raise InputError("trace openb", ["give the pod list CSV (e.g. shared/traces/openb/openb_pod_list_default.csv)"])
+        events = openb_trace(args.csv, args.gpus, args.days or 2, args.end_day)
     else:
         if not args.csv:
             raise InputError("trace pollux", ["give the workload CSV (e.g. shared/traces/pollux/workload-1.csv)"])
@@ -360,6 +364,8 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--starvation-steps", type=positive_int, action="append", metavar="B",
                    help="--traces: a starvation bound to run the heuristic with; repeatable (default 24, 12, 6)")
     p.add_argument("--week", action="store_true", help="--traces: add the bundled week (1,000 jobs; minutes)")
+    p.add_argument("--openb", action="store_true",
+                   help="--traces: add the bundled openb window (486 pods of the Alibaba 2023 trace over 2 days)")
     p.add_argument("--chart", help="--traces: write the trade-off (value kept against p99 wait, per bound) here (SVG)")
     p.add_argument("--update-best-known", action="store_true",
                    help="with --full-mode: record better objectives and bounds in the bundled best-known.json")
@@ -448,15 +454,19 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_schemas_export)
 
     p = sub.add_parser("trace", help="write a trace: generated, or derived from a Pollux workload CSV")
-    p.add_argument("source", choices=("generate", "pollux", "jobs", "traffic", "forecast"),
+    p.add_argument("source", choices=("generate", "pollux", "openb", "jobs", "traffic", "forecast"),
                    help="generate: days of jobs and traffic; jobs: jobs given by features with completions, in "
                         "three pools (and OUT.truth.json, the ground truth); traffic: weeks of real-time traffic; "
-                        "forecast: weeks of both for `simulate --forecast` (docs/synthetic-data.md)")
-    p.add_argument("csv", nargs="?", help="pollux: the workload CSV")
+                        "forecast: weeks of both for `simulate --forecast` (docs/synthetic-data.md); openb: a window "
+                        "of the Alibaba GPU trace v2023 pod list (solvers/simulation/openb.py)")
+    p.add_argument("csv", nargs="?", help="pollux: the workload CSV; openb: the pod list CSV")
     p.add_argument("--out", required=True, help="the JSONL file to write")
     p.add_argument("--gpus", type=positive_int, default=64,
                    help="generate, pollux, traffic, forecast: GPUs in the pool (default 64)")
-    p.add_argument("--days", type=positive_int, default=7, help="generate: days (default 7)")
+    p.add_argument("--days", type=positive_int, default=None, help="generate: days (default 7); openb: the window's "
+                                                                    "days (default 2)")
+    p.add_argument("--end-day", type=positive_int, default=148,
+                   help="openb: the window ends this many days into the trace (default 148)")
     p.add_argument("--weeks", type=positive_int, default=4, help="traffic, forecast: weeks (default 4)")
     p.add_argument("--jobs", type=positive_int, default=1000, help="generate, jobs: jobs to draw (default 1000)")
     p.add_argument("--apps", type=nonnegative_int, default=3,

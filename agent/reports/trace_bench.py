@@ -21,6 +21,7 @@ from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 
 POLLUX = DATA_DIR / "traces" / "pollux"
 WEEK = DATA_DIR / "traces" / "week-64gpu-1000jobs.jsonl"
+OPENB = DATA_DIR / "traces" / "openb-2days.jsonl"  # gpualloc trace openb (solvers/simulation/openb.py)
 NODE = 8
 
 
@@ -54,9 +55,11 @@ def sized(events: list, load: float) -> tuple[list, int]:
             for env, p in events], gpus
 
 
-def traces(include_week: bool) -> list[tuple[str, list]]:
+def traces(include_week: bool, include_openb: bool = False) -> list[tuple[str, list]]:
     out = [(f"pollux-{p.stem.split('-')[1]}", [parse_event(e) for e in pollux_trace(p)])
            for p in sorted(POLLUX.glob("workload-*.csv"))]
+    if include_openb:
+        out.append(("openb-2days", read_trace(OPENB)))
     if include_week:
         out.append(("week-1000jobs", read_trace(WEEK)))
     return out
@@ -75,11 +78,11 @@ def figures(sim, label: str) -> dict[str, Any]:
 
 def run_trace_bench(load: float = 1.25, bounds: tuple[int, ...] = (24, 12, 6), include_week: bool = False,
                     progress: Callable[[str, int, int], None] | None = None,
-                    names: set[str] | None = None) -> list[TraceRow]:
+                    names: set[str] | None = None, include_openb: bool = False) -> list[TraceRow]:
     """Each trace (those of `names`, when given) on its sized pool: FIFO, the heuristic, and the
     heuristic with each starvation bound of `bounds`."""
     rows = []
-    chosen = [(name, events) for name, events in traces(include_week) if names is None or name in names]
+    chosen = [(name, events) for name, events in traces(include_week, include_openb) if names is None or name in names]
     for k, (name, events) in enumerate(chosen):
         if progress is not None:
             progress(name, k, len(chosen))

@@ -30,8 +30,8 @@ class PoolConfigured(PoolFields):
 
     gpu_type: Literal[GPU_TYPES] | None = None
     gpu_memory_gb: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)
-    # added: a job queued this many steps is planned ahead of every job that has waited less
-    # (its start no later arrival can delay); None: no bound
+    # added: the starvation bound: the oldest jobs queued this many steps (while their GPUs fit the
+    # pool once) are planned ahead of every other job (their start no later arrival can delay); None: off
     starvation_steps: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)
 
     @model_validator(mode="after")

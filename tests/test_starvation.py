@@ -101,3 +101,15 @@ def test_plans_with_the_bound_are_legal_and_every_job_runs(bound, jobs, seed):
     for commit in commits:
         assert check_plan(commit.window, to_grid(commit.window, commit.schedule)) == []
     assert online_violations(commits, {}, set(), node_size=4) == []
+
+
+def test_only_the_oldest_starving_jobs_that_fit_the_pool_go_first():
+    planner = Planner(PoolConfig(gpus=8, gpus_per_node=8, horizon=12, starvation_steps=2))
+    for k, gpus in enumerate([4, 4, 2, 8]):
+        planner.queued[f"old-{k}"] = JobSpec(f"old-{k}", "training", 1, gpus, 1, k)
+    planner.now = 10
+    assert planner.starving() == {"old-0": 8, "old-1": 7}  # 4 + 4 GPUs fill the pool once; the rest wait their turn
+    del planner.queued["old-0"], planner.queued["old-1"]
+    assert planner.starving() == {"old-2": 6}  # 2 + 8 > 8: the next in age alone
+    planner.queued = {"huge": JobSpec("huge", "training", 1, 8, 1, 0), "next": JobSpec("next", "training", 1, 1, 1, 1)}
+    assert planner.starving() == {"huge": 8}  # at least one, however large

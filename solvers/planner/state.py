@@ -232,16 +232,27 @@ class Planner:
         return problem, self.scheduler(self.scheduling_problem(problem))
 
     def starving(self) -> dict[str, int]:
-        """Queued jobs that have waited at least `starvation_steps`, with the steps beyond it."""
+        """The oldest of the queued jobs that have waited at least `starvation_steps`, with the
+        steps beyond it: oldest first while their GPUs fit the pool once (at least one job). The
+        others wait their turn with their own priority and backfill around these, as Slurm's
+        backfill reserves for its top jobs only, so a crowd of starving jobs does not turn the
+        plan into FIFO; each reaches the front in its turn."""
         bound = self.config.starvation_steps
         if bound is None:
             return {}
-        return {job_id: self.now - spec.submitted - bound for job_id, spec in self.queued.items()
-                if self.now - spec.submitted >= bound}
+        waiting = sorted((spec.submitted, job_id, spec.gpus) for job_id, spec in self.queued.items()
+                         if self.now - spec.submitted >= bound)
+        out, gpus = {}, 0
+        for submitted, job_id, size in waiting:
+            if out and gpus + size > self.config.gpus:
+                break
+            out[job_id] = self.now - submitted - bound
+            gpus += size
+        return out
 
     def scheduling_problem(self, problem: Problem) -> Problem:
-        """`problem` with each starving job's priority raised above every other job's and app's,
-        the longer it has starved the higher, so every planner (the hot path's seed orders and
+        """`problem` with each starving job's priority (`starving`: the oldest past the bound)
+        raised above every other job's, the longer it has starved the higher, so every planner (the hot path's seed orders and
         search, full mode's MILP) places it first, at its earliest feasible block: an arrival
         that has waited less cannot delay it. Real-time apps keep their floors (hard) and, in the
         hot path, their service: a raised priority stays below what a GPU-step short costs the

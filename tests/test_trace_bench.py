@@ -53,3 +53,4 @@ def test_the_command_prints_json_and_writes_the_chart(tmp_path, capsys, monkeypa
     assert [t["trace"] for t in data["traces"]] == ["pollux-1"]
     assert {p["label"] for p in data["tradeoff"]} == {"heuristic", "heuristic B=12"}
     assert chart.read_text().startswith("<svg") and "B=12" in chart.read_text()
+

@@ -98,6 +98,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _bench_agent(args)
     if args.corpus:
         return _bench_corpus(args)
+    if args.hot_path:
+        from gpualloc.agent.reports.hot_path import measure_hot_path
+
+        hot = measure_hot_path(queued=args.queued or 240)
+        sys.stdout.write(dump_json(hot.as_dict()) if args.json else hot.line() + "\n")
+        return EXIT_OK
     if args.traces:
         from gpualloc.agent.reports import trace_bench
         from gpualloc.agent.reports.progress import Progress
@@ -140,7 +146,7 @@ def _bench_agent(args: argparse.Namespace) -> int:
     if args.recovery:
         from gpualloc.agent.reports.recovery import measure_recovery
 
-        result = asyncio.run(measure_recovery(bootstrap, args.queued, args.repeat))
+        result = asyncio.run(measure_recovery(bootstrap, args.queued or 1000, args.repeat))
     elif args.soak:
         from gpualloc.agent.reports.soak import soak
 
@@ -340,7 +346,10 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent", action="store_true", help="instead: arrivals per second through a real broker, with latency")
     p.add_argument("--recovery", action="store_true",
                    help="instead: seconds from a killed agent's restart to its first decision (--repeat restarts)")
-    p.add_argument("--queued", type=positive_int, default=1000, help="--recovery: jobs waiting in the pool (default 1000)")
+    p.add_argument("--queued", type=positive_int, default=None,
+                   help="--recovery: jobs waiting in the pool (default 1000); --hot-path: likewise (default 240)")
+    p.add_argument("--hot-path", action="store_true",
+                   help="instead: one arrival's decision in the planner core, 64 GPUs and a standing queue (p50, p99)")
     p.add_argument("--soak", action="store_true",
                    help="instead: a long compressed-clock run; the agent's RSS growth and its lag at the end")
     p.add_argument("--events", type=positive_int, default=100_000, help="--soak: input records sent (default 100000)")

@@ -27,6 +27,15 @@ def reason_label(reason: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\[\] -]", "", head)[:40] or "other"
 
 
+def gpu_states(assignments: dict[str, list[int]], apps, gpus: int, down: int) -> dict[str, int]:
+    """A commit's GPUs by state (`GPU_STATES`): held by batch jobs, by the real-time `apps`,
+    on nodes that are down, and idle."""
+    held = {owner: len(ids) for owner, ids in assignments.items()}
+    realtime = sum(n for owner, n in held.items() if owner in apps)
+    batch = sum(held.values()) - realtime
+    return dict(zip(GPU_STATES, (batch, realtime, down, max(0, gpus - batch - realtime - down))))
+
+
 class AgentMetrics:
     """The pool agent's metrics, labelled by pool."""
 
@@ -69,13 +78,12 @@ class AgentMetrics:
     def committed(self, payload: dict, gpus: int, down: int, queued: int, demand: dict[str, int]) -> None:
         """A `plan.committed` payload and the pool's state after it; `demand`: each app's in the
         committed step."""
-        held = {owner: len(ids) for owner, ids in payload["assignments"].items()}
-        realtime = sum(n for owner, n in held.items() if owner in demand)
-        shortfall = sum(max(0, need - held.get(app, 0)) for app, need in demand.items())
-        batch = sum(held.values()) - realtime
-        for state, n in zip(GPU_STATES, (batch, realtime, down, max(0, gpus - batch - realtime - down))):
+        assignments = payload["assignments"]
+        states = gpu_states(assignments, demand, gpus, down)
+        shortfall = sum(max(0, need - len(assignments.get(app, ()))) for app, need in demand.items())
+        for state, n in states.items():
             self.gpus.labels(self.pool, state).set(n)
-        self.utilization.labels(self.pool).set((batch + realtime) / gpus if gpus else 0.0)
+        self.utilization.labels(self.pool).set((states["batch"] + states["realtime"]) / gpus if gpus else 0.0)
         self.queue.labels(self.pool).set(queued)
         self.shortfall.labels(self.pool).set(shortfall)
         self.commits.labels(self.pool).inc()

@@ -13,8 +13,8 @@ from gpualloc.agent.loading import InputError
 from gpualloc.agent.traces import read_trace, write_trace
 from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.config import FullModeOptions, RollingFullMode
-from gpualloc.solvers.simulation.report import (_quantiles, executed_violations, full_mode_figures, jain, outcomes,
-                                                report)
+from gpualloc.solvers.simulation.report import (executed_violations, full_mode_figures, jain, outcomes,
+                                                quantiles, report)
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 from gpualloc.solvers.simulation.traces import generate_trace
 
@@ -59,10 +59,10 @@ def test_a_run_cut_at_its_days_counts_the_jobs_left_waiting_to_its_end(day16):
     assert o.completed == len(run.finished) < o.submitted
 
 
-def test_jains_index_and_nearest_rank_quantiles():
+def test_jains_index_and_nearest_rankquantiles():
     assert jain([2.0, 2.0, 2.0]) == 1.0 and jain([1.0, 0.0]) == 0.5 and jain([]) is None
-    assert _quantiles(list(range(1, 101))) == {"p50": 50, "p90": 90, "p99": 99, "max": 100}
-    assert _quantiles([7]) == {"p50": 7, "p90": 7, "p99": 7, "max": 7}
+    assert quantiles(list(range(1, 101))) == {"p50": 50, "p90": 90, "p99": 99, "max": 100}
+    assert quantiles([7]) == {"p50": 7, "p90": 7, "p99": 7, "max": 7}
 
 
 def test_the_same_trace_gives_the_same_schedules_and_decisions(day16):

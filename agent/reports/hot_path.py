@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import copy
 import random
-import statistics
 import time
 from dataclasses import asdict, dataclass
 
 from gpualloc.schemas.config import AgentSettings
 from gpualloc.solvers.planner.state import AppSpec, JobSpec, Planner, PoolConfig
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.simulation.report import quantiles
 
 SIZES = (1, 1, 2, 2, 4, 4, 8)
 
@@ -31,9 +31,9 @@ class HotPathResult:
     max_ms: float
 
     def line(self) -> str:
-        return (f"hot path (effort {self.effort:g}), {self.gpus} GPUs, {self.queued} queued: one arrival decided in p50 {self.p50_ms:.2f} ms, "
-                f"p99 {self.p99_ms:.2f} ms, max {self.max_ms:.2f} ms over {self.arrivals} arrivals "
-                "(target p99 <= 0.5 ms)")
+        return (f"hot path (effort {self.effort:g}), {self.gpus} GPUs, {self.queued} queued: one arrival decided in "
+                f"p50 {self.p50_ms:.2f} ms, p99 {self.p99_ms:.2f} ms, max {self.max_ms:.2f} ms over {self.arrivals} "
+                "arrivals (target p99 <= 0.5 ms)")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -66,6 +66,6 @@ def measure_hot_path(gpus: int = 64, queued: int = 240, arrivals: int = 50, seed
         began = time.perf_counter()
         planner.submit(job)
         samples.append((time.perf_counter() - began) * 1000)
-    ordered = sorted(samples)
-    return HotPathResult(gpus, len(base.queued), effort, arrivals, round(statistics.median(ordered), 3),
-                         round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 3), round(ordered[-1], 3))
+    q = quantiles(samples)
+    return HotPathResult(gpus, len(base.queued), effort, arrivals, round(q["p50"], 3), round(q["p99"], 3),
+                         round(q["max"], 3))

@@ -18,6 +18,7 @@ from typing import Any
 from aiokafka import TopicPartition
 
 from gpualloc.agent import kafka_clients
+from gpualloc.agent.metrics import gpu_states
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.recovery import partition_counts, partitions, read_history, read_range, rebuild, reader
 from gpualloc.agent.topics import Topics, decode
@@ -25,6 +26,7 @@ from gpualloc.agent.upstream import span
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import SnapshotError
 from gpualloc.solvers.planner.state import Planner
+from gpualloc.solvers.problem import bits_of
 
 TAIL = 500  # records read back per partition of the commits and bindings topics
 SYMBOLS = string.ascii_lowercase + string.ascii_uppercase + string.digits  # one per holder in the Gantt
@@ -82,7 +84,7 @@ def view(pool: str, planner: Planner, commit: dict[str, Any] | None, reports: li
     assignments = {owner: list(gpus) for owner, gpus in (commit or {}).get("assignments", {}).items()}
     held = {owner: len(gpus) for owner, gpus in assignments.items()}
     grid = (commit or {}).get("grid", [])
-    running = [{"id": job_id, "kind": spec.kind, "priority": spec.priority, "gpus": span(_bits(mask)),
+    running = [{"id": job_id, "kind": spec.kind, "priority": spec.priority, "gpus": span(bits_of(mask)),
                 "started": start, "ends": start + spec.duration, "forecast": spec.forecast is not None}
                for job_id, (spec, mask, start) in sorted(planner.running.items(), key=lambda kv: (kv[1][2], kv[0]))]
     queue = []
@@ -95,9 +97,10 @@ def view(pool: str, planner: Planner, commit: dict[str, Any] | None, reports: li
     apps = []
     for app_id, app in sorted(planner.apps.items()):
         demand = planner.window_demand(app_id)
+        now = demand[0] if demand else 0
         apps.append({"id": app_id, "priority": app.priority, "min_gpus": app.min_gpus, "max_gpus": app.max_gpus,
-                     "demand": demand[0] if demand else 0, "held": held.get(app_id, 0),
-                     "shortfall": max(0, min(demand[0] if demand else 0, app.max_gpus or cfg.gpus) - held.get(app_id, 0)),
+                     "demand": now, "held": held.get(app_id, 0),
+                     "shortfall": max(0, min(now, app.max_gpus or cfg.gpus) - held.get(app_id, 0)),
                      "demand_ahead": demand})
     state_of = {"down": planner.down, "drained": planner.drained}
     last: dict[int, dict[str, Any]] = {}
@@ -106,28 +109,21 @@ def view(pool: str, planner: Planner, commit: dict[str, Any] | None, reports: li
         if isinstance(p.get("node"), int):
             last[p["node"]] = {"at": m.get("occurred_at"), "job_id": p.get("job_id"), "status": p.get("status")}
     nodes = []
+    busy = {g for owned in assignments.values() for g in owned}
     for n in range(cfg.gpus // cfg.node_size):
         gpus = list(range(n * cfg.node_size, (n + 1) * cfg.node_size))
         mask = sum(1 << g for g in gpus)
         state = next((s for s, m in state_of.items() if m & mask), "up")
-        busy = sum(1 for g in gpus if any(g in owned for owned in assignments.values()))
-        nodes.append({"node": n, "gpus": span(gpus), "state": state, "busy": busy, "last_report": last.get(n)})
-    batch_gpus = sum(n for owner, n in held.items() if owner not in planner.apps)
-    rt_gpus = sum(n for owner, n in held.items() if owner in planner.apps)
-    down = planner.down.bit_count()
+        nodes.append({"node": n, "gpus": span(gpus), "state": state, "busy": len(busy.intersection(gpus)),
+                      "last_report": last.get(n)})
     return {
         "pool": pool, "gpus": cfg.gpus, "gpus_per_node": cfg.node_size, "step_minutes": cfg.step_minutes,
         "now": planner.now, "origin": origin.isoformat() if origin else None,
         "commit": None if commit is None else {k: commit.get(k) for k in ("step", "seq", "source", "objective",
                                                                           "bound", "step_start", "full_mode")},
-        "usage": {"batch": batch_gpus, "realtime": rt_gpus, "down": down,
-                  "idle": max(0, cfg.gpus - batch_gpus - rt_gpus - down)},
+        "usage": gpu_states(assignments, planner.apps, cfg.gpus, planner.down.bit_count()),
         "grid": grid, "running": running, "queue": queue, "apps": apps, "nodes": nodes,
     }
-
-
-def _bits(mask: int) -> list[int]:
-    return [g for g in range(mask.bit_length()) if mask >> g & 1]
 
 
 def gantt(grid: list[list[str | None]], first_step: int, width: int = 48) -> list[str]:

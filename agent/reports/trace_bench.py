@@ -7,7 +7,6 @@ whole-trace mode), so every submitted job is counted."""
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 from html import escape
@@ -16,7 +15,8 @@ from typing import Any, Callable
 from gpualloc.agent.traces import pollux_trace, read_trace
 from gpualloc.benchmarks import DATA_DIR
 from gpualloc.schemas.events import parse_event
-from gpualloc.solvers.simulation.report import JobOutcomes, executed_violations, outcomes, report
+from gpualloc.solvers.planner.interpreter import Event, Pool
+from gpualloc.solvers.simulation.report import JobOutcomes, executed_violations, outcomes, whole_run
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 
 POLLUX = DATA_DIR / "traces" / "pollux"
@@ -36,12 +36,13 @@ class TraceRow:
 def offered(events: list, gpus: int) -> float:
     """Jobs' GPU-steps (actual durations) over `gpus` x the steps up to the last arrival."""
     start, config = next((env, p) for env, p in events if env.type == "pool.configured")
-    t0 = start.occurred_at
+    clock = Pool()  # the trace's steps as every run's interpreter reads them
+    clock.apply([Event(start.type, config, start.occurred_at)], start.occurred_at)
     work, last = 0, 1
     for env, p in events:
         if env.type == "job.submitted":
             work += p.gpus * (p.actual_duration or p.duration)
-            last = max(last, math.floor((env.occurred_at - t0).total_seconds() / 60 / config.step_minutes) + 1)
+            last = max(last, clock.step_at(env.occurred_at) + 1)
     return work / (gpus * last)
 
 
@@ -67,9 +68,10 @@ def traces(include_week: bool, include_openb: bool = False) -> list[tuple[str, l
 
 def figures(sim, label: str) -> dict[str, Any]:
     run = sim.runs[label]
-    whole = next(r for r in report(sim) if r.policy == label and r.day is None)
+    whole = whole_run(sim, run)
     o: JobOutcomes = outcomes(sim, run)
-    return {"value": whole.value, "timely_value": whole.timely_value, "utilization": whole.utilization, "shortfall": whole.realtime_shortfall,
+    return {"value": whole.value, "timely_value": whole.timely_value, "utilization": whole.utilization,
+            "shortfall": whole.realtime_shortfall,
             "completed": o.completed, "never_started": o.never_started, "submitted": o.submitted,
             "queue_p50": o.queue_steps.get("p50"), "queue_p99": o.queue_steps.get("p99"),
             "queue_max": o.queue_steps.get("max"), "jct_p99": o.completion_steps.get("p99"),

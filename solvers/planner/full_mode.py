@@ -35,7 +35,6 @@ class FullModeRun:
     window), its own plan's, the solver's bound, and the plan when it beat the warm start. The
     gap (bound - warm) / |bound| says how far the hot path can be from the snapshot's optimum."""
 
-    made_at: int
     warm: float | None
     objective: float
     bound: float | None
@@ -55,7 +54,7 @@ def run_snapshot(problem: Problem, made_at: int, policy_name: str, options: Solv
     objective = objective_of(problem, solution.schedule)
     bound = solution.certificate.get("bound")
     plan = FullModePlan(made_at, solution.schedule, objective, bound) if solution.improved else None
-    return FullModeRun(made_at, solution.certificate.get("warm_objective"), objective, bound, plan)
+    return FullModeRun(solution.certificate.get("warm_objective"), objective, bound, plan)
 
 
 def solve_snapshot(problem: Problem, made_at: int, policy_name: str, options: SolveOptions) -> FullModePlan | None:

@@ -252,16 +252,17 @@ class Planner:
 
     def scheduling_problem(self, problem: Problem) -> Problem:
         """`problem` with each starving job's priority (`starving`: the oldest past the bound)
-        raised above every other job's, the longer it has starved the higher, so every planner (the hot path's seed orders and
-        search, full mode's MILP) places it first, at its earliest feasible block: an arrival
-        that has waited less cannot delay it. Real-time apps keep their floors (hard) and, in the
+        raised above every other job's, the longer it has starved the higher, so every planner
+        (the hot path's seed orders and search, full mode's MILP) places it first, at its
+        earliest feasible block: an arrival that has waited less cannot delay it. Real-time apps keep their floors (hard) and, in the
         hot path, their service: a raised priority stays below what a GPU-step short costs the
         cheapest app (`starving_priority`)."""
         starving = self.starving()
         if not starving:
             return problem
+        raise_ = starving_priority(problem)
         batch = tuple(replace(b, priority=raised) if b.id in starving and not b.running_mask
-                      and (raised := starving_priority(problem, b.priority, starving[b.id])) > b.priority else b
+                      and (raised := raise_(b.priority, starving[b.id])) > b.priority else b
                       for b in problem.batch)
         return replace(problem, batch=batch)
 
@@ -468,19 +469,20 @@ class Planner:
                 f"({len(schedule.batch)} jobs placed); it stays queued and is replanned every step")
 
 
-def starving_priority(problem: Problem, priority: float, beyond: int) -> float:
-    """The priority a job planned on after starving `beyond` steps past the bound: above every
-    batch job's, rising with `beyond`; below `realtime_penalty` x the lowest app priority (what a
-    GPU-step short costs that app), so a starving job outranks other batch work but never takes a
-    GPU an app needs. Where that ceiling is at or below the top batch priority, the job keeps its
-    own (the pool's weights put apps first)."""
+def starving_priority(problem: Problem) -> Callable[[float, int], float]:
+    """`raised(priority, beyond)`: the priority a job of `problem` is planned on after starving
+    `beyond` steps past the bound: above every batch job's, rising with `beyond`; below
+    `realtime_penalty` x the lowest app priority (what a GPU-step short costs that app), so a
+    starving job outranks other batch work but never takes a GPU an app needs. Where that ceiling
+    is at or below the top batch priority, the job keeps its own (the pool's weights put apps
+    first). The window's top priority and ceiling are read once."""
     top = max([1.0] + [b.priority for b in problem.batch if b.id != BLOCKER])
     if not problem.realtime:
-        return priority + STARVING_WEIGHT * top * (1 + beyond)
+        return lambda priority, beyond: priority + STARVING_WEIGHT * top * (1 + beyond)
     ceiling = STARVING_CEILING * problem.penalty * min(a.priority for a in problem.realtime)
     if ceiling <= top:
-        return priority
-    return top + (ceiling - top) * (1 - 1 / (2 + beyond))
+        return lambda priority, beyond: priority
+    return lambda priority, beyond: top + (ceiling - top) * (1 - 1 / (2 + beyond))
 
 
 def _delayed(starving: dict[str, int], hot: Schedule, candidate: Schedule) -> str | None:

@@ -36,10 +36,14 @@ def report(sim: Simulation) -> list[DayReport]:
     for policy, run in sim.runs.items():
         steps = len(run.commits)
         days = range(math.ceil(steps / per_day))
-        for day in list(days) + [None]:
-            lo, hi = (0, steps) if day is None else (day * per_day, min((day + 1) * per_day, steps))
-            out.append(_summary(sim, run, day, lo, hi))
+        out += [_summary(sim, run, day, day * per_day, min((day + 1) * per_day, steps)) for day in days]
+        out.append(whole_run(sim, run))
     return out
+
+
+def whole_run(sim: Simulation, run: PolicyRun) -> DayReport:
+    """The row of a run's whole length (`day` None)."""
+    return _summary(sim, run, None, 0, len(run.commits))
 
 
 @dataclass(frozen=True)
@@ -70,11 +74,11 @@ def outcomes(sim: Simulation, run: PolicyRun) -> JobOutcomes:
     means = {prio: statistics.fmean(v) for prio, v in sorted(by_class.items())}
     return JobOutcomes(run.policy, len(jobs), sum(1 for j in jobs if j in run.started),
                        sum(1 for j in jobs if j in run.finished), sum(1 for j in jobs if j not in run.started),
-                       _quantiles(queue), _quantiles(completion), jain(list(means.values())),
+                       quantiles(queue), quantiles(completion), jain(list(means.values())),
                        {f"{prio:g}": round(m, 3) for prio, m in means.items()})
 
 
-def _quantiles(values: list[int]) -> dict[str, float]:
+def quantiles(values: list[float]) -> dict[str, float]:
     """Nearest-rank p50, p90, p99 and the max (empty: none)."""
     if not values:
         return {}
@@ -183,4 +187,4 @@ def full_mode_figures(run: PolicyRun) -> dict[str, object] | None:
     return {"solves": len(runs), "improved": sum(r.plan is not None for r in runs),
             "adopted": len(run.full_mode_adopted),
             "improvement_mean": round(statistics.fmean(gains), 4) if gains else None,
-            "hot_gap": {k: round(v, 4) for k, v in _quantiles(gaps).items() if k != "p99"} if gaps else {}}
+            "hot_gap": {k: round(v, 4) for k, v in quantiles(gaps).items() if k != "p99"} if gaps else {}}

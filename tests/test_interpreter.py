@@ -41,8 +41,9 @@ def test_events_before_the_configuration_wait_and_arrivals_share_a_pass():
 def test_an_event_naming_a_waiting_arrival_is_applied_after_its_pass():
     pool = configured()
     effects = pool.apply([job(1), ev("job.cancelled", {"id": "j1"}), job(2)], T0)
-    assert [type(e).__name__ for e in effects] == ["Decided", "Decided"]
-    assert effects[0].pass_seq != effects[1].pass_seq and "j1" not in pool.planner.queued
+    assert [type(e).__name__ for e in effects] == ["Decided", "Ended", "Decided"]  # j1 started, then left
+    assert effects[0].pass_seq != effects[2].pass_seq and "j1" not in pool.planner.queued
+    assert "j1" not in pool.planner.running
 
 
 FEATURES = {"variant": "lora", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 2048, "dataset_tokens_m": 50, "epochs": 1, "global_batch": 64, "micro_batch": 4}  # valid; this pool names no GPU type to size them for

@@ -15,8 +15,10 @@ from gpualloc.solvers.planner.state import FullModePlan, JobSpec, Planner, PoolC
 
 
 def flooded(bound: int | None, steps: int = 30) -> tuple[Planner, list]:
-    """An 8-GPU pool: a low-priority whole-pool job, then every step a high-priority one."""
+    """An 8-GPU pool held for a step, a low-priority whole-pool job behind it, then every step a
+    high-priority one."""
     planner = Planner(PoolConfig(gpus=8, gpus_per_node=8, horizon=12, starvation_steps=bound))
+    planner.submit(JobSpec("first", "training", 9, 8, 1, 0))
     planner.submit(JobSpec("low", "training", 1, 8, 2, 0))
     commits = []
     for step in range(steps):
@@ -34,11 +36,11 @@ def finish(planner: Planner) -> None:
 
 
 def starved() -> Planner:
-    """`low` has waited 3 steps (bound 2) with nothing committed; three high ones just arrived."""
-    planner, _ = flooded(2, steps=0)
-    planner.now = 3
+    """`low` has waited 3 steps (bound 2) with nothing committed; three high ones just joined the queue."""
+    planner = Planner(PoolConfig(gpus=8, gpus_per_node=8, horizon=12, starvation_steps=2), now=3)
+    planner.queued["low"] = JobSpec("low", "training", 1, 8, 2, 0)
     for step in range(3):
-        planner.submit(JobSpec(f"high-{step}", "training", 9, 8, 1, planner.now))
+        planner.queued[f"high-{step}"] = JobSpec(f"high-{step}", "training", 9, 8, 1, planner.now)
     return planner
 
 

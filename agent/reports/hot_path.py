@@ -1,9 +1,10 @@
 """`gpualloc bench --hot-path`: how long one arrival's decision takes in the planner core, the
 figure issue 15's faster hot path (p99 <= 0.5 ms at 64 GPUs and about 240 queued jobs) is
-measured against. A pool of `gpus` GPUs in 8-GPU nodes is filled with `queued` waiting jobs and a
-full pool of running ones (seeded sizes and durations, three real-time apps); each timed
-arrival is decided on a copy of that state (copying is not timed), so every sample is the same
-situation with one new job."""
+measured against, and what the step boundary it leaves the replan to costs. A pool of `gpus`
+GPUs in 8-GPU nodes is filled with `queued` waiting jobs and a full pool of running ones (seeded
+sizes and durations, three real-time apps); each timed arrival (inserted into the current plan)
+and each timed boundary (the window replanned and committed) is run on a copy of that state
+(copying is not timed), so every sample is the same situation."""
 
 from __future__ import annotations
 
@@ -29,11 +30,15 @@ class HotPathResult:
     p50_ms: float
     p99_ms: float
     max_ms: float
+    boundaries: int
+    boundary_p50_ms: float  # a step boundary: the window replanned at the hot path's effort, then committed
+    boundary_max_ms: float
 
     def line(self) -> str:
         return (f"hot path (effort {self.effort:g}), {self.gpus} GPUs, {self.queued} queued: one arrival decided in "
-                f"p50 {self.p50_ms:.2f} ms, p99 {self.p99_ms:.2f} ms, max {self.max_ms:.2f} ms over {self.arrivals} "
-                "arrivals (target p99 <= 0.5 ms)")
+                f"p50 {self.p50_ms:.3f} ms, p99 {self.p99_ms:.3f} ms, max {self.max_ms:.3f} ms over {self.arrivals} "
+                f"arrivals (target p99 <= 0.5 ms); a step boundary (replan and commit) p50 "
+                f"{self.boundary_p50_ms:.1f} ms, max {self.boundary_max_ms:.1f} ms over {self.boundaries}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -55,8 +60,8 @@ def loaded_pool(gpus: int, queued: int, seed: int = 0, effort: float = AgentSett
     return planner
 
 
-def measure_hot_path(gpus: int = 64, queued: int = 240, arrivals: int = 50, seed: int = 0,
-                     effort: float = AgentSettings().hot_path_effort) -> HotPathResult:
+def measure_hot_path(gpus: int = 64, queued: int = 240, arrivals: int = 500, seed: int = 0,
+                     effort: float = AgentSettings().hot_path_effort, boundaries: int = 10) -> HotPathResult:
     base = loaded_pool(gpus, queued, seed, effort)
     rng = random.Random(seed + 1)
     samples = []
@@ -66,6 +71,12 @@ def measure_hot_path(gpus: int = 64, queued: int = 240, arrivals: int = 50, seed
         began = time.perf_counter()
         planner.submit(job)
         samples.append((time.perf_counter() - began) * 1000)
-    q = quantiles(samples)
-    return HotPathResult(gpus, len(base.queued), effort, arrivals, round(q["p50"], 3), round(q["p99"], 3),
-                         round(q["max"], 3))
+    ticks = []
+    for _ in range(boundaries):
+        planner = copy.deepcopy(base)
+        began = time.perf_counter()
+        planner.tick()
+        ticks.append((time.perf_counter() - began) * 1000)
+    q, b = quantiles(samples), quantiles(ticks)
+    return HotPathResult(gpus, len(base.queued), effort, arrivals, round(q["p50"], 4), round(q["p99"], 4),
+                         round(q["max"], 4), boundaries, round(b["p50"], 2), round(b["max"], 2))

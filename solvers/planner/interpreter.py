@@ -193,6 +193,7 @@ class Pool:
         if (config.gpus, config.node_size) != (old.gpus, old.node_size) and (self.planner.running or self.planner.queued):
             return [Rejected(event.ref, "gpus, gpus_per_node: cannot change while jobs are queued or running")]
         self.planner.config = config
+        self.planner.busy = None  # the window may have changed shape: the next arrivals get a fresh plan
         return []
 
     def _binding(self, p: BindingReported) -> list[Effect]:

@@ -58,6 +58,7 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
                           [[step, gpus] for step, gpus in a.observed.items()], a.held]
                  for app_id, a in planner.apps.items()},
         "down": _hex(planner.down), "drained": _hex(planner.drained), "committed": _hex(planner.committed),
+        "busy": None if planner.busy is None else [_hex(mask) for mask in planner.busy],
     }
 
 
@@ -72,6 +73,8 @@ def load_planner(data: dict[str, Any], scheduler: Callable[[Problem], Schedule],
         planner.apps[app_id] = AppSpec(app_id, priority, lo, hi, cap, profile, rps, {s: g for s, g in observed}, held)
     planner.down, planner.drained = int(data["down"], 16), int(data["drained"], 16)
     planner.committed = int(data["committed"], 16)
+    busy = data.get("busy")  # absent from snapshots made before arrivals were inserted: a fresh plan then
+    planner.busy = None if busy is None else [int(mask, 16) for mask in busy]
     return planner
 
 

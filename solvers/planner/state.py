@@ -23,7 +23,7 @@ from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of
-from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of
+from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, earliest_block
 from gpualloc.solvers.planner.reconcile import reconcile
 
 BLOCKER = "\x00unavailable"  # pseudo running job holding GPUs that may take no new work
@@ -131,6 +131,7 @@ class Planner:
     committed: int = 0  # GPUs assigned in the last committed step
     forecasts: Forecasters = field(default_factory=Forecasters)
     week_minute: int = 0  # minute of the week (from Monday 00:00 UTC) at which step 0 began
+    busy: list[int] | None = None  # the current plan, per step of the window: the GPUs it holds (`submit_all`)
 
     # ---- events -------------------------------------------------------------------------
     def submit(self, job: JobSpec) -> Decision:
@@ -138,8 +139,14 @@ class Planner:
         return self.submit_all([job])[0]
 
     def submit_all(self, jobs: list[JobSpec]) -> list[Decision]:
-        """Arrivals taken together (one poll's worth): all join the queue, one plan is made, and
-        each gets its decision from it; a decision can depend on the others in the pass."""
+        """Arrivals taken together (one poll's worth): all join the queue and get their decisions.
+
+        The hot path inserts each, in order, into the current plan (`busy`, made at the last
+        step boundary) at its earliest legal block: no decision already given moves, nor the
+        committed step, and it costs a scan of the window, not a replan. Only when there is no
+        current plan (the pool's first arrivals, a reconfigured pool) is a fresh one made with
+        all of them in the queue. A `start` takes effect at once: the job runs from this step
+        on its GPUs (its node agent binds them now), so nothing later in the step moves it."""
         rejected: dict[int, Decision] = {}
         for k, job in enumerate(jobs):
             if job.id in self.queued or job.id in self.running:
@@ -152,18 +159,39 @@ class Planner:
                 self.queued[job.id] = job
         if len(rejected) == len(jobs):
             return [rejected[k] for k in range(len(jobs))]
+        if self.busy is not None:
+            return [rejected.get(k) or self._insert(job) for k, job in enumerate(jobs)]
         problem, schedule = self.plan()
-        return [rejected.get(k) or self._decision(problem, schedule, job) for k, job in enumerate(jobs)]
+        decisions = [rejected.get(k) or self._decision(problem, schedule, job) for k, job in enumerate(jobs)]
+        for decision in decisions:
+            if decision.action == "start":
+                self._start(decision.job_id, schedule.batch[decision.job_id][1])
+        self.busy = self._plan_busy(schedule, 0)
+        return decisions
 
     def cancel(self, job_id: str) -> None:
         self.queued.pop(job_id, None)
-        self.running.pop(job_id, None)
+        self._release(job_id)
+
+    def _release(self, job_id: str) -> tuple[JobSpec, int, int] | None:
+        """A running job leaves its GPUs: free in the current plan from the next commit (the
+        window's step 0), the step they are still bound in being the committed one."""
+        entry = self.running.pop(job_id, None)
+        if entry is not None and self.busy is not None:
+            kept = ~entry[1]
+            self.busy = [b & kept for b in self.busy[:self._steps_left(entry)]] + self.busy[self._steps_left(entry):]
+        return entry
+
+    def _steps_left(self, entry: tuple[JobSpec, int, int]) -> int:
+        """Steps of the window a running job holds its GPUs for (one at least, when it overruns)."""
+        spec, _, start = entry
+        return min(max(1, start + spec.duration - self.now), self.config.horizon)
 
     def complete(self, job_id: str, used: JobUsage | None = None) -> None:
         """The job exited: its GPUs are free from the next committed step. One that gave its
         features teaches the forecasters what it really took (`used`, else what the pool saw:
         its GPUs and the steps since it started)."""
-        entry = self.running.pop(job_id, None)
+        entry = self._release(job_id)
         self.queued.pop(job_id, None)
         if entry is None or entry[0].features is None:
             return
@@ -183,7 +211,7 @@ class Planner:
 
     def fail(self, job_id: str) -> None:
         """The job failed (or could not bind): it goes back to the queue if it allows it."""
-        entry = self.running.pop(job_id, None)
+        entry = self._release(job_id)
         spec = entry[0] if entry else self.queued.get(job_id)
         if spec is None:
             return
@@ -293,6 +321,75 @@ class Planner:
                         _noted(f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why, job),
                         job.forecast)
 
+    def _insert(self, job: JobSpec) -> Decision:
+        """`job` decided into the current plan: its earliest block free of everything the plan
+        holds and of GPUs that may take no new work, lowest GPUs first; `queued` when the window
+        has none (the next boundary's replan looks again)."""
+        busy, T = self.busy, self.config.horizon
+        blocked = self.down | self.drained
+        placed = earliest_block(self._geometry(), Batch(0, job.id, job.priority, job.gpus, job.duration, 0, 0, 0),
+                                [b | blocked for b in busy])
+        if placed is None:
+            return Decision(job.id, "queued", (), None, _noted(
+                f"no {job.gpus}-GPU block is free for {job.duration} steps within the {T}-step window beside "
+                "the current plan; it stays queued and is replanned at every step boundary", job), job.forecast)
+        start, mask = placed
+        for t in range(start, min(start + job.duration, T)):
+            busy[t] |= mask
+        gpus = tuple(bits_of(mask))
+        if start == 0 and not mask & self.committed:
+            self._start(job.id, mask)
+            return Decision(job.id, "start", gpus, self.now, _noted(f"starts now on GPUs {gpus[0]}-{gpus[-1]}", job),
+                            job.forecast)
+        why = ("its GPUs are held in the current step and free up at the boundary" if start == 0 else
+               self._running_holders(mask, start))
+        return Decision(job.id, "planned", gpus, self.now + start,
+                        _noted(f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why, job),
+                        job.forecast)
+
+    def _running_holders(self, mask: int, start: int) -> str:
+        """Why an inserted job waits for `start`: the running jobs on its block until then, and
+        the work planned ahead of it."""
+        held = [f"{job_id} (priority {spec.priority:g}) until step {self.now + self._steps_left((spec, m, s))}"
+                for job_id, (spec, m, s) in sorted(self.running.items())
+                if m & mask and self._steps_left((spec, m, s)) <= start]
+        ahead = "the earliest block the current plan leaves free, no decision already given moving for it"
+        return f"its block is held by {', '.join(held)}; {ahead}" if held else ahead
+
+    def _start(self, job_id: str, mask: int) -> None:
+        """A `start` decision: the job runs from this step on `mask`."""
+        self.running[job_id] = (self.queued.pop(job_id), mask, self.now)
+
+    def _geometry(self) -> Problem:
+        """The pool's shape as a Problem with no jobs, for block searches (cached per shape)."""
+        cfg = self.config
+        key = (cfg.gpus, cfg.node_size, cfg.horizon)
+        cached = _GEOMETRY.get(key)
+        if cached is None:
+            cached = _GEOMETRY[key] = Problem("geometry", cfg.gpus, cfg.node_size, cfg.horizon, 1.0, 0.0,
+                                              (1.0,) * cfg.horizon, (), ())
+        return cached
+
+    def _plan_busy(self, schedule: Schedule, shift: int) -> list[int]:
+        """Per step of the window at `now`, the GPUs held by running jobs (for as long as the
+        window counts them, overrunning ones included), by `schedule`'s blocks of jobs still
+        queued and by its app sets, `schedule` being a plan made `shift` steps ago (its last app
+        sets held on): the plan arrivals are inserted into."""
+        T = self.config.horizon
+        busy = [0] * T
+        for entry in self.running.values():
+            for t in range(self._steps_left(entry)):
+                busy[t] |= entry[1]
+        for job_id, (start, mask) in schedule.batch.items():
+            spec = self.queued.get(job_id)
+            if spec is not None:
+                for t in range(max(0, start - shift), min(start - shift + spec.duration, T)):
+                    busy[t] |= mask
+        for masks in schedule.realtime.values():
+            for t in range(T):
+                busy[t] |= masks[min(t + shift, len(masks) - 1)]
+        return busy
+
     def adopt(self, plan: FullModePlan) -> Adoption:
         """At a step boundary: `plan` carried onto the current window (`gpualloc.solvers.planner.reconcile`),
         offered for `tick` only when the validator passes it and it beats the hot path."""
@@ -342,18 +439,19 @@ class Planner:
         return self._commit(*self.plan(), HOT_PATH)
 
     def _commit(self, problem: Problem, schedule: Schedule, source: str) -> Commit:
+        """Step 0 of `schedule` (a plan of the window `problem`) committed; the clock advances,
+        and the plan, one step on, is what the next step's arrivals are inserted into."""
         assignments: dict[str, tuple[int, ...]] = {}
-        started = []
         for job_id, (start, mask) in sorted(schedule.batch.items()):
             if job_id == BLOCKER or (job_id not in self.running and job_id not in self.queued):
                 continue
             if job_id in self.running:
                 assignments[job_id] = tuple(bits_of(self.running[job_id][1]))
             elif start == 0:
-                spec = self.queued.pop(job_id)
-                self.running[job_id] = (spec, mask, self.now)
+                self._start(job_id, mask)
                 assignments[job_id] = tuple(bits_of(mask))
-                started.append(job_id)
+        started = tuple(sorted(job_id for job_id, (_, _, start) in self.running.items()
+                               if start == self.now and job_id in assignments))
         for app_id, masks in sorted(schedule.realtime.items()):
             self.apps[app_id].held = masks[0]
             assignments[app_id] = tuple(bits_of(masks[0]))
@@ -364,8 +462,9 @@ class Planner:
         for owned in assignments.values():
             for g in owned:
                 self.committed |= 1 << g
-        commit = Commit(self.now, assignments, tuple(started), problem, schedule, source)
+        commit = Commit(self.now, assignments, started, problem, schedule, source)
         self.now += 1
+        self.busy = self._plan_busy(schedule, 1)
         return commit
 
     # ---- the window as a Problem ----------------------------------------------------------
@@ -467,6 +566,9 @@ class Planner:
         return (f"no {job.gpus}-GPU block is free for {job.duration} steps within the "
                 f"{problem.horizon}-step window before higher-value work and real-time demand "
                 f"({len(schedule.batch)} jobs placed); it stays queued and is replanned every step")
+
+
+_GEOMETRY: dict[tuple[int, int, int], Problem] = {}  # `Planner._geometry`'s cache: shapes, not state
 
 
 def starving_priority(problem: Problem) -> Callable[[float, int], float]:

@@ -38,6 +38,10 @@ class PoolDefaults(_Frozen):
     time_decay: float = 0.95
     realtime_penalty: float = 8.0
     swap_cap: int = 2
+    # the starvation bound when `pool.configured` gives neither `starvation_steps` nor
+    # `starvation_minutes`: 5 days, the shortest whole number of days that keeps 80% of the
+    # heuristic's value gain on every bundled trace (README, "Whole traces and the starvation bound")
+    starvation_minutes: int = 5 * 24 * 60
 
 
 POOL = PoolDefaults()

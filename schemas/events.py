@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field, ValidationError, model_validator
 
-from gpualloc.schemas.config import LIMITS
+from gpualloc.schemas.config import LIMITS, POOL
 from gpualloc.schemas.features import FEATURES, GPU_TYPES, QuantizationFeatures, TrainingFeatures
 from gpualloc.schemas.scenario import BlockSize, Count, GpuIndex, Id, PoolFields, StrictInt, Text, Weight
 
@@ -31,8 +31,19 @@ class PoolConfigured(PoolFields):
     gpu_type: Literal[GPU_TYPES] | None = None
     gpu_memory_gb: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)
     # added: the starvation bound: the oldest jobs queued this many steps (while their GPUs fit the
-    # pool once) are planned ahead of every other job (their start no later arrival can delay); None: off
+    # pool once) are planned ahead of every other job (their start no later arrival can delay)
     starvation_steps: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)
+    # added: the same bound in minutes, rounded up to steps, when `starvation_steps` is not given;
+    # 0 turns the bound off; None: the contract's default (`POOL.starvation_minutes`)
+    starvation_minutes: StrictInt | None = Field(default=None, ge=0, le=LIMITS.duration * 60)
+
+    @property
+    def starvation_bound(self) -> int | None:
+        """The bound B in steps this configuration gives (None: off)."""
+        if self.starvation_steps is not None:
+            return self.starvation_steps
+        minutes = POOL.starvation_minutes if self.starvation_minutes is None else self.starvation_minutes
+        return -(-minutes // self.step_minutes) if minutes else None
 
     @model_validator(mode="after")
     def _node_divides(self) -> "PoolConfigured":

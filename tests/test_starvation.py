@@ -115,3 +115,15 @@ def test_only_the_oldest_starving_jobs_that_fit_the_pool_go_first():
     assert planner.starving() == {"old-2": 6}  # 2 + 8 > 8: the next in age alone
     planner.queued = {"huge": JobSpec("huge", "training", 1, 8, 1, 0), "next": JobSpec("next", "training", 1, 1, 1, 1)}
     assert planner.starving() == {"huge": 8}  # at least one, however large
+
+
+def test_the_bound_defaults_to_five_days_and_is_given_in_steps_or_minutes():
+    from gpualloc.schemas.events import PoolConfigured
+
+    assert PoolConfigured(gpus=8).starvation_bound == 120  # hours
+    assert PoolConfigured(gpus=8, step_minutes=10).starvation_bound == 720
+    assert PoolConfigured(gpus=8, starvation_minutes=90).starvation_bound == 2  # rounded up to steps
+    assert PoolConfigured(gpus=8, starvation_minutes=0).starvation_bound is None
+    assert PoolConfigured(gpus=8, starvation_minutes=0, starvation_steps=3).starvation_bound == 3
+    with pytest.raises(ValueError, match="starvation_minutes"):
+        PoolConfigured(gpus=8, starvation_minutes=-1)

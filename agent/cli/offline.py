@@ -108,7 +108,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from gpualloc.agent.reports import trace_bench
         from gpualloc.agent.reports.progress import Progress
 
-        rows = trace_bench.run_trace_bench(args.load, tuple(args.starvation_steps or (24, 12, 6)), args.week,
+        rows = trace_bench.run_trace_bench(args.load, tuple(args.starvation_steps or (48, 24, 12)), args.week,
                                            progress=Progress("bench --traces", "traces"), include_openb=args.openb)
         sys.stdout.write(dump_json(trace_bench.as_dict(rows)) if args.json else trace_bench.table(rows) + "\n")
         if args.chart:
@@ -371,7 +371,7 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--load", type=float, default=1.25,
                    help="--traces: offered work over the pool's capacity up to the last arrival (default 1.25)")
     p.add_argument("--starvation-steps", type=positive_int, action="append", metavar="B",
-                   help="--traces: a starvation bound to run the heuristic with; repeatable (default 24, 12, 6)")
+                   help="--traces: a starvation bound to run the heuristic with; repeatable (default 48, 24, 12)")
     p.add_argument("--week", action="store_true", help="--traces: add the bundled week (1,000 jobs; minutes)")
     p.add_argument("--openb", action="store_true",
                    help="--traces: add the bundled openb window (486 pods of the Alibaba 2023 trace over 2 days)")
@@ -423,9 +423,9 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
             type=seconds_or_none, help="seconds per full-mode solve (0: none)")
     p.add_argument("--forecast", action="store_true",
                    help="run each policy forecast-driven (jobs by their features, traffic forecast) and as an oracle")
-    p.add_argument("--starvation-steps", type=positive_int, metavar="B",
-                   help="the starvation bound: a job queued B steps is planned ahead of every job that waited less "
-                        "(default: the trace's pool.configured, else none)")
+    p.add_argument("--starvation-steps", type=nonnegative_int, metavar="B",
+                   help="the starvation bound: a job queued B steps is planned ahead of every job that waited less; "
+                        "0: none (default: the trace's pool.configured, else the contract's 5 days)")
     settings_arguments(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     p.add_argument("--chart", help="write an SVG chart of the days here")

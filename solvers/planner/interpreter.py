@@ -176,7 +176,7 @@ class Pool:
 
     def _configure(self, event: Event, p: PoolConfigured, now: datetime) -> list[Effect]:
         config = PoolConfig(p.gpus, p.gpus_per_node, p.horizon, p.step_minutes, p.time_decay,
-                            p.realtime_penalty, p.swap_cap, p.gpu_type, p.gpu_memory_gb, p.starvation_steps)
+                            p.realtime_penalty, p.swap_cap, p.gpu_type, p.gpu_memory_gb, p.starvation_bound)
         if self.planner is None:
             self.planner = Planner(config, scheduler=self.scheduler, forecasts=Forecasters(self.forecast),
                                    week_minute=week_minute(now))

@@ -44,7 +44,7 @@ class SimOptions:
     full_mode: RollingFullMode = SimulationSettings().full_mode
     forecast: bool = False  # each policy forecast-driven and as an oracle (see the module)
     forecast_settings: ForecastSettings = SimulationSettings().forecast
-    starvation_steps: int | None = None  # the pools' starvation bound B instead of the trace's
+    starvation_steps: int | None = None  # the pools' starvation bound B instead of the trace's (0: none)
 
     def labels(self) -> list[tuple[str, str | None]]:
         """(run label, information mode) per run: the policies, each twice with `forecast`."""
@@ -111,7 +111,8 @@ def simulate(events: list, options: SimOptions = SimOptions(),
         raise ValueError("trace: needs a pool.configured event (it sets the pool and step 0)")
     timed = [e for e in events if e is not first]
     if options.starvation_steps is not None:
-        first = (first[0], first[1].model_copy(update={"starvation_steps": options.starvation_steps}))
+        bound = options.starvation_steps or None
+        first = (first[0], first[1].model_copy(update={"starvation_steps": bound, "starvation_minutes": bound and 0}))
     clock = Pool()  # only to read the trace's steps the way every run's interpreter reads them
     clock.apply([Event(first[0].type, first[1], first[0].occurred_at)], first[0].occurred_at)
     config = clock.planner.config

@@ -137,6 +137,9 @@ class AgentSettings(_Frozen):
     full_mode: RollingFullMode = RollingFullMode(every=1, options=FullModeOptions(time_limit=None))
     full_mode_time_cap: float = Field(default=60.0, gt=0)  # without a time_limit: half a step, at most this
     max_wait_ms: int = Field(default=200, ge=1)  # longest poll: stops and boundaries are noticed within it
+    # a fetch of inputs parked at the broker waits at most this long: with the 500 ms default, fetches
+    # parked on a loaded 2-core machine held arrivals back for up to 0.7 s (`bench --agent` p99)
+    fetch_wait_ms: int = Field(default=20, ge=0)
     catch_up_steps: int = Field(default=4, ge=1)  # commits a pass at most, when the pool is behind its clock
     snapshot_every: int = Field(default=50, ge=1)  # transactions between snapshots (and at every commit)
     transaction_timeout_ms: int = Field(default=10_000, ge=1000)  # the broker aborts a dead agent's transaction

@@ -135,7 +135,8 @@ class AgentService:
         producer = kafka_clients.producer(self.bootstrap, transactional_id=self.topics.transactional_id(self.pool),
                                           enable_idempotence=True, acks="all", linger_ms=1,
                                           transaction_timeout_ms=s.transaction_timeout_ms)
-        consumer = reader(self.bootstrap)  # inputs are assigned by hand and read from the restored frontier
+        # inputs are assigned by hand and read from the restored frontier
+        consumer = reader(self.bootstrap, self.settings.fetch_wait_ms)
         try:
             await kafka_clients.started(producer, f"pool {self.pool}: producer")
             await kafka_clients.started(consumer, f"pool {self.pool}: reader")

@@ -79,10 +79,11 @@ async def _led(admin: AIOKafkaAdminClient, names: list[str], seconds: float = LE
         await asyncio.sleep(0.1)
 
 
-def reader(bootstrap: str) -> AIOKafkaConsumer:
-    """A consumer for reading history back: no group, committed transactions only."""
+def reader(bootstrap: str, fetch_wait_ms: int = 500) -> AIOKafkaConsumer:
+    """A consumer for reading history back: no group, committed transactions only. The agent's
+    live input reader passes a short `fetch_wait_ms` (`agent.fetch_wait_ms`)."""
     return kafka_clients.consumer(bootstrap=bootstrap, group_id=None, enable_auto_commit=False,
-                                  isolation_level="read_committed")
+                                  isolation_level="read_committed", fetch_max_wait_ms=fetch_wait_ms)
 
 
 def partitions(counts: dict[str, int], topic: str) -> list[TopicPartition]:

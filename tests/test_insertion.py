@@ -110,3 +110,16 @@ def check_commit(planner: Planner, decided: list) -> object:
         if d.action == "start":
             assert commit.assignments[d.job_id] == d.gpus and d.job_id in commit.started
     return commit
+
+
+def test_a_pass_is_inserted_most_valuable_first_but_in_arrival_order_for_fifo():
+    from gpualloc.solvers.policies.fifo import fifo_schedule
+
+    def decided(planner: Planner) -> dict[str, str]:
+        planner.tick()  # an empty pool's plan: the pass below is inserted into it
+        jobs = [JobSpec("low", "training", 1, 8, 2, 1), JobSpec("high", "training", 9, 8, 2, 1)]
+        return {d.job_id: d.action for d in planner.submit_all(jobs)}
+
+    config = PoolConfig(gpus=8, gpus_per_node=8, horizon=6)
+    assert decided(Planner(config)) == {"high": "start", "low": "planned"}
+    assert decided(Planner(config, scheduler=fifo_schedule, by_arrival=True)) == {"low": "start", "high": "planned"}

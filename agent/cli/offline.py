@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpualloc.agent.cli.arguments import (SETTING, generated_spec, nonnegative_int, positive_int, seconds_or_none,
+from gpualloc.agent.cli.arguments import (SETTING, checked, generated_spec, nonnegative_int, positive_int, seconds_or_none,
                                           setting, settings_arguments, settings_of)
 from gpualloc.agent.loading import InputError, dump_json, dump_plan, load_plan, load_scenario, write_text
 from gpualloc.schemas.config import SolveOptions
@@ -155,7 +155,7 @@ def _bench_agent(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise InputError("--events", [str(e)]) from None
     else:
-        result = asyncio.run(measure(bootstrap, args.rate, args.seconds))
+        result = asyncio.run(measure(bootstrap, args.rate, args.seconds, step_seconds=args.step_seconds))
     sys.stdout.write(dump_json(asdict(result)) if args.json else result.line() + "\n")
     return EXIT_ILLEGAL if args.soak and not result.ok else EXIT_OK
 
@@ -358,6 +358,8 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rate", type=float, default=1000,
                    help="--agent: arrivals per second offered; --soak: records per second (default 1000)")
     p.add_argument("--seconds", type=float, default=20, help="--agent: measured seconds (default 20)")
+    p.add_argument("--step-seconds", type=checked(float, lambda v: v > 0, "seconds > 0"), default=2.0,
+                   help="--agent: the agent's compressed step, a commit every this many seconds (default 2)")
     p.add_argument("--corpus", action="store_true",
                    help="instead: the heuristic and the greedy against the corpus's proven optima")
     p.add_argument("--split", choices=("tune", "heldout", "all"), default="heldout",

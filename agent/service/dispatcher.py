@@ -31,7 +31,7 @@ from gpualloc.solvers.metrics import compute_metrics
 from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Pool, Rejected
 from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
 from gpualloc.solvers.planner.snapshot import (SnapshotError, dump_pool, dump_schedule, load_pool, load_schedule,
-                                               pack, unpack)
+                                               pack_json, unpack)
 from gpualloc.solvers.planner.state import BLOCKER, FULL_MODE, Commit, FullModePlan, Planner
 from gpualloc.solvers.policies import online_policy
 
@@ -95,6 +95,7 @@ class Dispatcher:
     last_commit: Commit | None = None
     on_commit: Callable[[Commit], None] | None = None  # sees every commit (audits check each one)
     _log: TxnLog = field(default_factory=TxnLog)  # this transaction, for the ledger
+    _bytes_per_seen: float = 0.0  # the last snapshot's packed bytes per remembered id, to size the next at once
 
     @property
     def planner(self) -> Planner | None:
@@ -117,11 +118,12 @@ class Dispatcher:
         that made the entry did, whatever its settings are now."""
         pool, online = self.interpreter, online_policy(run["policy"])
         pool.scheduler = online.hot.bind(SolveOptions(effort=run["effort"]))
+        pool.by_arrival = online.hot.by_arrival
         pool.step_seconds = run["step_seconds"]
         pool.full_mode_every = run["every"] if online.full_mode is not None else 0
         pool.forecast = ForecastSettings(**run.get("forecast", {}))
         if pool.planner is not None:
-            pool.planner.scheduler = pool.scheduler
+            pool.planner.scheduler, pool.planner.by_arrival = pool.scheduler, pool.by_arrival
             pool.planner.forecasts.use(pool.forecast)
         self.dedup_steps = run.get("dedup_steps", self.dedup_steps)
         self.seen_limit = run.get("seen_limit", self.seen_limit)
@@ -272,20 +274,35 @@ class Dispatcher:
                       envelope("pass.recorded", entry, log.now, f"{self.pool}:pass:{self.txn}", self.pool))
 
     def snapshot(self, now: datetime, ledger_partition: int, ledger_next: int) -> Output | None:
-        """The pool's state after the sealed transaction, for the compacted state topic, with its
-        de-duplication window; fewer ids (the newest) when the snapshot would outgrow
-        `SNAPSHOT_BYTES` (a restart may then take an old duplicate for new), None when even the
-        pool alone would (a restart then replays more of the ledger)."""
+        """The pool's state after the sealed transaction, for the compacted state topic (see
+        `snapshot_job`)."""
+        return self.snapshot_job(now, ledger_partition, ledger_next)()
+
+    def snapshot_job(self, now: datetime, ledger_partition: int, ledger_next: int) -> Callable[[], Output | None]:
+        """The snapshot of the state after the sealed transaction, as a function that may run in
+        another thread while the pool goes on: the state is serialized now, compression (most of
+        the cost) is left to the call. It carries the de-duplication window; fewer ids (the
+        newest) when it would outgrow `SNAPSHOT_BYTES` (a restart may then take an old duplicate
+        for new); the call gives None when even the pool alone would (a restart then replays
+        more of the ledger)."""
         seen = [[event_id, step, digest] for event_id, (step, digest) in self.seen.items()]
-        state = dump_pool(self.interpreter)
-        while len(packed := pack({"pool": state, "seen": seen})) > SNAPSHOT_BYTES:
-            if not seen:
-                return None
-            seen = seen[(len(seen) + 1) // 2:]  # keep the newer half
-        payload = PoolSnapshot(version=SNAPSHOT_VERSION, txn=self.txn, seq=self.seq, ledger_partition=ledger_partition,
-                               ledger_next=ledger_next, frontier=dict(self.frontier), state=packed)
-        return Output(self.topics.state, self.pool,
-                      envelope("pool.snapshot", payload, now, f"{self.pool}:snapshot:{self.txn}", self.pool))
+        if self._bytes_per_seen:  # trim to what fitted last time, so one compression is usually enough
+            seen = seen[max(0, len(seen) - int(0.95 * SNAPSHOT_BYTES / self._bytes_per_seen)):]
+        state = orjson.dumps(dump_pool(self.interpreter))
+        meta = dict(version=SNAPSHOT_VERSION, txn=self.txn, seq=self.seq, ledger_partition=ledger_partition,
+                    ledger_next=ledger_next, frontier=dict(self.frontier))
+
+        def build() -> Output | None:
+            kept = seen
+            while len(packed := pack_json(b'{"pool":' + state + b',"seen":' + orjson.dumps(kept) + b"}")) > SNAPSHOT_BYTES:
+                if not kept:
+                    return None
+                kept = kept[(len(kept) + 1) // 2:]  # keep the newer half
+            self._bytes_per_seen = len(packed) / len(kept) if len(packed) > SNAPSHOT_BYTES / 2 and kept else 0.0
+            return Output(self.topics.state, self.pool,
+                          envelope("pool.snapshot", PoolSnapshot(**meta, state=packed), now,
+                                   f"{self.pool}:snapshot:{meta['txn']}", self.pool))
+        return build
 
     def restore(self, snap: PoolSnapshot) -> None:
         """Take up the state a snapshot holds (SnapshotError when this release cannot read it)."""

@@ -83,6 +83,9 @@ class AgentService:
         self.health = HealthServer(self.metrics.registry, lambda: self.ready)
         self.worker: FullModeWorker | None = None
         self._snapshot_txn = 0
+        self._snapshot: asyncio.Future | None = None  # a snapshot being compressed, sent with the next transaction
+        self._snapshot_bytes = 0  # the last snapshot's size
+        self._ledger_bytes = 0  # ledger entries written since the last snapshot was due
         self._counts: dict[str, int] = {}
 
     def _fresh(self) -> Dispatcher:
@@ -158,6 +161,7 @@ class AgentService:
                               f"{self.topics.transactional_id(self.pool)}); this one stops") from None
         finally:
             self.ready = False
+            self._snapshot = None  # its transaction may not have committed: the next session snapshots afresh
             if self.worker is not None:
                 self.worker.close()
                 self.worker = None
@@ -213,25 +217,36 @@ class AgentService:
         """Publish one pass atomically: outputs, ledger entry, snapshot when due, offsets."""
         d = self.dispatcher
         entry = d.seal(self.run_info)
-        if entry is None:
+        ready = self._snapshot is not None and self._snapshot.done()
+        if entry is None and not ready:
             return
         await producer.begin_transaction()
-        for o in outputs:
-            self._count(o, received)
-            await producer.send(o.topic, encode(o.message), key=o.key.encode())
-        sent = await producer.send(entry.topic, encode(entry.message), key=entry.key.encode())
-        committed = any(o.message["type"] == "plan.committed" for o in outputs)
-        due = committed or d.txn - self._snapshot_txn >= self.settings.snapshot_every
-        if due and d.planner is not None:  # events waiting for the pool's configuration stay in the ledger
-            where = await sent  # the snapshot says where the ledger goes on after it
-            snap = d.snapshot(now, where.partition, where.offset + 1)
+        if ready:  # the state after an earlier transaction: recovery replays the ledger entries after it
+            snap, self._snapshot = self._snapshot.result(), None
             if snap is None:
                 log.warning("pool %s: the state outgrows a snapshot; a restart replays the ledger further", self.pool)
             else:
-                await producer.send(snap.topic, encode(snap.message), key=snap.key.encode())
-            self._snapshot_txn = d.txn
-            if d.frontier:  # for lag monitoring; recovery resumes from the ledger's own frontier
-                await producer.send_offsets_to_transaction(_offsets(d.frontier), self.group_id)
+                self._snapshot_bytes = len(body := encode(snap.message))
+                await producer.send(snap.topic, body, key=snap.key.encode())
+        if entry is not None:
+            for o in outputs:
+                self._count(o, received)
+                await producer.send(o.topic, encode(o.message), key=o.key.encode())
+            self._ledger_bytes += len(body := encode(entry.message))
+            sent = await producer.send(entry.topic, body, key=entry.key.encode())
+            committed = any(o.message["type"] == "plan.committed" for o in outputs)
+            # between commits, a snapshot once replaying the ledger since the last would cost about as
+            # much as reading it (its bytes), and not before `snapshot_every` transactions
+            due = committed or (d.txn - self._snapshot_txn >= self.settings.snapshot_every
+                                and self._ledger_bytes >= self._snapshot_bytes)
+            # events waiting for the pool's configuration stay in the ledger; one snapshot at a time
+            if due and d.planner is not None and self._snapshot is None:
+                where = await sent  # the snapshot says where the ledger goes on after it
+                job = d.snapshot_job(now, where.partition, where.offset + 1)
+                self._snapshot = asyncio.get_running_loop().run_in_executor(None, job)  # compressed off the loop
+                self._snapshot_txn, self._ledger_bytes = d.txn, 0
+                if d.frontier:  # for lag monitoring; recovery resumes from the ledger's own frontier
+                    await producer.send_offsets_to_transaction(_offsets(d.frontier), self.group_id)
         await producer.commit_transaction()
         self.stats.transactions += 1
 

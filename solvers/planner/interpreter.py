@@ -96,6 +96,7 @@ class Pool:
     """One pool's planner behind the event contract."""
 
     scheduler: Callable[[Problem], Schedule] = heuristic_schedule  # the hot path
+    by_arrival: bool = False  # the hot path's order is arrival order (`Planner.by_arrival`)
     step_seconds: float | None = None  # compressed clock; None: the pool's step_minutes
     full_mode_every: int = 0  # steps between full-mode solves (0: never)
     pending_limit: int = AgentSettings().pending_limit
@@ -179,7 +180,7 @@ class Pool:
                             p.realtime_penalty, p.swap_cap, p.gpu_type, p.gpu_memory_gb, p.starvation_bound)
         if self.planner is None:
             self.planner = Planner(config, scheduler=self.scheduler, forecasts=Forecasters(self.forecast),
-                                   week_minute=week_minute(now))
+                                   week_minute=week_minute(now), by_arrival=self.by_arrival)
             self.origin = now
             waiting, self.pending = self.pending, []
             checked = [(e, self._too_far_ahead(e, now)) for e in waiting]

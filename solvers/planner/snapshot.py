@@ -92,6 +92,8 @@ def load_pool(data: dict[str, Any], pool: Pool) -> Pool:
         pool.origin = datetime.fromisoformat(data["origin"]) if data["origin"] else None
         pool.passes = data["passes"]
         pool.planner = load_planner(data["planner"], pool.scheduler, pool.forecast) if data["planner"] else None
+        if pool.planner is not None:
+            pool.planner.by_arrival = pool.by_arrival
     except (KeyError, TypeError, ValueError) as e:
         raise SnapshotError(f"snapshot: damaged ({type(e).__name__}: {e})") from None
     return pool
@@ -110,7 +112,12 @@ def load_schedule(data: dict[str, Any]) -> Schedule:
 
 def pack(data: Any) -> str:
     """JSON data compressed into text (zlib, base64) for a message that must stay small."""
-    return base64.b64encode(zlib.compress(orjson.dumps(data), 6)).decode("ascii")
+    return pack_json(orjson.dumps(data))
+
+
+def pack_json(raw: bytes) -> str:
+    """`pack` of data already serialized (compressing releases the GIL: a thread can do it)."""
+    return base64.b64encode(zlib.compress(raw, 1)).decode("ascii")  # level 6: 3x the time, 8% smaller
 
 
 def unpack(text: str) -> Any:

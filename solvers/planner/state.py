@@ -132,6 +132,7 @@ class Planner:
     forecasts: Forecasters = field(default_factory=Forecasters)
     week_minute: int = 0  # minute of the week (from Monday 00:00 UTC) at which step 0 began
     busy: list[int] | None = None  # the current plan, per step of the window: the GPUs it holds (`submit_all`)
+    by_arrival: bool = False  # a pass's arrivals inserted in arrival order (FIFO's), else most valuable first
 
     # ---- events -------------------------------------------------------------------------
     def submit(self, job: JobSpec) -> Decision:
@@ -141,7 +142,8 @@ class Planner:
     def submit_all(self, jobs: list[JobSpec]) -> list[Decision]:
         """Arrivals taken together (one poll's worth): all join the queue and get their decisions.
 
-        The hot path inserts each, in order, into the current plan (`busy`, made at the last
+        The hot path inserts each (most valuable first: priority, then GPU-steps; in arrival
+        order for a policy whose order that is) into the current plan (`busy`, made at the last
         step boundary) at its earliest legal block: no decision already given moves, nor the
         committed step, and it costs a scan of the window, not a replan. Only when there is no
         current plan (the pool's first arrivals, a reconfigured pool) is a fresh one made with
@@ -160,7 +162,10 @@ class Planner:
         if len(rejected) == len(jobs):
             return [rejected[k] for k in range(len(jobs))]
         if self.busy is not None:
-            return [rejected.get(k) or self._insert(job) for k, job in enumerate(jobs)]
+            order = range(len(jobs)) if self.by_arrival else sorted(
+                range(len(jobs)), key=lambda k: (-jobs[k].priority, -jobs[k].gpus * jobs[k].duration, k))
+            inserted = {k: self._insert(jobs[k]) for k in order if k not in rejected}
+            return [rejected.get(k) or inserted[k] for k in range(len(jobs))]
         problem, schedule = self.plan()
         decisions = [rejected.get(k) or self._decision(problem, schedule, job) for k, job in enumerate(jobs)]
         for decision in decisions:

@@ -21,7 +21,7 @@ from gpualloc.solvers.policies.policy import Policy, Solution
 from gpualloc.solvers.problem import Problem
 
 POLICIES: dict[str, Policy] = {p.name: p for p in (
-    Policy("fifo", "FIFO", "#9e9e9e", fifo.solve, exempt=frozenset({R3_REALTIME, R4})),
+    Policy("fifo", "FIFO", "#9e9e9e", fifo.solve, exempt=frozenset({R3_REALTIME, R4}), by_arrival=True),
     Policy("greedy", "Greedy", "#ff7f0e", greedy.solve),
     Policy("heuristic", "Heuristic", "#1f77b4", heuristic.solve),
     Policy("full-mode", "Full mode (MILP)", "#2ca02c", milp.solve, plan_name="milp", aliases=("milp",),

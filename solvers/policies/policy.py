@@ -37,6 +37,7 @@ class Policy:
     aliases: tuple[str, ...] = ()  # other names the CLI accepts
     exempt: frozenset[str] = frozenset()  # legality rules the contract waives for it
     hot_path: str | None = None  # too slow for arrivals: the policy answering them when it runs online
+    by_arrival: bool = False  # its order is arrival order: a pass's arrivals are inserted in it, not by value
 
     @property
     def output_name(self) -> str:

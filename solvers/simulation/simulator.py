@@ -185,8 +185,8 @@ def _run(label: str, online: OnlinePolicy, first, timed, steps: int, drain_after
     """One policy over the trace: `steps` steps, or with `drain_after` (the last event's step)
     until every job it was given has finished, at most `steps`."""
     full = online.full_mode
-    pool = Pool(online.hot.bind(SolveOptions()), full_mode_every=options.full_mode.every if full else 0,
-                forecast=options.forecast_settings)
+    pool = Pool(online.hot.bind(SolveOptions()), online.hot.by_arrival,
+                full_mode_every=options.full_mode.every if full else 0, forecast=options.forecast_settings)
     origin = first[0].occurred_at
     pool.apply([Event(first[0].type, first[1], origin)], origin)
     planner = pool.planner

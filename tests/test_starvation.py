@@ -127,3 +127,14 @@ def test_the_bound_defaults_to_five_days_and_is_given_in_steps_or_minutes():
     assert PoolConfigured(gpus=8, starvation_minutes=0, starvation_steps=3).starvation_bound == 3
     with pytest.raises(ValueError, match="starvation_minutes"):
         PoolConfigured(gpus=8, starvation_minutes=-1)
+
+
+def test_simulate_with_bound_zero_runs_without_one():
+    from gpualloc.solvers.simulation.simulator import SimOptions, simulate
+    from gpualloc.agent.traces import read_trace
+    from gpualloc.benchmarks import DATA_DIR
+
+    events = read_trace(DATA_DIR / "traces" / "week-64gpu-1000jobs.jsonl")[:60]
+    assert simulate(events, SimOptions(policies=("heuristic",), starvation_steps=0)).config.starvation_steps is None
+    assert simulate(events, SimOptions(policies=("heuristic",))).config.starvation_steps == 120  # five days of hours
+    assert simulate(events, SimOptions(policies=("heuristic",), starvation_steps=7)).config.starvation_steps == 7

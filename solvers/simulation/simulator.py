@@ -112,7 +112,8 @@ def simulate(events: list, options: SimOptions = SimOptions(),
     timed = [e for e in events if e is not first]
     if options.starvation_steps is not None:
         bound = options.starvation_steps or None
-        first = (first[0], first[1].model_copy(update={"starvation_steps": bound, "starvation_minutes": bound and 0}))
+        first = (first[0], first[1].model_copy(update={"starvation_steps": bound,
+                                                        "starvation_minutes": 0 if bound is None else None}))
     clock = Pool()  # only to read the trace's steps the way every run's interpreter reads them
     clock.apply([Event(first[0].type, first[1], first[0].occurred_at)], first[0].occurred_at)
     config = clock.planner.config

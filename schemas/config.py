@@ -81,6 +81,7 @@ class FullModeOptions(_Frozen):
     node_limit: int | None = Field(default=None, ge=1)
     progress: bool = False  # stream the solver's log (incumbent and bound over time) to stderr
     exact: bool | None = None  # per-GPU real-time sets in the model (no stage 2); None: where stage 2 falls short
+    lns: bool = False  # instead of the whole model: exact sub-models over windows of nodes (solvers/policies/milp/lns.py)
 
 
 class SolveOptions(_Frozen):
@@ -293,9 +294,23 @@ class Settings(BaseSettings):
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
                                    env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
                                    file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Flags, then the environment, then the settings file (JSON or TOML)."""
+        """Flags, then the environment, then the settings file (JSON or TOML), then the defaults:
+        sources are merged field by field, so one nested setting given (`--full-mode-nodes`,
+        `GPUALLOC_SIMULATION__FULL_MODE__EVERY`) keeps its siblings' defaults instead of
+        rebuilding their model from the class defaults (or failing on a required field)."""
         return (init_settings, env_settings, JsonConfigSettingsSource(settings_cls),
-                TomlConfigSettingsSource(settings_cls))
+                TomlConfigSettingsSource(settings_cls), _Defaults(settings_cls))
+
+
+class _Defaults(PydanticBaseSettingsSource):
+    """The nested settings' defaults as plain data: the lowest source, under every other."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return {name: f.default.model_dump() for name, f in self.settings_cls.model_fields.items()
+                if isinstance(f.default, BaseModel)}
 
 
 def load_settings(flags: Mapping[str, Any] | None = None, file: str | Path | None = None) -> Settings:

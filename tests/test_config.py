@@ -82,3 +82,18 @@ def test_help_shows_the_configured_default_and_its_variable(capsys):
 
 def test_every_settings_field_has_a_default():
     assert Settings.model_validate({}) is not None
+
+
+def test_one_nested_setting_keeps_its_siblings_defaults(monkeypatch):
+    """A flag or variable for one field of a nested model (full mode's node limit, its cadence)
+    keeps the other fields' defaults of that model, not the class defaults (nor fails)."""
+    from gpualloc.schemas.config import SimulationSettings, load_settings
+
+    default = SimulationSettings().full_mode
+    s = load_settings({"simulation": {"full_mode": {"options": {"lns": True}}}})
+    assert s.simulation.full_mode.options.lns and s.simulation.full_mode.every == default.every
+    assert s.simulation.full_mode.options.time_limit == default.options.time_limit == 10.0
+    monkeypatch.setenv("GPUALLOC_SIMULATION__FULL_MODE__EVERY", "3")
+    s = load_settings({"simulation": {"full_mode": {"options": {"node_limit": 7}}}})
+    assert (s.simulation.full_mode.every, s.simulation.full_mode.options.node_limit) == (3, 7)
+    assert s.simulation.full_mode.options.time_limit == 10.0

@@ -315,6 +315,8 @@ def _full_mode_arguments(p: argparse.ArgumentParser) -> None:
             help="branch-and-bound nodes: with --time-limit 0 a reproducible work limit")
     setting(g, "--threads", path="solve.full_mode.threads", type=positive_int, help="solver threads")
     setting(g, "--seed", path="solve.full_mode.seed", type=int, help="solver random seed")
+    setting(g, "--lns", path="solve.full_mode.lns", action="store_const", const=True,
+            help="full mode as a large-neighbourhood search: exact sub-models over windows of two nodes")
     setting(g, "--progress", path="solve.full_mode.progress", action="store_const", const=True,
             help="stream the solver log (incumbent and bound) to stderr")
     setting(g, "--effort", path="solve.effort", type=float, help="heuristic local-search effort (placements, not time)")
@@ -421,6 +423,8 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
             help="full-mode node limit per solve, a work limit")
     setting(p, "--full-mode-jobs", "--milp-jobs", path="simulation.full_mode.max_jobs", type=positive_int,
             help="queued jobs full mode plans (the most valuable)")
+    setting(p, "--full-mode-lns", path="simulation.full_mode.options.lns", action="store_const", const=True,
+            help="full mode as a large-neighbourhood search: exact sub-models over windows of two nodes")
     setting(p, "--full-mode-time-limit", "--milp-time-limit", path="simulation.full_mode.options.time_limit",
             type=seconds_or_none, help="seconds per full-mode solve (0: none)")
     p.add_argument("--forecast", action="store_true",

@@ -13,9 +13,11 @@ from gpualloc.solvers.problem import Problem
 def solve(problem: Problem, options: SolveOptions) -> Solution:
     """The MILP warm-started from the heuristic (at `options.effort`); the plan gains its
     certificate (bound, gap, status, ...). `improved` is False when the warm start stood."""
+    from gpualloc.solvers.policies.milp.lns import solve_lns
     from gpualloc.solvers.policies.milp.model import solve_milp
 
-    result = solve_milp(problem, options.full_mode, warm=heuristic_schedule(problem, options.effort))
+    solver = solve_lns if options.full_mode.lns else solve_milp
+    result = solver(problem, options.full_mode, warm=heuristic_schedule(problem, options.effort))
     certificate = {"bound": result.bound, "gap": result.gap, "status": result.status, "source": result.source,
                    "warm_objective": result.warm_objective, "build_seconds": round(result.build_seconds, 3),
                    "solve_seconds": round(result.solve_seconds, 3)}

@@ -185,12 +185,12 @@ def test_a_plan_below_its_proven_bound_is_not_called_optimal(monkeypatch):
     _, problem = make(8, 3, [batch("a", 4, 2, priority=3), batch("b", 2, 3, priority=1)])
     warm = heuristic_schedule(problem)
     bound = objective_of(problem, warm) * 1.05
-    monkeypatch.setattr(model, "_solve", lambda m, options: ("optimal", bound, bound))
+    monkeypatch.setattr(model, "solve_model", lambda m, options: ("optimal", bound, bound))
     monkeypatch.setattr(model, "_realize", lambda *args: (None, "stage 2 fell short (test)"))
     result = solve_milp(problem, FullModeOptions(mip_gap=1e-4), warm=warm)
     assert result.status == "feasible" and result.source == "heuristic"
     assert result.gap == pytest.approx(0.05 / 1.05) and "below its bound" in result.notes[-1]
-    monkeypatch.setattr(model, "_solve", lambda m, options: ("optimal", bound, objective_of(problem, warm)))
+    monkeypatch.setattr(model, "solve_model", lambda m, options: ("optimal", bound, objective_of(problem, warm)))
     assert solve_milp(problem, FullModeOptions(mip_gap=1e-4), warm=warm).status == "optimal"  # bound met: proven
 
 

@@ -23,7 +23,7 @@ from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
-from gpualloc.solvers.policies.milp.model import MilpResult, _solve
+from gpualloc.solvers.policies.milp.model import MilpResult, solve_model
 from gpualloc.solvers.problem import Batch, Problem, bits_of
 
 WINDOW_NODES = 2  # nodes a neighbourhood frees
@@ -110,7 +110,7 @@ def _improve(problem: Problem, plan: Schedule, window: int, options: FullModeOpt
     m.cell = pyo.Constraint(list(by_cell), rule=lambda m, g, t: sum(m.x[o] for o in by_cell[g, t]) <= 1)
     m.value = pyo.Objective(expr=sum(job.priority * job.gpus * problem.interval_weight(s, problem.end_of(job, s)) * m.x[o]
                                      for o, (job, s, _) in enumerate(options_of)), sense=pyo.maximize)
-    _, incumbent, _ = _solve(m, options)
+    _, incumbent, _ = solve_model(m, options)
     if incumbent is None:
         return None
     freed = {job.id for job in free}

@@ -179,7 +179,7 @@ def warm_start(m: pyo.ConcreteModel, data: MilpData, schedule: Schedule) -> None
             m.k[a, t].value = (prev & sets[t]).bit_count()
 
 
-def _solve(m: pyo.ConcreteModel, opts: FullModeOptions) -> tuple[str, float | None, float | None]:
+def solve_model(m: pyo.ConcreteModel, opts: FullModeOptions) -> tuple[str, float | None, float | None]:
     """Run the solver; load its incumbent; return (status, incumbent objective, bound). Whatever
     Pyomo or the solver prints (the solver's log with `progress`, Pyomo's warnings, which its
     handler writes to stdout) goes to stderr, so a plan on stdout stays clean: through a copy of
@@ -279,7 +279,7 @@ def _solve_once(problem: Problem, options: FullModeOptions, warm: Schedule, exac
         _warm_exact(m, problem, warm)
     build_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
-    status, incumbent, bound = _solve(m, options)
+    status, incumbent, bound = solve_model(m, options)
     result = MilpResult(warm, warm_objective, bound, None, status, build_seconds, 0.0, warm_objective, "heuristic")
     if incumbent is not None:
         realized, how = _exact_plan(problem, data, m) if exact else _realize(problem, data, m, options)

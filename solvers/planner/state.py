@@ -10,6 +10,7 @@ and GPUs that may take no new work (down or drained nodes) are held by a blocker
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -183,8 +184,8 @@ class Planner:
         window's step 0), the step they are still bound in being the committed one."""
         entry = self.running.pop(job_id, None)
         if entry is not None and self.busy is not None:
-            kept = ~entry[1]
-            self.busy = [b & kept for b in self.busy[:self._steps_left(entry)]] + self.busy[self._steps_left(entry):]
+            for t in range(self._steps_left(entry)):
+                self.busy[t] &= ~entry[1]
         return entry
 
     def _steps_left(self, entry: tuple[JobSpec, int, int]) -> int:
@@ -332,8 +333,9 @@ class Planner:
         has none (the next boundary's replan looks again)."""
         busy, T = self.busy, self.config.horizon
         blocked = self.down | self.drained
-        placed = earliest_block(self._geometry(), Batch(0, job.id, job.priority, job.gpus, job.duration, 0, 0, 0),
-                                [b | blocked for b in busy])
+        cfg = self.config
+        placed = earliest_block(_geometry(cfg.gpus, cfg.node_size, T),
+                                Batch(0, job.id, job.priority, job.gpus, job.duration, 0, 0, 0), [b | blocked for b in busy])
         if placed is None:
             return Decision(job.id, "queued", (), None, _noted(
                 f"no {job.gpus}-GPU block is free for {job.duration} steps within the {T}-step window beside "
@@ -355,25 +357,15 @@ class Planner:
     def _running_holders(self, mask: int, start: int) -> str:
         """Why an inserted job waits for `start`: the running jobs on its block until then, and
         the work planned ahead of it."""
-        held = [f"{job_id} (priority {spec.priority:g}) until step {self.now + self._steps_left((spec, m, s))}"
-                for job_id, (spec, m, s) in sorted(self.running.items())
-                if m & mask and self._steps_left((spec, m, s)) <= start]
+        held = [f"{job_id} (priority {entry[0].priority:g}) until step {self.now + left}"
+                for job_id, entry in sorted(self.running.items())
+                if entry[1] & mask and (left := self._steps_left(entry)) <= start]
         ahead = "the earliest block the current plan leaves free, no decision already given moving for it"
         return f"its block is held by {', '.join(held)}; {ahead}" if held else ahead
 
     def _start(self, job_id: str, mask: int) -> None:
         """A `start` decision: the job runs from this step on `mask`."""
         self.running[job_id] = (self.queued.pop(job_id), mask, self.now)
-
-    def _geometry(self) -> Problem:
-        """The pool's shape as a Problem with no jobs, for block searches (cached per shape)."""
-        cfg = self.config
-        key = (cfg.gpus, cfg.node_size, cfg.horizon)
-        cached = _GEOMETRY.get(key)
-        if cached is None:
-            cached = _GEOMETRY[key] = Problem("geometry", cfg.gpus, cfg.node_size, cfg.horizon, 1.0, 0.0,
-                                              (1.0,) * cfg.horizon, (), ())
-        return cached
 
     def _plan_busy(self, schedule: Schedule, shift: int) -> list[int]:
         """Per step of the window at `now`, the GPUs held by running jobs (for as long as the
@@ -573,7 +565,11 @@ class Planner:
                 f"({len(schedule.batch)} jobs placed); it stays queued and is replanned every step")
 
 
-_GEOMETRY: dict[tuple[int, int, int], Problem] = {}  # `Planner._geometry`'s cache: shapes, not state
+@functools.cache
+def _geometry(gpus: int, node_size: int, horizon: int) -> Problem:
+    """A pool's shape as a Problem with no jobs, for block searches (one a shape: its block
+    tables are built once)."""
+    return Problem("geometry", gpus, node_size, horizon, 1.0, 0.0, (1.0,) * horizon, (), ())
 
 
 def starving_priority(problem: Problem) -> Callable[[float, int], float]:

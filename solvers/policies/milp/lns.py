@@ -24,7 +24,7 @@ from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.policies.milp.model import MilpResult, solve_model
-from gpualloc.solvers.problem import Batch, Problem, bits_of
+from gpualloc.solvers.problem import Batch, Problem, bits_of, free_block_starts
 
 WINDOW_NODES = 2  # nodes a neighbourhood frees
 UNPLACED = 8  # most valuable unplaced jobs offered to each neighbourhood
@@ -70,16 +70,14 @@ def _windows(problem: Problem) -> list[int]:
 def _improve(problem: Problem, plan: Schedule, window: int, options: FullModeOptions) -> Schedule | None:
     """`plan` with the blocks of `window`'s neighbourhood re-packed optimally (None when its model
     found nothing)."""
-    T = problem.horizon
-    busy = [0] * T
+    busy = list(problem.running_busy)
     free: list[Batch] = []
     unplaced: list[Batch] = []
     for job in problem.batch:
         placed = plan.batch.get(job.id)
         if job.running_mask:
-            for t in range(min(job.remaining, T)):
-                busy[t] |= job.running_mask
-        elif placed is None:
+            continue
+        if placed is None:
             if job.gpus <= window.bit_count():
                 unplaced.append(job)
         elif placed[1] & ~window == 0:
@@ -123,11 +121,10 @@ def _improve(problem: Problem, plan: Schedule, window: int, options: FullModeOpt
 
 def _blocks(problem: Problem, job: Batch, window: int, busy: list[int]):
     """Every legal (start, block) of `job` inside `window` and clear of `busy` over its run."""
+    outside = problem.full & ~window
     for s in range(job.arrival, problem.horizon):
-        held = 0
+        held = outside
         for t in range(s, problem.end_of(job, s)):
             held |= busy[t]
-        for first in bits_of(problem.valid_starts(job.gpus)):
-            block = problem.block(first, job.gpus)
-            if block & ~window == 0 and not block & held:
-                yield s, block
+        for first in bits_of(free_block_starts(problem, held, job.gpus)):
+            yield s, problem.block(first, job.gpus)

@@ -84,7 +84,10 @@ def test_full_mode_every_k_steps_stays_legal_and_reproducible():
     figures = full_mode_figures(run)  # every solve recorded: warm start, its own objective, the bound
     assert figures["solves"] == len(run.full_mode_runs) == len(run.full_mode) > 0
     assert figures["adopted"] == len(run.full_mode_adopted) <= figures["improved"]
-    assert all(0 <= r.hot_gap <= 1 for r in run.full_mode_runs if r.hot_gap is not None)
+    assert all(r.bound is not None and r.bound >= r.objective - 1e-6 for r in run.full_mode_runs)  # a bound each
+    assert all(0 <= r.hot_gap <= 1 for r in run.full_mode_runs if r.hot_gap is not None)  # None: a bound of 0
+    assert figures["capacity_bounds"] == sum(r.bound_source == "capacity" for r in run.full_mode_runs)
+    assert {r.bound_source for r in run.full_mode_runs} <= {"solver", "capacity"}
     assert all(r.objective >= r.warm - 1e-6 for r in run.full_mode_runs if r.warm is not None)
     assert full_mode_figures(simulate(events, SimOptions(policies=("heuristic",), days=1)).runs["heuristic"]) is None
 

@@ -43,7 +43,8 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
             gap = figures["hot_gap"]
             lines.append(f"{policy}: full mode solved {figures['solves']} snapshots, beat the hot path's plan on "
                          f"{figures['improved']} (by {figures['improvement_mean'] or 0:.2%} on average), adopted "
-                         f"{figures['adopted']}; the hot path's gap to the solver's bound on its snapshot: "
+                         f"{figures['adopted']}; the hot path's gap to the bound on its snapshot "
+                         f"({figures['capacity_bounds']} of them the capacity relaxation's): "
                          + (f"p50 {gap['p50']:.2%}, p90 {gap['p90']:.2%}, max {gap['max']:.2%}" if gap else "no bound"))
         refused = refusals(run)
         lines.append(f"{policy}: {len(refused)} inputs refused" + (f", first: {refused[0]}" if refused else ""))

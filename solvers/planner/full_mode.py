@@ -32,13 +32,15 @@ def snapshot(planner: Planner, max_jobs: int) -> Problem:
 @dataclass(frozen=True)
 class FullModeRun:
     """One full-mode solve of a snapshot: its warm start's objective (the hot path's plan of that
-    window), its own plan's, the solver's bound, and the plan when it beat the warm start. The
-    gap (bound - warm) / |bound| says how far the hot path can be from the snapshot's optimum."""
+    window), its own plan's, its bound (the tighter of the solver's and the capacity relaxation's),
+    and the plan when it beat the warm start. The gap (bound - warm) / |bound| says how far the
+    hot path can be from the snapshot's optimum."""
 
     warm: float | None
     objective: float
     bound: float | None
     plan: FullModePlan | None
+    bound_source: str | None = None  # "solver" or "capacity"
 
     @property
     def hot_gap(self) -> float | None:
@@ -54,7 +56,8 @@ def run_snapshot(problem: Problem, made_at: int, policy_name: str, options: Solv
     objective = objective_of(problem, solution.schedule)
     bound = solution.certificate.get("bound")
     plan = FullModePlan(made_at, solution.schedule, objective, bound) if solution.improved else None
-    return FullModeRun(solution.certificate.get("warm_objective"), objective, bound, plan)
+    return FullModeRun(solution.certificate.get("warm_objective"), objective, bound, plan,
+                       solution.certificate.get("bound_source"))
 
 
 def solve_snapshot(problem: Problem, made_at: int, policy_name: str, options: SolveOptions) -> FullModePlan | None:

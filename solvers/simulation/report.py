@@ -178,7 +178,8 @@ def spike_shortfall(sim: Simulation, run: PolicyRun) -> int:
 def full_mode_figures(run: PolicyRun) -> dict[str, object] | None:
     """A run's full-mode solves: how many, how many beat their warm start (the hot path's plan
     of the snapshot) and by how much, how many were adopted, and the hot path's gap to the
-    solver's bound on the snapshot (p50, p90, max). None for a run without full mode."""
+    snapshot's bound (p50, p90, max), with how many bounds the capacity relaxation gave. None for
+    a run without full mode."""
     runs = run.full_mode_runs
     if not runs:
         return None
@@ -186,5 +187,6 @@ def full_mode_figures(run: PolicyRun) -> dict[str, object] | None:
     gains = [(r.objective - r.warm) / abs(r.warm) for r in runs if r.plan is not None and r.warm]
     return {"solves": len(runs), "improved": sum(r.plan is not None for r in runs),
             "adopted": len(run.full_mode_adopted),
+            "capacity_bounds": sum(r.bound_source == "capacity" for r in runs),
             "improvement_mean": round(statistics.fmean(gains), 4) if gains else None,
             "hot_gap": {k: round(v, 4) for k, v in quantiles(gaps).items() if k != "p99"} if gaps else {}}

@@ -12,14 +12,17 @@ from gpualloc.solvers.problem import Problem
 
 def solve(problem: Problem, options: SolveOptions) -> Solution:
     """The MILP warm-started from the heuristic (at `options.effort`); the plan gains its
-    certificate (bound, gap, status, ...). `improved` is False when the warm start stood."""
+    certificate (bound, gap, status, ...), its bound the tighter of the solver's and the capacity
+    relaxation's (`bound`). `improved` is False when the warm start stood."""
+    from gpualloc.solvers.policies.milp.bound import tightened
     from gpualloc.solvers.policies.milp.lns import solve_lns
     from gpualloc.solvers.policies.milp.model import solve_milp
 
     solver = solve_lns if options.full_mode.lns else solve_milp
     result = solver(problem, options.full_mode, warm=heuristic_schedule(problem, options.effort))
+    result = tightened(result, problem, options.full_mode.mip_gap)
     certificate = {"bound": result.bound, "gap": result.gap, "status": result.status, "source": result.source,
-                   "warm_objective": result.warm_objective, "build_seconds": round(result.build_seconds, 3),
-                   "solve_seconds": round(result.solve_seconds, 3)}
+                   "bound_source": result.bound_source, "warm_objective": result.warm_objective,
+                   "build_seconds": round(result.build_seconds, 3), "solve_seconds": round(result.solve_seconds, 3)}
     return Solution(result.schedule, certificate, improved=result.source == "milp")
 

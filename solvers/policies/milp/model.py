@@ -59,6 +59,7 @@ class MilpResult:
     warm_objective: float  # the heuristic plan's objective (the warm start)
     source: str  # "milp", or "heuristic" when the warm start was not beaten
     stage2: str = ""  # how real-time GPUs were realized
+    bound_source: str = "solver"  # or "capacity": `bound.capacity_bound` was the tighter
     notes: list[str] = field(default_factory=list)
 
 

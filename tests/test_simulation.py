@@ -14,7 +14,7 @@ from gpualloc.agent.traces import read_trace, write_trace
 from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.config import FullModeOptions, RollingFullMode
 from gpualloc.solvers.simulation.report import (executed_violations, full_mode_figures, jain, outcomes,
-                                                quantiles, report)
+                                                quantiles, report, window_gaps)
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 from gpualloc.solvers.simulation.traces import generate_trace
 
@@ -70,6 +70,14 @@ def test_the_same_trace_gives_the_same_schedules_and_decisions(day16):
     b = simulate(day16, SimOptions(policies=("heuristic",)))
     assert a.runs["heuristic"].commits == b.runs["heuristic"].commits
     assert a.runs["heuristic"].decisions == b.runs["heuristic"].decisions
+
+
+def test_window_gaps_measure_committed_plans_against_the_capacity_bound(day16):
+    run = simulate(day16, SimOptions(policies=("heuristic",))).runs["heuristic"]
+    gaps = window_gaps(run, every=1)
+    assert 0 <= gaps["p50"] <= gaps["p90"] <= gaps["max"] < 1
+    light = simulate(events_of(gpus=16, days=1, jobs=3, apps=0, seed=1), SimOptions(policies=("heuristic",)))
+    assert window_gaps(light.runs["heuristic"], every=1) == {}  # each job started on arrival: nothing queued
 
 
 def test_full_mode_every_k_steps_stays_legal_and_reproducible():

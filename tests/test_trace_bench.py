@@ -32,6 +32,9 @@ def test_the_bound_keeps_the_heuristic_completing_as_many_jobs_as_fifo_and_cuts_
     assert row.runs["heuristic B=12"]["fairness"] > free["fairness"]
     for run in row.runs.values():
         assert run["completed"] + run["never_started"] <= run["submitted"] == 160
+    for label in ("heuristic", "heuristic default"):  # its windows, against the capacity bound
+        assert 0 <= row.runs[label]["window_gap_p50"] <= row.runs[label]["window_gap_max"] < 0.05
+    assert row.runs["fifo"]["window_gap_p50"] is None  # exempt from the floors the bound assumes
 
 
 def test_the_tradeoff_is_read_per_bound():
@@ -43,7 +46,8 @@ def test_the_tradeoff_is_read_per_bound():
                                    "heuristic B=2": {**run(90, 13, 50), "bound": 2}})]
     free, bounded, tight = tradeoff(rows)
     assert free == {"label": "heuristic", "gain_kept_median": 1.0, "gain_kept_min": 1.0, "p99_over_fifo_mean": 30,
-                    "completes_as_many": 0, "worth_as_much": 1, "p99_within_bound": None, "traces": 1}
+                    "completes_as_many": 0, "worth_as_much": 1, "p99_within_bound": None, "traces": 1,
+                    "window_gap_p50_median": None, "window_gap_max": None}
     assert bounded["gain_kept_median"] == 0.8 and bounded["p99_over_fifo_mean"] == 4 and bounded["completes_as_many"] == 1
     assert bounded["p99_within_bound"] == 1 and bounded["worth_as_much"] == 1
     assert tight["gain_kept_min"] == -0.1 and tight["p99_within_bound"] == 0 and tight["worth_as_much"] == 0

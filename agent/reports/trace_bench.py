@@ -16,7 +16,7 @@ from gpualloc.agent.traces import pollux_trace, read_trace
 from gpualloc.benchmarks import DATA_DIR
 from gpualloc.schemas.events import parse_event
 from gpualloc.solvers.planner.interpreter import Event, Pool
-from gpualloc.solvers.simulation.report import JobOutcomes, executed_violations, outcomes, whole_run
+from gpualloc.solvers.simulation.report import JobOutcomes, executed_violations, outcomes, whole_run, window_gaps
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 
 POLLUX = DATA_DIR / "traces" / "pollux"
@@ -72,11 +72,14 @@ def default_bound(events: list) -> int | None:
     return next(p for env, p in events if env.type == "pool.configured").starvation_bound
 
 
-def figures(sim, label: str) -> dict[str, Any]:
+def figures(sim, label: str, gaps: bool = False) -> dict[str, Any]:
+    """A run's whole-trace figures; with `gaps`, also its committed windows' gap to the capacity
+    bound (`report.window_gaps`: legal plans only, so not FIFO's, which is exempt from floors)."""
     run = sim.runs[label]
     whole = whole_run(sim, run)
     o: JobOutcomes = outcomes(sim, run)
-    return {"value": whole.value, "timely_value": whole.timely_value, "utilization": whole.utilization,
+    gap = window_gaps(run) if gaps else {}
+    return {"window_gap_p50": gap.get("p50"), "window_gap_max": gap.get("max"),"value": whole.value, "timely_value": whole.timely_value, "utilization": whole.utilization,
             "shortfall": whole.realtime_shortfall,
             "completed": o.completed, "never_started": o.never_started, "submitted": o.submitted,
             "queue_p50": o.queue_steps.get("p50"), "queue_p99": o.queue_steps.get("p99"),
@@ -97,9 +100,9 @@ def run_trace_bench(load: float = 1.25, bounds: tuple[int, ...] = (48, 24, 12), 
         events, gpus = sized(events, load)
         row = TraceRow(name, gpus, round(offered(events, gpus), 3))
         base = simulate(events, SimOptions(policies=("fifo", "heuristic"), starvation_steps=0))
-        row.runs["fifo"], row.runs["heuristic"] = figures(base, "fifo"), figures(base, "heuristic")
+        row.runs["fifo"], row.runs["heuristic"] = figures(base, "fifo"), figures(base, "heuristic", gaps=True)
         default = simulate(events, SimOptions(policies=("heuristic",)))
-        row.runs["heuristic default"] = {**figures(default, "heuristic"), "bound": default_bound(events)}
+        row.runs["heuristic default"] = {**figures(default, "heuristic", gaps=True), "bound": default_bound(events)}
         for bound in bounds:
             sim = simulate(events, SimOptions(policies=("heuristic",), starvation_steps=bound))
             row.runs[f"heuristic B={bound}"] = {**figures(sim, "heuristic"), "bound": bound}
@@ -111,23 +114,33 @@ def run_trace_bench(load: float = 1.25, bounds: tuple[int, ...] = (48, 24, 12), 
 
 def table(rows: list[TraceRow]) -> str:
     head = (f"{'trace':<14} {'GPUs':>4} {'load':>5}  {'policy':<17} {'done':>5} {'never':>5} {'value':>9} "
-            f"{'timely':>9} {'util':>6} {'wait p50':>8} {'wait p99':>8} {'max':>5} {'fair':>6}")
+            f"{'timely':>9} {'util':>6} {'wait p50':>8} {'wait p99':>8} {'max':>5} {'fair':>6} {'gap p50':>7} {'max':>6}")
     lines = [head, "-" * len(head)]
     for row in rows:
         for label, f in row.runs.items():
             lines.append(f"{row.trace:<14} {row.gpus:>4} {row.load:>5.2f}  {label:<17} {f['completed']:>5} "
                          f"{f['never_started']:>5} {f['value']:>9.0f} {f['timely_value']:>9.0f} "
                          f"{f['utilization']:>6.1%} {f['queue_p50']:>8} "
-                         f"{f['queue_p99']:>8} {f['queue_max']:>5} {f['fairness'] or 0:>6.3f}"
+                         f"{f['queue_p99']:>8} {f['queue_max']:>5} {f['fairness'] or 0:>6.3f} "
+                         f"{_share(f.get('window_gap_p50')):>7} {_share(f.get('window_gap_max')):>6}"
                          + ("" if f["legal"] else "  ILLEGAL"))
+    lines.append("gap: the committed windows' gap to the capacity bound, every 6th step (an upper limit on how far "
+                 "from optimal they were)")
     lines.append("")
     for p in tradeoff(rows):
         kept = "-" if p["gain_kept_median"] is None else f"{p['gain_kept_median']:.0%} (least {p['gain_kept_min']:.0%})"
         within = "" if p["p99_within_bound"] is None else f", p99 within FIFO's plus the bound on {p['p99_within_bound']}"
+        if p["window_gap_p50_median"] is not None:
+            within += (f"; committed windows within {p['window_gap_p50_median']:.1%} of the capacity bound "
+                       f"(median of the traces' p50), {p['window_gap_max']:.1%} at worst")
         lines.append(f"{p['label']:<18} keeps {kept} of the timely-value gain over FIFO (median), p99 wait "
                      f"{p['p99_over_fifo_mean']:+.1f} steps over FIFO's (mean); of {p['traces']} traces, completes as "
                      f"many jobs as FIFO on {p['completes_as_many']}, as much timely value on {p['worth_as_much']}{within}")
     return "\n".join(lines)
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
 
 
 def as_dict(rows: list[TraceRow]) -> dict[str, Any]:
@@ -155,7 +168,11 @@ def tradeoff(rows: list[TraceRow]) -> list[dict[str, Any]]:
             bound = run.get("bound")
             within += bound is not None and run["queue_p99"] <= fifo["queue_p99"] + bound
         bounded = any(row.runs[label].get("bound") is not None for row in rows)
+        gap_p50 = [row.runs[label]["window_gap_p50"] for row in rows if row.runs[label].get("window_gap_p50") is not None]
+        gap_max = [row.runs[label]["window_gap_max"] for row in rows if row.runs[label].get("window_gap_max") is not None]
         out.append({"label": label, "gain_kept_median": round(statistics.median(kept), 3) if kept else None,
+                    "window_gap_p50_median": round(statistics.median(gap_p50), 4) if gap_p50 else None,
+                    "window_gap_max": max(gap_max) if gap_max else None,
                     "gain_kept_min": round(min(kept), 3) if kept else None,
                     "p99_over_fifo_mean": round(statistics.fmean(p99), 2), "completes_as_many": done,
                     "worth_as_much": worth, "p99_within_bound": within if bounded else None, "traces": len(rows)})

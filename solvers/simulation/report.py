@@ -8,6 +8,8 @@ import statistics
 from dataclasses import dataclass
 
 from gpualloc.solvers.legality import online_violations
+from gpualloc.solvers.metrics import objective_of
+from gpualloc.solvers.policies.milp.bound import capacity_bound
 from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_policy
 
 
@@ -76,6 +78,22 @@ def outcomes(sim: Simulation, run: PolicyRun) -> JobOutcomes:
                        sum(1 for j in jobs if j in run.finished), sum(1 for j in jobs if j not in run.started),
                        quantiles(queue), quantiles(completion), jain(list(means.values())),
                        {f"{prio:g}": round(m, 3) for prio, m in means.items()})
+
+
+def window_gaps(run: PolicyRun, every: int = 6) -> dict[str, float]:
+    """How far the plans a run committed were from optimal on their own windows, at every
+    `every`-th step with work queued: (capacity bound - objective) / |bound|, p50/p90/max. An
+    upper limit: the relaxation's slack (fragmentation, which it ignores) is in it, and so is
+    what a starvation reservation costs the window."""
+    gaps = []
+    for commit in run.commits[::every]:
+        problem = commit.window
+        if not any(not job.running_mask for job in problem.batch):
+            continue
+        bound = capacity_bound(problem)
+        if bound > 1e-9:
+            gaps.append(max(0.0, (bound - objective_of(problem, commit.schedule)) / bound))
+    return {k: round(v, 4) for k, v in quantiles(gaps).items() if k != "p99"} if gaps else {}
 
 
 def quantiles(values: list[float]) -> dict[str, float]:

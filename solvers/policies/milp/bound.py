@@ -22,8 +22,12 @@ from dataclasses import dataclass, field, replace
 import highspy
 import numpy as np
 
-from gpualloc.solvers.policies.milp.model import MilpResult
+from typing import TYPE_CHECKING
+
 from gpualloc.solvers.problem import Problem
+
+if TYPE_CHECKING:  # the model module loads Pyomo, which reports that only bound plans need not
+    from gpualloc.solvers.policies.milp.model import MilpResult
 
 INF = highspy.kHighsInf
 
@@ -83,7 +87,7 @@ def _stdout_to_stderr() -> Iterator[None]:
     sys.stdout.flush()
     saved = os.dup(1)
     try:
-        os.dup2(sys.stderr.fileno(), 1)
+        os.dup2(2, 1)
         yield
     finally:
         os.dup2(saved, 1)

@@ -3,6 +3,7 @@ same trace gives the same schedules and decisions, and bad trace lines are named
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -14,7 +15,7 @@ from gpualloc.agent.traces import read_trace, write_trace
 from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.config import FullModeOptions, RollingFullMode
 from gpualloc.solvers.simulation.report import (executed_violations, full_mode_figures, jain, outcomes,
-                                                quantiles, report, window_gaps)
+                                                quantiles, report, whole_run, window_gaps)
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 from gpualloc.solvers.simulation.traces import generate_trace
 
@@ -70,6 +71,19 @@ def test_the_same_trace_gives_the_same_schedules_and_decisions(day16):
     b = simulate(day16, SimOptions(policies=("heuristic",)))
     assert a.runs["heuristic"].commits == b.runs["heuristic"].commits
     assert a.runs["heuristic"].decisions == b.runs["heuristic"].decisions
+
+
+def test_real_time_service_counts_through_the_last_event_only(day16):
+    """After the last event an app's demand is its last observation held: a run that takes longer
+    to finish its jobs would serve more of it and look more valuable."""
+    sim = simulate(day16, SimOptions(policies=("heuristic",)))
+    run = sim.runs["heuristic"]
+    assert sim.drained and sim.apps_until is not None and len(run.commits) > sim.apps_until + 1
+    counted, everything = whole_run(sim, run), whole_run(dataclasses.replace(sim, apps_until=None), run)
+    after = sum(sim.priorities[app] * min(len(c.assignments.get(app, ())), sim.demand[app][c.step])
+                for c in run.commits if c.step > sim.apps_until for app in sim.demand)
+    assert after > 0 and everything.value - counted.value == pytest.approx(after)
+    assert counted.realtime_shortfall <= everything.realtime_shortfall
 
 
 def test_window_gaps_measure_committed_plans_against_the_capacity_bound(day16):

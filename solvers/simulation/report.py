@@ -32,7 +32,8 @@ SPIKE = 2.0  # a step's demand over both neighbours' that makes it a one-step sp
 
 def report(sim: Simulation) -> list[DayReport]:
     """Per policy, a row per day of its run and one for the whole run (each run's own length: a
-    whole-trace run ends when its last job finishes)."""
+    whole-trace run ends when its last job finishes; its real-time apps count through the last
+    event, `Simulation.apps_until`, so that runs of other lengths serve the same demand)."""
     per_day = 24 * 60 // sim.config.step_minutes
     out = []
     for policy, run in sim.runs.items():
@@ -117,9 +118,12 @@ def _summary(sim: Simulation, run: PolicyRun, day, lo: int, hi: int) -> DayRepor
     short = 0
     decay = sim.config.time_decay
     for commit in run.commits[lo:hi]:
+        apps_count = sim.apps_until is None or commit.step <= sim.apps_until
         for owner, gpus in commit.assignments.items():
             prio = sim.priorities.get(owner, 0.0)
             if owner in sim.demand:
+                if not apps_count:
+                    continue
                 served = min(len(gpus), sim.demand[owner][commit.step])
                 used += served
                 value += prio * served
@@ -128,7 +132,7 @@ def _summary(sim: Simulation, run: PolicyRun, day, lo: int, hi: int) -> DayRepor
                 used += len(gpus)
                 value += prio * len(gpus)
                 timely += prio * len(gpus) * decay ** (commit.step - run.submitted.get(owner, commit.step))
-        for app_id, curve in sim.demand.items():
+        for app_id, curve in sim.demand.items() if apps_count else ():
             short += max(0, curve[commit.step] - len(commit.assignments.get(app_id, ())))
     started = [j for j, s in run.started.items() if lo <= s < hi]
     finished = [j for j, s in run.finished.items() if lo <= s < hi]

@@ -95,6 +95,9 @@ class Simulation:
     runs: dict[str, PolicyRun]
     drained: bool = False  # whole-trace: each run went on past the trace until its jobs finished (or the cap)
     cap: int = 0  # the most steps a run could take
+    # whole-trace: real-time service counts through this step, the last event's; after it the
+    # demand is the last observation held, and runs of different lengths would serve it unequally
+    apps_until: int | None = None
 
 
 def simulate(events: list, options: SimOptions = SimOptions(),
@@ -128,7 +131,7 @@ def simulate(events: list, options: SimOptions = SimOptions(),
     runs = {label: _run(label, online_policy(base_policy(label)), first, _informed(timed, mode, config), steps,
                         drain_after, options, recorded, progress) for label, mode in labels}
     return Simulation(config, max(len(r.commits) for r in runs.values()), demand, priorities, limits, runs,
-                      drained=drain_after is not None, cap=steps)
+                      drained=drain_after is not None, cap=steps, apps_until=drain_after)
 
 
 def drain_cap(timed: list, last: int) -> int:

@@ -7,6 +7,7 @@ are checked in one model validator that names the field and the rule of every br
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
@@ -17,11 +18,14 @@ from gpualloc.schemas.config import LIMITS, POOL
 StrictInt = Annotated[int, Field(strict=True)]
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f]")  # C0 controls and DEL: one C-level scan, on every id of every message
+
+
 def _printable(text: str) -> str:
-    bad = next((c for c in text if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    bad = _CONTROL.search(text)
     if bad is not None:
         raise PydanticCustomError("printable", "must be printable text, without control characters (found {char})",
-                                  {"char": repr(bad)})
+                                  {"char": repr(bad.group())})
     return text
 
 

@@ -12,7 +12,6 @@ planning pass, named in their decisions (`pass_seq`, `pass_size`) so a replay ca
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable
@@ -20,6 +19,7 @@ from typing import Any, Callable
 import orjson
 from pydantic import ValidationError
 
+from gpualloc.agent.service.seen_ids import SeenIds
 from gpualloc.agent.topics import Topics, decode
 from gpualloc.forecasting.jobs import JobForecast
 from gpualloc.schemas.config import LIMITS, AgentSettings, ForecastSettings, SolveOptions
@@ -90,7 +90,7 @@ class Dispatcher:
     dedup_steps: int = AgentSettings().dedup_steps
     seq: int = 0  # commits published
     txn: int = 0  # transactions sealed (ledger entries)
-    seen: OrderedDict = field(default_factory=OrderedDict)  # event id -> (step it was seen at, payload digest)
+    seen: SeenIds = field(default_factory=SeenIds)  # event id -> (step it was seen at, payload digest)
     frontier: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> next offset to consume
     last_commit: Commit | None = None
     on_commit: Callable[[Commit], None] | None = None  # sees every commit (audits check each one)
@@ -178,14 +178,13 @@ class Dispatcher:
             return None  # another pool's agent owns it
         digest = _digest(env.type, env.payload)
         if env.event_id in self.seen:
-            if self.seen[env.event_id][1] in (digest, None):
+            if self.seen.digest(env.event_id) in (digest, None):
                 return None  # a redelivery
             out.append(self._reject(rec, f"event_id: {env.event_id!r} was used before by another event "
                                          "(an event id names one event; a redelivery repeats its payload)", now))
             return None
-        self.seen[env.event_id] = (self.planner.now if self.planner else 0, digest)
-        if len(self.seen) > self.seen_limit:
-            self.seen.popitem(last=False)
+        self.seen.add(env.event_id, self.planner.now if self.planner else 0, digest)
+        self.seen.keep_newest(self.seen_limit)
         return Event(env.type, payload, env.occurred_at, (rec, env.event_id))
 
     def _outputs(self, effect: Effect, now: datetime) -> list[Output]:
@@ -240,8 +239,7 @@ class Dispatcher:
     def _forget_before(self, step: int) -> None:
         """De-duplicate over the last `dedup_steps` steps (and `seen_limit` ids): the same window
         live, after a restart and in a replay, so all three decide alike."""
-        while self.seen and next(iter(self.seen.values()))[0] < step:
-            self.seen.popitem(last=False)
+        self.seen.forget_before(step)
 
     # ---- the ledger, snapshots and replays ----------------------------------------------------
     def _log_inputs(self, records: list[Record], now: datetime) -> None:
@@ -285,9 +283,8 @@ class Dispatcher:
         newest) when it would outgrow `SNAPSHOT_BYTES` (a restart may then take an old duplicate
         for new); the call gives None when even the pool alone would (a restart then replays
         more of the ledger)."""
-        seen = [[event_id, step, digest] for event_id, (step, digest) in self.seen.items()]
-        if self._bytes_per_seen:  # trim to what fitted last time, so one compression is usually enough
-            seen = seen[max(0, len(seen) - int(0.95 * SNAPSHOT_BYTES / self._bytes_per_seen)):]
+        # trimmed to what fitted last time, so one compression is usually enough
+        seen = self.seen.newest(int(0.95 * SNAPSHOT_BYTES / self._bytes_per_seen) if self._bytes_per_seen else None)
         state = orjson.dumps(dump_pool(self.interpreter))
         meta = dict(version=SNAPSHOT_VERSION, txn=self.txn, seq=self.seq, ledger_partition=ledger_partition,
                     ledger_next=ledger_next, frontier=dict(self.frontier))
@@ -311,8 +308,8 @@ class Dispatcher:
         state = unpack(snap.state)
         load_pool(state["pool"], self.interpreter)
         self.seq, self.txn, self.frontier = snap.seq, snap.txn, dict(snap.frontier)
-        self.seen = OrderedDict((event_id, (step, digest[0] if digest else None))  # no digest: older snapshots
-                                for event_id, step, *digest in state["seen"])
+        self.seen = SeenIds((event_id, step, digest[0] if digest else None)  # no digest: older snapshots
+                            for event_id, step, *digest in state["seen"])
 
     def replay(self, entry: PassRecorded, record_at: Callable[[str, int, int], Record]) -> list[Output]:
         """Redo a recorded transaction: its inputs in the recorded order (`record_at` fetches a

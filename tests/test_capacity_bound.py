@@ -4,6 +4,7 @@ certificate full mode gives when it is the tighter bound."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -59,6 +60,21 @@ def test_a_window_with_nothing_to_place_is_bounded_by_its_running_jobs():
         "name": "idle", "gpus": 8, "horizon": 4,
         "jobs": [{"id": "a", "kind": "training", "priority": 1, "gpus": 2, "duration": 9, "running": {"gpus": [0, 1], "remaining": 2}}]}))
     assert capacity_bound(problem) == pytest.approx(2 * (1 + 0.95))  # priority 1, two steps at decay 0.95
+
+
+def test_a_window_no_legal_plan_fits_has_no_bound_and_keeps_the_solvers():
+    """The contract's input rules keep such windows out; should one reach full mode, it gets no
+    capacity bound rather than an error."""
+    from gpualloc.solvers.policies.milp.bound import tightened
+    from gpualloc.solvers.policies.milp.model import MilpResult
+
+    problem = bundled("realtime_contention")
+    app = problem.realtime[0]
+    floors_too_high = dataclasses.replace(problem, realtime=(dataclasses.replace(app, min_gpus=problem.gpus + 1),
+                                                             *problem.realtime[1:]))
+    assert capacity_bound(floors_too_high) is None
+    result = MilpResult(None, 1.0, 2.0, 0.5, "feasible", 0.0, 0.0, 1.0, "heuristic")
+    assert tightened(result, floors_too_high, 1e-4) is result
 
 
 def test_it_leaves_out_fragmentation_so_it_can_be_loose():

@@ -92,7 +92,7 @@ def window_gaps(run: PolicyRun, every: int = 6) -> dict[str, float]:
         if not any(not job.running_mask for job in problem.batch):
             continue
         bound = capacity_bound(problem)
-        if bound > 1e-9:
+        if bound is not None and bound > 1e-9:
             gaps.append(max(0.0, (bound - objective_of(problem, commit.schedule)) / bound))
     return {k: round(v, 4) for k, v in quantiles(gaps).items() if k != "p99"} if gaps else {}
 

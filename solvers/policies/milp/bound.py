@@ -59,7 +59,9 @@ class _Lp:
             self.index.append(row)
             self.value.append(coefficient)
 
-    def maximum(self) -> float:
+    def maximum(self) -> float | None:
+        """The optimum; None when HiGHS ends otherwise (a window no legal plan fits, which the
+        contract's input rules keep out, or a numerical failure): no bound, rather than no plan."""
         if not self.costs:  # nothing to place (HiGHS calls an empty model a status of its own)
             return 0.0
         with _stdout_to_stderr():
@@ -76,7 +78,7 @@ class _Lp:
         h.run()
         status = h.getModelStatus()
         if status != highspy.HighsModelStatus.kOptimal:
-            raise RuntimeError(f"capacity bound: HiGHS ended {h.modelStatusToString(status)}")
+            return None
         return h.getInfo().objective_function_value
 
 
@@ -94,7 +96,7 @@ def _stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def capacity_bound(problem: Problem) -> float:
+def capacity_bound(problem: Problem) -> float | None:
     """The LP optimum of the capacity relaxation of `problem` (see the module), plus what the
     running jobs earn: at least the objective of every legal plan of it."""
     T = problem.horizon
@@ -124,7 +126,8 @@ def capacity_bound(problem: Problem) -> float:
                 entries.append((moves[t + 1], -1.0))
             lp.column(0.0, float(app.min_gpus), float(app.max_gpus), entries)
             lp.column(-problem.penalty * app.priority * problem.weights[t], 0.0, INF, [(served[t], 1.0)])
-    return fixed + lp.maximum()
+    best = lp.maximum()
+    return None if best is None else fixed + best
 
 
 def tightened(result: MilpResult, problem: Problem, mip_gap: float) -> MilpResult:
@@ -132,9 +135,10 @@ def tightened(result: MilpResult, problem: Problem, mip_gap: float) -> MilpResul
     large-neighbourhood search never does) and `capacity_bound`'s, its gap measured to it, and
     `optimal` when the plan meets it within `mip_gap`: the relaxation proves what the model could
     not reach."""
-    capacity = max(capacity_bound(problem), result.objective)  # below a legal plan: LP rounding
-    if result.bound is not None and result.bound <= capacity:
+    capacity = capacity_bound(problem)
+    if capacity is None or (result.bound is not None and result.bound <= capacity):
         return result
+    capacity = max(capacity, result.objective)  # below a legal plan: LP rounding
     gap = (capacity - result.objective) / max(abs(capacity), 1e-9)
     status = "optimal" if gap <= mip_gap else result.status
     return replace(result, bound=capacity, gap=gap, status=status, bound_source="capacity",

@@ -7,6 +7,11 @@ from gpualloc.solvers.grid import Grid, Schedule, occupancy, step_masks, to_grid
 from gpualloc.solvers.problem import Problem
 
 
+def relative_gap(bound: float, value: float) -> float:
+    """(bound - value) / |bound|: how far `value` may be below the optimum `bound` caps."""
+    return (bound - value) / max(abs(bound), 1e-9)
+
+
 def compute_metrics(problem: Problem, grid: Grid) -> Metrics:
     """Metrics of any grid of the right shape (legal or not; R1 is the caller's check)."""
     T, w = problem.horizon, problem.weights

@@ -26,7 +26,7 @@ from gpualloc.agent.loading import dump_plan, load_scenario, write_text
 from gpualloc.schemas import Scenario
 from gpualloc.schemas.config import FullModeOptions
 from gpualloc.solvers import POLICIES, build_plan, compile_scenario
-from gpualloc.solvers.metrics import objective_of
+from gpualloc.solvers.metrics import objective_of, relative_gap
 from gpualloc.solvers.policies.greedy import greedy_schedule
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.policies.milp.model import EXACT_GPUS
@@ -95,7 +95,7 @@ def solve_scenario(i: int, folder: Path = CORPUS_DIR, count_seconds: float = COU
     seconds = time.perf_counter() - t0
     finite = result.bound is not None and math.isfinite(result.bound)  # HiGHS says inf when it found none
     bound = max(result.bound, result.objective) if finite else None
-    gap = (bound - result.objective) / max(abs(bound), 1e-9) if bound is not None else None
+    gap = relative_gap(bound, result.objective) if bound is not None else None
     record = {
         "name": problem.name, "index": i, "split": split_of(i), "gpus": problem.gpus,
         "node_size": problem.node_size, "horizon": problem.horizon, "jobs": len(problem.batch),

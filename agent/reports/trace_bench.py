@@ -79,8 +79,8 @@ def figures(sim, label: str, gaps: bool = False) -> dict[str, Any]:
     whole = whole_run(sim, run)
     o: JobOutcomes = outcomes(sim, run)
     gap = window_gaps(run) if gaps else {}
-    return {"window_gap_p50": gap.get("p50"), "window_gap_max": gap.get("max"),"value": whole.value, "timely_value": whole.timely_value, "utilization": whole.utilization,
-            "shortfall": whole.realtime_shortfall,
+    return {"value": whole.value, "timely_value": whole.timely_value, "utilization": whole.utilization,
+            "shortfall": whole.realtime_shortfall, "window_gap_p50": gap.get("p50"), "window_gap_max": gap.get("max"),
             "completed": o.completed, "never_started": o.never_started, "submitted": o.submitted,
             "queue_p50": o.queue_steps.get("p50"), "queue_p99": o.queue_steps.get("p99"),
             "queue_max": o.queue_steps.get("max"), "jct_p99": o.completion_steps.get("p99"),
@@ -168,8 +168,8 @@ def tradeoff(rows: list[TraceRow]) -> list[dict[str, Any]]:
             bound = run.get("bound")
             within += bound is not None and run["queue_p99"] <= fifo["queue_p99"] + bound
         bounded = any(row.runs[label].get("bound") is not None for row in rows)
-        gap_p50 = [row.runs[label]["window_gap_p50"] for row in rows if row.runs[label].get("window_gap_p50") is not None]
-        gap_max = [row.runs[label]["window_gap_max"] for row in rows if row.runs[label].get("window_gap_max") is not None]
+        gap_p50, gap_max = ([g for row in rows if (g := row.runs[label].get(key)) is not None]
+                            for key in ("window_gap_p50", "window_gap_max"))
         out.append({"label": label, "gain_kept_median": round(statistics.median(kept), 3) if kept else None,
                     "window_gap_p50_median": round(statistics.median(gap_p50), 4) if gap_p50 else None,
                     "window_gap_max": max(gap_max) if gap_max else None,

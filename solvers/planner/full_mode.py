@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gpualloc.schemas.config import SolveOptions
-from gpualloc.solvers.metrics import objective_of
+from gpualloc.solvers.metrics import objective_of, relative_gap
 from gpualloc.solvers.planner.state import FullModePlan, Planner
 from gpualloc.solvers.policies import policy
 from gpualloc.solvers.problem import Problem
@@ -46,7 +46,7 @@ class FullModeRun:
     def hot_gap(self) -> float | None:
         if self.bound is None or self.warm is None or not self.bound:
             return None
-        return max(0.0, (self.bound - self.warm) / abs(self.bound))
+        return max(0.0, relative_gap(self.bound, self.warm))
 
 
 def run_snapshot(problem: Problem, made_at: int, policy_name: str, options: SolveOptions) -> FullModeRun:

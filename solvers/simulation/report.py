@@ -8,7 +8,7 @@ import statistics
 from dataclasses import dataclass
 
 from gpualloc.solvers.legality import online_violations
-from gpualloc.solvers.metrics import objective_of
+from gpualloc.solvers.metrics import objective_of, relative_gap
 from gpualloc.solvers.policies.milp.bound import capacity_bound
 from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_policy
 
@@ -93,7 +93,12 @@ def window_gaps(run: PolicyRun, every: int = 6) -> dict[str, float]:
             continue
         bound = capacity_bound(problem)
         if bound is not None and bound > 1e-9:
-            gaps.append(max(0.0, (bound - objective_of(problem, commit.schedule)) / bound))
+            gaps.append(max(0.0, relative_gap(bound, objective_of(problem, commit.schedule))))
+    return _spread(gaps)
+
+
+def _spread(gaps: list[float]) -> dict[str, float]:
+    """p50, p90 and max of `gaps`, to 4 decimals (empty: none)."""
     return {k: round(v, 4) for k, v in quantiles(gaps).items() if k != "p99"} if gaps else {}
 
 
@@ -211,4 +216,4 @@ def full_mode_figures(run: PolicyRun) -> dict[str, object] | None:
             "adopted": len(run.full_mode_adopted),
             "capacity_bounds": sum(r.bound_source == "capacity" for r in runs),
             "improvement_mean": round(statistics.fmean(gains), 4) if gains else None,
-            "hot_gap": {k: round(v, 4) for k, v in quantiles(gaps).items() if k != "p99"} if gaps else {}}
+            "hot_gap": _spread(gaps)}

@@ -18,15 +18,15 @@ import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import highspy
 import numpy as np
 
-from typing import TYPE_CHECKING
-
+from gpualloc.solvers.metrics import relative_gap
 from gpualloc.solvers.problem import Problem
 
-if TYPE_CHECKING:  # the model module loads Pyomo, which reports that only bound plans need not
+if TYPE_CHECKING:  # the model module loads Pyomo, which reports needing only the bound do without
     from gpualloc.solvers.policies.milp.model import MilpResult
 
 INF = highspy.kHighsInf
@@ -139,7 +139,7 @@ def tightened(result: MilpResult, problem: Problem, mip_gap: float) -> MilpResul
     if capacity is None or (result.bound is not None and result.bound <= capacity):
         return result
     capacity = max(capacity, result.objective)  # below a legal plan: LP rounding
-    gap = (capacity - result.objective) / max(abs(capacity), 1e-9)
+    gap = relative_gap(capacity, result.objective)
     status = "optimal" if gap <= mip_gap else result.status
     return replace(result, bound=capacity, gap=gap, status=status, bound_source="capacity",
                    notes=[*result.notes, f"bound {capacity:.4f} from the capacity relaxation"])

@@ -37,7 +37,7 @@ from pyomo.common.log import LoggingIntercept
 from gpualloc.schemas.config import FullModeOptions
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
-from gpualloc.solvers.metrics import objective_of
+from gpualloc.solvers.metrics import objective_of, relative_gap
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.policies.milp.data import MilpData, milp_data
 from gpualloc.solvers.problem import Problem, mask_of
@@ -295,7 +295,7 @@ def _solve_once(problem: Problem, options: FullModeOptions, warm: Schedule, exac
     if bound is not None:
         bound = max(bound, result.objective)  # a bound below a legal plan is a solver's rounding
         result.bound = bound
-        result.gap = (bound - result.objective) / max(abs(bound), 1e-9)
+        result.gap = relative_gap(bound, result.objective)
         if result.status == "optimal" and result.gap > options.mip_gap:
             # the solver proved stage 1's bound, but stage 2 (or the warm start) did not reach it:
             # the plan is not proven optimal, and says so with its true gap

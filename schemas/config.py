@@ -135,6 +135,9 @@ class AgentSettings(_Frozen):
     member: str | None = None  # static membership in `group`: a restart under this name keeps its pools
     session_timeout_ms: int = Field(default=10_000, ge=1000)  # until a silent member's pools move on
     hot_path_effort: float = Field(default=0.05, ge=0)  # a pass holds up every arrival of the next poll
+    # the next boundary's plan made in a process of its own just before the boundary, and carried onto
+    # the window there (else the boundary's pass replans, holding up the arrivals behind it)
+    plan_ahead: bool = True
     full_mode: RollingFullMode = RollingFullMode(every=1, options=FullModeOptions(time_limit=None))
     full_mode_time_cap: float = Field(default=60.0, gt=0)  # without a time_limit: half a step, at most this
     max_wait_ms: int = Field(default=200, ge=1)  # longest poll: stops and boundaries are noticed within it

@@ -221,20 +221,23 @@ class RecordedCommit(BaseModel):
     full_mode: str | None = None  # what became of full mode's plan, as the commit said
     bound: float | None = None
     schedule: dict[str, Any] | None = None  # the adopted full-mode plan (source milp), else None
+    ahead: bool = False  # the hot path's plan was made ahead, from the last `cut` (else replanned here)
 
 
 class PassRecorded(BaseModel):
     """`pass.recorded` on the ledger topic: one per agent transaction. `inputs` are the consumed
     records in the order they were handed to the planner, as runs [topic, partition, first, last]
     of consecutive offsets (`inline` holds records that came from no topic: `--config`); then the
-    commits made, in order. `frontier` is the next offset to consume per `topic:partition`, and
-    `run` the agent settings a replay needs (policy, hot-path effort, clock, full-mode cadence)."""
+    commits made, in order; then, when `cut`, the window was cut for the next boundary's plan,
+    made ahead of it. `frontier` is the next offset to consume per `topic:partition`, and `run`
+    the agent settings a replay needs (policy, hot-path effort, clock, full-mode cadence)."""
 
     txn: int = Field(ge=1)
     now: AwareDatetime
     inputs: list[tuple[str, int, int, int]] = []
     inline: dict[str, str] = {}
     commits: list[RecordedCommit] = []
+    cut: bool = False
     frontier: dict[str, int] = {}
     run: dict[str, Any] = {}
 

@@ -3,6 +3,7 @@ the start, or from any snapshot, makes the same messages and ends in the same st
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import datetime, timedelta, timezone
 
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gpualloc.agent.service.dispatcher import Dispatcher, Record
+from gpualloc.agent.service.plan_ahead import hot_plan
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import SnapshotError, dump_pool, unpack
@@ -91,10 +93,15 @@ def shared(records: list[Record], seed: int) -> list[Record]:
     return out
 
 
-def live(records: list[Record], cuts: list[int], commits: list[int], adopt_at: int | None = None, run: dict = RUN):
+def live(records: list[Record], cuts: list[int], commits: list[int], adopt_at: int | None = None, run: dict = RUN,
+         aheads: dict[int, bool] | None = None):
     """The agent's way: passes of records (split at `cuts`), a commit after some passes, a ledger
-    entry per pass; an offered full-mode plan (FIFO's, to be adopted or not) at `adopt_at`."""
+    entry per pass; an offered full-mode plan (FIFO's, to be adopted or not) at `adopt_at`; after
+    the passes in `aheads`, the window cut for the next boundary's plan, made ahead (`aheads[k]`:
+    made in time for its boundary, else never delivered). A snapshot after each pass but those
+    whose cut waits for its boundary (the agent takes none then): None in their place."""
     d = fresh(run)
+    aheads = aheads or {}
     outputs, entries, snapshots = [], [], []
     bounds = [0] + sorted(set(cuts)) + [len(records)]
     for k, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
@@ -107,12 +114,19 @@ def live(records: list[Record], cuts: list[int], commits: list[int], adopt_at: i
                 plan = FullModePlan(d.planner.now, fifo_schedule(problem), 0.0)
             if d.planner is not None:
                 out.append(d.commit(now, plan))
+        if k in aheads and (problem := d.cut(now)) is not None and aheads[k]:
+            d.planned_ahead(d.planner.now, hot_plan(problem, run["policy"], run["effort"]))
         entry = d.seal(run)
         outputs += out
         if entry is not None:
             entries.append(PassRecorded.model_validate(entry.message["payload"]))
-            snapshots.append(PoolSnapshot.model_validate(d.snapshot(now, 0, len(entries)).message["payload"]))
+            snapshots.append(None if d.planner is not None and d.planner.ahead is not None else
+                             PoolSnapshot.model_validate(d.snapshot(now, 0, len(entries)).message["payload"]))
     return d, [o.message for o in outputs], entries, snapshots
+
+
+def unsolved(ahead):
+    return ahead and dataclasses.replace(ahead, schedule=None)
 
 
 def replay(entries: list[PassRecorded], records: list[Record], start: Dispatcher | None = None):
@@ -126,16 +140,20 @@ def replay(entries: list[PassRecorded], records: list[Record], start: Dispatcher
 
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), cuts=st.lists(st.integers(0, 60), max_size=25),
-       commits=st.lists(st.integers(0, 2), min_size=1, max_size=6), adopt_at=st.integers(0, 10))
-def test_a_replay_of_the_ledger_makes_the_same_messages_and_state(seed, cuts, commits, adopt_at):
+       commits=st.lists(st.integers(0, 2), min_size=1, max_size=6), adopt_at=st.integers(0, 10),
+       aheads=st.dictionaries(st.integers(0, 25), st.booleans(), max_size=8))
+def test_a_replay_of_the_ledger_makes_the_same_messages_and_state(seed, cuts, commits, adopt_at, aheads):
     records = stream(seed, 60)
-    d, outputs, entries, snapshots = live(records, cuts, commits, adopt_at)
+    d, outputs, entries, snapshots = live(records, cuts, commits, adopt_at, aheads=aheads)
     again, replayed = replay(entries, records)
     assert replayed == outputs
     assert dump_pool(again.interpreter) == dump_pool(d.interpreter)
     assert (again.seq, again.txn, again.frontier) == (d.seq, d.txn, d.frontier)
-    if len(entries) > 2:  # from a snapshot in the middle: the same end state
-        k = len(entries) // 2
+    if d.planner is not None:  # the same cut waits (a replay makes its plan, which the agent may not have had yet)
+        assert unsolved(again.planner.ahead) == unsolved(d.planner.ahead)
+    taken = [k for k, snap in enumerate(snapshots[:len(entries) // 2]) if snap is not None]
+    if len(entries) > 2 and taken:  # from a snapshot in the middle: the same end state
+        k = taken[-1] + 1
         restored = fresh()
         restored.restore(snapshots[k - 1])
         tail, _ = replay(entries[k:], records, restored)

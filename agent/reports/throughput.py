@@ -22,12 +22,13 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from gpualloc.agent import kafka_clients
+from gpualloc.agent.service.recovery import read_range, reader
 from gpualloc.agent.topics import Topics
 from gpualloc.agent.upstream import completed_message
-from gpualloc.schemas.events import envelope
+from gpualloc.schemas.events import PassRecorded, RecordedCommit, envelope
 
 POOL = {"gpus": 64, "gpus_per_node": 8, "horizon": 24, "step_minutes": 60, "swap_cap": 2}
 SIZES = (1, 1, 2, 2, 4, 8)
@@ -48,12 +49,15 @@ class ThroughputResult:
     agent_p50_ms: float  # inside the agent: record received -> decision handed to the producer
     agent_p99_ms: float
     passes: int  # planning passes over the measured arrivals (one per poll)
+    boundaries: int = 0  # commits over the whole run, warm-up included
+    planned_ahead: int = 0  # ... of which carried a plan made ahead of the boundary (`agent.plan_ahead`)
 
     def line(self) -> str:
         return (f"{self.arrivals_per_s:,.0f} arrivals/s sustained ({self.arrivals} in {self.seconds:.1f} s, target "
                 f"{self.rate_target:,.0f}/s); arrival-to-decision p50 {self.p50_ms:.1f} ms, p99 {self.p99_ms:.1f} ms, "
                 f"max {self.max_ms:.1f} ms; agent-side p50 {self.agent_p50_ms:.1f} ms, p99 {self.agent_p99_ms:.1f} ms; "
-                f"{self.arrivals / max(self.passes, 1):.1f} arrivals per planning pass")
+                f"{self.arrivals / max(self.passes, 1):.1f} arrivals per planning pass; {self.planned_ahead} of "
+                f"{self.boundaries} boundaries carried a plan made ahead")
 
 
 async def stop_all(reader: asyncio.Task, consumer: AIOKafkaConsumer, producer: AIOKafkaProducer,
@@ -142,6 +146,7 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
         while any(j not in got for j in measured) and time.perf_counter() < deadline:
             await asyncio.sleep(0.05)
         span = max(got[j] for j in measured if j in got) - min(sent_at[j] for j in measured)
+        commits = await recorded_commits(bootstrap, topics)
     finally:
         await stop_all(reader, consumer, producer, agent)
         os.unlink(f.name)
@@ -151,7 +156,18 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
     return ThroughputResult(rate, round(span, 2), len(measured), decided, round(decided / span, 1),
                             round(statistics.median(lat), 2), round(lat[int(0.99 * (decided - 1))], 2),
                             round(lat[-1], 2), round(statistics.median(inside), 2), round(inside[int(0.99 * (decided - 1))], 2),
-                            len({passes[j] for j in measured if j in got}))
+                            len({passes[j] for j in measured if j in got}), len(commits),
+                            sum(c.ahead for c in commits))
+
+
+async def recorded_commits(bootstrap: str, topics: Topics) -> list[RecordedCommit]:
+    """The commits the agent's ledger recorded, in order."""
+    consumer = await kafka_clients.started(reader(bootstrap), "bench: ledger reader")
+    try:
+        records = await read_range(consumer, {TopicPartition(topics.ledger, 0): 0})
+    finally:
+        await kafka_clients.close(consumer)
+    return [c for r in records for c in PassRecorded.model_validate(orjson.loads(r.value)["payload"]).commits]
 
 
 def main(argv: list[str] | None = None) -> int:

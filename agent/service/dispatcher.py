@@ -26,7 +26,7 @@ from gpualloc.schemas.config import LIMITS, AgentSettings, ForecastSettings, Sol
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (AllocationDecided, ForecastMade, InputRejected, JobRef, PassRecorded, PlanCommitted,
                                      PoolSnapshot, RecordedCommit, envelope, parse_event)
-from gpualloc.solvers.grid import to_grid
+from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.metrics import compute_metrics
 from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Pool, Rejected
 from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
@@ -34,6 +34,7 @@ from gpualloc.solvers.planner.snapshot import (SnapshotError, dump_pool, dump_sc
                                                pack_json, unpack)
 from gpualloc.solvers.planner.state import BLOCKER, FULL_MODE, Commit, FullModePlan, Planner
 from gpualloc.solvers.policies import online_policy
+from gpualloc.solvers.problem import Problem
 
 
 SNAPSHOT_BYTES = 900_000  # under the broker's default message limit (1 MiB) with room for the envelope
@@ -74,6 +75,7 @@ class TxnLog:
     inputs: list[list] = field(default_factory=list)  # runs [topic, partition, first, last]
     inline: dict[str, str] = field(default_factory=dict)
     commits: list[RecordedCommit] = field(default_factory=list)
+    cut: bool = False
 
     def begun(self, now: datetime) -> None:
         if self.now is None:
@@ -111,6 +113,23 @@ class Dispatcher:
 
     def full_mode_due(self) -> bool:
         return self.interpreter.full_mode_due()
+
+    def cut(self, now: datetime) -> Problem | None:
+        """Cut the window for the next boundary's plan, made ahead of it by whoever solves the
+        returned problem with the hot path (`planned_ahead` takes the plan); None before the pool
+        is configured or while a cut waits. Recorded in the ledger, so a replay cuts here too."""
+        planner = self.planner
+        if planner is None or planner.ahead is not None:
+            return None
+        self._log.begun(now)
+        self._log.cut = True
+        return planner.cut()
+
+    def planned_ahead(self, step: int, schedule: Schedule) -> None:
+        """The plan of the cut made at `step` (ignored unless that cut still waits for it)."""
+        planner = self.planner
+        if planner is not None and planner.ahead is not None and planner.ahead.now == step:
+            planner.planned_ahead(schedule)
 
     def use(self, run: dict[str, Any]) -> None:
         """Plan as a recorded `run` did (`run_settings`): hot path, clock, full-mode cadence,
@@ -212,9 +231,13 @@ class Dispatcher:
         adopted, or what a ledger `recorded` (replays); the message carries the whole tentative
         plan from this step on."""
         if recorded is not None:
+            if not recorded.ahead:
+                self.planner.ahead = None  # the agent replanned here: its plan made ahead came too late
             schedule = load_schedule(recorded.schedule) if recorded.schedule is not None else None
             committed = self.interpreter.replay_commit(schedule, recorded.full_mode, recorded.bound)
+            ahead = recorded.ahead
         else:
+            ahead = self.planner.ahead_ready()
             committed = self.interpreter.commit(plan)
         commit = committed.commit
         self.last_commit, self.seq = commit, self.seq + 1
@@ -232,7 +255,7 @@ class Dispatcher:
         self._log.begun(now)
         self._log.commits.append(RecordedCommit(
             seq=self.seq, full_mode=committed.full_mode, bound=committed.bound,
-            schedule=dump_schedule(commit.schedule) if commit.source == FULL_MODE else None))
+            schedule=dump_schedule(commit.schedule) if commit.source == FULL_MODE else None, ahead=ahead))
         return Output(self.topics.commits, self.pool,
                       envelope("plan.committed", payload, now, f"{self.pool}:commit:{self.seq}", self.pool))
 
@@ -267,7 +290,7 @@ class Dispatcher:
             return None
         self.txn += 1
         entry = PassRecorded(txn=self.txn, now=log.now, inputs=log.inputs, inline=log.inline,
-                             commits=log.commits, frontier=dict(self.frontier), run=run)
+                             commits=log.commits, cut=log.cut, frontier=dict(self.frontier), run=run)
         return Output(self.topics.ledger, self.pool,
                       envelope("pass.recorded", entry, log.now, f"{self.pool}:pass:{self.txn}", self.pool))
 
@@ -283,6 +306,8 @@ class Dispatcher:
         newest) when it would outgrow `SNAPSHOT_BYTES` (a restart may then take an old duplicate
         for new); the call gives None when even the pool alone would (a restart then replays
         more of the ledger)."""
+        if self.planner is not None and self.planner.ahead is not None:
+            raise ValueError("a snapshot holds no plan made ahead: take it after the cut's boundary has committed")
         # trimmed to what fitted last time, so one compression is usually enough
         seen = self.seen.newest(int(0.95 * SNAPSHOT_BYTES / self._bytes_per_seen) if self._bytes_per_seen else None)
         state = orjson.dumps(dump_pool(self.interpreter))
@@ -326,6 +351,10 @@ class Dispatcher:
         out = self.handle(records, entry.now) if records else []
         self.frontier = dict(entry.frontier)  # with the records a keyed pool passed over
         out += [self.commit(entry.now, recorded=c) for c in entry.commits]
+        if entry.cut:  # the plan the agent had made elsewhere, made here: the same function of the same window
+            problem = self.cut(entry.now)
+            if problem is not None:
+                self.planned_ahead(self.planner.now, self.planner.scheduler(problem))
         self.seal(entry.run)
         return out
 

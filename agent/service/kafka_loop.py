@@ -4,7 +4,9 @@ exactly once.
 All decisions happen in `dispatcher` (pure); this shell owns the clock, the Kafka clients and
 the full-mode process. Each pass is one Kafka transaction: poll (waking in time for the next
 step boundary), hand the poll's records to the dispatcher in one go, commit every step that is
-due (adopting a finished full-mode plan there or nowhere), then publish the outputs and the
+due (carrying over the plan made ahead of it, `plan_ahead`, and adopting a finished full-mode
+plan there or nowhere), cut the window for the next boundary once its time has come, then
+publish the outputs and the
 pass's ledger entry (the inputs in the order they were used, the commits made, the frontier),
 after a commit (and every `snapshot_every` transactions) a snapshot of the pool's state and the
 consumed offsets, and commit the transaction. Readers see all of a pass or none of it.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from dataclasses import dataclass
@@ -34,6 +37,7 @@ from gpualloc.agent.metrics import AgentMetrics, HealthServer
 from gpualloc.agent.service.clock import Clock
 from gpualloc.agent.service.dispatcher import Dispatcher, Output, Record, run_settings
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
+from gpualloc.agent.service.plan_ahead import PlanAhead
 from gpualloc.agent.service.recovery import ensure_topics, partitions, read_history, reader, rebuild
 from gpualloc.agent.topics import Topics, encode
 from gpualloc.schemas.config import AgentSettings
@@ -82,6 +86,7 @@ class AgentService:
         self.ready = False  # connected, state restored, consuming (`/readyz`)
         self.health = HealthServer(self.metrics.registry, lambda: self.ready)
         self.worker: FullModeWorker | None = None
+        self.ahead: PlanAhead | None = None  # the boundaries' plans, made ahead of them (`plan_ahead`)
         self._snapshot_txn = 0
         self._snapshot: asyncio.Future | None = None  # a snapshot being compressed, sent with the next transaction
         self._snapshot_bytes = 0  # the last snapshot's size
@@ -150,6 +155,12 @@ class AgentService:
                 now = self.clock.now()
                 outputs = self.dispatcher.handle([Record("--config", 0, 0, self.pool, self.initial_config)], now)
                 await self._transact(producer, outputs, now, time.perf_counter())
+            if s.plan_ahead:
+                self.ahead = PlanAhead(self.run_info["policy"], self.run_info["effort"])
+            if not served.is_set():
+                # what start-up made (modules, classes, the recovered state) stays: kept out of the
+                # collector's full passes, which walked it all inside a pass (20-45 ms at 64 GPUs)
+                gc.freeze()
             served.set()
             if ready is not None:
                 ready.set()
@@ -162,9 +173,10 @@ class AgentService:
         finally:
             self.ready = False
             self._snapshot = None  # its transaction may not have committed: the next session snapshots afresh
-            if self.worker is not None:
-                self.worker.close()
-                self.worker = None
+            for process in (self.worker, self.ahead):
+                if process is not None:
+                    process.close()
+            self.worker = self.ahead = None
             await kafka_clients.close(consumer)
             await kafka_clients.close(producer)
 
@@ -205,7 +217,10 @@ class AgentService:
                    for tp, messages in batch.items() for m in messages]
         now = self.clock.now()
         outputs = self.dispatcher.handle(records, now) if records else []
+        if self.ahead is not None:
+            self.ahead.deliver(self.dispatcher)
         outputs += self._boundaries(now)
+        self._cut(now)
         self.stats.records += len(records)
         self._lag(consumer)
         # a transaction that cannot finish in time ends the session (`run` starts a new one)
@@ -239,8 +254,9 @@ class AgentService:
             # much as reading it (its bytes), and not before `snapshot_every` transactions
             due = committed or (d.txn - self._snapshot_txn >= self.settings.snapshot_every
                                 and self._ledger_bytes >= self._snapshot_bytes)
-            # events waiting for the pool's configuration stay in the ledger; one snapshot at a time
-            if due and d.planner is not None and self._snapshot is None:
+            # events waiting for the pool's configuration stay in the ledger; one snapshot at a time;
+            # none while a cut waits for its boundary (a snapshot holds no plan made ahead)
+            if due and d.planner is not None and d.planner.ahead is None and self._snapshot is None:
                 where = await sent  # the snapshot says where the ledger goes on after it
                 job = d.snapshot_job(now, where.partition, where.offset + 1)
                 self._snapshot = asyncio.get_running_loop().run_in_executor(None, job)  # compressed off the loop
@@ -284,12 +300,28 @@ class AgentService:
                 self.metrics.lag.labels(self.pool, tp.topic, str(tp.partition)).set(lag)
 
     def _wait_ms(self) -> int:
+        """How long a poll may wait: until the next boundary, or the cut before it."""
         longest = self.settings.max_wait_ms
-        boundary = self.dispatcher.next_boundary()
-        if boundary is None:
+        wake = self._cut_time() or self.dispatcher.next_boundary()
+        if wake is None:
             return longest
-        ahead = (boundary - self.clock.now()).total_seconds() * 1000
+        ahead = (wake - self.clock.now()).total_seconds() * 1000
         return int(min(longest, max(0.0, ahead)))
+
+    def _cut_time(self) -> datetime | None:
+        """When the window is to be cut for the next boundary's plan (None: not to be, or cut)."""
+        d = self.dispatcher
+        boundary = d.next_boundary()
+        if self.ahead is None or boundary is None or d.planner.ahead is not None or self.ahead.process.busy:
+            return None
+        return self.ahead.cut_time(boundary, d.step_length)
+
+    def _cut(self, now: datetime) -> None:
+        """Cut the window for the next boundary's plan once its time has come (not when the
+        boundary has too: a pool behind its clock replans)."""
+        at = self._cut_time()
+        if at is not None and at <= now < self.dispatcher.next_boundary():
+            self.ahead.launch(self.dispatcher, now)
 
     def _boundaries(self, now: datetime) -> list[Output]:
         """Commit the steps whose start has come, at most `catch_up_steps` a pass (a pool found

@@ -195,6 +195,7 @@ class Pool:
             return [Rejected(event.ref, "gpus, gpus_per_node: cannot change while jobs are queued or running")]
         self.planner.config = config
         self.planner.busy = None  # the window may have changed shape: the next arrivals get a fresh plan
+        self.planner.ahead = None  # and the next boundary a fresh one
         return []
 
     def _binding(self, p: BindingReported) -> list[Effect]:

@@ -25,6 +25,7 @@ from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, earliest_block
+from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over
 from gpualloc.solvers.planner.reconcile import reconcile
 
 BLOCKER = "\x00unavailable"  # pseudo running job holding GPUs that may take no new work
@@ -134,6 +135,7 @@ class Planner:
     week_minute: int = 0  # minute of the week (from Monday 00:00 UTC) at which step 0 began
     busy: list[int] | None = None  # the current plan, per step of the window: the GPUs it holds (`submit_all`)
     by_arrival: bool = False  # a pass's arrivals inserted in arrival order (FIFO's), else most valuable first
+    ahead: Ahead | None = None  # the next boundary's plan, cut before it (`cut`)
 
     # ---- events -------------------------------------------------------------------------
     def submit(self, job: JobSpec) -> Decision:
@@ -265,6 +267,32 @@ class Planner:
         problem = self.window_problem()
         return problem, self.scheduler(self.scheduling_problem(problem))
 
+    def cut(self) -> Problem:
+        """Cut the window for the next boundary's plan, made ahead of it (`gpualloc.solvers.planner.ahead`):
+        the problem to solve with the hot path's scheduler, its plan handed back by `planned_ahead`."""
+        window = self.window_problem()
+        self.ahead = Ahead(self.now, frozenset(self.queued), app_rules(window))
+        return self.scheduling_problem(window)
+
+    def planned_ahead(self, schedule: Schedule) -> None:
+        """The plan of the problem `cut` gave, made (ignored when no cut waits for it)."""
+        if self.ahead is not None and self.ahead.schedule is None:
+            self.ahead = replace(self.ahead, schedule=schedule)
+
+    def ahead_ready(self) -> bool:
+        """Will the next commit carry a plan made ahead onto its window (else it replans)?"""
+        return self.ahead is not None and self.ahead.schedule is not None and self.ahead.now == self.now
+
+    def boundary_plan(self) -> tuple[Problem, Schedule]:
+        """The hot path's plan at a step boundary: the plan made ahead of it carried onto the
+        window (`ahead_ready`), else a fresh one (`plan`)."""
+        if self.ahead_ready():
+            problem = self.window_problem()
+            carried = carry_over(problem, self.ahead, self.by_arrival)
+            if carried is not None:
+                return problem, carried
+        return self.plan()
+
     def starving(self) -> dict[str, int]:
         """The oldest of the queued jobs that have waited at least `starvation_steps`, with the
         steps beyond it: oldest first while their GPUs fit the pool once (at least one job). The
@@ -393,7 +421,7 @@ class Planner:
         shift = self.now - plan.made_at
         if not 0 <= shift < self.config.horizon:
             return Adoption(None, f"made for step {plan.made_at}, the window is at step {self.now}")
-        problem, hot = self.plan()
+        problem, hot = self.boundary_plan()
         hot_objective = objective_of(problem, hot)
         best: tuple[float, Schedule] | None = None
         why = "its blocks force real-time apps past their swap caps once reconciled"
@@ -433,7 +461,7 @@ class Planner:
         from `adopt`, or recorded in a commit being replayed), then advance the clock one step."""
         if adopted is not None:
             return self._commit(self.window_problem(), adopted, FULL_MODE)
-        return self._commit(*self.plan(), HOT_PATH)
+        return self._commit(*self.boundary_plan(), HOT_PATH)
 
     def _commit(self, problem: Problem, schedule: Schedule, source: str) -> Commit:
         """Step 0 of `schedule` (a plan of the window `problem`) committed; the clock advances,
@@ -461,6 +489,7 @@ class Planner:
                 self.committed |= 1 << g
         commit = Commit(self.now, assignments, started, problem, schedule, source)
         self.now += 1
+        self.ahead = None
         self.busy = self._plan_busy(schedule, 1)
         return commit
 

@@ -1,0 +1,72 @@
+"""The next boundary's plan, made ahead of it in a process of its own.
+
+A boundary's replan (tens of milliseconds at 64 GPUs) would hold up every arrival behind its
+pass. Instead the pass that comes `lead` before the boundary cuts the window (`Dispatcher.cut`,
+recorded in the ledger), the hot path plans it in a `SolveProcess` while arrivals go on being
+inserted, and the boundary carries that plan onto its window (`gpualloc.solvers.planner.ahead`).
+A plan not made by the boundary is dropped and the boundary replans, as it would without this;
+the commit records which, so a replay does the same. The lead follows the plans' own wall time
+(a few times the last), so the cut stays close to the boundary: what happens after the cut is
+inserted, not planned.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+
+from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.agent.service.solve_process import SolveProcess
+from gpualloc.schemas.config import SolveOptions
+from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.policies import online_policy
+from gpualloc.solvers.problem import Problem
+
+LEAD_FIRST_S = 0.5  # before a plan has been timed
+LEAD_TIMES = 3.0  # the cut comes this many times the last plan's wall time before the boundary,
+LEAD_FLOOR_S = 0.05  # at least this long,
+LEAD_SHARE = 0.25  # and at most this share of a step
+
+
+def hot_plan(problem: Problem, policy: str, effort: float) -> Schedule:
+    """The plan the agent's hot path makes of `problem` (as `Dispatcher.use` binds it)."""
+    return online_policy(policy).hot.schedule(problem, SolveOptions(effort=effort))
+
+
+class PlanAhead:
+    def __init__(self, policy: str, effort: float):
+        self.policy, self.effort = policy, effort
+        self.process = SolveProcess()
+        self.lead_s = LEAD_FIRST_S
+        self.made = self.late = 0  # plans made in time for their boundary, and too late
+        self._launched: tuple[int, float] | None = None  # the running plan's step and start
+
+    def cut_time(self, boundary: datetime, step_length: timedelta) -> datetime:
+        return boundary - timedelta(seconds=min(self.lead_s, LEAD_SHARE * step_length.total_seconds()))
+
+    def launch(self, dispatcher: Dispatcher, now: datetime) -> bool:
+        """Cut the window and start its plan (not while one is still being made)."""
+        if self.process.busy:
+            return False
+        problem = dispatcher.cut(now)
+        if problem is None:
+            return False
+        self._launched = (dispatcher.planner.now, time.perf_counter())
+        return self.process.submit(hot_plan, problem, self.policy, self.effort)
+
+    def deliver(self, dispatcher: Dispatcher) -> None:
+        """Hand a plan that has been made to the dispatcher (kept there for its boundary; one
+        made too late, after its boundary, is dropped) and time it for the next lead."""
+        if not self.process.done or self._launched is None:
+            return
+        (step, began), self._launched = self._launched, None
+        schedule = self.process.take()
+        self.lead_s = max(LEAD_FLOOR_S, LEAD_TIMES * (time.perf_counter() - began))
+        if schedule is None:
+            return
+        in_time = dispatcher.planner is not None and dispatcher.planner.now == step
+        self.made, self.late = self.made + in_time, self.late + (not in_time)
+        dispatcher.planned_ahead(step, schedule)
+
+    def close(self) -> None:
+        self.process.close()

@@ -36,11 +36,16 @@ class Topics:
                 "binding.": self.bindings, "input.": self.deadletter,
                 "pass.": self.ledger}[event_type.split(".")[0] + "."]
 
+    @property
+    def prefix(self) -> str:
+        """What `with_prefix` put in front of the names (empty for the defaults)."""
+        return self.ledger.removesuffix(Topics.ledger)
+
     def transactional_id(self, pool: str) -> str:
         """The pool agent's transactional id: `gpualloc-<pool>`, behind the topic prefix when
         there is one, so deployments that share a cluster under other prefixes never fence
         each other's agents."""
-        return f"{self.ledger.removesuffix(Topics.ledger)}gpualloc-{pool}"
+        return f"{self.prefix}gpualloc-{pool}"
 
     @property
     def inputs(self) -> tuple[str, ...]:

@@ -139,6 +139,21 @@ async def test_the_throughput_benchmark_decides_every_arrival(kafka_bootstrap):
     """The harness behind `gpualloc bench --agent`, briefly and gently (figures live in README)."""
     from gpualloc.agent.reports.throughput import measure
 
+    before = set(await listed_topics(kafka_bootstrap))
     result = await measure(kafka_bootstrap, rate=100, seconds=2, queue=20, step_seconds=1.0)
     assert result.arrivals >= 150 and result.decisions == result.arrivals
     assert 0 < result.p50_ms <= result.p99_ms <= result.max_ms
+    # 1 s steps over a few seconds: boundaries came, and those after the first cut carried its plan
+    assert result.boundaries >= 3 and 1 <= result.planned_ahead < result.boundaries
+    assert not {t for t in await listed_topics(kafka_bootstrap) if t.startswith("bench-")} - before  # dropped
+
+
+async def listed_topics(bootstrap: str) -> list[str]:
+    from gpualloc.agent import kafka_clients
+
+    admin = kafka_clients.admin(bootstrap)
+    await admin.start()
+    try:
+        return await admin.list_topics()
+    finally:
+        await admin.close()

@@ -151,6 +151,10 @@ def test_the_agent_cuts_once_a_lead_before_the_boundary_and_drops_a_plan_made_to
         try:
             step = timedelta(seconds=10)
             assert ahead.cut_time(T0, step) == T0 - timedelta(seconds=min(ahead.lead_s, LEAD_SHARE * 10))
+            assert not ahead.launch(d, T0) and d.planner.ahead is None  # the process starts first: no cut yet
+            await ahead.process.wait()
+            ahead.deliver(d)  # the warm-up, dropped
+            assert d.planner.ahead is None and (ahead.made, ahead.late) == (0, 0)
             assert ahead.launch(d, T0) and not ahead.launch(d, T0)  # one plan at a time
             await ahead.process.wait()
             d.commit(T0)  # the boundary came first: it replanned

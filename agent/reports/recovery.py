@@ -82,7 +82,7 @@ async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) 
             await until(lambda: f"probe-{k}" in decided, 60)
             times.append(decided[f"probe-{k}"] - began)
     finally:
-        await stop_all(reader, consumer, producer, agent)
+        await stop_all(reader, consumer, producer, agent, bootstrap, topics)
         os.unlink(f.name)
     return RecoveryResult(queued, repeat, round(statistics.median(times), 3), round(max(times), 3))
 

@@ -252,7 +252,7 @@ async def soak(bootstrap: str, events: int = 100_000, rate: float = 1000, step_s
         rss_end, rss_max = memory_mb(agent.pid)
         samples.append((n, rss_end))
     finally:
-        await stop_all(reader, consumer, producer, agent)
+        await stop_all(reader, consumer, producer, agent, bootstrap, topics)
     return _result(rate, events, sent_at - began, upstream, read, samples, rss_max, lag_s, lag_records)
 
 

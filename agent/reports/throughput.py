@@ -10,6 +10,7 @@ its produce. Run: `gpualloc bench --agent --bootstrap HOST:PORT` (make kafka-up 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -23,6 +24,7 @@ from datetime import datetime, timezone
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
 
 from gpualloc.agent import kafka_clients
 from gpualloc.agent.service.recovery import read_range, reader
@@ -61,13 +63,30 @@ class ThroughputResult:
 
 
 async def stop_all(reader: asyncio.Task, consumer: AIOKafkaConsumer, producer: AIOKafkaProducer,
-                   agent: subprocess.Popen) -> None:
-    """A bench's teardown: its reader task, its clients, and the agent process it started."""
+                   agent: subprocess.Popen, bootstrap: str, topics: Topics) -> None:
+    """A bench's teardown: its reader task, its clients, the agent process it started, and the
+    topics it made (all under its own prefix: runs would otherwise pile partitions up on the
+    broker, a few hundred after an afternoon of benches, each costing it memory and work)."""
     reader.cancel()
     await consumer.stop()
     await producer.stop()
     agent.terminate()
     agent.wait(timeout=30)
+    await drop_topics(bootstrap, topics.prefix)
+
+
+async def drop_topics(bootstrap: str, prefix: str) -> None:
+    """Delete the topics named with `prefix` (a bench's own); a broker that cannot be reached
+    keeps them, and the bench still reports."""
+    admin = kafka_clients.admin(bootstrap)
+    with contextlib.suppress(KafkaError, OSError, asyncio.TimeoutError):
+        await admin.start()
+        try:
+            names = [t for t in await admin.list_topics() if t.startswith(prefix)]
+            if names:
+                await admin.delete_topics(names)
+        finally:
+            await admin.close()
 
 
 def submitted_message(n: int, prefix: str) -> dict:
@@ -148,7 +167,7 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
         span = max(got[j] for j in measured if j in got) - min(sent_at[j] for j in measured)
         commits = await recorded_commits(bootstrap, topics)
     finally:
-        await stop_all(reader, consumer, producer, agent)
+        await stop_all(reader, consumer, producer, agent, bootstrap, topics)
         os.unlink(f.name)
     lat = sorted((got[j] - sent_at[j]) * 1000 for j in measured if j in got)
     inside = sorted(agent_ms[j] for j in measured if j in got)

@@ -33,6 +33,11 @@ def hot_plan(problem: Problem, policy: str, effort: float) -> Schedule:
     return online_policy(policy).hot.schedule(problem, SolveOptions(effort=effort))
 
 
+def _warm(policy: str) -> None:
+    """Start the solver process and import the planners there, so the first plan is in time."""
+    online_policy(policy)
+
+
 class PlanAhead:
     def __init__(self, policy: str, effort: float):
         self.policy, self.effort = policy, effort
@@ -40,6 +45,7 @@ class PlanAhead:
         self.lead_s = LEAD_FIRST_S
         self.made = self.late = 0  # plans made in time for their boundary, and too late
         self._launched: tuple[int, float] | None = None  # the running plan's step and start
+        self.process.submit(_warm, policy)
 
     def cut_time(self, boundary: datetime, step_length: timedelta) -> datetime:
         return boundary - timedelta(seconds=min(self.lead_s, LEAD_SHARE * step_length.total_seconds()))
@@ -57,7 +63,10 @@ class PlanAhead:
     def deliver(self, dispatcher: Dispatcher) -> None:
         """Hand a plan that has been made to the dispatcher (kept there for its boundary; one
         made too late, after its boundary, is dropped) and time it for the next lead."""
-        if not self.process.done or self._launched is None:
+        if not self.process.done:
+            return
+        if self._launched is None:  # the warm-up
+            self.process.take()
             return
         (step, began), self._launched = self._launched, None
         schedule = self.process.take()

@@ -150,16 +150,21 @@ def port_open(host: str, port: int) -> bool:
 
 
 async def read_all(bootstrap: str, topic: str) -> list[dict]:
-    """Every committed message of `topic` so far, decoded."""
-    consumer = kafka_clients.consumer(topic, bootstrap=bootstrap, auto_offset_reset="earliest",
-                                      enable_auto_commit=False, isolation_level="read_committed")
+    """Every committed message of `topic` so far (to each partition's end as of the call),
+    decoded, in order per partition; none for a topic not made yet. Not "until a second of
+    silence": the agent writes its ledger more often than once a second (a cut before each
+    boundary, then the commit), so a topic that never falls silent would never be read out."""
+    from aiokafka import TopicPartition
+
+    from gpualloc.agent.service.recovery import partition_counts, read_range, reader
+
+    count = (await partition_counts(bootstrap, [topic])).get(topic, 0)
+    if not count:
+        return []
+    consumer = reader(bootstrap)
     await consumer.start()
-    out = []
     try:
-        while True:
-            batch = await consumer.getmany(timeout_ms=1000)
-            if not batch:
-                return out
-            out += [orjson.loads(m.value) for ms in batch.values() for m in ms]
+        records = await read_range(consumer, {TopicPartition(topic, p): 0 for p in range(count)})
+        return [orjson.loads(r.value) for r in records]
     finally:
         await consumer.stop()

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.plan_ahead import LEAD_SHARE, PlanAhead, hot_plan
-from gpualloc.agent.service.solve_process import PARENT_CHECK_S, SolveProcess
+from gpualloc.agent.service.solve_process import NICENESS, PARENT_CHECK_S, SolveProcess
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.planner.ahead import carry_over
@@ -135,6 +135,18 @@ def test_a_plan_made_in_a_solver_process_is_the_one_made_here():
     assert asyncio.run(made_elsewhere()) == planner.scheduler(problem) == hot_plan(problem, "heuristic", 0.05)
 
 
+def test_a_solver_process_runs_below_the_agents_priority():
+    async def niceness():
+        process = SolveProcess()
+        try:
+            process.submit(os.nice, 0)
+            await process.wait()
+            return process.take()
+        finally:
+            process.close()
+    assert asyncio.run(niceness()) == min(19, os.nice(0) + NICENESS)
+
+
 T0 = datetime(2026, 12, 2, tzinfo=timezone.utc)
 
 
@@ -172,7 +184,7 @@ def test_the_agent_cuts_once_a_lead_before_the_boundary_and_drops_a_plan_made_to
 
 def test_a_solver_process_ends_when_its_agent_dies_without_closing_it(tmp_path):
     script = ("import asyncio, os, sys\n"
-              "from gpualloc.agent.service.solve_process import PARENT_CHECK_S, SolveProcess\n"
+              "from gpualloc.agent.service.solve_process import NICENESS, PARENT_CHECK_S, SolveProcess\n"
               "async def main():\n"
               "    p = SolveProcess()\n"
               "    p.submit(os.getpid)\n"

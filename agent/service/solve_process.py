@@ -17,12 +17,17 @@ import time
 from typing import Any, Callable
 
 PARENT_CHECK_S = 1.0  # how often a solver process looks for its agent
+NICENESS = 10  # a solver process yields the CPU to the agent's passes, the broker and the clients
 
 
-def _exit_with(parent: int) -> None:
-    """In the solver process: end it once the agent that started it is gone. A process pool's
-    workers outlive a parent that died without shutting it down (killed, or a test's event loop
-    closed under it), each holding its memory for good."""
+def _start_worker(parent: int) -> None:
+    """In the solver process: run below the agent's priority (its work is background work: a
+    plan wanted by the next boundary, not by the arrival waiting now), and end once the agent
+    that started it is gone. A process pool's workers outlive a parent that died without
+    shutting it down (killed, or a test's event loop closed under it), each holding its memory
+    for good."""
+    os.nice(NICENESS)
+
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_CHECK_S)
@@ -33,7 +38,7 @@ def _exit_with(parent: int) -> None:
 class SolveProcess:
     def __init__(self) -> None:
         self._pool = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                                            initializer=_exit_with, initargs=(os.getpid(),))
+                                                            initializer=_start_worker, initargs=(os.getpid(),))
         self._future: asyncio.Future | None = None
         self.last_error: str | None = None
 

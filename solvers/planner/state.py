@@ -260,11 +260,11 @@ class Planner:
         return failed
 
     # ---- decisions ----------------------------------------------------------------------
-    def plan(self) -> tuple[Problem, Schedule]:
+    def plan(self, problem: Problem | None = None) -> tuple[Problem, Schedule]:
         """The hot path's plan for the window [now, now + horizon): made on the window with
         starving jobs put first (`scheduling_problem`); the window itself, with the contract's
         priorities, is what the plan is committed and weighed on."""
-        problem = self.window_problem()
+        problem = self.window_problem() if problem is None else problem  # `problem`: the current window, made already
         return problem, self.scheduler(self.scheduling_problem(problem))
 
     def cut(self) -> Problem:
@@ -285,13 +285,10 @@ class Planner:
 
     def boundary_plan(self) -> tuple[Problem, Schedule]:
         """The hot path's plan at a step boundary: the plan made ahead of it carried onto the
-        window (`ahead_ready`), else a fresh one (`plan`)."""
-        if self.ahead_ready():
-            problem = self.window_problem()
-            carried = carry_over(problem, self.ahead, self.by_arrival)
-            if carried is not None:
-                return problem, carried
-        return self.plan()
+        window (`ahead_ready`), else a fresh one (`plan`), on the same window either way."""
+        problem = self.window_problem()
+        carried = carry_over(problem, self.ahead, self.by_arrival) if self.ahead_ready() else None
+        return (problem, carried) if carried is not None else self.plan(problem)
 
     def starving(self) -> dict[str, int]:
         """The oldest of the queued jobs that have waited at least `starvation_steps`, with the

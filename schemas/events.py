@@ -250,7 +250,7 @@ class PoolSnapshot(BaseModel):
     txn: int
     seq: int
     ledger_partition: int
-    ledger_next: int  # the ledger offset after this transaction's entry
+    ledger_next: int  # at or before the offset of the first ledger entry after it (skip entries up to txn)
     frontier: dict[str, int]
     state: str  # zlib-compressed JSON, base64: {"pool": the planner's state, "seen": [[event id, step], ...]}
 
@@ -285,16 +285,18 @@ def parse_event(data: dict[str, Any]) -> tuple[Envelope, BaseModel]:
 
 
 def envelope(type: str, payload: BaseModel | dict[str, Any], occurred_at: datetime, event_id: str,
-             pool: str = "default") -> dict[str, Any]:
+             pool: str = "default", checked: bool = True) -> dict[str, Any]:
     """A contract message (a dict ready for JSON) around a payload: a model, or the fields as a
-    producer writes them (checked against the type's model, and kept as given)."""
+    producer writes them (checked against the type's model unless `checked` is False, for a load
+    generator whose receiver checks them; kept as given)."""
     if isinstance(payload, BaseModel):
         fields = payload.model_dump(mode="json")
     else:
         model = PAYLOADS.get(type) or OUTPUTS.get(type)
         if model is None:
             raise ValueError(f"type: {type!r} is not an event type of the contract")
-        model.model_validate(payload)
+        if checked:
+            model.model_validate(payload)
         fields = payload
     return {"event_id": event_id, "type": type, "occurred_at": timestamp(occurred_at), "pool": pool,
             "schema_version": 1, "payload": fields}

@@ -7,6 +7,7 @@ even at 1,024 GPUs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -190,6 +191,29 @@ def earliest_block(problem: Problem, job: Batch, busy: list[int]) -> tuple[int, 
         if starts:
             return start, problem.block(lowest_bit(starts), job.gpus)
     return None
+
+
+def insert_in_order(problem: Problem, jobs: Iterable[Batch], busy: list[int]) -> dict[str, tuple[int, int]]:
+    """Each of `jobs` in turn at its earliest legal block free of `busy` (`earliest_block`),
+    which then holds it: {job id: (start step, GPU mask)}; a job that fits nowhere is left out.
+
+    `busy` only grows here, so once a job fits nowhere from its arrival on, neither does one at
+    least as wide, as long and as late (its block would hold a legal block of the first), and
+    such jobs are skipped without a scan: under a full window most of a long queue is such jobs,
+    and each scan reads every start of the horizon."""
+    placed: dict[str, tuple[int, int]] = {}
+    misfits: list[tuple[int, int, int]] = []  # (gpus, duration, arrival) of jobs that fitted nowhere
+    for job in jobs:
+        if any(n <= job.gpus and d <= job.duration and a <= job.arrival for n, d, a in misfits):
+            continue
+        block = earliest_block(problem, job, busy)
+        if block is None:
+            misfits.append((job.gpus, job.duration, job.arrival))
+            continue
+        start, mask = placed[job.id] = block
+        for t in range(start, problem.end_of(job, start)):
+            busy[t] |= mask
+    return placed
 
 
 def highest_bits(mask: int, n: int) -> int:

@@ -28,8 +28,7 @@ from aiokafka.errors import KafkaError
 
 from gpualloc.agent import kafka_clients
 from gpualloc.agent.service.recovery import read_range, reader
-from gpualloc.agent.topics import Topics
-from gpualloc.agent.upstream import completed_message
+from gpualloc.agent.topics import Topics, partition_of
 from gpualloc.schemas.events import PassRecorded, RecordedCommit, envelope
 
 POOL = {"gpus": 64, "gpus_per_node": 8, "horizon": 24, "step_minutes": 60, "swap_cap": 2}
@@ -89,11 +88,53 @@ async def drop_topics(bootstrap: str, prefix: str) -> None:
             await admin.close()
 
 
-def submitted_message(n: int, prefix: str) -> dict:
-    """The n-th arrival of a bench: a short training job of 1-8 GPUs, stamped now."""
+def submitted_message(n: int, prefix: str, checked: bool = True) -> dict:
+    """The n-th arrival of a bench: a short training job of 1-8 GPUs, stamped now (`checked`:
+    against the contract's model; the timed loop leaves that to the agent, see `Upstream`)."""
     return envelope("job.submitted", {"id": f"{prefix}-{n}", "kind": "training", "priority": 1 + n % 9,
                                       "gpus": SIZES[n % len(SIZES)], "duration": 1 + n % 6},
-                    datetime.now(timezone.utc), f"{prefix}-s{n}")
+                    datetime.now(timezone.utc), f"{prefix}-s{n}", checked=checked)
+
+
+class Upstream:
+    """The bench's producer of arrivals and completions, kept cheap: it shares the 2 cores with
+    the agent and the broker, and every millisecond of its CPU is one they wait for. A tick's
+    records go to the pool's partition as one record batch (one request, no per-record
+    partitioning or futures), built without the per-message model checks (the agent checks each
+    message; a malformed one would be dead-lettered, not decided, and the bench would say so)."""
+
+    def __init__(self, producer: AIOKafkaProducer, topic: str, prefix: str):
+        self.producer, self.topic, self.prefix = producer, topic, prefix
+        self.partition: int | None = None
+        self.sent = 0
+
+    async def send(self, arrivals: int, completions: list[str], sent_at: dict[str, float]) -> list[str]:
+        """`arrivals` new jobs and the completions of `completions`, in that order; returns the
+        new jobs' ids (each stamped in `sent_at` as it is written)."""
+        if self.partition is None:  # the pool's partition, as the keyed default partitioner picks it
+            self.partition = partition_of("default", len(await self.producer.partitions_for(self.topic)))
+        batch, ids = self.producer.create_batch(), []
+        for k in range(arrivals):
+            m = submitted_message(self.sent + k, self.prefix, checked=False)
+            ids.append(m["payload"]["id"])
+            sent_at[ids[-1]] = time.perf_counter()
+            batch = await self._append(batch, orjson.dumps(m))
+        for job_id in completions:
+            done = envelope("job.completed", {"id": job_id, "detail": "benchmark"}, datetime.now(timezone.utc),
+                            f"{job_id}-done", checked=False)
+            batch = await self._append(batch, orjson.dumps(done))
+        if batch.record_count():
+            await self.producer.send_batch(batch, self.topic, partition=self.partition)
+        self.sent += arrivals
+        return ids
+
+    async def _append(self, batch, value: bytes):
+        """`batch` with `value` appended, or a new one holding it once `batch` is full (sent)."""
+        if batch.append(key=b"default", value=value, timestamp=None) is None:
+            await self.producer.send_batch(batch, self.topic, partition=self.partition)
+            batch = self.producer.create_batch()
+            batch.append(key=b"default", value=value, timestamp=None)
+        return batch
 
 
 async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue: int = 200,
@@ -128,19 +169,9 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
 
     reader = asyncio.create_task(read())
     outstanding: list[str] = []
-    n = 0
+    upstream = Upstream(producer, topics.jobs, prefix)
     try:
-        async def send_arrivals(count: int) -> None:
-            nonlocal n
-            for _ in range(count):
-                m = submitted_message(n, prefix)
-                job_id = m["payload"]["id"]
-                sent_at[job_id] = time.perf_counter()
-                await producer.send(topics.jobs, orjson.dumps(m), key=b"default")
-                outstanding.append(job_id)
-                n += 1
-
-        await send_arrivals(queue + 40)  # warm-up: the standing queue (and a running set)
+        outstanding += await upstream.send(queue + 40, [], sent_at)  # warm-up: the standing queue (and a running set)
         deadline = time.perf_counter() + 60
         while len(got) < queue + 40 and time.perf_counter() < deadline:
             await asyncio.sleep(0.05)
@@ -153,10 +184,9 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
         while (elapsed := time.perf_counter() - start) < seconds:
             due = int(rate * elapsed) - sent
             if due > 0:
-                await send_arrivals(due)
-                for job_id in outstanding[:due]:
-                    await producer.send(topics.jobs, orjson.dumps(completed_message(job_id, event_id=f"{job_id}-done", detail="benchmark")), key=b"default")
+                done = outstanding[:due]
                 del outstanding[:due]
+                outstanding += await upstream.send(due, done, sent_at)
                 sent += due
             await asyncio.sleep(tick)
         await producer.flush()

@@ -39,7 +39,7 @@ from gpualloc.agent.service.dispatcher import Dispatcher, Output, Record, run_se
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
 from gpualloc.agent.service.plan_ahead import PlanAhead
 from gpualloc.agent.service.recovery import ensure_topics, partitions, read_history, reader, rebuild
-from gpualloc.agent.topics import Topics, encode
+from gpualloc.agent.topics import Topics, encode, partition_of
 from gpualloc.schemas.config import AgentSettings
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import SnapshotError
@@ -49,6 +49,9 @@ log = logging.getLogger("gpualloc.agent")
 
 
 RETRY_FIRST_S, RETRY_MAX_S = 0.5, 10.0  # backoff between sessions after the broker was lost
+# the consumed offsets go to the agent's group at most this often (a consumer's auto-commit
+# interval): they serve lag monitoring only, and each sending costs a transaction two round trips
+OFFSETS_EVERY_S = 5.0
 
 
 class AgentFenced(RuntimeError):
@@ -91,6 +94,8 @@ class AgentService:
         self._snapshot: asyncio.Future | None = None  # a snapshot being compressed, sent with the next transaction
         self._snapshot_bytes = 0  # the last snapshot's size
         self._ledger_bytes = 0  # ledger entries written since the last snapshot was due
+        self._ledger_next: int | None = None  # at or before the offset of the pool's next ledger entry
+        self._offsets_sent = float("-inf")  # when the consumed offsets last went to the group (monotonic)
         self._counts: dict[str, int] = {}
 
     def _fresh(self) -> Dispatcher:
@@ -203,6 +208,8 @@ class AgentService:
         for tp in inputs:
             consumer.seek(tp, self.dispatcher.frontier.get(f"{tp.topic}:{tp.partition}", 0))
         self._snapshot_txn = self.dispatcher.txn
+        ledger = TopicPartition(self.topics.ledger, partition_of(self.pool, self._counts[self.topics.ledger]))
+        self._ledger_next = (await consumer.end_offsets([ledger]))[ledger]  # this session's entries come after it
         self.stats.replayed += replayed
         self.stats.recovery_s = time.perf_counter() - began
         if history.snapshot is not None or replayed:
@@ -257,13 +264,20 @@ class AgentService:
             # events waiting for the pool's configuration stay in the ledger; one snapshot at a time;
             # none while a cut waits for its boundary (a snapshot holds no plan made ahead)
             if due and d.planner is not None and d.planner.ahead is None and self._snapshot is None:
-                where = await sent  # the snapshot says where the ledger goes on after it
-                job = d.snapshot_job(now, where.partition, where.offset + 1)
+                # where recovery reads the ledger from: at or before this entry (it skips the
+                # entries the snapshot holds by their txn), known without waiting for this entry's
+                # offset, a round trip inside the pass that commits a step
+                job = d.snapshot_job(now, partition_of(self.pool, self._counts[entry.topic]), self._ledger_next)
                 self._snapshot = asyncio.get_running_loop().run_in_executor(None, job)  # compressed off the loop
                 self._snapshot_txn, self._ledger_bytes = d.txn, 0
-                if d.frontier:  # for lag monitoring; recovery resumes from the ledger's own frontier
-                    await producer.send_offsets_to_transaction(_offsets(d.frontier), self.group_id)
+            # for lag monitoring (recovery resumes from the ledger's own frontier); not in a pass that
+            # commits a step, which holds up the arrivals behind it
+            if d.frontier and not committed and time.monotonic() - self._offsets_sent >= OFFSETS_EVERY_S:
+                await producer.send_offsets_to_transaction(_offsets(d.frontier), self.group_id)
+                self._offsets_sent = time.monotonic()
         await producer.commit_transaction()
+        if entry is not None:
+            self._ledger_next = (await sent).offset + 1  # delivered with the commit
         self.stats.transactions += 1
 
     def _count(self, o: Output, received: float) -> None:

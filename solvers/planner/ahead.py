@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.problem import Batch, Problem, earliest_block
+from gpualloc.solvers.problem import Batch, Problem, insert_in_order
 
 
 @dataclass(frozen=True)
@@ -76,11 +76,7 @@ def carry_over(window: Problem, ahead: Ahead, by_arrival: bool = False) -> Sched
         _hold(busy, mask, start, end)
     if not by_arrival:
         later.sort(key=lambda j: (-j.priority, -j.gpus * j.duration, j.index))
-    for job in later:
-        placed = earliest_block(window, job, busy)
-        if placed is not None:
-            batch[job.id] = placed
-            _hold(busy, placed[1], placed[0], window.end_of(job, placed[0]))
+    batch.update(insert_in_order(window, later, busy))
     return Schedule(batch, {app_id: list(masks) for app_id, masks in plan.realtime.items()})
 
 

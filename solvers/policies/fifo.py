@@ -7,7 +7,7 @@ from __future__ import annotations
 from gpualloc.schemas.config import SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.policy import Solution
-from gpualloc.solvers.problem import Problem, bits_of, earliest_block
+from gpualloc.solvers.problem import Problem, bits_of, insert_in_order
 
 
 def solve(problem: Problem, options: SolveOptions) -> Solution:
@@ -40,11 +40,5 @@ def fifo_schedule(problem: Problem) -> Schedule:
     # A running job's GPUs are busy only for its remaining steps; reservations for all steps.
     busy = [b | reserved_all for b in busy]
     order = sorted((j for j in problem.batch if not j.running_mask), key=lambda j: (j.arrival, j.index))
-    for job in order:
-        placed = earliest_block(problem, job, busy)
-        if placed is not None:
-            start, block = placed
-            for t in range(start, problem.end_of(job, start)):
-                busy[t] |= block
-            schedule.batch[job.id] = (start, block)
+    schedule.batch.update(insert_in_order(problem, order, busy))
     return schedule

@@ -18,7 +18,7 @@ from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves
 from gpualloc.solvers.policies.policy import Solution
-from gpualloc.solvers.problem import Problem, earliest_block
+from gpualloc.solvers.problem import Problem, insert_in_order
 
 
 def solve(problem: Problem, options: SolveOptions) -> Solution:
@@ -37,14 +37,13 @@ def greedy_schedule(problem: Problem) -> Schedule:
     for job in problem.batch:
         if job.running_mask:
             schedule.batch[job.id] = (0, job.running_mask)
+    queued = sorted((j for j in problem.batch if not j.running_mask), key=lambda j: (-j.priority, j.arrival, j.index))
+    placed = insert_in_order(problem, queued, busy)
+    schedule.batch.update(placed)
     batch_busy = list(running)  # the batch occupancy alone, for step 3
-    for job in sorted((j for j in problem.batch if not j.running_mask), key=lambda j: (-j.priority, j.arrival, j.index)):
-        placed = earliest_block(problem, job, busy)
-        if placed is not None:
-            start, block = placed
-            schedule.batch[job.id] = (start, block)
-            for t in range(start, problem.end_of(job, start)):
-                busy[t] |= block
-                batch_busy[t] |= block
+    jobs = {j.id: j for j in queued}
+    for job_id, (start, block) in placed.items():
+        for t in range(start, problem.end_of(jobs[job_id], start)):
+            batch_busy[t] |= block
     schedule.realtime = grow_to_demand(problem, floor_sets, batch_busy)
     return schedule

@@ -145,7 +145,7 @@ class AgentSettings(_Frozen):
     # parked on a loaded 2-core machine held arrivals back for up to 0.7 s (`bench --agent` p99)
     fetch_wait_ms: int = Field(default=20, ge=0)
     catch_up_steps: int = Field(default=4, ge=1)  # commits a pass at most, when the pool is behind its clock
-    # between commits (each makes one), a snapshot once the ledger since the last outgrows it, after at least this many transactions
+    # a snapshot once the ledger since the last outgrows it: at a commit, or between commits after at least this many transactions
     snapshot_every: int = Field(default=50, ge=1)
     transaction_timeout_ms: int = Field(default=10_000, ge=1000)  # the broker aborts a dead agent's transaction
     partitions: int = Field(default=1, ge=1)  # for the topics the agent creates (a group's share unit)

@@ -13,12 +13,14 @@ from types import SimpleNamespace
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaProducer, TopicPartition
 from jsonschema import Draft202012Validator
 
+from gpualloc.agent import kafka_clients
 from gpualloc.agent.node.binders import FileBinder
 from gpualloc.agent.node.kafka_loop import NodeAgent
 from gpualloc.agent.service.kafka_loop import AgentService
+from gpualloc.agent.service.recovery import read_range, reader
 from gpualloc.agent.topics import Topics, key_of
 from gpualloc.agent.upstream import complete_jobs
 from gpualloc.schemas.config import AgentSettings, RollingFullMode
@@ -76,6 +78,15 @@ async def play_upstream(bootstrap: str, topics: Topics, steps: int, durations: d
     return bad
 
 
+async def read_offsets(bootstrap: str, topic: str) -> list[tuple[int, dict]]:
+    """(offset, message) of every committed record of a one-partition topic so far."""
+    consumer = await kafka_clients.started(reader(bootstrap), "test: reader")
+    try:
+        return [(r.offset, orjson.loads(r.value)) for r in await read_range(consumer, {TopicPartition(topic, 0): 0})]
+    finally:
+        await kafka_clients.close(consumer)
+
+
 async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
     topics = Topics.with_prefix(unique_topic("agent") + ".")
     stop = asyncio.Event()
@@ -127,6 +138,24 @@ async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
     for k, folder in enumerate(dirs):
         expected = {owner for owner, gpus in last.items() if any(8 * k <= g < 8 * k + 8 for g in gpus)}
         assert set(FileBinder(folder).bound()) == expected
+
+    # a snapshot names a ledger offset at or before every entry it does not hold (recovery reads
+    # from there and skips the entries it holds), without waiting for its own entry's offset
+    ledger = await read_offsets(kafka_bootstrap, topics.ledger)
+    snapshots = [m["payload"] for m in await read_all(kafka_bootstrap, topics.state)]
+    assert snapshots and len(snapshots) <= len(commits) + len(ledger) // agent.settings.snapshot_every
+    for snap in snapshots:
+        later = [offset for offset, m in ledger if m["payload"]["txn"] > snap["txn"]]
+        assert not later or snap["ledger_next"] <= min(later)
+    # the consumed offsets reach the agent's group (lag monitoring), never past what it consumed
+    admin = kafka_clients.admin(kafka_bootstrap)
+    await admin.start()
+    try:
+        grouped = await admin.list_consumer_group_offsets(agent.group_id)
+    finally:
+        await admin.close()
+    jobs = TopicPartition(topics.jobs, 0)
+    assert 0 < grouped[jobs].offset <= agent.dispatcher.frontier[f"{topics.jobs}:0"]
 
     envelope = Draft202012Validator(export_schemas()["envelope.json"])  # what other teams validate against
     for topic in (topics.decisions, topics.commits, topics.bindings, topics.deadletter, topics.ledger, topics.state):

@@ -177,6 +177,18 @@ async def test_the_throughput_benchmark_decides_every_arrival(kafka_bootstrap):
     assert not {t for t in await listed_topics(kafka_bootstrap) if t.startswith("bench-")} - before  # dropped
 
 
+async def test_the_benchmarks_floor_answers_every_arrival_without_planning(kafka_bootstrap):
+    """`bench --agent --null-agent`: the same harness through the agent that plans nothing."""
+    from gpualloc.agent.reports.throughput import measure
+
+    before = set(await listed_topics(kafka_bootstrap))
+    result = await measure(kafka_bootstrap, rate=100, seconds=2, queue=20, null_agent=True)
+    assert result.null_agent and result.arrivals >= 150 and result.decisions == result.arrivals
+    assert 0 < result.p50_ms <= result.p99_ms <= result.max_ms
+    assert result.boundaries == 0 and result.line().startswith("null agent")
+    assert not {t for t in await listed_topics(kafka_bootstrap) if t.startswith("bench-")} - before  # dropped
+
+
 async def listed_topics(bootstrap: str) -> list[str]:
     from gpualloc.agent import kafka_clients
 

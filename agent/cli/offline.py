@@ -155,7 +155,8 @@ def _bench_agent(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise InputError("--events", [str(e)]) from None
     else:
-        result = asyncio.run(measure(bootstrap, args.rate, args.seconds, step_seconds=args.step_seconds))
+        result = asyncio.run(measure(bootstrap, args.rate, args.seconds, step_seconds=args.step_seconds,
+                                     null_agent=args.null_agent))
     sys.stdout.write(dump_json(asdict(result)) if args.json else result.line() + "\n")
     return EXIT_ILLEGAL if args.soak and not result.ok else EXIT_OK
 
@@ -362,6 +363,9 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seconds", type=float, default=20, help="--agent: measured seconds (default 20)")
     p.add_argument("--step-seconds", type=checked(float, lambda v: v > 0, "seconds > 0"), default=2.0,
                    help="--agent: the agent's compressed step, a commit every this many seconds (default 2)")
+    p.add_argument("--null-agent", action="store_true",
+                   help="--agent: through an agent that plans nothing (one transaction a poll): the floor the "
+                        "broker, the clients and the machine set")
     p.add_argument("--corpus", action="store_true",
                    help="instead: the heuristic and the greedy against the corpus's proven optima")
     p.add_argument("--split", choices=("tune", "heldout", "all"), default="heldout",

@@ -52,8 +52,14 @@ class ThroughputResult:
     passes: int  # planning passes over the measured arrivals (one per poll)
     boundaries: int = 0  # commits over the whole run, warm-up included
     planned_ahead: int = 0  # ... of which carried a plan made ahead of the boundary (`agent.plan_ahead`)
+    null_agent: bool = False  # measured through the agent that plans nothing (`null_agent`): the floor
 
     def line(self) -> str:
+        if self.null_agent:
+            return (f"null agent (no planning, the floor): {self.arrivals_per_s:,.0f} arrivals/s sustained "
+                    f"({self.arrivals} in {self.seconds:.1f} s); arrival-to-decision p50 {self.p50_ms:.1f} ms, "
+                    f"p99 {self.p99_ms:.1f} ms, max {self.max_ms:.1f} ms; "
+                    f"{self.arrivals / max(self.passes, 1):.1f} arrivals per transaction")
         return (f"{self.arrivals_per_s:,.0f} arrivals/s sustained ({self.arrivals} in {self.seconds:.1f} s, target "
                 f"{self.rate_target:,.0f}/s); arrival-to-decision p50 {self.p50_ms:.1f} ms, p99 {self.p99_ms:.1f} ms, "
                 f"max {self.max_ms:.1f} ms; agent-side p50 {self.agent_p50_ms:.1f} ms, p99 {self.agent_p99_ms:.1f} ms; "
@@ -138,14 +144,16 @@ class Upstream:
 
 
 async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue: int = 200,
-                  step_seconds: float = 2.0) -> ThroughputResult:
+                  step_seconds: float = 2.0, null_agent: bool = False) -> ThroughputResult:
+    """`null_agent`: through the agent that plans nothing (`null_agent`), for the floor."""
     prefix = uuid.uuid4().hex[:8]
     topics = Topics.with_prefix(f"bench-{prefix}.")
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(POOL, f)
-    agent = subprocess.Popen([sys.executable, "-m", "gpualloc", "agent", "--bootstrap", bootstrap,
-                              "--topic-prefix", f"bench-{prefix}.", "--config", f.name, "--step-seconds",
-                              str(step_seconds), "--full-mode-every", "0"], stderr=subprocess.DEVNULL)
+    command = ["-m", "gpualloc.agent.reports.null_agent", bootstrap, f"bench-{prefix}."] if null_agent else \
+        ["-m", "gpualloc", "agent", "--bootstrap", bootstrap, "--topic-prefix", f"bench-{prefix}.", "--config", f.name,
+         "--step-seconds", str(step_seconds), "--full-mode-every", "0"]
+    agent = subprocess.Popen([sys.executable, *command], stderr=subprocess.DEVNULL)
     producer = kafka_clients.producer(bootstrap, linger_ms=2, acks=1)
     consumer = kafka_clients.consumer(topics.decisions, bootstrap=bootstrap, auto_offset_reset="earliest",
                                       isolation_level="read_committed", fetch_max_wait_ms=FETCH_WAIT_MS)
@@ -195,7 +203,7 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
         while any(j not in got for j in measured) and time.perf_counter() < deadline:
             await asyncio.sleep(0.05)
         span = max(got[j] for j in measured if j in got) - min(sent_at[j] for j in measured)
-        commits = await recorded_commits(bootstrap, topics)
+        commits = [] if null_agent else await recorded_commits(bootstrap, topics)
     finally:
         await stop_all(reader, consumer, producer, agent, bootstrap, topics)
         os.unlink(f.name)
@@ -206,7 +214,7 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
                             round(statistics.median(lat), 2), round(lat[int(0.99 * (decided - 1))], 2),
                             round(lat[-1], 2), round(statistics.median(inside), 2), round(inside[int(0.99 * (decided - 1))], 2),
                             len({passes[j] for j in measured if j in got}), len(commits),
-                            sum(c.ahead for c in commits))
+                            sum(c.ahead for c in commits), null_agent)
 
 
 async def recorded_commits(bootstrap: str, topics: Topics) -> list[RecordedCommit]:

@@ -169,8 +169,11 @@ async def test_the_throughput_benchmark_decides_every_arrival(kafka_bootstrap):
     from gpualloc.agent.reports.throughput import measure
 
     before = set(await listed_topics(kafka_bootstrap))
-    result = await measure(kafka_bootstrap, rate=100, seconds=2, queue=20, step_seconds=1.0)
-    assert result.arrivals >= 150 and result.decisions == result.arrivals
+    # 4 s: the plan-ahead solver process starts with the agent's session (a second or two on a
+    # loaded machine), and the warm-up's arrivals go out in one batch, so a 2 s run could end
+    # before its first cut (0 of 3 boundaries planned ahead, once in CI)
+    result = await measure(kafka_bootstrap, rate=100, seconds=4, queue=20, step_seconds=1.0)
+    assert result.arrivals >= 350 and result.decisions == result.arrivals
     assert 0 < result.p50_ms <= result.p99_ms <= result.max_ms
     # 1 s steps over a few seconds: boundaries came, and those after the first cut carried its plan
     assert result.boundaries >= 3 and 1 <= result.planned_ahead < result.boundaries

@@ -29,6 +29,7 @@ from gpualloc.schemas.events import (AllocationDecided, ForecastMade, InputRejec
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.metrics import compute_metrics
 from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Pool, Rejected
+from gpualloc.solvers.planner.snapshot import READABLE as SNAPSHOT_READABLE
 from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
 from gpualloc.solvers.planner.snapshot import (SnapshotError, dump_pool, dump_schedule, load_pool, load_schedule,
                                                pack_json, unpack)
@@ -328,8 +329,9 @@ class Dispatcher:
 
     def restore(self, snap: PoolSnapshot) -> None:
         """Take up the state a snapshot holds (SnapshotError when this release cannot read it)."""
-        if snap.version != SNAPSHOT_VERSION:
-            raise SnapshotError(f"snapshot version {snap.version!r}: this release reads version {SNAPSHOT_VERSION}")
+        if snap.version not in SNAPSHOT_READABLE:
+            raise SnapshotError(f"snapshot version {snap.version!r}: this release reads versions "
+                                f"{', '.join(map(str, SNAPSHOT_READABLE))}")
         state = unpack(snap.state)
         load_pool(state["pool"], self.interpreter)
         self.seq, self.txn, self.frontier = snap.seq, snap.txn, dict(snap.frontier)

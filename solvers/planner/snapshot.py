@@ -24,7 +24,8 @@ from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.state import AppSpec, JobSpec, Planner, PoolConfig
 from gpualloc.solvers.problem import Problem
 
-VERSION = 2  # 2: the forecasters' state, the pool's GPU type, jobs' features
+VERSION = 3  # 2: the forecasters' state, the pool's GPU type, jobs' features; 3: apps' held GPUs in hex
+READABLE = (2, 3)  # a version 2 snapshot reads as it was written (its held masks are JSON integers)
 
 
 class SnapshotError(ValueError):
@@ -32,6 +33,8 @@ class SnapshotError(ValueError):
 
 
 def _hex(mask: int) -> str:
+    """A GPU set as the hex of its bitmask: text whatever the pool's size (JSON numbers are not);
+    -1, an app's "never committed", is "-1", which `int(text, 16)` reads back."""
     return format(mask, "x")
 
 
@@ -55,7 +58,7 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
         "queued": {job_id: _job(spec) for job_id, spec in planner.queued.items()},
         "running": {job_id: [_job(spec), _hex(mask), start] for job_id, (spec, mask, start) in planner.running.items()},
         "apps": {app_id: [a.priority, a.min_gpus, a.max_gpus, a.swap_cap, a.profile, a.rps_per_gpu,
-                          [[step, gpus] for step, gpus in a.observed.items()], a.held]
+                          [[step, gpus] for step, gpus in a.observed.items()], _hex(a.held)]
                  for app_id, a in planner.apps.items()},
         "down": _hex(planner.down), "drained": _hex(planner.drained), "committed": _hex(planner.committed),
         "busy": None if planner.busy is None else [_hex(mask) for mask in planner.busy],
@@ -70,6 +73,7 @@ def load_planner(data: dict[str, Any], scheduler: Callable[[Problem], Schedule],
     planner.running = {job_id: (_spec(job_id, job), int(mask, 16), start)
                        for job_id, (job, mask, start) in data["running"].items()}
     for app_id, (priority, lo, hi, cap, profile, rps, observed, held) in data["apps"].items():
+        held = int(held, 16) if isinstance(held, str) else held  # version 2: a JSON integer
         planner.apps[app_id] = AppSpec(app_id, priority, lo, hi, cap, profile, rps, {s: g for s, g in observed}, held)
     planner.down, planner.drained = int(data["down"], 16), int(data["drained"], 16)
     planner.committed = int(data["committed"], 16)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,17 @@ from gpualloc.solvers import compile_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 pytest_plugins = ["kafka_broker"]  # the `kafka_bootstrap` fixture (tests/ is on sys.path)
+T0 = datetime(2026, 1, 5, tzinfo=timezone.utc)  # a Monday: the pools of the interpreter's tests start here
+
+
+def ev(kind: str, payload: dict, minutes: float = 0, ref=None):
+    """An input event of pool `default`, `minutes` after T0, validated as the contract says."""
+    from gpualloc.schemas.events import parse_event
+    from gpualloc.solvers.planner.interpreter import Event
+
+    env, p = parse_event({"event_id": f"e-{kind}-{minutes}-{ref}", "type": kind, "pool": "default",
+                          "occurred_at": (T0 + timedelta(minutes=minutes)).isoformat(), "payload": payload})
+    return Event(env.type, p, env.occurred_at, ref)
 
 
 def batch(id: str, gpus: int, duration: int, *, priority: float = 1, kind: str = "training",

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
+from conftest import T0, ev
 from gpualloc.schemas.events import parse_event
 from gpualloc.solvers.planner.interpreter import Decided, Ended, Event, Failed, Pool, Rejected
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 
-T0 = datetime(2026, 1, 5, tzinfo=timezone.utc)
 POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60}
-
-
-def ev(kind: str, payload: dict, minutes: float = 0, ref=None) -> Event:
-    env, p = parse_event({"event_id": f"e-{kind}-{minutes}-{ref}", "type": kind, "pool": "default",
-                          "occurred_at": (T0 + timedelta(minutes=minutes)).isoformat(), "payload": payload})
-    return Event(env.type, p, env.occurred_at, ref)
 
 
 def job(n: int, gpus: int = 2, duration: int = 3) -> Event:

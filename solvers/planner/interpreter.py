@@ -30,7 +30,7 @@ from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.state import (FULL_MODE, AppSpec, Commit, Decision, FullModePlan, JobSpec, Planner,
                                             PoolConfig)
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
-from gpualloc.solvers.problem import Problem, mask_of
+from gpualloc.solvers.problem import Problem, bits_of, mask_of
 
 FIRST = ("pool.configured", "node.status")  # applied before the rest of their pass
 
@@ -157,12 +157,12 @@ class Pool:
         if kind == "binding.reported":
             return self._binding(p)
         if kind == "app.registered":
-            problem = self._app_problem(p)
+            app = AppSpec(p.id, p.priority, p.min_gpus, p.max_gpus, p.swap_cap, p.profile, rps_per_gpu=p.rps_per_gpu,
+                          held=mask_of(p.current) if p.current is not None else -1)
+            problem = self._app_problem(p) or planner.floor_problem(app)
             if problem:
                 return [Rejected(event.ref, problem)]
-            planner.register_app(AppSpec(p.id, p.priority, p.min_gpus, p.max_gpus, p.swap_cap, p.profile,
-                                         rps_per_gpu=p.rps_per_gpu,
-                                         held=mask_of(p.current) if p.current is not None else -1))
+            planner.register_app(app)
             return []
         if kind == "traffic.observed":
             app = planner.apps.get(p.app)
@@ -222,6 +222,14 @@ class Pool:
             return "current: lists a GPU twice"
         if p.max_gpus is not None and p.max_gpus < p.min_gpus:
             return f"max_gpus: must be >= min_gpus ({p.max_gpus} < {p.min_gpus})"
+        if p.id in apps or not p.current:  # a registered app keeps what it holds
+            return ""
+        holders = {g: f"running job {job_id!r}" for job_id, (_, mask, _) in sorted(self.planner.running.items())
+                   for g in bits_of(mask)}
+        holders.update({g: f"app {app_id!r}" for app_id, a in sorted(apps.items()) if a.held > 0 for g in bits_of(a.held)})
+        clash = [g for g in p.current if g in holders]
+        if clash:
+            return f"current: GPU {clash[0]} is held by {holders[clash[0]]}"
         return ""
 
     def _decide(self, arrivals: list[Event]) -> list[Effect]:

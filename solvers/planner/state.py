@@ -228,11 +228,53 @@ class Planner:
         else:
             self.queued.pop(job_id, None)
 
+    def floor_problem(self, app: AppSpec) -> str:
+        """Why `app`'s floor cannot be kept from the next commit on, or "" when it can. Running
+        work is never moved and holds its GPUs at least until the next commit, so an app whose
+        floor does not fit beside it, the GPUs of down or drained nodes and the other apps'
+        floors could not be kept within its bounds: it is refused instead of committed short."""
+        if app.min_gpus == 0:
+            return ""
+        others = sum(a.min_gpus for a_id, a in self.apps.items() if a_id != app.id)
+        taken = (self._running_mask() | self.down | self.drained).bit_count()
+        room = self.config.gpus - taken - others
+        if app.min_gpus <= room:
+            return ""
+        return (f"min_gpus: {app.min_gpus} GPUs cannot be kept from the next step on: running jobs and "
+                f"unavailable nodes take {taken} of the pool's {self.config.gpus} GPUs and the other apps' "
+                f"floors {others}, leaving {max(room, 0)} (running work is never moved; register with a "
+                "lower floor, or once work ends)")
+
     def register_app(self, app: AppSpec) -> None:
+        """Register (or update) an app. Its floor is reserved at once in the current plan
+        (`_reserve_floor`), so no arrival inserted before the next boundary's replan can start
+        on the GPUs the floor needs (`floor_problem` says whether it fits at all)."""
         old = self.apps.get(app.id)
         if old is not None:
             app.observed, app.held = old.observed, old.held
         self.apps[app.id] = app
+        if self.busy is not None:
+            self._reserve_floor(app, app.min_gpus - (old.min_gpus if old is not None else 0), old is None)
+
+    def _reserve_floor(self, app: AppSpec, extra: int, new: bool) -> None:
+        """Hold `extra` more GPUs for `app` at every step of the current plan (and, for a new app
+        holding GPUs, that set first, so its swap cap lets it keep them): the plan made before it
+        registered gives it nothing, and the floors must not be taken by work started before the
+        boundary replans with it. Where a step has too few free GPUs, they are held by work
+        planned there, not running (`floor_problem`), which the boundary's replan moves."""
+        pool = (1 << self.config.gpus) - 1
+        blocked = self.down | self.drained
+        own = app.held & pool & ~blocked if new and app.held >= 0 else 0
+        for t, busy in enumerate(self.busy):
+            kept = own & ~busy
+            need = extra - kept.bit_count()
+            free = pool & ~(busy | blocked | kept)
+            while need > 0 and free:
+                top = 1 << (free.bit_length() - 1)  # from the top: inserted blocks fill from GPU 0
+                kept |= top
+                free ^= top
+                need -= 1
+            self.busy[t] = busy | kept
 
     def observe_traffic(self, app_id: str, step: int, gpus: int, load: float | None = None) -> None:
         """`gpus` needed at `step` (`load`: the same, unrounded, when the observation gave requests/s)."""

@@ -188,18 +188,48 @@ class AllocationDecided(BaseModel):
     forecast: ForecastMade | None = None  # added: when the job's GPUs or duration were forecast
 
 
+Rect = tuple[StrictInt, StrictInt, StrictInt, StrictInt]  # [gpu_from, gpu_to, step_from, step_to), both half-open
+
+
+class TentativePlan(BaseModel):
+    """`plan.committed.plan`: the tentative plan from the commit's step on, as rectangles per
+    holder (`gpualloc.schemas.commits` builds it, rebuilds the grid and splits a commit)."""
+
+    gpus: StrictInt = Field(ge=1, le=LIMITS.gpus)  # the pool's GPUs: the grid's rows
+    steps: StrictInt = Field(ge=1, le=LIMITS.horizon)  # the window: the grid's columns, from the commit's step
+    holders: dict[str, list[Rect]] = {}  # job or app id -> GPUs [gpu_from, gpu_to) over steps [step_from, step_to)
+
+    @model_validator(mode="after")
+    def _inside(self) -> TentativePlan:
+        for holder, rects in self.holders.items():
+            for k, (g0, g1, t0, t1) in enumerate(rects):
+                if not (0 <= g0 < g1 <= self.gpus and 0 <= t0 < t1 <= self.steps):
+                    raise ValueError(f"holders[{holder!r}][{k}]: [{g0}, {g1}, {t0}, {t1}] must be a non-empty "
+                                     f"[gpu_from, gpu_to, step_from, step_to) within {self.gpus} GPUs x "
+                                     f"{self.steps} steps")
+        return self
+
+
 class PlanCommitted(BaseModel):
     step: int
     seq: int
     step_start: AwareDatetime
     assignments: dict[str, list[int]]
-    grid: list[list[str | None]]
+    plan: TentativePlan | None = None  # added (replaces `grid`): the tentative plan, this part's holders
+    part: StrictInt = Field(default=1, ge=1)  # added: this message is part `part` of `parts` of commit `seq`
+    parts: StrictInt = Field(default=1, ge=1)
     source: Literal["heuristic", "milp"]
     objective: float
     bound: float | None = None
     started: list[str] = []  # added: jobs that start running at this step
     full_mode: str | None = None  # added: what became of the last full-mode plan, when one ended
     frontier: dict[str, int] = {}  # added: per "topic:partition", the next input offset when it was made
+
+    @model_validator(mode="after")
+    def _part_of_parts(self) -> PlanCommitted:
+        if self.part > self.parts:
+            raise ValueError(f"part: {self.part} must be at most parts ({self.parts})")
+        return self
 
 
 class InputRejected(BaseModel):

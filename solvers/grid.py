@@ -20,13 +20,22 @@ class Schedule:
     realtime: dict[str, list[int]] = field(default_factory=dict)
 
 
+def batch_spans(problem: Problem, schedule: Schedule) -> dict[str, tuple[int, int, int]]:
+    """job id -> (start, end, GPU mask): the steps [start, end) of the window its block holds,
+    running jobs from step 0 for what remains of them."""
+    T = problem.horizon
+    by_id = {j.id: j for j in problem.batch}
+    out = {}
+    for job_id, (start, mask) in schedule.batch.items():
+        job = by_id[job_id]
+        out[job_id] = (start, min(job.remaining, T) if job.running_mask else problem.end_of(job, start), mask)
+    return out
+
+
 def to_grid(problem: Problem, schedule: Schedule) -> Grid:
     T = problem.horizon
     grid: Grid = [[None] * T for _ in range(problem.gpus)]
-    by_id = {j.id: j for j in problem.batch}
-    for job_id, (start, mask) in schedule.batch.items():
-        job = by_id[job_id]
-        end = min(job.remaining, T) if job.running_mask else problem.end_of(job, start)
+    for job_id, (start, end, mask) in batch_spans(problem, schedule).items():
         for g in bits_of(mask):
             row = grid[g]
             for t in range(start, end):

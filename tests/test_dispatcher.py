@@ -10,6 +10,7 @@ import orjson
 from gpualloc.agent.service.dispatcher import Dispatcher, Record
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.schemas.events import AllocationDecided, InputRejected, PlanCommitted
+from gpualloc.schemas.commits import commit_grid
 from gpualloc.solvers.legality import check_plan
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
@@ -89,13 +90,13 @@ def test_commits_every_step_are_legal_and_running_jobs_stay_put():
         now = T0 + timedelta(seconds=10 * step)
         d.handle([job(n + k, gpus=[1, 2, 4][k % 3], duration=1 + k % 4) for k in range(3)], now)
         n += 3
-        outputs.append(d.commit(now))
+        outputs += d.commit(now)
         windows.append(d.last_commit.window)
     published = [PlanCommitted.model_validate(o.message["payload"]) for o in outputs]
     assert [c.step for c in published] == list(range(8)) and [c.seq for c in published] == list(range(1, 9))
     assert published[1].step_start - published[0].step_start == timedelta(seconds=10)
     for window, c in zip(windows, published):
-        assert not check_plan(window, c.grid)
+        assert not check_plan(window, commit_grid(c.model_dump()))
     held: dict[str, tuple[int, list[int]]] = {}
     for c in published:  # a started job keeps its GPUs at every step until it ends
         for owner, gpus in c.assignments.items():

@@ -71,7 +71,7 @@ def run(passes: list[list[bytes]], commit_every: int):
             offsets[topic] += 1
         outputs += [o.message for o in d.handle(records, now)]
         if d.planner is not None and k % commit_every == 0:
-            outputs.append(d.commit(now).message)
+            outputs += [o.message for o in d.commit(now)]
         d.seal(RUN)
     return d, outputs
 
@@ -108,9 +108,9 @@ def test_bad_messages_are_each_answered_once_and_change_nothing(seed, passes, ba
         assert len(letter.original) <= LIMITS.original_chars and len(letter.reason) <= LIMITS.text_chars
         assert len(orjson.dumps(letter.model_dump())) < 200_000  # a dead letter stays far below the broker's limit
     assert {e: d for e, d in decisions(dirty_out).items() if e not in refused} == decisions(clean_out)
-    commits = [[m["payload"][k] for k in ("step", "assignments", "grid", "objective")]
+    commits = [[m["payload"][k] for k in ("step", "assignments", "plan", "objective")]
                for m in dirty_out if m["type"] == "plan.committed"]
-    assert commits == [[m["payload"][k] for k in ("step", "assignments", "grid", "objective")]
+    assert commits == [[m["payload"][k] for k in ("step", "assignments", "plan", "objective")]
                        for m in clean_out if m["type"] == "plan.committed"]
     assert dump_pool(dirty.interpreter)["planner"] == dump_pool(clean.interpreter)["planner"]
 

@@ -113,7 +113,7 @@ def live(records: list[Record], cuts: list[int], commits: list[int], adopt_at: i
                 problem = d.planner.window_problem()
                 plan = FullModePlan(d.planner.now, fifo_schedule(problem), 0.0)
             if d.planner is not None:
-                out.append(d.commit(now, plan))
+                out += d.commit(now, plan)
         if k in aheads and (problem := d.cut(now)) is not None and aheads[k]:
             d.planned_ahead(d.planner.now, hot_plan(problem, run["policy"], run["effort"]))
         entry = d.seal(run)

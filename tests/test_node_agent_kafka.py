@@ -20,6 +20,7 @@ from gpualloc.agent.node.binders import BindError, FileBinder
 from gpualloc.agent.node.kafka_loop import NodeAgent
 from gpualloc.agent.topics import Topics, decode, encode
 from kafka_broker import unique_topic
+from gpualloc.schemas.commits import split
 from gpualloc.schemas.events import AllocationDecided, BindingReported, JobRef, PlanCommitted, envelope
 
 pytestmark = pytest.mark.kafka
@@ -29,7 +30,7 @@ NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def commit_msg(seq: int, assignments: dict[str, list[int]], started: list[str] = (), pool: str = "default") -> dict:
-    payload = PlanCommitted(step=seq, seq=seq, step_start=NOW, assignments=assignments, grid=[],
+    payload = PlanCommitted(step=seq, seq=seq, step_start=NOW, assignments=assignments,
                             source="heuristic", objective=0.0, started=list(started))
     return envelope("plan.committed", payload, NOW, uuid.uuid4().hex, pool=pool)
 
@@ -146,6 +147,27 @@ async def test_two_nodes_follow_commits_and_resync_on_restart(kafka_bootstrap: s
         await files_are(d1, {"j3": [2], "j5": [7], "j6": [6]})
     after = reports(await read_all(kafka_bootstrap, topics.bindings), 1)[5:]
     assert after == [("released", "j2", [12, 13]), ("bound", "j6", [14])]
+
+
+async def test_a_commit_in_parts_is_bound_whole_and_resynced_from(kafka_bootstrap: str, topics: Topics,
+                                                                   tmp_path: Path) -> None:
+    d0 = tmp_path / "node0"
+    many = {f"far-{k}": [100 + k] for k in range(60)}  # other nodes' holders: they make the parts
+    first = commit_msg(1, {"old": [0, 1]} | many)
+    second = split({**commit_msg(2, {"new": [4, 5], "keep": [7]} | many), "event_id": "default:commit:2"}, 600)
+    third = split({**commit_msg(3, {"keep": [7]} | many | {"last": [3]}), "event_id": "default:commit:3"}, 600)
+    assert len(second) >= 3 and len(third) >= 3 and all(p["payload"]["parts"] == len(third) for p in third)
+    async with running(NodeAgent(kafka_bootstrap, 0, range(0, 8), FileBinder(d0), topics=topics)):
+        await publish(kafka_bootstrap, topics.commits, first, *second)
+        await files_are(d0, {"new": [4, 5], "keep": [7]})
+    # stopped; the next commit's parts arrive meanwhile (the newest part first: the resync
+    # still takes the commit whole)
+    await publish(kafka_bootstrap, topics.commits, *third[1:], third[0])
+    async with running(NodeAgent(kafka_bootstrap, 0, range(0, 8), FileBinder(d0), topics=topics)):
+        await files_are(d0, {"keep": [7], "last": [3]})
+    assert reports(await read_all(kafka_bootstrap, topics.bindings), 0) == [
+        ("bound", "old", [0, 1]), ("released", "old", [0, 1]), ("bound", "keep", [7]), ("bound", "new", [4, 5]),
+        ("released", "new", [4, 5]), ("bound", "last", [3])]
 
 
 class FlakyBinder(FileBinder):

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from gpualloc.agent.node.binders import BindError, FileBinder, HookBinder, file_name, job_of
 from gpualloc.agent.node.core import Action, NodeState
+from gpualloc.schemas.commits import split
 from gpualloc.schemas.events import AllocationDecided, PlanCommitted, envelope
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -22,7 +23,7 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC)
 def commit(seq: int, assignments: dict[str, list[int]], step: int | None = None,
            started: list[str] | None = None) -> PlanCommitted:
     return PlanCommitted(step=seq if step is None else step, seq=seq, step_start=T0, assignments=assignments,
-                         grid=[], source="heuristic", objective=0.0, started=started or [])
+                         source="heuristic", objective=0.0, started=started or [])
 
 
 def decision(job_id: str, gpus: list[int], action: str = "start", start_step: int | None = 0) -> AllocationDecided:
@@ -335,3 +336,28 @@ def test_cli_needs_a_binder(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert main(["node-agent", "--node", "0", "--gpus", "0-7", "--bootstrap", "h:1"]) == 2
     assert "--bind-dir" in capsys.readouterr().err
+
+
+def test_a_commit_split_into_parts_is_applied_once_all_its_parts_are_in() -> None:
+    s = node(0)
+    first = envelope("plan.committed", commit(1, {"old": [0, 1], "keep": [2]}), T0, "default:commit:1")
+    assert kinds(s.on_message(first)) == [("bind", "keep", (2,)), ("bind", "old", (0, 1))]
+    assignments = {f"j{k}": [k % 8] for k in range(3, 8)} | {"keep": [2]} | {f"far{k}": [100 + k] for k in range(40)}
+    parts = split(envelope("plan.committed", commit(2, assignments, started=["j3"]), T0, "default:commit:2"), 500)
+    assert len(parts) >= 3 and parts[0]["event_id"] == "default:commit:2" and parts[1]["event_id"] == "default:commit:2:2"
+    last = parts.pop(1)
+    for p in parts:  # a part alone changes nothing: the commit releases what it no longer assigns only whole
+        assert s.on_message(p) == [] and s.bound == {"keep": (2,), "old": (0, 1)}
+    assert s.on_message(parts[0]) == []  # a redelivered part
+    actions = s.on_message(last)
+    assert kinds(actions) == [("release", "old", (0, 1))] + [("bind", f"j{k}", (k,)) for k in range(3, 8)]
+    assert s.last == (2, 2) and s.bound == {"keep": (2,)} | {f"j{k}": (k,) for k in range(3, 8)}
+    assert s.on_message({**last, "event_id": "again"}) == []  # a part of a commit already applied
+
+
+def test_a_part_names_its_place_in_the_commit() -> None:
+    with pytest.raises(ValueError, match="part: 3 must be at most parts"):
+        PlanCommitted(step=1, seq=1, step_start=T0, assignments={}, source="heuristic", objective=0.0, part=3, parts=2)
+    with pytest.raises(ValueError, match=r"holders\['a'\]\[0\].*within 8 GPUs x 4 steps"):
+        PlanCommitted(step=1, seq=1, step_start=T0, assignments={}, source="heuristic", objective=0.0,
+                      plan={"gpus": 8, "steps": 4, "holders": {"a": [[0, 9, 0, 1]]}})

@@ -10,7 +10,8 @@ Rules (docs/contract/events.md, "Binding"):
   then the commit, which is authoritative, decides.
 - `plan.committed` with a higher `seq` than the last applied one reconciles: release what it no
   longer assigns here, bind what it newly assigns or whose GPU set changed (real-time apps move
-  between steps; their re-bind is one `bind` with the new set, not a release first).
+  between steps; their re-bind is one `bind` with the new set, not a release first). A commit
+  split into parts is applied once all its parts are in (each holds only some of its holders).
 - Redelivered events (same event_id) and stale commits yield nothing.
 """
 
@@ -21,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gpualloc.schemas.commits import Parts
 from gpualloc.schemas.events import AllocationDecided, Envelope, PlanCommitted
 
 SEEN_LIMIT = 10_000  # event ids remembered for de-duplication
@@ -61,13 +63,15 @@ class Recent:
         return len(self._items)
 
 
-def read_commit(message: Mapping[str, Any], pool: str) -> tuple[str, PlanCommitted] | None:
-    """(event_id, payload) of a `plan.committed` for `pool`; None for other types or pools;
-    ValueError (pydantic's ValidationError is one) for a malformed message."""
+def read_commit(message: Mapping[str, Any], pool: str) -> tuple[str, dict[str, Any]] | None:
+    """(event_id, payload) of a `plan.committed` (or of one part of one) for `pool`, checked
+    against the contract's model; None for other types or pools; ValueError (pydantic's
+    ValidationError is one) for a malformed message."""
     env = Envelope.model_validate(message)
     if env.type != "plan.committed" or env.pool != pool:
         return None
-    return env.event_id, PlanCommitted.model_validate(env.payload)
+    PlanCommitted.model_validate(env.payload)
+    return env.event_id, env.payload
 
 
 @dataclass
@@ -82,6 +86,7 @@ class NodeState:
     jobs: Recent = field(default_factory=lambda: Recent(KNOWN_LIMIT))  # seen in a decision or `started`
     apps: Recent = field(default_factory=lambda: Recent(KNOWN_LIMIT))  # first assigned without starting
     assigned: frozenset[str] = frozenset()  # ids in the last applied commit (pool-wide)
+    parts: Parts = field(default_factory=Parts)  # parts of split commits not all in yet
 
     # ---- mapping ------------------------------------------------------------------------
     def on_node(self, global_ids: Iterable[int]) -> tuple[int, ...]:
@@ -103,7 +108,10 @@ class NodeState:
         if env.type == "allocation.decided":
             actions = self.on_decision(AllocationDecided.model_validate(env.payload))
         elif env.type == "plan.committed":
-            actions = self.on_commit(PlanCommitted.model_validate(env.payload))
+            PlanCommitted.model_validate(env.payload)  # each part is checked as it comes
+            stale = self.last is not None and env.payload["seq"] <= self.last[1]
+            whole = None if stale else self.parts.add(env.payload)
+            actions = [] if whole is None else self.on_commit(PlanCommitted.model_validate(whole))
         else:
             actions = []
         self.seen.add(env.event_id)
@@ -126,8 +134,10 @@ class NodeState:
         return [self.action("bind", d.job_id, mine, d.start_step)]
 
     def on_commit(self, payload: PlanCommitted | Mapping[str, Any]) -> list[Action]:
-        """Reconcile with an authoritative commit (ignored unless its seq is the highest yet)."""
+        """Reconcile with an authoritative commit, whole (ignored unless its seq is the highest yet)."""
         c = payload if isinstance(payload, PlanCommitted) else PlanCommitted.model_validate(payload)
+        if c.parts != 1:
+            raise ValueError(f"parts: {c.parts}: a node applies a whole commit (`on_message` puts its parts together)")
         if self.last is not None and c.seq <= self.last[1]:
             return []
         for job_id in c.started:

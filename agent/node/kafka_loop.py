@@ -37,6 +37,7 @@ from gpualloc.agent.metrics import HealthServer, NodeMetrics
 from gpualloc.agent.node.binders import Binder
 from gpualloc.agent.node.core import Action, NodeState, read_commit
 from gpualloc.agent.topics import Topics, decode, encode
+from gpualloc.schemas.commits import Parts
 from gpualloc.schemas.config import NodeAgentSettings
 from gpualloc.schemas.events import BindingReported, JobRef, PlanCommitted, envelope
 
@@ -129,28 +130,31 @@ class NodeAgent:
 
     async def _latest_commit(self, consumer: AIOKafkaConsumer, tps: list[TopicPartition],
                              stop: asyncio.Event) -> tuple[str, PlanCommitted] | None:
-        """The highest-seq commit of the pool among the last `resync_depth` messages of each
-        commits partition; leaves each partition positioned at its end (nothing is skipped)."""
+        """The highest-seq whole commit of the pool among the last `resync_depth` messages of each
+        commits partition (a commit whose first parts lie before them is passed over); leaves each
+        partition positioned at its end (nothing is skipped)."""
         ends = await consumer.end_offsets(tps)
         begins = await consumer.beginning_offsets(tps)
         for tp in tps:
             consumer.seek(tp, max(begins[tp], ends[tp] - self.settings.resync_depth))
         pending = {tp for tp in tps if ends[tp] > begins[tp]}
         best: tuple[str, PlanCommitted] | None = None
+        parts = Parts(keep=len(tps) * self.settings.resync_depth)
         deadline = asyncio.get_running_loop().time() + self.settings.resync_timeout_s
         while pending and not stop.is_set():
             for records in (await consumer.getmany(*pending, timeout_ms=self.settings.poll_ms)).values():
                 for r in records:
                     found = self._commit_of(r)
-                    if found and (best is None or found[1].seq > best[1].seq):
-                        best = found
+                    whole = parts.add(found[1]) if found else None
+                    if whole is not None and (best is None or whole["seq"] > best[1].seq):
+                        best = found[0], PlanCommitted.model_validate(whole)
             pending = {tp for tp in pending if await consumer.position(tp) < ends[tp]}
             if asyncio.get_running_loop().time() > deadline:
                 log.warning("node %d: resync read timed out; using the latest commit found", self.state.node)
                 break
         return best
 
-    def _commit_of(self, r: ConsumerRecord) -> tuple[str, PlanCommitted] | None:
+    def _commit_of(self, r: ConsumerRecord) -> tuple[str, dict[str, Any]] | None:
         try:
             return read_commit(decode(r.value), self.state.pool) if r.value is not None else None
         except (ValueError, TypeError) as e:

@@ -22,11 +22,12 @@ from pydantic import ValidationError
 from gpualloc.agent.service.seen_ids import SeenIds
 from gpualloc.agent.topics import Topics, decode
 from gpualloc.forecasting.jobs import JobForecast
+from gpualloc.schemas.commits import split, tentative_plan
 from gpualloc.schemas.config import LIMITS, AgentSettings, ForecastSettings, SolveOptions
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (AllocationDecided, ForecastMade, InputRejected, JobRef, PassRecorded, PlanCommitted,
                                      PoolSnapshot, RecordedCommit, envelope, parse_event)
-from gpualloc.solvers.grid import Schedule, to_grid
+from gpualloc.solvers.grid import Schedule, batch_spans, to_grid
 from gpualloc.solvers.metrics import compute_metrics
 from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Pool, Rejected
 from gpualloc.solvers.planner.snapshot import READABLE as SNAPSHOT_READABLE
@@ -227,10 +228,11 @@ class Dispatcher:
 
     # ---- steps ----------------------------------------------------------------------------
     def commit(self, now: datetime, plan: FullModePlan | None = None,
-               recorded: RecordedCommit | None = None) -> Output:
+               recorded: RecordedCommit | None = None) -> list[Output]:
         """Commit the current step: the hot path's plan, or `plan` (full mode's) when it is
-        adopted, or what a ledger `recorded` (replays); the message carries the whole tentative
-        plan from this step on."""
+        adopted, or what a ledger `recorded` (replays). The message carries the whole tentative
+        plan from this step on; too large for one message, it is split into parts (`commits.split`),
+        returned in order, all for the same transaction."""
         if recorded is not None:
             if not recorded.ahead:
                 self.planner.ahead = None  # the agent replanned here: its plan made ahead came too late
@@ -245,20 +247,21 @@ class Dispatcher:
         self._forget_before(self.planner.now - self.dedup_steps)
         if self.on_commit is not None:
             self.on_commit(commit)
-        grid = to_grid(commit.window, commit.schedule)
-        objective = compute_metrics(commit.window, grid).objective
+        window, schedule = commit.window, commit.schedule
+        objective = compute_metrics(window, to_grid(window, schedule)).objective
+        batch = {k: v for k, v in batch_spans(window, schedule).items() if k != BLOCKER}
         payload = PlanCommitted(
             step=commit.step, seq=self.seq, step_start=self.interpreter.origin + commit.step * self.step_length,
             assignments={k: list(v) for k, v in commit.assignments.items()},
-            grid=[[None if c == BLOCKER else c for c in row] for row in grid],
+            plan=tentative_plan(window.gpus, window.horizon, batch, schedule.realtime),
             source=commit.source, objective=round(objective, 6), bound=committed.bound,
             started=list(commit.started), full_mode=committed.full_mode, frontier=dict(self.frontier))
         self._log.begun(now)
         self._log.commits.append(RecordedCommit(
             seq=self.seq, full_mode=committed.full_mode, bound=committed.bound,
             schedule=dump_schedule(commit.schedule) if commit.source == FULL_MODE else None, ahead=ahead))
-        return Output(self.topics.commits, self.pool,
-                      envelope("plan.committed", payload, now, f"{self.pool}:commit:{self.seq}", self.pool))
+        message = envelope("plan.committed", payload, now, f"{self.pool}:commit:{self.seq}", self.pool)
+        return [Output(self.topics.commits, self.pool, part) for part in split(message)]
 
     def _forget_before(self, step: int) -> None:
         """De-duplicate over the last `dedup_steps` steps (and `seen_limit` ids): the same window
@@ -352,7 +355,7 @@ class Dispatcher:
                 records.extend(record_at(topic, partition, offset) for offset in range(first, last + 1))
         out = self.handle(records, entry.now) if records else []
         self.frontier = dict(entry.frontier)  # with the records a keyed pool passed over
-        out += [self.commit(entry.now, recorded=c) for c in entry.commits]
+        out += [part for c in entry.commits for part in self.commit(entry.now, recorded=c)]
         if entry.cut:  # the plan the agent had made elsewhere, made here: the same function of the same window
             problem = self.cut(entry.now)
             if problem is not None:

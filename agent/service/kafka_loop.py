@@ -40,6 +40,7 @@ from gpualloc.agent.service.full_mode_worker import FullModeWorker
 from gpualloc.agent.service.plan_ahead import PlanAhead
 from gpualloc.agent.service.recovery import ensure_topics, partitions, read_history, reader, rebuild
 from gpualloc.agent.topics import Topics, encode, partition_of
+from gpualloc.schemas.commits import Parts
 from gpualloc.schemas.config import AgentSettings
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import SnapshotError
@@ -97,6 +98,7 @@ class AgentService:
         self._ledger_next: int | None = None  # at or before the offset of the pool's next ledger entry
         self._offsets_sent = float("-inf")  # when the consumed offsets last went to the group (monotonic)
         self._counts: dict[str, int] = {}
+        self._parts = Parts()  # a split commit's parts, counted once whole
 
     def _fresh(self) -> Dispatcher:
         d = Dispatcher(self.pool, self.topics, Pool(pending_limit=self.settings.pending_limit))
@@ -291,6 +293,8 @@ class AgentService:
             log.debug("job %s: %s", p["job_id"], p["action"], extra={"job_id": p["job_id"], "action": p["action"],
                                                                    "event_id": p["input_event_id"]})
         elif kind == "plan.committed":
+            if (p := self._parts.add(p)) is None:
+                return  # the commit's other parts follow in this transaction
             self.stats.commits += 1
             self._committed(p)
             log.info("plan for step %d (seq %d, %s)", p["step"], p["seq"], p["source"],
@@ -344,17 +348,18 @@ class AgentService:
         far behind its clock, after a restart or a stall, catches up over several passes while
         arrivals keep being decided); full mode is collected and launched here."""
         out: list[Output] = []
-        d = self.dispatcher
+        d, steps = self.dispatcher, 0
         while (boundary := d.next_boundary()) is not None and boundary <= now:
-            if len(out) == self.settings.catch_up_steps:
+            if steps == self.settings.catch_up_steps:
                 behind = int((now - boundary) / d.step_length) + 1
-                log.warning("pool %s: %d steps behind the clock; committing %d a pass", self.pool, behind, len(out))
+                log.warning("pool %s: %d steps behind the clock; committing %d a pass", self.pool, behind, steps)
                 break
             plan = self.worker.take() if self.worker is not None else None
             if self.worker is not None and self.worker.last_error:
                 log.warning("full mode failed: %s", self.worker.last_error)
                 self.worker.last_error = None
-            out.append(d.commit(now, plan))
+            out += d.commit(now, plan)  # its parts, when it is split
+            steps += 1
             if d.full_mode_due() and not (boundary + d.step_length <= now):  # not while catching up
                 self._launch_full_mode()
         return out

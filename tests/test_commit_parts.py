@@ -1,0 +1,170 @@
+"""`plan.committed`'s tentative plan and parts (`gpualloc.schemas.commits`): the rectangles give
+back exactly the grid of the schedule, a commit at the contract's limits splits into parts that
+each fit a Kafka message under the default limit, and the parts give back the whole commit."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpualloc.schemas import Scenario
+from gpualloc.schemas.commits import PART_BYTES, Parts, commit_grid, gpu_runs, merge, split, tentative_plan
+from gpualloc.schemas.config import LIMITS, SolveOptions
+from gpualloc.schemas.events import PlanCommitted, envelope
+from gpualloc.solvers import compile_scenario
+from gpualloc.solvers.grid import batch_spans, to_grid
+from gpualloc.solvers.policies import policy
+from gpualloc.solvers.simulation.scenarios import generate_scenario
+from tests.test_property import generator_args
+
+T0 = datetime(2026, 12, 2, tzinfo=UTC)
+
+
+def reference_grid(gpus: int, steps: int, batch: dict, realtime: dict) -> list[list[str | None]]:
+    """The grid cell by cell, as `to_grid` writes it: batch blocks, then apps over them."""
+    grid: list[list[str | None]] = [[None] * steps for _ in range(gpus)]
+    for job_id, (start, end, mask) in batch.items():
+        for g in range(gpus):
+            if mask >> g & 1:
+                for t in range(start, end):
+                    grid[g][t] = job_id
+    for app_id, masks in realtime.items():
+        for t, mask in enumerate(masks):
+            for g in range(gpus):
+                if mask >> g & 1:
+                    grid[g][t] = app_id
+    return grid
+
+
+def message(plan: dict, assignments: dict, started: list[str], seq: int = 7) -> dict:
+    payload = PlanCommitted(step=3, seq=seq, step_start=T0, assignments=assignments, plan=plan, source="heuristic",
+                            objective=1.5, started=started, frontier={"gpualloc.jobs:0": 12})
+    return envelope("plan.committed", payload, T0, f"default:commit:{seq}")
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(generator_args())
+def test_the_plan_of_a_generated_window_gives_back_its_grid(args):
+    problem = compile_scenario(Scenario.model_validate(generate_scenario(**args)))
+    schedule = policy("heuristic").solve(problem, SolveOptions()).schedule
+    plan = tentative_plan(problem.gpus, problem.horizon, batch_spans(problem, schedule), schedule.realtime)
+    assert commit_grid({"plan": plan}) == to_grid(problem, schedule)
+    PlanCommitted.model_validate(message(plan, {}, [])["payload"])  # the contract's model takes it
+
+
+@st.composite
+def windows(draw):
+    """Any masks at all (not only legal plans): blocks of several ranges, apps whose sets jump."""
+    gpus, steps = draw(st.integers(1, 40)), draw(st.integers(1, 12))
+    mask = st.integers(0, (1 << gpus) - 1)
+    batch = {}
+    for k in range(draw(st.integers(0, 6))):
+        start = draw(st.integers(0, steps - 1))
+        batch[f"j{k}"] = (start, draw(st.integers(start, steps)), draw(mask))
+    realtime = {f"a{k}": draw(st.lists(mask, min_size=0, max_size=steps)) for k in range(draw(st.integers(0, 3)))}
+    return gpus, steps, batch, realtime
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(windows(), st.integers(600, 3000))
+def test_any_window_round_trips_and_splits_into_parts_that_fit(window, limit):
+    gpus, steps, batch, realtime = window
+    plan = tentative_plan(gpus, steps, batch, realtime)
+    assert commit_grid({"plan": plan}) == reference_grid(gpus, steps, batch, realtime)
+    assignments = {h: [g for g0, g1, t0, _ in rects if t0 == 0 for g in range(g0, g1)]
+                   for h, rects in plan["holders"].items()}
+    assignments = {h: gs for h, gs in assignments.items() if gs}
+    whole = message(plan, assignments, sorted(h for h in assignments if h.startswith("j")))
+    parts = split(whole, limit)
+    assert all(len(orjson.dumps(p)) <= limit for p in parts)
+    assert [p["payload"]["part"] for p in parts] == list(range(1, len(parts) + 1))
+    assert {p["event_id"] for p in parts} == {"default:commit:7"} | {f"default:commit:7:{i}" for i in range(2, len(parts) + 1)}
+    ids = [set(p["payload"]["assignments"]) for p in parts]
+    assert sum(map(len, ids)) == len(set().union(*ids))  # each holder's assignment in one part
+    back = merge([p["payload"] for p in reversed(parts)])
+    assert back["assignments"] == assignments and sorted(back["started"]) == whole["payload"]["started"]
+    assert commit_grid(back) == commit_grid(whole["payload"])
+    assert {k: v for k, v in back.items() if k not in ("plan", "started")} == \
+        {k: v for k, v in whole["payload"].items() if k not in ("plan", "started")}
+
+
+def test_gpu_runs_are_the_contiguous_ranges():
+    assert gpu_runs(0) == [] and gpu_runs(0b1) == [(0, 1)]
+    assert gpu_runs(0b1110_0110) == [(1, 3), (5, 8)]
+    assert gpu_runs(((1 << 4096) - 1) ^ (1 << 2048)) == [(0, 2048), (2049, 4096)]
+
+
+def at_the_limits(seed: int = 0) -> tuple[dict, dict, dict, list[str]]:
+    """A window at the contract's limits: 4,096 GPUs, horizon 336, 64 apps (8 GPUs each, one
+    moving a GPU up every step), 10,000 placed jobs of 1-8 GPUs with 200-character ids (half of
+    them 4-byte UTF-8 characters, the most bytes an id can take), 3,584 of them running now."""
+    rng = random.Random(seed)
+    G, T, apps = LIMITS.gpus, LIMITS.horizon, LIMITS.apps
+    realtime = {}
+    for a in range(apps):
+        base = G - 8 * apps + 8 * a
+        realtime[f"app-{a:02d}-" + "x" * 190] = [0xFF << base if a % 2 else (0x7F << base) | (1 << (base + 7 - t % 2))
+                                                  for t in range(T)]
+    batch, lanes = {}, G - 8 * apps
+    k = 0
+    for lane in range(lanes):  # three or so jobs one after the other on each GPU
+        t = 0
+        while t < T and k < LIMITS.queued_jobs:
+            end = min(T, t + rng.randint(60, 200))
+            job_id = f"{k:06d}" + ("\U0001F680" if k % 2 else "j") * (LIMITS.id_chars - 6)
+            batch[job_id] = (t, end, 1 << lane)
+            k, t = k + 1, end
+    assignments = {h: [g for g in range(G) if mask >> g & 1] for h, (t0, _, mask) in batch.items() if t0 == 0}
+    assignments |= {a: [g for g in range(G) if masks[0] >> g & 1] for a, masks in realtime.items()}
+    return batch, realtime, assignments, [h for h, (t0, _, _) in batch.items() if t0 == 0]
+
+
+def test_a_commit_at_the_contracts_limits_splits_into_parts_under_a_megabyte():
+    batch, realtime, assignments, started = at_the_limits()
+    assert len(batch) == LIMITS.queued_jobs and max(len(h) for h in batch) == LIMITS.id_chars
+    plan = tentative_plan(LIMITS.gpus, LIMITS.horizon, batch, realtime)
+    whole = message(plan, assignments, started)
+    parts = split(whole)
+    sizes = [len(orjson.dumps(p)) for p in parts]
+    assert len(parts) > 1 and max(sizes) <= PART_BYTES < 1_000_000, sizes
+    for p in parts:
+        PlanCommitted.model_validate(p["payload"])
+    collector = Parts()
+    got = [collector.add(p["payload"]) for p in parts[1:] + parts[:1]]  # in any order: whole once all are in
+    assert got[:-1] == [None] * (len(parts) - 1) and got[-1] is not None
+    back = got[-1]
+    assert back["assignments"] == assignments and sorted(back["started"]) == sorted(started)
+    assert back["plan"]["holders"] == plan["holders"]
+    assert commit_grid(back) == reference_grid_fast(LIMITS.gpus, LIMITS.horizon, batch, realtime)
+
+
+def reference_grid_fast(gpus: int, steps: int, batch: dict, realtime: dict) -> list[list[str | None]]:
+    """`reference_grid` for one-GPU blocks and app masks, without a loop over every GPU."""
+    grid: list[list[str | None]] = [[None] * steps for _ in range(gpus)]
+    for job_id, (start, end, mask) in batch.items():
+        grid[mask.bit_length() - 1][start:end] = [job_id] * (end - start)
+    for app_id, masks in realtime.items():
+        for t, mask in enumerate(masks):
+            for lo, hi in gpu_runs(mask):
+                for g in range(lo, hi):
+                    grid[g][t] = app_id
+    return grid
+
+
+def test_parts_of_different_commits_are_never_mixed_and_bad_sets_are_refused():
+    batch, realtime, assignments, started = at_the_limits()
+    plan = tentative_plan(LIMITS.gpus, LIMITS.horizon, batch, realtime)
+    a, b = split(message(plan, assignments, started, seq=7)), split(message(plan, assignments, started, seq=8))
+    collector = Parts()
+    outs = [collector.add(p["payload"]) for p in [a[0], b[0], *b[1:], *a[1:]]]
+    assert [o["seq"] for o in outs if o is not None] == [8, 7]
+    try:
+        merge([a[0]["payload"], b[1]["payload"]])
+    except ValueError as e:
+        assert "parts" in str(e) and "seq 7" in str(e)
+    else:
+        raise AssertionError("parts of two commits merged")

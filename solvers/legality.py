@@ -12,7 +12,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from gpualloc.solvers.grid import Grid, occupancy, step_masks
-from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of
+from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, obeys_node_rule
 
 
 R3_REALTIME = "R3-realtime"  # R3's floors and ceilings of real-time apps (not its block rule)
@@ -162,7 +162,7 @@ def online_violations(commits, limits: dict[str, tuple[int, int, int]], apps: se
             n = len(gpus)
             if n & (n - 1) or list(gpus) != list(range(gpus[0], gpus[0] + n)):
                 out.append(f"step {commit.step}: {owner} is not on a contiguous power-of-two block")
-            elif node_size and gpus[0] // node_size != gpus[-1] // node_size and n % node_size:
+            elif node_size and not obeys_node_rule(gpus[0], n, node_size):
                 out.append(f"step {commit.step}: {owner} spans nodes of {node_size} GPUs (R3's node rule)")
     return out
 

@@ -22,6 +22,13 @@ def mask_of(gpus) -> int:
     return m
 
 
+def obeys_node_rule(first: int, n: int, node_size: int) -> bool:
+    """R3's node rule for an n-GPU block from GPU `first`: within one node, or whole nodes."""
+    if n <= node_size:
+        return first % node_size + n <= node_size
+    return first % node_size == 0 and n % node_size == 0
+
+
 def bits_of(mask: int) -> list[int]:
     """GPU indices of a bitmask, lowest first."""
     out = []
@@ -30,6 +37,32 @@ def bits_of(mask: int) -> list[int]:
         out.append(low.bit_length() - 1)
         mask ^= low
     return out
+
+
+def gpu_runs(mask: int) -> list[tuple[int, int]]:
+    """The runs of consecutive GPUs [first, end) of a bitmask, lowest first: GPUs 0-3 and 8 are
+    (0, 4), (8, 9). Numbers no larger than the pool whatever its size, a few bytes a run as JSON."""
+    out: list[tuple[int, int]] = []
+    first = 0
+    while mask:
+        gap = (mask & -mask).bit_length() - 1
+        mask >>= gap
+        first += gap
+        length = (mask ^ (mask + 1)).bit_length() - 1  # the run of ones now at bit 0
+        out.append((first, first + length))
+        mask >>= length
+        first += length
+    return out
+
+
+def mask_of_runs(runs: Iterable[tuple[int, int]]) -> int:
+    """The bitmask of `gpu_runs` (ValueError for a run that is not [first, end), 0 <= first < end)."""
+    mask = 0
+    for first, end in runs:
+        if not 0 <= first < end:
+            raise ValueError(f"GPU run [{first}, {end}) is not [first, end) with 0 <= first < end")
+        mask |= ((1 << (end - first)) - 1) << first
+    return mask
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +139,7 @@ class Problem:
         while n <= G:
             m = 0
             for p in range(G - n + 1):
-                if (n <= N and p % N + n <= N) or (n > N and p % N == 0 and n % N == 0):
+                if obeys_node_rule(p, n, N):
                     m |= 1 << p
             out[n] = m
             n *= 2

@@ -15,7 +15,7 @@ configured yet wait for its `pool.configured`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Union
 
@@ -190,13 +190,10 @@ class Pool:
             out += [effect for e in settled for effect in self._apply(e, now)]
             arrivals = [e for e in waiting if e.type == "job.submitted"]
             return out + (self._decide(arrivals) if arrivals else [])
-        old = self.planner.config
-        if (config.gpus, config.node_size) != (old.gpus, old.node_size) and (self.planner.running or self.planner.queued):
-            return [Rejected(event.ref, "gpus, gpus_per_node: cannot change while jobs are queued or running")]
-        self.planner.config = config
-        self.planner.busy = None  # the window may have changed shape: the next arrivals get a fresh plan
-        self.planner.ahead = None  # and the next boundary a fresh one
-        return []
+        problem = self.planner.resize_problem(config)
+        if problem:
+            return [Rejected(event.ref, problem)]
+        return [Failed(job_id, why, by_gpualloc=True) for job_id, why in self.planner.resize(config)]
 
     def _binding(self, p: BindingReported) -> list[Effect]:
         if p.status != "failed" or p.job_id not in self.planner.running:
@@ -277,12 +274,17 @@ class Pool:
                 f"the agent's clock ({now.isoformat()})")
 
     # ---- steps ----------------------------------------------------------------------------------
-    def commit(self, plan: FullModePlan | None = None, recorded: Schedule | None = None) -> Committed:
+    def commit(self, plan: FullModePlan | None = None, recorded: Schedule | None = None,
+               admit: Callable[[Schedule], str | None] | None = None) -> Committed:
         """Commit the current step: full mode's `plan` when it is adopted (legal and better than
-        the hot path on the current window), or `recorded` (a plan a commit recorded, when
-        replaying), else the hot path's plan."""
+        the hot path on the current window, and let through by `admit`, which gives the reason
+        it refuses a schedule, None when it does not), or `recorded` (a plan a commit recorded,
+        when replaying), else the hot path's plan."""
         if plan is not None:
             adoption = self.planner.adopt(plan)
+            refused = admit(adoption.schedule) if admit is not None and adoption.schedule is not None else None
+            if refused:
+                adoption = replace(adoption, schedule=None, reason=refused)
             starving = bool(self.planner.starving())  # the plan's bound is on the boosted objective then
             commit = self.planner.tick_after(adoption)
             bound = plan.bound if commit.source == FULL_MODE and not starving else None

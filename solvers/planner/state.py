@@ -24,7 +24,7 @@ from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of
-from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, earliest_block
+from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, earliest_block, obeys_node_rule
 from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over
 from gpualloc.solvers.planner.reconcile import reconcile
 
@@ -301,6 +301,50 @@ class Planner:
             self.fail(jid)
         return failed
 
+    def resize_problem(self, config: PoolConfig) -> str:
+        """Why the pool cannot take `config`'s shape now ("" when it can): a node size under
+        which a running job's block would break R3's node rule (running work is never moved),
+        or too few GPUs for the registered apps' floors beside the running work that stays."""
+        ns = config.node_size
+        for job_id, (_, mask, _) in sorted(self.running.items()):
+            first, last = (mask & -mask).bit_length() - 1, mask.bit_length() - 1
+            if last < config.gpus and not obeys_node_rule(first, last - first + 1, ns):
+                return (f"gpus_per_node: running job {job_id!r} holds GPUs {first}-{last}, across nodes of "
+                        f"{ns} GPUs (R3's node rule); change the node size once it ends")
+        floors = sum(a.min_gpus for a in self.apps.values())
+        pool = (1 << config.gpus) - 1
+        staying = (self._running_mask() | self.down | self.drained) & pool
+        if floors > config.gpus - staying.bit_count():
+            return (f"gpus: {config.gpus} GPUs cannot hold the registered apps' floors ({floors} GPUs) beside the "
+                    f"{staying.bit_count()} that running jobs and unavailable nodes keep there (running work is "
+                    "never moved; drain the nodes that leave first, or lower the floors)")
+        return ""
+
+    def resize(self, config: PoolConfig) -> list[tuple[str, str]]:
+        """Take a new configuration (`resize_problem` said it can): a pool that shrinks fails
+        the running jobs on the GPUs it loses, as a node going down does (re-queued if they
+        allow it), drops the queued jobs that no longer fit it anywhere, and trims what apps
+        and node states held there. Returns (job id, why) for each job failed or dropped. The
+        next arrivals and boundary get a fresh plan (the window may have changed shape)."""
+        pool = (1 << config.gpus) - 1
+        out = []
+        for job_id, (_, mask, _) in sorted(self.running.items()):
+            if mask & ~pool:
+                self.fail(job_id)
+                out.append((job_id, f"the pool shrank to {config.gpus} GPUs and its GPUs left it"))
+        for job_id, spec in sorted(self.queued.items()):
+            if next(block_size_problems(spec.gpus, config.gpus, config.node_size, "job"), None):
+                self.queued.pop(job_id)
+                out.append((job_id, f"its {spec.gpus} GPUs no longer fit the pool of {config.gpus} GPUs"))
+        for app in self.apps.values():
+            if app.held >= 0:
+                app.held &= pool
+        self.down, self.drained, self.committed = self.down & pool, self.drained & pool, self.committed & pool
+        self.config = config
+        self.busy = None
+        self.ahead = None
+        return out
+
     # ---- decisions ----------------------------------------------------------------------
     def plan(self, problem: Problem | None = None) -> tuple[Problem, Schedule]:
         """The hot path's plan for the window [now, now + horizon): made on the window with
@@ -552,7 +596,7 @@ class Planner:
         realtime = []
         floors = self._floors(blocked | self._running_mask())
         for app_id, app in sorted(self.apps.items()):
-            hi = cfg.gpus if app.max_gpus is None else app.max_gpus
+            hi = cfg.gpus if app.max_gpus is None else min(app.max_gpus, cfg.gpus)
             # GPUs of down or drained nodes are held by the blocker: an app leaves them (as work
             # may, unlike a batch block), so they are not its to keep (else nothing can meet its floor)
             current = app.held & ~(self.down | self.drained) if app.held >= 0 else -1

@@ -37,8 +37,9 @@ class Forecasters:
     # ---- jobs ---------------------------------------------------------------------------------
     def size(self, kind: str, f: Features, hw: Hardware, gpus: int | None, duration: int | None) -> JobForecast:
         """The job's GPU count and duration: the given ones, the rest forecast (SizeError when
-        no count of the pool's GPUs holds it)."""
-        return self.jobs.forecast(kind, f, hw, self.settings.quantile(kind), self.settings.interval, gpus, duration)
+        no count within `max_pool_share` of the pool's GPUs holds it)."""
+        return self.jobs.forecast(kind, f, hw, self.settings.quantile(kind), self.settings.interval, gpus, duration,
+                                  self.settings.max_pool_share)
 
     def finished(self, kind: str, f: Features, hw: Hardware, gpus: int, steps: int,
                  peak_memory_gb: float | None) -> None:

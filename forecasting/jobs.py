@@ -24,7 +24,7 @@ import numpy as np
 
 from gpualloc.forecasting import physics, quantization
 from gpualloc.forecasting.ridge import ErrorWindow, OnlineRidge
-from gpualloc.schemas.config import LIMITS
+from gpualloc.schemas.config import LIMITS, ForecastSettings
 from gpualloc.schemas.features import (GPU_TYPES, OPTIMIZERS, PRECISIONS, QUANT_ALGORITHMS, TRAINING_VARIANTS,
                                        QuantizationFeatures, TrainingFeatures)
 
@@ -147,6 +147,7 @@ _PROBES: dict[str, Features] = {
 
 
 TOLERANCE = 0.15  # over a GPU's memory: a forecast peak this close may still fit (the forecast's error)
+KNEE = 0.02  # of a GPU's memory: a doubling of the GPUs that lowers the forecast peak by less barely helps
 
 
 SANE = 1e4  # the largest magnitude a design value or target of a real job has (a 500 TB memory part)
@@ -161,6 +162,27 @@ def _hours(base: Baseline, f: Features, gpu_type: str, gpus: int) -> float:
     return max(base.hours(f, gpu_type, gpus), 1e-9)
 
 
+def _choose(counts: list[int], peak: Callable[[int], float], baseline_fits: Callable[[int], bool],
+            memory_gb: float) -> int | None:
+    """Of `counts` (ascending powers of two): the smallest whose forecast peak fits a GPU, else
+    whose baseline fits (a correction learned from other jobs may overreach), else the smallest
+    whose peak is within TOLERANCE of fitting, doubled while a doubling lowers the peak by at
+    least KNEE of the GPU's memory. Past that knee the peak barely falls (what is left is not
+    sharded), so more GPUs would not make the job fit, only keep them from others. None: no
+    count comes within TOLERANCE."""
+    for rule in (lambda n: peak(n) <= memory_gb, baseline_fits):
+        n = next((n for n in counts if rule(n)), None)
+        if n is not None:
+            return n
+    near = [i for i, n in enumerate(counts) if peak(n) <= memory_gb * (1 + TOLERANCE)]
+    if not near:
+        return None
+    i = near[0]
+    while i + 1 < len(counts) and peak(counts[i]) - peak(counts[i + 1]) >= KNEE * memory_gb:
+        i += 1
+    return counts[i]
+
+
 class SizeError(ValueError):
     """A job no count of the pool's GPUs holds: the message names the feature and the rule."""
 
@@ -170,10 +192,12 @@ class JobForecaster:
     models: dict[str, KindModel] = field(default_factory=lambda: {kind: _fresh(kind) for kind in BASELINES})
 
     def forecast(self, kind: str, f: Features, hw: Hardware, quantile: float, coverage: float,
-                 gpus: int | None = None, duration: int | None = None) -> JobForecast:
-        """The job's GPUs (given, else forecast) and duration (given, else the `quantile`)."""
+                 gpus: int | None = None, duration: int | None = None,
+                 share: float = ForecastSettings().max_pool_share) -> JobForecast:
+        """The job's GPUs (given, else forecast within `share` of the pool) and duration (given,
+        else the `quantile`)."""
         model, base = self.models[kind], BASELINES[kind]
-        n = gpus if gpus is not None else self._count(kind, f, hw)
+        n = gpus if gpus is not None else self._count(kind, f, hw, share)
         hours, memory = _hours(base, f, hw.gpu_type, n), base.memory(f, n)
         x = np.array(base.design(f, hw.gpu_type, n, hours, memory))
         centre = math.log(hours * 60.0 / hw.step_minutes) + model.duration.predict(x)
@@ -207,29 +231,33 @@ class JobForecaster:
         accounted = memory / physics.HEADROOM
         return accounted + self.models[kind].memory.predict(_memory_row(kind, f, gpu_type, n, accounted))
 
-    def _count(self, kind: str, f: Features, hw: Hardware) -> int:
-        """The smallest power of two from the layout's floor whose forecast peak fits a GPU."""
-        base, n, peak = BASELINES[kind], BASELINES[kind].smallest(f), 0.0
-        if n > hw.max_gpus:
-            raise SizeError(f"features.tensor_parallel, features.pipeline_parallel: the layout needs {n} GPUs, "
+    def _count(self, kind: str, f: Features, hw: Hardware, share: float) -> int:
+        """`_choose` over the powers of two from the layout's floor to the pool's size; a count
+        above `share` of the pool (the layout's floor always allowed) is refused, so no forecast
+        gives one job the pool: a job that needs that much says so with `gpus`."""
+        base, floor = BASELINES[kind], BASELINES[kind].smallest(f)
+        if floor > hw.max_gpus:
+            raise SizeError(f"features.tensor_parallel, features.pipeline_parallel: the layout needs {floor} GPUs, "
                             f"the pool has {hw.max_gpus}")
-        floor, best = n, (math.inf, n)
-        while n <= hw.max_gpus:
-            peak = self._peak(kind, f, hw.gpu_type, n, base.memory(f, n))
-            if peak <= hw.memory_gb:
-                return n
-            best = min(best, (peak, n))
-            n *= 2
-        n = floor  # a correction learned from other jobs may overreach: the baseline's own count, if any
-        while n <= hw.max_gpus:
-            if base.memory(f, n) <= hw.memory_gb * physics.HEADROOM:
-                return n
-            n *= 2
-        peak, n = best
-        if peak <= hw.memory_gb * (1 + TOLERANCE):
-            return n  # within the forecast's own error of fitting: tried where it needs least, not refused
-        raise SizeError(f"features: no count of the pool's {hw.max_gpus} GPUs holds the job (it needs about "
-                        f"{peak:.0f} GB a GPU at best, at {n}; a {hw.gpu_type} has {hw.memory_gb:g} GB)")
+        cap = max(floor, 1 << int(math.log2(max(1.0, share * hw.max_gpus))))
+        counts = [floor << i for i in range(int(math.log2(hw.max_gpus // floor)) + 1)]
+        peaks: dict[int, float] = {}
+
+        def peak(n: int) -> float:
+            if n not in peaks:
+                peaks[n] = self._peak(kind, f, hw.gpu_type, n, base.memory(f, n))
+            return peaks[n]
+
+        n = _choose(counts, peak, lambda n: base.memory(f, n) <= hw.memory_gb * physics.HEADROOM, hw.memory_gb)
+        if n is None:
+            least, at = min((peak(n), n) for n in counts)
+            raise SizeError(f"features: no count of the pool's {hw.max_gpus} GPUs holds the job (it needs about "
+                            f"{least:.0f} GB a GPU at best, at {at}; a {hw.gpu_type} has {hw.memory_gb:g} GB)")
+        if n > cap:
+            raise SizeError(f"features: the forecast sizes the job at {n} GPUs, more than forecast.max_pool_share "
+                            f"({share:g}) of the pool's {hw.max_gpus} allows ({cap}); give gpus to run it at a count "
+                            f"of your own")
+        return n
 
     def dump(self) -> dict:
         return {kind: model.dump() for kind, model in self.models.items()}

@@ -112,6 +112,9 @@ class ForecastSettings(_Frozen):
     interval: float = Field(default=0.8, gt=0, lt=1)  # the coverage of the interval decisions report
     traffic_weeks: int = Field(default=6, ge=1, le=52)  # weeks of hourly traffic history kept an app
     traffic_forgetting: float = Field(default=0.7, gt=0, le=1)  # a week's weight against the week after it
+    # the most of the pool a forecast GPU count takes (at least the job's own tensor x pipeline layout): a
+    # job that needs more gives `gpus` itself, so no forecast error can hold the whole pool for one job
+    max_pool_share: float = Field(default=0.5, gt=0, le=1)
 
     def quantile(self, kind: str) -> float:
         return self.quantization_quantile if kind == "quantization" else self.training_quantile

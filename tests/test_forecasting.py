@@ -15,7 +15,9 @@ from gpualloc.forecasting.forecasters import Forecasters, hardware
 from gpualloc.forecasting.jobs import Hardware, JobForecaster, SizeError
 from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow, OnlineRidge
 from gpualloc.forecasting.traffic import WEEK, TrafficForecaster, day_type
+from gpualloc.schemas.config import ForecastSettings
 from gpualloc.schemas.features import QuantizationFeatures, TrainingFeatures
+from gpualloc.solvers.simulation.synthetic_jobs import sample_job
 
 LORA = {"variant": "lora", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 2048,
         "dataset_tokens_m": 50, "epochs": 1, "global_batch": 64, "micro_batch": 4, "lora_rank": 16}
@@ -123,6 +125,64 @@ def test_a_job_no_count_holds_is_refused_naming_the_features():
         JobForecaster().forecast("training", training(tensor_parallel=16, pipeline_parallel=8), H100, 0.7, 0.8)
     with pytest.raises(SizeError, match="features.gpu_type"):
         hardware(training(), None, None, 64, 60)
+
+
+ZERO3_CPT = training(variant="cpt", lora_rank=None, params_b=8, seq_len=2048, dataset_tokens_m=2673.6,
+                     micro_batch=8, global_batch=128, zero_stage=3, flash_attention=True)
+
+
+def test_a_job_just_over_a_gpu_at_every_count_is_not_given_the_pool():
+    """ZeRO-3 shards all but the activations and logits: past a few GPUs its forecast peak
+    stays just over the GPU's 80 GB (97 GB at 8, 89 at 16, 81 at 4,096), and the count with the
+    least peak was the whole pool. It is the first count within the tolerance (16), doubled
+    while a doubling lowers the peak by at least 2% of the GPU's memory (1.6 GB): 64, or a
+    refusal where 64 is more than half the pool."""
+    fc = JobForecaster()
+    peaks = {n: fc._peak("training", ZERO3_CPT, "h100-80gb", n, physics.memory_per_gpu_gb(ZERO3_CPT, n))
+             for n in (8, 16, 32, 64, 128, 4096)}
+    assert all(80 < p for p in peaks.values()) and peaks[16] < 80 * 1.15 < peaks[8]
+    assert peaks[32] - peaks[64] >= 1.6 > peaks[64] - peaks[128]
+    for pool in (128, 1024, 4096):
+        assert fc.forecast("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, pool, 30), 0.7, 0.8).gpus == 64
+    with pytest.raises(SizeError, match=r"features: the forecast sizes the job at 64 GPUs, more than "
+                                        r"forecast.max_pool_share \(0.5\) of the pool's 64 allows \(32\); give gpus"):
+        fc.forecast("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, 64, 30), 0.7, 0.8)
+    whole = Forecasters(ForecastSettings(max_pool_share=1.0))  # the setting an operator raises
+    assert whole.size("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, 64, 30), None, None).gpus == 64
+
+
+def test_a_job_that_fits_only_above_the_pools_share_is_refused_naming_the_setting():
+    """The baseline fits a 70B full fine-tune at 16 GPUs: a 16-GPU pool does not give it all of
+    them unless its share allows, or the job gives `gpus`; a layout's own floor is allowed."""
+    big = training(variant="full", lora_rank=None, params_b=70, layers=80, hidden_size=8192, zero_stage=3,
+                   gradient_checkpointing=True, micro_batch=1, global_batch=64)
+    assert physics.size_training(big, "h100-80gb").gpus == 16
+    hw = Hardware("h100-80gb", 80.0, 16, 30)
+    with pytest.raises(SizeError, match=r"features: the forecast sizes the job at 16 GPUs, more than "
+                                        r"forecast.max_pool_share \(0.5\) of the pool's 16 allows \(8\)"):
+        JobForecaster().forecast("training", big, hw, 0.7, 0.8)
+    assert JobForecaster().forecast("training", big, hw, 0.7, 0.8, share=1.0).gpus == 16
+    assert JobForecaster().forecast("training", big, hw, 0.7, 0.8, gpus=16).gpus == 16
+    assert JobForecaster().forecast("training", big, Hardware("h100-80gb", 80.0, 32, 30), 0.7, 0.8).gpus == 16
+    layout = training(tensor_parallel=8, pipeline_parallel=2)
+    assert JobForecaster().forecast("training", layout, hw, 0.7, 0.8).gpus == 16
+
+
+def test_generated_jobs_that_fit_within_the_share_keep_the_smallest_count_that_fits():
+    """The share changes nothing for a job whose baseline fits at or below it: before learning,
+    its count is the baseline's smallest power of two that fits, at any pool size."""
+    rng, fc, seen = random.Random(2), JobForecaster(), 0
+    for _ in range(400):
+        job = sample_job(rng, "h100-80gb", 30, 4096)
+        if job.kind != "training":
+            continue
+        f = TrainingFeatures.model_validate(job.features)
+        for pool in (64, 4096):
+            sized = physics.size_training(f, "h100-80gb", max_gpus=pool // 2)
+            if sized.fits:
+                seen += 1
+                assert fc.forecast("training", f, Hardware("h100-80gb", 80.0, pool, 30), 0.7, 0.8).gpus == sized.gpus
+    assert seen > 500
 
 
 def test_quantization_jobs_are_sized_and_learned_alike():

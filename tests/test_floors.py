@@ -17,25 +17,26 @@ from gpualloc.solvers.planner.interpreter import Decided, Pool, Rejected
 STEP = timedelta(minutes=60)
 
 
-def configured(gpus: int, horizon: int) -> Pool:
+def configured(gpus: int, horizon: int, node: int = 8) -> Pool:
     pool = Pool()
-    pool.apply([ev("pool.configured", {"gpus": gpus, "gpus_per_node": 8, "horizon": horizon, "step_minutes": 60})], T0)
+    pool.apply([ev("pool.configured", {"gpus": gpus, "gpus_per_node": node, "horizon": horizon, "step_minutes": 60})], T0)
     return pool
 
 
-APP = st.tuples(st.integers(0, 4), st.integers(1, 9), st.booleans())  # floor, priority, gives its current GPUs
+APP = st.tuples(st.integers(0, 6), st.integers(1, 9), st.booleans())  # floor, priority, gives its current GPUs
 JOB = st.tuples(st.integers(1, 9), st.sampled_from([1, 2, 4, 8, 16]), st.integers(1, 8))
-PASS = st.tuples(st.lists(APP, max_size=2), st.lists(JOB, max_size=12), st.booleans(), st.integers(0, 3),
+PASS = st.tuples(st.lists(APP, max_size=4), st.lists(JOB, max_size=12), st.booleans(), st.integers(0, 3),
                  st.sampled_from(["none", "commit", "ahead"]))
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.sampled_from([16, 32, 64]), st.integers(2, 12), st.lists(PASS, min_size=1, max_size=8), st.randoms())
-def test_every_commit_keeps_every_registered_floor(gpus, horizon, passes, rnd):
+@given(st.sampled_from([16, 32, 64, 128]), st.sampled_from([4, 8]), st.integers(2, 12),
+       st.lists(PASS, min_size=1, max_size=8), st.randoms())
+def test_every_commit_keeps_every_registered_floor(gpus, node, horizon, passes, rnd):
     """Passes of app registrations and arrivals shuffled together (completions now and then),
     boundaries between some of them, the next boundary's plan made ahead before some: the online
     rules hold at every commit for every app the pool accepted."""
-    pool = configured(gpus, horizon)
+    pool = configured(gpus, horizon, node)
     planner, commits, limits, n = pool.planner, [], {}, 0
     for apps, jobs, leave, order, boundary in passes:
         now = T0 + planner.now * STEP
@@ -67,7 +68,7 @@ def test_every_commit_keeps_every_registered_floor(gpus, horizon, passes, rnd):
         if boundary != "none":
             commits.append(pool.commit().commit)
     commits.append(pool.commit().commit)
-    assert online_violations(commits, limits, set(limits), node_size=8) == []
+    assert online_violations(commits, limits, set(limits), node_size=node) == []
 
 
 def test_an_app_registered_after_the_backlog_gets_its_floor_at_the_next_commit():

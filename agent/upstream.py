@@ -111,7 +111,8 @@ def line(message: dict[str, Any], topic: str) -> str:
         holders = sorted(p["assignments"].items(), key=lambda kv: (min(kv[1], default=0), kv[0]))
         shown = ", ".join(f"{owner} {span(gpus)}" for owner, gpus in holders[:HOLDERS_SHOWN])
         more = f" and {len(holders) - HOLDERS_SHOWN} more" if len(holders) > HOLDERS_SHOWN else ""
-        return (f"committed step {p['step']} (seq {p['seq']}, {p['source']}) objective {p['objective']:.2f}{bound}: "
+        part = f", part {p['part']} of {p['parts']}" if p.get("parts", 1) > 1 else ""
+        return (f"committed step {p['step']} (seq {p['seq']}{part}, {p['source']}) objective {p['objective']:.2f}{bound}: "
                 f"{shown or 'nothing held'}{more}{started}")
     if kind == "binding.reported":
         return f"binding   node {p['node']} {p['job_id']} {p['status']} GPUs {span(p.get('gpus', []))} {p.get('detail', '')}".rstrip()

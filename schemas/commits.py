@@ -69,11 +69,11 @@ def tentative_plan(gpus: int, steps: int, batch: Mapping[str, tuple[int, int, in
 
 
 def commit_grid(payload: Mapping[str, Any]) -> list[list[str | None]]:
-    """The GPU x step grid (job or app id, or None) of a whole commit's plan, from its step on.
-    A commit of a release before `plan` carries its `grid`; one with neither gives []."""
+    """The GPU x step grid (job or app id, or None) of a whole commit's plan, from its step on
+    ([] for a commit without a plan)."""
     plan = payload.get("plan")
     if plan is None:
-        return payload.get("grid") or []
+        return []
     grid: list[list[str | None]] = [[None] * plan["steps"] for _ in range(plan["gpus"])]
     for holder, rects in plan["holders"].items():
         for g0, g1, t0, t1 in rects:
@@ -188,8 +188,14 @@ class Parts:
         return merge(list(got.values()))
 
 
-def whole(payloads: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The whole commits among one pool's `plan.committed` payloads, in the order each completed
-    (a commit some of whose parts are missing is left out)."""
-    parts = Parts(keep=1 << 30)
-    return [c for p in payloads if (c := parts.add(p)) is not None]
+def latest(payloads: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The whole commit with the highest seq among one pool's `plan.committed` payloads whose
+    parts are all there (None when there is none)."""
+    by_seq: dict[int, dict[int, Mapping[str, Any]]] = {}
+    for p in payloads:
+        by_seq.setdefault(p["seq"], {})[p.get("part", 1)] = p
+    for seq in sorted(by_seq, reverse=True):
+        got = by_seq[seq]
+        if len(got) == next(iter(got.values())).get("parts", 1):
+            return merge(list(got.values()))
+    return None

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from gpualloc.agent.reports.status import gantt, lines, read_status, view
+from gpualloc.agent.reports.status import SHOWN, gantt, lines, read_status, summary, view
 from gpualloc.agent.service.kafka_loop import AgentService
 from gpualloc.agent.topics import Topics
 from gpualloc.client import Client
@@ -28,6 +28,19 @@ def test_the_gantt_groups_gpus_with_the_same_plan_and_names_each_holder():
     assert out[3] == "legend: a=a, b=b, c=chat"
     assert gantt(grid, 0, width=2)[1] == "GPUs 0-1 |aa|"  # the window cut to the width shown
     assert gantt([], 0) == ["(no commit yet)"]
+    assert gantt(grid[2:], 0, first_gpu=2)[1:3] == ["GPUs 2-3 |b.a|", "legend: a=b, b=chat"]
+
+
+def test_the_summary_sums_each_group_of_nodes_up_and_merges_groups_alike():
+    plan = {"gpus": 32, "steps": 6, "holders": {"a": [[0, 6, 0, 2]], "app": [[6, 10, 0, 6]], "b": [[16, 32, 1, 3]]}}
+    out = summary(plan, nodes=4, node_size=8, width=4)
+    assert out == {"steps": 4, "nodes_per_group": 1, "rows": [
+        {"nodes": [0, 0], "gpus_per_group": 8, "busy": [8, 8, 2, 2], "holders_now": 2},
+        {"nodes": [1, 1], "gpus_per_group": 8, "busy": [2, 2, 2, 2], "holders_now": 1},
+        {"nodes": [2, 3], "gpus_per_group": 8, "busy": [0, 8, 8, 0], "holders_now": 0}]}
+    big = summary({"gpus": 4096, "steps": 336, "holders": {"x": [[0, 4096, 0, 336]]}}, 512, 8, 48)
+    assert big["nodes_per_group"] == 8 and big["rows"] == [
+        {"nodes": [0, 511], "gpus_per_group": 64, "busy": [64] * 48, "holders_now": 1}]  # 64 groups alike: one row
 
 
 def test_the_view_tells_each_queued_job_its_promised_start_and_why():
@@ -40,13 +53,11 @@ def test_the_view_tells_each_queued_job_its_promised_start_and_why():
     planner.drained = 0b11110000  # node 1 drained after the commit
     reports = [{"type": "binding.reported", "occurred_at": "2026-12-01T00:00:00Z",
                 "payload": {"node": 0, "job_id": "big", "status": "bound", "gpus": [0, 1, 2, 3]}}]
-    grid = [[None] * 6 for _ in range(8)]
-    for owner, gpus in commit.assignments.items():
-        for g in gpus:
-            grid[g][0] = owner
+    holders = {owner: [[g, g + 1, 0, 1] for g in gpus] for owner, gpus in commit.assignments.items()}
     status = view("p", planner, {"step": 0, "seq": 1, "source": "heuristic", "objective": 1.0,
-                                 "assignments": {k: list(v) for k, v in commit.assignments.items()}, "grid": grid},
-                  reports)
+                                 "assignments": {k: list(v) for k, v in commit.assignments.items()},
+                                 "plan": {"gpus": 8, "steps": 6, "holders": holders}},
+                  reports, gpu_range=(0, 4))
     assert [r["id"] for r in status["running"]] == ["big"] and status["running"][0]["gpus"] == "0-3"
     (wide,) = status["queue"]
     assert wide["id"] == "wide" and wide["action"] == "queued" and wide["promised_start"] is None
@@ -56,9 +67,20 @@ def test_the_view_tells_each_queued_job_its_promised_start_and_why():
     assert [n["state"] for n in status["nodes"]] == ["up", "drained"]
     assert status["nodes"][0]["last_report"]["status"] == "bound" and status["nodes"][1]["last_report"] is None
     assert status["usage"]["batch"] == 4 and status["usage"]["realtime"] == len(commit.assignments["chat"])
+    assert status["detail"]["grid"] == [["big"] + [None] * 5] * 4
     text = "\n".join(lines(status))
     assert "queue (1):" in text and "wide" in text and "drained" in text and "legend:" in text
+    assert "node 0 (GPUs 0-3) |#" in text and "nodes 1 drained: " not in text and "node 1 drained" in text
     json.dumps(status)  # plain data, as --json prints it
+
+
+def test_the_text_lists_the_first_jobs_and_says_how_many_more():
+    planner = Planner(PoolConfig(gpus=8, gpus_per_node=4, horizon=6))
+    planner.submit_all([JobSpec(f"j{k}", "training", 1, 8, 2, 0) for k in range(SHOWN + 6)])  # one starts
+    text = "\n".join(lines(view("p", planner, None, [])))
+    assert f"queue ({SHOWN + 5}):" in text and "  ... and 5 more (`--json` lists all)" in text
+    assert text.count("GPUs x 2  priority 1") == SHOWN
+    assert "(no commit yet)" in text and "nodes 0-1 up: 0 of 8 GPUs busy" in text
 
 
 @pytest.mark.kafka
@@ -79,21 +101,27 @@ async def test_status_reads_the_live_pool_back_from_the_bus(kafka_bootstrap):
             b = await client.submit_job({"id": "b", "kind": "training", "priority": 1, "gpus": 8, "duration": 2})
         assert a.action == "start" and b.action in ("planned", "queued")
         for _ in range(50):  # until a commit holds `a`
-            status = await read_status(kafka_bootstrap, topics, "p")
-            if status and status["commit"] and any(row[0] == "a" for row in status["grid"]):
-                break  # `a` runs from its start decision; its first commit is what the grid shows
+            status = await read_status(kafka_bootstrap, topics, "p", gpu_range=(0, 8))
+            if status and status["commit"] and "a" in status["detail"]["grid"][0]:
+                break  # `a` runs from its start decision; its first commit is what the plan shows
             await asyncio.sleep(0.3)
         assert {r["id"] for r in status["running"]} == {"a"}
         assert [q["id"] for q in status["queue"]] == ["b"] and status["queue"][0]["reason"]
         assert status["apps"][0]["id"] == "chat" and status["apps"][0]["demand"] == 2
-        assert any(row[0] == "a" for row in status["grid"])
+        assert sum(row[0] == "a" for row in status["detail"]["grid"]) == 4
+        assert status["plan"]["rows"][0]["busy"][0] >= 4
         assert await read_status(kafka_bootstrap, topics, "nobody") is None
         env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
         run = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "gpualloc", "status", "--pool", "p",
                                                        "--topic-prefix", prefix], capture_output=True, text=True,
                                       env=env, timeout=120)
         assert run.returncode == 0, run.stderr
-        assert "queue (1):" in run.stdout and "legend:" in run.stdout and "chat" in run.stdout
+        assert "queue (1):" in run.stdout and "chat" in run.stdout and "GPUs taken a group" in run.stdout
+        assert "legend:" not in run.stdout  # the per-GPU Gantt only on request
+        run = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "gpualloc", "status", "--pool", "p",
+                                                       "--topic-prefix", prefix, "--gpus", "0-7"],
+                                      capture_output=True, text=True, env=env, timeout=120)
+        assert run.returncode == 0 and "legend:" in run.stdout and "=a" in run.stdout, run.stderr
         run = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "gpualloc", "status", "--pool", "nobody",
                                                        "--topic-prefix", prefix, "--json"], capture_output=True,
                                       text=True, env=env, timeout=120)

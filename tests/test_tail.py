@@ -22,6 +22,9 @@ def test_a_commit_line_names_its_holders_and_their_gpus():
     assert "train-1 0-3, chat 4-5" in text and "started train-1" in text
     many = {**COMMIT, "payload": {**COMMIT["payload"], "assignments": {f"j{k}": [k] for k in range(20)}}}
     assert f"and {20 - HOLDERS_SHOWN} more" in line(many, "gpualloc.commits")
+    part = {**COMMIT, "payload": {**COMMIT["payload"], "part": 2, "parts": 3}}
+    assert "(seq 5, part 2 of 3, heuristic)" in line(part, "gpualloc.commits")
+    assert "part" not in line(COMMIT, "gpualloc.commits")
 
 
 def test_one_jobs_story_and_json_lines():

@@ -190,7 +190,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     found: list = []
 
     async def body(stop: asyncio.Event) -> None:
-        found.append(await read_status(bootstrap, Topics.with_prefix(settings.topic_prefix), settings.pool))
+        found.append(await read_status(bootstrap, Topics.with_prefix(settings.topic_prefix), settings.pool,
+                                       args.width, args.gpus))
 
     run_until_signal(body, bootstrap)
     if not found:  # stopped by a signal before the bus was read
@@ -200,8 +201,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(orjson.dumps(found[0], option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        print("\n".join(lines(found[0], args.width)))
+        print("\n".join(lines(found[0])))
     return EXIT_OK
+
+
+def _gpu_range(text: str) -> tuple[int, int]:
+    """`A-B` (or `A`): GPUs A to B, both included, as [A, B + 1)."""
+    first, _, last = text.partition("-")
+    try:
+        lo, hi = int(first), int(last or first)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be A-B, GPU indices with A <= B (e.g. 0-63)") from None
+    if not 0 <= lo <= hi:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be A-B, GPU indices with 0 <= A <= B (e.g. 0-63)")
+    return lo, hi + 1
 
 
 def add_bus_commands(sub: argparse._SubParsersAction) -> None:
@@ -268,11 +281,14 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON (mismatches, illegal steps, counts)")
     p.set_defaults(func=cmd_audit)
 
-    p = sub.add_parser("status", help="the live pool: the committed grid, running jobs, the queue with reasons and "
-                                      "promised starts, apps' demand against what they hold, node health")
+    p = sub.add_parser("status", help="the live pool: the committed plan by node groups, running jobs, the queue "
+                                      "with reasons and promised starts, apps' demand against what they hold, "
+                                      "node health")
     bus_arguments(p)
     p.add_argument("--json", action="store_true", help="the status as one JSON object")
-    p.add_argument("--width", type=positive_int, default=48, help="steps of the grid shown (default 48)")
+    p.add_argument("--width", type=positive_int, default=48, help="steps of the plan shown (default 48)")
+    p.add_argument("--gpus", type=_gpu_range, metavar="A-B",
+                   help="also who holds each of GPUs A to B, step by step (default: the plan by groups of nodes only)")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("explain", help="a job's history and, while it waits, what holds its block")

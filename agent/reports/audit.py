@@ -149,7 +149,7 @@ def compare(pool: str, topics: Topics, history, recorded: dict[str, dict], bound
                                              f"{_difference(_comparable(theirs), _comparable(m))}")
             elif within:
                 result.decisions += kind == "allocation.decided"
-                result.commits += kind == "plan.committed"
+                result.commits += kind == "plan.committed" and m["payload"].get("part", 1) == 1  # one a commit
     for event_id, m in recorded.items():
         if event_id not in reproduced and not _after(m, d, later):
             result.mismatches.append(f"{m['type']} {event_id}: published, but the ledger's replay does not make it")

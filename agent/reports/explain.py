@@ -10,6 +10,7 @@ from gpualloc.agent import kafka_clients
 from gpualloc.agent.service.recovery import partition_counts, partitions, read_range, reader
 from gpualloc.agent.topics import Topics, decode
 from gpualloc.agent.upstream import span as _span
+from gpualloc.schemas.commits import latest
 
 
 async def history_of(bootstrap: str, topics: Topics, pool: str, job_id: str) -> list[dict[str, Any]]:
@@ -22,7 +23,7 @@ async def history_of(bootstrap: str, topics: Topics, pool: str, job_id: str) -> 
         records = await read_range(consumer, {tp: 0 for name in names for tp in partitions(counts, name)})
     finally:
         await consumer.stop()
-    out, latest = [], None
+    out, commits = [], []
     for r in sorted(records, key=lambda r: (r.timestamp, r.topic, r.offset)):
         try:
             m = decode(r.value)
@@ -32,14 +33,13 @@ async def history_of(bootstrap: str, topics: Topics, pool: str, job_id: str) -> 
             continue
         p = m.get("payload") or {}
         if m.get("type") == "plan.committed":
-            if latest is None or p.get("seq", 0) > latest["payload"].get("seq", 0):
-                latest = m
+            commits.append(p)
             if job_id in p.get("started", ()):
-                out.append(m)
+                out.append(m)  # the part of its commit that holds the job
         elif p.get("id") == job_id or p.get("job_id") == job_id:
             out.append(m)
-    if latest is not None:
-        out.append({**latest, "latest": True})
+    if (whole := latest(commits)) is not None:
+        out.append({"type": "plan.committed", "pool": pool, "payload": whole, "latest": True})
     return out
 
 
@@ -74,20 +74,21 @@ def explain_lines(job_id: str, messages: list[dict[str, Any]]) -> list[str]:
 
 
 def waiting(job_id: str, commit: dict[str, Any]) -> list[str]:
-    """Where the latest commit's tentative plan puts a waiting job, and who holds its block first."""
-    grid, step = commit["grid"], commit["step"]
-    cells = [(g, t) for g, row in enumerate(grid) for t, owner in enumerate(row) if owner == job_id]
-    if not cells:
-        return [f"now (step {step}): waiting; no block in the {len(grid[0]) if grid else 0}-step window of the "
+    """Where the latest (whole) commit's tentative plan puts a waiting job, and who holds its
+    block first."""
+    plan, step = commit.get("plan") or {"steps": 0, "holders": {}}, commit["step"]
+    rects = plan["holders"].get(job_id, [])
+    if not rects:
+        return [f"now (step {step}): waiting; no block in the {plan['steps']}-step window of the "
                 f"latest commit (seq {commit['seq']}): higher-value work and real-time demand fill it"]
-    start = min(t for _, t in cells)
-    gpus = sorted({g for g, t in cells if t == start})
+    start = min(t0 for _, _, t0, _ in rects)
+    block = [(g0, g1) for g0, g1, t0, _ in rects if t0 == start]
+    gpus = [g for g0, g1 in block for g in range(g0, g1)]
     holders: dict[str, int] = {}
-    for g in gpus:
-        for t in range(start):
-            owner = grid[g][t]
-            if owner is not None and owner != job_id:
-                holders[owner] = max(holders.get(owner, 0), step + t + 1)
+    for owner, theirs in plan["holders"].items():
+        for g0, g1, t0, t1 in theirs:
+            if owner != job_id and t0 < start and any(g0 < b1 and b0 < g1 for b0, b1 in block):
+                holders[owner] = max(holders.get(owner, 0), step + min(t1, start))
     held = ", ".join(f"{owner} until step {until}" for owner, until in sorted(holders.items(), key=lambda kv: kv[1]))
     line = f"now (step {step}): promised start at step {step + start} on GPUs {_span(gpus)}"
     return [line + (f"; before then its block is held by {held}" if held else "; its block is free until then")]

@@ -2,11 +2,14 @@
 
 The state is the pool's latest snapshot and the ledger's transactions after it, replayed through
 the planner core (`recovery.read_history` and `rebuild`), so it is exact as of the last committed
-transaction, whatever process asks. From it: the latest commit's grid as a text Gantt (who holds
-which GPUs now and in the steps ahead), the running jobs, the queue with what each job would be
-told now (its action, promised start and reason, from one fresh plan), the apps' demand against
-what they hold, and the nodes: up, drained or down, with their node agents' last reports.
-`view` is pure (a dict, also the `--json` output); `lines` renders it.
+transaction, whatever process asks. From it: the latest commit's plan summed up by groups of
+nodes (how many of their GPUs are taken at each step ahead, and by how many holders now; at most
+`GROUPS` rows, whatever the pool's size), and on request a per-GPU Gantt of a range of GPUs;
+the running jobs, the queue with what each job would be told now (its action, promised start
+and reason, from one fresh plan), the apps' demand against what they hold, and the nodes: up,
+drained or down, with their node agents' last reports. `view` is pure (a dict, also the `--json`
+output, bounded by the pool's jobs and nodes, never by GPUs x steps); `lines` renders it, listing
+the first `SHOWN` jobs and reports.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import string
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from aiokafka import TopicPartition
 
 from gpualloc.agent import kafka_clients
@@ -23,6 +27,7 @@ from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.recovery import partition_counts, partitions, read_history, read_range, rebuild, reader
 from gpualloc.agent.topics import Topics, decode
 from gpualloc.agent.upstream import span
+from gpualloc.schemas.commits import latest
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import SnapshotError
 from gpualloc.solvers.planner.state import Planner
@@ -30,10 +35,14 @@ from gpualloc.solvers.problem import bits_of
 
 TAIL = 500  # records read back per partition of the commits and bindings topics
 SYMBOLS = string.ascii_lowercase + string.ascii_uppercase + string.digits  # one per holder in the Gantt
+GROUPS = 64  # rows of the plan's summary at most: nodes are grouped to fit
+SHOWN = 20  # running jobs, queued jobs and node reports listed in the text (`--json` has all)
 
 
-async def read_status(bootstrap: str, topics: Topics, pool: str) -> dict[str, Any] | None:
-    """The pool's `view` from the bus; None when the ledger has never seen the pool."""
+async def read_status(bootstrap: str, topics: Topics, pool: str, width: int = 48,
+                      gpu_range: tuple[int, int] | None = None) -> dict[str, Any] | None:
+    """The pool's `view` from the bus (`width` steps of the plan, the Gantt of GPUs [from, to)
+    `gpu_range` when given); None when the ledger has never seen the pool."""
     names = [topics.state, topics.ledger, *topics.inputs, topics.commits]
     counts = await partition_counts(bootstrap, names)
     consumer = await kafka_clients.started(reader(bootstrap), "status reader")
@@ -54,10 +63,10 @@ async def read_status(bootstrap: str, topics: Topics, pool: str) -> dict[str, An
         return None
     messages = [m for m in tails if m.get("pool", "default") == pool]
     # the commit of the rebuilt state (the tail, read after the ledger, may hold later ones)
-    commits = [m for m in messages if m.get("type") == "plan.committed" and m["payload"].get("seq", 0) <= dispatcher.seq]
-    latest = max(commits, key=lambda m: m["payload"].get("seq", 0))["payload"] if commits else None
+    commit = latest(m["payload"] for m in messages
+                    if m.get("type") == "plan.committed" and m["payload"].get("seq", 0) <= dispatcher.seq)
     reports = [m for m in messages if m.get("type") == "binding.reported"]
-    return view(pool, dispatcher.planner, latest, reports, dispatcher.interpreter.origin)
+    return view(pool, dispatcher.planner, commit, reports, dispatcher.interpreter.origin, width, gpu_range)
 
 
 async def _tails(consumer, tps: list[TopicPartition]) -> list[dict[str, Any]]:
@@ -77,13 +86,14 @@ async def _tails(consumer, tps: list[TopicPartition]) -> list[dict[str, Any]]:
 
 
 def view(pool: str, planner: Planner, commit: dict[str, Any] | None, reports: list[dict[str, Any]],
-         origin: datetime | None = None) -> dict[str, Any]:
-    """The status of a pool (plain JSON data): `commit` is the latest `plan.committed` payload,
-    `reports` the node agents' recent `binding.reported` messages in publication order."""
+         origin: datetime | None = None, width: int = 48, gpu_range: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The status of a pool (plain JSON data): `commit` is the latest whole `plan.committed`
+    payload, `reports` the node agents' recent `binding.reported` messages in publication order;
+    the plan's summary over `width` steps, and the per-GPU `detail` of GPUs [from, to) `gpu_range`."""
     cfg = planner.config
     assignments = {owner: list(gpus) for owner, gpus in (commit or {}).get("assignments", {}).items()}
     held = {owner: len(gpus) for owner, gpus in assignments.items()}
-    grid = (commit or {}).get("grid", [])
+    plan = (commit or {}).get("plan")
     running = [{"id": job_id, "kind": spec.kind, "priority": spec.priority, "gpus": span(bits_of(mask)),
                 "started": start, "ends": start + spec.duration, "forecast": spec.forecast is not None}
                for job_id, (spec, mask, start) in sorted(planner.running.items(), key=lambda kv: (kv[1][2], kv[0]))]
@@ -122,20 +132,93 @@ def view(pool: str, planner: Planner, commit: dict[str, Any] | None, reports: li
         "commit": None if commit is None else {k: commit.get(k) for k in ("step", "seq", "source", "objective",
                                                                           "bound", "step_start", "full_mode")},
         "usage": gpu_states(assignments, planner.apps, cfg.gpus, planner.down.bit_count()),
-        "grid": grid, "running": running, "queue": queue, "apps": apps, "nodes": nodes,
+        "plan": summary(plan, cfg.gpus // cfg.node_size, cfg.node_size, width),
+        "detail": None if gpu_range is None or plan is None else
+        {"gpus": list(gpu_range), "grid": gpu_rows(plan, gpu_range[0], min(gpu_range[1], plan["gpus"]), width)},
+        "running": running, "queue": queue, "apps": apps, "nodes": nodes,
     }
 
 
-def gantt(grid: list[list[str | None]], first_step: int, width: int = 48) -> list[str]:
-    """The grid (GPU x step) as text: one row per run of GPUs with the same plan, one column a
-    step (the first `width`), a symbol per holder ('.' idle), and the legend."""
+def summary(plan: dict[str, Any] | None, nodes: int, node_size: int, width: int) -> dict[str, Any] | None:
+    """The plan by groups of consecutive nodes (at most `GROUPS`; groups alike side by side
+    merged): per group, the GPUs taken at each of the first `width` steps and the holders there now."""
+    if plan is None:
+        return None
+    steps, per = min(width, plan["steps"]), -(-nodes // GROUPS)
+    groups = -(-nodes // per)
+    busy = np.zeros((nodes, steps), dtype=np.int64)
+    now: list[set[str]] = [set() for _ in range(groups)]
+    for holder, rects in plan["holders"].items():
+        for g0, g1, t0, t1 in rects:
+            if t0 >= steps:
+                continue
+            for n in range(g0 // node_size, (g1 - 1) // node_size + 1):
+                busy[n, t0:min(t1, steps)] += min(g1, (n + 1) * node_size) - max(g0, n * node_size)
+                if t0 == 0:
+                    now[n // per].add(holder)
+    rows: list[dict[str, Any]] = []
+    holders: list[set[str]] = []
+    for k in range(groups):
+        first, last = k * per, min(nodes, (k + 1) * per) - 1
+        taken = busy[first:last + 1].sum(axis=0).tolist()
+        if rows and rows[-1]["busy"] == taken and rows[-1]["gpus_per_group"] == (last - first + 1) * node_size:
+            rows[-1]["nodes"][1] = last
+            holders[-1] |= now[k]
+            continue
+        rows.append({"nodes": [first, last], "gpus_per_group": (last - first + 1) * node_size, "busy": taken})
+        holders.append(set(now[k]))
+    for row, held in zip(rows, holders):
+        row["holders_now"] = len(held)
+    return {"steps": steps, "nodes_per_group": per, "rows": rows}
+
+
+def gpu_rows(plan: dict[str, Any], lo: int, hi: int, width: int) -> list[list[str | None]]:
+    """The plan's grid for GPUs [lo, hi) over its first `width` steps (only the rectangles there)."""
+    steps = min(width, plan["steps"])
+    rows: list[list[str | None]] = [[None] * steps for _ in range(max(0, hi - lo))]
+    for holder, rects in plan["holders"].items():
+        for g0, g1, t0, t1 in rects:
+            if t0 < steps and g0 < hi and lo < g1:
+                for g in range(max(g0, lo), min(g1, hi)):
+                    rows[g - lo][t0:min(t1, steps)] = [holder] * (min(t1, steps) - t0)
+    return rows
+
+
+def summary_lines(plan: dict[str, Any] | None, node_size: int, first_step: int) -> list[str]:
+    """The summary as text: one row per group of nodes, one column a step: '.' no GPU taken,
+    1-9 tenths of the group's GPUs taken, '#' all."""
+    if plan is None:
+        return ["(no commit yet)"]
+    steps = plan["steps"]
+
+    def cell(taken: int, of: int) -> str:
+        return "." if taken == 0 else "#" if taken >= of else str(min(9, max(1, taken * 10 // of)))
+
+    labels = []
+    for r in plan["rows"]:
+        a, b = r["nodes"]
+        labels.append((f"node {a}" if a == b else f"nodes {a}-{b}") + f" (GPUs {a * node_size}-{(b + 1) * node_size - 1})")
+    label = max(len(x) for x in labels + ["step"])
+    ruler = "".join(str((first_step + t) % 10) if (first_step + t) % 5 == 0 else " " for t in range(steps))
+    out = [f"{'step':<{label}} |{ruler}|  from step {first_step}"
+           + (f"; {plan['nodes_per_group']} nodes a group" if plan["nodes_per_group"] > 1 else "")]
+    out += [f"{text:<{label}} |{''.join(cell(t, r['gpus_per_group']) for t in r['busy'])}|  {r['holders_now']} holders now"
+            for text, r in zip(labels, plan["rows"])]
+    out.append("GPUs taken a group: . none, 1-9 tenths, # all (`--gpus A-B`: who holds them)")
+    return out
+
+
+def gantt(grid: list[list[str | None]], first_step: int, width: int = 48, first_gpu: int = 0) -> list[str]:
+    """The grid (GPU x step, its first row GPU `first_gpu`) as text: one row per run of GPUs with
+    the same plan, one column a step (the first `width`), a symbol per holder ('.' idle), and the
+    legend."""
     if not grid:
         return ["(no commit yet)"]
     steps = min(width, len(grid[0]))
     owners = sorted({o for row in grid for o in row[:steps] if o is not None})
     symbol = {o: SYMBOLS[k] if k < len(SYMBOLS) else "#" for k, o in enumerate(owners)}
     rows: list[tuple[int, int, str]] = []
-    for g, row in enumerate(grid):
+    for g, row in enumerate(grid, first_gpu):
         text = "".join("." if o is None else symbol[o] for o in row[:steps])
         if rows and rows[-1][2] == text:
             rows[-1] = (rows[-1][0], g, text)
@@ -151,7 +234,7 @@ def gantt(grid: list[list[str | None]], first_step: int, width: int = 48) -> lis
     return out
 
 
-def lines(status: dict[str, Any], width: int = 48) -> list[str]:
+def lines(status: dict[str, Any]) -> list[str]:
     """`gpualloc status` as text."""
     c, u = status["commit"], status["usage"]
     head = (f"pool {status['pool']}: {status['gpus']} GPUs ({status['gpus_per_node']} a node), step {status['now']}"
@@ -159,15 +242,20 @@ def lines(status: dict[str, Any], width: int = 48) -> list[str]:
     if c:
         head += f"; last commit step {c['step']} seq {c['seq']} ({c['source']}, objective {c['objective']:.2f})"
     out = [head, f"GPUs: {u['batch']} batch, {u['realtime']} real-time, {u['idle']} idle, {u['down']} down", ""]
-    out += gantt(status["grid"], c["step"] if c else status["now"], width)
+    first_step = c["step"] if c else status["now"]
+    out += summary_lines(status["plan"], status["gpus_per_node"], first_step)
+    if status.get("detail"):
+        out += [""] + gantt(status["detail"]["grid"], first_step, first_gpu=status["detail"]["gpus"][0])
     out += ["", f"running ({len(status['running'])}):"]
     out += [f"  {r['id']:<16} GPUs {r['gpus']:<9} steps {r['started']}-{r['ends'] - 1}  priority {r['priority']:g}"
-            for r in status["running"]] or ["  none"]
+            for r in status["running"][:SHOWN]] or ["  none"]
+    out += _more(status["running"])
     out += ["", f"queue ({len(status['queue'])}):"]
-    for q in status["queue"]:
+    for q in status["queue"][:SHOWN]:
         when = f"start step {q['promised_start']}" if q["promised_start"] is not None else "no start in window"
         out.append(f"  {q['id']:<16} {q['gpus']} GPUs x {q['duration']}  priority {q['priority']:g}  "
                    f"{q['action']}, {when}: {q['reason']}")
+    out += _more(status["queue"])
     if not status["queue"]:
         out.append("  empty")
     out += ["", f"apps ({len(status['apps'])}):"]
@@ -175,8 +263,23 @@ def lines(status: dict[str, Any], width: int = 48) -> list[str]:
             + f"  (min {a['min_gpus']}, max {a['max_gpus'] if a['max_gpus'] is not None else 'pool'})"
             for a in status["apps"]] or ["  none"]
     out += ["", "nodes:"]
+    runs: list[list] = []  # consecutive nodes of one state: [first, last, state, busy]
     for n in status["nodes"]:
-        seen = n["last_report"]
-        report = f"last report {seen['at']} ({seen['job_id']} {seen['status']})" if seen else "no node-agent report seen"
-        out.append(f"  node {n['node']:<3} GPUs {n['gpus']:<9} {n['state']:<7} {n['busy']} busy; {report}")
+        if runs and runs[-1][2] == n["state"] and runs[-1][1] == n["node"] - 1:
+            runs[-1][1], runs[-1][3] = n["node"], runs[-1][3] + n["busy"]
+        else:
+            runs.append([n["node"], n["node"], n["state"], n["busy"]])
+    per = status["gpus_per_node"]
+    out += [f"  {f'node {a}' if a == b else f'nodes {a}-{b}'} {state}: {busy} of {(b - a + 1) * per} GPUs busy"
+            for a, b, state, busy in runs]
+    seen = [n for n in status["nodes"] if n["last_report"]]
+    out += [f"  node {n['node']} last report {n['last_report']['at']} ({n['last_report']['job_id']} "
+            f"{n['last_report']['status']})" for n in seen[:SHOWN]]
+    out += _more(seen)
+    if not seen:
+        out.append("  no node-agent report seen")
     return out
+
+
+def _more(items: list) -> list[str]:
+    return [f"  ... and {len(items) - SHOWN} more (`--json` lists all)"] if len(items) > SHOWN else []

@@ -5,21 +5,29 @@ each fit a Kafka message under the default limit, and the parts give back the wh
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime
+from functools import partial
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpualloc.agent.reports import audit
+from gpualloc.agent.reports.audit import compare
+from gpualloc.agent.service.dispatcher import Dispatcher, Record
+from gpualloc.agent.topics import Topics
 from gpualloc.schemas import Scenario
-from gpualloc.schemas.commits import PART_BYTES, Parts, commit_grid, gpu_runs, merge, split, tentative_plan
+from gpualloc.schemas.commits import PART_BYTES, Parts, commit_grid, gpu_runs, latest, merge, split, tentative_plan
 from gpualloc.schemas.config import LIMITS, SolveOptions
-from gpualloc.schemas.events import PlanCommitted, envelope
+from gpualloc.schemas.events import PassRecorded, PlanCommitted, envelope
 from gpualloc.solvers import compile_scenario
 from gpualloc.solvers.grid import batch_spans, to_grid
+from gpualloc.solvers.planner.interpreter import Pool
+from gpualloc.solvers.planner.state import BLOCKER
 from gpualloc.solvers.policies import policy
 from gpualloc.solvers.simulation.scenarios import generate_scenario
-from tests.test_property import generator_args
+from test_property import generator_args
 
 T0 = datetime(2026, 12, 2, tzinfo=UTC)
 
@@ -168,3 +176,59 @@ def test_parts_of_different_commits_are_never_mixed_and_bad_sets_are_refused():
         assert "parts" in str(e) and "seq 7" in str(e)
     else:
         raise AssertionError("parts of two commits merged")
+
+
+RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0}
+
+
+def stream(count: int) -> list[Record]:
+    """A pool of 32 GPUs with an app, arrivals with long ids, some of them ending."""
+    rng = random.Random(count)
+
+    def record(topic: str, offset: int, kind: str, payload: dict) -> Record:
+        return Record(f"gpualloc.{topic}", 0, offset, "default", orjson.dumps(
+            {"event_id": f"{topic}-{offset}", "type": kind, "occurred_at": "2026-12-02T00:00:00Z",
+             "pool": "default", "schema_version": 1, "payload": payload}))
+
+    out = [record("config", 0, "pool.configured", {"gpus": 32, "gpus_per_node": 8, "horizon": 12}),
+           record("traffic", 0, "app.registered", {"id": "chat", "priority": 6, "min_gpus": 1, "max_gpus": 6,
+                                                    "profile": [rng.randint(1, 6) for _ in range(24)]})]
+    for n in range(count):
+        if n > 4 and rng.random() < 0.2:
+            out.append(record("jobs", n, "job.completed", {"id": f"job-{rng.randrange(n):04d}-" + "x" * 40}))
+        else:
+            out.append(record("jobs", n, "job.submitted", {"id": f"job-{n:04d}-" + "x" * 40, "kind": "training",
+                                                           "priority": rng.randint(1, 9),
+                                                           "gpus": rng.choice([1, 2, 4, 8]),
+                                                           "duration": rng.randint(1, 6)}))
+    return out
+
+
+def test_split_commits_replay_alike_and_the_audit_compares_them_part_by_part(monkeypatch):
+    records = stream(60)
+    index = {(r.topic, r.partition, r.offset): r for r in records}
+    d = Dispatcher("default", interpreter=Pool(), part_bytes=1500)
+    d.use(RUN)
+    outputs, entries, grids = [], [], {}
+    for k in range(0, len(records), 6):
+        now = T0 + timedelta(seconds=5 * k)
+        out = d.handle(records[k:k + 6], now)
+        if d.planner is not None:
+            out += d.commit(now)
+            grids[d.seq] = to_grid(d.last_commit.window, d.last_commit.schedule)
+        entries.append(PassRecorded.model_validate(d.seal(RUN).message["payload"]))
+        outputs += [o.message for o in out]
+    commits = [m for m in outputs if m["type"] == "plan.committed"]
+    assert all(len(orjson.dumps(m)) <= 1500 for m in commits) and max(m["payload"]["parts"] for m in commits) >= 3
+    for seq, grid in grids.items():  # each commit's parts give back its whole plan (blockers shown idle)
+        whole = latest(m["payload"] for m in commits if m["payload"]["seq"] == seq)
+        assert commit_grid(whole) == [[None if c == BLOCKER else c for c in row] for row in grid]
+    again = Dispatcher("default", interpreter=Pool(), part_bytes=1500)
+    assert [o.message for e in entries for o in again.replay(e, lambda t, p, o: index[t, p, o])] == outputs
+    history = SimpleNamespace(entries=entries, record_at=lambda t, p, o: index[t, p, o])
+    monkeypatch.setattr(audit, "Dispatcher", partial(Dispatcher, part_bytes=1500))  # the agent's part size
+    result = compare("default", Topics(), history, {m["event_id"]: m for m in outputs})
+    assert result.ok and result.commits == len(grids), result.lines()
+    forged = dict(commits[-1], payload={**commits[-1]["payload"], "assignments": {"x": [0]}})
+    result = compare("default", Topics(), history, {m["event_id"]: m for m in outputs} | {forged["event_id"]: forged})
+    assert [m.split(" (")[0] for m in result.mismatches] == [f"plan.committed {forged['event_id']}"]

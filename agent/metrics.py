@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 
 ACTIONS = ("start", "planned", "queued", "rejected")  # of allocation.decided
 GPU_STATES = ("batch", "realtime", "down", "idle")
+PUBLISH_FAILURES = ("too_large", "unserializable")  # a pass no retry can publish (`kafka_loop.PublishFailed`)
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -59,18 +60,32 @@ class AgentMetrics:
         self.commits = Counter("gpualloc_commits", "Steps committed", p, registry=r)
         self.lag = Gauge("gpualloc_consumer_lag", "Input records not consumed yet", p + ["topic", "partition"],
                          registry=r)
+        self.publish_failures = Counter("gpualloc_publish_failures", "Passes that could not be published, by why",
+                                        p + ["kind"], registry=r)
+        self.publish_failing = Gauge("gpualloc_publish_failing",
+                                     "1 from a pass that could not be published until one is", p, registry=r)
         # Every series whose labels are known is there from the start (at 0), so a dashboard or an
         # alert sees it before its first event, and rate() sees the first one.
         for action in ACTIONS:
             self.decisions.labels(pool, action)
         for state in GPU_STATES:
             self.gpus.labels(pool, state)
-        for metric in (self.latency, self.queue, self.utilization, self.shortfall, self.gap, self.adopted, self.commits):
+        for kind in PUBLISH_FAILURES:
+            self.publish_failures.labels(pool, kind)
+        for metric in (self.latency, self.queue, self.utilization, self.shortfall, self.gap, self.adopted, self.commits,
+                       self.publish_failing):
             metric.labels(pool)
 
     def decided(self, action: str, latency_s: float) -> None:
         self.decisions.labels(self.pool, action).inc()
         self.latency.labels(self.pool).observe(latency_s)
+
+    def publish_failed(self, kind: str) -> None:
+        self.publish_failures.labels(self.pool, kind).inc()
+        self.publish_failing.labels(self.pool).set(1)
+
+    def published(self) -> None:
+        self.publish_failing.labels(self.pool).set(0)
 
     def dead_lettered(self, reason: str) -> None:
         self.dead_letters.labels(self.pool, reason_label(reason)).inc()

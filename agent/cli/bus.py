@@ -197,7 +197,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not found:  # stopped by a signal before the bus was read
         return EXIT_FAILED
     if found[0] is None:
-        raise InputError("--pool", [f"no pool {settings.pool!r} on the bus (its agent has recorded no transaction)"])
+        return _no_pool(bootstrap, Topics.with_prefix(settings.topic_prefix), settings.pool)
     if args.json:
         sys.stdout.write(orjson.dumps(found[0], option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
@@ -215,6 +215,23 @@ def _gpu_range(text: str) -> tuple[int, int]:
     if not 0 <= lo <= hi:
         raise argparse.ArgumentTypeError(f"{text!r}: must be A-B, GPU indices with 0 <= A <= B (e.g. 0-63)")
     return lo, hi + 1
+
+
+def _no_pool(bootstrap: str, topics: Topics, pool: str) -> int:
+    """`status` of a pool no transaction of whose agent is on the bus: stalled when inputs for it
+    are (exit 1), else bad input (no such pool)."""
+    from gpualloc.agent.reports.audit import stalled_line, waiting_inputs
+
+    waiting: list[int] = []
+
+    async def body(stop: asyncio.Event) -> None:
+        waiting.append(await waiting_inputs(bootstrap, topics, pool))
+
+    run_until_signal(body, bootstrap)
+    if waiting and waiting[0]:
+        print(stalled_line(pool, waiting[0]), file=sys.stderr)
+        return EXIT_FAILED
+    raise InputError("--pool", [f"no pool {pool!r} on the bus (its agent has recorded no transaction)"])
 
 
 def add_bus_commands(sub: argparse._SubParsersAction) -> None:

@@ -44,10 +44,16 @@ class AuditResult:
     commits: int = 0
     mismatches: list[str] = field(default_factory=list)
     illegal: list[str] = field(default_factory=list)
+    waiting: int = 0  # the pool's input records on the bus past the ledger's frontier
+
+    @property
+    def stalled(self) -> bool:
+        """Inputs on the bus and no transaction of the pool's agent: it publishes nothing."""
+        return self.waiting > 0 and not self.transactions
 
     @property
     def ok(self) -> bool:
-        return not self.mismatches and not self.illegal
+        return not self.mismatches and not self.illegal and not self.stalled
 
     def lines(self, shown: int = 20) -> list[str]:
         out = [f"mismatch: {m}" for m in self.mismatches[:shown]]
@@ -55,13 +61,44 @@ class AuditResult:
         problems = len(self.mismatches) + len(self.illegal)
         if problems > 2 * shown:
             out.append(f"... {problems - len(out)} more")
+        if self.stalled:
+            out.append(stalled_line(self.pool, self.waiting))
         out.append(f"audit {self.pool}: {self.decisions} decisions, {self.commits} commits reproduced; "
                    f"{problems} mismatches")
         return out
 
     def as_dict(self) -> dict[str, Any]:
         return {"pool": self.pool, "transactions": self.transactions, "decisions": self.decisions,
-                "commits": self.commits, "mismatches": self.mismatches, "illegal": self.illegal, "ok": self.ok}
+                "commits": self.commits, "mismatches": self.mismatches, "illegal": self.illegal,
+                "waiting": self.waiting, "stalled": self.stalled, "ok": self.ok}
+
+
+def stalled_line(pool: str, waiting: int) -> str:
+    return f"pool {pool!r}: {waiting:,} inputs on the bus, no commit or decision published"
+
+
+def inputs_of(records, pool: str) -> int:
+    """How many of the input `records` are `pool`'s (by the pool their envelope names)."""
+    n = 0
+    for r in records:
+        try:
+            message = decode(r.value) if r.value is not None else None
+        except ValueError:
+            continue
+        n += isinstance(message, dict) and message.get("pool", "default") == pool
+    return n
+
+
+async def waiting_inputs(bootstrap: str, topics: Topics, pool: str) -> int:
+    """The pool's input records on the bus (for a pool whose agent has recorded no transaction:
+    all of them are waiting)."""
+    counts = await partition_counts(bootstrap, list(topics.inputs))
+    consumer = await kafka_clients.started(reader(bootstrap), "inputs reader")
+    try:
+        return inputs_of(await read_range(consumer, {tp: 0 for name in topics.inputs for tp in partitions(counts, name)}),
+                         pool)
+    finally:
+        await consumer.stop()
 
 
 def _comparable(message: dict[str, Any]) -> dict[str, Any]:
@@ -106,7 +143,9 @@ async def audit(bootstrap: str, topics: Topics, pool: str, bounds: Bounds = Boun
                                           for name in topics.inputs for tp in partitions(counts, name)})
     finally:
         await consumer.stop()
-    return compare(pool, topics, history, recorded, bounds, _event_ids(later))
+    result = compare(pool, topics, history, recorded, bounds, _event_ids(later))
+    result.waiting = inputs_of(later, pool)
+    return result
 
 
 def compare(pool: str, topics: Topics, history, recorded: dict[str, dict], bounds: Bounds = Bounds(),

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError, ProducerFenced, RecordTooLargeError
 
 from gpualloc.agent import kafka_clients, logs
 from gpualloc.agent.metrics import AgentMetrics, HealthServer
@@ -50,6 +50,9 @@ log = logging.getLogger("gpualloc.agent")
 
 
 RETRY_FIRST_S, RETRY_MAX_S = 0.5, 10.0  # backoff between sessions after the broker was lost
+# after a pass that can never be published: unready, and a new session (recovering, trying the
+# pass again with what arrived since) after this long, doubling; the failure is logged each time
+FAILED_RETRY_FIRST_S, FAILED_RETRY_MAX_S = 30.0, 600.0
 # the consumed offsets go to the agent's group at most this often (a consumer's auto-commit
 # interval): they serve lag monitoring only, and each sending costs a transaction two round trips
 OFFSETS_EVERY_S = 5.0
@@ -57,6 +60,16 @@ OFFSETS_EVERY_S = 5.0
 
 class AgentFenced(RuntimeError):
     """Another agent took over this pool (same transactional id)."""
+
+
+class PublishFailed(RuntimeError):
+    """A message of the pass that no retry can publish: over the producer's `max_request_size`
+    (or the broker's limit), or not serializable. `kind` labels the metric."""
+
+    def __init__(self, kind: str, message_type: str, key: str, size: int | None, detail: str):
+        self.kind, self.message_type, self.key, self.size = kind, message_type, key, size
+        size_text = "" if size is None else f" of {size:,} bytes"
+        super().__init__(f"{message_type} (key {key!r}){size_text} cannot be published: {detail}")
 
 
 @dataclass
@@ -88,6 +101,7 @@ class AgentService:
         self.stats = AgentStats()
         self.metrics = AgentMetrics(pool)
         self.ready = False  # connected, state restored, consuming (`/readyz`)
+        self.failure: str | None = None  # why the last pass could not be published, until one is
         self.health = HealthServer(self.metrics.registry, lambda: self.ready)
         self.worker: FullModeWorker | None = None
         self.ahead: PlanAhead | None = None  # the boundaries' plans, made ahead of them (`plan_ahead`)
@@ -98,6 +112,7 @@ class AgentService:
         self._ledger_next: int | None = None  # at or before the offset of the pool's next ledger entry
         self._offsets_sent = float("-inf")  # when the consumed offsets last went to the group (monotonic)
         self._counts: dict[str, int] = {}
+        self._largest = ("", "", 0)  # the pass's largest message so far: type, key, bytes
         self._parts = Parts()  # a split commit's parts, counted once whole
 
     def _fresh(self) -> Dispatcher:
@@ -133,6 +148,8 @@ class AgentService:
                 return
             except AgentFenced:
                 raise
+            except PublishFailed as e:
+                delay = self._publish_failed(e, delay)
             except (KafkaError, TimeoutError) as e:
                 if not served.is_set() or stop.is_set():
                     raise
@@ -142,7 +159,19 @@ class AgentService:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
                 return
-            delay = min(2 * delay, RETRY_MAX_S)
+            delay = min(2 * delay, FAILED_RETRY_MAX_S if self.failure is not None else RETRY_MAX_S)
+
+    def _publish_failed(self, e: PublishFailed, delay: float) -> float:
+        """A pass that can never be published: nothing of it was (its transaction is aborted), so
+        the pool is stuck, not lost. Say so (error log naming the message, metric, `/readyz`
+        503) and try again only after FAILED_RETRY_FIRST_S, doubling: a new session recovers the
+        state from the bus and plans the pass again with what arrived since. The backoff to use."""
+        self.failure = str(e)
+        self.metrics.publish_failed(e.kind)
+        delay = max(delay, FAILED_RETRY_FIRST_S)
+        log.error("pool %s: a pass cannot be published, nothing of it was: %s; trying again in %.0f s", self.pool,
+                  e, delay, extra={"message_type": e.message_type, "key": e.key, "bytes": e.size, "kind": e.kind})
+        return delay
 
     async def _session(self, stop: asyncio.Event, ready: asyncio.Event | None, served: asyncio.Event) -> None:
         s = self.settings
@@ -245,49 +274,87 @@ class AgentService:
         if entry is None and not ready:
             return
         await producer.begin_transaction()
-        if ready:  # the state after an earlier transaction: recovery replays the ledger entries after it
-            snap, self._snapshot = self._snapshot.result(), None
-            if snap is None:
-                log.warning("pool %s: the state outgrows a snapshot; a restart replays the ledger further", self.pool)
-            else:
-                self._snapshot_bytes = len(body := encode(snap.message))
-                await producer.send(snap.topic, body, key=snap.key.encode())
-        if entry is not None:
-            for o in outputs:
-                self._count(o, received)
-                await producer.send(o.topic, encode(o.message), key=o.key.encode())
-            self._ledger_bytes += len(body := encode(entry.message))
-            sent = await producer.send(entry.topic, body, key=entry.key.encode())
-            committed = any(o.message["type"] == "plan.committed" for o in outputs)
-            # a snapshot once replaying the ledger since the last would cost about as much as reading
-            # it (its bytes), and, between commits, not before `snapshot_every` transactions. Not at
-            # every commit: on a compressed clock (2 s steps) that wrote the whole state, 0.7 MB at
-            # 1,000 arrivals/s, every 2 s, in the pass that held up every arrival behind the boundary
-            due = self._ledger_bytes >= self._snapshot_bytes and (
-                committed or d.txn - self._snapshot_txn >= self.settings.snapshot_every)
-            # events waiting for the pool's configuration stay in the ledger; one snapshot at a time;
-            # none while a cut waits for its boundary (a snapshot holds no plan made ahead)
-            if due and d.planner is not None and d.planner.ahead is None and self._snapshot is None:
-                # where recovery reads the ledger from: at or before this entry (it skips the
-                # entries the snapshot holds by their txn), known without waiting for this entry's
-                # offset, a round trip inside the pass that commits a step
-                job = d.snapshot_job(now, partition_of(self.pool, self._counts[entry.topic]), self._ledger_next)
-                self._snapshot = asyncio.get_running_loop().run_in_executor(None, job)  # compressed off the loop
-                self._snapshot_txn, self._ledger_bytes = d.txn, 0
-            # for lag monitoring (recovery resumes from the ledger's own frontier); not in a pass that
-            # commits a step, which holds up the arrivals behind it
-            if d.frontier and not committed and time.monotonic() - self._offsets_sent >= OFFSETS_EVERY_S:
-                await producer.send_offsets_to_transaction(_offsets(d.frontier), self.group_id)
-                self._offsets_sent = time.monotonic()
-        await producer.commit_transaction()
-        if entry is not None:
+        try:
+            sent = await self._publish(producer, outputs, entry, ready, now, received)
+        except PublishFailed:
+            with contextlib.suppress(KafkaError, TimeoutError):
+                await asyncio.wait_for(producer.abort_transaction(), self.settings.transaction_timeout_ms / 1000)
+            raise
+        try:
+            await producer.commit_transaction()
+        except (MessageSizeTooLargeError, RecordTooLargeError) as e:  # the broker's limit, below the producer's
+            kind, key, size = self._largest
+            raise PublishFailed("too_large", kind, key, size, f"the broker refused the pass's largest message ({e})") from None
+        if sent is not None:
             self._ledger_next = (await sent).offset + 1  # delivered with the commit
+            for o in outputs:
+                self._count(o)  # counted once published
+        self.failure = None
+        self.metrics.published()
         self.stats.transactions += 1
 
-    def _count(self, o: Output, received: float) -> None:
+    async def _publish(self, producer: AIOKafkaProducer, outputs: list[Output], entry: Output | None,
+                       ready: bool, now: datetime, received: float) -> asyncio.Future | None:
+        """Send the pass's messages (in its open transaction); the ledger entry's delivery."""
+        d = self.dispatcher
+        self._largest = ("", "", 0)
+        if ready:  # the state after an earlier transaction: recovery replays the ledger entries after it
+            records, self._snapshot = self._snapshot.result(), None  # the snapshot, then its parts
+            try:
+                self._snapshot_bytes = 0
+                for snap in records:
+                    self._snapshot_bytes += (await self._send(producer, snap))[0]
+            except PublishFailed as e:  # the pool goes on; a restart replays the ledger further
+                log.error("pool %s: %s; a restart replays the ledger further", self.pool, e)
+        if entry is None:
+            return None
+        for o in outputs:
+            _stamp(o, received)
+            await self._send(producer, o)
+        size, sent = await self._send(producer, entry)
+        self._ledger_bytes += size
+        committed = any(o.message["type"] == "plan.committed" for o in outputs)
+        # a snapshot once replaying the ledger since the last would cost about as much as reading
+        # it (its bytes), and, between commits, not before `snapshot_every` transactions. Not at
+        # every commit: on a compressed clock (2 s steps) that wrote the whole state, 0.7 MB at
+        # 1,000 arrivals/s, every 2 s, in the pass that held up every arrival behind the boundary
+        due = self._ledger_bytes >= self._snapshot_bytes and (
+            committed or d.txn - self._snapshot_txn >= self.settings.snapshot_every)
+        # events waiting for the pool's configuration stay in the ledger; one snapshot at a time;
+        # none while a cut waits for its boundary (a snapshot holds no plan made ahead)
+        if due and d.planner is not None and d.planner.ahead is None and self._snapshot is None:
+            # where recovery reads the ledger from: at or before this entry (it skips the
+            # entries the snapshot holds by their txn), known without waiting for this entry's
+            # offset, a round trip inside the pass that commits a step
+            job = d.snapshot_job(now, partition_of(self.pool, self._counts[entry.topic]), self._ledger_next,
+                                 partition_of(self.pool, self._counts[self.topics.state]))
+            self._snapshot = asyncio.get_running_loop().run_in_executor(None, job)  # compressed off the loop
+            self._snapshot_txn, self._ledger_bytes = d.txn, 0
+        # for lag monitoring (recovery resumes from the ledger's own frontier); not in a pass that
+        # commits a step, which holds up the arrivals behind it
+        if d.frontier and not committed and time.monotonic() - self._offsets_sent >= OFFSETS_EVERY_S:
+            await producer.send_offsets_to_transaction(_offsets(d.frontier), self.group_id)
+            self._offsets_sent = time.monotonic()
+        return sent
+
+    async def _send(self, producer: AIOKafkaProducer, o: Output) -> tuple[int, asyncio.Future]:
+        """Send one message of the pass; its size and delivery. One that no retry can publish
+        (not serializable, over `max_request_size`) raises PublishFailed naming it."""
+        kind = o.message.get("type", o.topic)
+        try:
+            body = encode(o.message)
+        except TypeError as e:  # orjson's JSONEncodeError
+            raise PublishFailed("unserializable", kind, o.key, None, str(e)) from None
+        if len(body) > self._largest[2]:
+            self._largest = (kind, o.key, len(body))
+        try:
+            return len(body), await producer.send(o.topic, body, key=o.key.encode(), partition=o.partition)
+        except MessageSizeTooLargeError as e:
+            raise PublishFailed("too_large", kind, o.key, len(body), str(e)) from None
+
+    def _count(self, o: Output) -> None:
         kind, p = o.message["type"], o.message["payload"]
         if kind == "allocation.decided":
-            p["latency_ms"] = round((time.perf_counter() - received) * 1000, 3)
             self.stats.decisions += 1
             self.metrics.decided(p["action"], p["latency_ms"] / 1000)
             log.debug("job %s: %s", p["job_id"], p["action"], extra={"job_id": p["job_id"], "action": p["action"],
@@ -371,6 +438,12 @@ class AgentService:
             self.worker = FullModeWorker(s.full_mode.options.model_copy(update={"time_limit": limit}),
                                          s.full_mode.max_jobs, self.policy.full_mode.name)
         self.worker.launch(self.dispatcher.planner)
+
+
+def _stamp(o: Output, received: float) -> None:
+    """A decision's latency: from its poll's records received to its sending."""
+    if o.message["type"] == "allocation.decided":
+        o.message["payload"]["latency_ms"] = round((time.perf_counter() - received) * 1000, 3)
 
 
 def _offsets(frontier: dict[str, int]) -> dict[TopicPartition, int]:

@@ -250,7 +250,9 @@ class RecordedCommit(BaseModel):
     seq: int
     full_mode: str | None = None  # what became of full mode's plan, as the commit said
     bound: float | None = None
-    schedule: dict[str, Any] | None = None  # the adopted full-mode plan (source milp), else None
+    # the adopted full-mode plan (source milp), else None: {"batch": {job: [start, GPU runs]}, "realtime": {app:
+    # [[steps, GPU runs], ...]}}, GPU runs [first, end, first, end, ...]; older entries: hex masks (a mask per step)
+    schedule: dict[str, Any] | None = None
     ahead: bool = False  # the hot path's plan was made ahead, from the last `cut` (else replanned here)
 
 
@@ -273,8 +275,10 @@ class PassRecorded(BaseModel):
 
 
 class PoolSnapshot(BaseModel):
-    """`pool.snapshot` on the compacted state topic (key: pool), written in the transaction of a
-    step's commit: the pool's state after transaction `txn`, and where its ledger goes on."""
+    """`pool.snapshot` on the compacted state topic (key: pool): the pool's state after
+    transaction `txn`, and where its ledger goes on. A state too large for one record is cut
+    into `parts` pieces: this record holds the first, `pool.snapshot.part` records of the same
+    transaction the others."""
 
     version: int
     txn: int
@@ -283,6 +287,16 @@ class PoolSnapshot(BaseModel):
     ledger_next: int  # at or before the offset of the first ledger entry after it (skip entries up to txn)
     frontier: dict[str, int]
     state: str  # zlib-compressed JSON, base64: {"pool": the planner's state, "seen": [[event id, step], ...]}
+    parts: int = Field(default=1, ge=1)  # added: the pieces `state` is cut into (this record's is the first)
+
+
+class PoolSnapshotPart(BaseModel):
+    """`pool.snapshot.part` on the state topic (key: pool, a NUL character, `part`; on the pool's
+    partition): piece `part` (1 .. parts - 1) of the state of the `pool.snapshot` of `txn`."""
+
+    txn: int
+    part: int = Field(ge=1)
+    state: str
 
 
 PAYLOADS: dict[str, type[BaseModel]] = {
@@ -302,6 +316,7 @@ OUTPUTS: dict[str, type[BaseModel]] = {
     "input.rejected": InputRejected,
     "pass.recorded": PassRecorded,
     "pool.snapshot": PoolSnapshot,
+    "pool.snapshot.part": PoolSnapshotPart,
 }
 
 

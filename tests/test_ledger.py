@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from gpualloc.agent.service.dispatcher import Dispatcher, Record
 from gpualloc.agent.service.plan_ahead import hot_plan
-from gpualloc.schemas.events import PassRecorded, PoolSnapshot
+from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import SnapshotError, dump_pool, unpack
 from gpualloc.solvers.planner.state import FullModePlan
@@ -121,7 +121,7 @@ def live(records: list[Record], cuts: list[int], commits: list[int], adopt_at: i
         if entry is not None:
             entries.append(PassRecorded.model_validate(entry.message["payload"]))
             snapshots.append(None if d.planner is not None and d.planner.ahead is not None else
-                             PoolSnapshot.model_validate(d.snapshot(now, 0, len(entries)).message["payload"]))
+                             PoolSnapshot.model_validate(d.snapshot(now, 0, len(entries), 0)[0].message["payload"]))
     return d, [o.message for o in outputs], entries, snapshots
 
 
@@ -199,7 +199,7 @@ def test_a_snapshot_of_another_version_is_refused_with_a_reason():
     d.handle(stream(1, 5), T0)
     d.commit(T0)
     d.seal(RUN)
-    snap = PoolSnapshot.model_validate(d.snapshot(T0, 0, 1).message["payload"])
+    snap = PoolSnapshot.model_validate(d.snapshot(T0, 0, 1, 0)[0].message["payload"])
     with pytest.raises(SnapshotError, match="version 99"):
         fresh().restore(snap.model_copy(update={"version": 99}))
     with pytest.raises(SnapshotError, match="damaged"):
@@ -215,7 +215,7 @@ def test_the_dedup_window_in_a_snapshot_is_bounded_by_steps():
                                                                              "priority": 1, "gpus": 1, "duration": 1},
                                                             999, T0))], T0)
     d.seal(RUN)
-    snap = PoolSnapshot.model_validate(d.snapshot(T0, 0, 1).message["payload"])
+    snap = PoolSnapshot.model_validate(d.snapshot(T0, 0, 1, 0)[0].message["payload"])
     assert [entry[0] for entry in unpack(snap.state)["seen"]] == ["e999"]
 
 
@@ -226,9 +226,24 @@ def test_a_snapshot_stays_under_the_message_limit(monkeypatch):
     d.handle(stream(4, 40), T0)
     d.commit(T0)
     d.seal(RUN)
-    full = len(d.snapshot(T0, 0, 1).message["payload"]["state"])
+    [whole] = d.snapshot(T0, 0, 1, 0)
+    full = len(whole.message["payload"]["state"])
     monkeypatch.setattr(dispatcher, "SNAPSHOT_BYTES", full - 1)  # the window must shrink to fit
-    smaller = PoolSnapshot.model_validate(d.snapshot(T0, 0, 1).message["payload"])
+    [record] = d.snapshot(T0, 0, 1, 0)
+    smaller = PoolSnapshot.model_validate(record.message["payload"])
     assert len(smaller.state) < full and 0 < len(unpack(smaller.state)["seen"]) < 40
-    monkeypatch.setattr(dispatcher, "SNAPSHOT_BYTES", 10)  # not even the pool fits: no snapshot
-    assert d.snapshot(T0, 0, 1) is None
+    size = full // 5  # not even the pool fits one record: the state is split into parts
+    monkeypatch.setattr(dispatcher, "SNAPSHOT_BYTES", size)
+    records = d.snapshot(T0, 0, 1, 3)
+    snap = PoolSnapshot.model_validate(records[0].message["payload"])
+    parts = [PoolSnapshotPart.model_validate(r.message["payload"]) for r in records[1:]]
+    assert snap.parts == len(records) > 1 and [p.part for p in parts] == list(range(1, len(records)))
+    assert [r.key for r in records] == ["default"] + [f"default\x00{p.part}" for p in parts]
+    assert {r.partition for r in records} == {3} and all(len(r.message["payload"]["state"]) <= size for r in records)
+    assert len(records) == -(-len(snap.state + "".join(p.state for p in parts)) // size)
+    restored = fresh()
+    restored.restore(snap, {p.part: p.state for p in parts})
+    assert dump_pool(restored.interpreter) == dump_pool(d.interpreter)
+    assert restored.seen.newest() == d.seen.newest()[len(d.seen) - len(restored.seen):]  # the newest that fit
+    with pytest.raises(SnapshotError, match="part 2 of parts 1-"):
+        fresh().restore(snap, {p.part: p.state for p in parts if p.part != 2})

@@ -22,24 +22,27 @@ from pydantic import ValidationError
 from gpualloc.agent.service.seen_ids import SeenIds
 from gpualloc.agent.topics import Topics, decode
 from gpualloc.forecasting.jobs import JobForecast
-from gpualloc.schemas.commits import PART_BYTES, split, tentative_plan
+from gpualloc.schemas.commits import split, tentative_plan
 from gpualloc.schemas.config import LIMITS, AgentSettings, ForecastSettings, SolveOptions
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (AllocationDecided, ForecastMade, InputRejected, JobRef, PassRecorded, PlanCommitted,
-                                     PoolSnapshot, RecordedCommit, envelope, parse_event)
+                                     PoolSnapshot, PoolSnapshotPart, RecordedCommit, envelope, parse_event)
 from gpualloc.solvers.grid import Schedule, batch_spans, to_grid
 from gpualloc.solvers.metrics import compute_metrics
 from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Pool, Rejected
 from gpualloc.solvers.planner.snapshot import READABLE as SNAPSHOT_READABLE
 from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
-from gpualloc.solvers.planner.snapshot import (SnapshotError, dump_pool, dump_schedule, load_pool, load_schedule,
-                                               pack_json, unpack)
+from gpualloc.solvers.planner.snapshot import (SnapshotError, dump_pool, dump_schedule, joined, load_pool,
+                                               load_schedule, pack_json, unpack)
 from gpualloc.solvers.planner.state import BLOCKER, FULL_MODE, Commit, FullModePlan, Planner
 from gpualloc.solvers.policies import online_policy
 from gpualloc.solvers.problem import Problem
 
 
-SNAPSHOT_BYTES = 900_000  # under the broker's default message limit (1 MiB) with room for the envelope
+SNAPSHOT_BYTES = 900_000  # a snapshot record's piece of the state: under the broker's default message limit (1 MiB)
+# an adopted full-mode schedule in its ledger entry: with the entry's other fields (up to 2,000 input runs,
+# the frontier, the run) under 1 MiB; a schedule that would take more is not adopted
+SCHEDULE_BYTES = 600_000
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class Output:
     topic: str
     key: str
     message: dict[str, Any]
+    partition: int | None = None  # None: the key's partition (Kafka's default partitioner)
 
 
 def run_settings(settings: AgentSettings) -> dict[str, Any]:
@@ -98,9 +102,8 @@ class Dispatcher:
     frontier: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> next offset to consume
     last_commit: Commit | None = None
     on_commit: Callable[[Commit], None] | None = None  # sees every commit (audits check each one)
-    part_bytes: int = PART_BYTES  # a commit's message larger than this is split into parts of at most this
     _log: TxnLog = field(default_factory=TxnLog)  # this transaction, for the ledger
-    _bytes_per_seen: float = 0.0  # the last snapshot's packed bytes per remembered id, to size the next at once
+    _seen_fit: int | None = None  # the ids the last snapshot kept when it could not keep them all
 
     @property
     def planner(self) -> Planner | None:
@@ -242,7 +245,7 @@ class Dispatcher:
             ahead = recorded.ahead
         else:
             ahead = self.planner.ahead_ready()
-            committed = self.interpreter.commit(plan)
+            committed = self.interpreter.commit(plan, admit=_recordable)
         commit = committed.commit
         self.last_commit, self.seq = commit, self.seq + 1
         self._forget_before(self.planner.now - self.dedup_steps)
@@ -262,7 +265,7 @@ class Dispatcher:
             seq=self.seq, full_mode=committed.full_mode, bound=committed.bound,
             schedule=dump_schedule(commit.schedule) if commit.source == FULL_MODE else None, ahead=ahead))
         message = envelope("plan.committed", payload, now, f"{self.pool}:commit:{self.seq}", self.pool)
-        return [Output(self.topics.commits, self.pool, part) for part in split(message, self.part_bytes)]
+        return [Output(self.topics.commits, self.pool, part) for part in split(message)]
 
     def _forget_before(self, step: int) -> None:
         """De-duplicate over the last `dedup_steps` steps (and `seen_limit` ids): the same window
@@ -299,44 +302,63 @@ class Dispatcher:
         return Output(self.topics.ledger, self.pool,
                       envelope("pass.recorded", entry, log.now, f"{self.pool}:pass:{self.txn}", self.pool))
 
-    def snapshot(self, now: datetime, ledger_partition: int, ledger_next: int) -> Output | None:
+    def snapshot(self, now: datetime, ledger_partition: int, ledger_next: int, state_partition: int) -> list[Output]:
         """The pool's state after the sealed transaction, for the compacted state topic (see
         `snapshot_job`)."""
-        return self.snapshot_job(now, ledger_partition, ledger_next)()
+        return self.snapshot_job(now, ledger_partition, ledger_next, state_partition)()
 
-    def snapshot_job(self, now: datetime, ledger_partition: int, ledger_next: int) -> Callable[[], Output | None]:
+    def snapshot_job(self, now: datetime, ledger_partition: int, ledger_next: int,
+                     state_partition: int) -> Callable[[], list[Output]]:
         """The snapshot of the state after the sealed transaction, as a function that may run in
         another thread while the pool goes on: the state is serialized now, compression (most of
-        the cost) is left to the call. It carries the de-duplication window; fewer ids (the
-        newest) when it would outgrow `SNAPSHOT_BYTES` (a restart may then take an old duplicate
-        for new); the call gives None when even the pool alone would (a restart then replays
-        more of the ledger)."""
+        the cost) is left to the call, which gives its records, all for `state_partition` (the
+        pool's): the `pool.snapshot` keyed `<pool>` with the first piece of the packed state and
+        their number, then `pool.snapshot.part` records keyed `<pool>` NUL `<i>` with the others,
+        pieces of at most `SNAPSHOT_BYTES` (the first the largest, so a size limit refuses the
+        first record sent). One transaction writes them all, so on the compacted topic the latest
+        `pool.snapshot` always finds its parts: a later value of a part's key comes only with a
+        later snapshot. It carries the de-duplication window, as much of it as fits in the room
+        the pool's state leaves in the records it needs (the newest ids; a restart may then take
+        an old duplicate for new)."""
         if self.planner is not None and self.planner.ahead is not None:
             raise ValueError("a snapshot holds no plan made ahead: take it after the cut's boundary has committed")
-        # trimmed to what fitted last time, so one compression is usually enough
-        seen = self.seen.newest(int(0.95 * SNAPSHOT_BYTES / self._bytes_per_seen) if self._bytes_per_seen else None)
+        window = len(self.seen)
+        seen = self.seen.newest(self._seen_fit)  # trimmed to what fitted last time: one compression, usually
         state = orjson.dumps(dump_pool(self.interpreter))
-        meta = dict(version=SNAPSHOT_VERSION, txn=self.txn, seq=self.seq, ledger_partition=ledger_partition,
+        txn, pool = self.txn, self.pool
+        meta = dict(version=SNAPSHOT_VERSION, txn=txn, seq=self.seq, ledger_partition=ledger_partition,
                     ledger_next=ledger_next, frontier=dict(self.frontier))
 
-        def build() -> Output | None:
-            kept = seen
-            while len(packed := pack_json(b'{"pool":' + state + b',"seen":' + orjson.dumps(kept) + b"}")) > SNAPSHOT_BYTES:
-                if not kept:
-                    return None
-                kept = kept[(len(kept) + 1) // 2:]  # keep the newer half
-            self._bytes_per_seen = len(packed) / len(kept) if len(packed) > SNAPSHOT_BYTES / 2 and kept else 0.0
-            return Output(self.topics.state, self.pool,
-                          envelope("pool.snapshot", PoolSnapshot(**meta, state=packed), now,
-                                   f"{self.pool}:snapshot:{meta['txn']}", self.pool))
+        def packed(kept: list) -> str:
+            return pack_json(b'{"pool":' + state + b',"seen":' + orjson.dumps(kept) + b"}")
+
+        def build() -> list[Output]:
+            kept, text = seen, packed(seen)
+            if len(text) > SNAPSHOT_BYTES and kept:
+                room = SNAPSHOT_BYTES * -(-len(packed([])) // SNAPSHOT_BYTES)  # the records the pool's state needs
+                while len(text) > room and kept:
+                    kept = kept[(len(kept) + 1) // 2:]  # keep the newer half
+                    text = packed(kept)
+            self._seen_fit = len(kept) if len(kept) < window else None
+            parts = max(1, -(-len(text) // SNAPSHOT_BYTES))
+            size = -(-len(text) // parts)
+            pieces = [text[i * size:(i + 1) * size] for i in range(parts)]
+            return [Output(self.topics.state, pool,
+                           envelope("pool.snapshot", PoolSnapshot(**meta, parts=parts, state=pieces[0]), now,
+                                    f"{pool}:snapshot:{txn}", pool), state_partition)] + [
+                    Output(self.topics.state, f"{pool}\x00{i}",
+                           envelope("pool.snapshot.part", PoolSnapshotPart(txn=txn, part=i, state=piece), now,
+                                    f"{pool}:snapshot:{txn}:{i}", pool), state_partition)
+                    for i, piece in enumerate(pieces[1:], 1)]
         return build
 
-    def restore(self, snap: PoolSnapshot) -> None:
-        """Take up the state a snapshot holds (SnapshotError when this release cannot read it)."""
+    def restore(self, snap: PoolSnapshot, pieces: dict[int, str] | None = None) -> None:
+        """Take up the state a snapshot holds, with `pieces`, its parts' pieces by part number
+        (SnapshotError when this release cannot read it, or a part is missing)."""
         if snap.version not in SNAPSHOT_READABLE:
             raise SnapshotError(f"snapshot version {snap.version!r}: this release reads versions "
                                 f"{', '.join(map(str, SNAPSHOT_READABLE))}")
-        state = unpack(snap.state)
+        state = unpack(joined(snap.state, snap.parts, pieces or {}))
         load_pool(state["pool"], self.interpreter)
         self.seq, self.txn, self.frontier = snap.seq, snap.txn, dict(snap.frontier)
         self.seen = SeenIds((event_id, step, digest[0] if digest else None)  # no digest: older snapshots
@@ -396,6 +418,15 @@ def rejection(topics: Topics, rec: Record, reason: str, now: datetime, pool: str
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _recordable(schedule: Schedule) -> str | None:
+    """Why a full-mode schedule is not adopted for its size (None: its ledger record fits): an
+    adopted plan is recorded whole, and a ledger entry must stay one message."""
+    size = len(orjson.dumps(dump_schedule(schedule)))
+    if size <= SCHEDULE_BYTES:
+        return None
+    return f"not adopted: its ledger record would take {size:,} bytes, more than {SCHEDULE_BYTES:,}"
 
 
 def _digest(kind: str, payload: dict[str, Any]) -> str:

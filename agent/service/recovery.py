@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from gpualloc.agent import kafka_clients
 from gpualloc.agent.service.dispatcher import Dispatcher, Record
 from gpualloc.agent.topics import Topics, decode, partition_of
-from gpualloc.schemas.events import PassRecorded, PoolSnapshot
+from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart
 
 log = logging.getLogger("gpualloc.agent")
 
@@ -109,9 +109,12 @@ async def read_range(consumer: AIOKafkaConsumer, starts: dict[TopicPartition, in
     return out
 
 
-def _of_pool(records: Iterable, pool: str, model):
+def _of_pool(records: Iterable, pool: str, model, keyed: Callable[[str], bool] | None = None):
+    """(record, payload) of `pool`'s messages among `records` keyed by the pool (or unkeyed), or
+    with a key `keyed` accepts."""
+    keyed = keyed or pool.__eq__
     for r in records:
-        if r.value is None or (r.key is not None and r.key.decode("utf-8", "replace") != pool):
+        if r.value is None or (r.key is not None and not keyed(r.key.decode("utf-8", "replace"))):
             continue
         try:
             message = decode(r.value)
@@ -123,9 +126,11 @@ def _of_pool(records: Iterable, pool: str, model):
 
 @dataclass
 class History:
-    """A pool's snapshot (if any) and the ledger entries after it, with their input records."""
+    """A pool's snapshot (if any) with its parts' pieces, and the ledger entries after it, with
+    their input records."""
 
     snapshot: PoolSnapshot | None = None
+    pieces: dict[int, str] = field(default_factory=dict)  # the snapshot's parts' pieces by part number
     entries: list[PassRecorded] = field(default_factory=list)
     records: dict[tuple[str, int, int], Record] = field(default_factory=dict)
 
@@ -144,9 +149,14 @@ async def read_history(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[
     history = History()
     if use_snapshot and counts.get(topics.state):
         home = TopicPartition(topics.state, partition_of(pool, counts[topics.state]))  # keyed by pool
-        snaps = list(_of_pool(await read_range(consumer, {home: 0}), pool, PoolSnapshot))
+        records = await read_range(consumer, {home: 0})
+        snaps = list(_of_pool(records, pool, PoolSnapshot))
         if snaps:  # the pool's latest value on the compacted topic: its last record
             history.snapshot = max(snaps, key=lambda rs: rs[0].offset)[1]
+            part_key = f"{pool}\x00"
+            for _, part in _of_pool(records, pool, PoolSnapshotPart, lambda key: key.startswith(part_key)):
+                if part.txn == history.snapshot.txn:  # the latest of each, in offset order
+                    history.pieces[part.part] = part.state
     snap = history.snapshot
     if snap is not None:
         starts = {TopicPartition(topics.ledger, snap.ledger_partition): snap.ledger_next}
@@ -175,7 +185,7 @@ def rebuild(dispatcher: Dispatcher, history: History) -> int:
     many transactions were replayed. Raises SnapshotError for a snapshot this release cannot read
     (the caller then reads the history again without it and replays the whole ledger)."""
     if history.snapshot is not None:
-        dispatcher.restore(history.snapshot)
+        dispatcher.restore(history.snapshot, history.pieces)
     for entry in history.entries:
         dispatcher.replay(entry, history.record_at)
     return len(history.entries)

@@ -1,10 +1,13 @@
 """A pool's state as plain JSON data and back: what the state topic stores, so a restarted agent
-resumes where the last committed transaction left it.
+resumes where the last committed transaction left it; and an adopted full-mode plan as the
+ledger records it.
 
-Pure and versioned (`VERSION`, carried by the snapshot message). A snapshot of another version
-or a damaged one raises `SnapshotError` (the agent then rebuilds the state by replaying its
-ledger from the start). GPU sets are hex
-strings of their bitmasks, so a 1,024-GPU pool costs a few hundred bytes per holder.
+Pure and versioned (`VERSION`, carried by the snapshot message). A snapshot of a version not in
+`READABLE` or a damaged one raises `SnapshotError` (the agent then rebuilds the state by
+replaying its ledger from the start). No GPU set is a JSON number (a pool's masks outgrow 64
+bits): in snapshots they are hex strings of their bitmasks (at most 1,024 characters at 4,096
+GPUs, and runs of zeros compress to nothing), the GPUs busy per step are stored once per run of
+equal steps; in ledger schedules they are runs of GPUs (`_runs`), a few bytes a run.
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ from gpualloc.schemas.features import FEATURES
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.state import AppSpec, JobSpec, Planner, PoolConfig
-from gpualloc.solvers.problem import Problem
+from gpualloc.solvers.problem import Problem, gpu_runs, mask_of_runs
 
-VERSION = 3  # 2: the forecasters' state, the pool's GPU type, jobs' features; 3: apps' held GPUs in hex
-READABLE = (2, 3)  # a version 2 snapshot reads as it was written (its held masks are JSON integers)
+VERSION = 3  # 2: the forecasters' state, the pool's GPU type, jobs' features; 3: apps' held GPUs in hex,
+READABLE = (2, 3)  # busy GPUs per run of steps. Version 2 reads as written (held: JSON integers; busy: per step)
 
 
 class SnapshotError(ValueError):
@@ -61,7 +64,7 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
                           [[step, gpus] for step, gpus in a.observed.items()], _hex(a.held)]
                  for app_id, a in planner.apps.items()},
         "down": _hex(planner.down), "drained": _hex(planner.drained), "committed": _hex(planner.committed),
-        "busy": None if planner.busy is None else [_hex(mask) for mask in planner.busy],
+        "busy": None if planner.busy is None else [[n, _hex(mask)] for n, mask in _runs_over_steps(planner.busy)],
     }
 
 
@@ -78,7 +81,9 @@ def load_planner(data: dict[str, Any], scheduler: Callable[[Problem], Schedule],
     planner.down, planner.drained = int(data["down"], 16), int(data["drained"], 16)
     planner.committed = int(data["committed"], 16)
     busy = data.get("busy")  # absent from snapshots made before arrivals were inserted: a fresh plan then
-    planner.busy = None if busy is None else [int(mask, 16) for mask in busy]
+    if busy is not None:  # runs [steps, hex]; version 2: a hex mask per step
+        busy = _steps([[1, m] if isinstance(m, str) else m for m in busy], lambda mask: int(mask, 16))
+    planner.busy = busy
     return planner
 
 
@@ -103,15 +108,64 @@ def load_pool(data: dict[str, Any], pool: Pool) -> Pool:
     return pool
 
 
+def _runs(mask: int) -> list[int]:
+    """A GPU set as its runs [first, end) laid flat: GPUs 0-3 and 8 are [0, 4, 8, 9]."""
+    return [g for run in gpu_runs(mask) for g in run]
+
+
+def _mask(runs: list[int]) -> int:
+    if len(runs) % 2:
+        raise ValueError(f"GPU runs: {len(runs)} numbers, not pairs [first, end)")
+    return mask_of_runs(zip(runs[::2], runs[1::2]))
+
+
+def _runs_over_steps(masks: list[int]) -> list[tuple[int, int]]:
+    """Consecutive equal masks as (steps, mask) runs: an app's set or the busy GPUs change at a
+    few steps of a window, not at each of its 336."""
+    out: list[tuple[int, int]] = []
+    for mask in masks:
+        if out and out[-1][1] == mask:
+            out[-1] = (out[-1][0] + 1, mask)
+        else:
+            out.append((1, mask))
+    return out
+
+
+def _steps(runs: list, read: Callable[[Any], int]) -> list[int]:
+    """`_runs_over_steps`'s runs [steps, GPU set] back to a mask per step (`read` reads a set)."""
+    out: list[int] = []
+    for n, gpus in runs:
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"a run of {n!r} steps")
+        out += [read(gpus)] * n
+    return out
+
+
 def dump_schedule(schedule: Schedule) -> dict[str, Any]:
-    """A schedule (an adopted full-mode plan, recorded so replays reuse it) as JSON data."""
-    return {"batch": {job_id: [start, _hex(mask)] for job_id, (start, mask) in schedule.batch.items()},
-            "realtime": {app_id: [_hex(m) for m in masks] for app_id, masks in schedule.realtime.items()}}
+    """A schedule (an adopted full-mode plan, recorded so replays reuse it) as JSON data: a
+    job's block [start, GPU runs], an app's sets as runs of steps [steps, GPU runs] (GPU runs:
+    `_runs`). At most 10 bytes a run of GPUs, and an app's set is written once per change."""
+    return {"batch": {job_id: [start, _runs(mask)] for job_id, (start, mask) in schedule.batch.items()},
+            "realtime": {app_id: [[n, _runs(mask)] for n, mask in _runs_over_steps(masks)]
+                         for app_id, masks in schedule.realtime.items()}}
 
 
 def load_schedule(data: dict[str, Any]) -> Schedule:
-    return Schedule({job_id: (start, int(mask, 16)) for job_id, (start, mask) in data["batch"].items()},
-                    {app_id: [int(m, 16) for m in masks] for app_id, masks in data["realtime"].items()})
+    """`dump_schedule`'s form, or the hex masks of ledgers written before it (a block [start, hex],
+    an app's sets a hex mask per step), told apart by their JSON types."""
+    return Schedule({job_id: (start, int(gpus, 16) if isinstance(gpus, str) else _mask(gpus))
+                     for job_id, (start, gpus) in data["batch"].items()},
+                    {app_id: [int(m, 16) for m in sets] if all(isinstance(m, str) for m in sets)
+                     else _steps(sets, _mask) for app_id, sets in data["realtime"].items()})
+
+
+def joined(first: str, parts: int, pieces: dict[int, str]) -> str:
+    """A snapshot's `state` split over `parts` records: its first piece (the snapshot record's)
+    and the others by part number 1 .. parts - 1 (SnapshotError naming a missing one)."""
+    missing = [i for i in range(1, parts) if i not in pieces]
+    if missing:
+        raise SnapshotError(f"snapshot: part {missing[0]} of parts 1-{parts - 1} is missing")
+    return first + "".join(pieces[i] for i in range(1, parts))
 
 
 def pack(data: Any) -> str:

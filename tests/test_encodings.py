@@ -214,21 +214,38 @@ def test_a_schedule_of_64_apps_over_336_steps_is_recorded_in_a_bounded_entry():
     assert load_schedule(entry.commits[0].schedule) == schedule
 
 
-def test_a_full_mode_plan_whose_record_would_outgrow_the_ledger_is_not_adopted(monkeypatch):
-    def offered() -> tuple[Dispatcher, FullModePlan]:
-        planner = loaded_planner(scheduler=fifo_schedule)  # a hot path full mode beats
-        problem = planner.window_problem()
-        schedule = heuristic_schedule(problem, 0.25)
-        return _dispatcher(planner), FullModePlan(planner.now, schedule, objective_of(problem, schedule))
+def _offered() -> tuple[Dispatcher, FullModePlan]:
+    """A pool whose hot path (FIFO) a full-mode plan (the heuristic's) beats, and that plan."""
+    planner = loaded_planner(scheduler=fifo_schedule)
+    problem = planner.window_problem()
+    schedule = heuristic_schedule(problem, 0.25)
+    return _dispatcher(planner), FullModePlan(planner.now, schedule, objective_of(problem, schedule))
 
-    d, plan = offered()
+
+def test_an_adopted_plan_recorded_in_the_older_hex_form_replays_to_the_same_commit():
+    d, plan = _offered()
+    published = [o.message for o in d.commit(T0, plan)]
+    assert published[0]["payload"]["source"] == "milp"
+    entry = d.seal(RUN).message["payload"]
+    schedule = d.last_commit.schedule
+    entry["commits"][0]["schedule"] = {  # as ledgers before 2026-12-02 recorded it
+        "batch": {job_id: [start, format(mask, "x")] for job_id, (start, mask) in schedule.batch.items()},
+        "realtime": {app_id: [format(m, "x") for m in masks] for app_id, masks in schedule.realtime.items()}}
+    again, _ = _offered()
+    replayed = again.replay(PassRecorded.model_validate(entry), lambda *where: None)
+    assert [o.message for o in replayed] == published
+    assert dump_pool(again.interpreter) == dump_pool(d.interpreter)
+
+
+def test_a_full_mode_plan_whose_record_would_outgrow_the_ledger_is_not_adopted(monkeypatch):
+    d, plan = _offered()
     commit = d.commit(T0, plan)[0].message["payload"]
     assert commit["source"] == "milp"
     recorded = d.seal(RUN).message["payload"]["commits"][0]
     assert load_schedule(recorded["schedule"]) == d.last_commit.schedule
 
     monkeypatch.setattr(dispatcher, "SCHEDULE_BYTES", len(orjson.dumps(recorded["schedule"])) - 1)
-    d, plan = offered()
+    d, plan = _offered()
     commit = d.commit(T0, plan)[0].message["payload"]
     assert commit["source"] == "heuristic"
     assert commit["full_mode"].startswith("not adopted: its ledger record would take")

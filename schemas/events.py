@@ -188,7 +188,9 @@ class AllocationDecided(BaseModel):
     forecast: ForecastMade | None = None  # added: when the job's GPUs or duration were forecast
 
 
-Rect = tuple[StrictInt, StrictInt, StrictInt, StrictInt]  # [gpu_from, gpu_to, step_from, step_to), both half-open
+GpuEdge = Annotated[int, Field(strict=True, ge=0, le=LIMITS.gpus)]
+StepEdge = Annotated[int, Field(strict=True, ge=0, le=LIMITS.horizon)]
+Rect = tuple[GpuEdge, GpuEdge, StepEdge, StepEdge]  # [gpu_from, gpu_to, step_from, step_to), both half-open
 
 
 class TentativePlan(BaseModel):

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from gpualloc.agent.reports.status import SHOWN, gantt, lines, read_status, summary, view
+from gpualloc.agent.reports.status import SHOWN, gantt, gpu_rows, lines, read_status, summary, view
 from gpualloc.agent.service.kafka_loop import AgentService
 from gpualloc.agent.topics import Topics
 from gpualloc.client import Client
@@ -67,7 +67,8 @@ def test_the_view_tells_each_queued_job_its_promised_start_and_why():
     assert [n["state"] for n in status["nodes"]] == ["up", "drained"]
     assert status["nodes"][0]["last_report"]["status"] == "bound" and status["nodes"][1]["last_report"] is None
     assert status["usage"]["batch"] == 4 and status["usage"]["realtime"] == len(commit.assignments["chat"])
-    assert status["detail"]["grid"] == [["big"] + [None] * 5] * 4
+    assert status["detail"] == {"gpus": [0, 4], "steps": 6, "holders": {"big": [[g, g + 1, 0, 1] for g in range(4)]}}
+    assert gpu_rows(status["detail"]) == [["big"] + [None] * 5] * 4
     text = "\n".join(lines(status))
     assert "queue (1):" in text and "wide" in text and "drained" in text and "legend:" in text
     assert "node 0 (GPUs 0-3) |#" in text and "nodes 1 drained: " not in text and "node 1 drained" in text
@@ -102,13 +103,13 @@ async def test_status_reads_the_live_pool_back_from_the_bus(kafka_bootstrap):
         assert a.action == "start" and b.action in ("planned", "queued")
         for _ in range(50):  # until a commit holds `a`
             status = await read_status(kafka_bootstrap, topics, "p", gpu_range=(0, 8))
-            if status and status["commit"] and "a" in status["detail"]["grid"][0]:
+            if status and status["commit"] and "a" in status["detail"]["holders"]:
                 break  # `a` runs from its start decision; its first commit is what the plan shows
             await asyncio.sleep(0.3)
         assert {r["id"] for r in status["running"]} == {"a"}
         assert [q["id"] for q in status["queue"]] == ["b"] and status["queue"][0]["reason"]
         assert status["apps"][0]["id"] == "chat" and status["apps"][0]["demand"] == 2
-        assert sum(row[0] == "a" for row in status["detail"]["grid"]) == 4
+        assert sum(row[0] == "a" for row in gpu_rows(status["detail"])) == 4
         assert status["plan"]["rows"][0]["busy"][0] >= 4
         assert await read_status(kafka_bootstrap, topics, "nobody") is None
         env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}

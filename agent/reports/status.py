@@ -133,8 +133,7 @@ def view(pool: str, planner: Planner, commit: dict[str, Any] | None, reports: li
                                                                           "bound", "step_start", "full_mode")},
         "usage": gpu_states(assignments, planner.apps, cfg.gpus, planner.down.bit_count()),
         "plan": summary(plan, cfg.gpus // cfg.node_size, cfg.node_size, width),
-        "detail": None if gpu_range is None or plan is None else
-        {"gpus": list(gpu_range), "grid": gpu_rows(plan, gpu_range[0], min(gpu_range[1], plan["gpus"]), width)},
+        "detail": None if gpu_range is None or plan is None else clipped(plan, *gpu_range, width),
         "running": running, "queue": queue, "apps": apps, "nodes": nodes,
     }
 
@@ -172,15 +171,26 @@ def summary(plan: dict[str, Any] | None, nodes: int, node_size: int, width: int)
     return {"steps": steps, "nodes_per_group": per, "rows": rows}
 
 
-def gpu_rows(plan: dict[str, Any], lo: int, hi: int, width: int) -> list[list[str | None]]:
-    """The plan's grid for GPUs [lo, hi) over its first `width` steps (only the rectangles there)."""
-    steps = min(width, plan["steps"])
-    rows: list[list[str | None]] = [[None] * steps for _ in range(max(0, hi - lo))]
+def clipped(plan: dict[str, Any], lo: int, hi: int, width: int) -> dict[str, Any]:
+    """The plan cut to GPUs [lo, hi) and its first `width` steps: `gpus` [lo, hi), `steps`, and
+    each holder's rectangles there."""
+    hi, steps = min(hi, plan["gpus"]), min(width, plan["steps"])
+    holders: dict[str, list[list[int]]] = {}
     for holder, rects in plan["holders"].items():
         for g0, g1, t0, t1 in rects:
             if t0 < steps and g0 < hi and lo < g1:
-                for g in range(max(g0, lo), min(g1, hi)):
-                    rows[g - lo][t0:min(t1, steps)] = [holder] * (min(t1, steps) - t0)
+                holders.setdefault(holder, []).append([max(g0, lo), min(g1, hi), t0, min(t1, steps)])
+    return {"gpus": [lo, max(lo, hi)], "steps": steps, "holders": holders}
+
+
+def gpu_rows(detail: dict[str, Any]) -> list[list[str | None]]:
+    """The grid (GPU x step) of a `clipped` plan, its first row GPU `detail["gpus"][0]`."""
+    lo, hi = detail["gpus"]
+    rows: list[list[str | None]] = [[None] * detail["steps"] for _ in range(hi - lo)]
+    for holder, rects in detail["holders"].items():
+        for g0, g1, t0, t1 in rects:
+            for g in range(g0, g1):
+                rows[g - lo][t0:t1] = [holder] * (t1 - t0)
     return rows
 
 
@@ -202,8 +212,9 @@ def summary_lines(plan: dict[str, Any] | None, node_size: int, first_step: int) 
     ruler = "".join(str((first_step + t) % 10) if (first_step + t) % 5 == 0 else " " for t in range(steps))
     out = [f"{'step':<{label}} |{ruler}|  from step {first_step}"
            + (f"; {plan['nodes_per_group']} nodes a group" if plan["nodes_per_group"] > 1 else "")]
-    out += [f"{text:<{label}} |{''.join(cell(t, r['gpus_per_group']) for t in r['busy'])}|  {r['holders_now']} holders now"
-            for text, r in zip(labels, plan["rows"])]
+    for text, r in zip(labels, plan["rows"]):
+        row = "".join(cell(t, r["gpus_per_group"]) for t in r["busy"])
+        out.append(f"{text:<{label}} |{row}|  holders now: {r['holders_now']}")
     out.append("GPUs taken a group: . none, 1-9 tenths, # all (`--gpus A-B`: who holds them)")
     return out
 
@@ -245,7 +256,7 @@ def lines(status: dict[str, Any]) -> list[str]:
     first_step = c["step"] if c else status["now"]
     out += summary_lines(status["plan"], status["gpus_per_node"], first_step)
     if status.get("detail"):
-        out += [""] + gantt(status["detail"]["grid"], first_step, first_gpu=status["detail"]["gpus"][0])
+        out += [""] + gantt(gpu_rows(status["detail"]), first_step, first_gpu=status["detail"]["gpus"][0])
     out += ["", f"running ({len(status['running'])}):"]
     out += [f"  {r['id']:<16} GPUs {r['gpus']:<9} steps {r['started']}-{r['ends'] - 1}  priority {r['priority']:g}"
             for r in status["running"][:SHOWN]] or ["  none"]

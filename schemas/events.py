@@ -288,7 +288,9 @@ class PoolSnapshot(BaseModel):
     ledger_partition: int
     ledger_next: int  # at or before the offset of the first ledger entry after it (skip entries up to txn)
     frontier: dict[str, int]
-    state: str  # zlib-compressed JSON, base64: {"pool": the planner's state, "seen": [[event id, step], ...]}
+    # zlib-compressed JSON, base64: {"pool": the planner's state, "seen": [[event id, step, digest], ...]}; its
+    # first piece when `parts` > 1 (the pieces joined in part order make the text)
+    state: str
     parts: int = Field(default=1, ge=1)  # added: the pieces `state` is cut into (this record's is the first)
 
 

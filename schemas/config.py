@@ -143,6 +143,9 @@ class AgentSettings(_Frozen):
     plan_ahead: bool = True
     full_mode: RollingFullMode = RollingFullMode(every=1, options=FullModeOptions(time_limit=None))
     full_mode_time_cap: float = Field(default=60.0, gt=0)  # without a time_limit: half a step, at most this
+    # the full-mode solver process's address space: a model that would need more is not started, and
+    # an allocation past it fails that solve alone (None: no limit)
+    full_mode_memory_mb: int | None = Field(default=2048, ge=256)
     max_wait_ms: int = Field(default=200, ge=1)  # longest poll: stops and boundaries are noticed within it
     # a fetch of inputs parked at the broker waits at most this long: with the 500 ms default, fetches
     # parked on a loaded 2-core machine held arrivals back for up to 0.7 s (`bench --agent` p99)

@@ -206,3 +206,34 @@ def _cpu(pids: set[int]) -> float:
         except FileNotFoundError:
             continue
     return total / os.sysconf("SC_CLK_TCK")
+
+
+async def test_full_mode_too_large_for_its_time_limit_is_skipped_said_once_and_in_the_commits(kafka_bootstrap,
+                                                                                               caplog):
+    topics = Topics.with_prefix(unique_topic("skipped") + ".")
+    await publish(kafka_bootstrap, topics, inputs(jobs=30))
+    full = RollingFullMode(every=1, options=FullModeOptions(time_limit=0.5))  # no model of this pool builds in 0.5 s
+    agent = AgentService(kafka_bootstrap, AgentSettings(step_seconds=0.5, full_mode=full,
+                                                        group_id=unique_topic("g")), topics)
+    caplog.set_level(logging.WARNING, logger="gpualloc.agent")
+    stop = asyncio.Event()
+    task = asyncio.create_task(agent.run(stop))
+    try:
+        for _ in range(100):
+            if agent.stats.commits >= 5:
+                break
+            await asyncio.sleep(0.1)
+        assert agent.worker is not None and agent.worker.pid is None  # no process started for full mode
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    said = [r.getMessage() for r in caplog.records if "full mode not started" in r.getMessage()]
+    assert len(said) == 1 and "nonzeros: building it takes" in said[0]
+    commits = [m["payload"] for m in await read_all(kafka_bootstrap, topics.commits)]
+    notes = [c.get("full_mode") for c in commits[1:]]  # the first commit comes before any launch
+    assert len(notes) >= 4 and all(n.startswith("skipped: model of ~") for n in notes)
+    result = await audit(kafka_bootstrap, topics, "default")
+    assert result.ok, result.lines()
+    status = subprocess.run([sys.executable, "-m", "gpualloc", "status", "--bootstrap", kafka_bootstrap,
+                             "--topic-prefix", topics.prefix], capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0 and "\nfull mode: skipped: model of ~" in status.stdout, status.stderr

@@ -253,6 +253,8 @@ def lines(status: dict[str, Any]) -> list[str]:
     if c:
         head += f"; last commit step {c['step']} seq {c['seq']} ({c['source']}, objective {c['objective']:.2f})"
     out = [head, f"GPUs: {u['batch']} batch, {u['realtime']} real-time, {u['idle']} idle, {u['down']} down", ""]
+    if c and c.get("full_mode"):  # what became of full mode at this commit (adopted, not better, skipped and why)
+        out.insert(1, f"full mode: {c['full_mode']}")
     first_step = c["step"] if c else status["now"]
     out += summary_lines(status["plan"], status["gpus_per_node"], first_step)
     if status.get("detail"):

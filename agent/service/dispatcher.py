@@ -232,9 +232,10 @@ class Dispatcher:
 
     # ---- steps ----------------------------------------------------------------------------
     def commit(self, now: datetime, plan: FullModePlan | None = None,
-               recorded: RecordedCommit | None = None) -> list[Output]:
+               recorded: RecordedCommit | None = None, full_mode: str | None = None) -> list[Output]:
         """Commit the current step: the hot path's plan, or `plan` (full mode's) when it is
-        adopted, or what a ledger `recorded` (replays). The message carries the whole tentative
+        adopted, or what a ledger `recorded` (replays); `full_mode`: what became of full mode
+        when it offered no plan (say, skipped and why). The message carries the whole tentative
         plan from this step on; too large for one message, it is split into parts (`commits.split`),
         returned in order, all for the same transaction."""
         if recorded is not None:
@@ -245,7 +246,7 @@ class Dispatcher:
             ahead = recorded.ahead
         else:
             ahead = self.planner.ahead_ready()
-            committed = self.interpreter.commit(plan, admit=_recordable)
+            committed = self.interpreter.commit(plan, admit=_recordable, full_mode=full_mode)
         commit = committed.commit
         self.last_commit, self.seq = commit, self.seq + 1
         self._forget_before(self.planner.now - self.dedup_steps)

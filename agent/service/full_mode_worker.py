@@ -1,25 +1,42 @@
 """Full mode off the event loop: its solver in a process of its own (`SolveProcess`), a
-snapshot of the window at a time, the plan taken at a step boundary or not at all."""
+snapshot of the window at a time, the plan taken at a step boundary or not at all.
+
+A snapshot whose model could not be built in time or in the process's memory is not solved
+(`not_worth_starting`): no process is started for it, and `skipped` says why. A solve still
+running DEADLINE_GRACE_S past its time limit (which covers building the model) has its process
+killed, and its memory goes with it."""
 
 from __future__ import annotations
 
 from gpualloc.agent.service.solve_process import SolveProcess
 from gpualloc.schemas.config import FullModeOptions, RollingFullMode, SolveOptions
-from gpualloc.solvers.planner.full_mode import snapshot, solve_snapshot
+from gpualloc.solvers.planner.full_mode import not_worth_starting, snapshot, solve_snapshot
 from gpualloc.solvers.planner.state import Planner
+
+DEADLINE_GRACE_S = 15.0  # past the time limit: starting the process, the warm start, realizing the plan
 
 
 class FullModeWorker(SolveProcess):
     def __init__(self, options: FullModeOptions, max_jobs: int = RollingFullMode(every=1).max_jobs,
-                 policy: str = "full-mode"):
+                 policy: str = "full-mode", memory_bytes: int | None = None):
         """Solve with registered policy `policy` under `options` (its time limit should fit
-        within a step), on snapshots of at most `max_jobs` queued jobs."""
-        super().__init__()
+        within a step), on snapshots of at most `max_jobs` queued jobs, in a process of at most
+        `memory_bytes` of address space."""
+        super().__init__(memory_bytes)
         self.options, self.max_jobs, self.policy = SolveOptions(full_mode=options), max_jobs, policy
+        self.skipped: str | None = None  # why the last launch did not solve its snapshot
 
     def launch(self, planner: Planner) -> bool:
-        """Solve a snapshot of the planner's current window; False while a solve is running.
-        `take` gives its FullModePlan (None when it found nothing better)."""
+        """Solve a snapshot of the planner's current window; False while a solve is running or
+        when the snapshot is not worth solving (`skipped`). `take` gives its FullModePlan (None
+        when it found nothing better)."""
+        self.skipped = None
         if self.busy:
             return False
-        return self.submit(solve_snapshot, snapshot(planner, self.max_jobs), planner.now, self.policy, self.options)
+        problem = snapshot(planner, self.max_jobs)
+        self.skipped = not_worth_starting(problem, self.options.full_mode, self.memory_bytes)
+        if self.skipped is not None:
+            return False
+        limit = self.options.full_mode.time_limit
+        return self.submit(solve_snapshot, problem, planner.now, self.policy, self.options,
+                           deadline_s=None if limit is None else limit + DEADLINE_GRACE_S)

@@ -113,6 +113,7 @@ class AgentService:
         self._offsets_sent = float("-inf")  # when the consumed offsets last went to the group (monotonic)
         self._counts: dict[str, int] = {}
         self._largest = ("", "", 0)  # the pass's largest message so far: type, key, bytes
+        self._skip_said = False  # full mode's last launch was skipped and the log said why
         self._parts = Parts()  # a split commit's parts, counted once whole
 
     def _fresh(self) -> Dispatcher:
@@ -425,7 +426,8 @@ class AgentService:
             if self.worker is not None and self.worker.last_error:
                 log.warning("full mode failed: %s", self.worker.last_error)
                 self.worker.last_error = None
-            out += d.commit(now, plan)  # its parts, when it is split
+            skipped = self.worker.skipped if self.worker is not None else None
+            out += d.commit(now, plan, full_mode=None if skipped is None else f"skipped: {skipped}")  # its parts
             steps += 1
             if d.full_mode_due() and not (boundary + d.step_length <= now):  # not while catching up
                 self._launch_full_mode()
@@ -435,9 +437,13 @@ class AgentService:
         s = self.settings
         if self.worker is None:
             limit = s.full_mode_time_limit(self.dispatcher.step_length.total_seconds())
+            memory = None if s.full_mode_memory_mb is None else s.full_mode_memory_mb << 20
             self.worker = FullModeWorker(s.full_mode.options.model_copy(update={"time_limit": limit}),
-                                         s.full_mode.max_jobs, self.policy.full_mode.name)
+                                         s.full_mode.max_jobs, self.policy.full_mode.name, memory)
         self.worker.launch(self.dispatcher.planner)
+        if self.worker.skipped is not None and not self._skip_said:  # each commit says it after this
+            log.warning("pool %s: full mode not started: %s", self.pool, self.worker.skipped)
+        self._skip_said = self.worker.skipped is not None
 
 
 def _stamp(o: Output, received: float) -> None:

@@ -11,11 +11,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpualloc.schemas.config import SolveOptions
+from gpualloc.schemas.config import FullModeOptions, SolveOptions
 from gpualloc.solvers.metrics import objective_of, relative_gap
 from gpualloc.solvers.planner.state import FullModePlan, Planner
 from gpualloc.solvers.policies import policy
+from gpualloc.solvers.policies.milp.data import BUILD_S_PER_NONZERO, HANDOFF_S_PER_NONZERO, model_size
 from gpualloc.solvers.problem import Problem
+
+# What full mode's model costs before its search, and in memory, per nonzero of `model_size` (measured
+# with HiGHS on a 2-core VM: 940 MB resident at 2 M nonzeros after a 20 s search)
+SETUP_S_PER_NONZERO = BUILD_S_PER_NONZERO + HANDOFF_S_PER_NONZERO
+SETUP_SHARE = 0.25  # of the time limit, at most: the rest is the search's, which improves a plan or not
+PROCESS_BYTES = 512 << 20  # a solver process's address space before any model (Python, Pyomo, HiGHS)
+BYTES_PER_NONZERO = 300
 
 
 def snapshot(planner: Planner, max_jobs: int) -> Problem:
@@ -27,6 +35,25 @@ def snapshot(planner: Planner, max_jobs: int) -> Problem:
         return problem
     keep = {j.id for j in sorted(queued, key=lambda j: (-j.priority * j.gpus * j.duration, j.index))[:max_jobs]}
     return replace(problem, batch=tuple(j for j in problem.batch if j.running_mask or j.id in keep))
+
+
+def not_worth_starting(problem: Problem, options: FullModeOptions, memory_bytes: int | None = None) -> str | None:
+    """Why full mode should not start on `problem` (None: it may): its model would take more than
+    SETUP_SHARE of the time limit to build, leaving the search too little to improve a plan, or
+    more than `memory_bytes`. From the model's size alone, before anything is built. The large-
+    neighbourhood search solves sub-models of two nodes, whatever the pool's size."""
+    if options.lns:
+        return None
+    size = model_size(problem, exact=bool(options.exact))
+    model = f"model of ~{size.variables:,} variables, ~{size.nonzeros:,} nonzeros"
+    setup = size.nonzeros * SETUP_S_PER_NONZERO
+    if options.time_limit is not None and setup > SETUP_SHARE * options.time_limit:
+        return (f"{model}: building it takes ~{setup:.0f} s, more than {SETUP_SHARE:.0%} of its "
+                f"{options.time_limit:g} s time limit")
+    need = PROCESS_BYTES + size.nonzeros * BYTES_PER_NONZERO
+    if memory_bytes is not None and need > memory_bytes:
+        return f"{model} needs ~{need >> 20:,} MB, more than the solver process's {memory_bytes >> 20:,} MB"
+    return None
 
 
 @dataclass(frozen=True)

@@ -275,11 +275,11 @@ class Pool:
 
     # ---- steps ----------------------------------------------------------------------------------
     def commit(self, plan: FullModePlan | None = None, recorded: Schedule | None = None,
-               admit: Callable[[Schedule], str | None] | None = None) -> Committed:
+               admit: Callable[[Schedule], str | None] | None = None, full_mode: str | None = None) -> Committed:
         """Commit the current step: full mode's `plan` when it is adopted (legal and better than
         the hot path on the current window, and let through by `admit`, which gives the reason
         it refuses a schedule, None when it does not), or `recorded` (a plan a commit recorded,
-        when replaying), else the hot path's plan."""
+        when replaying), else the hot path's plan, saying `full_mode` of full mode."""
         if plan is not None:
             adoption = self.planner.adopt(plan)
             refused = admit(adoption.schedule) if admit is not None and adoption.schedule is not None else None
@@ -289,7 +289,7 @@ class Pool:
             commit = self.planner.tick_after(adoption)
             bound = plan.bound if commit.source == FULL_MODE and not starving else None
             return Committed(commit, adoption.reason, bound)
-        return Committed(self.planner.tick(recorded), None, None)
+        return Committed(self.planner.tick(recorded), full_mode, None)
 
     def replay_commit(self, schedule: Schedule | None, full_mode: str | None, bound: float | None) -> Committed:
         """The commit a ledger recorded: its adopted full-mode `schedule` (None: the hot path's

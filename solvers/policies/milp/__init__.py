@@ -4,6 +4,8 @@ when it runs, so the hot path never loads the solver stack."""
 
 from __future__ import annotations
 
+import time
+
 from gpualloc.schemas.config import SolveOptions
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.policies.policy import Solution
@@ -18,8 +20,13 @@ def solve(problem: Problem, options: SolveOptions) -> Solution:
     from gpualloc.solvers.policies.milp.lns import solve_lns
     from gpualloc.solvers.policies.milp.model import solve_milp
 
-    solver = solve_lns if options.full_mode.lns else solve_milp
-    result = solver(problem, options.full_mode, warm=heuristic_schedule(problem, options.effort))
+    began = time.perf_counter()
+    warm = heuristic_schedule(problem, options.effort)
+    full = options.full_mode
+    if full.time_limit is not None:  # the time limit covers the warm start too
+        full = full.model_copy(update={"time_limit": max(0.0, full.time_limit - (time.perf_counter() - began))})
+    solver = solve_lns if full.lns else solve_milp
+    result = solver(problem, full, warm=warm)
     result = tightened(result, problem, options.full_mode.mip_gap)
     certificate = {"bound": result.bound, "gap": result.gap, "status": result.status, "source": result.source,
                    "bound_source": result.bound_source, "warm_objective": result.warm_objective,

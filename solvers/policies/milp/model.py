@@ -39,12 +39,13 @@ from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.metrics import objective_of, relative_gap
 from gpualloc.solvers.legality import check_plan
-from gpualloc.solvers.policies.milp.data import MilpData, milp_data
+from gpualloc.solvers.policies.milp.data import HANDOFF_S_PER_NONZERO, MilpData, milp_data, model_size
 from gpualloc.solvers.problem import Problem, mask_of
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime
 
 SOLVERS = get_args(FullModeOptions.model_fields["solver"].annotation)
 EXACT_GPUS = 16  # pools up to this size get the exact model where stage 2 falls short (binaries: GPUs x steps x apps)
+MIN_SEARCH_S = 1.0  # a solve given less time than this after building its model is not started
 
 
 @dataclass
@@ -268,9 +269,11 @@ def solve_milp(problem: Problem, options: FullModeOptions = FullModeOptions(), w
 
 def _solve_once(problem: Problem, options: FullModeOptions, warm: Schedule, exact: bool) -> MilpResult:
     """One model (exact: per-GPU real-time sets inside it; else counts and stage 2), and the
-    better of its plan and the warm start."""
+    better of its plan and the warm start. The time limit covers building the model and handing
+    it to the solver: the solver gets what is left (none left: the warm start stands)."""
     warm_objective = objective_of(problem, warm)
     t0 = time.perf_counter()
+    deadline = None if options.time_limit is None else t0 + options.time_limit
     data = milp_data(problem)
     m = build_model(data)
     if exact:
@@ -280,10 +283,18 @@ def _solve_once(problem: Problem, options: FullModeOptions, warm: Schedule, exac
         _warm_exact(m, problem, warm)
     build_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
-    status, incumbent, bound = solve_model(m, options)
+    handoff = model_size(problem, exact).nonzeros * HANDOFF_S_PER_NONZERO
+    left = _left(deadline, handoff)
+    if left is not None and left < MIN_SEARCH_S:
+        return MilpResult(warm, warm_objective, None, None, "time limit", build_seconds, 0.0, warm_objective,
+                          "heuristic", notes=[f"building the model took {build_seconds:.1f} s of its "
+                                              f"{options.time_limit:g} s time limit: not solved"])
+    status, incumbent, bound = solve_model(m, options.model_copy(update={"time_limit": left}))
     result = MilpResult(warm, warm_objective, bound, None, status, build_seconds, 0.0, warm_objective, "heuristic")
     if incumbent is not None:
-        realized, how = _exact_plan(problem, data, m) if exact else _realize(problem, data, m, options)
+        stage2 = options if deadline is None else \
+            options.model_copy(update={"time_limit": max(MIN_SEARCH_S, _left(deadline))})
+        realized, how = _exact_plan(problem, data, m) if exact else _realize(problem, data, m, stage2)
         result.stage2 = how
         if realized is not None:
             objective = objective_of(problem, realized)
@@ -303,6 +314,11 @@ def _solve_once(problem: Problem, options: FullModeOptions, warm: Schedule, exac
             result.notes.append(f"stage 1 is optimal but the plan is {result.gap:.2%} below its bound "
                                 f"({result.objective:.4f} < {bound:.4f})")
     return result
+
+
+def _left(deadline: float | None, reserve: float = 0.0) -> float | None:
+    """Seconds until `deadline` (None: no deadline), less `reserve`."""
+    return None if deadline is None else deadline - time.perf_counter() - reserve
 
 
 def add_exact_realtime(m: pyo.ConcreteModel, data: MilpData, problem: Problem) -> None:

@@ -27,8 +27,10 @@ from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.state import AppSpec, JobSpec, Planner, PoolConfig
 from gpualloc.solvers.problem import Problem, gpu_runs, mask_of_runs
 
-VERSION = 3  # 2: the forecasters' state, the pool's GPU type, jobs' features; 3: apps' held GPUs in hex,
-READABLE = (2, 3)  # busy GPUs per run of steps. Version 2 reads as written (held: JSON integers; busy: per step)
+# 2: the forecasters' state, the pool's GPU type, jobs' features; 3: apps' held GPUs in hex, the GPUs the
+# current plan holds once per run of steps
+VERSION = 3
+READABLE = (2, 3)  # version 2 reads as written: held GPUs JSON integers, the plan's GPUs a hex mask a step
 
 
 class SnapshotError(ValueError):

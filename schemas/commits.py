@@ -17,21 +17,11 @@ from typing import Any
 
 import orjson
 
+from gpualloc.solvers.problem import gpu_runs  # a GPU bitmask's contiguous ranges [from, to), lowest first
+
 PART_BYTES = 900_000  # a part's message, as JSON: under the broker's default limit (1 MiB) with room for the record
 
 Rect = list[int]  # [gpu_from, gpu_to, step_from, step_to)
-
-
-def gpu_runs(mask: int) -> list[tuple[int, int]]:
-    """The contiguous GPU ranges [from, to) of a GPU bitmask, lowest first."""
-    out = []
-    while mask:
-        lo = (mask & -mask).bit_length() - 1
-        shifted = mask >> lo
-        n = ((shifted + 1) & ~shifted).bit_length() - 1  # the run of ones from bit lo
-        out.append((lo, lo + n))
-        mask = shifted >> n << (lo + n)
-    return out
 
 
 def set_rects(masks: Iterable[int]) -> list[Rect]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from gpualloc.agent.cli.arguments import (SETTING, checked, generated_spec, nonnegative_int, positive_int, seconds_or_none,
                                           setting, settings_arguments, settings_of)
 from gpualloc.agent.loading import InputError, dump_json, dump_plan, load_plan, load_scenario, write_text
-from gpualloc.schemas.config import SolveOptions
+from gpualloc.schemas.config import LIMITS, SolveOptions
 from gpualloc.solvers.policies import POLICIES, names, online_policy, policy
 
 EXIT_OK, EXIT_ILLEGAL = 0, 1
@@ -94,7 +94,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if not args.full_mode:
         _solve_options(args, False)  # full-mode flags without --full-mode are refused
-    if args.agent or args.recovery or args.soak:
+    if args.agent or args.recovery or args.soak or args.scale:
         return _bench_agent(args)
     if args.corpus:
         return _bench_corpus(args)
@@ -134,8 +134,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _bench_agent(args: argparse.Namespace) -> int:
     """Through a real broker: sustained arrivals (agent/reports/throughput.py), restarts
-    (agent/reports/recovery.py) or a long run (agent/reports/soak.py, which exits 1 when it misses
-    its targets)."""
+    (agent/reports/recovery.py), a long run (agent/reports/soak.py, which exits 1 when it misses
+    its targets) or pools of thousands of GPUs (agent/reports/scale.py)."""
     import asyncio
     from dataclasses import asdict
 
@@ -151,12 +151,19 @@ def _bench_agent(args: argparse.Namespace) -> int:
         from gpualloc.agent.reports.soak import soak
 
         try:
-            result = asyncio.run(soak(bootstrap, args.events, args.rate))
+            result = asyncio.run(soak(bootstrap, args.events, args.rate or 1000))
         except ValueError as e:
             raise InputError("--events", [str(e)]) from None
+    elif args.scale:
+        from gpualloc.agent.reports.scale import SIZES, measure_sizes
+
+        result = asyncio.run(measure_sizes(
+            bootstrap, tuple(args.gpus or SIZES), apps=args.apps, queued=args.queued or 2000, rate=args.rate or 100,
+            seconds=args.seconds or 20, step_seconds=args.step_seconds or 10.0, horizon=args.horizon,
+            full_mode=args.full_mode, id_chars=args.id_chars))
     else:
-        result = asyncio.run(measure(bootstrap, args.rate, args.seconds, step_seconds=args.step_seconds,
-                                     null_agent=args.null_agent))
+        result = asyncio.run(measure(bootstrap, args.rate or 1000, args.seconds or 20,
+                                     step_seconds=args.step_seconds or 2.0, null_agent=args.null_agent))
     sys.stdout.write(dump_json(asdict(result)) if args.json else result.line() + "\n")
     return EXIT_ILLEGAL if args.soak and not result.ok else EXIT_OK
 
@@ -350,19 +357,35 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--recovery", action="store_true",
                    help="instead: seconds from a killed agent's restart to its first decision (--repeat restarts)")
     p.add_argument("--queued", type=positive_int, default=None,
-                   help="--recovery: jobs waiting in the pool (default 1000); --hot-path: likewise (default 240)")
+                   help="--recovery: jobs waiting in the pool (default 1000); --hot-path: likewise (default 240); "
+                        "--scale: the backlog (default 2000)")
     p.add_argument("--hot-path", action="store_true",
                    help="instead: one arrival's decision in the planner core, 64 GPUs and a standing queue (p50, p99)")
     p.add_argument("--soak", action="store_true",
                    help="instead: a long compressed-clock run; the agent's RSS growth and its lag at the end")
     p.add_argument("--events", type=positive_int, default=100_000, help="--soak: input records sent (default 100000)")
+    p.add_argument("--scale", action="store_true",
+                   help="instead: the agent on pools of 256 to 4,096 GPUs with apps and a backlog (30%% given by "
+                        "features) through a real broker: decision latency, boundaries, record bytes, RSS, status, "
+                        "recovery after SIGKILL, SIGTERM (with --full-mode: the agent's full mode on)")
+    p.add_argument("--gpus", type=positive_int, action="append", metavar="N",
+                   help="--scale: a pool size, 8 GPUs a node; repeatable (default 256, 1024, 4096)")
+    p.add_argument("--apps", type=checked(int, lambda v: v >= 0, "0 or more"), default=3,
+                   help="--scale: real-time apps registered (default 3)")
+    p.add_argument("--horizon", type=positive_int, default=48, help="--scale: the pool's horizon in steps (default 48)")
+    p.add_argument("--id-chars", type=checked(int, lambda v: 0 <= v <= LIMITS.id_chars, f"0 to {LIMITS.id_chars}"),
+                   default=0, help="--scale: pad the backlog's job ids to this many characters (the contract's limit "
+                                   "is the most)")
     setting(p, "--bootstrap", path="bootstrap", metavar="HOST:PORT", shown="$KAFKA_BOOTSTRAP_SERVERS",
-            help="the broker for --agent, --recovery and --soak")
-    p.add_argument("--rate", type=float, default=1000,
-                   help="--agent: arrivals per second offered; --soak: records per second (default 1000)")
-    p.add_argument("--seconds", type=float, default=20, help="--agent: measured seconds (default 20)")
-    p.add_argument("--step-seconds", type=checked(float, lambda v: v > 0, "seconds > 0"), default=2.0,
-                   help="--agent: the agent's compressed step, a commit every this many seconds (default 2)")
+            help="the broker for --agent, --recovery, --soak and --scale")
+    p.add_argument("--rate", type=float, default=None,
+                   help="--agent: arrivals per second offered; --soak: records per second (default 1000); "
+                        "--scale: arrivals per second (default 100)")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="--agent: measured seconds (default 20); --scale: seconds of arrivals a size (default 20)")
+    p.add_argument("--step-seconds", type=checked(float, lambda v: v > 0, "seconds > 0"), default=None,
+                   help="--agent: the agent's compressed step, a commit every this many seconds (default 2); "
+                        "--scale: likewise (default 10: a quarter step leaves the plan made ahead of a boundary its time)")
     p.add_argument("--null-agent", action="store_true",
                    help="--agent: through an agent that plans nothing (one transaction a poll): the floor the "
                         "broker, the clients and the machine set")

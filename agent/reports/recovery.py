@@ -18,11 +18,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import IO
 
 import orjson
+from aiokafka import AIOKafkaProducer
 
 from gpualloc.agent import kafka_clients
-from gpualloc.agent.reports.throughput import POOL, stop_all
+from gpualloc.agent.reports.throughput import POOL, Decisions, stop_all
 from gpualloc.agent.topics import Topics
 from gpualloc.schemas.events import envelope
 
@@ -53,20 +55,11 @@ async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) 
     command = [sys.executable, "-m", "gpualloc", "agent", "--bootstrap", bootstrap, "--topic-prefix", prefix,
                "--config", f.name, "--step-seconds", "30", "--full-mode-every", "0"]
     producer = kafka_clients.producer(bootstrap, linger_ms=5)
-    consumer = kafka_clients.consumer(topics.decisions, bootstrap=bootstrap, auto_offset_reset="earliest",
-                                      isolation_level="read_committed")
-    decided: dict[str, float] = {}
-
-    async def read() -> None:
-        while True:
-            for ms in (await consumer.getmany(timeout_ms=50)).values():
-                for m in ms:
-                    decided[orjson.loads(m.value)["payload"]["job_id"]] = time.perf_counter()
-
+    decisions = Decisions(bootstrap, topics)
+    decided = decisions.at
     agent = subprocess.Popen(command, stderr=subprocess.DEVNULL)
     await producer.start()
-    await consumer.start()
-    reader = asyncio.create_task(read())
+    await decisions.start()
     times = []
     try:
         for n in range(queued):
@@ -74,17 +67,32 @@ async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) 
         await producer.flush()
         await until(lambda: sum(j.startswith("q-") for j in decided) >= queued, 120)
         for k in range(repeat):
-            agent.kill()
-            agent.wait()
-            began = time.perf_counter()
-            agent = subprocess.Popen(command, stderr=subprocess.DEVNULL)
-            await producer.send_and_wait(topics.jobs, _job(k, "probe", gpus=1, duration=1), key=b"default")
-            await until(lambda: f"probe-{k}" in decided, 60)
-            times.append(decided[f"probe-{k}"] - began)
+            agent, seconds = await killed_and_back(agent, command, producer, topics, decisions, f"probe-{k}")
+            times.append(seconds)
     finally:
-        await stop_all(reader, consumer, producer, agent, bootstrap, topics)
+        await stop_all(decisions.task, decisions.consumer, producer, agent, bootstrap, topics)
         os.unlink(f.name)
     return RecoveryResult(queued, repeat, round(statistics.median(times), 3), round(max(times), 3))
+
+
+async def killed_and_back(agent: subprocess.Popen, command: list[str], producer: AIOKafkaProducer, topics: Topics,
+                          decisions: Decisions, probe: str, stderr: IO | int = subprocess.DEVNULL,
+                          seconds: float = 60) -> tuple[subprocess.Popen, float]:
+    """SIGKILL `agent`, start `command` again and submit job `probe` at once: the new process,
+    and the seconds from its start to the probe's decision (imports, fencing the old producer,
+    the snapshot and the ledger after it, the pass). TimeoutError after `seconds`."""
+    agent.kill()
+    agent.wait()
+    began = time.perf_counter()
+    agent = subprocess.Popen(command, stderr=stderr)
+    try:
+        await producer.send_and_wait(topics.jobs, _job(0, probe, gpus=1, duration=1), key=b"default")
+        await until(lambda: f"{probe}-0" in decisions.at, seconds)
+    except BaseException:
+        agent.kill()  # the caller's teardown stops the process it knows of, not this one
+        agent.wait()
+        raise
+    return agent, decisions.at[f"{probe}-0"] - began
 
 
 async def until(done: Callable[[], bool], seconds: float) -> None:

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
@@ -117,22 +118,29 @@ class Upstream:
     async def send(self, arrivals: int, completions: list[str], sent_at: dict[str, float]) -> list[str]:
         """`arrivals` new jobs and the completions of `completions`, in that order; returns the
         new jobs' ids (each stamped in `sent_at` as it is written)."""
-        if self.partition is None:  # the pool's partition, as the keyed default partitioner picks it
-            self.partition = partition_of("default", len(await self.producer.partitions_for(self.topic)))
-        batch, ids = self.producer.create_batch(), []
+        values, ids = [], []
         for k in range(arrivals):
             m = submitted_message(self.sent + k, self.prefix, checked=False)
             ids.append(m["payload"]["id"])
             sent_at[ids[-1]] = time.perf_counter()
-            batch = await self._append(batch, orjson.dumps(m))
+            values.append(orjson.dumps(m))
         for job_id in completions:
             done = envelope("job.completed", {"id": job_id, "detail": "benchmark"}, datetime.now(timezone.utc),
                             f"{job_id}-done", checked=False)
-            batch = await self._append(batch, orjson.dumps(done))
-        if batch.record_count():
-            await self.producer.send_batch(batch, self.topic, partition=self.partition)
+            values.append(orjson.dumps(done))
+        await self.send_values(values)
         self.sent += arrivals
         return ids
+
+    async def send_values(self, values: list[bytes]) -> None:
+        """`values` to the pool's partition, in order, in as few record batches as hold them."""
+        if self.partition is None:  # the pool's partition, as the keyed default partitioner picks it
+            self.partition = partition_of("default", len(await self.producer.partitions_for(self.topic)))
+        batch = self.producer.create_batch()
+        for value in values:
+            batch = await self._append(batch, value)
+        if batch.record_count():
+            await self.producer.send_batch(batch, self.topic, partition=self.partition)
 
     async def _append(self, batch, value: bytes):
         """`batch` with `value` appended, or a new one holding it once `batch` is full (sent)."""
@@ -141,6 +149,72 @@ class Upstream:
             batch = self.producer.create_batch()
             batch.append(key=b"default", value=value, timestamp=None)
         return batch
+
+
+class Follower:
+    """A topic read back from its start as its records become readable (`read_committed`), by a
+    task of its own: `take` gets each record's value and when its fetch came back (`clock`)."""
+
+    def __init__(self, bootstrap: str, topic: str, clock: Callable[[], float] = time.perf_counter):
+        self.consumer = kafka_clients.consumer(topic, bootstrap=bootstrap, auto_offset_reset="earliest",
+                                               isolation_level="read_committed", fetch_max_wait_ms=FETCH_WAIT_MS)
+        self.clock = clock
+        self.task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        await self.consumer.start()
+        self.task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        while True:
+            batch = await self.consumer.getmany(timeout_ms=100)
+            now = self.clock()
+            for ms in batch.values():
+                for m in ms:
+                    self.take(m.value, now)
+
+    def take(self, value: bytes, at: float) -> None:
+        raise NotImplementedError
+
+
+class Decisions(Follower):
+    """The pool's decisions: when each job's was read (`perf_counter`), and what it said."""
+
+    def __init__(self, bootstrap: str, topics: Topics):
+        super().__init__(bootstrap, topics.decisions)
+        self.at: dict[str, float] = {}
+        self.agent_ms: dict[str, float] = {}  # inside the agent: its poll's records received -> decision sent
+        self.passes: dict[str, int] = {}
+        self.actions: dict[str, str] = {}
+
+    def take(self, value: bytes, at: float) -> None:
+        p = orjson.loads(value)["payload"]
+        self.at[p["job_id"]] = at
+        self.agent_ms[p["job_id"]] = p["latency_ms"]
+        self.passes[p["job_id"]] = p.get("pass_seq") or 0
+        self.actions[p["job_id"]] = p["action"]
+
+
+async def paced(upstream: Upstream, rate: float, seconds: float, outstanding: list[str],
+                sent_at: dict[str, float]) -> None:
+    """`rate` arrivals a second for `seconds`, each balanced by the completion of the oldest of
+    `outstanding` (which the new arrivals join), sent every 10 ms."""
+    start, sent = time.perf_counter(), 0
+    while (elapsed := time.perf_counter() - start) < seconds:
+        due = int(rate * elapsed) - sent
+        if due > 0:
+            done = outstanding[:due]
+            del outstanding[:due]
+            outstanding += await upstream.send(due, done, sent_at)
+            sent += due
+        await asyncio.sleep(0.01)
+
+
+def spread(values: list[float]) -> tuple[float, float, float]:
+    """p50, p99 and max of `values` (not empty), rounded to 0.01."""
+    ordered = sorted(values)
+    return (round(statistics.median(ordered), 2), round(ordered[int(0.99 * (len(ordered) - 1))], 2),
+            round(ordered[-1], 2))
 
 
 async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue: int = 200,
@@ -155,27 +229,11 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
          "--step-seconds", str(step_seconds), "--full-mode-every", "0"]
     agent = subprocess.Popen([sys.executable, *command], stderr=subprocess.DEVNULL)
     producer = kafka_clients.producer(bootstrap, linger_ms=2, acks=1)
-    consumer = kafka_clients.consumer(topics.decisions, bootstrap=bootstrap, auto_offset_reset="earliest",
-                                      isolation_level="read_committed", fetch_max_wait_ms=FETCH_WAIT_MS)
+    decisions = Decisions(bootstrap, topics)
     await producer.start()
-    await consumer.start()
+    await decisions.start()
     sent_at: dict[str, float] = {}
-    got: dict[str, float] = {}
-    agent_ms: dict[str, float] = {}
-    passes: dict[str, int] = {}
-
-    async def read() -> None:
-        while True:
-            batch = await consumer.getmany(timeout_ms=100)
-            now = time.perf_counter()
-            for ms in batch.values():
-                for m in ms:
-                    p = orjson.loads(m.value)["payload"]
-                    got[p["job_id"]] = now
-                    agent_ms[p["job_id"]] = p["latency_ms"]
-                    passes[p["job_id"]] = p.get("pass_seq") or 0
-
-    reader = asyncio.create_task(read())
+    got = decisions.at
     outstanding: list[str] = []
     upstream = Upstream(producer, topics.jobs, prefix)
     try:
@@ -187,16 +245,7 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
             raise RuntimeError(f"the agent decided nothing in the warm-up (exit status {agent.poll()}); "
                                f"run `gpualloc agent --topic-prefix bench-{prefix}.` by hand to see why")
         warm = set(got)
-        start = time.perf_counter()
-        tick, sent = 0.01, 0
-        while (elapsed := time.perf_counter() - start) < seconds:
-            due = int(rate * elapsed) - sent
-            if due > 0:
-                done = outstanding[:due]
-                del outstanding[:due]
-                outstanding += await upstream.send(due, done, sent_at)
-                sent += due
-            await asyncio.sleep(tick)
+        await paced(upstream, rate, seconds, outstanding, sent_at)
         await producer.flush()
         measured = [j for j in sent_at if j not in warm]
         deadline = time.perf_counter() + 30
@@ -205,16 +254,14 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
         span = max(got[j] for j in measured if j in got) - min(sent_at[j] for j in measured)
         commits = [] if null_agent else await recorded_commits(bootstrap, topics)
     finally:
-        await stop_all(reader, consumer, producer, agent, bootstrap, topics)
+        await stop_all(decisions.task, decisions.consumer, producer, agent, bootstrap, topics)
         os.unlink(f.name)
-    lat = sorted((got[j] - sent_at[j]) * 1000 for j in measured if j in got)
-    inside = sorted(agent_ms[j] for j in measured if j in got)
-    decided = len(lat)
-    return ThroughputResult(rate, round(span, 2), len(measured), decided, round(decided / span, 1),
-                            round(statistics.median(lat), 2), round(lat[int(0.99 * (decided - 1))], 2),
-                            round(lat[-1], 2), round(statistics.median(inside), 2), round(inside[int(0.99 * (decided - 1))], 2),
-                            len({passes[j] for j in measured if j in got}), len(commits),
-                            sum(c.ahead for c in commits), null_agent)
+    decided = [j for j in measured if j in got]
+    p50, p99, most = spread([(got[j] - sent_at[j]) * 1000 for j in decided])
+    inside = spread([decisions.agent_ms[j] for j in decided])
+    return ThroughputResult(rate, round(span, 2), len(measured), len(decided), round(len(decided) / span, 1),
+                            p50, p99, most, inside[0], inside[1], len({decisions.passes[j] for j in decided}),
+                            len(commits), sum(c.ahead for c in commits), null_agent)
 
 
 async def recorded_commits(bootstrap: str, topics: Topics) -> list[RecordedCommit]:

@@ -75,6 +75,24 @@ def test_the_view_tells_each_queued_job_its_promised_start_and_why():
     json.dumps(status)  # plain data, as --json prints it
 
 
+def test_the_queue_reads_each_jobs_promise_from_the_latest_commits_plan():
+    planner = Planner(PoolConfig(gpus=16, gpus_per_node=8, horizon=6))
+    planner.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=4))
+    planner.submit_all([JobSpec("a", "training", 9, 8, 3, 0), JobSpec("b", "training", 2, 8, 2, 0),
+                        JobSpec("c", "training", 1, 16, 2, 0)])
+    planner.tick()
+    planner.submit_all([JobSpec("late", "training", 1, 16, 1, 1)])
+    plan = {"gpus": 16, "steps": 6, "holders": {"a": [[0, 8, 0, 3]], "chat": [[8, 10, 0, 2], [8, 9, 2, 6]],
+                                                "b": [[8, 16, 3, 5]]}}
+    commit = {"step": 0, "seq": 1, "source": "heuristic", "objective": 1.0, "assignments": {"a": list(range(8))},
+              "plan": plan}
+    queue = {q["id"]: q for q in view("p", planner, commit, [])["queue"]}
+    assert (queue["b"]["action"], queue["b"]["promised_start"], queue["b"]["promised_gpus"]) == ("planned", 3, "8-15")
+    assert queue["b"]["reason"] == "planned at step 3 on GPUs 8-15: its block is held by chat (priority 5) until step 3"
+    assert queue["c"]["action"] == "queued" and "no 16-GPU block for 2 steps in the 6-step window" in queue["c"]["reason"]
+    assert queue["late"]["promised_start"] is None and "arrived after the latest commit" in queue["late"]["reason"]
+
+
 def test_the_text_lists_the_first_jobs_and_says_how_many_more():
     planner = Planner(PoolConfig(gpus=8, gpus_per_node=4, horizon=6))
     planner.submit_all([JobSpec(f"j{k}", "training", 1, 8, 2, 0) for k in range(SHOWN + 6)])  # one starts

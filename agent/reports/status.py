@@ -5,8 +5,9 @@ the planner core (`recovery.read_history` and `rebuild`), so it is exact as of t
 transaction, whatever process asks. From it: the latest commit's plan summed up by groups of
 nodes (how many of their GPUs are taken at each step ahead, and by how many holders now; at most
 `GROUPS` rows, whatever the pool's size), and on request a per-GPU Gantt of a range of GPUs;
-the running jobs, the queue with what each job would be told now (its action, promised start
-and reason, from one fresh plan), the apps' demand against what they hold, and the nodes: up,
+the running jobs, the queue with where the latest commit's plan puts each job (its promised start
+and GPUs and who holds them first, or why it has none: read from the commit, not planned again,
+so it costs the plan's size and never a solve), the apps' demand against what they hold, and the nodes: up,
 drained or down, with their node agents' last reports. `view` is pure (a dict, also the `--json`
 output, bounded by the pool's jobs and nodes, never by GPUs x steps); `lines` renders it, listing
 the first `SHOWN` jobs and reports.
@@ -97,12 +98,7 @@ def view(pool: str, planner: Planner, commit: dict[str, Any] | None, reports: li
     running = [{"id": job_id, "kind": spec.kind, "priority": spec.priority, "gpus": span(bits_of(mask)),
                 "started": start, "ends": start + spec.duration, "forecast": spec.forecast is not None}
                for job_id, (spec, mask, start) in sorted(planner.running.items(), key=lambda kv: (kv[1][2], kv[0]))]
-    queue = []
-    for d in planner.outlook():
-        spec = planner.queued[d.job_id]
-        queue.append({"id": d.job_id, "kind": spec.kind, "priority": spec.priority, "gpus": spec.gpus,
-                      "duration": spec.duration, "submitted": spec.submitted, "action": d.action,
-                      "promised_start": d.start_step, "promised_gpus": span(list(d.gpus)), "reason": d.reason})
+    queue = promises(planner, commit)
     queue.sort(key=lambda q: (q["promised_start"] is None, q["promised_start"] or 0, -q["priority"], q["id"]))
     apps = []
     for app_id, app in sorted(planner.apps.items()):
@@ -136,6 +132,49 @@ def view(pool: str, planner: Planner, commit: dict[str, Any] | None, reports: li
         "detail": None if gpu_range is None or plan is None else clipped(plan, *gpu_range, width),
         "running": running, "queue": queue, "apps": apps, "nodes": nodes,
     }
+
+
+def promises(planner: Planner, commit: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Each queued job where the latest (whole) commit's plan puts it: `planned` at its first step
+    there, on its block, with who holds that block before then; else `queued`, with why (no block
+    in the commit's window, or it arrived after the commit, which the next commit plans)."""
+    plan = (commit or {}).get("plan") or {"steps": 0, "holders": {}}
+    step, size = commit["step"] if commit else planner.now, planner.config.node_size
+    on_node: dict[int, list[tuple[str, int, int, int, int]]] = {}  # node -> rectangles over it
+    for holder, rects in plan["holders"].items():
+        for g0, g1, t0, t1 in rects:
+            for n in range(g0 // size, (g1 - 1) // size + 1):
+                on_node.setdefault(n, []).append((holder, g0, g1, t0, t1))
+    priority = ({a: s.priority for a, s in planner.apps.items()} | {j: s.priority for j, s in planner.queued.items()}
+                | {j: s.priority for j, (s, _, _) in planner.running.items()})
+    out = []
+    for job_id, spec in planner.queued.items():
+        rects, promised, gpus = plan["holders"].get(job_id), None, []
+        if rects:
+            start = min(t0 for _, _, t0, _ in rects)
+            block = [(g0, g1) for g0, g1, t0, _ in rects if t0 == start]
+            before: dict[str, int] = {}
+            for b0, b1 in block:
+                for n in range(b0 // size, (b1 - 1) // size + 1):
+                    for holder, g0, g1, t0, t1 in on_node.get(n, ()):
+                        if holder != job_id and t0 < start and g0 < b1 and b0 < g1:
+                            before[holder] = max(before.get(holder, 0), step + min(t1, start))
+            promised, gpus = step + start, [g for b0, b1 in block for g in range(b0, b1)]
+            held = ", ".join(f"{h} (priority {priority.get(h, 0):g}) until step {until}"
+                             for h, until in sorted(before.items(), key=lambda kv: (kv[1], kv[0])))
+            reason = f"planned at step {promised} on GPUs {span(gpus)}: " + (
+                f"its block is held by {held}" if held else "its block is free until then")
+        elif commit is not None and spec.submitted <= commit["step"]:
+            reason = (f"no {spec.gpus}-GPU block for {spec.duration} steps in the {plan['steps']}-step window of "
+                      f"the latest commit (seq {commit['seq']}): higher-value work and real-time demand fill it")
+        else:
+            reason = ("arrived after the latest commit: its decision is on the decisions topic (`gpualloc explain "
+                      "JOB`), and the next commit plans it")
+        out.append({"id": job_id, "kind": spec.kind, "priority": spec.priority, "gpus": spec.gpus,
+                    "duration": spec.duration, "submitted": spec.submitted, "forecast": spec.forecast is not None,
+                    "action": "planned" if promised is not None else "queued", "promised_start": promised,
+                    "promised_gpus": span(gpus), "reason": reason})
+    return out
 
 
 def summary(plan: dict[str, Any] | None, nodes: int, node_size: int, width: int) -> dict[str, Any] | None:

@@ -411,12 +411,6 @@ class Planner:
                       for b in problem.batch)
         return replace(problem, batch=batch)
 
-    def outlook(self) -> list[Decision]:
-        """What each queued job would be told now, from one fresh plan (action, promised start,
-        reason), for `gpualloc status`; changes nothing."""
-        problem, schedule = self.plan()
-        return [self._decision(problem, schedule, job) for job in self.queued.values()]
-
     def window_demand(self, app_id: str) -> list[int]:
         """An app's GPUs needed in each step of the window, as the plan sees them."""
         return self._demand(self.apps[app_id])

@@ -116,6 +116,7 @@ def _runs(mask: int) -> list[int]:
 
 
 def _mask(runs: list[int]) -> int:
+    """`_runs`'s flat runs back to a bitmask."""
     if len(runs) % 2:
         raise ValueError(f"GPU runs: {len(runs)} numbers, not pairs [first, end)")
     return mask_of_runs(zip(runs[::2], runs[1::2]))

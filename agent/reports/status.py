@@ -7,10 +7,10 @@ nodes (how many of their GPUs are taken at each step ahead, and by how many hold
 `GROUPS` rows, whatever the pool's size), and on request a per-GPU Gantt of a range of GPUs;
 the running jobs, the queue with where the latest commit's plan puts each job (its promised start
 and GPUs and who holds them first, or why it has none: read from the commit, not planned again,
-so it costs the plan's size and never a solve), the apps' demand against what they hold, and the nodes: up,
-drained or down, with their node agents' last reports. `view` is pure (a dict, also the `--json`
-output, bounded by the pool's jobs and nodes, never by GPUs x steps); `lines` renders it, listing
-the first `SHOWN` jobs and reports.
+so it costs the plan's size and never a solve), the apps' demand against what they hold, and the
+nodes: up, drained or down, with their node agents' last reports. `view` is pure (a dict, also
+the `--json` output, bounded by the pool's jobs and nodes, never by GPUs x steps); `lines`
+renders it, listing the first `SHOWN` jobs and reports.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from gpualloc.agent.service.seen_ids import SeenIds
 from gpualloc.agent.topics import Topics, decode
 from gpualloc.forecasting.jobs import JobForecast
-from gpualloc.schemas.commits import split, tentative_plan
+from gpualloc.schemas.commits import PART_BYTES, split, tentative_plan
 from gpualloc.schemas.config import LIMITS, AgentSettings, ForecastSettings, SolveOptions
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (AllocationDecided, ForecastMade, InputRejected, JobRef, PassRecorded, PlanCommitted,
@@ -102,6 +102,7 @@ class Dispatcher:
     frontier: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> next offset to consume
     last_commit: Commit | None = None
     on_commit: Callable[[Commit], None] | None = None  # sees every commit (audits check each one)
+    part_bytes: int = PART_BYTES  # a commit's message larger than this is split into parts of at most this
     _log: TxnLog = field(default_factory=TxnLog)  # this transaction, for the ledger
     _seen_fit: int | None = None  # the ids the last snapshot kept when it could not keep them all
 
@@ -266,7 +267,7 @@ class Dispatcher:
             seq=self.seq, full_mode=committed.full_mode, bound=committed.bound,
             schedule=dump_schedule(commit.schedule) if commit.source == FULL_MODE else None, ahead=ahead))
         message = envelope("plan.committed", payload, now, f"{self.pool}:commit:{self.seq}", self.pool)
-        return [Output(self.topics.commits, self.pool, part) for part in split(message)]
+        return [Output(self.topics.commits, self.pool, part) for part in split(message, self.part_bytes)]
 
     def _forget_before(self, step: int) -> None:
         """De-duplicate over the last `dedup_steps` steps (and `seen_limit` ids): the same window

@@ -57,6 +57,7 @@ FEATURED = 0.3  # of the backlog given by features
 JOB_GPUS = (1, 2, 4, 8, 8, 16, 32, 64)  # the backlog's given sizes, up to an eighth of the pool
 WAIT_S = {"backlog": 45.0, "drain": 15.0, "status": 20.0, "recovery": 30.0, "sigterm": 20.0}  # each phase's bound
 SAMPLE_S = 0.5  # memory sampling period
+ORPHAN_S = 5.0  # after SIGKILL: a child process of the killed agent still running then has outlived it
 
 
 @dataclass
@@ -69,7 +70,8 @@ class ScaleResult:
     step_seconds: float
     rate: float
     seconds: float
-    backlog_s: float | None = None  # backlog sent -> its last decision readable
+    backlog_decided: int = 0
+    backlog_s: float | None = None  # backlog sent -> its last decision readable (all decided)
     rejected: int = 0  # backlog decisions `rejected`
     arrivals: int = 0  # sent at `rate`
     decided: int = 0  # ... of them decided
@@ -91,9 +93,10 @@ class ScaleResult:
     status_s: float | None = None
     status_lines: int = 0
     recovery_s: float | None = None  # SIGKILL, restart -> a job submitted with it decided
-    left_after_kill: int = 0  # the killed agent's child processes alive after the restart
+    left_after_kill: int = 0  # the killed agent's child processes running ORPHAN_S after the kill
     sigterm_s: float | None = None
     left_after_sigterm: int = 0  # its child processes alive a second after it exited
+    dead_letters: int = 0  # input records the agent refused (`input.rejected`)
     errors: dict[str, str] = field(default_factory=dict)
 
 
@@ -222,6 +225,20 @@ class Commits(Follower):
         return [s for start, s in self.ready if start.timestamp() >= wall]
 
 
+class DeadLetters(Follower):
+    """The input records the agent refused: how many, and the first reasons."""
+
+    def __init__(self, bootstrap: str, topics: Topics):
+        super().__init__(bootstrap, topics.deadletter)
+        self.count, self.reasons = 0, []
+
+    def take(self, value: bytes, at: float) -> None:
+        self.count += 1
+        reason = orjson.loads(value)["payload"]["reason"]
+        if len(self.reasons) < 3 and reason not in self.reasons:
+            self.reasons.append(reason[:240])
+
+
 class Agent:
     """`gpualloc agent` in its own process, its log (JSON lines on stderr) kept in a file."""
 
@@ -285,12 +302,13 @@ async def measure_scale(bootstrap: str, gpus: int, apps: int = 3, queued: int = 
                *([] if full_mode else ["--full-mode-every", "0"])]
     agent = Agent(command)
     producer = kafka_clients.producer(bootstrap, linger_ms=2, acks=1)
-    decisions, commits, children = Decisions(bootstrap, topics), Commits(bootstrap, topics), Children()
+    decisions, commits = Decisions(bootstrap, topics), Commits(bootstrap, topics)
+    refused, children = DeadLetters(bootstrap, topics), Children()
     sampler: asyncio.Task | None = None
     try:
         await producer.start()
-        await decisions.start()
-        await commits.start()
+        for follower in (decisions, commits, refused):
+            await follower.start()
         sampler = asyncio.create_task(children.sample(agent.process.pid))
         now = datetime.now(timezone.utc)
         for a in app_payloads(gpus, apps):
@@ -298,12 +316,13 @@ async def measure_scale(bootstrap: str, gpus: int, apps: int = 3, queued: int = 
             await producer.send_and_wait(topics.traffic, orjson.dumps(app), key=b"default")
         began = time.perf_counter()
         await Upstream(producer, topics.jobs, prefix).send_values(
-            [orjson.dumps(envelope("job.submitted", j, now, f"{j['id']}-s")) for j in backlog])
+            [orjson.dumps(envelope("job.submitted", j, now, f"{prefix}q{n}")) for n, j in enumerate(backlog)])
         ids = [j["id"] for j in backlog]
         await bounded(result, "backlog", until(lambda: agent.exited() or all(j in decisions.at for j in ids),
                                                WAIT_S["backlog"]), WAIT_S["backlog"] + 1, agent)
         if all(j in decisions.at for j in ids):
             result.backlog_s = round(max(decisions.at[j] for j in ids) - began, 2)
+        result.backlog_decided = sum(j in decisions.at for j in ids)
         result.rejected = sum(decisions.actions.get(j) == "rejected" for j in ids)
         await _arrivals(result, agent, producer, topics, prefix, decisions, commits, ids)
         await _status(result, bootstrap, prefix)
@@ -316,13 +335,16 @@ async def measure_scale(bootstrap: str, gpus: int, apps: int = 3, queued: int = 
         await _sigterm(result, agent, children)
         await bounded(result, "bytes", _bytes(result, bootstrap, topics), 60)
         result.commit_max_bytes, result.commit_parts_max = commits.max_bytes or None, commits.parts_max
+        result.dead_letters = refused.count
+        if refused.count:
+            result.errors["dead letters"] = f"{refused.count:,} input records refused: " + "; ".join(refused.reasons)
     except Exception as e:  # noqa: BLE001 - the bench's own failure: reported with the figures so far
         result.errors["bench"] = f"{type(e).__name__}: {e}"
     finally:
-        for task in (sampler, decisions.task, commits.task):
+        for task in (sampler, decisions.task, commits.task, refused.task):
             if task is not None:
                 task.cancel()
-        for client in (decisions.consumer, commits.consumer, producer):
+        for client in (decisions.consumer, commits.consumer, refused.consumer, producer):
             with contextlib.suppress(Exception):
                 await client.stop()
         agent.stop()
@@ -380,21 +402,23 @@ async def _status(result: ScaleResult, bootstrap: str, prefix: str) -> None:
 async def _recovery(result: ScaleResult, agent: Agent, producer, topics: Topics, prefix: str,
                     decisions: Decisions, children: Children) -> None:
     """SIGKILL and restart: the seconds to a job submitted with the restart decided, and the
-    killed agent's children still alive then."""
+    killed agent's child processes still running ORPHAN_S after the kill."""
     if agent.exited():
         result.errors["recovery"] = f"the agent had exited ({agent.process.returncode}): {agent.errors()}"
         return
     killed = descendants(agent.process.pid)
+    children.seen.update(killed)
+    began = time.perf_counter()
     back = await bounded(result, "recovery", killed_and_back(agent.process, agent.command, producer, topics, decisions,
                                                              f"{prefix}probe", agent.log, WAIT_S["recovery"]),
                          WAIT_S["recovery"] + 5, agent)
+    await asyncio.sleep(max(0.0, ORPHAN_S - (time.perf_counter() - began)))
     result.left_after_kill = sum(running(pid, started) for pid, started in killed.items())
     if back is None:
         agent.process = None  # killed_and_back ended the restarted process
         return
     agent.process, seconds = back
     result.recovery_s = round(seconds, 2)
-    children.seen.update(killed)
 
 
 async def _sigterm(result: ScaleResult, agent: Agent, children: Children) -> None:
@@ -459,7 +483,8 @@ def table(results: list[ScaleResult]) -> str:
         return "no sizes measured"
     r0 = results[0]
     rows = [
-        ("backlog decided (s)", lambda r: _cell(r.backlog_s)),
+        ("backlog decided (s)", lambda r: _cell(r.backlog_s) if r.backlog_decided == r.queued
+         else f"{r.backlog_decided:,} of {r.queued:,}"),
         ("backlog rejected", lambda r: _cell(r.rejected)),
         ("decided / arrivals", lambda r: _pair(r.decided, r.arrivals)),
         ("decision p50 / p99 (ms)", lambda r: _pair(r.p50_ms, r.p99_ms)),
@@ -473,7 +498,7 @@ def table(results: list[ScaleResult]) -> str:
         ("solver processes RSS (MB; n)", lambda r: f"{_cell(r.solver_rss_mb)}; {r.solver_processes}"),
         ("status (s; lines)", lambda r: f"{_cell(r.status_s)}; {r.status_lines:,}"),
         ("recovery after SIGKILL (s)", lambda r: _cell(r.recovery_s)),
-        ("children left after SIGKILL", lambda r: _cell(r.left_after_kill)),
+        (f"children left {ORPHAN_S:g} s after SIGKILL", lambda r: _cell(r.left_after_kill)),
         ("SIGTERM to exit (s)", lambda r: _cell(r.sigterm_s)),
         ("children left after SIGTERM", lambda r: _cell(r.left_after_sigterm)),
     ]

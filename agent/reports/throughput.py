@@ -113,7 +113,7 @@ class Upstream:
     def __init__(self, producer: AIOKafkaProducer, topic: str, prefix: str):
         self.producer, self.topic, self.prefix = producer, topic, prefix
         self.partition: int | None = None
-        self.sent = 0
+        self.sent = self.completed = 0
 
     async def send(self, arrivals: int, completions: list[str], sent_at: dict[str, float]) -> list[str]:
         """`arrivals` new jobs and the completions of `completions`, in that order; returns the
@@ -124,12 +124,13 @@ class Upstream:
             ids.append(m["payload"]["id"])
             sent_at[ids[-1]] = time.perf_counter()
             values.append(orjson.dumps(m))
-        for job_id in completions:
+        for k, job_id in enumerate(completions, start=self.completed):  # event ids short whatever the job's
             done = envelope("job.completed", {"id": job_id, "detail": "benchmark"}, datetime.now(timezone.utc),
-                            f"{job_id}-done", checked=False)
+                            f"{self.prefix}-d{k}", checked=False)
             values.append(orjson.dumps(done))
         await self.send_values(values)
         self.sent += arrivals
+        self.completed += len(completions)
         return ids
 
     async def send_values(self, values: list[bytes]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpualloc.schemas import Metrics
-from gpualloc.solvers.grid import Grid, Schedule, occupancy, step_masks, to_grid
+from gpualloc.solvers.grid import Grid, Schedule, batch_spans, occupancy, step_masks
 from gpualloc.solvers.problem import Problem
 
 
@@ -56,5 +56,19 @@ def compute_metrics(problem: Problem, grid: Grid) -> Metrics:
 
 
 def objective_of(problem: Problem, schedule: Schedule) -> float:
-    """The contract's objective of a schedule (its grid's)."""
-    return compute_metrics(problem, to_grid(problem, schedule)).objective
+    """The contract's objective of a legal schedule (no GPU held twice in a step): its grid's,
+    computed from its blocks and app sets without building the grid (GPUs x steps cells: 1.4
+    million at 4,096 GPUs x 336 steps)."""
+    T, w = problem.horizon, problem.weights
+    prefix = [0.0]
+    for t in range(T):
+        prefix.append(prefix[-1] + w[t])
+    batch = {j.id: j for j in problem.batch}
+    value = sum(batch[job_id].priority * mask.bit_count() * (prefix[end] - prefix[start])
+                for job_id, (start, end, mask) in batch_spans(problem, schedule).items())
+    penalty = 0.0
+    for app in problem.realtime:
+        masks = schedule.realtime.get(app.id, ())
+        penalty += app.priority * sum(w[t] * (app.demand[t] - min((masks[t] if t < len(masks) else 0).bit_count(),
+                                                                  app.demand[t])) for t in range(T))
+    return round(value - problem.penalty * penalty, 6)

@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpualloc.schemas import Scenario
 from gpualloc.solvers import check_plan, compile_scenario, solve
 from gpualloc.solvers.simulation.scenarios import generate_scenario
+from gpualloc.solvers.grid import to_grid
+from gpualloc.solvers.metrics import compute_metrics, objective_of
 from gpualloc.solvers.policies import policy
+from gpualloc.solvers.policies.greedy import greedy_schedule
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
 
 POOLS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 20, 24, 32]
 
@@ -133,3 +138,13 @@ def test_drawn_plans_are_legal_and_the_heuristic_is_deterministic(data):
     greedy = solve(problem, "greedy")
     assert [str(v) for v in check_plan(problem, greedy.grid)] == [], json.dumps(data)
     assert solve(problem, "greedy").grid == greedy.grid
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(generator_args())
+def test_the_objective_of_a_schedule_is_its_grids(args):
+    """`objective_of` weighs blocks and app sets without building the grid: the same figure."""
+    problem = compile_scenario(Scenario.model_validate(generate_scenario(**args)))
+    for schedule in (heuristic_schedule(problem), greedy_schedule(problem)):
+        grid = to_grid(problem, schedule)
+        assert objective_of(problem, schedule) == pytest.approx(compute_metrics(problem, grid).objective, abs=1e-5)

@@ -27,8 +27,8 @@ from gpualloc.schemas.config import LIMITS, AgentSettings, ForecastSettings, Sol
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (AllocationDecided, ForecastMade, InputRejected, JobRef, PassRecorded, PlanCommitted,
                                      PoolSnapshot, PoolSnapshotPart, RecordedCommit, envelope, parse_event)
-from gpualloc.solvers.grid import Schedule, batch_spans, to_grid
-from gpualloc.solvers.metrics import compute_metrics
+from gpualloc.solvers.grid import Schedule, batch_spans
+from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Pool, Rejected
 from gpualloc.solvers.planner.snapshot import READABLE as SNAPSHOT_READABLE
 from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
@@ -254,7 +254,7 @@ class Dispatcher:
         if self.on_commit is not None:
             self.on_commit(commit)
         window, schedule = commit.window, commit.schedule
-        objective = compute_metrics(window, to_grid(window, schedule)).objective
+        objective = objective_of(window, schedule)
         batch = {k: v for k, v in batch_spans(window, schedule).items() if k != BLOCKER}
         payload = PlanCommitted(
             step=commit.step, seq=self.seq, step_start=self.interpreter.origin + commit.step * self.step_length,

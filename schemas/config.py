@@ -146,6 +146,9 @@ class AgentSettings(_Frozen):
     # the full-mode solver process's address space: a model that would need more is not started, and
     # an allocation past it fails that solve alone (None: no limit)
     full_mode_memory_mb: int | None = Field(default=2048, ge=256)
+    # full mode is not started on a larger model (nonzeros, estimated): above it no run improved a plan
+    # here in 20-45 s (README, "Where full mode pays"); None: no cap
+    full_mode_max_nonzeros: int | None = Field(default=1_500_000, ge=1)
     max_wait_ms: int = Field(default=200, ge=1)  # longest poll: stops and boundaries are noticed within it
     # a fetch of inputs parked at the broker waits at most this long: with the 500 ms default, fetches
     # parked on a loaded 2-core machine held arrivals back for up to 0.7 s (`bench --agent` p99)

@@ -12,11 +12,11 @@ import pytest
 
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
 from gpualloc.schemas.config import FullModeOptions, SolveOptions
-from gpualloc.solvers.planner.full_mode import SETUP_S_PER_NONZERO, SETUP_SHARE, not_worth_starting, snapshot
+from gpualloc.solvers.planner.full_mode import SETUP_SHARE, not_worth_starting, snapshot
 from gpualloc.solvers.planner.state import AppSpec, JobSpec, Planner, PoolConfig
 from gpualloc.solvers.policies.milp import solve
-from gpualloc.solvers.policies.milp.data import milp_data, model_size
-from gpualloc.solvers.policies.milp.model import build_model
+from gpualloc.solvers.policies.milp.data import SETUP_S_PER_NONZERO, milp_data, model_size
+from gpualloc.solvers.policies.milp.model import build_model, solve_model
 from gpualloc.solvers.problem import Problem
 from planner_states import PROFILE
 
@@ -66,6 +66,14 @@ def test_a_model_that_would_take_its_time_limit_to_build_is_not_started():
     assert not_worth_starting(problem, FullModeOptions(time_limit=enough / 2, lns=True)) is None  # two nodes at a time
 
 
+def test_a_model_above_the_size_where_full_mode_pays_is_not_started():
+    problem = window(64, 20, 24)
+    nonzeros = model_size(problem).nonzeros
+    assert not_worth_starting(problem, FullModeOptions(time_limit=None), max_nonzeros=nonzeros) is None
+    said = not_worth_starting(problem, FullModeOptions(time_limit=None), max_nonzeros=nonzeros - 1)
+    assert said.endswith(f"nonzeros, more than agent.full_mode_max_nonzeros ({nonzeros - 1:,})")
+
+
 def test_a_model_that_would_not_fit_the_process_memory_is_not_started():
     problem = window(64, 20, 24)
     assert not_worth_starting(problem, FullModeOptions(time_limit=None), memory_bytes=8 << 30) is None
@@ -84,15 +92,23 @@ async def test_the_worker_skips_such_a_snapshot_without_starting_a_process():
 
 
 def test_the_time_limit_covers_building_the_model():
-    """A limit the building takes up: the solver is not started and the warm start stands."""
+    """A model that would take longer to build than the time limit is not built: the warm start
+    stands, at once."""
     problem = window(64, 20, 24)
-    solution = solve(problem, SolveOptions(full_mode=FullModeOptions(time_limit=0.05)))
+    limit = model_size(problem).nonzeros * SETUP_S_PER_NONZERO / 2
+    solution = solve(problem, SolveOptions(full_mode=FullModeOptions(time_limit=limit)))
     c = solution.certificate
     assert not solution.improved and c["source"] == "heuristic" and c["status"] == "time limit"
-    assert c["solve_seconds"] == 0.0
+    assert c["build_seconds"] == c["solve_seconds"] == 0.0
 
 
 def test_a_problem_without_queued_jobs_is_small():
     problem = window(64, 20, 24)
     idle = replace(problem, batch=tuple(j for j in problem.batch if j.running_mask))
     assert model_size(idle).nonzeros < model_size(problem).nonzeros
+
+
+def test_a_solver_left_less_than_a_second_after_taking_the_model_is_not_run():
+    problem = window(64, 20, 24)
+    data = milp_data(problem)
+    assert solve_model(build_model(data), FullModeOptions(time_limit=0.5)) == ("time limit", None, None)

@@ -18,12 +18,13 @@ DEADLINE_GRACE_S = 15.0  # past the time limit: starting the process, the warm s
 
 class FullModeWorker(SolveProcess):
     def __init__(self, options: FullModeOptions, max_jobs: int = RollingFullMode(every=1).max_jobs,
-                 policy: str = "full-mode", memory_bytes: int | None = None):
+                 policy: str = "full-mode", memory_bytes: int | None = None, max_nonzeros: int | None = None):
         """Solve with registered policy `policy` under `options` (its time limit should fit
-        within a step), on snapshots of at most `max_jobs` queued jobs, in a process of at most
-        `memory_bytes` of address space."""
+        within a step), on snapshots of at most `max_jobs` queued jobs whose models have at most
+        `max_nonzeros`, in a process of at most `memory_bytes` of address space."""
         super().__init__(memory_bytes)
         self.options, self.max_jobs, self.policy = SolveOptions(full_mode=options), max_jobs, policy
+        self.max_nonzeros = max_nonzeros
         self.skipped: str | None = None  # why the last launch did not solve its snapshot
 
     def launch(self, planner: Planner) -> bool:
@@ -34,7 +35,7 @@ class FullModeWorker(SolveProcess):
         if self.busy:
             return False
         problem = snapshot(planner, self.max_jobs)
-        self.skipped = not_worth_starting(problem, self.options.full_mode, self.memory_bytes)
+        self.skipped = not_worth_starting(problem, self.options.full_mode, self.memory_bytes, self.max_nonzeros)
         if self.skipped is not None:
             return False
         limit = self.options.full_mode.time_limit

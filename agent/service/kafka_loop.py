@@ -439,7 +439,8 @@ class AgentService:
             limit = s.full_mode_time_limit(self.dispatcher.step_length.total_seconds())
             memory = None if s.full_mode_memory_mb is None else s.full_mode_memory_mb << 20
             self.worker = FullModeWorker(s.full_mode.options.model_copy(update={"time_limit": limit}),
-                                         s.full_mode.max_jobs, self.policy.full_mode.name, memory)
+                                         s.full_mode.max_jobs, self.policy.full_mode.name, memory,
+                                         s.full_mode_max_nonzeros)
         self.worker.launch(self.dispatcher.planner)
         if self.worker.skipped is not None and not self._skip_said:  # each commit says it after this
             log.warning("pool %s: full mode not started: %s", self.pool, self.worker.skipped)

@@ -15,14 +15,13 @@ from gpualloc.schemas.config import FullModeOptions, SolveOptions
 from gpualloc.solvers.metrics import objective_of, relative_gap
 from gpualloc.solvers.planner.state import FullModePlan, Planner
 from gpualloc.solvers.policies import policy
-from gpualloc.solvers.policies.milp.data import BUILD_S_PER_NONZERO, HANDOFF_S_PER_NONZERO, model_size
+from gpualloc.solvers.policies.milp.data import SETUP_S_PER_NONZERO, model_size
 from gpualloc.solvers.problem import Problem
 
-# What full mode's model costs before its search, and in memory, per nonzero of `model_size` (measured
-# with HiGHS on a 2-core VM: 940 MB resident at 2 M nonzeros after a 20 s search)
-SETUP_S_PER_NONZERO = BUILD_S_PER_NONZERO + HANDOFF_S_PER_NONZERO
-SETUP_SHARE = 0.25  # of the time limit, at most: the rest is the search's, which improves a plan or not
-PROCESS_BYTES = 512 << 20  # a solver process's address space before any model (Python, Pyomo, HiGHS)
+SETUP_SHARE = 0.25  # of the time limit the model's setup may take; the rest is the search's
+# a solver process's address space before any model (Python, Pyomo, HiGHS: 460 MB here), and per nonzero
+# of `model_size` (940 MB resident at 2 M nonzeros after a 20 s search with HiGHS on a 2-core VM)
+PROCESS_BYTES = 512 << 20
 BYTES_PER_NONZERO = 300
 
 
@@ -37,15 +36,19 @@ def snapshot(planner: Planner, max_jobs: int) -> Problem:
     return replace(problem, batch=tuple(j for j in problem.batch if j.running_mask or j.id in keep))
 
 
-def not_worth_starting(problem: Problem, options: FullModeOptions, memory_bytes: int | None = None) -> str | None:
-    """Why full mode should not start on `problem` (None: it may): its model would take more than
-    SETUP_SHARE of the time limit to build, leaving the search too little to improve a plan, or
-    more than `memory_bytes`. From the model's size alone, before anything is built. The large-
-    neighbourhood search solves sub-models of two nodes, whatever the pool's size."""
+def not_worth_starting(problem: Problem, options: FullModeOptions, memory_bytes: int | None = None,
+                       max_nonzeros: int | None = None) -> str | None:
+    """Why full mode should not start on `problem` (None: it may): its model is larger than
+    `max_nonzeros` (where it was not seen to improve a plan), would take more than SETUP_SHARE of
+    the time limit to build, leaving the search too little, or more than `memory_bytes`. From the
+    model's size alone, before anything is built. The large-neighbourhood search solves
+    sub-models of two nodes, whatever the pool's size."""
     if options.lns:
         return None
     size = model_size(problem, exact=bool(options.exact))
     model = f"model of ~{size.variables:,} variables, ~{size.nonzeros:,} nonzeros"
+    if max_nonzeros is not None and size.nonzeros > max_nonzeros:
+        return f"{model}, more than agent.full_mode_max_nonzeros ({max_nonzeros:,})"
     setup = size.nonzeros * SETUP_S_PER_NONZERO
     if options.time_limit is not None and setup > SETUP_SHARE * options.time_limit:
         return (f"{model}: building it takes ~{setup:.0f} s, more than {SETUP_SHARE:.0%} of its "

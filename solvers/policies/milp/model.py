@@ -39,13 +39,16 @@ from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.metrics import objective_of, relative_gap
 from gpualloc.solvers.legality import check_plan
-from gpualloc.solvers.policies.milp.data import HANDOFF_S_PER_NONZERO, MilpData, milp_data, model_size
+from gpualloc.solvers.policies.milp.data import SETUP_S_PER_NONZERO, MilpData, milp_data, model_size
 from gpualloc.solvers.problem import Problem, mask_of
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime
 
 SOLVERS = get_args(FullModeOptions.model_fields["solver"].annotation)
 EXACT_GPUS = 16  # pools up to this size get the exact model where stage 2 falls short (binaries: GPUs x steps x apps)
 MIN_SEARCH_S = 1.0  # a solve given less time than this after building its model is not started
+UPDATE_CHECKS = ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
+                 "check_for_new_or_removed_params", "check_for_new_objective", "update_constraints", "update_vars",
+                 "update_params", "update_named_expressions", "update_objective")
 
 
 @dataclass
@@ -194,7 +197,15 @@ def _run_solver(m: pyo.ConcreteModel, opts: FullModeOptions) -> tuple[str, float
     if opts.solver == "highs":
         from pyomo.contrib.appsi.solvers import Highs
         opt = Highs()
-        opt.config.time_limit = opts.time_limit
+        began = time.perf_counter()
+        opt.set_instance(m)  # handing the model to HiGHS, before its own clock starts: within the time limit
+        if opts.time_limit is not None:
+            left = opts.time_limit - (time.perf_counter() - began)
+            if left < MIN_SEARCH_S:
+                return "time limit", None, None
+            opt.config.time_limit = left
+        for check in UPDATE_CHECKS:  # the model handed over is the one solved: no second pass over it
+            setattr(opt.update_config, check, False)
         opt.config.mip_gap = opts.mip_gap
         opt.config.warmstart = True
         opt.config.load_solution = False
@@ -274,6 +285,12 @@ def _solve_once(problem: Problem, options: FullModeOptions, warm: Schedule, exac
     warm_objective = objective_of(problem, warm)
     t0 = time.perf_counter()
     deadline = None if options.time_limit is None else t0 + options.time_limit
+    if deadline is not None:
+        nonzeros = model_size(problem, exact).nonzeros
+        if nonzeros * SETUP_S_PER_NONZERO > options.time_limit:
+            return _unsolved(warm, warm_objective, 0.0, f"a model of ~{nonzeros:,} nonzeros takes about "
+                             f"{nonzeros * SETUP_S_PER_NONZERO:.0f} s to build, more than its {options.time_limit:g} s "
+                             "time limit: not built")
     data = milp_data(problem)
     m = build_model(data)
     if exact:
@@ -283,12 +300,10 @@ def _solve_once(problem: Problem, options: FullModeOptions, warm: Schedule, exac
         _warm_exact(m, problem, warm)
     build_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
-    handoff = model_size(problem, exact).nonzeros * HANDOFF_S_PER_NONZERO
-    left = _left(deadline, handoff)
+    left = _left(deadline)
     if left is not None and left < MIN_SEARCH_S:
-        return MilpResult(warm, warm_objective, None, None, "time limit", build_seconds, 0.0, warm_objective,
-                          "heuristic", notes=[f"building the model took {build_seconds:.1f} s of its "
-                                              f"{options.time_limit:g} s time limit: not solved"])
+        return _unsolved(warm, warm_objective, build_seconds, f"building the model took {build_seconds:.1f} s of "
+                         f"its {options.time_limit:g} s time limit: not solved")
     status, incumbent, bound = solve_model(m, options.model_copy(update={"time_limit": left}))
     result = MilpResult(warm, warm_objective, bound, None, status, build_seconds, 0.0, warm_objective, "heuristic")
     if incumbent is not None:
@@ -316,9 +331,15 @@ def _solve_once(problem: Problem, options: FullModeOptions, warm: Schedule, exac
     return result
 
 
-def _left(deadline: float | None, reserve: float = 0.0) -> float | None:
-    """Seconds until `deadline` (None: no deadline), less `reserve`."""
-    return None if deadline is None else deadline - time.perf_counter() - reserve
+def _unsolved(warm: Schedule, warm_objective: float, build_seconds: float, why: str) -> MilpResult:
+    """The warm start, standing for a model the time limit left no search for."""
+    return MilpResult(warm, warm_objective, None, None, "time limit", build_seconds, 0.0, warm_objective, "heuristic",
+                      notes=[why])
+
+
+def _left(deadline: float | None) -> float | None:
+    """Seconds until `deadline` (None: no deadline)."""
+    return None if deadline is None else deadline - time.perf_counter()
 
 
 def add_exact_realtime(m: pyo.ConcreteModel, data: MilpData, problem: Problem) -> None:

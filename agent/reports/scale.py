@@ -239,6 +239,18 @@ class DeadLetters(Follower):
             self.reasons.append(reason[:240])
 
 
+class Frontier(Follower):
+    """How far the agent's ledger says it consumed each input partition ("topic:partition")."""
+
+    def __init__(self, bootstrap: str, topics: Topics):
+        super().__init__(bootstrap, topics.ledger)
+        self.next: dict[str, int] = {}
+
+    def take(self, value: bytes, at: float) -> None:
+        for tp, offset in orjson.loads(value)["payload"].get("frontier", {}).items():
+            self.next[tp] = max(offset, self.next.get(tp, 0))
+
+
 class Agent:
     """`gpualloc agent` in its own process, its log (JSON lines on stderr) kept in a file."""
 
@@ -303,17 +315,21 @@ async def measure_scale(bootstrap: str, gpus: int, apps: int = 3, queued: int = 
     agent = Agent(command)
     producer = kafka_clients.producer(bootstrap, linger_ms=2, acks=1)
     decisions, commits = Decisions(bootstrap, topics), Commits(bootstrap, topics)
-    refused, children = DeadLetters(bootstrap, topics), Children()
+    refused, frontier, children = DeadLetters(bootstrap, topics), Frontier(bootstrap, topics), Children()
     sampler: asyncio.Task | None = None
     try:
         await producer.start()
-        for follower in (decisions, commits, refused):
+        for follower in (decisions, commits, refused, frontier):
             await follower.start()
         sampler = asyncio.create_task(children.sample(agent.process.pid))
         now = datetime.now(timezone.utc)
-        for a in app_payloads(gpus, apps):
-            app = envelope("app.registered", a, now, f"app-{a['id']}")
-            await producer.send_and_wait(topics.traffic, orjson.dumps(app), key=b"default")
+        sent = [await producer.send_and_wait(topics.traffic, key=b"default", value=orjson.dumps(
+            envelope("app.registered", a, now, f"app-{a['id']}"))) for a in app_payloads(gpus, apps)]
+        # the apps first, as an operator registers them before work arrives: in one poll with the
+        # backlog they would meet a pool its running jobs already fill
+        await bounded(result, "apps", until(lambda: agent.exited() or all(
+            frontier.next.get(f"{m.topic}:{m.partition}", 0) > m.offset for m in sent), WAIT_S["backlog"]),
+            WAIT_S["backlog"] + 1, agent)
         began = time.perf_counter()
         await Upstream(producer, topics.jobs, prefix).send_values(
             [orjson.dumps(envelope("job.submitted", j, now, f"{prefix}q{n}")) for n, j in enumerate(backlog)])
@@ -324,7 +340,8 @@ async def measure_scale(bootstrap: str, gpus: int, apps: int = 3, queued: int = 
             result.backlog_s = round(max(decisions.at[j] for j in ids) - began, 2)
         result.backlog_decided = sum(j in decisions.at for j in ids)
         result.rejected = sum(decisions.actions.get(j) == "rejected" for j in ids)
-        await _arrivals(result, agent, producer, topics, prefix, decisions, commits, ids)
+        await _arrivals(result, agent, producer, topics, prefix, decisions, commits,
+                        [j for j in ids if decisions.actions.get(j) not in (None, "rejected")])
         await _status(result, bootstrap, prefix)
         if not agent.exited():
             with contextlib.suppress(OSError, KeyError):
@@ -341,10 +358,10 @@ async def measure_scale(bootstrap: str, gpus: int, apps: int = 3, queued: int = 
     except Exception as e:  # noqa: BLE001 - the bench's own failure: reported with the figures so far
         result.errors["bench"] = f"{type(e).__name__}: {e}"
     finally:
-        for task in (sampler, decisions.task, commits.task, refused.task):
+        for task in (sampler, decisions.task, commits.task, refused.task, frontier.task):
             if task is not None:
                 task.cancel()
-        for client in (decisions.consumer, commits.consumer, refused.consumer, producer):
+        for client in (decisions.consumer, commits.consumer, refused.consumer, frontier.consumer, producer):
             with contextlib.suppress(Exception):
                 await client.stop()
         agent.stop()

@@ -1,9 +1,10 @@
 """The agent at the sizes users run: `gpualloc bench --scale`. For each pool size (8 GPUs a
 node), `gpualloc agent` runs in its own process, as a user starts it, on a compressed clock (the
-pool's 30-minute steps every `step_seconds`), through the real broker: apps register, a backlog
-of `queued` jobs arrives (a share of it given by features, which the forecasters size), then
-`rate` arrivals a second for `seconds`, each balanced by the completion of the oldest job
-outstanding. Measured from outside, as the pool's users see it:
+pool's 30-minute steps every `step_seconds`), through the real broker: apps register (first,
+as operators do: the backlog goes once the ledger shows them consumed), a backlog of `queued`
+jobs arrives (a share of it given by features, which the forecasters size), then `rate`
+arrivals a second for `seconds`, each balanced by the completion of the oldest job outstanding.
+Measured from outside, as the pool's users see it:
 - the backlog: from its records sent to its last decision readable;
 - decisions: arrival sent to its decision readable, p50 and p99;
 - boundaries: a step's start to its commit (every part) readable, while arrivals flow;
@@ -11,8 +12,9 @@ outstanding. Measured from outside, as the pool's users see it:
 - memory: the agent's peak RSS, and its child processes' (the solvers) together, sampled;
 - `gpualloc status`: wall time and lines;
 - recovery: SIGKILL, a restart and a job submitted with it, to that job's decision; the killed
-  agent's child processes still alive after it;
-- SIGTERM: to the process's exit.
+  agent's child processes still running ORPHAN_S after the kill;
+- SIGTERM: to the process's exit; its child processes still running a second later;
+- the input records the agent refused (dead letters), with their first reasons.
 Each phase is bounded in time (`WAIT_S`). One that fails or times out is reported under
 `errors`, with the errors the agent logged, and the bench goes on with the next: a pool that
 cannot publish its commits reads as such, not as a hung bench. Every process the bench starts
@@ -32,12 +34,13 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import IO
+from typing import IO, TypeVar
 
 import orjson
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from gpualloc.agent import kafka_clients
 from gpualloc.agent.reports.recovery import killed_and_back, until
@@ -49,6 +52,7 @@ from gpualloc.schemas.config import AgentSettings
 from gpualloc.schemas.events import PassRecorded, envelope
 from gpualloc.solvers.simulation.synthetic_jobs import sample_job
 
+T = TypeVar("T")
 SIZES = (256, 1024, 4096)
 NODE_GPUS = 8
 STEP_MINUTES = 30
@@ -284,7 +288,8 @@ class Agent:
         self.log.close()
 
 
-async def bounded(result: ScaleResult, name: str, work, seconds: float, agent: Agent | None = None):
+async def bounded(result: ScaleResult, name: str, work: Awaitable[T], seconds: float,
+                  agent: Agent | None = None) -> T | None:
     """`work` within `seconds`; on failure its error goes in `result.errors[name]` (with what the
     agent logged) and None is returned, so the bench goes on."""
     try:
@@ -371,7 +376,7 @@ async def measure_scale(bootstrap: str, gpus: int, apps: int = 3, queued: int = 
     return result
 
 
-async def _arrivals(result: ScaleResult, agent: Agent, producer, topics: Topics, prefix: str,
+async def _arrivals(result: ScaleResult, agent: Agent, producer: AIOKafkaProducer, topics: Topics, prefix: str,
                     decisions: Decisions, commits: Commits, outstanding: list[str]) -> None:
     """`rate` arrivals a second for `seconds` (each completing the oldest outstanding job): their
     latency, and the boundaries that passed meanwhile."""
@@ -416,7 +421,7 @@ async def _status(result: ScaleResult, bootstrap: str, prefix: str) -> None:
         result.errors["status"] = f"exit {done.returncode}: " + (done.stderr.strip().splitlines() or [""])[-1][:240]
 
 
-async def _recovery(result: ScaleResult, agent: Agent, producer, topics: Topics, prefix: str,
+async def _recovery(result: ScaleResult, agent: Agent, producer: AIOKafkaProducer, topics: Topics, prefix: str,
                     decisions: Decisions, children: Children) -> None:
     """SIGKILL and restart: the seconds to a job submitted with the restart decided, and the
     killed agent's child processes still running ORPHAN_S after the kill."""

@@ -182,6 +182,27 @@ def test_the_agent_cuts_once_a_lead_before_the_boundary_and_drops_a_plan_made_to
     asyncio.run(run())
 
 
+def test_a_boundary_waits_for_its_plan_while_it_is_made_and_a_quarter_step_at_most():
+    async def run():
+        ahead, d = PlanAhead("heuristic", 0.05), configured()
+        try:
+            step = timedelta(seconds=10)
+            boundary = d.next_boundary()
+            await ahead.process.wait()
+            ahead.deliver(d)  # the warm-up
+            assert not ahead.awaited(d, boundary, step, boundary)  # nothing cut: nothing to wait for
+            assert ahead.launch(d, boundary - timedelta(seconds=1))
+            assert ahead.awaited(d, boundary, step, boundary)  # being made: the boundary waits
+            assert ahead.awaited(d, boundary, step, boundary + LEAD_SHARE * step - timedelta(milliseconds=1))
+            assert not ahead.awaited(d, boundary, step, boundary + LEAD_SHARE * step)  # then it replans
+            await ahead.process.wait()
+            ahead.deliver(d)
+            assert d.planner.ahead_ready() and not ahead.awaited(d, boundary, step, boundary)  # made: commit
+        finally:
+            ahead.close()
+    asyncio.run(run())
+
+
 def test_a_solver_process_ends_when_its_agent_dies_without_closing_it(tmp_path):
     script = ("import asyncio, os, sys\n"
               "from gpualloc.agent.service.solve_process import NICENESS, PARENT_CHECK_S, SolveProcess\n"

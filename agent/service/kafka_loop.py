@@ -56,6 +56,7 @@ FAILED_RETRY_FIRST_S, FAILED_RETRY_MAX_S = 30.0, 600.0
 # the consumed offsets go to the agent's group at most this often (a consumer's auto-commit
 # interval): they serve lag monitoring only, and each sending costs a transaction two round trips
 OFFSETS_EVERY_S = 5.0
+AWAIT_POLL_MS = 20  # a poll's wait while a boundary waits for its plan made ahead
 
 
 class AgentFenced(RuntimeError):
@@ -390,10 +391,13 @@ class AgentService:
     def _wait_ms(self) -> int:
         """How long a poll may wait: until the next boundary, or the cut before it."""
         longest = self.settings.max_wait_ms
-        wake = self._cut_time() or self.dispatcher.next_boundary()
+        d, now = self.dispatcher, self.clock.now()
+        wake = self._cut_time() or d.next_boundary()
         if wake is None:
             return longest
-        ahead = (wake - self.clock.now()).total_seconds() * 1000
+        if wake <= now and self.ahead is not None and self.ahead.awaited(d, wake, d.step_length, now):
+            return AWAIT_POLL_MS  # the boundary waits for its plan: noticed soon after it is made
+        ahead = (wake - now).total_seconds() * 1000
         return int(min(longest, max(0.0, ahead)))
 
     def _cut_time(self) -> datetime | None:
@@ -422,6 +426,8 @@ class AgentService:
                 behind = int((now - boundary) / d.step_length) + 1
                 log.warning("pool %s: %d steps behind the clock; committing %d a pass", self.pool, behind, steps)
                 break
+            if self.ahead is not None and self.ahead.awaited(d, boundary, d.step_length, now):
+                break  # its plan made ahead is on its way: arrivals go on being decided meanwhile
             plan = self.worker.take() if self.worker is not None else None
             if self.worker is not None and self.worker.last_error:
                 log.warning("full mode failed: %s", self.worker.last_error)

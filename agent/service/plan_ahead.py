@@ -4,8 +4,9 @@ A boundary's replan (tens of milliseconds at 64 GPUs) would hold up every arriva
 pass. Instead the pass that comes `lead` before the boundary cuts the window (`Dispatcher.cut`,
 recorded in the ledger), the hot path plans it in a `SolveProcess` while arrivals go on being
 inserted, and the boundary carries that plan onto its window (`gpualloc.solvers.planner.ahead`).
-A plan not made by the boundary is dropped and the boundary replans, as it would without this;
-the commit records which, so a replay does the same. The lead follows the plans' own wall time
+A boundary whose plan is still being made waits for it (up to a quarter of a step), deciding
+arrivals meanwhile; a plan not made by then is dropped and the boundary replans, as it would
+without this; the commit records which, so a replay does the same. The lead follows the plans' own wall time
 (a few times the last), so the cut stays close to the boundary: what happens after the cut is
 inserted, not planned.
 """
@@ -49,6 +50,18 @@ class PlanAhead:
 
     def cut_time(self, boundary: datetime, step_length: timedelta) -> datetime:
         return boundary - timedelta(seconds=min(self.lead_s, LEAD_SHARE * step_length.total_seconds()))
+
+    def awaited(self, dispatcher: Dispatcher, boundary: datetime, step_length: timedelta, now: datetime) -> bool:
+        """Should the boundary at `boundary` wait for the plan being made for it? Yes while it is
+        being made and the boundary is less than `LEAD_SHARE` of a step past: replanning in the
+        pass instead would hold up every arrival behind it for the whole replan (seconds at
+        thousands of GPUs), while waiting keeps deciding arrivals, inserted into the current
+        plan, and commits the step a little late. The commit is the one a replay makes: the cut,
+        the inputs after it, then the commit carrying its plan, in the ledger's order."""
+        planner = dispatcher.planner
+        return (self._launched is not None and planner is not None and planner.ahead is not None
+                and planner.ahead.schedule is None and self._launched[0] == planner.now
+                and now < boundary + LEAD_SHARE * step_length)
 
     def launch(self, dispatcher: Dispatcher, now: datetime) -> bool:
         """Cut the window and start its plan (not while one is still being made)."""

@@ -203,6 +203,24 @@ def test_a_boundary_waits_for_its_plan_while_it_is_made_and_a_quarter_step_at_mo
     asyncio.run(run())
 
 
+def test_a_cut_replayed_without_its_plan_is_planned_by_the_live_agent_and_carried():
+    async def run():
+        ahead, d = PlanAhead("heuristic", 0.05), configured()
+        try:
+            await ahead.process.wait()
+            ahead.deliver(d)  # the warm-up
+            assert not ahead.resume(d)  # no cut
+            d.cut(T0)  # as a replay leaves it: the cut, not its plan
+            assert d.planner.ahead.problem is not None and not d.planner.ahead_ready()
+            assert ahead.resume(d) and not ahead.resume(d)  # one plan at a time
+            await ahead.process.wait()
+            ahead.deliver(d)
+            assert d.planner.ahead_ready() and ahead.made == 1 and ahead.plan_s > 0
+        finally:
+            ahead.close()
+    asyncio.run(run())
+
+
 def test_a_solver_process_ends_when_its_agent_dies_without_closing_it(tmp_path):
     script = ("import asyncio, os, sys\n"
               "from gpualloc.agent.service.solve_process import NICENESS, PARENT_CHECK_S, SolveProcess\n"

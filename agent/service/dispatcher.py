@@ -240,8 +240,11 @@ class Dispatcher:
         plan from this step on; too large for one message, it is split into parts (`commits.split`),
         returned in order, all for the same transaction."""
         if recorded is not None:
+            cut = self.planner.ahead
             if not recorded.ahead:
                 self.planner.ahead = None  # the agent replanned here: its plan made ahead came too late
+            elif cut is not None and cut.schedule is None:  # the cut's plan, made when first needed
+                self.planner.planned_ahead(self.planner.scheduler(cut.problem))
             schedule = load_schedule(recorded.schedule) if recorded.schedule is not None else None
             committed = self.interpreter.replay_commit(schedule, recorded.full_mode, recorded.bound)
             ahead = recorded.ahead
@@ -381,10 +384,8 @@ class Dispatcher:
         out = self.handle(records, entry.now) if records else []
         self.frontier = dict(entry.frontier)  # with the records a keyed pool passed over
         out += [part for c in entry.commits for part in self.commit(entry.now, recorded=c)]
-        if entry.cut:  # the plan the agent had made elsewhere, made here: the same function of the same window
-            problem = self.cut(entry.now)
-            if problem is not None:
-                self.planned_ahead(self.planner.now, self.planner.scheduler(problem))
+        if entry.cut:  # its plan, made elsewhere, is made here by the commit that carries it (the same
+            self.cut(entry.now)  # function of the same window); one still to come is made by the live agent
         self.seal(entry.run)
         return out
 

@@ -57,6 +57,7 @@ FAILED_RETRY_FIRST_S, FAILED_RETRY_MAX_S = 30.0, 600.0
 # interval): they serve lag monitoring only, and each sending costs a transaction two round trips
 OFFSETS_EVERY_S = 5.0
 AWAIT_POLL_MS = 20  # a poll's wait while a boundary waits for its plan made ahead
+REPLAY_S = 1.0  # a snapshot is due at a commit once replaying the ledger since the last would plan this long
 
 
 class AgentFenced(RuntimeError):
@@ -110,6 +111,7 @@ class AgentService:
         self._snapshot: asyncio.Future | None = None  # a snapshot being compressed, sent with the next transaction
         self._snapshot_bytes = 0  # the last snapshot's size
         self._ledger_bytes = 0  # ledger entries written since the last snapshot was due
+        self._replay_s = 0.0  # the wall time of the commits since then (and of the plans they carried)
         self._ledger_next: int | None = None  # at or before the offset of the pool's next ledger entry
         self._offsets_sent = float("-inf")  # when the consumed offsets last went to the group (monotonic)
         self._counts: dict[str, int] = {}
@@ -241,6 +243,7 @@ class AgentService:
         for tp in inputs:
             consumer.seek(tp, self.dispatcher.frontier.get(f"{tp.topic}:{tp.partition}", 0))
         self._snapshot_txn = self.dispatcher.txn
+        self._replay_s = time.perf_counter() - began  # what the next recovery replays again, at least
         ledger = TopicPartition(self.topics.ledger, partition_of(self.pool, self._counts[self.topics.ledger]))
         self._ledger_next = (await consumer.end_offsets([ledger]))[ledger]  # this session's entries come after it
         self.stats.replayed += replayed
@@ -259,6 +262,7 @@ class AgentService:
         outputs = self.dispatcher.handle(records, now) if records else []
         if self.ahead is not None:
             self.ahead.deliver(self.dispatcher)
+            self.ahead.resume(self.dispatcher)
         outputs += self._boundaries(now)
         self._cut(now)
         self.stats.records += len(records)
@@ -320,7 +324,9 @@ class AgentService:
         # it (its bytes), and, between commits, not before `snapshot_every` transactions. Not at
         # every commit: on a compressed clock (2 s steps) that wrote the whole state, 0.7 MB at
         # 1,000 arrivals/s, every 2 s, in the pass that held up every arrival behind the boundary
-        due = self._ledger_bytes >= self._snapshot_bytes and (
+        # Also at a commit once replaying the commits since the last would plan for REPLAY_S: at
+        # thousands of GPUs a boundary's plan takes seconds, and recovery replays each
+        due = (self._ledger_bytes >= self._snapshot_bytes or (committed and self._replay_s >= REPLAY_S)) and (
             committed or d.txn - self._snapshot_txn >= self.settings.snapshot_every)
         # events waiting for the pool's configuration stay in the ledger; one snapshot at a time;
         # none while a cut waits for its boundary (a snapshot holds no plan made ahead)
@@ -331,7 +337,7 @@ class AgentService:
             job = d.snapshot_job(now, partition_of(self.pool, self._counts[entry.topic]), self._ledger_next,
                                  partition_of(self.pool, self._counts[self.topics.state]))
             self._snapshot = asyncio.get_running_loop().run_in_executor(None, job)  # compressed off the loop
-            self._snapshot_txn, self._ledger_bytes = d.txn, 0
+            self._snapshot_txn, self._ledger_bytes, self._replay_s = d.txn, 0, 0.0
         # for lag monitoring (recovery resumes from the ledger's own frontier); not in a pass that
         # commits a step, which holds up the arrivals behind it
         if d.frontier and not committed and time.monotonic() - self._offsets_sent >= OFFSETS_EVERY_S:
@@ -433,7 +439,10 @@ class AgentService:
                 log.warning("full mode failed: %s", self.worker.last_error)
                 self.worker.last_error = None
             skipped = self.worker.skipped if self.worker is not None else None
+            carried, began = d.planner.ahead_ready(), time.perf_counter()
             out += d.commit(now, plan, full_mode=None if skipped is None else f"skipped: {skipped}")  # its parts
+            # what replaying this commit will cost: its pass, and the plan made ahead that it carried
+            self._replay_s += time.perf_counter() - began + (self.ahead.plan_s if carried and self.ahead else 0.0)
             steps += 1
             if d.full_mode_due() and not (boundary + d.step_length <= now):  # not while catching up
                 self._launch_full_mode()

@@ -45,6 +45,7 @@ class PlanAhead:
         self.process = SolveProcess()
         self.lead_s = LEAD_FIRST_S
         self.made = self.late = 0  # plans made in time for their boundary, and too late
+        self.plan_s = 0.0  # the last plan's wall time (a replay of its boundary makes it again)
         self._launched: tuple[int, float] | None = None  # the running plan's step and start
         self.process.submit(_warm, policy)
 
@@ -73,6 +74,17 @@ class PlanAhead:
         self._launched = (dispatcher.planner.now, time.perf_counter())
         return self.process.submit(hot_plan, problem, self.policy, self.effort)
 
+    def resume(self, dispatcher: Dispatcher) -> bool:
+        """Start the plan of a cut the pool holds without one (a cut replayed by recovery, its
+        boundary still to come), so that boundary carries it over as the first agent's would
+        have; the replay itself does not wait for it."""
+        planner = dispatcher.planner
+        if (self.process.busy or self._launched is not None or planner is None or planner.ahead is None
+                or planner.ahead.schedule is not None or planner.ahead.problem is None):
+            return False
+        self._launched = (planner.now, time.perf_counter())
+        return self.process.submit(hot_plan, planner.ahead.problem, self.policy, self.effort)
+
     def deliver(self, dispatcher: Dispatcher) -> None:
         """Hand a plan that has been made to the dispatcher (kept there for its boundary; one
         made too late, after its boundary, is dropped) and time it for the next lead."""
@@ -83,7 +95,8 @@ class PlanAhead:
             return
         (step, began), self._launched = self._launched, None
         schedule = self.process.take()
-        self.lead_s = max(LEAD_FLOOR_S, LEAD_TIMES * (time.perf_counter() - began))
+        self.plan_s = time.perf_counter() - began
+        self.lead_s = max(LEAD_FLOOR_S, LEAD_TIMES * self.plan_s)
         if schedule is None:
             return
         in_time = dispatcher.planner is not None and dispatcher.planner.now == step

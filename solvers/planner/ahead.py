@@ -26,11 +26,12 @@ from gpualloc.solvers.problem import Batch, Problem, insert_in_order
 class Ahead:
     """A plan of the window at step `now`, cut before its boundary: `seen`, the queued jobs it
     was made for; `apps`, each app's rules then (id, floor, ceiling, swap cap, current set);
-    `schedule`, None until it is made."""
+    `problem`, what is to be solved for it; `schedule`, None until it is made."""
 
     now: int
     seen: frozenset[str]
     apps: tuple[tuple[str, int, int, int, int], ...]
+    problem: Problem | None = None
     schedule: Schedule | None = None
 
 

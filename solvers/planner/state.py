@@ -357,8 +357,9 @@ class Planner:
         """Cut the window for the next boundary's plan, made ahead of it (`gpualloc.solvers.planner.ahead`):
         the problem to solve with the hot path's scheduler, its plan handed back by `planned_ahead`."""
         window = self.window_problem()
-        self.ahead = Ahead(self.now, frozenset(self.queued), app_rules(window))
-        return self.scheduling_problem(window)
+        problem = self.scheduling_problem(window)
+        self.ahead = Ahead(self.now, frozenset(self.queued), app_rules(window), problem)
+        return problem
 
     def planned_ahead(self, schedule: Schedule) -> None:
         """The plan of the problem `cut` gave, made (ignored when no cut waits for it)."""

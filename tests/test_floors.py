@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import T0, ev
-from gpualloc.solvers.legality import online_violations
+from gpualloc.solvers.legality import R3_REALTIME, online_violations
 from gpualloc.solvers.planner.interpreter import Decided, Pool, Rejected
 
 STEP = timedelta(minutes=60)
@@ -23,31 +23,34 @@ def configured(gpus: int, horizon: int, node: int = 8) -> Pool:
     return pool
 
 
-APP = st.tuples(st.integers(0, 6), st.integers(1, 9), st.booleans())  # floor, priority, gives its current GPUs
+APP = st.tuples(st.integers(0, 6), st.integers(1, 9), st.integers(0, 9), st.booleans())  # floor, priority,
+# GPUs it says it holds now (`current`, new apps), registered again (an app already known, with new bounds)
 JOB = st.tuples(st.integers(1, 9), st.sampled_from([1, 2, 4, 8, 16]), st.integers(1, 8))
 PASS = st.tuples(st.lists(APP, max_size=4), st.lists(JOB, max_size=12), st.booleans(), st.integers(0, 3),
                  st.sampled_from(["none", "commit", "ahead"]))
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.sampled_from([16, 32, 64, 128]), st.sampled_from([4, 8]), st.integers(2, 12),
        st.lists(PASS, min_size=1, max_size=8), st.randoms())
 def test_every_commit_keeps_every_registered_floor(gpus, node, horizon, passes, rnd):
-    """Passes of app registrations and arrivals shuffled together (completions now and then),
-    boundaries between some of them, the next boundary's plan made ahead before some: the online
-    rules hold at every commit for every app the pool accepted."""
+    """Passes of app registrations (new apps holding GPUs or not, known apps with new bounds)
+    and arrivals shuffled together (completions now and then), boundaries between some of them,
+    the next boundary's plan made ahead before some: every commit keeps each app the pool
+    accepted within the bounds in force then, and the swap caps and one owner per GPU across
+    commits; what the pool refuses, it refuses with the field."""
     pool = configured(gpus, horizon, node)
-    planner, commits, limits, n = pool.planner, [], {}, 0
+    planner, commits, limits, bounds, n = pool.planner, [], {}, [], 0
     for apps, jobs, leave, order, boundary in passes:
         now = T0 + planner.now * STEP
         events = []
-        for floor, priority, current in apps:
-            name = f"rt-{n}"
+        for floor, priority, holds, again in apps:
+            name = rnd.choice(sorted(limits)) if again and limits else f"rt-{n}"
             taken = [m for _, m, _ in planner.running.values()] + [a.held for a in planner.apps.values() if a.held > 0]
             free = [g for g in range(gpus) if not any(m >> g & 1 for m in taken)]
             payload = {"id": name, "priority": priority, "min_gpus": floor, "max_gpus": max(floor, 8)}
-            if current and free:
-                payload["current"] = free[-min(len(free), floor or 1):]
+            if holds and free and name not in limits:
+                payload["current"] = free[-min(len(free), holds):]
             events.append(ev("app.registered", payload, minutes=planner.now * 60, ref=("app", name, floor)))
             n += 1
         events += [ev("job.submitted", {"id": f"j{n}-{k}", "kind": "training", "priority": p, "gpus": g, "duration": d},
@@ -57,7 +60,8 @@ def test_every_commit_keeps_every_registered_floor(gpus, node, horizon, passes, 
             events.append(ev("job.completed", {"id": rnd.choice(sorted(planner.running))}, minutes=planner.now * 60))
         events = events if order == 0 else events[::-1] if order == 1 else rnd.sample(events, len(events))
         effects = pool.apply(events, now)
-        refused = {e.ref for e in effects if isinstance(e, Rejected)}
+        refused = {e.ref: e.reason for e in effects if isinstance(e, Rejected)}
+        assert all(r.split(":")[0] in ("min_gpus", "max_gpus", "current") for r in refused.values()), refused
         for e in events:
             if e.type == "app.registered" and e.ref not in refused:
                 limits[e.ref[1]] = (e.ref[2], max(e.ref[2], 8), planner.config.swap_cap)
@@ -67,8 +71,13 @@ def test_every_commit_keeps_every_registered_floor(gpus, node, horizon, passes, 
             planner.planned_ahead(planner.scheduler(problem))
         if boundary != "none":
             commits.append(pool.commit().commit)
+            bounds.append(dict(limits))
     commits.append(pool.commit().commit)
-    assert online_violations(commits, limits, set(limits), node_size=node) == []
+    bounds.append(dict(limits))
+    assert online_violations(commits, limits, set(limits), node_size=node, exempt={R3_REALTIME}) == []
+    for commit, limit in zip(commits, bounds):
+        for app, (lo, hi, _) in limit.items():
+            assert lo <= len(commit.assignments[app]) <= hi, (commit.step, app, commit.assignments[app], lo, hi)
 
 
 def test_an_app_registered_after_the_backlog_gets_its_floor_at_the_next_commit():

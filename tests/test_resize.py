@@ -85,3 +85,13 @@ def test_a_node_size_change_is_refused_only_when_a_running_block_would_cross_a_n
     assert [type(e) for e in effects] == [Rejected]
     assert effects[0].reason.startswith("gpus_per_node: running job 'mid' holds GPUs 2-5, across nodes of 4 GPUs")
     assert resize(pool, 32, node=8) == [] and pool.planner.config.gpus == 32  # whole nodes more: fine
+
+
+def test_a_running_job_too_large_for_the_smaller_pool_is_failed_once_and_not_requeued():
+    pool = pool_of(64)
+    submit(pool, "big", 32)
+    pool.commit()
+    assert "big" in pool.planner.running
+    effects = resize(pool, 16)
+    assert [(e.job_id, e.detail) for e in effects] == [("big", "the pool shrank to 16 GPUs and its GPUs left it")]
+    assert "big" not in pool.planner.queued and "big" not in pool.planner.running

@@ -229,21 +229,43 @@ class Planner:
             self.queued.pop(job_id, None)
 
     def floor_problem(self, app: AppSpec) -> str:
-        """Why `app`'s floor cannot be kept from the next commit on, or "" when it can. Running
+        """Why `app`'s bounds cannot be kept from the next commit on, or "" when they can. Running
         work is never moved and holds its GPUs at least until the next commit, so an app whose
         floor does not fit beside it, the GPUs of down or drained nodes and the other apps'
-        floors could not be kept within its bounds: it is refused instead of committed short."""
-        if app.min_gpus == 0:
+        floors could not be kept within its bounds; nor could one whose bounds are further from
+        the GPUs it holds than its swap cap moves in a step. It is refused instead of committed
+        outside them."""
+        cap = self.config.swap_cap if app.swap_cap is None else app.swap_cap
+        old = self.apps.get(app.id)
+        held = (old.held if old is not None else app.held) & ~(self.down | self.drained)
+        if held >= 0:  # it holds GPUs now: R4 lets it gain or give up `cap` of them a step
+            n = held.bit_count()
+            if app.min_gpus > n + cap:
+                return (f"min_gpus: {app.min_gpus} cannot be reached at the next step: the app holds {n} GPUs and its "
+                        f"swap_cap lets it take at most {cap} more a step (R4); register a floor of at most {n + cap}")
+            if app.max_gpus is not None and app.max_gpus < n - cap:
+                return (f"max_gpus: {app.max_gpus} cannot be reached at the next step: the app holds {n} GPUs and its "
+                        f"swap_cap lets it give up at most {cap} a step (R4); register a ceiling of at least {n - cap}")
+        need = self._next_floor(app, held)
+        if need == 0:
             return ""
-        others = sum(a.min_gpus for a_id, a in self.apps.items() if a_id != app.id)
+        others = sum(self._next_floor(a, a.held) for a_id, a in self.apps.items() if a_id != app.id)
         taken = (self._running_mask() | self.down | self.drained).bit_count()
         room = self.config.gpus - taken - others
-        if app.min_gpus <= room:
+        if need <= room:
             return ""
-        return (f"min_gpus: {app.min_gpus} GPUs cannot be kept from the next step on: running jobs and "
+        return (f"min_gpus: {need} GPUs cannot be kept from the next step on: running jobs and "
                 f"unavailable nodes take {taken} of the pool's {self.config.gpus} GPUs and the other apps' "
                 f"floors {others}, leaving {max(room, 0)} (running work is never moved; register with a "
                 "lower floor, or once work ends)")
+
+    def _next_floor(self, app: AppSpec, held: int) -> int:
+        """The GPUs `app` holds at the next commit at least: its floor, or, holding `held` now,
+        what its swap cap lets it give up of those in one step, whichever is more."""
+        if held < 0:
+            return app.min_gpus
+        cap = self.config.swap_cap if app.swap_cap is None else app.swap_cap
+        return max(app.min_gpus, (held & ~(self.down | self.drained)).bit_count() - cap)
 
     def register_app(self, app: AppSpec) -> None:
         """Register (or update) an app. Its floor is reserved at once in the current plan
@@ -311,8 +333,8 @@ class Planner:
             if last < config.gpus and not obeys_node_rule(first, last - first + 1, ns):
                 return (f"gpus_per_node: running job {job_id!r} holds GPUs {first}-{last}, across nodes of "
                         f"{ns} GPUs (R3's node rule); change the node size once it ends")
-        floors = sum(a.min_gpus for a in self.apps.values())
         pool = (1 << config.gpus) - 1
+        floors = sum(self._next_floor(a, a.held & pool if a.held >= 0 else -1) for a in self.apps.values())
         staying = (self._running_mask() | self.down | self.drained) & pool
         if floors > config.gpus - staying.bit_count():
             return (f"gpus: {config.gpus} GPUs cannot hold the registered apps' floors ({floors} GPUs) beside the "
@@ -332,10 +354,12 @@ class Planner:
             if mask & ~pool:
                 self.fail(job_id)
                 out.append((job_id, f"the pool shrank to {config.gpus} GPUs and its GPUs left it"))
+        failed = {job_id for job_id, _ in out}
         for job_id, spec in sorted(self.queued.items()):
             if next(block_size_problems(spec.gpus, config.gpus, config.node_size, "job"), None):
                 self.queued.pop(job_id)
-                out.append((job_id, f"its {spec.gpus} GPUs no longer fit the pool of {config.gpus} GPUs"))
+                if job_id not in failed:  # one that was running is failed once, with why it left
+                    out.append((job_id, f"its {spec.gpus} GPUs no longer fit the pool of {config.gpus} GPUs"))
         for app in self.apps.values():
             if app.held >= 0:
                 app.held &= pool
@@ -595,8 +619,11 @@ class Planner:
             # GPUs of down or drained nodes are held by the blocker: an app leaves them (as work
             # may, unlike a batch block), so they are not its to keep (else nothing can meet its floor)
             current = app.held & ~(self.down | self.drained) if app.held >= 0 else -1
-            realtime.append(Realtime(index, app_id, app.priority, tuple(self._demand(app)), floors[app_id], hi,
-                                     cfg.swap_cap if app.swap_cap is None else app.swap_cap, current))
+            cap = cfg.swap_cap if app.swap_cap is None else app.swap_cap
+            lo = floors[app_id]
+            if current >= 0:  # bounds one step cannot reach (`floor_problem` refuses them) are approached
+                lo, hi = min(lo, current.bit_count() + cap), max(hi, current.bit_count() - cap)
+            realtime.append(Realtime(index, app_id, app.priority, tuple(self._demand(app)), lo, hi, cap, current))
             index += 1
         weights = tuple(cfg.time_decay ** t for t in range(T))
         return Problem(f"window@{self.now}", cfg.gpus, cfg.node_size, T, cfg.time_decay,

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError
 
 from gpualloc.agent import kafka_clients
@@ -124,6 +125,40 @@ async def test_a_pass_that_cannot_be_published_fails_loudly_without_looping(kafk
                              "--topic-prefix", topics.prefix], capture_output=True, text=True, timeout=60)
     assert status.returncode == 1, status.stderr
     assert "pool 'default': 15 inputs on the bus, no commit or decision published" in status.stderr
+
+
+async def test_a_message_the_broker_refuses_aborts_the_pass_whole(kafka_bootstrap, monkeypatch, caplog):
+    """The broker's own limit (a decisions topic taking 300 bytes a message), below the
+    producer's: the refusal comes in a message's delivery only, and the pass is aborted whole
+    (nothing of it on any topic), not committed without the refused message."""
+    monkeypatch.setattr(kafka_loop, "FAILED_RETRY_FIRST_S", 30.0)
+    topics = Topics.with_prefix(unique_topic("broker-limit") + ".")
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topics.decisions, 1, 1, topic_configs={"max.message.bytes": "300"})])
+    finally:
+        await admin.close()
+    await publish(kafka_bootstrap, topics, inputs(jobs=4))
+    agent = AgentService(kafka_bootstrap, AgentSettings(step_seconds=0.5, full_mode=RollingFullMode(every=0),
+                                                        group_id=unique_topic("g")), topics)
+    stop, ready = asyncio.Event(), asyncio.Event()
+    caplog.set_level(logging.ERROR, logger="gpualloc.agent")
+    task = asyncio.create_task(agent.run(stop, ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 30)
+        for _ in range(150):
+            if agent.failure is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert agent.failure is not None and agent.stats.transactions == 0
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    errors = [r.getMessage() for r in caplog.records if "cannot be published" in r.getMessage()]
+    assert errors and "allocation.decided (key " in errors[0] and "the broker refused it" in errors[0]
+    for topic in (topics.decisions, topics.commits, topics.ledger):
+        assert await read_all(kafka_bootstrap, topic) == [], topic
 
 
 async def test_session_restarts_leave_no_solver_process(kafka_bootstrap, monkeypatch):

@@ -115,7 +115,7 @@ class AgentService:
         self._ledger_next: int | None = None  # at or before the offset of the pool's next ledger entry
         self._offsets_sent = float("-inf")  # when the consumed offsets last went to the group (monotonic)
         self._counts: dict[str, int] = {}
-        self._largest = ("", "", 0)  # the pass's largest message so far: type, key, bytes
+        self._sent: list[tuple[str, str, int, asyncio.Future]] = []  # the pass's messages: type, key, bytes, delivery
         self._skip_said = False  # full mode's last launch was skipped and the log said why
         self._parts = Parts()  # a split commit's parts, counted once whole
 
@@ -282,15 +282,12 @@ class AgentService:
         await producer.begin_transaction()
         try:
             sent = await self._publish(producer, outputs, entry, ready, now, received)
+            await self._delivered()
         except PublishFailed:
             with contextlib.suppress(KafkaError, TimeoutError):
                 await asyncio.wait_for(producer.abort_transaction(), self.settings.transaction_timeout_ms / 1000)
             raise
-        try:
-            await producer.commit_transaction()
-        except (MessageSizeTooLargeError, RecordTooLargeError) as e:  # the broker's limit, below the producer's
-            kind, key, size = self._largest
-            raise PublishFailed("too_large", kind, key, size, f"the broker refused the pass's largest message ({e})") from None
+        await producer.commit_transaction()
         if sent is not None:
             self._ledger_next = (await sent).offset + 1  # delivered with the commit
             for o in outputs:
@@ -303,7 +300,7 @@ class AgentService:
                        ready: bool, now: datetime, received: float) -> asyncio.Future | None:
         """Send the pass's messages (in its open transaction); the ledger entry's delivery."""
         d = self.dispatcher
-        self._largest = ("", "", 0)
+        self._sent = []
         if ready:  # the state after an earlier transaction: recovery replays the ledger entries after it
             records, self._snapshot = self._snapshot.result(), None  # the snapshot, then its parts
             try:
@@ -345,6 +342,19 @@ class AgentService:
             self._offsets_sent = time.monotonic()
         return sent
 
+    async def _delivered(self) -> None:
+        """Every message of the pass delivered into its transaction. The broker refuses one over
+        its own limit (`max.message.bytes`, below the producer's) in its delivery alone, and the
+        transaction would commit without it (a commit's part, a snapshot's): PublishFailed then,
+        naming it, so the pass is aborted whole."""
+        results = await asyncio.gather(*(f for *_, f in self._sent), return_exceptions=True)
+        for (kind, key, size, _), result in zip(self._sent, results):
+            if isinstance(result, (MessageSizeTooLargeError, RecordTooLargeError)):
+                raise PublishFailed("too_large", kind, key, size, f"the broker refused it ({result})")
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
     async def _send(self, producer: AIOKafkaProducer, o: Output) -> tuple[int, asyncio.Future]:
         """Send one message of the pass; its size and delivery. One that no retry can publish
         (not serializable, over `max_request_size`) raises PublishFailed naming it."""
@@ -353,12 +363,12 @@ class AgentService:
             body = encode(o.message)
         except TypeError as e:  # orjson's JSONEncodeError
             raise PublishFailed("unserializable", kind, o.key, None, str(e)) from None
-        if len(body) > self._largest[2]:
-            self._largest = (kind, o.key, len(body))
         try:
-            return len(body), await producer.send(o.topic, body, key=o.key.encode(), partition=o.partition)
+            delivery = await producer.send(o.topic, body, key=o.key.encode(), partition=o.partition)
         except MessageSizeTooLargeError as e:
             raise PublishFailed("too_large", kind, o.key, len(body), str(e)) from None
+        self._sent.append((kind, o.key, len(body), delivery))
+        return len(body), delivery
 
     def _count(self, o: Output) -> None:
         kind, p = o.message["type"], o.message["payload"]

@@ -102,8 +102,10 @@ def test_jobs_that_arrived_after_the_cut_are_inserted_into_the_carried_plan():
 def test_an_app_changed_since_the_cut_makes_the_boundary_replan():
     planner = loaded_planner(jobs=10)
     cut_and_plan(planner)
+    ahead = planner.ahead
     planner.register_app(AppSpec("search", priority=4, min_gpus=2, max_gpus=4))
-    assert carry_over(planner.window_problem(), planner.ahead) is None
+    assert carry_over(planner.window_problem(), ahead) is None  # the plan made ahead cannot be carried...
+    assert planner.ahead is None and not planner.ahead_ready()  # ...so the cut is dropped: nothing to wait for
     commit = planner.tick()  # a fresh plan, with the new app's floor
     assert len(commit.assignments["search"]) >= 2
 

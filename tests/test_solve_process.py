@@ -98,3 +98,14 @@ async def test_a_solve_that_raises_reports_its_error():
     finally:
         process.close()
     assert not multiprocessing.active_children()
+
+
+async def test_a_call_that_cannot_be_handed_over_reports_its_error():
+    process = SolveProcess()
+    try:
+        process.submit(int, lambda: 1)  # a lambda is not picklable: the call never reaches the process
+        await process.wait()
+        assert process.take() is None and "pickle" in process.last_error.lower()
+    finally:
+        process.close()
+    assert not multiprocessing.active_children()

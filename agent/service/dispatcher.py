@@ -344,7 +344,9 @@ class Dispatcher:
                 while len(text) > room and kept:
                     kept = kept[(len(kept) + 1) // 2:]  # keep the newer half
                     text = packed(kept)
-            self._seen_fit = len(kept) if len(kept) < window else None
+            # what fits, to trim to at once next time; all again once the state leaves room for more
+            roomy = len(text) <= SNAPSHOT_BYTES * max(1, -(-len(text) // SNAPSHOT_BYTES)) // 2
+            self._seen_fit = len(kept) if len(kept) < window and not roomy else None
             parts = max(1, -(-len(text) // SNAPSHOT_BYTES))
             size = -(-len(text) // parts)
             pieces = [text[i * size:(i + 1) * size] for i in range(parts)]

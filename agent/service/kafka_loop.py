@@ -104,7 +104,7 @@ class AgentService:
         self.metrics = AgentMetrics(pool)
         self.ready = False  # connected, state restored, consuming (`/readyz`)
         self.failure: str | None = None  # why the last pass could not be published, until one is
-        self.health = HealthServer(self.metrics.registry, lambda: self.ready)
+        self.health = HealthServer(self.metrics.registry, lambda: self.ready and self.failure is None)
         self.worker: FullModeWorker | None = None
         self.ahead: PlanAhead | None = None  # the boundaries' plans, made ahead of them (`plan_ahead`)
         self._snapshot_txn = 0

@@ -152,6 +152,8 @@ class SolveProcess:
             ok, value = await self._reply
         except (EOFError, OSError) as exc:
             raise SolveError(self._killed or "the solver process ended before answering") from exc
+        except Exception as exc:  # the call could not be handed over (not picklable, say)
+            raise SolveError(f"{type(exc).__name__}: {exc}") from exc
         finally:
             self._reply = None
             self._stop_timer()
@@ -176,7 +178,8 @@ class SolveProcess:
         process, conn, self._process, self._conn = self._process, self._conn, None, None
         if conn is not None:
             if self._reply is not None:  # stop reading the pipe before it closes
-                asyncio.get_running_loop().remove_reader(conn.fileno())
+                with contextlib.suppress(RuntimeError):  # no loop runs: none reads it
+                    asyncio.get_running_loop().remove_reader(conn.fileno())
                 if not self._reply.done():
                     self._reply.set_exception(EOFError())
             conn.close()

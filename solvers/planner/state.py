@@ -270,11 +270,14 @@ class Planner:
     def register_app(self, app: AppSpec) -> None:
         """Register (or update) an app. Its floor is reserved at once in the current plan
         (`_reserve_floor`), so no arrival inserted before the next boundary's replan can start
-        on the GPUs the floor needs (`floor_problem` says whether it fits at all)."""
+        on the GPUs the floor needs (`floor_problem` says whether it fits at all). A cut waiting
+        for its plan is dropped: that plan could not be carried over, and its boundary need not
+        wait for it."""
         old = self.apps.get(app.id)
         if old is not None:
             app.observed, app.held = old.observed, old.held
         self.apps[app.id] = app
+        self.ahead = None  # a plan cut before knew other app rules: the boundary replans (`carry_over`)
         if self.busy is not None:
             self._reserve_floor(app, app.min_gpus - (old.min_gpus if old is not None else 0), old is None)
 

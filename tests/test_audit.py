@@ -168,3 +168,16 @@ async def test_a_pool_above_64_gpus_with_an_app_snapshots_in_parts_restarts_and_
     rc, out = await cli("audit", *bus)
     assert rc == 0 and out.strip().splitlines()[-1].endswith("10 decisions, "
                                                                f"{again.dispatcher.seq} commits reproduced; 0 mismatches"), out
+
+
+def test_a_pool_whose_inputs_wait_past_its_ledger_for_long_is_reported_stalled():
+    from gpualloc.agent.reports.audit import STALLED_AFTER_S, AuditResult
+
+    working = AuditResult("default", transactions=40, waiting=12, waited_s=3.0)  # an agent at work
+    assert not working.stalled and working.ok
+    stuck = AuditResult("default", transactions=40, waiting=12, waited_s=STALLED_AFTER_S + 1)
+    assert stuck.stalled and not stuck.ok
+    assert "pool 'default': 12 inputs on the bus past its ledger, the oldest 301 s old: its agent publishes nothing" \
+        in stuck.lines()
+    never = AuditResult("default", waiting=3)
+    assert never.stalled and "pool 'default': 3 inputs on the bus, no commit or decision published" in never.lines()

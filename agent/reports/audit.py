@@ -5,6 +5,7 @@ order they were used, its commits and the adopted full-mode plans."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan, online_violations
 from gpualloc.solvers.planner.interpreter import Pool
 
+STALLED_AFTER_S = 300.0  # inputs waiting past the ledger this long: the pool's agent publishes nothing
 AUDITED = ("allocation.decided", "plan.committed", "input.rejected", "job.failed")
 VOLATILE = ("latency_ms",)  # measured by the shell at publish time, not decided
 
@@ -45,11 +47,13 @@ class AuditResult:
     mismatches: list[str] = field(default_factory=list)
     illegal: list[str] = field(default_factory=list)
     waiting: int = 0  # the pool's input records on the bus past the ledger's frontier
+    waited_s: float = 0.0  # how long the oldest of them has been on the bus
 
     @property
     def stalled(self) -> bool:
-        """Inputs on the bus and no transaction of the pool's agent: it publishes nothing."""
-        return self.waiting > 0 and not self.transactions
+        """Inputs on the bus and no transaction of the pool's agent, or none for the oldest of
+        them for `STALLED_AFTER_S`: it publishes nothing (or no longer does)."""
+        return self.waiting > 0 and (not self.transactions or self.waited_s > STALLED_AFTER_S)
 
     @property
     def ok(self) -> bool:
@@ -62,7 +66,9 @@ class AuditResult:
         if problems > 2 * shown:
             out.append(f"... {problems - len(out)} more")
         if self.stalled:
-            out.append(stalled_line(self.pool, self.waiting))
+            out.append(stalled_line(self.pool, self.waiting) if not self.transactions else
+                       f"pool {self.pool!r}: {self.waiting:,} inputs on the bus past its ledger, the oldest "
+                       f"{self.waited_s:,.0f} s old: its agent publishes nothing")
         out.append(f"audit {self.pool}: {self.decisions} decisions, {self.commits} commits reproduced; "
                    f"{problems} mismatches")
         return out
@@ -70,23 +76,24 @@ class AuditResult:
     def as_dict(self) -> dict[str, Any]:
         return {"pool": self.pool, "transactions": self.transactions, "decisions": self.decisions,
                 "commits": self.commits, "mismatches": self.mismatches, "illegal": self.illegal,
-                "waiting": self.waiting, "stalled": self.stalled, "ok": self.ok}
+                "waiting": self.waiting, "waited_s": round(self.waited_s, 3), "stalled": self.stalled, "ok": self.ok}
 
 
 def stalled_line(pool: str, waiting: int) -> str:
     return f"pool {pool!r}: {waiting:,} inputs on the bus, no commit or decision published"
 
 
-def inputs_of(records, pool: str) -> int:
-    """How many of the input `records` are `pool`'s (by the pool their envelope names)."""
-    n = 0
+def pool_inputs(records, pool: str) -> list:
+    """The input `records` that are `pool`'s (by the pool their envelope names)."""
+    out = []
     for r in records:
         try:
             message = decode(r.value) if r.value is not None else None
         except ValueError:
             continue
-        n += isinstance(message, dict) and message.get("pool", "default") == pool
-    return n
+        if isinstance(message, dict) and message.get("pool", "default") == pool:
+            out.append(r)
+    return out
 
 
 async def waiting_inputs(bootstrap: str, topics: Topics, pool: str) -> int:
@@ -95,8 +102,8 @@ async def waiting_inputs(bootstrap: str, topics: Topics, pool: str) -> int:
     counts = await partition_counts(bootstrap, list(topics.inputs))
     consumer = await kafka_clients.started(reader(bootstrap), "inputs reader")
     try:
-        return inputs_of(await read_range(consumer, {tp: 0 for name in topics.inputs for tp in partitions(counts, name)}),
-                         pool)
+        return len(pool_inputs(await read_range(consumer, {tp: 0 for name in topics.inputs
+                                                           for tp in partitions(counts, name)}), pool))
     finally:
         await consumer.stop()
 
@@ -144,7 +151,10 @@ async def audit(bootstrap: str, topics: Topics, pool: str, bounds: Bounds = Boun
     finally:
         await consumer.stop()
     result = compare(pool, topics, history, recorded, bounds, _event_ids(later))
-    result.waiting = inputs_of(later, pool)
+    waiting = pool_inputs(later, pool)
+    result.waiting = len(waiting)
+    if waiting:
+        result.waited_s = time.time() - min(r.timestamp for r in waiting) / 1000
     return result
 
 

@@ -160,7 +160,7 @@ def _bench_agent(args: argparse.Namespace) -> int:
         result = asyncio.run(measure_sizes(
             bootstrap, tuple(args.gpus or SIZES), apps=args.apps, queued=args.queued or 2000, rate=args.rate or 100,
             seconds=args.seconds or 20, step_seconds=args.step_seconds or 10.0, horizon=args.horizon,
-            full_mode=args.full_mode, id_chars=args.id_chars))
+            full_mode=args.full_mode, id_chars=args.id_chars, node_gpus=args.gpus_per_node))
     else:
         result = asyncio.run(measure(bootstrap, args.rate or 1000, args.seconds or 20,
                                      step_seconds=args.step_seconds or 2.0, null_agent=args.null_agent))
@@ -369,10 +369,12 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
                         "features) through a real broker: decision latency, boundaries, record bytes, RSS, status, "
                         "recovery after SIGKILL, SIGTERM (with --full-mode: the agent's full mode on)")
     p.add_argument("--gpus", type=positive_int, action="append", metavar="N",
-                   help="--scale: a pool size, 8 GPUs a node; repeatable (default 256, 1024, 4096)")
+                   help="--scale: a pool size; repeatable (default 256, 1024, 4096)")
     p.add_argument("--apps", type=checked(int, lambda v: v >= 0, "0 or more"), default=3,
                    help="--scale: real-time apps registered (default 3)")
     p.add_argument("--horizon", type=positive_int, default=48, help="--scale: the pool's horizon in steps (default 48)")
+    p.add_argument("--gpus-per-node", type=positive_int, default=8,
+                   help="--scale: GPUs a node (a power of two dividing every --gpus; default 8)")
     p.add_argument("--id-chars", type=checked(int, lambda v: 0 <= v <= LIMITS.id_chars, f"0 to {LIMITS.id_chars}"),
                    default=0, help="--scale: pad the backlog's job ids to this many characters (the contract's limit "
                                    "is the most)")

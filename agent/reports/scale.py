@@ -74,6 +74,7 @@ class ScaleResult:
     step_seconds: float
     rate: float
     seconds: float
+    node_gpus: int = NODE_GPUS
     backlog_decided: int = 0
     backlog_s: float | None = None  # backlog sent -> its last decision readable (all decided)
     rejected: int = 0  # backlog decisions `rejected`
@@ -112,8 +113,8 @@ class ScaleReport:
         return table(self.results)
 
 
-def pool_payload(gpus: int, horizon: int) -> dict:
-    return {"gpus": gpus, "gpus_per_node": NODE_GPUS, "horizon": horizon, "step_minutes": STEP_MINUTES,
+def pool_payload(gpus: int, horizon: int, node_gpus: int = NODE_GPUS) -> dict:
+    return {"gpus": gpus, "gpus_per_node": node_gpus, "horizon": horizon, "step_minutes": STEP_MINUTES,
             "swap_cap": max(2, gpus // 128), "gpu_type": GPU_TYPE, "gpu_memory_gb": 80.0}
 
 
@@ -303,15 +304,15 @@ async def bounded(result: ScaleResult, name: str, work: Awaitable[T], seconds: f
 
 async def measure_scale(bootstrap: str, gpus: int, apps: int = 3, queued: int = 2000, rate: float = 100,
                         seconds: float = 20, step_seconds: float = 10.0, horizon: int = 48, full_mode: bool = False,
-                        id_chars: int = 0) -> ScaleResult:
+                        id_chars: int = 0, node_gpus: int = NODE_GPUS) -> ScaleResult:
     """One pool size through the phases of the module docstring."""
     prefix = f"scale-{uuid.uuid4().hex[:8]}."
     topics = Topics.with_prefix(prefix)
     backlog = backlog_payloads(gpus, queued, id_chars)
     result = ScaleResult(gpus, apps, queued, sum("features" in j for j in backlog), horizon, step_seconds, rate,
-                         seconds)
+                         seconds, node_gpus)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(pool_payload(gpus, horizon), f)
+        json.dump(pool_payload(gpus, horizon, node_gpus), f)
     settings = AgentSettings()
     await ensure_topics(bootstrap, topics, settings.partitions, settings.retention_ms)  # as the agent makes them
     command = [sys.executable, "-m", "gpualloc", "agent", "--bootstrap", bootstrap, "--topic-prefix", prefix,
@@ -527,7 +528,7 @@ def table(results: list[ScaleResult]) -> str:
     width = max(len(name) for name, _ in rows) + 2
     columns = [[f"{r.gpus:,} GPUs"] + [cell(r) for _, cell in rows] for r in results]
     col = [max(len(c) for c in column) + 2 for column in columns]
-    lines = [f"scale: {NODE_GPUS} GPUs a node, horizon {r0.horizon}, {STEP_MINUTES}-minute steps every "
+    lines = [f"scale: {r0.node_gpus} GPUs a node, horizon {r0.horizon}, {STEP_MINUTES}-minute steps every "
              f"{r0.step_seconds:g} s, {r0.apps} apps, {r0.queued:,} queued ({FEATURED:.0%} by features), "
              f"{r0.rate:g} arrivals/s for {r0.seconds:g} s",
              " " * width + "".join(c[0].rjust(w) for c, w in zip(columns, col))]

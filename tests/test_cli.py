@@ -12,6 +12,7 @@ import pytest
 from gpualloc import benchmarks
 from gpualloc.agent.cli import build_parser, main
 from gpualloc.agent.loading import parse_plan
+from gpualloc.solvers.policies.milp.model import MIN_SEARCH_S
 from conftest import ROOT
 from test_milp import need
 
@@ -193,8 +194,9 @@ def test_every_option_of_every_command_says_what_it_does():
 def test_full_mode_progress_goes_to_stderr_and_the_plan_stays_clean(solver):
     need(solver)
     big = str(benchmarks.scenario_dir() / "large_mixed.json")
+    limit = str(MIN_SEARCH_S + 2)  # the solver runs (a second at least after the model is built), and is stopped
     for progress in ([], ["--progress"]):  # a limit that stops the solver makes Pyomo warn, too
-        out = run("solve", big, "--scheduler", "full-mode", "--solver", solver, "--time-limit", "1", *progress)
+        out = run("solve", big, "--scheduler", "full-mode", "--solver", solver, "--time-limit", limit, *progress)
         assert out.returncode == 0, out.stderr
         plan = json.loads(out.stdout)  # nothing but the plan on stdout
         assert plan["grid"] and (len(out.stderr.splitlines()) > 10) == bool(progress), out.stderr[-500:]

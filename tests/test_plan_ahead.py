@@ -11,6 +11,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 
 from hypothesis import given, settings
@@ -184,43 +185,43 @@ def test_the_agent_cuts_once_a_lead_before_the_boundary_and_drops_a_plan_made_to
     asyncio.run(run())
 
 
-def test_a_boundary_waits_for_its_plan_while_it_is_made_and_a_quarter_step_at_most():
+def warmed(body: Callable[[PlanAhead, Dispatcher], Awaitable[None]]) -> None:
+    """`body` run with a plan-ahead process past its warm-up and a loaded pool's dispatcher."""
     async def run():
         ahead, d = PlanAhead("heuristic", 0.05), configured()
         try:
-            step = timedelta(seconds=10)
-            boundary = d.next_boundary()
             await ahead.process.wait()
             ahead.deliver(d)  # the warm-up
-            assert not ahead.awaited(d, boundary, step, boundary)  # nothing cut: nothing to wait for
-            assert ahead.launch(d, boundary - timedelta(seconds=1))
-            assert ahead.awaited(d, boundary, step, boundary)  # being made: the boundary waits
-            assert ahead.awaited(d, boundary, step, boundary + LEAD_SHARE * step - timedelta(milliseconds=1))
-            assert not ahead.awaited(d, boundary, step, boundary + LEAD_SHARE * step)  # then it replans
-            await ahead.process.wait()
-            ahead.deliver(d)
-            assert d.planner.ahead_ready() and not ahead.awaited(d, boundary, step, boundary)  # made: commit
+            await body(ahead, d)
         finally:
             ahead.close()
     asyncio.run(run())
+
+
+def test_a_boundary_waits_for_its_plan_while_it_is_made_and_a_quarter_step_at_most():
+    async def body(ahead: PlanAhead, d: Dispatcher) -> None:
+        step, boundary = timedelta(seconds=10), d.next_boundary()
+        assert not ahead.awaited(d, boundary, step, boundary)  # nothing cut: nothing to wait for
+        assert ahead.launch(d, boundary - timedelta(seconds=1))
+        assert ahead.awaited(d, boundary, step, boundary)  # being made: the boundary waits
+        assert ahead.awaited(d, boundary, step, boundary + LEAD_SHARE * step - timedelta(milliseconds=1))
+        assert not ahead.awaited(d, boundary, step, boundary + LEAD_SHARE * step)  # then it replans
+        await ahead.process.wait()
+        ahead.deliver(d)
+        assert d.planner.ahead_ready() and not ahead.awaited(d, boundary, step, boundary)  # made: commit
+    warmed(body)
 
 
 def test_a_cut_replayed_without_its_plan_is_planned_by_the_live_agent_and_carried():
-    async def run():
-        ahead, d = PlanAhead("heuristic", 0.05), configured()
-        try:
-            await ahead.process.wait()
-            ahead.deliver(d)  # the warm-up
-            assert not ahead.resume(d)  # no cut
-            d.cut(T0)  # as a replay leaves it: the cut, not its plan
-            assert d.planner.ahead.problem is not None and not d.planner.ahead_ready()
-            assert ahead.resume(d) and not ahead.resume(d)  # one plan at a time
-            await ahead.process.wait()
-            ahead.deliver(d)
-            assert d.planner.ahead_ready() and ahead.made == 1 and ahead.plan_s > 0
-        finally:
-            ahead.close()
-    asyncio.run(run())
+    async def body(ahead: PlanAhead, d: Dispatcher) -> None:
+        assert not ahead.resume(d)  # no cut
+        d.cut(T0)  # as a replay leaves it: the cut, not its plan
+        assert d.planner.ahead.problem is not None and not d.planner.ahead_ready()
+        assert ahead.resume(d) and not ahead.resume(d)  # one plan at a time
+        await ahead.process.wait()
+        ahead.deliver(d)
+        assert d.planner.ahead_ready() and ahead.made == 1 and ahead.plan_s > 0
+    warmed(body)
 
 
 def test_a_solver_process_ends_when_its_agent_dies_without_closing_it(tmp_path):

@@ -40,6 +40,14 @@ def _state(pid: int) -> str | None:
         return None
 
 
+async def gone(pid: int, within_s: float = 5.0) -> bool:
+    """Has the solver process `pid` ended within `within_s` (it is reaped in a thread)?"""
+    deadline = time.monotonic() + within_s
+    while pid in children() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return pid not in children()
+
+
 def _allocate(n: int) -> int:
     return len(bytearray(n))
 
@@ -68,7 +76,7 @@ async def test_a_solve_past_its_deadline_is_killed_and_the_next_solve_gets_a_new
         await process.wait()
         assert time.monotonic() - began < 5
         assert process.take() is None and "past its deadline" in process.last_error
-        assert first not in children()
+        assert await gone(first)
         process.submit(os.getpid)
         await process.wait()
         assert process.take() not in (None, first)
@@ -109,3 +117,34 @@ async def test_a_call_that_cannot_be_handed_over_reports_its_error():
     finally:
         process.close()
     assert not multiprocessing.active_children()
+
+
+def _stubborn() -> None:
+    """A solve that ignores SIGTERM: its process ends only by SIGKILL, TERMINATE_GRACE_S later."""
+    import signal
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(600)
+
+
+async def test_killing_a_solve_past_its_deadline_does_not_hold_up_the_loop():
+    process = SolveProcess()
+    gaps, ticking = [], True
+
+    async def tick() -> None:
+        last = time.monotonic()
+        while ticking:
+            await asyncio.sleep(0.02)
+            gaps.append(time.monotonic() - last)
+            last = time.monotonic()
+    ticker = asyncio.create_task(tick())
+    try:
+        process.submit(_stubborn, deadline_s=1.0)
+        first = process.pid
+        await process.wait()
+        assert process.take() is None and "past its deadline" in process.last_error
+        assert await gone(first)  # SIGTERM ignored, SIGKILL after the grace
+    finally:
+        ticking = False
+        await ticker
+        process.close()
+    assert max(gaps) < TERMINATE_GRACE_S / 2  # the loop went on while the process was ended

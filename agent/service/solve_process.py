@@ -165,16 +165,17 @@ class SolveProcess:
         self._timer = None
         if self.busy:
             self._killed = f"killed after {deadline_s:.0f} s, past its deadline"
-            self._end_process()
+            self._end_process(wait=False)  # reaped in a thread: the agent's passes go on meanwhile
 
     def _stop_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
-    def _end_process(self) -> None:
+    def _end_process(self, wait: bool = True) -> None:
         """Close the pipe (an idle process then returns on its own, cleaning up), then SIGTERM
-        its group, then SIGKILL, each after TERMINATE_GRACE_S; reaped either way."""
+        its group, then SIGKILL, each after TERMINATE_GRACE_S; reaped either way, here or
+        (`wait` false) in a thread of the running loop's."""
         process, conn, self._process, self._conn = self._process, self._conn, None, None
         if conn is not None:
             if self._reply is not None:  # stop reading the pipe before it closes
@@ -185,13 +186,23 @@ class SolveProcess:
             conn.close()
         if process is None:
             return
-        process.join(TERMINATE_GRACE_S if self._reply is None else 0)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            if not process.is_alive():
-                break
-            _signal(process.pid, sig)
-            process.join(TERMINATE_GRACE_S if sig == signal.SIGTERM else None)
-        process.close()
+        first = TERMINATE_GRACE_S if self._reply is None else 0
+        if wait:
+            _reap(process, first)
+        else:
+            asyncio.get_running_loop().run_in_executor(None, _reap, process, first)
+
+
+def _reap(process: multiprocessing.process.BaseProcess, first_wait: float) -> None:
+    """Wait `first_wait` for the process to end, then SIGTERM its group and SIGKILL it, each
+    after TERMINATE_GRACE_S; reaped either way."""
+    process.join(first_wait)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not process.is_alive():
+            break
+        _signal(process.pid, sig)
+        process.join(TERMINATE_GRACE_S if sig == signal.SIGTERM else None)
+    process.close()
 
 
 def _signal(pid: int, sig: int) -> None:

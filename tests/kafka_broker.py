@@ -151,7 +151,7 @@ def port_open(host: str, port: int) -> bool:
 
 async def read_all(bootstrap: str, topic: str) -> list[dict]:
     """Every committed message of `topic` so far (to each partition's end as of the call),
-    decoded, in order per partition; none for a topic not made yet. Not "until a second of
+    decoded, in order per partition (tombstones left out); none for a topic not made yet. Not "until a second of
     silence": the agent writes its ledger more often than once a second (a cut before each
     boundary, then the commit), so a topic that never falls silent would never be read out."""
     from aiokafka import TopicPartition
@@ -165,6 +165,6 @@ async def read_all(bootstrap: str, topic: str) -> list[dict]:
     await consumer.start()
     try:
         records = await read_range(consumer, {TopicPartition(topic, p): 0 for p in range(count)})
-        return [orjson.loads(r.value) for r in records]
+        return [orjson.loads(r.value) for r in records if r.value is not None]  # not tombstones
     finally:
         await consumer.stop()

@@ -204,6 +204,20 @@ def test_a_pool_at_the_limits_is_snapshotted_in_records_under_the_message_limit_
     assert again.seen.newest() == d.seen.newest()[len(d.seen) - len(again.seen):]
 
 
+def test_a_snapshot_in_fewer_parts_than_the_last_drops_the_older_parts_keys():
+    d = _dispatcher(limits_planner())
+    many = d.snapshot(T0, 0, 1, 0)
+    assert len(many) > 2 and all(r.message is not None for r in many)
+    d.planner.queued.clear()  # the pool drains: its state fits fewer records
+    fewer = d.snapshot(T0, 0, 1, 0)
+    kept = [r for r in fewer if r.message is not None]
+    tombstones = [r for r in fewer if r.message is None]
+    assert 1 <= len(kept) < len(many)
+    assert [r.key for r in tombstones] == [f"default\x00{i}" for i in range(len(kept), len(many))]
+    assert {r.key for r in kept} | {r.key for r in tombstones} == {r.key for r in many}  # every older key
+    _same_planner(_restored(kept).planner, d.planner)
+
+
 def test_a_schedule_of_64_apps_over_336_steps_is_recorded_in_a_bounded_entry():
     """Each app's set changes at every step (the worst for runs over time), each a run of GPUs."""
     realtime = {f"{k:03d}" + "a" * 197: [0xffff << (16 * ((k + t) % 256)) for t in range(336)] for k in range(64)}

@@ -60,7 +60,7 @@ class Record:
 class Output:
     topic: str
     key: str
-    message: dict[str, Any]
+    message: dict[str, Any] | None  # None: a tombstone (a compacted topic then drops the key)
     partition: int | None = None  # None: the key's partition (Kafka's default partitioner)
 
 
@@ -105,6 +105,7 @@ class Dispatcher:
     part_bytes: int = PART_BYTES  # a commit's message larger than this is split into parts of at most this
     _log: TxnLog = field(default_factory=TxnLog)  # this transaction, for the ledger
     _seen_fit: int | None = None  # the ids the last snapshot kept when it could not keep them all
+    _snapshot_parts: int = 1  # the records of the last snapshot taken or restored
 
     @property
     def planner(self) -> Planner | None:
@@ -350,13 +351,16 @@ class Dispatcher:
             parts = max(1, -(-len(text) // SNAPSHOT_BYTES))
             size = -(-len(text) // parts)
             pieces = [text[i * size:(i + 1) * size] for i in range(parts)]
+            before, self._snapshot_parts = self._snapshot_parts, parts
             return [Output(self.topics.state, pool,
                            envelope("pool.snapshot", PoolSnapshot(**meta, parts=parts, state=pieces[0]), now,
                                     f"{pool}:snapshot:{txn}", pool), state_partition)] + [
                     Output(self.topics.state, f"{pool}\x00{i}",
                            envelope("pool.snapshot.part", PoolSnapshotPart(txn=txn, part=i, state=piece), now,
                                     f"{pool}:snapshot:{txn}:{i}", pool), state_partition)
-                    for i, piece in enumerate(pieces[1:], 1)]
+                    for i, piece in enumerate(pieces[1:], 1)] + [
+                    Output(self.topics.state, f"{pool}\x00{i}", None, state_partition)  # an older snapshot's
+                    for i in range(parts, before)]  # parts beyond this one's: dropped by compaction
         return build
 
     def restore(self, snap: PoolSnapshot, pieces: dict[int, str] | None = None) -> None:
@@ -368,6 +372,7 @@ class Dispatcher:
         state = unpack(joined(snap.state, snap.parts, pieces or {}))
         load_pool(state["pool"], self.interpreter)
         self.seq, self.txn, self.frontier = snap.seq, snap.txn, dict(snap.frontier)
+        self._snapshot_parts = snap.parts
         self.seen = SeenIds((event_id, step, digest[0] if digest else None)  # no digest: older snapshots
                             for event_id, step, *digest in state["seen"])
 

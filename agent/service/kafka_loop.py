@@ -358,17 +358,18 @@ class AgentService:
     async def _send(self, producer: AIOKafkaProducer, o: Output) -> tuple[int, asyncio.Future]:
         """Send one message of the pass; its size and delivery. One that no retry can publish
         (not serializable, over `max_request_size`) raises PublishFailed naming it."""
-        kind = o.message.get("type", o.topic)
+        kind = o.message.get("type", o.topic) if o.message is not None else "tombstone"
         try:
-            body = encode(o.message)
+            body = encode(o.message) if o.message is not None else None
         except TypeError as e:  # orjson's JSONEncodeError
             raise PublishFailed("unserializable", kind, o.key, None, str(e)) from None
         try:
             delivery = await producer.send(o.topic, body, key=o.key.encode(), partition=o.partition)
         except MessageSizeTooLargeError as e:
-            raise PublishFailed("too_large", kind, o.key, len(body), str(e)) from None
-        self._sent.append((kind, o.key, len(body), delivery))
-        return len(body), delivery
+            raise PublishFailed("too_large", kind, o.key, len(body or b""), str(e)) from None
+        size = len(body) if body is not None else 0
+        self._sent.append((kind, o.key, size, delivery))
+        return size, delivery
 
     def _count(self, o: Output) -> None:
         kind, p = o.message["type"], o.message["payload"]

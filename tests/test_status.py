@@ -102,6 +102,15 @@ def test_the_text_lists_the_first_jobs_and_says_how_many_more():
     assert "(no commit yet)" in text and "nodes 0-1 up: 0 of 8 GPUs busy" in text
 
 
+def test_the_text_says_a_pool_whose_agent_stopped_publishing_is_stalled():
+    planner = Planner(PoolConfig(gpus=8, gpus_per_node=4, horizon=6))
+    status = view("p", planner, None, [])
+    assert not any(line.startswith("stalled:") for line in lines(status))
+    status |= {"waiting": 1200, "stalled": True}
+    assert lines(status)[1] == ("stalled: 1,200 input records past its ledger, whose last pass is over 300 s old: "
+                                "its agent publishes nothing")
+
+
 @pytest.mark.kafka
 async def test_status_reads_the_live_pool_back_from_the_bus(kafka_bootstrap):
     prefix = unique_topic("status") + "."
@@ -125,6 +134,7 @@ async def test_status_reads_the_live_pool_back_from_the_bus(kafka_bootstrap):
                 break  # `a` runs from its start decision; its first commit is what the plan shows
             await asyncio.sleep(0.3)
         assert {r["id"] for r in status["running"]} == {"a"}
+        assert status["stalled"] is False  # a live agent: nothing waits long past its ledger
         assert [q["id"] for q in status["queue"]] == ["b"] and status["queue"][0]["reason"]
         assert status["apps"][0]["id"] == "chat" and status["apps"][0]["demand"] == 2
         assert sum(row[0] == "a" for row in gpu_rows(status["detail"])) == 4

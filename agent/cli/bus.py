@@ -202,7 +202,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps(found[0], option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         print("\n".join(lines(found[0])))
-    return EXIT_OK
+    return EXIT_FAILED if found[0]["stalled"] else EXIT_OK
 
 
 def _gpu_range(text: str) -> tuple[int, int]:

@@ -24,6 +24,7 @@ from aiokafka import TopicPartition
 
 from gpualloc.agent import kafka_clients
 from gpualloc.agent.metrics import gpu_states
+from gpualloc.agent.reports.audit import STALLED_AFTER_S
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.recovery import partition_counts, partitions, read_history, read_range, rebuild, reader
 from gpualloc.agent.topics import Topics, decode
@@ -58,16 +59,26 @@ async def read_status(bootstrap: str, topics: Topics, pool: str, width: int = 48
             rebuild(dispatcher, history)
         tails = await _tails(consumer, [tp for name in (topics.commits, topics.bindings)
                                         for tp in partitions(counts, name)])
+        inputs = [tp for name in topics.inputs for tp in partitions(counts, name)]
+        ends = await consumer.end_offsets(inputs) if inputs else {}
     finally:
         await consumer.stop()
     if dispatcher.planner is None:
         return None
+    # records past the ledger's frontier, and how long ago its last pass was: a pool whose agent
+    # has stopped publishing (the frontier moves over other pools' records on a shared partition)
+    waiting = sum(max(0, end - dispatcher.frontier.get(f"{tp.topic}:{tp.partition}", 0)) for tp, end in ends.items())
+    last_pass = history.entries[-1].now if history.entries else None
+    idle_s = (datetime.now(last_pass.tzinfo) - last_pass).total_seconds() if last_pass is not None else None
     messages = [m for m in tails if m.get("pool", "default") == pool]
     # the commit of the rebuilt state (the tail, read after the ledger, may hold later ones)
     commit = latest(m["payload"] for m in messages
                     if m.get("type") == "plan.committed" and m["payload"].get("seq", 0) <= dispatcher.seq)
     reports = [m for m in messages if m.get("type") == "binding.reported"]
-    return view(pool, dispatcher.planner, commit, reports, dispatcher.interpreter.origin, width, gpu_range)
+    out = view(pool, dispatcher.planner, commit, reports, dispatcher.interpreter.origin, width, gpu_range)
+    out["waiting"] = waiting
+    out["stalled"] = bool(waiting) and idle_s is not None and idle_s > STALLED_AFTER_S
+    return out
 
 
 async def _tails(consumer, tps: list[TopicPartition]) -> list[dict[str, Any]]:
@@ -292,6 +303,9 @@ def lines(status: dict[str, Any]) -> list[str]:
     if c:
         head += f"; last commit step {c['step']} seq {c['seq']} ({c['source']}, objective {c['objective']:.2f})"
     out = [head, f"GPUs: {u['batch']} batch, {u['realtime']} real-time, {u['idle']} idle, {u['down']} down", ""]
+    if status.get("stalled"):
+        out.insert(1, f"stalled: {status['waiting']:,} input records past its ledger, whose last pass is over "
+                      f"{STALLED_AFTER_S:.0f} s old: its agent publishes nothing")
     if c and c.get("full_mode"):  # what became of full mode at this commit (adopted, not better, skipped and why)
         out.insert(1, f"full mode: {c['full_mode']}")
     first_step = c["step"] if c else status["now"]

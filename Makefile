@@ -1,11 +1,12 @@
 # Bootstrap .venv once (again whenever pyproject.toml changes), then run the demo or the tests.
 #   make demo   -> bench on the bundled scenarios + Gantt SVGs in demo-out/
-#   make test   -> the pytest suite
+#   make check  -> the fast tier: no broker, no Docker, nothing slow (well under a minute)
+#   make test   -> the pytest suite, every tier
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.gpualloc-installed
 
-.PHONY: demo test bench kafka-up kafka-down images up status down clean-venv
+.PHONY: demo check test bench kafka-up kafka-down images up status down clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -14,6 +15,9 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(VENV)/bin/gpualloc demo
+
+check: $(STAMP)
+	$(VENV)/bin/python -m pytest -m "not kafka and not docker and not slow"
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest

@@ -15,6 +15,21 @@ pytest_plugins = ["kafka_broker"]  # the `kafka_bootstrap` fixture (tests/ is on
 T0 = datetime(2026, 1, 5, tzinfo=timezone.utc)  # a Monday: the pools of the interpreter's tests start here
 
 
+BROKERS = {"kafka_bootstrap", "secure_kafka"}  # the fixtures that start or find a broker
+ENGINES = {"stack"}  # the fixture that starts the containers
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tiers by what a test uses: `kafka` for any test with a broker fixture, `docker` for
+    the containers' (so `-m "not kafka"` never starts a broker)."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if used & BROKERS:
+            item.add_marker(pytest.mark.kafka)
+        if used & ENGINES:
+            item.add_marker(pytest.mark.docker)
+
+
 def ev(kind: str, payload: dict, minutes: float = 0, ref=None):
     """An input event of pool `default`, `minutes` after T0, validated as the contract says."""
     from gpualloc.schemas.events import parse_event

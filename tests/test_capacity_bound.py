@@ -98,6 +98,7 @@ def test_it_proves_a_large_neighbourhood_plan_optimal(highs):
     assert certificate["gap"] <= options.full_mode.mip_gap
 
 
+@pytest.mark.slow
 def test_full_mode_keeps_the_solvers_bound_when_it_is_the_tighter(highs):
     problem = bundled("training_heavy")
     certificate = policy("full-mode").solve(problem, SolveOptions(full_mode=FullModeOptions(time_limit=30))).certificate

@@ -75,6 +75,7 @@ def write(tmp_path, name: str, text: str) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2_naming_the_field(tmp_path, heuristic_plan):
     scenario = json.loads(open(MIXED).read())
     scenario["jobs"][3]["gpus"] = 3
@@ -190,6 +191,7 @@ def test_every_option_of_every_command_says_what_it_does():
     assert list(_options_without_help(bare, "bare")) == ["bare --x"]  # the walk finds what lacks help
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver", ["highs", "cbc"])
 def test_full_mode_progress_goes_to_stderr_and_the_plan_stays_clean(solver):
     need(solver)

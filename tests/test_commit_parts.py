@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -131,6 +132,7 @@ def at_the_limits(seed: int = 0) -> tuple[dict, dict, dict, list[str]]:
     return batch, realtime, assignments, [h for h, (t0, _, _) in batch.items() if t0 == 0]
 
 
+@pytest.mark.slow
 def test_a_commit_at_the_contracts_limits_splits_into_parts_under_a_megabyte():
     batch, realtime, assignments, started = at_the_limits()
     assert len(batch) == LIMITS.queued_jobs and max(len(h) for h in batch) == LIMITS.id_chars

@@ -70,6 +70,7 @@ def test_the_split_is_fixed_and_even_across_sizes():
         assert abs(a - b) <= 1
 
 
+@pytest.mark.slow
 def test_records_plans_are_legal_and_no_heuristic_plan_beats_a_proven_optimum():
     records = corpus_build.read_optima()
     assert records, "the corpus ships with its records"
@@ -112,6 +113,7 @@ def test_a_corrupt_record_fails_the_bench(tmp_path):
     assert any("not the record's" in f for f in report.as_dict()["failures"])
 
 
+@pytest.mark.slow
 def test_cli_bench_corpus_json_and_a_bad_split(capsys):
     assert main(["bench", "--corpus", "--split", "tune", "--repeat", "1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from unittest import mock
 
 import orjson
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from gpualloc.agent.service import dispatcher
@@ -127,6 +128,7 @@ def planners(draw) -> tuple[Planner, Schedule]:
     return planner, schedule
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(state=planners(), part_bytes=st.integers(40, 2_000))
 def test_snapshots_and_ledger_schedules_round_trip_exactly_at_any_size(state, part_bytes):
@@ -191,6 +193,7 @@ def limits_planner(seed: int = 0) -> Planner:
     return p
 
 
+@pytest.mark.slow
 def test_a_pool_at_the_limits_is_snapshotted_in_records_under_the_message_limit_and_restored():
     d = _dispatcher(limits_planner())
     for n in range(20_000):  # a de-duplication window of long ids: it takes what room the pool leaves

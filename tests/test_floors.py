@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +31,7 @@ PASS = st.tuples(st.lists(APP, max_size=4), st.lists(JOB, max_size=12), st.boole
                  st.sampled_from(["none", "commit", "ahead"]))
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(st.sampled_from([16, 32, 64, 128]), st.sampled_from([4, 8]), st.integers(2, 12),
        st.lists(PASS, min_size=1, max_size=8), st.randoms())

@@ -8,6 +8,7 @@ import random
 from datetime import datetime, timedelta, timezone
 
 import orjson
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from feature_jobs import feature_job, training_features
@@ -147,6 +148,7 @@ def test_plans_with_forecast_jobs_are_legal(seed, steps):
         assert check_plan(commit.window, to_grid(commit.window, commit.schedule)) == []
 
 
+@pytest.mark.slow
 def test_the_simulator_prices_forecast_error_against_an_oracle():
     events = [parse_event(e) for e in forecast_trace(seed=3, weeks=2, gpus=16, gpus_per_node=8)]
     sim = simulate(events, SimOptions(policies=("fifo", "heuristic"), forecast=True, days=10))

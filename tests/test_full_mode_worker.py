@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
 from gpualloc.solvers.policies.fifo import fifo_schedule
 from gpualloc.solvers.grid import to_grid
@@ -13,6 +15,7 @@ from gpualloc.solvers.planner.state import JobSpec
 from planner_states import loaded_planner
 
 
+@pytest.mark.slow
 async def test_arrivals_are_decided_while_full_mode_solves_and_its_plan_is_adopted_at_the_boundary():
     planner = loaded_planner(scheduler=fifo_schedule)  # a weak hot path, so full mode's plan is better
     worker = FullModeWorker(FullModeOptions(time_limit=30, node_limit=50), max_jobs=12)

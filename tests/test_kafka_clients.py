@@ -48,6 +48,7 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 async def test_a_start_backs_off_exponentially_until_it_connects():
     client = FakeClient(failures=3)
     assert await started(client, "test", deadline_s=10) is client
@@ -104,6 +105,7 @@ def test_aiokafka_logs_pass_outside_a_start(caplog):
     ["audit"],
     ["explain", "job-1"],
 ], ids=lambda c: " ".join(c[:3]) if c[0] == "agent" else c[0])
+@pytest.mark.slow
 def test_an_unreachable_broker_exits_2_naming_bootstrap_after_retrying(command, tmp_path):
     env = {**os.environ, "GPUALLOC_KAFKA__CONNECT_TIMEOUT_S": "1"}
     env.pop("KAFKA_BOOTSTRAP_SERVERS", None)

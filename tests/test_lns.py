@@ -41,6 +41,7 @@ def test_windows_are_two_adjacent_nodes_one_node_apart():
     assert _windows(scenario(8, 4, 0)) == [0xFF]  # a pool smaller than a window is one window
 
 
+@pytest.mark.slow
 def test_it_places_the_work_a_poor_warm_start_left_out():
     problem = scenario(32, 30, 3, horizon=12)
     good = heuristic_schedule(problem)
@@ -63,6 +64,7 @@ def test_the_registry_runs_it_as_full_mode():
     assert objective_of(problem, solution.schedule) >= solution.certificate["warm_objective"] - 1e-6
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(gpus=st.sampled_from([8, 16, 24, 32]), jobs=st.integers(2, 24), seed=st.integers(0, 10_000),
        horizon=st.sampled_from([4, 8, 12]), cap=st.integers(0, 3))

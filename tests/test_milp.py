@@ -129,6 +129,7 @@ def test_cbc_and_highs_agree_on_optimal_objectives(problem):
     assert check_plan(problem, to_grid(problem, cbc.schedule)) == []
 
 
+@pytest.mark.slow
 def test_full_mode_improves_the_warm_start_on_a_bundled_scenario():
     """training_heavy: the heuristic is 0.4% short of the optimum, which HiGHS proves."""
     need("highs")
@@ -140,6 +141,7 @@ def test_full_mode_improves_the_warm_start_on_a_bundled_scenario():
     assert check_plan(problem, to_grid(problem, result.schedule)) == []
 
 
+@pytest.mark.slow
 def test_a_work_limit_makes_full_mode_reproducible():
     need("highs")
     problem = compile_scenario(Scenario.model_validate(generate_scenario(8, 10, 3)))
@@ -194,6 +196,7 @@ def test_a_plan_below_its_proven_bound_is_not_called_optimal(monkeypatch):
     assert solve_milp(problem, FullModeOptions(mip_gap=1e-4), warm=warm).status == "optimal"  # bound met: proven
 
 
+@pytest.mark.slow
 def test_where_stage_2_falls_short_the_exact_model_closes_the_gap(monkeypatch):
     """Stage 2 cannot realize the counts (forced here); on a small pool full mode then solves
     the exact per-GPU model from the best plan so far, and proves the brute-force optimum."""

@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -224,6 +225,7 @@ def test_a_cut_replayed_without_its_plan_is_planned_by_the_live_agent_and_carrie
     warmed(body)
 
 
+@pytest.mark.slow
 def test_a_solver_process_ends_when_its_agent_dies_without_closing_it(tmp_path):
     script = ("import asyncio, os, sys\n"
               "from gpualloc.agent.service.solve_process import NICENESS, PARENT_CHECK_S, SolveProcess\n"

@@ -51,6 +51,7 @@ def scenario_json(args: dict) -> str:
     return json.dumps(generate_scenario(**args), separators=(",", ":"))
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(generator_args())
 def test_generated_plans_are_legal_and_the_heuristic_is_deterministic(args):
@@ -125,6 +126,7 @@ def drawn_scenarios(draw) -> dict:
     return data
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(drawn_scenarios())
 def test_drawn_plans_are_legal_and_the_heuristic_is_deterministic(data):

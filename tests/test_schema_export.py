@@ -37,6 +37,7 @@ def test_every_schema_is_2020_12_with_its_revision_in_its_id():
         assert schema["$id"].endswith(f"/r{REVISION}/{name}")
 
 
+@pytest.mark.slow
 def test_every_bundled_event_scenario_and_plan_validates():
     envelope, n = validator("envelope.json"), 0
     for path in sorted((DATA_DIR / "traces").glob("*.jsonl")):

@@ -94,6 +94,7 @@ def test_window_gaps_measure_committed_plans_against_the_capacity_bound(day16):
     assert window_gaps(light.runs["heuristic"], every=1) == {}  # each job started on arrival: nothing queued
 
 
+@pytest.mark.slow
 def test_full_mode_every_k_steps_stays_legal_and_reproducible():
     events = events_of(gpus=8, days=1, jobs=12, apps=1, seed=2)
     options = SimOptions(policies=("heuristic+milp",), full_mode=RollingFullMode(
@@ -152,6 +153,7 @@ def test_trace_cli_writes_a_readable_trace(tmp_path):
     assert len(read_trace(out)) > 5
 
 
+@pytest.mark.slow
 def test_adopted_full_mode_plans_are_recorded_and_a_replay_reuses_them():
     """Full mode runs at steps 0, 6, 12, ...; its plans, reconciled with the arrivals of the
     step, are adopted when better. Replaying the trace with the recorded plans (no solver)

@@ -67,6 +67,7 @@ async def test_close_ends_a_busy_solver_process_at_once_and_reaps_it():
     assert process.pid is None and not process.busy and process.take() is None
 
 
+@pytest.mark.slow
 async def test_a_solve_past_its_deadline_is_killed_and_the_next_solve_gets_a_new_process():
     process = SolveProcess()
     try:
@@ -126,6 +127,7 @@ def _stubborn() -> None:
     time.sleep(600)
 
 
+@pytest.mark.slow
 async def test_killing_a_solve_past_its_deadline_does_not_hold_up_the_loop():
     process = SolveProcess()
     gaps, ticking = [], True

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from gpualloc.agent.cli import main
 from gpualloc.agent.reports.trace_bench import TraceRow, offered, run_trace_bench, sized, tradeoff, traces
 
@@ -53,6 +55,7 @@ def test_the_tradeoff_is_read_per_bound():
     assert tight["gain_kept_min"] == -0.1 and tight["p99_within_bound"] == 0 and tight["worth_as_much"] == 0
 
 
+@pytest.mark.slow
 def test_the_command_prints_json_and_writes_the_chart(tmp_path, capsys, monkeypatch):
     from gpualloc.agent.reports import trace_bench
 

@@ -32,8 +32,16 @@ from gpualloc.agent import kafka_clients
 from gpualloc.agent.service.recovery import partition_counts
 from gpualloc.agent.topics import Topics, decode, encode, key_of
 from gpualloc.schemas.errors import describe
-from gpualloc.schemas.events import (AllocationDecided, AppRegistered, JobCompleted, JobRef, JobSubmitted, JobUsage,
-                                     TrafficObserved, envelope)
+from gpualloc.schemas.events import (
+    AllocationDecided,
+    AppRegistered,
+    JobCompleted,
+    JobRef,
+    JobSubmitted,
+    JobUsage,
+    TrafficObserved,
+    envelope,
+)
 
 log = logging.getLogger("gpualloc.client")
 

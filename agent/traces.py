@@ -17,6 +17,7 @@ from gpualloc.schemas.events import parse_event
 from gpualloc.solvers.simulation.openb import OPENB_COLUMNS, openb_events
 from gpualloc.solvers.simulation.pollux import pollux_events
 
+
 def read_trace(path: str | Path) -> list:
     """Parsed (envelope, payload) pairs; InputError naming the line, field and rule."""
     return [parsed for _, parsed in _read(path)]

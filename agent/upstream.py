@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 
 from gpualloc.agent import kafka_clients
-from gpualloc.client import Client
 from gpualloc.agent.topics import Topics, decode
+from gpualloc.client import Client
 from gpualloc.schemas.events import JobRef, envelope, timestamp
 
 

@@ -25,8 +25,15 @@ import numpy as np
 from gpualloc.forecasting import physics, quantization
 from gpualloc.forecasting.ridge import ErrorWindow, OnlineRidge
 from gpualloc.schemas.config import LIMITS, ForecastSettings
-from gpualloc.schemas.features import (GPU_TYPES, OPTIMIZERS, PRECISIONS, QUANT_ALGORITHMS, TRAINING_VARIANTS,
-                                       QuantizationFeatures, TrainingFeatures)
+from gpualloc.schemas.features import (
+    GPU_TYPES,
+    OPTIMIZERS,
+    PRECISIONS,
+    QUANT_ALGORITHMS,
+    TRAINING_VARIANTS,
+    QuantizationFeatures,
+    TrainingFeatures,
+)
 
 Features = TrainingFeatures | QuantizationFeatures
 

@@ -20,8 +20,13 @@ from typing import Any, Literal, Mapping
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, FilePath, SecretStr, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
-from pydantic_settings import (BaseSettings, JsonConfigSettingsSource, PydanticBaseSettingsSource,
-                               SettingsConfigDict, TomlConfigSettingsSource)
+from pydantic_settings import (
+    BaseSettings,
+    JsonConfigSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 SETTINGS_FILE_ENV = "GPUALLOC_SETTINGS"
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from gpualloc.solvers.grid import Grid, occupancy, step_masks
 from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, obeys_node_rule
 
-
 R3_REALTIME = "R3-realtime"  # R3's floors and ceilings of real-time apps (not its block rule)
 R4 = "R4"
 

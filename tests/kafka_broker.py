@@ -23,8 +23,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import orjson
 import pytest
 
-from gpualloc.agent import kafka_clients
-
 if TYPE_CHECKING:
     from testcontainers.community.kafka import KafkaContainer
 

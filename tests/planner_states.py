@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.planner.state import AppSpec, JobSpec, Planner, PoolConfig
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
 
 CONFIG = PoolConfig(gpus=16, gpus_per_node=8, horizon=12, swap_cap=2)
 PROFILE = [2, 2, 2, 2, 2, 3, 3, 4, 5, 6, 6, 6, 6, 6, 5, 5, 4, 4, 3, 3, 3, 2, 2, 2]

@@ -22,6 +22,9 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError
+from http_metrics import get, samples
+from kafka_broker import read_all, unique_topic
+from test_solve_process import children
 
 from gpualloc.agent import kafka_clients
 from gpualloc.agent.reports.audit import audit
@@ -29,9 +32,6 @@ from gpualloc.agent.service import kafka_loop
 from gpualloc.agent.service.kafka_loop import AgentService
 from gpualloc.agent.topics import Topics, key_of
 from gpualloc.schemas.config import AgentSettings, FullModeOptions, RollingFullMode
-from http_metrics import get, samples
-from kafka_broker import read_all, unique_topic
-from test_solve_process import children
 
 pytestmark = pytest.mark.kafka
 

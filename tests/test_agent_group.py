@@ -18,13 +18,13 @@ from datetime import datetime, timezone
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
+from http_metrics import get, samples
+from kafka_broker import _free_ports, read_all, unique_topic
 
 from gpualloc.agent.service.recovery import ensure_topics
 from gpualloc.agent.topics import Topics, key_of, partition_of
 from gpualloc.schemas.events import JobSubmitted, PoolConfigured, envelope
 from gpualloc.solvers.legality import online_violations
-from http_metrics import get, samples
-from kafka_broker import _free_ports, read_all, unique_topic
 
 pytestmark = pytest.mark.kafka
 

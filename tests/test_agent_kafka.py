@@ -15,6 +15,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from jsonschema import Draft202012Validator
+from kafka_broker import read_all, unique_topic
 
 from gpualloc.agent import kafka_clients
 from gpualloc.agent.node.binders import FileBinder
@@ -26,7 +27,6 @@ from gpualloc.agent.upstream import complete_jobs
 from gpualloc.schemas.config import AgentSettings, RollingFullMode
 from gpualloc.schemas.export import export_schemas
 from gpualloc.solvers.legality import online_violations
-from kafka_broker import read_all, unique_topic
 
 pytestmark = pytest.mark.kafka
 

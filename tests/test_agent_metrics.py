@@ -10,14 +10,14 @@ import urllib.request
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
+from http_metrics import get, samples
+from kafka_broker import read_all, unique_topic
 from prometheus_client import CollectorRegistry, generate_latest
 
 from gpualloc.agent.metrics import AgentMetrics, HealthServer, PoolsCollector, reason_label
 from gpualloc.agent.service.kafka_loop import AgentService
 from gpualloc.agent.topics import Topics, key_of
 from gpualloc.schemas.config import AgentSettings, RollingFullMode
-from http_metrics import get, samples
-from kafka_broker import read_all, unique_topic
 
 
 def test_reasons_become_bounded_labels():

@@ -14,12 +14,12 @@ import sys
 from collections import Counter
 
 import pytest
+from kafka_broker import read_all, unique_topic
 
 from gpualloc.agent.topics import Topics
 from gpualloc.agent.upstream import complete_jobs, publish_trace
 from gpualloc.solvers.legality import online_violations
 from gpualloc.solvers.simulation.traces import generate_trace
-from kafka_broker import read_all, unique_topic
 
 pytestmark = pytest.mark.kafka
 

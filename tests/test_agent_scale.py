@@ -20,6 +20,7 @@ from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
+from kafka_broker import read_all, unique_topic
 
 from gpualloc.agent.node.binders import FileBinder
 from gpualloc.agent.node.kafka_loop import NodeAgent
@@ -28,7 +29,6 @@ from gpualloc.agent.upstream import complete_jobs, publish_trace
 from gpualloc.schemas.commits import merge
 from gpualloc.schemas.events import envelope
 from gpualloc.solvers.legality import online_violations
-from kafka_broker import read_all, unique_topic
 
 pytestmark = pytest.mark.kafka
 

@@ -12,12 +12,12 @@ from datetime import datetime, timezone
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
+from kafka_broker import unique_topic
 
 from gpualloc.agent.service.kafka_loop import AgentService
 from gpualloc.agent.topics import Topics
 from gpualloc.schemas.config import AgentSettings, RollingFullMode
 from gpualloc.schemas.events import envelope
-from kafka_broker import unique_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -127,8 +127,8 @@ async def test_a_pool_above_64_gpus_with_an_app_snapshots_in_parts_restarts_and_
     parts (a small piece size stands in for a pool at the contract's limits) are read back by a
     restart, `status` shows the pool, and `audit` reproduces every decision and commit."""
     from gpualloc.agent.service import dispatcher
-    from gpualloc.agent.service.recovery import partition_counts, read_history, reader, rebuild
     from gpualloc.agent.service.dispatcher import Dispatcher
+    from gpualloc.agent.service.recovery import partition_counts, read_history, reader, rebuild
     from gpualloc.solvers.planner.interpreter import Pool
 
     monkeypatch.setattr(dispatcher, "SNAPSHOT_BYTES", 200)

@@ -6,9 +6,9 @@ import json
 from dataclasses import replace
 
 import pytest
+from conftest import make
 
 from gpualloc.agent.reports.bench import Report, bench_scenario, run_bench
-from conftest import make
 from gpualloc.solvers import POLICIES
 from gpualloc.solvers.policies.policy import Solution
 from gpualloc.solvers.simulation.scenarios import generate_scenario

@@ -11,7 +11,8 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpualloc.benchmarks import DATA_DIR
 from gpualloc.schemas import Scenario

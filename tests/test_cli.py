@@ -8,13 +8,13 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT
+from test_milp import need
 
 from gpualloc import benchmarks
 from gpualloc.agent.cli import build_parser, main
 from gpualloc.agent.loading import parse_plan
 from gpualloc.solvers.policies.milp.model import MIN_SEARCH_S
-from conftest import ROOT
-from test_milp import need
 
 MIXED = str(benchmarks.scenario_dir() / "mixed_control.json")
 

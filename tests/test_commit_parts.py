@@ -5,14 +5,15 @@ each fit a Kafka message under the default limit, and the parts give back the wh
 from __future__ import annotations
 
 import random
-from functools import partial
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from types import SimpleNamespace
 
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_property import generator_args
 
 from gpualloc.agent.reports import audit
 from gpualloc.agent.reports.audit import compare
@@ -28,7 +29,6 @@ from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.state import BLOCKER
 from gpualloc.solvers.policies import policy
 from gpualloc.solvers.simulation.scenarios import generate_scenario
-from test_property import generator_args
 
 T0 = datetime(2026, 12, 2, tzinfo=UTC)
 

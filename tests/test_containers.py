@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
+from kafka_broker import _free_ports, read_all
 
 from gpualloc.schemas.export import export_schemas
-from kafka_broker import _free_ports, read_all
 
 COMPOSE = Path(__file__).resolve().parent.parent / "deploy" / "docker-compose.yml"
 IMAGES = {"KAFKA_IMAGE": "gpualloc-local/kafka:4.1.2", "GPUALLOC_IMAGE": "gpualloc:latest"}

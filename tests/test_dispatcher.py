@@ -8,10 +8,10 @@ from datetime import datetime, timedelta, timezone
 import orjson
 
 from gpualloc.agent.service.dispatcher import Dispatcher, Record
-from gpualloc.solvers.planner.interpreter import Pool
-from gpualloc.schemas.events import AllocationDecided, InputRejected, PlanCommitted
 from gpualloc.schemas.commits import commit_grid
+from gpualloc.schemas.events import AllocationDecided, InputRejected, PlanCommitted
 from gpualloc.solvers.legality import check_plan
+from gpualloc.solvers.planner.interpreter import Pool
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "swap_cap": 2}

@@ -12,7 +12,10 @@ from unittest import mock
 
 import orjson
 import pytest
-from hypothesis import given, settings, strategies as st
+from feature_jobs import feature_job
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from planner_states import loaded_planner
 
 from gpualloc.agent.service import dispatcher
 from gpualloc.agent.service.dispatcher import Dispatcher, Record
@@ -21,14 +24,12 @@ from gpualloc.forecasting.traffic import AppTraffic
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart, RecordedCommit
 from gpualloc.schemas.features import FEATURES
 from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import dump_planner, dump_pool, dump_schedule, load_planner, load_schedule
 from gpualloc.solvers.planner.state import AppSpec, FullModePlan, JobSpec, Planner, PoolConfig
 from gpualloc.solvers.policies.fifo import fifo_schedule
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
-from gpualloc.solvers.metrics import objective_of
-from feature_jobs import feature_job
-from planner_states import loaded_planner
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
 RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0}

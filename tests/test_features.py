@@ -9,8 +9,15 @@ from pydantic import ValidationError
 
 from gpualloc.schemas import describe
 from gpualloc.schemas.events import JobCompleted, JobSubmitted, PoolConfigured
-from gpualloc.schemas.features import (ADAPTER_VARIANTS, FEATURES, GPU_TYPES, QUANT_BITS, TRAINING_VARIANTS,
-                                       QuantizationFeatures, TrainingFeatures)
+from gpualloc.schemas.features import (
+    ADAPTER_VARIANTS,
+    FEATURES,
+    GPU_TYPES,
+    QUANT_BITS,
+    TRAINING_VARIANTS,
+    QuantizationFeatures,
+    TrainingFeatures,
+)
 
 TRAINING = {"variant": "full", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 4096,
             "dataset_tokens_m": 200, "epochs": 1, "global_batch": 256, "micro_batch": 2}

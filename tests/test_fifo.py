@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from conftest import app, batch, make, show
+
 from gpualloc.solvers import solve
 from gpualloc.solvers.policies import policy
 

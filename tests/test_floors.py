@@ -8,10 +8,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from conftest import T0, ev
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import T0, ev
 from gpualloc.solvers.legality import R3_REALTIME, online_violations
 from gpualloc.solvers.planner.interpreter import Decided, Pool, Rejected
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from gpualloc.agent.cli import main
-from gpualloc.benchmarks import DATA_DIR
 from gpualloc.agent.reports.forecast_bench import bench_seed
+from gpualloc.benchmarks import DATA_DIR
 from gpualloc.schemas.config import ForecastSettings
 
 

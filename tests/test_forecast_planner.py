@@ -9,11 +9,12 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 import pytest
-from hypothesis import given, settings, strategies as st
-
 from feature_jobs import feature_job, training_features
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gpualloc.agent.service.dispatcher import Dispatcher, Record
-from gpualloc.schemas.events import AllocationDecided, PassRecorded, parse_event
+from gpualloc.schemas.events import AllocationDecided, parse_event
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.planner.interpreter import Decided, Event, Pool

@@ -9,14 +9,16 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpualloc.forecasting import physics
 from gpualloc.forecasting.forecasters import Forecasters, hardware
 from gpualloc.forecasting.jobs import Hardware, JobForecaster, SizeError
 from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow, OnlineRidge
 from gpualloc.forecasting.traffic import WEEK, TrafficForecaster, day_type
-from gpualloc.schemas.config import ForecastSettings
-from gpualloc.schemas.features import QuantizationFeatures, TrainingFeatures
+from gpualloc.schemas.config import LIMITS, ForecastSettings
+from gpualloc.schemas.features import QUANT_BITS, TRAINING_VARIANTS, QuantizationFeatures, TrainingFeatures
 from gpualloc.solvers.simulation.synthetic_jobs import sample_job
 
 LORA = {"variant": "lora", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 2048,
@@ -270,11 +272,6 @@ def test_the_traffic_state_reloads_to_the_same_forecasts():
 
 
 # ---- hostile features ----------------------------------------------------------------------
-
-from hypothesis import given, settings, strategies as st  # noqa: E402
-
-from gpualloc.schemas.config import LIMITS  # noqa: E402
-from gpualloc.schemas.features import QUANT_BITS, TRAINING_VARIANTS  # noqa: E402
 
 EXTREME = st.sampled_from([1e-9, 1e-3, 0.5, 7.0, 70.0, 2000.0])
 

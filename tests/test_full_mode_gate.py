@@ -4,11 +4,11 @@ limit that covers building the model."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 
 import pyomo.environ as pyo
 import pytest
+from planner_states import PROFILE
 
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
 from gpualloc.schemas.config import FullModeOptions, SolveOptions
@@ -18,7 +18,6 @@ from gpualloc.solvers.policies.milp import solve
 from gpualloc.solvers.policies.milp.data import SETUP_S_PER_NONZERO, milp_data, model_size
 from gpualloc.solvers.policies.milp.model import build_model, solve_model
 from gpualloc.solvers.problem import Problem
-from planner_states import PROFILE
 
 
 def planner(gpus: int, jobs: int, horizon: int) -> Planner:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from planner_states import loaded_planner
 
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
-from gpualloc.solvers.policies.fifo import fifo_schedule
+from gpualloc.schemas.config import FullModeOptions
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
-from gpualloc.schemas.config import FullModeOptions
 from gpualloc.solvers.planner.state import JobSpec
-from planner_states import loaded_planner
+from gpualloc.solvers.policies.fifo import fifo_schedule
 
 
 @pytest.mark.slow

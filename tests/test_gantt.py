@@ -6,10 +6,10 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
+from conftest import app, batch, grid, make
 
 from gpualloc import benchmarks
 from gpualloc.agent.reports.gantt import KIND_HUES, Rect, grid_rects, job_colours, render_gantt, write_gantt
-from conftest import app, batch, grid, make
 from gpualloc.schemas import Scenario
 from gpualloc.solvers import compile_scenario, solve
 

@@ -10,14 +10,15 @@ import re
 from datetime import datetime, timedelta, timezone
 
 import orjson
-from hypothesis import given, settings, strategies as st
+from hostile import HOSTILE_IDS, envelope, hostile, job, topic_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpualloc.agent.service.dispatcher import Dispatcher, Record
 from gpualloc.schemas.config import LIMITS
 from gpualloc.schemas.events import InputRejected
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import dump_pool
-from hostile import HOSTILE_IDS, envelope, hostile, job, topic_of
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=timezone.utc)
 GPUS = 16

@@ -19,10 +19,10 @@ from datetime import datetime, timezone
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
-
-from gpualloc.agent.topics import Topics
 from hostile import HOSTILE_IDS, envelope, hostile, job, topic_of
 from kafka_broker import read_all, unique_topic
+
+from gpualloc.agent.topics import Topics
 
 pytestmark = pytest.mark.kafka
 

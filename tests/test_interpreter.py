@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from conftest import T0, ev
+
 from gpualloc.schemas.events import parse_event
 from gpualloc.solvers.planner.interpreter import Decided, Ended, Event, Failed, Pool, Rejected
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate

@@ -11,7 +11,6 @@ import time
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
 from kafka_broker import FAST_GROUP, unique_topic
 
 pytestmark = pytest.mark.kafka

@@ -18,11 +18,11 @@ from pathlib import Path
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
+from hostile import envelope, job
+from kafka_broker import LocalBroker, local_broker, port_open, read_all
 
 from gpualloc.agent.node.binders import FileBinder
 from gpualloc.agent.topics import Topics
-from hostile import envelope, job
-from kafka_broker import LocalBroker, local_broker, port_open, read_all
 
 pytestmark = pytest.mark.kafka
 

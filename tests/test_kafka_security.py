@@ -19,6 +19,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from kafka_broker import LocalBroker, local_broker, read_all, unique_topic
 
 from gpualloc.agent import kafka_clients
 from gpualloc.agent.cli import main
@@ -26,7 +27,6 @@ from gpualloc.agent.node.binders import FileBinder
 from gpualloc.agent.topics import Topics
 from gpualloc.schemas.config import KafkaSecurity, load_settings
 from gpualloc.schemas.events import envelope
-from kafka_broker import LocalBroker, local_broker, read_all, unique_topic
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = f"pw-{uuid.uuid4().hex}"  # unique, so finding it anywhere is a leak

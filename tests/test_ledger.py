@@ -9,7 +9,9 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 import pytest
-from hypothesis import given, settings, strategies as st
+from feature_jobs import feature_job
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpualloc.agent.service.dispatcher import Dispatcher, Record
 from gpualloc.agent.service.plan_ahead import hot_plan
@@ -18,7 +20,6 @@ from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import SnapshotError, dump_pool, unpack
 from gpualloc.solvers.planner.state import FullModePlan
 from gpualloc.solvers.policies.fifo import fifo_schedule
-from feature_jobs import feature_job
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 
 import pytest
-
 from conftest import app, batch, grid, make
+
 from gpualloc.solvers import check_plan
 from gpualloc.solvers.policies import policy
 

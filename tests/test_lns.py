@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpualloc.schemas import Scenario
 from gpualloc.schemas.config import FullModeOptions, SolveOptions

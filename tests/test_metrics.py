@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import app, batch, grid, make
+
 from gpualloc.solvers import compute_metrics
 from gpualloc.solvers.policies import policy
 

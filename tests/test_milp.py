@@ -7,20 +7,21 @@ import itertools
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from conftest import app, batch, make
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpualloc import benchmarks
 from gpualloc.agent.loading import load_scenario
-from conftest import app, batch, make
 from gpualloc.schemas import Scenario
-from gpualloc.solvers import check_plan, compile_scenario
-from gpualloc.solvers.simulation.scenarios import generate_scenario
-from gpualloc.solvers.grid import to_grid
-from gpualloc.solvers.policies.heuristic import heuristic_schedule
-from gpualloc.solvers.metrics import objective_of
 from gpualloc.schemas.config import FullModeOptions
+from gpualloc.solvers import check_plan, compile_scenario
+from gpualloc.solvers.grid import to_grid
+from gpualloc.solvers.metrics import objective_of
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.policies.milp.model import solve_milp, solver_available
 from gpualloc.solvers.problem import Problem, bits_of
+from gpualloc.solvers.simulation.scenarios import generate_scenario
 
 
 def need(solver: str) -> None:

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from kafka_broker import unique_topic
 
 from gpualloc.agent.node.binders import BindError, FileBinder
 from gpualloc.agent.node.kafka_loop import NodeAgent
 from gpualloc.agent.topics import Topics, decode, encode
-from kafka_broker import unique_topic
 from gpualloc.schemas.commits import split
 from gpualloc.schemas.events import AllocationDecided, BindingReported, JobRef, PlanCommitted, envelope
 

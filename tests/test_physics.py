@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from gpualloc.forecasting.physics import (GPU_MEMORY_GB, HEADROOM, memory_per_gpu_gb, size_training,
-                                          steps_of, trainable_params, training_flops)
+from gpualloc.forecasting.physics import (
+    GPU_MEMORY_GB,
+    HEADROOM,
+    memory_per_gpu_gb,
+    size_training,
+    steps_of,
+    trainable_params,
+    training_flops,
+)
 from gpualloc.schemas.features import TrainingFeatures
 
 BASE = {"variant": "full", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 4096,

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from planner_states import loaded_planner
 
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.plan_ahead import LEAD_SHARE, PlanAhead, hot_plan
@@ -26,7 +27,6 @@ from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.planner.ahead import carry_over
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.state import AppSpec, JobSpec, Planner
-from planner_states import loaded_planner
 
 RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0}
 

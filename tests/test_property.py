@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 
 from gpualloc.schemas import Scenario
 from gpualloc.solvers import check_plan, compile_scenario, solve
-from gpualloc.solvers.simulation.scenarios import generate_scenario
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.metrics import compute_metrics, objective_of
 from gpualloc.solvers.policies import policy
 from gpualloc.solvers.policies.greedy import greedy_schedule
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.simulation.scenarios import generate_scenario
 
 POOLS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 20, 24, 32]
 

@@ -23,6 +23,11 @@ from pathlib import Path
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
+from java_producer import CODECS, JavaProducer, Rec
+from kafka_broker import read_all, unique_topic
+from test_agent_group import Bus, job, message
+from test_audit import cli
+from test_node_agent_kafka import WAIT_S, commit_msg, files_are, publish, running, wait_until
 
 from gpualloc.agent.node.binders import FileBinder
 from gpualloc.agent.node.kafka_loop import NodeAgent
@@ -31,11 +36,6 @@ from gpualloc.agent.service.recovery import ensure_topics
 from gpualloc.agent.topics import Topics, key_of
 from gpualloc.schemas.config import AgentSettings, RollingFullMode
 from gpualloc.schemas.events import PoolConfigured
-from java_producer import CODECS, JavaProducer, Rec
-from kafka_broker import read_all, unique_topic
-from test_agent_group import Bus, job, message
-from test_audit import cli
-from test_node_agent_kafka import WAIT_S, commit_msg, files_are, publish, running, wait_until
 
 pytestmark = pytest.mark.kafka
 

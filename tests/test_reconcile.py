@@ -4,16 +4,19 @@ from other schedulers (the heuristic offered to a FIFO hot path), so no solver i
 
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from planner_states import CONFIG
+from planner_states import loaded_planner as loaded
 
-from gpualloc.solvers.policies.fifo import fifo_schedule
 from gpualloc.solvers.grid import to_grid
-from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of
-from planner_states import CONFIG, loaded_planner as loaded
-from gpualloc.solvers.planner.state import FullModePlan, JobSpec, Planner
 from gpualloc.solvers.planner.reconcile import reconcile
+from gpualloc.solvers.planner.state import FullModePlan, JobSpec, Planner
+from gpualloc.solvers.policies.fifo import fifo_schedule
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
+
 
 def offer(planner: Planner, effort: float = 0.25) -> FullModePlan:
     """The heuristic's plan of the planner's current window, as full mode would hand it over."""

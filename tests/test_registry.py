@@ -7,10 +7,11 @@ import json
 from dataclasses import replace
 
 import pytest
-
 from conftest import app, batch, make
+
 from gpualloc.agent.cli import main
 from gpualloc.schemas import Plan
+from gpualloc.schemas.events import parse_event
 from gpualloc.solvers import POLICIES
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import R4
@@ -19,7 +20,6 @@ from gpualloc.solvers.policies.fifo import fifo_schedule
 from gpualloc.solvers.policies.policy import Policy, Solution
 from gpualloc.solvers.simulation.report import executed_violations
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
-from gpualloc.schemas.events import parse_event
 from gpualloc.solvers.simulation.traces import generate_trace
 
 MIXED = "benchmarks/scenarios/mixed_control.json"

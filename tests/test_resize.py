@@ -6,6 +6,7 @@ field and the reason. Every commit around the change passes the online rules."""
 from __future__ import annotations
 
 from conftest import T0, ev
+
 from gpualloc.solvers.legality import online_violations
 from gpualloc.solvers.planner.interpreter import Failed, Pool, Rejected
 from gpualloc.solvers.planner.state import JobSpec

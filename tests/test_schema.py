@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import app, batch, scenario_dict
 from pydantic import ValidationError
 
-from conftest import app, batch, scenario_dict
 from gpualloc.schemas import Scenario, describe
 
 

@@ -12,10 +12,18 @@ from gpualloc import benchmarks
 from gpualloc.agent.cli import main
 from gpualloc.agent.loading import InputError
 from gpualloc.agent.traces import read_trace, write_trace
-from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.config import FullModeOptions, RollingFullMode
-from gpualloc.solvers.simulation.report import (executed_violations, full_mode_figures, jain, outcomes,
-                                                quantiles, report, whole_run, window_gaps)
+from gpualloc.schemas.events import parse_event
+from gpualloc.solvers.simulation.report import (
+    executed_violations,
+    full_mode_figures,
+    jain,
+    outcomes,
+    quantiles,
+    report,
+    whole_run,
+    window_gaps,
+)
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 from gpualloc.solvers.simulation.traces import generate_trace
 

@@ -130,9 +130,9 @@ def test_the_bound_defaults_to_five_days_and_is_given_in_steps_or_minutes():
 
 
 def test_simulate_with_bound_zero_runs_without_one():
-    from gpualloc.solvers.simulation.simulator import SimOptions, simulate
     from gpualloc.agent.traces import read_trace
     from gpualloc.benchmarks import DATA_DIR
+    from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 
     events = read_trace(DATA_DIR / "traces" / "week-64gpu-1000jobs.jsonl")[:60]
     assert simulate(events, SimOptions(policies=("heuristic",), starvation_steps=0)).config.starvation_steps is None

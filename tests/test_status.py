@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from kafka_broker import unique_topic
 
 from gpualloc.agent.reports.status import SHOWN, gantt, gpu_rows, lines, read_status, summary, view
 from gpualloc.agent.service.kafka_loop import AgentService
@@ -17,7 +18,6 @@ from gpualloc.agent.topics import Topics
 from gpualloc.client import Client
 from gpualloc.schemas.config import AgentSettings, RollingFullMode
 from gpualloc.solvers.planner.state import AppSpec, JobSpec, Planner, PoolConfig
-from kafka_broker import unique_topic
 
 
 def test_the_gantt_groups_gpus_with_the_same_plan_and_names_each_holder():

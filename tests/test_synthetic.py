@@ -15,8 +15,13 @@ from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.features import FEATURES, QUANT_ALGORITHMS, TRAINING_VARIANTS
 from gpualloc.solvers.simulation import synthetic_jobs as sj
 from gpualloc.solvers.simulation import synthetic_traffic as st
-from gpualloc.solvers.simulation.synthetic import (duration_noise_floor, forecast_trace, job_trace,
-                                                   noise_floor_last, traffic_trace)
+from gpualloc.solvers.simulation.synthetic import (
+    duration_noise_floor,
+    forecast_trace,
+    job_trace,
+    noise_floor_last,
+    traffic_trace,
+)
 
 GENERATORS = {
     "jobs": lambda seed: job_trace(seed, jobs=80)[0],

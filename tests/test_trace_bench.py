@@ -8,7 +8,7 @@ import json
 import pytest
 
 from gpualloc.agent.cli import main
-from gpualloc.agent.reports.trace_bench import TraceRow, offered, run_trace_bench, sized, tradeoff, traces
+from gpualloc.agent.reports.trace_bench import TraceRow, offered, run_trace_bench, sized, traces, tradeoff
 
 
 def test_a_pool_is_sized_to_the_offered_load():

@@ -13,8 +13,16 @@ import orjson
 from pydantic import ValidationError
 
 from gpualloc.agent import logs
-from gpualloc.agent.cli.arguments import (bootstrap_of, bus_arguments, gpu_range, nonnegative_int, positive_float,
-                                          positive_int, setting, settings_of)
+from gpualloc.agent.cli.arguments import (
+    bootstrap_of,
+    bus_arguments,
+    gpu_range,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    setting,
+    settings_of,
+)
 from gpualloc.agent.cli.running import run_until_signal
 from gpualloc.agent.loading import InputError, read_text
 from gpualloc.agent.topics import Topics

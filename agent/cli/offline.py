@@ -8,8 +8,17 @@ import sys
 import time
 from pathlib import Path
 
-from gpualloc.agent.cli.arguments import (SETTING, checked, generated_spec, nonnegative_int, positive_int, seconds_or_none,
-                                          setting, settings_arguments, settings_of)
+from gpualloc.agent.cli.arguments import (
+    SETTING,
+    checked,
+    generated_spec,
+    nonnegative_int,
+    positive_int,
+    seconds_or_none,
+    setting,
+    settings_arguments,
+    settings_of,
+)
 from gpualloc.agent.loading import InputError, dump_json, dump_plan, load_plan, load_scenario, write_text
 from gpualloc.schemas.config import LIMITS, SolveOptions
 from gpualloc.solvers.policies import POLICIES, names, online_policy, policy

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpualloc.agent.loading import InputError, dump_json, write_text
 from gpualloc.agent.reports.bench import BENCH_SCHEDULERS, Report, run_bench
 from gpualloc.agent.reports.gantt import write_gantt
-from gpualloc.agent.loading import InputError, dump_json, write_text
 
 
 def run_demo(out_dir: str | Path = "demo-out", repeat: int = 5) -> tuple[Report, list[Path]]:

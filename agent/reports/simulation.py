@@ -6,8 +6,13 @@ from dataclasses import asdict
 from html import escape
 
 from gpualloc.solvers.policies import online_policy
-from gpualloc.solvers.simulation.report import (DayReport, executed_violations, forecast_price, full_mode_figures,
-                                                outcomes)
+from gpualloc.solvers.simulation.report import (
+    DayReport,
+    executed_violations,
+    forecast_price,
+    full_mode_figures,
+    outcomes,
+)
 from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_policy
 
 

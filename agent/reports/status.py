@@ -26,7 +26,7 @@ from gpualloc.agent import kafka_clients
 from gpualloc.agent.metrics import gpu_states
 from gpualloc.agent.reports.audit import STALLED_AFTER_S
 from gpualloc.agent.service.dispatcher import Dispatcher
-from gpualloc.agent.service.recovery import partition_counts, partitions, read_history, read_range, rebuild, reader
+from gpualloc.agent.service.recovery import partition_counts, partitions, read_history, read_range, reader, rebuild
 from gpualloc.agent.topics import Topics, decode
 from gpualloc.agent.upstream import span
 from gpualloc.schemas.commits import latest

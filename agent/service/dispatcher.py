@@ -25,19 +25,37 @@ from gpualloc.forecasting.jobs import JobForecast
 from gpualloc.schemas.commits import PART_BYTES, split, tentative_plan
 from gpualloc.schemas.config import LIMITS, AgentSettings, ForecastSettings, SolveOptions
 from gpualloc.schemas.errors import describe
-from gpualloc.schemas.events import (AllocationDecided, ForecastMade, InputRejected, JobRef, PassRecorded, PlanCommitted,
-                                     PoolSnapshot, PoolSnapshotPart, RecordedCommit, envelope, parse_event)
+from gpualloc.schemas.events import (
+    AllocationDecided,
+    ForecastMade,
+    InputRejected,
+    JobRef,
+    PassRecorded,
+    PlanCommitted,
+    PoolSnapshot,
+    PoolSnapshotPart,
+    RecordedCommit,
+    envelope,
+    parse_event,
+)
 from gpualloc.solvers.grid import Schedule, batch_spans
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Pool, Rejected
 from gpualloc.solvers.planner.snapshot import READABLE as SNAPSHOT_READABLE
 from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
-from gpualloc.solvers.planner.snapshot import (SnapshotError, dump_pool, dump_schedule, joined, load_pool,
-                                               load_schedule, pack_json, unpack)
+from gpualloc.solvers.planner.snapshot import (
+    SnapshotError,
+    dump_pool,
+    dump_schedule,
+    joined,
+    load_pool,
+    load_schedule,
+    pack_json,
+    unpack,
+)
 from gpualloc.solvers.planner.state import BLOCKER, FULL_MODE, Commit, FullModePlan, Planner
 from gpualloc.solvers.policies import online_policy
 from gpualloc.solvers.problem import Problem
-
 
 SNAPSHOT_BYTES = 900_000  # a snapshot record's piece of the state: under the broker's default message limit (1 MiB)
 # an adopted full-mode schedule in its ledger entry: with the entry's other fields (up to 2,000 input runs,

@@ -27,8 +27,16 @@ from gpualloc.forecasting.traffic import week_minute
 from gpualloc.schemas.config import LIMITS, AgentSettings, ForecastSettings
 from gpualloc.schemas.events import AppRegistered, BindingReported, JobSubmitted, NodeStatus, PoolConfigured
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.planner.state import (FULL_MODE, AppSpec, Commit, Decision, FullModePlan, JobSpec, Planner,
-                                            PoolConfig)
+from gpualloc.solvers.planner.state import (
+    FULL_MODE,
+    AppSpec,
+    Commit,
+    Decision,
+    FullModePlan,
+    JobSpec,
+    Planner,
+    PoolConfig,
+)
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Problem, bits_of, mask_of
 

@@ -16,8 +16,8 @@ from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic import value_at_arrival
 from gpualloc.solvers.policies.heuristic.layouts import Layout
 from gpualloc.solvers.policies.heuristic.packing import PackState, place
-from gpualloc.solvers.problem import Batch, Problem
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, target_curves
+from gpualloc.solvers.problem import Batch, Problem
 
 
 def reconcile(problem: Problem, proposal: Schedule, shift: int) -> list[Schedule]:

@@ -21,12 +21,12 @@ from gpualloc.schemas.config import POOL
 from gpualloc.schemas.events import JobUsage
 from gpualloc.schemas.scenario import block_size_problems
 from gpualloc.solvers.grid import Schedule, to_grid
-from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of
-from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, earliest_block, obeys_node_rule
 from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over
 from gpualloc.solvers.planner.reconcile import reconcile
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, earliest_block, obeys_node_rule
 
 BLOCKER = "\x00unavailable"  # pseudo running job holding GPUs that may take no new work
 STARVING_WEIGHT = 10.0  # without apps: a starving job's priority is raised by this times the top priority, per step

@@ -8,10 +8,22 @@ import math
 import random
 from datetime import timedelta
 
-from gpualloc.solvers.simulation.synthetic_jobs import (GPUS, duration_noise_floor, job_trace, noise_floor_last,
-                                                        sample_job)
-from gpualloc.solvers.simulation.synthetic_traffic import (T0, expected_demand, pool_record, to_events,
-                                                           traffic_plan, traffic_records, traffic_trace)
+from gpualloc.solvers.simulation.synthetic_jobs import (
+    GPUS,
+    duration_noise_floor,
+    job_trace,
+    noise_floor_last,
+    sample_job,
+)
+from gpualloc.solvers.simulation.synthetic_traffic import (
+    T0,
+    expected_demand,
+    pool_record,
+    to_events,
+    traffic_plan,
+    traffic_records,
+    traffic_trace,
+)
 
 __all__ = ["duration_noise_floor", "forecast_trace", "job_trace", "noise_floor_last", "traffic_trace"]
 

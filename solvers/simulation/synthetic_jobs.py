@@ -15,9 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gpualloc.schemas.config import LIMITS
-from gpualloc.schemas.features import (ADAPTER_VARIANTS, QUANT_ALGORITHMS, QUANT_BITS, QuantizationFeatures,
-                                       TrainingFeatures)
-from gpualloc.solvers.simulation.synthetic_traffic import Record, T0, pool_record, to_events
+from gpualloc.schemas.features import (
+    ADAPTER_VARIANTS,
+    QUANT_ALGORITHMS,
+    QUANT_BITS,
+    QuantizationFeatures,
+    TrainingFeatures,
+)
+from gpualloc.solvers.simulation.synthetic_traffic import T0, Record, pool_record, to_events
 
 DURATION_SIGMA = 0.15  # actual_hours = expected_hours x exp(N(0, sigma^2)), per job
 MEMORY_SIGMA = 0.05  # model memory (all but the CUDA context) x exp(N(0, sigma^2)), per job

@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 
 from gpualloc.schemas.config import SolveOptions
 from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
 from gpualloc.solvers.policies.heuristic.layouts import Layout, layouts
 from gpualloc.solvers.policies.heuristic.packing import Packing, PackState, pack, place
-from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves, target_curves
 from gpualloc.solvers.policies.policy import Solution
 from gpualloc.solvers.problem import Batch, Problem

@@ -11,7 +11,6 @@ for the jobs still to come and leaves the high indices to real-time apps.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 from gpualloc.solvers.problem import Batch, Problem, free_block_starts, lowest_bit

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from gpualloc.solvers.policies.heuristic.packing import PackState, fit_at
 from gpualloc.solvers.problem import Batch, Problem
 
+
 def reserved(level: int, pinned: int) -> int:
     """GPUs a curve at `level` asks the reservation to keep free: those beyond the app's own
     pinned GPUs, which sit in the zone already."""

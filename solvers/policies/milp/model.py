@@ -36,12 +36,12 @@ from pyomo.common.log import LoggingIntercept
 
 from gpualloc.schemas.config import FullModeOptions
 from gpualloc.solvers.grid import Schedule, to_grid
-from gpualloc.solvers.policies.heuristic import heuristic_schedule
-from gpualloc.solvers.metrics import objective_of, relative_gap
 from gpualloc.solvers.legality import check_plan
+from gpualloc.solvers.metrics import objective_of, relative_gap
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.policies.heuristic.realtime import assign_realtime
 from gpualloc.solvers.policies.milp.data import SETUP_S_PER_NONZERO, MilpData, milp_data, model_size
 from gpualloc.solvers.problem import Problem, mask_of
-from gpualloc.solvers.policies.heuristic.realtime import assign_realtime
 
 SOLVERS = get_args(FullModeOptions.model_fields["solver"].annotation)
 EXACT_GPUS = 16  # pools up to this size get the exact model where stage 2 falls short (binaries: GPUs x steps x apps)

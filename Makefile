@@ -2,11 +2,12 @@
 #   make demo   -> bench on the bundled scenarios + Gantt SVGs in demo-out/
 #   make check  -> the fast tier: no broker, no Docker, nothing slow (well under a minute)
 #   make test   -> the pytest suite, every tier
+#   make lint   -> ruff (pyflakes, import order; settings in pyproject.toml)
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.gpualloc-installed
 
-.PHONY: demo check test bench kafka-up kafka-down images up status down clean-venv
+.PHONY: demo check test lint bench kafka-up kafka-down images up status down clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +22,9 @@ check: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
 
 bench: $(STAMP)
 	$(VENV)/bin/gpualloc bench

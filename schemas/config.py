@@ -155,8 +155,8 @@ class AgentSettings(_Frozen):
     # here in 20-45 s (README, "Where full mode pays"); None: no cap
     full_mode_max_nonzeros: int | None = Field(default=1_500_000, ge=1)
     max_wait_ms: int = Field(default=200, ge=1)  # longest poll: stops and boundaries are noticed within it
-    # a fetch of inputs parked at the broker waits at most this long: with the 500 ms default, fetches
-    # parked on a loaded 2-core machine held arrivals back for up to 0.7 s (`bench --agent` p99)
+    # a fetch of inputs parked at the broker waits at most this long: a longer wait holds back the
+    # arrivals of a fetch parked on a loaded machine (aiokafka's default is 500 ms)
     fetch_wait_ms: int = Field(default=20, ge=0)
     catch_up_steps: int = Field(default=4, ge=1)  # commits a pass at most, when the pool is behind its clock
     # a snapshot once the ledger since the last outgrows it: at a commit, or between commits after at least this many transactions

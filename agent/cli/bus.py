@@ -1,5 +1,6 @@
-"""The bus commands: agent, node-agent, publish and tail. Each runs until it is done or
-SIGTERM/SIGINT arrives, then closes its Kafka clients cleanly (`running.run_until_signal`)."""
+"""The bus commands: agent, node-agent, publish, tail, audit, status and explain. Each runs
+until it is done or SIGTERM/SIGINT arrives, then closes its Kafka clients cleanly
+(`running.run_until_signal`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The commands that need no bus: solve, check, generate (plans) and bench, demo, simulate,
-trace (reports)."""
+"""The commands of files and reports: solve, check, generate (plans); bench, corpus, demo,
+simulate, forecast, trace (reports); config and schemas. None needs a broker but the benches
+that drive an agent through one (`bench --agent`, `--recovery`, `--soak`, `--scale`)."""
 
 from __future__ import annotations
 

@@ -5,11 +5,13 @@ All decisions happen in `dispatcher` (pure); this shell owns the clock, the Kafk
 the full-mode process. Each pass is one Kafka transaction: poll (waking in time for the next
 step boundary), hand the poll's records to the dispatcher in one go, commit every step that is
 due (carrying over the plan made ahead of it, `plan_ahead`, and adopting a finished full-mode
-plan there or nowhere), cut the window for the next boundary once its time has come, then
-publish the outputs and the
-pass's ledger entry (the inputs in the order they were used, the commits made, the frontier),
-after a commit (and every `snapshot_every` transactions) a snapshot of the pool's state and the
-consumed offsets, and commit the transaction. Readers see all of a pass or none of it.
+plan there or nowhere; a boundary whose plan is still being made waits for it), cut the window
+for the next boundary once its time has come, then publish the outputs, the pass's ledger entry
+(the inputs in the order they were used, the commits made, the frontier) and, when one is due, a
+snapshot of the pool's state (once replaying the ledger since the last would cost about what
+reading it does, in bytes or in plans), the consumed offsets at most every `OFFSETS_EVERY_S`
+outside passes that commit a step, and commit the transaction once every message of it is
+delivered. Readers see all of a pass or none of it.
 
 On start (and in each new session after the broker was lost or a transaction failed: the
 session's clients are dropped, whatever they left open is aborted by the next one) the agent
@@ -318,9 +320,9 @@ class AgentService:
         self._ledger_bytes += size
         committed = any(o.message["type"] == "plan.committed" for o in outputs)
         # a snapshot once replaying the ledger since the last would cost about as much as reading
-        # it (its bytes), and, between commits, not before `snapshot_every` transactions. Not at
-        # every commit: on a compressed clock (2 s steps) that wrote the whole state, 0.7 MB at
-        # 1,000 arrivals/s, every 2 s, in the pass that held up every arrival behind the boundary
+        # it (its bytes), and, between commits, not before `snapshot_every` transactions; not at
+        # every commit, where it would serialize the whole state in the pass that holds up the
+        # arrivals behind the boundary
         # Also at a commit once replaying the commits since the last would plan for REPLAY_S: at
         # thousands of GPUs a boundary's plan takes seconds, and recovery replays each
         due = (self._ledger_bytes >= self._snapshot_bytes or (committed and self._replay_s >= REPLAY_S)) and (

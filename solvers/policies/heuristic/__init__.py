@@ -2,7 +2,7 @@
 
 1. Real-time apps get target curves (`realtime.target_curves`): demand followed within the swap
    cap, troughs lent to batch work, no daily-peak reservation.
-2. For each layout (`layouts`: reserving, skyline) batch jobs are packed (`packing`) in a few
+2. For each layout (`layouts`: reserving, skyline, nest) batch jobs are packed (`packing`) in a few
    value- and priority-led seed orders, and the best is finished
    (step 4). The layout whose finished plan is better gets a local search over the order
    (adjacent swaps, moves to the front), bounded by a count of placements, not a clock, so the

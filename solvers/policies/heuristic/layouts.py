@@ -1,10 +1,11 @@
-"""Where real-time apps will live, as the batch packer sees it: two layouts to pack around.
+"""Where real-time apps will live, as the batch packer sees it: three layouts to pack around.
 
 - reserving: apps may end up on any GPUs; blocks only leave enough GPUs free at each step and
   across each step, and the apps' GPUs are picked after packing;
-- skyline: apps live at the top of the pool, growing down into it; blocks fill in below.
+- skyline: apps live at the top of the pool, growing down into it; blocks fill in below;
+- nest (with apps only): each app grows into the GPUs `nest_picks` finds and stays there.
 
-Both pin an app's `current` GPUs for as long as the swap cap keeps it from leaving them all,
+All pin an app's `current` GPUs for as long as the swap cap keeps it from leaving them all,
 so no block is placed where the app is bound to be. An app whose swap cap is 0 cannot
 change its set at all, so it gets a fixed home list up front and holds its first c(t) GPUs at
 step t: legal by construction, and its cells are known to the packer.

@@ -1,6 +1,6 @@
-"""`gpualloc bench --hot-path`: how long one arrival's decision takes in the planner core, the
-figure issue 15's faster hot path (p99 <= 0.5 ms at 64 GPUs and about 240 queued jobs) is
-measured against, and what the step boundary it leaves the replan to costs. A pool of `gpus`
+"""`gpualloc bench --hot-path`: how long one arrival's decision takes in the planner core (the
+hot path's target: p99 <= 0.5 ms at 64 GPUs and about 240 queued jobs), and what the step
+boundary it leaves the replan to costs. A pool of `gpus`
 GPUs in 8-GPU nodes is filled with `queued` waiting jobs and a full pool of running ones (seeded
 sizes and durations, three real-time apps); each timed arrival (inserted into the current plan)
 and each timed boundary (the window replanned and committed, or the plan made ahead of it carried

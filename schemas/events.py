@@ -175,9 +175,12 @@ class ForecastMade(BaseModel):
     peak_memory_gb: float  # forecast a GPU at `gpus`
 
 
+Action = Literal["start", "planned", "queued", "rejected"]  # what an arrival is told
+
+
 class AllocationDecided(BaseModel):
     job_id: str
-    action: Literal["start", "planned", "queued", "rejected"]
+    action: Action
     gpus: list[int] = []
     start_step: int | None = None
     reason: str

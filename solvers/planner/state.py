@@ -18,7 +18,7 @@ from gpualloc.forecasting.forecasters import Forecasters, pool_hardware
 from gpualloc.forecasting.jobs import Hardware, JobForecast
 from gpualloc.forecasting.traffic import pool_hour
 from gpualloc.schemas.config import POOL
-from gpualloc.schemas.events import JobUsage
+from gpualloc.schemas.events import Action, JobUsage
 from gpualloc.schemas.scenario import block_size_problems
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.legality import check_plan
@@ -81,7 +81,7 @@ class AppSpec:
 @dataclass(frozen=True)
 class Decision:
     job_id: str
-    action: str  # start | planned | queued | rejected
+    action: Action
     gpus: tuple[int, ...]
     start_step: int | None
     reason: str

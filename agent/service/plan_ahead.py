@@ -20,6 +20,7 @@ from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.solve_process import SolveProcess
 from gpualloc.schemas.config import SolveOptions
 from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.planner.state import Planner
 from gpualloc.solvers.policies import online_policy
 from gpualloc.solvers.problem import Problem
 
@@ -66,13 +67,9 @@ class PlanAhead:
 
     def launch(self, dispatcher: Dispatcher, now: datetime) -> bool:
         """Cut the window and start its plan (not while one is still being made)."""
-        if self.process.busy:
+        if self.process.busy or dispatcher.cut(now) is None:
             return False
-        problem = dispatcher.cut(now)
-        if problem is None:
-            return False
-        self._launched = (dispatcher.planner.now, time.perf_counter())
-        return self.process.submit(hot_plan, problem, self.policy, self.effort)
+        return self._start(dispatcher.planner)
 
     def resume(self, dispatcher: Dispatcher) -> bool:
         """Start the plan of a cut the pool holds without one (a cut replayed by recovery, its
@@ -82,6 +79,10 @@ class PlanAhead:
         if (self.process.busy or self._launched is not None or planner is None or planner.ahead is None
                 or planner.ahead.schedule is not None or planner.ahead.problem is None):
             return False
+        return self._start(planner)
+
+    def _start(self, planner: Planner) -> bool:
+        """Make the plan of the cut `planner` holds, timed from now."""
         self._launched = (planner.now, time.perf_counter())
         return self.process.submit(hot_plan, planner.ahead.problem, self.policy, self.effort)
 

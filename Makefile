@@ -2,7 +2,7 @@
 #   make demo   -> bench on the bundled scenarios + Gantt SVGs in demo-out/
 #   make check  -> the fast tier: no broker, no Docker, nothing slow (well under a minute)
 #   make test   -> the pytest suite, every tier
-#   make lint   -> ruff (pyflakes, import order; settings in pyproject.toml)
+#   make lint   -> ruff (lint and format check) and mypy; settings in pyproject.toml
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.gpualloc-installed
@@ -25,6 +25,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 bench: $(STAMP)
 	$(VENV)/bin/gpualloc bench

@@ -60,8 +60,9 @@ class Client:
     """A producer of one pool's input events, and a listener for the answers to its submissions.
     Use it as an async context manager (or `start` / `stop`)."""
 
-    def __init__(self, bootstrap: str, pool: str = "default", topics: Topics = Topics(),
-                 source: str = "client") -> None:
+    def __init__(
+        self, bootstrap: str, pool: str = "default", topics: Topics = Topics(), source: str = "client"
+    ) -> None:
         self.bootstrap, self.pool, self.topics, self.source = bootstrap, pool, topics, source
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
@@ -82,7 +83,8 @@ class Client:
         """Connect the producer (retrying an unreachable broker as every gpualloc client does);
         the listener connects at the first submission that waits for its decision."""
         self._producer = await kafka_clients.started(
-            kafka_clients.producer(self.bootstrap, enable_idempotence=True, acks="all", linger_ms=5), "client producer")
+            kafka_clients.producer(self.bootstrap, enable_idempotence=True, acks="all", linger_ms=5), "client producer"
+        )
 
     async def stop(self) -> None:
         """Flush what was sent and close; submissions still waiting get `asyncio.CancelledError`."""
@@ -97,8 +99,9 @@ class Client:
         self._producer = self._consumer = None
 
     # ---- the events ----------------------------------------------------------------------------
-    async def submit_job(self, job: JobSubmitted | Mapping[str, Any], *, wait: bool = True,
-                         timeout: float = 30.0) -> AllocationDecided | None:
+    async def submit_job(
+        self, job: JobSubmitted | Mapping[str, Any], *, wait: bool = True, timeout: float = 30.0
+    ) -> AllocationDecided | None:
         """Publish `job.submitted` and, with `wait`, return the agent's decision for it. Raises
         `ValueError` for a job the contract refuses, `Rejected` if the agent dead-letters it,
         `TimeoutError` if no decision comes within `timeout` seconds (the job may still be decided
@@ -111,8 +114,10 @@ class Client:
         deadline = loop.time() + timeout
         while not await self._listen():  # the answer topics must exist before the job is sent
             if loop.time() >= deadline:
-                raise TimeoutError(f"{self.topics.decisions}: no such topic after {timeout:.0f} s "
-                                   "(is an agent running? it creates the topics)")
+                raise TimeoutError(
+                    f"{self.topics.decisions}: no such topic after {timeout:.0f} s "
+                    "(is an agent running? it creates the topics)"
+                )
             await asyncio.sleep(TOPIC_WAIT_S)
         if model.id in self._decisions:
             raise ValueError(f"id: job {model.id!r} already awaits its decision in this client")
@@ -123,8 +128,10 @@ class Client:
             self._events[event_id] = model.id
             return await asyncio.wait_for(asyncio.shield(future), max(0.0, deadline - loop.time()))
         except asyncio.TimeoutError:
-            raise TimeoutError(f"job {model.id!r}: no decision within {timeout:.0f} s (is the pool "
-                               f"{self.pool!r} configured and its agent running?)") from None
+            raise TimeoutError(
+                f"job {model.id!r}: no decision within {timeout:.0f} s (is the pool "
+                f"{self.pool!r} configured and its agent running?)"
+            ) from None
         finally:
             self._decisions.pop(model.id, None)
 
@@ -132,8 +139,7 @@ class Client:
         """`job.cancelled`: a queued job leaves the queue, a running one is released."""
         return await self.send("job.cancelled", JobRef(id=job_id, detail=detail))
 
-    async def complete(self, job_id: str, used: JobUsage | Mapping[str, Any] | None = None,
-                       detail: str = "") -> str:
+    async def complete(self, job_id: str, used: JobUsage | Mapping[str, Any] | None = None, detail: str = "") -> str:
         """`job.completed`, with what the job used when known (the forecasters learn from it)."""
         usage = None if used is None else _valid(JobUsage, used)
         return await self.send("job.completed", JobCompleted(id=job_id, detail=detail, used=usage))
@@ -146,19 +152,28 @@ class Client:
         """`app.registered`: a real-time app, its priority and GPU bounds."""
         return await self.send("app.registered", _valid(AppRegistered, app))
 
-    async def report_traffic(self, app: str, *, gpus: int | None = None,
-                             requests_per_s: float | None = None) -> str:
+    async def report_traffic(self, app: str, *, gpus: int | None = None, requests_per_s: float | None = None) -> str:
         """`traffic.observed`: an app's GPUs needed now, or its request rate."""
-        return await self.send("traffic.observed", _valid(TrafficObserved, {"app": app, "gpus": gpus,
-                                                                            "requests_per_s": requests_per_s}))
+        return await self.send(
+            "traffic.observed", _valid(TrafficObserved, {"app": app, "gpus": gpus, "requests_per_s": requests_per_s})
+        )
 
-    async def send(self, type: str, payload: BaseModel | Mapping[str, Any], event_id: str | None = None,
-                   occurred_at: datetime | None = None) -> str:
+    async def send(
+        self,
+        type: str,
+        payload: BaseModel | Mapping[str, Any],
+        event_id: str | None = None,
+        occurred_at: datetime | None = None,
+    ) -> str:
         """Publish any contract event of this pool on its topic, stamped now unless
         `occurred_at` is given; returns its event id (a fresh one unless given)."""
-        message = envelope(type, payload if isinstance(payload, BaseModel) else dict(payload),
-                           occurred_at or datetime.now(timezone.utc), event_id or f"{self.source}-{uuid.uuid4().hex}",
-                           self.pool)
+        message = envelope(
+            type,
+            payload if isinstance(payload, BaseModel) else dict(payload),
+            occurred_at or datetime.now(timezone.utc),
+            event_id or f"{self.source}-{uuid.uuid4().hex}",
+            self.pool,
+        )
         await self.publish(message)
         return message["event_id"]
 
@@ -168,8 +183,9 @@ class Client:
         streams; `flush` waits for them all)."""
         if self._producer is None:
             raise RuntimeError("Client: not started (use `async with Client(...)` or `await client.start()`)")
-        sent = await self._producer.send(self.topics.of_type(message["type"]), encode(message),
-                                         key=key_of(message).encode())
+        sent = await self._producer.send(
+            self.topics.of_type(message["type"]), encode(message), key=key_of(message).encode()
+        )
         if acknowledged:
             await sent
 
@@ -186,9 +202,15 @@ class Client:
 
     async def _start_listening(self) -> bool:
         if self._consumer is None:
-            self._consumer = await kafka_clients.started(kafka_clients.consumer(
-                bootstrap=self.bootstrap, isolation_level="read_committed", enable_auto_commit=False,
-                auto_offset_reset="earliest"), "client consumer")
+            self._consumer = await kafka_clients.started(
+                kafka_clients.consumer(
+                    bootstrap=self.bootstrap,
+                    isolation_level="read_committed",
+                    enable_auto_commit=False,
+                    auto_offset_reset="earliest",
+                ),
+                "client consumer",
+            )
         names = (self.topics.decisions, self.topics.deadletter)
         counts = await partition_counts(self.bootstrap, list(names))
         if len(counts) < len(names):

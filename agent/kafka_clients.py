@@ -78,11 +78,13 @@ def _options() -> dict[str, Any]:
     s = _security
     out: dict[str, Any] = {"security_protocol": s.security_protocol}
     if s.security_protocol in SASL_PROTOCOLS:
-        out.update(sasl_mechanism=s.sasl_mechanism, sasl_plain_username=s.sasl_username,
-                   sasl_plain_password=s.sasl_secret())
+        out.update(
+            sasl_mechanism=s.sasl_mechanism, sasl_plain_username=s.sasl_username, sasl_plain_password=s.sasl_secret()
+        )
     if s.security_protocol in SSL_PROTOCOLS:
-        context = create_ssl_context(cafile=s.ssl_cafile, certfile=s.ssl_certfile, keyfile=s.ssl_keyfile,
-                                     password=s.ssl_secret())
+        context = create_ssl_context(
+            cafile=s.ssl_cafile, certfile=s.ssl_certfile, keyfile=s.ssl_keyfile, password=s.ssl_secret()
+        )
         context.check_hostname = s.ssl_check_hostname
         out["ssl_context"] = context
     return out
@@ -106,8 +108,13 @@ _attempt: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar("gpua
 class _BootstrapErrors(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         attempt = _attempt.get()
-        if attempt is None or not attempt.open or not isinstance(record.args, tuple) or not record.args \
-                or not isinstance(record.args[-1], BaseException):
+        if (
+            attempt is None
+            or not attempt.open
+            or not isinstance(record.args, tuple)
+            or not record.args
+            or not isinstance(record.args[-1], BaseException)
+        ):
             return True
         attempt.errors.append(record.args[-1])
         return False
@@ -130,8 +137,10 @@ async def started(client: Client, what: str, deadline_s: float | None = None) ->
             _raise_if_refused(what, cause)
             wait = min(delay, deadline - loop.time())
             if wait <= 0:
-                raise Unreachable(f"{what}: {_reason(cause)} (retried for {loop.time() - began:.1f} s: "
-                                  "kafka.connect_timeout_s, GPUALLOC_KAFKA__CONNECT_TIMEOUT_S)")
+                raise Unreachable(
+                    f"{what}: {_reason(cause)} (retried for {loop.time() - began:.1f} s: "
+                    "kafka.connect_timeout_s, GPUALLOC_KAFKA__CONNECT_TIMEOUT_S)"
+                )
             log.warning("%s: cannot reach Kafka (%s); retrying in %.2f s", what, _reason(cause), wait)
             await asyncio.sleep(wait)
             delay = min(2 * delay, MAX_BACKOFF_S)
@@ -176,24 +185,37 @@ def _reason(error: BaseException) -> str:
     name, text = type(error).__name__, str(error)
     reason = text if text.startswith(name) else f"{name}: {text}" if text else name
     if isinstance(error, ConnectionResetError) or (isinstance(error, KafkaConnectionError) and "closed" in text):
-        reason += (f"; the broker hung up: does its listener want another kafka.security_protocol "
-                   f"(GPUALLOC_KAFKA__SECURITY_PROTOCOL, now {_security.security_protocol})?")
+        reason += (
+            f"; the broker hung up: does its listener want another kafka.security_protocol "
+            f"(GPUALLOC_KAFKA__SECURITY_PROTOCOL, now {_security.security_protocol})?"
+        )
     return reason
 
 
 def _raise_if_refused(what: str, error: BaseException) -> None:
     s = _security
     if isinstance(error, SaslAuthenticationFailed):
-        raise Refused("kafka.sasl_password", f"{what}: the broker refused the {s.sasl_mechanism} login of "
-                      f"{s.sasl_username!r} ({error}); check kafka.sasl_username and kafka.sasl_password "
-                      "(GPUALLOC_KAFKA__SASL_USERNAME, GPUALLOC_KAFKA__SASL_PASSWORD or _FILE)")
+        raise Refused(
+            "kafka.sasl_password",
+            f"{what}: the broker refused the {s.sasl_mechanism} login of "
+            f"{s.sasl_username!r} ({error}); check kafka.sasl_username and kafka.sasl_password "
+            "(GPUALLOC_KAFKA__SASL_USERNAME, GPUALLOC_KAFKA__SASL_PASSWORD or _FILE)",
+        )
     if isinstance(error, UnsupportedSaslMechanismError):
-        raise Refused("kafka.sasl_mechanism", f"{what}: the broker does not enable {s.sasl_mechanism} "
-                      "(GPUALLOC_KAFKA__SASL_MECHANISM)")
+        raise Refused(
+            "kafka.sasl_mechanism",
+            f"{what}: the broker does not enable {s.sasl_mechanism} (GPUALLOC_KAFKA__SASL_MECHANISM)",
+        )
     if isinstance(error, ssl.SSLCertVerificationError):
-        raise Refused("kafka.ssl_cafile", f"{what}: the broker's certificate failed verification ({error}); "
-                      "give the CA that signed it (GPUALLOC_KAFKA__SSL_CAFILE), or for a certificate that "
-                      "names another host, kafka.ssl_check_hostname")
+        raise Refused(
+            "kafka.ssl_cafile",
+            f"{what}: the broker's certificate failed verification ({error}); "
+            "give the CA that signed it (GPUALLOC_KAFKA__SSL_CAFILE), or for a certificate that "
+            "names another host, kafka.ssl_check_hostname",
+        )
     if isinstance(error, ssl.SSLError):
-        raise Refused("kafka.security_protocol", f"{what}: TLS with the broker failed ({error}); is its listener "
-                      f"{s.security_protocol} (GPUALLOC_KAFKA__SECURITY_PROTOCOL)?")
+        raise Refused(
+            "kafka.security_protocol",
+            f"{what}: TLS with the broker failed ({error}); is its listener "
+            f"{s.security_protocol} (GPUALLOC_KAFKA__SECURITY_PROTOCOL)?",
+        )

@@ -44,26 +44,38 @@ class AgentMetrics:
         self.registry, self.pool = CollectorRegistry(), pool
         r, p = self.registry, ["pool"]
         self.decisions = Counter("gpualloc_decisions", "Allocation decisions published", p + ["action"], registry=r)
-        self.latency = Histogram("gpualloc_decision_latency_seconds", "Arrival received to its decision published",
-                                 p, buckets=LATENCY_BUCKETS, registry=r)
+        self.latency = Histogram(
+            "gpualloc_decision_latency_seconds",
+            "Arrival received to its decision published",
+            p,
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.dead_letters = Counter("gpualloc_dead_letters", "Input records dead-lettered", p + ["reason"], registry=r)
         self.queue = Gauge("gpualloc_queue_depth", "Jobs queued (not running)", p, registry=r)
-        self.gpus = Gauge("gpualloc_gpus", "GPUs of the pool in the last committed step, by state", p + ["state"],
-                          registry=r)
-        self.utilization = Gauge("gpualloc_utilization", "Share of the pool's GPUs assigned in the last commit", p,
-                                 registry=r)
-        self.shortfall = Gauge("gpualloc_realtime_shortfall_gpus", "Real-time demand not held in the last commit", p,
-                               registry=r)
-        self.gap = Gauge("gpualloc_full_mode_gap", "Relative gap of the last adopted full-mode plan to its bound", p,
-                         registry=r)
+        self.gpus = Gauge(
+            "gpualloc_gpus", "GPUs of the pool in the last committed step, by state", p + ["state"], registry=r
+        )
+        self.utilization = Gauge(
+            "gpualloc_utilization", "Share of the pool's GPUs assigned in the last commit", p, registry=r
+        )
+        self.shortfall = Gauge(
+            "gpualloc_realtime_shortfall_gpus", "Real-time demand not held in the last commit", p, registry=r
+        )
+        self.gap = Gauge(
+            "gpualloc_full_mode_gap", "Relative gap of the last adopted full-mode plan to its bound", p, registry=r
+        )
         self.adopted = Counter("gpualloc_full_mode_adopted", "Commits whose plan came from full mode", p, registry=r)
         self.commits = Counter("gpualloc_commits", "Steps committed", p, registry=r)
-        self.lag = Gauge("gpualloc_consumer_lag", "Input records not consumed yet", p + ["topic", "partition"],
-                         registry=r)
-        self.publish_failures = Counter("gpualloc_publish_failures", "Passes that could not be published, by why",
-                                        p + ["kind"], registry=r)
-        self.publish_failing = Gauge("gpualloc_publish_failing",
-                                     "1 from a pass that could not be published until one is", p, registry=r)
+        self.lag = Gauge(
+            "gpualloc_consumer_lag", "Input records not consumed yet", p + ["topic", "partition"], registry=r
+        )
+        self.publish_failures = Counter(
+            "gpualloc_publish_failures", "Passes that could not be published, by why", p + ["kind"], registry=r
+        )
+        self.publish_failing = Gauge(
+            "gpualloc_publish_failing", "1 from a pass that could not be published until one is", p, registry=r
+        )
         # Every series whose labels are known is there from the start (at 0), so a dashboard or an
         # alert sees it before its first event, and rate() sees the first one.
         for action in ACTIONS:
@@ -72,8 +84,16 @@ class AgentMetrics:
             self.gpus.labels(pool, state)
         for kind in PUBLISH_FAILURES:
             self.publish_failures.labels(pool, kind)
-        for metric in (self.latency, self.queue, self.utilization, self.shortfall, self.gap, self.adopted, self.commits,
-                       self.publish_failing):
+        for metric in (
+            self.latency,
+            self.queue,
+            self.utilization,
+            self.shortfall,
+            self.gap,
+            self.adopted,
+            self.commits,
+            self.publish_failing,
+        ):
             metric.labels(pool)
 
     def decided(self, action: str, latency_s: float) -> None:
@@ -115,10 +135,16 @@ class NodeMetrics:
     def __init__(self, pool: str, node: int) -> None:
         self.registry, self.labels = CollectorRegistry(), (pool, str(node))
         r, p = self.registry, ["pool", "node"]
-        self.binds = Counter("gpualloc_node_binds", "Binds and releases done, by outcome", p + ["action", "status"],
-                             registry=r)
-        self.latency = Histogram("gpualloc_node_bind_latency_seconds", "A bind or release through the binder",
-                                 p + ["action"], buckets=LATENCY_BUCKETS, registry=r)
+        self.binds = Counter(
+            "gpualloc_node_binds", "Binds and releases done, by outcome", p + ["action", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "gpualloc_node_bind_latency_seconds",
+            "A bind or release through the binder",
+            p + ["action"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.bound = Gauge("gpualloc_node_bound_gpus", "GPUs of the node bound to jobs and apps", p, registry=r)
         for action in ("bind", "release"):
             self.latency.labels(*self.labels, action)
@@ -178,8 +204,11 @@ class HealthServer:
             while (await asyncio.wait_for(reader.readline(), 5)).strip():
                 pass  # headers: nothing here needs them
             status, kind, body = self._answer(path.split("?", 1)[0])
-            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
-                         "Connection: close\r\n\r\n".encode() + body)
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n".encode()
+                + body
+            )
             await writer.drain()
         except (asyncio.TimeoutError, ConnectionError, IndexError):
             pass
@@ -192,6 +221,9 @@ class HealthServer:
         if path == "/healthz":
             return "200 OK", "text/plain", b"ok\n"
         if path == "/readyz":
-            return ("200 OK", "text/plain", b"ready\n") if self.ready() else \
-                ("503 Service Unavailable", "text/plain", b"not ready: connecting or restoring state\n")
+            return (
+                ("200 OK", "text/plain", b"ready\n")
+                if self.ready()
+                else ("503 Service Unavailable", "text/plain", b"not ready: connecting or restoring state\n")
+            )
         return "404 Not Found", "text/plain", b"/metrics, /healthz, /readyz\n"

@@ -31,10 +31,18 @@ class Topics:
         """The topic an event type travels on."""
         if event_type == "pool.snapshot":
             return self.state
-        return {"job.": self.jobs, "app.": self.traffic, "traffic.": self.traffic, "pool.": self.config,
-                "node.": self.config, "allocation.": self.decisions, "plan.": self.commits,
-                "binding.": self.bindings, "input.": self.deadletter,
-                "pass.": self.ledger}[event_type.split(".")[0] + "."]
+        return {
+            "job.": self.jobs,
+            "app.": self.traffic,
+            "traffic.": self.traffic,
+            "pool.": self.config,
+            "node.": self.config,
+            "allocation.": self.decisions,
+            "plan.": self.commits,
+            "binding.": self.bindings,
+            "input.": self.deadletter,
+            "pass.": self.ledger,
+        }[event_type.split(".")[0] + "."]
 
     @property
     def prefix(self) -> str:

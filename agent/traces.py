@@ -57,9 +57,13 @@ POLLUX_COLUMNS = {"name": str, "time": float, "application": str, "num_replicas"
 def openb_trace(csv_path: str | Path, gpus: int = 64, days: int = 2, end_day: int = 148) -> list[dict]:
     """The openb pod list (Alibaba GPU trace v2023) as contract events
     (`gpualloc.solvers.simulation.openb`); InputError naming the line and the column of every bad row."""
+
     def problems(n: int, row: dict) -> list[str]:
-        bad = [f"line {n}: {column}: must be a number, got {row.get(column)!r}"
-               for column in ("num_gpu", "creation_time", "deletion_time") if not _parses(float, row.get(column))]
+        bad = [
+            f"line {n}: {column}: must be a number, got {row.get(column)!r}"
+            for column in ("num_gpu", "creation_time", "deletion_time")
+            if not _parses(float, row.get(column))
+        ]
         if (row.get("scheduled_time") or "").strip() and not _parses(float, row["scheduled_time"]):
             bad.append(f"line {n}: scheduled_time: must be a number or empty, got {row['scheduled_time']!r}")
         return bad
@@ -70,9 +74,13 @@ def openb_trace(csv_path: str | Path, gpus: int = 64, days: int = 2, end_day: in
 def pollux_trace(csv_path: str | Path, gpus: int = 64, gpus_per_node: int = 8) -> list[dict]:
     """A Pollux workload CSV as contract events (`gpualloc.solvers.simulation.pollux`);
     InputError naming the line and the column of every bad row."""
+
     def problems(n: int, row: dict) -> list[str]:
-        return [f"line {n}: {column}: must be {kind.__name__}, got {row.get(column)!r}"
-                for column, kind in POLLUX_COLUMNS.items() if not _parses(kind, row.get(column))]
+        return [
+            f"line {n}: {column}: must be {kind.__name__}, got {row.get(column)!r}"
+            for column, kind in POLLUX_COLUMNS.items()
+            if not _parses(kind, row.get(column))
+        ]
 
     rows = _csv_rows(csv_path, list(POLLUX_COLUMNS), "a Pollux workload", problems)
     try:
@@ -87,8 +95,9 @@ def _csv_rows(csv_path: str | Path, columns, what: str, problems) -> list[dict]:
     reader = csv.DictReader(io.StringIO(read_text(csv_path), newline=""))
     missing = [c for c in columns if c not in (reader.fieldnames or ())]
     if missing:
-        raise InputError(str(csv_path), [f"line 1: {', '.join(missing)}: missing column ({what} has "
-                                         f"{', '.join(columns)})"])
+        raise InputError(
+            str(csv_path), [f"line 1: {', '.join(missing)}: missing column ({what} has {', '.join(columns)})"]
+        )
     rows, found = [], []
     for n, row in enumerate(reader, 2):
         bad = problems(n, row)

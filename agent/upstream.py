@@ -23,23 +23,34 @@ from gpualloc.client import Client
 from gpualloc.schemas.events import JobRef, envelope, timestamp
 
 
-async def publish_trace(bootstrap: str, events: list[dict[str, Any]], topics: Topics,
-                        step_seconds: float | None = None, complete: bool = False) -> int:
+async def publish_trace(
+    bootstrap: str,
+    events: list[dict[str, Any]],
+    topics: Topics,
+    step_seconds: float | None = None,
+    complete: bool = False,
+) -> int:
     """Publish `events` (trace order) through a `gpualloc.client.Client`; returns how many
     messages were sent."""
-    durations = {e["payload"]["id"]: e["payload"].get("actual_duration") or e["payload"].get("duration")
-                 for e in events if e.get("type") == "job.submitted"}
+    durations = {
+        e["payload"]["id"]: e["payload"].get("actual_duration") or e["payload"].get("duration")
+        for e in events
+        if e.get("type") == "job.submitted"
+    }
     watcher = asyncio.create_task(complete_jobs(bootstrap, topics, durations)) if complete else None
     sent = 0
     try:
         async with Client(bootstrap, topics=topics, source="publish") as client:
             t0 = _trace_start(events)
-            step_minutes = next((e["payload"].get("step_minutes", 60) for e in events
-                                 if e.get("type") == "pool.configured"), 60)
+            step_minutes = next(
+                (e["payload"].get("step_minutes", 60) for e in events if e.get("type") == "pool.configured"), 60
+            )
             began = time.monotonic()
             for event in events:
                 if step_seconds:
-                    offset = (_parse_time(event["occurred_at"]) - t0).total_seconds() / (60 * step_minutes) * step_seconds
+                    offset = (
+                        (_parse_time(event["occurred_at"]) - t0).total_seconds() / (60 * step_minutes) * step_seconds
+                    )
                     await asyncio.sleep(max(0.0, began + offset - time.monotonic()))
                     event = {**event, "occurred_at": timestamp(datetime.now(timezone.utc))}
                 await client.publish(event, acknowledged=False)
@@ -53,13 +64,15 @@ async def publish_trace(bootstrap: str, events: list[dict[str, Any]], topics: To
     return sent
 
 
-async def complete_jobs(bootstrap: str, topics: Topics, durations: dict[str, int],
-                        stop: asyncio.Event | None = None, pool: str = "default") -> set[str]:
+async def complete_jobs(
+    bootstrap: str, topics: Topics, durations: dict[str, int], stop: asyncio.Event | None = None, pool: str = "default"
+) -> set[str]:
     """Play the platform running the jobs: each job of `durations` that a commit starts gets its
     job.completed (through a `Client`) once the commit of its last step is out. Runs until
     `stop` is set (without one: until every job completed); returns the jobs completed."""
-    consumer = kafka_clients.consumer(topics.commits, bootstrap=bootstrap, auto_offset_reset="earliest",
-                                      isolation_level="read_committed")
+    consumer = kafka_clients.consumer(
+        topics.commits, bootstrap=bootstrap, auto_offset_reset="earliest", isolation_level="read_committed"
+    )
     ends: dict[str, int] = {}
     done: set[str] = set()
     await kafka_clients.started(consumer, "platform consumer")
@@ -82,11 +95,17 @@ async def complete_jobs(bootstrap: str, topics: Topics, durations: dict[str, int
     return done
 
 
-def completed_message(job_id: str, pool: str = "default", event_id: str | None = None,
-                      detail: str = "ran its time") -> dict[str, Any]:
+def completed_message(
+    job_id: str, pool: str = "default", event_id: str | None = None, detail: str = "ran its time"
+) -> dict[str, Any]:
     """A `job.completed` as the platform running the job would publish it, stamped now."""
-    return envelope("job.completed", JobRef(id=job_id, detail=detail), datetime.now(timezone.utc),
-                    event_id or uuid.uuid4().hex, pool)
+    return envelope(
+        "job.completed",
+        JobRef(id=job_id, detail=detail),
+        datetime.now(timezone.utc),
+        event_id or uuid.uuid4().hex,
+        pool,
+    )
 
 
 def _trace_start(events: list[dict[str, Any]]) -> datetime:
@@ -112,8 +131,10 @@ def line(message: dict[str, Any], topic: str) -> str:
         shown = ", ".join(f"{owner} {span(gpus)}" for owner, gpus in holders[:HOLDERS_SHOWN])
         more = f" and {len(holders) - HOLDERS_SHOWN} more" if len(holders) > HOLDERS_SHOWN else ""
         part = f", part {p['part']} of {p['parts']}" if p.get("parts", 1) > 1 else ""
-        return (f"committed step {p['step']} (seq {p['seq']}{part}, {p['source']}) objective {p['objective']:.2f}{bound}: "
-                f"{shown or 'nothing held'}{more}{started}")
+        return (
+            f"committed step {p['step']} (seq {p['seq']}{part}, {p['source']}) objective {p['objective']:.2f}{bound}: "
+            f"{shown or 'nothing held'}{more}{started}"
+        )
     if kind == "binding.reported":
         return f"binding   node {p['node']} {p['job_id']} {p['status']} GPUs {span(p.get('gpus', []))} {p.get('detail', '')}".rstrip()
     if kind == "input.rejected":
@@ -155,12 +176,25 @@ def span(gpus: list[int]) -> str:
     return ",".join(map(str, gpus))
 
 
-async def tail(bootstrap: str, topics: Topics, stop: asyncio.Event, from_beginning: bool, out,
-               as_json: bool = False, job: str | None = None) -> None:
+async def tail(
+    bootstrap: str,
+    topics: Topics,
+    stop: asyncio.Event,
+    from_beginning: bool,
+    out,
+    as_json: bool = False,
+    job: str | None = None,
+) -> None:
     """Print output topics (`render`) until `stop` is set."""
-    consumer = kafka_clients.consumer(topics.decisions, topics.commits, topics.bindings, topics.deadletter,
-                                      bootstrap=bootstrap, auto_offset_reset="earliest" if from_beginning else "latest",
-                                      isolation_level="read_committed")
+    consumer = kafka_clients.consumer(
+        topics.decisions,
+        topics.commits,
+        topics.bindings,
+        topics.deadletter,
+        bootstrap=bootstrap,
+        auto_offset_reset="earliest" if from_beginning else "latest",
+        isolation_level="read_committed",
+    )
     await kafka_clients.started(consumer, "tail consumer")
     try:
         while not stop.is_set():

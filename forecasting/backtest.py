@@ -76,8 +76,9 @@ def job_backtest(events: list, settings: ForecastSettings = ForecastSettings()) 
             hw = pool_hardware(f, state.config)
         except SizeError:
             return
-        state.forecasters.finished(r.kind, f, hw, r.true_gpus or r.gpus or 1, r.actual,
-                                   used.peak_memory_gb if used else None)
+        state.forecasters.finished(
+            r.kind, f, hw, r.true_gpus or r.gpus or 1, r.actual, used.peak_memory_gb if used else None
+        )
 
     for env, p in events:
         while due and due[0][0] <= env.occurred_at:
@@ -85,8 +86,9 @@ def job_backtest(events: list, settings: ForecastSettings = ForecastSettings()) 
             learn((pool, job_id))
         if env.type == "pool.configured":
             old = pools.get(env.pool)
-            pools[env.pool] = _PoolState(p, old.origin if old else env.occurred_at,
-                                         old.forecasters if old else Forecasters(settings))
+            pools[env.pool] = _PoolState(
+                p, old.origin if old else env.occurred_at, old.forecasters if old else Forecasters(settings)
+            )
         elif env.type == "job.submitted" and env.pool in pools and p.kind in FEATURES and p.features:
             f, state = p.feature_model(), pools[env.pool]
             group = f.variant if p.kind == "training" else f.algorithm
@@ -109,25 +111,33 @@ def job_backtest(events: list, settings: ForecastSettings = ForecastSettings()) 
 def job_summary(results: list[JobResult], share: float = 0.2) -> dict:
     """Figures of the last `share` of the jobs: duration median APE per kind and group and in
     all, interval coverage, the share finishing within the planned steps, GPU counts right."""
-    held = results[len(results) - math.ceil(share * len(results)):] if results else []
+    held = results[len(results) - math.ceil(share * len(results)) :] if results else []
     groups: dict[tuple[str, str], list[JobResult]] = {}
     for r in held:
         groups.setdefault((r.kind, r.group), []).append(r)
     rows = [{"kind": kind, "group": group, **_figures(rs)} for (kind, group), rs in sorted(groups.items())]
-    return {"jobs": len(results), "held_out": len(held), "rows": rows, "all": _figures(held),
-            "by_kind": {kind: _figures([r for r in held if r.kind == kind]) for kind in sorted({r.kind for r in held})}}
+    return {
+        "jobs": len(results),
+        "held_out": len(held),
+        "rows": rows,
+        "all": _figures(held),
+        "by_kind": {kind: _figures([r for r in held if r.kind == kind]) for kind in sorted({r.kind for r in held})},
+    }
 
 
 def _figures(rs: list[JobResult]) -> dict:
     timed = [r for r in rs if r.actual and r.median is not None]
     counted = [r for r in rs if r.true_gpus is not None]
-    return {"jobs": len(rs),
-            "duration_mdape": _round(statistics.median(abs(r.median - r.actual) / r.actual for r in timed)
-                                     if timed else None),
-            "interval_coverage": _round(_share(timed, lambda r: r.low <= r.actual <= r.high)),
-            "within_planned": _round(_share(timed, lambda r: r.actual <= r.planned)),
-            "gpus_right": _round(_share(counted, lambda r: r.gpus == r.true_gpus)),
-            "unsized": sum(r.gpus is None for r in rs)}
+    return {
+        "jobs": len(rs),
+        "duration_mdape": _round(
+            statistics.median(abs(r.median - r.actual) / r.actual for r in timed) if timed else None
+        ),
+        "interval_coverage": _round(_share(timed, lambda r: r.low <= r.actual <= r.high)),
+        "within_planned": _round(_share(timed, lambda r: r.actual <= r.planned)),
+        "gpus_right": _round(_share(counted, lambda r: r.gpus == r.true_gpus)),
+        "unsized": sum(r.gpus is None for r in rs),
+    }
 
 
 def _share(rs: list, ok) -> float | None:
@@ -139,6 +149,7 @@ def _round(x: float | None) -> float | None:
 
 
 # ---- traffic ----------------------------------------------------------------------------------
+
 
 @dataclass
 class _AppSeries:
@@ -161,8 +172,9 @@ def traffic_backtest(events: list, settings: ForecastSettings = ForecastSettings
             configs[env.pool] = (p, configs[env.pool][1] if env.pool in configs else env.occurred_at)
         elif env.type == "app.registered" and env.pool in configs:
             old = series.get((env.pool, p.id))
-            series[(env.pool, p.id)] = _AppSeries(env.pool, p.id, p.profile, p.rps_per_gpu,
-                                                  *((old.demand, old.loads) if old else ()))
+            series[(env.pool, p.id)] = _AppSeries(
+                env.pool, p.id, p.profile, p.rps_per_gpu, *((old.demand, old.loads) if old else ())
+            )
         elif env.type == "traffic.observed" and (env.pool, p.app) in series:
             s = series[(env.pool, p.app)]
             config, origin = configs[env.pool]
@@ -199,10 +211,13 @@ def _app_backtest(s: _AppSeries, step_minutes: int, start_minute: int, settings:
     peak = trained[math.ceil(PEAK_QUANTILE * len(trained)) - 1]
     steps = sorted(made)
     actual = [s.demand[t] for t in steps]
-    return {"steps": len(steps), "weeks": round(end / week, 1),
-            "forecast": _provisioning([made[t] for t in steps], actual),
-            "profile": _provisioning([s.profile[hour(t) % 24] for t in steps], actual) if s.profile else None,
-            "peak": _provisioning([peak] * len(steps), actual)}
+    return {
+        "steps": len(steps),
+        "weeks": round(end / week, 1),
+        "forecast": _provisioning([made[t] for t in steps], actual),
+        "profile": _provisioning([s.profile[hour(t) % 24] for t in steps], actual) if s.profile else None,
+        "peak": _provisioning([peak] * len(steps), actual),
+    }
 
 
 def _provisioning(planned: list[int], actual: list[int]) -> dict:

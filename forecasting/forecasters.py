@@ -38,11 +38,20 @@ class Forecasters:
     def size(self, kind: str, f: Features, hw: Hardware, gpus: int | None, duration: int | None) -> JobForecast:
         """The job's GPU count and duration: the given ones, the rest forecast (SizeError when
         no count within `max_pool_share` of the pool's GPUs holds it)."""
-        return self.jobs.forecast(kind, f, hw, self.settings.quantile(kind), self.settings.interval, gpus, duration,
-                                  self.settings.max_pool_share)
+        return self.jobs.forecast(
+            kind,
+            f,
+            hw,
+            self.settings.quantile(kind),
+            self.settings.interval,
+            gpus,
+            duration,
+            self.settings.max_pool_share,
+        )
 
-    def finished(self, kind: str, f: Features, hw: Hardware, gpus: int, steps: int,
-                 peak_memory_gb: float | None) -> None:
+    def finished(
+        self, kind: str, f: Features, hw: Hardware, gpus: int, steps: int, peak_memory_gb: float | None
+    ) -> None:
         self.jobs.learn(kind, f, hw, gpus, steps, peak_memory_gb)
 
     # ---- traffic ------------------------------------------------------------------------------
@@ -60,8 +69,11 @@ class Forecasters:
 
     @classmethod
     def load(cls, data: dict, settings: ForecastSettings) -> "Forecasters":
-        return cls(settings, JobForecaster.load(data["jobs"]),
-                   TrafficForecaster.load(data["traffic"], settings.traffic_weeks, settings.traffic_forgetting))
+        return cls(
+            settings,
+            JobForecaster.load(data["jobs"]),
+            TrafficForecaster.load(data["traffic"], settings.traffic_weeks, settings.traffic_forgetting),
+        )
 
 
 def pool_hardware(f: Features, pool: Any) -> Hardware:
@@ -70,13 +82,15 @@ def pool_hardware(f: Features, pool: Any) -> Hardware:
     return hardware(f, pool.gpu_type, pool.gpu_memory_gb, pool.gpus, pool.step_minutes)
 
 
-def hardware(f: Features, pool_type: str | None, pool_memory_gb: float | None, gpus: int,
-             step_minutes: int) -> Hardware:
+def hardware(
+    f: Features, pool_type: str | None, pool_memory_gb: float | None, gpus: int, step_minutes: int
+) -> Hardware:
     """What the job runs on: its own GPU type and memory, else the pool's (SizeError naming
     the field when neither says)."""
     gpu_type = f.gpu_type or pool_type
     if gpu_type is None:
-        raise SizeError("features.gpu_type: give it, or the pool's gpu_type in pool.configured, so the job "
-                        "can be sized")
+        raise SizeError(
+            "features.gpu_type: give it, or the pool's gpu_type in pool.configured, so the job can be sized"
+        )
     memory = f.gpu_memory_gb or (pool_memory_gb if gpu_type == pool_type else None) or GPU_MEMORY_GB[gpu_type]
     return Hardware(gpu_type, memory, gpus, step_minutes)

@@ -79,34 +79,71 @@ def _one_hot(value: str, choices: tuple[str, ...]) -> list[float]:
 def _common(gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
     """Terms every design shares: the hardware, the count, and the baseline's own answers (so a
     correction can grow or shrink with them: fixed overheads weigh most on small jobs)."""
-    return [1.0, math.log2(gpus), math.log(hours), 1.0 / (1.0 + hours), math.log1p(memory), 1.0 / (1.0 + memory),
-            *_one_hot(gpu_type, GPU_TYPES)]
+    return [
+        1.0,
+        math.log2(gpus),
+        math.log(hours),
+        1.0 / (1.0 + hours),
+        math.log1p(memory),
+        1.0 / (1.0 + memory),
+        *_one_hot(gpu_type, GPU_TYPES),
+    ]
 
 
 def _training_design(f: TrainingFeatures, gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
-    return [*_common(gpu_type, gpus, hours, memory), math.log(f.params_b), math.log(f.params_b) ** 2,
-            math.log(f.micro_batch) ** 2, math.log2(gpus) ** 2,
-            math.log((f.active_params_b or f.params_b) / f.params_b), math.log(f.layers), math.log(f.hidden_size),
-            math.log(f.seq_len), math.log(f.dataset_tokens_m * f.epochs), math.log(f.global_batch),
-            math.log(f.micro_batch), math.log(f.lora_rank or 1), float(f.gradient_checkpointing), f.zero_stage / 3,
-            math.log2(f.tensor_parallel), math.log2(f.pipeline_parallel), float(f.flash_attention),
-            float(f.reference_model), *_one_hot(f.variant, TRAINING_VARIANTS), *_one_hot(f.precision, PRECISIONS),
-            *_one_hot(f.optimizer, OPTIMIZERS)]
+    return [
+        *_common(gpu_type, gpus, hours, memory),
+        math.log(f.params_b),
+        math.log(f.params_b) ** 2,
+        math.log(f.micro_batch) ** 2,
+        math.log2(gpus) ** 2,
+        math.log((f.active_params_b or f.params_b) / f.params_b),
+        math.log(f.layers),
+        math.log(f.hidden_size),
+        math.log(f.seq_len),
+        math.log(f.dataset_tokens_m * f.epochs),
+        math.log(f.global_batch),
+        math.log(f.micro_batch),
+        math.log(f.lora_rank or 1),
+        float(f.gradient_checkpointing),
+        f.zero_stage / 3,
+        math.log2(f.tensor_parallel),
+        math.log2(f.pipeline_parallel),
+        float(f.flash_attention),
+        float(f.reference_model),
+        *_one_hot(f.variant, TRAINING_VARIANTS),
+        *_one_hot(f.precision, PRECISIONS),
+        *_one_hot(f.optimizer, OPTIMIZERS),
+    ]
 
 
-def _quantization_design(f: QuantizationFeatures, gpu_type: str, gpus: int, hours: float,
-                         memory: float) -> list[float]:
-    return [*_common(gpu_type, gpus, hours, memory), math.log(f.params_b), math.log(f.bits),
-            math.log1p(f.calibration_samples), math.log(f.seq_len), math.log(f.group_size or 1),
-            *_one_hot(f.algorithm, QUANT_ALGORITHMS)]
+def _quantization_design(f: QuantizationFeatures, gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
+    return [
+        *_common(gpu_type, gpus, hours, memory),
+        math.log(f.params_b),
+        math.log(f.bits),
+        math.log1p(f.calibration_samples),
+        math.log(f.seq_len),
+        math.log(f.group_size or 1),
+        *_one_hot(f.algorithm, QUANT_ALGORITHMS),
+    ]
 
 
 BASELINES: dict[str, Baseline] = {
-    "training": Baseline(physics.memory_per_gpu_gb, physics.memory_parts_gb, physics.training_hours,
-                         physics.smallest_count, _training_design),
-    "quantization": Baseline(quantization.memory_per_gpu_gb, quantization.memory_parts_gb,
-                             quantization.quantization_hours,
-                             lambda f: 1, _quantization_design),
+    "training": Baseline(
+        physics.memory_per_gpu_gb,
+        physics.memory_parts_gb,
+        physics.training_hours,
+        physics.smallest_count,
+        _training_design,
+    ),
+    "quantization": Baseline(
+        quantization.memory_per_gpu_gb,
+        quantization.memory_parts_gb,
+        quantization.quantization_hours,
+        lambda f: 1,
+        _quantization_design,
+    ),
 }
 
 
@@ -123,14 +160,16 @@ class KindModel:
 
     @classmethod
     def load(cls, data: dict) -> "KindModel":
-        return cls(OnlineRidge.load(data["memory"]), OnlineRidge.load(data["duration"]),
-                   ErrorWindow(errors=list(data["errors"])))
+        return cls(
+            OnlineRidge.load(data["memory"]),
+            OnlineRidge.load(data["duration"]),
+            ErrorWindow(errors=list(data["errors"])),
+        )
 
 
 def _fresh(kind: str) -> KindModel:
     probe = BASELINES[kind].design(_PROBES[kind], GPU_TYPES[0], 1, 1.0, 1.0)
-    return KindModel(OnlineRidge(len(_memory_row(kind, _PROBES[kind], GPU_TYPES[0], 1, 1.0))),
-                     OnlineRidge(len(probe)))
+    return KindModel(OnlineRidge(len(_memory_row(kind, _PROBES[kind], GPU_TYPES[0], 1, 1.0))), OnlineRidge(len(probe)))
 
 
 MEMORY_SCALE = 50.0  # GB: keeps the proportional terms of the memory row near the others' magnitude
@@ -142,13 +181,30 @@ def _memory_row(kind: str, f: Features, gpu_type: str, gpus: int, accounted: flo
     buffers once there are peers) and GB by variant or algorithm (each holds memory its own way)."""
     group = _one_hot(f.variant, TRAINING_VARIANTS) if kind == "training" else _one_hot(f.algorithm, QUANT_ALGORITHMS)
     parts = [gb / MEMORY_SCALE for gb in BASELINES[kind].parts(f, gpus).values()]
-    return np.array([*parts, 1.0, float(gpus > 1), *group, *(g * accounted / MEMORY_SCALE for g in group),
-                     *_one_hot(gpu_type, GPU_TYPES)])
+    return np.array(
+        [
+            *parts,
+            1.0,
+            float(gpus > 1),
+            *group,
+            *(g * accounted / MEMORY_SCALE for g in group),
+            *_one_hot(gpu_type, GPU_TYPES),
+        ]
+    )
 
 
 _PROBES: dict[str, Features] = {
-    "training": TrainingFeatures(variant="full", params_b=1, layers=1, hidden_size=64, seq_len=1,
-                                 dataset_tokens_m=1, epochs=1, global_batch=1, micro_batch=1),
+    "training": TrainingFeatures(
+        variant="full",
+        params_b=1,
+        layers=1,
+        hidden_size=64,
+        seq_len=1,
+        dataset_tokens_m=1,
+        epochs=1,
+        global_batch=1,
+        micro_batch=1,
+    ),
     "quantization": QuantizationFeatures(params_b=1, algorithm="awq", bits=4),
 }
 
@@ -169,8 +225,9 @@ def _hours(base: Baseline, f: Features, gpu_type: str, gpus: int) -> float:
     return max(base.hours(f, gpu_type, gpus), 1e-9)
 
 
-def _choose(counts: list[int], peak: Callable[[int], float], baseline_fits: Callable[[int], bool],
-            memory_gb: float) -> int | None:
+def _choose(
+    counts: list[int], peak: Callable[[int], float], baseline_fits: Callable[[int], bool], memory_gb: float
+) -> int | None:
     """Of `counts` (ascending powers of two): the smallest whose forecast peak fits a GPU, else
     whose baseline fits (a correction learned from other jobs may overreach), else the smallest
     whose peak is within TOLERANCE of fitting, doubled while a doubling lowers the peak by at
@@ -198,9 +255,17 @@ class SizeError(ValueError):
 class JobForecaster:
     models: dict[str, KindModel] = field(default_factory=lambda: {kind: _fresh(kind) for kind in BASELINES})
 
-    def forecast(self, kind: str, f: Features, hw: Hardware, quantile: float, coverage: float,
-                 gpus: int | None = None, duration: int | None = None,
-                 share: float = ForecastSettings().max_pool_share) -> JobForecast:
+    def forecast(
+        self,
+        kind: str,
+        f: Features,
+        hw: Hardware,
+        quantile: float,
+        coverage: float,
+        gpus: int | None = None,
+        duration: int | None = None,
+        share: float = ForecastSettings().max_pool_share,
+    ) -> JobForecast:
         """The job's GPUs (given, else forecast within `share` of the pool) and duration (given,
         else the `quantile`)."""
         model, base = self.models[kind], BASELINES[kind]
@@ -212,11 +277,21 @@ class JobForecaster:
         tail = (1.0 - coverage) / 2
         planned = duration if duration is not None else min(LIMITS.duration, max(1, math.ceil(at(quantile) - 1e-9)))
         made = tuple(name for name, given in (("gpus", gpus), ("duration", duration)) if given is None)
-        return JobForecast(n, planned, at(0.5), at(tail), at(1.0 - tail), coverage, quantile, made,
-                           self._peak(kind, f, hw.gpu_type, n, memory))
+        return JobForecast(
+            n,
+            planned,
+            at(0.5),
+            at(tail),
+            at(1.0 - tail),
+            coverage,
+            quantile,
+            made,
+            self._peak(kind, f, hw.gpu_type, n, memory),
+        )
 
-    def learn(self, kind: str, f: Features, hw: Hardware, gpus: int, steps: int,
-              peak_memory_gb: float | None = None) -> None:
+    def learn(
+        self, kind: str, f: Features, hw: Hardware, gpus: int, steps: int, peak_memory_gb: float | None = None
+    ) -> None:
         """A finished job ran `steps` pool steps on `gpus` GPUs (peaking at `peak_memory_gb` a GPU).
         A job beyond anything a GPU holds (`_sane`) teaches nothing: one such example would
         outweigh every real one."""
@@ -244,8 +319,10 @@ class JobForecaster:
         gives one job the pool: a job that needs that much says so with `gpus`."""
         base, floor = BASELINES[kind], BASELINES[kind].smallest(f)
         if floor > hw.max_gpus:
-            raise SizeError(f"features.tensor_parallel, features.pipeline_parallel: the layout needs {floor} GPUs, "
-                            f"the pool has {hw.max_gpus}")
+            raise SizeError(
+                f"features.tensor_parallel, features.pipeline_parallel: the layout needs {floor} GPUs, "
+                f"the pool has {hw.max_gpus}"
+            )
         cap = max(floor, 1 << int(math.log2(max(1.0, share * hw.max_gpus))))
         counts = [floor << i for i in range(int(math.log2(hw.max_gpus // floor)) + 1)]
         peaks: dict[int, float] = {}
@@ -258,12 +335,16 @@ class JobForecaster:
         n = _choose(counts, peak, lambda n: base.memory(f, n) <= hw.memory_gb * physics.HEADROOM, hw.memory_gb)
         if n is None:
             least, at = min((peak(n), n) for n in counts)
-            raise SizeError(f"features: no count of the pool's {hw.max_gpus} GPUs holds the job (it needs about "
-                            f"{least:.0f} GB a GPU at best, at {at}; a {hw.gpu_type} has {hw.memory_gb:g} GB)")
+            raise SizeError(
+                f"features: no count of the pool's {hw.max_gpus} GPUs holds the job (it needs about "
+                f"{least:.0f} GB a GPU at best, at {at}; a {hw.gpu_type} has {hw.memory_gb:g} GB)"
+            )
         if n > cap:
-            raise SizeError(f"features: the forecast sizes the job at {n} GPUs, more than forecast.max_pool_share "
-                            f"({share:g}) of the pool's {hw.max_gpus} allows ({cap}); give gpus to run it at a count "
-                            f"of your own")
+            raise SizeError(
+                f"features: the forecast sizes the job at {n} GPUs, more than forecast.max_pool_share "
+                f"({share:g}) of the pool's {hw.max_gpus} allows ({cap}); give gpus to run it at a count "
+                f"of your own"
+            )
         return n
 
     def dump(self) -> dict:

@@ -24,15 +24,21 @@ from dataclasses import dataclass
 
 from gpualloc.schemas.features import TrainingFeatures
 
-GIB = 1024 ** 3
+GIB = 1024**3
 BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}  # a weight, by compute precision
 OPTIMIZER_BYTES = {"adamw": 12, "adamw_8bit": 6, "adafactor": 6, "sgd": 8, "lion": 8}  # a trainable parameter:
 # fp32 master copy (4) and the optimizer's moments (adamw 4 + 4; 8-bit 1 + 1; factored ~2; momentum 4)
 FROZEN_BACKWARD = ("lora", "qlora", "dora", "adapter", "prefix", "prompt", "ia3")  # no gradients of base weights
 PEAK_TFLOPS = {  # dense tensor-core peak by GPU type: (16-bit, fp8, fp32/tf32)
-    "v100-32gb": (125, 125, 15.7), "a10-24gb": (125, 125, 31), "l40s-48gb": (362, 733, 91.6),
-    "a100-40gb": (312, 312, 156), "a100-80gb": (312, 312, 156), "h100-80gb": (989, 1979, 494),
-    "h200-141gb": (989, 1979, 494), "b200-192gb": (2250, 4500, 1100), "mi300x-192gb": (1307, 2615, 654),
+    "v100-32gb": (125, 125, 15.7),
+    "a10-24gb": (125, 125, 31),
+    "l40s-48gb": (362, 733, 91.6),
+    "a100-40gb": (312, 312, 156),
+    "a100-80gb": (312, 312, 156),
+    "h100-80gb": (989, 1979, 494),
+    "h200-141gb": (989, 1979, 494),
+    "b200-192gb": (2250, 4500, 1100),
+    "mi300x-192gb": (1307, 2615, 654),
 }
 GPU_MEMORY_GB = {name: float(name.rsplit("-", 1)[1].removesuffix("gb")) for name in PEAK_TFLOPS}
 ACHIEVED = 0.40  # the share of peak a well-tuned training job sustains (model FLOPs utilization)
@@ -95,9 +101,13 @@ def memory_parts_gb(f: TrainingFeatures, gpus: int) -> dict[str, float]:
     if f.gradient_checkpointing:
         activations += tokens * f.hidden_size * full_layer  # the layer being recomputed
     logits = tokens * VOCABULARY * LOGIT_BYTES
-    return {"weights": (weights + reference) / model_split / GIB, "gradients": grads / model_split / GIB,
-            "optimizer": state / model_split / GIB, "activations": activations / f.tensor_parallel / GIB,
-            "logits": logits / f.tensor_parallel / GIB}
+    return {
+        "weights": (weights + reference) / model_split / GIB,
+        "gradients": grads / model_split / GIB,
+        "optimizer": state / model_split / GIB,
+        "activations": activations / f.tensor_parallel / GIB,
+        "logits": logits / f.tensor_parallel / GIB,
+    }
 
 
 def memory_per_gpu_gb(f: TrainingFeatures, gpus: int) -> float:
@@ -135,8 +145,9 @@ def smallest_count(f: TrainingFeatures) -> int:
     return n
 
 
-def size_training(f: TrainingFeatures, gpu_type: str, gpu_memory_gb: float | None = None,
-                  max_gpus: int = 4096) -> Sizing:
+def size_training(
+    f: TrainingFeatures, gpu_type: str, gpu_memory_gb: float | None = None, max_gpus: int = 4096
+) -> Sizing:
     """The smallest power-of-two GPU count (at least TP x PP) whose memory fits, and the time."""
     memory = (gpu_memory_gb or GPU_MEMORY_GB[gpu_type]) * HEADROOM
     n = smallest_count(f)

@@ -19,8 +19,15 @@ from __future__ import annotations
 from gpualloc.forecasting.physics import ACHIEVED, GIB, GPU_MEMORY_GB, HEADROOM, Sizing, peak_flops
 from gpualloc.schemas.features import QuantizationFeatures
 
-CALIBRATION_PASSES = {"awq": 3.0, "gptq": 2.0, "smoothquant": 1.0, "fp8": 1.0, "bnb_nf4": 0.0, "bnb_int8": 0.0,
-                      "gguf_k": 0.0}
+CALIBRATION_PASSES = {
+    "awq": 3.0,
+    "gptq": 2.0,
+    "smoothquant": 1.0,
+    "fp8": 1.0,
+    "bnb_nf4": 0.0,
+    "bnb_int8": 0.0,
+    "gguf_k": 0.0,
+}
 STORAGE_GB_S = 1.0  # checkpoint read and write speed
 GGUF_S_PER_B = 60.0  # CPU k-quant conversion, seconds a billion parameters
 CALIBRATING = ("awq", "gptq", "smoothquant", "fp8")
@@ -67,8 +74,9 @@ def quantization_hours(f: QuantizationFeatures, gpu_type: str, gpus: int) -> flo
     return seconds / 3600.0
 
 
-def size_quantization(f: QuantizationFeatures, gpu_type: str, gpu_memory_gb: float | None = None,
-                      max_gpus: int = 4096) -> Sizing:
+def size_quantization(
+    f: QuantizationFeatures, gpu_type: str, gpu_memory_gb: float | None = None, max_gpus: int = 4096
+) -> Sizing:
     """The smallest power-of-two GPU count that holds the model, and the time."""
     per_gpu = (gpu_memory_gb or GPU_MEMORY_GB[gpu_type]) * HEADROOM
     n = 1

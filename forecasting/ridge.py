@@ -66,14 +66,14 @@ class ErrorWindow:
 
     def add(self, error: float) -> None:
         self.errors.append(error)
-        del self.errors[:-self.size]
+        del self.errors[: -self.size]
 
     def quantile(self, p: float) -> float:
         """The p-quantile of the errors (linear between order statistics); a normal spread of
         `PRIOR_SPREAD` while fewer than `MIN_ERRORS` are known."""
         if len(self.errors) < MIN_ERRORS:
             return PRIOR_SPREAD * NormalDist().inv_cdf(p)
-        ordered = sorted(self.errors[-max(MIN_ERRORS, len(self.errors) // 2):])
+        ordered = sorted(self.errors[-max(MIN_ERRORS, len(self.errors) // 2) :])
         at = p * (len(ordered) - 1)
         lo = math.floor(at)
         hi = min(lo + 1, len(ordered) - 1)

@@ -112,16 +112,24 @@ class TrafficForecaster:
     def _quantile(self, samples: list[tuple[int, float]], hour: int, q: float) -> float | None:
         if not samples:
             return None
-        weighted = [(v, self.forgetting ** ((hour - h) / WEEK) * (2.0 if (hour - h) % WEEK == 0 else 1.0))
-                    for h, v in samples]
+        weighted = [
+            (v, self.forgetting ** ((hour - h) / WEEK) * (2.0 if (hour - h) % WEEK == 0 else 1.0)) for h, v in samples
+        ]
         median = _weighted_quantile(weighted, 0.5)
         spread = max(_weighted_quantile([(abs(v - median), w) for v, w in weighted], 0.5), MIN_SPREAD * median)
         cap = median + SPREADS * spread
         return _weighted_quantile([(min(v, cap), w) for v, w in weighted], q)
 
     def dump(self) -> dict:
-        return {app_id: {"hours": sorted([h, v] for hours in a.by_hour_of_day.values() for h, v in hours.items()),
-                         "recent": a.recent, "last": a.last, "level": a.level} for app_id, a in self.apps.items()}
+        return {
+            app_id: {
+                "hours": sorted([h, v] for hours in a.by_hour_of_day.values() for h, v in hours.items()),
+                "recent": a.recent,
+                "last": a.last,
+                "level": a.level,
+            }
+            for app_id, a in self.apps.items()
+        }
 
     @classmethod
     def load(cls, data: dict, weeks: int, forgetting: float) -> "TrafficForecaster":

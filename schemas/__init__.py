@@ -5,5 +5,4 @@ from gpualloc.schemas.errors import describe
 from gpualloc.schemas.plan import Metrics, Plan
 from gpualloc.schemas.scenario import BATCH_KINDS, BatchJob, RealtimeApp, RunningState, Scenario
 
-__all__ = ["BATCH_KINDS", "BatchJob", "Metrics", "Plan", "RealtimeApp", "RunningState",
-           "Scenario", "describe"]
+__all__ = ["BATCH_KINDS", "BatchJob", "Metrics", "Plan", "RealtimeApp", "RunningState", "Scenario", "describe"]

@@ -43,8 +43,9 @@ def set_rects(masks: Iterable[int]) -> list[Rect]:
     return out
 
 
-def tentative_plan(gpus: int, steps: int, batch: Mapping[str, tuple[int, int, int]],
-                   realtime: Mapping[str, list[int]]) -> dict[str, Any]:
+def tentative_plan(
+    gpus: int, steps: int, batch: Mapping[str, tuple[int, int, int]], realtime: Mapping[str, list[int]]
+) -> dict[str, Any]:
     """The `plan` of a commit: `batch` job -> (step_from, step_to, GPU mask), `realtime` app ->
     its GPU mask per step, all over a window of `steps` steps from the commit's step. Holders
     that hold nothing in the window are left out; batch first, then apps (the grid's order)."""
@@ -74,6 +75,7 @@ def commit_grid(payload: Mapping[str, Any]) -> list[list[str | None]]:
 
 # ---- parts ---------------------------------------------------------------------------------
 
+
 def split(message: dict[str, Any], limit: int = PART_BYTES) -> list[dict[str, Any]]:
     """A `plan.committed` message as the messages of its parts, each under `limit` bytes as
     JSON: the message itself when it fits. Part 1 keeps the event id, part i the id + `:i`;
@@ -83,9 +85,18 @@ def split(message: dict[str, Any], limit: int = PART_BYTES) -> list[dict[str, An
         return [message]
     p = message["payload"]
     plan = p.get("plan") or {"gpus": 0, "steps": 0, "holders": {}}
-    bare = {**message, "event_id": message["event_id"] + ":9999999",
-            "payload": {**p, "assignments": {}, "started": [], "plan": {**plan, "holders": {}},
-                        "part": 9_999_999, "parts": 9_999_999}}
+    bare = {
+        **message,
+        "event_id": message["event_id"] + ":9999999",
+        "payload": {
+            **p,
+            "assignments": {},
+            "started": [],
+            "plan": {**plan, "holders": {}},
+            "part": 9_999_999,
+            "parts": 9_999_999,
+        },
+    }
     room = limit - len(orjson.dumps(bare))
     if room <= 0:
         raise ValueError(f"plan.committed: its fields but the holders take {limit - room} bytes, more than {limit}")
@@ -105,8 +116,9 @@ def split(message: dict[str, Any], limit: int = PART_BYTES) -> list[dict[str, An
         rects = holders.get(h, [])
         first = key + 2 + len(orjson.dumps(rects[0])) + 1 if rects else 0
         if fixed + first > room:
-            raise ValueError(f"plan.committed: holder {h!r} alone needs {fixed + first} bytes, more than a part's "
-                             f"{room}")
+            raise ValueError(
+                f"plan.committed: holder {h!r} alone needs {fixed + first} bytes, more than a part's {room}"
+            )
         if used + fixed + first > room:
             close()
         a, s, hs = parts[-1]
@@ -125,10 +137,21 @@ def split(message: dict[str, Any], limit: int = PART_BYTES) -> list[dict[str, An
     if not any(parts[-1]):
         parts.pop()
     n = len(parts)
-    return [{**message, "event_id": message["event_id"] if i == 1 else f"{message['event_id']}:{i}",
-             "payload": {**p, "assignments": a, "started": s, "plan": {**plan, "holders": hs} if p.get("plan") else None,
-                         "part": i, "parts": n}}
-            for i, (a, s, hs) in enumerate(parts, 1)]
+    return [
+        {
+            **message,
+            "event_id": message["event_id"] if i == 1 else f"{message['event_id']}:{i}",
+            "payload": {
+                **p,
+                "assignments": a,
+                "started": s,
+                "plan": {**plan, "holders": hs} if p.get("plan") else None,
+                "part": i,
+                "parts": n,
+            },
+        }
+        for i, (a, s, hs) in enumerate(parts, 1)
+    ]
 
 
 def merge(parts: list[Mapping[str, Any]]) -> dict[str, Any]:
@@ -139,9 +162,12 @@ def merge(parts: list[Mapping[str, Any]]) -> dict[str, Any]:
     first = parts[0]
     n = first.get("parts", 1)
     if [p.get("part", 1) for p in parts] != list(range(1, n + 1)) or any(
-            (p["seq"], p.get("parts", 1)) != (first["seq"], n) for p in parts):
-        raise ValueError(f"parts: commit seq {first['seq']} needs parts 1-{n} exactly once each, got "
-                         f"{[(p['seq'], p.get('part', 1)) for p in parts]}")
+        (p["seq"], p.get("parts", 1)) != (first["seq"], n) for p in parts
+    ):
+        raise ValueError(
+            f"parts: commit seq {first['seq']} needs parts 1-{n} exactly once each, got "
+            f"{[(p['seq'], p.get('part', 1)) for p in parts]}"
+        )
     assignments: dict[str, Any] = {}
     started: list[str] = []
     holders: dict[str, list] = {}
@@ -151,8 +177,14 @@ def merge(parts: list[Mapping[str, Any]]) -> dict[str, Any]:
         for h, rects in ((p.get("plan") or {}).get("holders") or {}).items():
             holders.setdefault(h, []).extend(rects)
     plan = first.get("plan")
-    return {**first, "assignments": assignments, "started": started,
-            "plan": None if plan is None else {**plan, "holders": holders}, "part": 1, "parts": 1}
+    return {
+        **first,
+        "assignments": assignments,
+        "started": started,
+        "plan": None if plan is None else {**plan, "holders": holders},
+        "part": 1,
+        "parts": 1,
+    }
 
 
 class Parts:

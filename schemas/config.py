@@ -86,7 +86,9 @@ class FullModeOptions(_Frozen):
     node_limit: int | None = Field(default=None, ge=1)
     progress: bool = False  # stream the solver's log (incumbent and bound over time) to stderr
     exact: bool | None = None  # per-GPU real-time sets in the model (no stage 2); None: where stage 2 falls short
-    lns: bool = False  # instead of the whole model: exact sub-models over windows of nodes (solvers/policies/milp/lns.py)
+    lns: bool = (
+        False  # instead of the whole model: exact sub-models over windows of nodes (solvers/policies/milp/lns.py)
+    )
 
 
 class SolveOptions(_Frozen):
@@ -222,16 +224,28 @@ class KafkaSecurity(_Frozen):
     ssl_check_hostname: bool = True
     connect_timeout_s: float = Field(default=30.0, gt=0)  # a start retries an unreachable broker this long
 
-    @field_validator("sasl_mechanism", "sasl_username", "sasl_password", "sasl_password_file", "ssl_cafile",
-                     "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_password_file")
+    @field_validator(
+        "sasl_mechanism",
+        "sasl_username",
+        "sasl_password",
+        "sasl_password_file",
+        "ssl_cafile",
+        "ssl_certfile",
+        "ssl_keyfile",
+        "ssl_password",
+        "ssl_password_file",
+    )
     @classmethod
     def _fits_protocol(cls, value: Any, info: ValidationInfo) -> Any:
         """A SASL or TLS setting the protocol does not use is a mistake (a forgotten protocol)."""
         protocol = info.data.get("security_protocol")
         wanted = SASL_PROTOCOLS if info.field_name.startswith("sasl") else SSL_PROTOCOLS
         if value is not None and protocol is not None and protocol not in wanted:
-            raise PydanticCustomError("kafka_security", "only with security_protocol {wanted} (it is {protocol})",
-                                      {"wanted": " or ".join(wanted), "protocol": protocol})
+            raise PydanticCustomError(
+                "kafka_security",
+                "only with security_protocol {wanted} (it is {protocol})",
+                {"wanted": " or ".join(wanted), "protocol": protocol},
+            )
         return value
 
     @field_validator("sasl_mechanism", "sasl_username")
@@ -239,8 +253,9 @@ class KafkaSecurity(_Frozen):
     def _required_by_sasl(cls, value: Any, info: ValidationInfo) -> Any:
         protocol = info.data.get("security_protocol")
         if value is None and protocol in SASL_PROTOCOLS:
-            raise PydanticCustomError("kafka_security", "required with security_protocol {protocol}",
-                                      {"protocol": protocol})
+            raise PydanticCustomError(
+                "kafka_security", "required with security_protocol {protocol}", {"protocol": protocol}
+            )
         return value
 
     @field_validator("sasl_password_file", "ssl_password_file")
@@ -264,10 +279,18 @@ class KafkaSecurity(_Frozen):
         if secret is not None and info.data.get(file) is not None:
             raise PydanticCustomError("kafka_security", "give it or {file}, not both", {"file": file})
         protocol = info.data.get("security_protocol")
-        if secret is None and info.field_name == "sasl_password" and protocol in SASL_PROTOCOLS \
-                and file in info.data and info.data[file] is None:
-            raise PydanticCustomError("kafka_security", "required with security_protocol {protocol} (or {file})",
-                                      {"protocol": protocol, "file": file})
+        if (
+            secret is None
+            and info.field_name == "sasl_password"
+            and protocol in SASL_PROTOCOLS
+            and file in info.data
+            and info.data[file] is None
+        ):
+            raise PydanticCustomError(
+                "kafka_security",
+                "required with security_protocol {protocol} (or {file})",
+                {"protocol": protocol, "file": file},
+            )
         return secret
 
     @field_validator("ssl_keyfile")
@@ -293,11 +316,11 @@ class KafkaSecurity(_Frozen):
 class Settings(BaseSettings):
     """All operating settings; build it with `load_settings`."""
 
-    model_config = SettingsConfigDict(env_prefix="GPUALLOC_", env_nested_delimiter="__", extra="forbid",
-                                      frozen=True)
+    model_config = SettingsConfigDict(env_prefix="GPUALLOC_", env_nested_delimiter="__", extra="forbid", frozen=True)
 
-    bootstrap: str | None = Field(default=None, validation_alias=AliasChoices(
-        "bootstrap", "GPUALLOC_BOOTSTRAP", "KAFKA_BOOTSTRAP_SERVERS"))  # Kafka HOST:PORT[,HOST:PORT]
+    bootstrap: str | None = Field(
+        default=None, validation_alias=AliasChoices("bootstrap", "GPUALLOC_BOOTSTRAP", "KAFKA_BOOTSTRAP_SERVERS")
+    )  # Kafka HOST:PORT[,HOST:PORT]
     topic_prefix: str = ""  # in front of every topic name (isolated runs)
     pool: str = "default"  # the pool an agent plans and a node agent serves
     solve: SolveOptions = SolveOptions()
@@ -308,15 +331,25 @@ class Settings(BaseSettings):
     log: LogSettings = LogSettings()
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Flags, then the environment, then the settings file (JSON or TOML), then the defaults:
         sources are merged field by field, so one nested setting given (`--full-mode-nodes`,
         `GPUALLOC_SIMULATION__FULL_MODE__EVERY`) keeps its siblings' defaults instead of
         rebuilding their model from the class defaults (or failing on a required field)."""
-        return (init_settings, env_settings, JsonConfigSettingsSource(settings_cls),
-                TomlConfigSettingsSource(settings_cls), _Defaults(settings_cls))
+        return (
+            init_settings,
+            env_settings,
+            JsonConfigSettingsSource(settings_cls),
+            TomlConfigSettingsSource(settings_cls),
+            _Defaults(settings_cls),
+        )
 
 
 class _Defaults(PydanticBaseSettingsSource):
@@ -326,8 +359,11 @@ class _Defaults(PydanticBaseSettingsSource):
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return {name: f.default.model_dump() for name, f in self.settings_cls.model_fields.items()
-                if isinstance(f.default, BaseModel)}
+        return {
+            name: f.default.model_dump()
+            for name, f in self.settings_cls.model_fields.items()
+            if isinstance(f.default, BaseModel)
+        }
 
 
 def load_settings(flags: Mapping[str, Any] | None = None, file: str | Path | None = None) -> Settings:
@@ -341,8 +377,9 @@ def load_settings(flags: Mapping[str, Any] | None = None, file: str | Path | Non
         if not path.is_file():
             raise ValueError(f"{path}: settings file not found")
         key = "toml_file" if path.suffix == ".toml" else "json_file"
-        cls = type("Settings", (Settings,), {"model_config": {**Settings.model_config, key: path},
-                                             "__doc__": Settings.__doc__})
+        cls = type(
+            "Settings", (Settings,), {"model_config": {**Settings.model_config, key: path}, "__doc__": Settings.__doc__}
+        )
     try:
         return cls(**dict(flags or {}))
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:

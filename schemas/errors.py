@@ -26,7 +26,7 @@ def describe(err: ValidationError) -> list[str]:
     for e in err.errors():
         msg = e["msg"]
         if msg.startswith("Value error, "):
-            lines.extend(part.strip() for part in msg[len("Value error, "):].split("; "))
+            lines.extend(part.strip() for part in msg[len("Value error, ") :].split("; "))
             continue
         path = _field_path(tuple(e["loc"])) or "(document)"
         lines.append(f"{path}: {msg}")

@@ -75,7 +75,9 @@ class JobSubmitted(BaseModel):
     duration: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)
     features: dict[str, Any] | None = None
     requeue: bool = True
-    actual_duration: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)  # traces only: the agent ignores it
+    actual_duration: StrictInt | None = Field(
+        default=None, ge=1, le=LIMITS.duration
+    )  # traces only: the agent ignores it
     actual_used: JobUsage | None = None  # traces only: what the job really uses, reported when it ends in a simulation
 
     @model_validator(mode="after")
@@ -162,6 +164,7 @@ class BindingReported(BaseModel):
 
 # ---- what the agent publishes ----------------------------------------------------------------
 
+
 class ForecastMade(BaseModel):
     """What the forecasters said of a job given by its features (`allocation.decided.forecast`)."""
 
@@ -209,9 +212,11 @@ class TentativePlan(BaseModel):
         for holder, rects in self.holders.items():
             for k, (g0, g1, t0, t1) in enumerate(rects):
                 if not (0 <= g0 < g1 <= self.gpus and 0 <= t0 < t1 <= self.steps):
-                    raise ValueError(f"holders[{holder!r}][{k}]: [{g0}, {g1}, {t0}, {t1}] must be a non-empty "
-                                     f"[gpu_from, gpu_to, step_from, step_to) within {self.gpus} GPUs x "
-                                     f"{self.steps} steps")
+                    raise ValueError(
+                        f"holders[{holder!r}][{k}]: [{g0}, {g1}, {t0}, {t1}] must be a non-empty "
+                        f"[gpu_from, gpu_to, step_from, step_to) within {self.gpus} GPUs x "
+                        f"{self.steps} steps"
+                    )
         return self
 
 
@@ -336,8 +341,14 @@ def parse_event(data: dict[str, Any]) -> tuple[Envelope, BaseModel]:
     return envelope, model.model_validate(envelope.payload)
 
 
-def envelope(type: str, payload: BaseModel | dict[str, Any], occurred_at: datetime, event_id: str,
-             pool: str = "default", checked: bool = True) -> dict[str, Any]:
+def envelope(
+    type: str,
+    payload: BaseModel | dict[str, Any],
+    occurred_at: datetime,
+    event_id: str,
+    pool: str = "default",
+    checked: bool = True,
+) -> dict[str, Any]:
     """A contract message (a dict ready for JSON) around a payload: a model, or the fields as a
     producer writes them (checked against the type's model unless `checked` is False, for a load
     generator whose receiver checks them; kept as given)."""
@@ -350,8 +361,14 @@ def envelope(type: str, payload: BaseModel | dict[str, Any], occurred_at: dateti
         if checked:
             model.model_validate(payload)
         fields = payload
-    return {"event_id": event_id, "type": type, "occurred_at": timestamp(occurred_at), "pool": pool,
-            "schema_version": 1, "payload": fields}
+    return {
+        "event_id": event_id,
+        "type": type,
+        "occurred_at": timestamp(occurred_at),
+        "pool": pool,
+        "schema_version": 1,
+        "payload": fields,
+    }
 
 
 def timestamp(dt: datetime) -> str:

@@ -48,9 +48,14 @@ def _typed_features(schema: dict[str, Any]) -> dict[str, Any]:
         sub = model.model_json_schema(ref_template="#/$defs/{model}")
         defs.update(sub.pop("$defs", {}))
         defs[model.__name__] = sub
-        conditions.append({"if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]},
-                           "then": {"properties": {"features": {"anyOf": [{"$ref": f"#/$defs/{model.__name__}"},
-                                                                          {"type": "null"}]}}}})
+        conditions.append(
+            {
+                "if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]},
+                "then": {
+                    "properties": {"features": {"anyOf": [{"$ref": f"#/$defs/{model.__name__}"}, {"type": "null"}]}}
+                },
+            }
+        )
     defs["JobSubmitted"]["allOf"] = conditions
     return schema
 
@@ -65,8 +70,11 @@ def export_schemas() -> dict[str, dict[str, Any]]:
     out = {f"{kind}.json": _document(f"{kind}.json", model.model_json_schema()) for kind, model in typed.items()}
     anyone = TypeAdapter(Annotated[Union[tuple(typed.values())], Field(discriminator="type")])
     envelope = anyone.json_schema()
-    envelope.update(title="Envelope", description="Any event of the contract (docs/contract/events.md): the "
-                    "payload's schema is the one its `type` names.")
+    envelope.update(
+        title="Envelope",
+        description="Any event of the contract (docs/contract/events.md): the "
+        "payload's schema is the one its `type` names.",
+    )
     out["envelope.json"] = _document("envelope.json", envelope)
     out["scenario.json"] = _document("scenario.json", Scenario.model_json_schema())
     out["plan.json"] = _document("plan.json", Plan.model_json_schema())

@@ -19,14 +19,31 @@ ADAPTER_VARIANTS = ("lora", "qlora", "dora")  # the ones that take `lora_rank` a
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 OPTIMIZERS = ("adamw", "adamw_8bit", "adafactor", "sgd", "lion")
 QUANT_ALGORITHMS = ("awq", "gptq", "smoothquant", "bnb_nf4", "bnb_int8", "fp8", "gguf_k")
-QUANT_BITS = {"awq": (3, 4), "gptq": (2, 3, 4, 8), "smoothquant": (8,), "bnb_nf4": (4,), "bnb_int8": (8,),
-              "fp8": (8,), "gguf_k": (2, 3, 4, 5, 6, 8)}
-GPU_TYPES = ("v100-32gb", "a10-24gb", "l40s-48gb", "a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb",
-             "b200-192gb", "mi300x-192gb")
+QUANT_BITS = {
+    "awq": (3, 4),
+    "gptq": (2, 3, 4, 8),
+    "smoothquant": (8,),
+    "bnb_nf4": (4,),
+    "bnb_int8": (8,),
+    "fp8": (8,),
+    "gguf_k": (2, 3, 4, 5, 6, 8),
+}
+GPU_TYPES = (
+    "v100-32gb",
+    "a10-24gb",
+    "l40s-48gb",
+    "a100-40gb",
+    "a100-80gb",
+    "h100-80gb",
+    "h200-141gb",
+    "b200-192gb",
+    "mi300x-192gb",
+)
 
 
-ParallelDegree = Annotated[int, Field(strict=True, ge=1, le=64),
-                           WithJsonSchema({"type": "integer", "enum": [1, 2, 4, 8, 16, 32, 64]})]  # a power of two
+ParallelDegree = Annotated[
+    int, Field(strict=True, ge=1, le=64), WithJsonSchema({"type": "integer", "enum": [1, 2, 4, 8, 16, 32, 64]})
+]  # a power of two
 
 
 class _Features(BaseModel):
@@ -74,7 +91,9 @@ class TrainingFeatures(_Features):
         if self.lora_rank is not None and not adapter:
             problems.append(f"lora_rank: only for variants {', '.join(ADAPTER_VARIANTS)} (variant is {self.variant!r})")
         if self.lora_targets is not None and not adapter:
-            problems.append(f"lora_targets: only for variants {', '.join(ADAPTER_VARIANTS)} (variant is {self.variant!r})")
+            problems.append(
+                f"lora_targets: only for variants {', '.join(ADAPTER_VARIANTS)} (variant is {self.variant!r})"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -96,7 +115,9 @@ class QuantizationFeatures(_Features):
     def _bits_of_algorithm(self) -> "QuantizationFeatures":
         allowed = QUANT_BITS[self.algorithm]
         if self.bits not in allowed:
-            raise ValueError(f"bits: {self.algorithm} quantizes to {', '.join(map(str, allowed))} bits (got {self.bits})")
+            raise ValueError(
+                f"bits: {self.algorithm} quantizes to {', '.join(map(str, allowed))} bits (got {self.bits})"
+            )
         return self
 
 

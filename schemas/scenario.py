@@ -24,8 +24,11 @@ _CONTROL = re.compile("[\x00-\x1f\x7f]")  # C0 controls and DEL: one C-level sca
 def _printable(text: str) -> str:
     bad = _CONTROL.search(text)
     if bad is not None:
-        raise PydanticCustomError("printable", "must be printable text, without control characters (found {char})",
-                                  {"char": repr(bad.group())})
+        raise PydanticCustomError(
+            "printable",
+            "must be printable text, without control characters (found {char})",
+            {"char": repr(bad.group())},
+        )
     return text
 
 
@@ -46,8 +49,11 @@ def powers_of_two(top: int) -> list[int]:
 
 # A batch job's block: a power of two (checked with the node rules, `block_size_problems`; said
 # as an enum in the exported JSON Schema)
-BlockSize = Annotated[int, Field(strict=True, ge=1, le=LIMITS.gpus),
-                      WithJsonSchema({"type": "integer", "enum": powers_of_two(LIMITS.gpus)})]
+BlockSize = Annotated[
+    int,
+    Field(strict=True, ge=1, le=LIMITS.gpus),
+    WithJsonSchema({"type": "integer", "enum": powers_of_two(LIMITS.gpus)}),
+]
 
 
 class RunningState(BaseModel):
@@ -161,8 +167,10 @@ def block_size_problems(n: int, gpus: int, node_size: int, where: str):
     if n > gpus:
         yield f"{where}.gpus: larger than the pool ({n} > gpus {gpus})"
     elif n > node_size and n % node_size:
-        yield (f"{where}.gpus: a block larger than a node must cover whole nodes "
-               f"({n} is not a multiple of gpus_per_node {node_size})")
+        yield (
+            f"{where}.gpus: a block larger than a node must cover whole nodes "
+            f"({n} is not a multiple of gpus_per_node {node_size})"
+        )
 
 
 def _batch_problems(sc, job: BatchJob, where, running_owner, running_by_step):
@@ -202,11 +210,15 @@ def _realtime_problems(sc, app: RealtimeApp, where, running_owner):
         yield f"{where}.current: lists a GPU twice"
     cap = sc.swap_cap_of(app)
     if len(app.current) + cap < app.min_gpus:
-        yield (f"{where}.current: holds {len(app.current)} GPUs and may add only swap_cap={cap} at step 0 "
-               f"(rule R4), so it cannot reach min_gpus={app.min_gpus} (rule R3)")
+        yield (
+            f"{where}.current: holds {len(app.current)} GPUs and may add only swap_cap={cap} at step 0 "
+            f"(rule R4), so it cannot reach min_gpus={app.min_gpus} (rule R3)"
+        )
     if len(app.current) - cap > hi:
-        yield (f"{where}.current: holds {len(app.current)} GPUs and may shed only swap_cap={cap} at step 0 "
-               f"(rule R4), so it cannot get down to max_gpus={hi} (rule R3)")
+        yield (
+            f"{where}.current: holds {len(app.current)} GPUs and may shed only swap_cap={cap} at step 0 "
+            f"(rule R4), so it cannot get down to max_gpus={hi} (rule R3)"
+        )
     for g in app.current:
         if not 0 <= g < G:
             yield f"{where}.current: GPU {g} out of range 0..{G - 1}"
@@ -224,8 +236,10 @@ def _capacity_problems(sc: Scenario, running_by_step: list[int]):
     floor = sum(a.min_gpus for a in apps)
     for t, running in enumerate(running_by_step):
         if floor + running > sc.gpus:
-            yield (f"jobs.min_gpus: the sum of real-time min_gpus ({floor}) plus running jobs' GPUs "
-                   f"({running}) at step {t} exceeds gpus ({sc.gpus})")
+            yield (
+                f"jobs.min_gpus: the sum of real-time min_gpus ({floor}) plus running jobs' GPUs "
+                f"({running}) at step {t} exceeds gpus ({sc.gpus})"
+            )
             break
     holders: dict[int, str] = {}
     for a in apps:
@@ -235,5 +249,7 @@ def _capacity_problems(sc: Scenario, running_by_step: list[int]):
             holders[g] = a.id
     step0 = sum(max(a.min_gpus, len(set(a.current or ())) - sc.swap_cap_of(a)) for a in apps)
     if running_by_step and step0 + running_by_step[0] > sc.gpus and step0 != floor:
-        yield (f"jobs.current: at step 0 the real-time apps must keep {step0} GPUs (min_gpus, or "
-               f"len(current) - swap_cap under R4) beside {running_by_step[0]} running, above gpus ({sc.gpus})")
+        yield (
+            f"jobs.current: at step 0 the real-time apps must keep {step0} GPUs (min_gpus, or "
+            f"len(current) - swap_cap under R4) beside {running_by_step[0]} running, above gpus ({sc.gpus})"
+        )

@@ -6,5 +6,14 @@ from gpualloc.solvers.metrics import compute_metrics
 from gpualloc.solvers.policies import POLICIES, build_plan, policy, solve
 from gpualloc.solvers.problem import Problem, compile_scenario
 
-__all__ = ["POLICIES", "Problem", "Violation", "build_plan", "check_plan", "compile_scenario",
-           "compute_metrics", "policy", "solve"]
+__all__ = [
+    "POLICIES",
+    "Problem",
+    "Violation",
+    "build_plan",
+    "check_plan",
+    "compile_scenario",
+    "compute_metrics",
+    "policy",
+    "solve",
+]

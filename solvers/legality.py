@@ -44,8 +44,15 @@ def check_plan(problem: Problem, grid: Grid, *, exempt: Collection[str] = ()) ->
         if own:
             out.extend(_check_batch(problem, job, own))
         elif job.running_mask:
-            out.append(Violation("R5", job.id, 0, f"a running job must keep GPUs {bits_of(job.running_mask)} "
-                                                  f"from step 0 for {min(job.remaining, problem.horizon)} step(s); it is missing"))
+            out.append(
+                Violation(
+                    "R5",
+                    job.id,
+                    0,
+                    f"a running job must keep GPUs {bits_of(job.running_mask)} "
+                    f"from step 0 for {min(job.remaining, problem.horizon)} step(s); it is missing",
+                )
+            )
     for app in problem.realtime:
         out.extend(_check_realtime(problem, app, step_masks(cells.get(app.id, ()), problem.horizon), exempt))
     return out
@@ -91,12 +98,21 @@ def _check_batch(problem: Problem, job: Batch, own: list[tuple[int, int]]) -> li
         what = []
         if missing:
             g, t = missing[0]
-            what.append(f"{len(missing)} cell(s) missing from its rectangle (first: GPU {g} at step {t}): a gap or an interruption")
+            what.append(
+                f"{len(missing)} cell(s) missing from its rectangle (first: GPU {g} at step {t}): a gap or an interruption"
+            )
         if extra:
             g, t = extra[0]
             what.append(f"{len(extra)} cell(s) outside its rectangle (first: GPU {g} at step {t})")
-        out.append(Violation(rule, job.id, start, "; ".join(what) +
-                             f"; expected GPUs {expected_gpus[0]}..{expected_gpus[-1]} over steps [{start}, {expected_end})"))
+        out.append(
+            Violation(
+                rule,
+                job.id,
+                start,
+                "; ".join(what)
+                + f"; expected GPUs {expected_gpus[0]}..{expected_gpus[-1]} over steps [{start}, {expected_end})",
+            )
+        )
     return out
 
 
@@ -107,7 +123,11 @@ def _check_block(problem: Problem, job: Batch, gpus: list[int], start: int) -> l
     if gpus[-1] - first + 1 != len(gpus):
         return [Violation("R3", job.id, start, f"GPUs {gpus} are not contiguous")]
     if not (problem.valid_starts(job.gpus) >> first) & 1:
-        return [Violation("R3", job.id, start, f"block {first}..{gpus[-1]} breaks the node rule (node size {problem.node_size})")]
+        return [
+            Violation(
+                "R3", job.id, start, f"block {first}..{gpus[-1]} breaks the node rule (node size {problem.node_size})"
+            )
+        ]
     return []
 
 
@@ -126,9 +146,15 @@ def _check_realtime(problem: Problem, app: Realtime, masks: list[int], exempt: C
     return out
 
 
-def online_violations(commits, limits: dict[str, tuple[int, int, int]], apps: set[str],
-                      down: list[int] | None = None, failed: dict[str, list[int]] | None = None,
-                      exempt: Collection[str] = (), node_size: int | None = None) -> list[str]:
+def online_violations(
+    commits,
+    limits: dict[str, tuple[int, int, int]],
+    apps: set[str],
+    down: list[int] | None = None,
+    failed: dict[str, list[int]] | None = None,
+    exempt: Collection[str] = (),
+    node_size: int | None = None,
+) -> list[str]:
     """The contract's online rules over committed steps (objects with `step` and `assignments`,
     as the planner makes them or as rebuilt from `plan.committed` messages): one owner per GPU
     per step; a batch job holds one contiguous power-of-two block from its first committed step
@@ -148,8 +174,11 @@ def online_violations(commits, limits: dict[str, tuple[int, int, int]], apps: se
                 owner_of[g] = owner
             if owner in apps:
                 if owner in limits:
-                    out.extend(_app_violations(limits[owner], owner, commit, seen_at.get(owner),
-                                               down[commit.step] if down else 0, exempt))
+                    out.extend(
+                        _app_violations(
+                            limits[owner], owner, commit, seen_at.get(owner), down[commit.step] if down else 0, exempt
+                        )
+                    )
                 seen_at[owner] = (commit.step, tuple(gpus))
                 continue
             if owner in seen_at:
@@ -166,8 +195,9 @@ def online_violations(commits, limits: dict[str, tuple[int, int, int]], apps: se
     return out
 
 
-def _app_violations(limits: tuple[int, int, int], app: str, commit, before, down: int,
-                    exempt: Collection[str]) -> list[str]:
+def _app_violations(
+    limits: tuple[int, int, int], app: str, commit, before, down: int, exempt: Collection[str]
+) -> list[str]:
     """R3 and R4 for one app at one commit; GPUs lost to a node going down do not count as swaps."""
     lo, hi, cap = limits
     gpus = set(commit.assignments[app])

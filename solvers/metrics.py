@@ -64,11 +64,15 @@ def objective_of(problem: Problem, schedule: Schedule) -> float:
     for t in range(T):
         prefix.append(prefix[-1] + w[t])
     batch = {j.id: j for j in problem.batch}
-    value = sum(batch[job_id].priority * mask.bit_count() * (prefix[end] - prefix[start])
-                for job_id, (start, end, mask) in batch_spans(problem, schedule).items())
+    value = sum(
+        batch[job_id].priority * mask.bit_count() * (prefix[end] - prefix[start])
+        for job_id, (start, end, mask) in batch_spans(problem, schedule).items()
+    )
     penalty = 0.0
     for app in problem.realtime:
         masks = schedule.realtime.get(app.id, ())
-        penalty += app.priority * sum(w[t] * (app.demand[t] - min((masks[t] if t < len(masks) else 0).bit_count(),
-                                                                  app.demand[t])) for t in range(T))
+        penalty += app.priority * sum(
+            w[t] * (app.demand[t] - min((masks[t] if t < len(masks) else 0).bit_count(), app.demand[t]))
+            for t in range(T)
+        )
     return round(value - problem.penalty * penalty, 6)

@@ -191,15 +191,43 @@ def compile_scenario(sc: Scenario) -> Problem:
     for i, job in enumerate(sc.jobs):
         if isinstance(job, BatchJob):
             run = job.running
-            batch.append(Batch(i, job.id, float(job.priority), job.gpus, job.duration, job.arrival,
-                               mask_of(run.gpus) if run else 0, run.remaining if run else 0))
+            batch.append(
+                Batch(
+                    i,
+                    job.id,
+                    float(job.priority),
+                    job.gpus,
+                    job.duration,
+                    job.arrival,
+                    mask_of(run.gpus) if run else 0,
+                    run.remaining if run else 0,
+                )
+            )
         else:
-            realtime.append(Realtime(i, job.id, float(job.priority), tuple(job.demand), job.min_gpus,
-                                     sc.max_gpus_of(job), sc.swap_cap_of(job),
-                                     mask_of(job.current) if job.current is not None else -1))
-    weights = tuple(sc.time_decay ** t for t in range(sc.horizon))
-    return Problem(sc.name, sc.gpus, sc.node_size, sc.horizon, sc.time_decay, sc.realtime_penalty,
-                   weights, tuple(batch), tuple(realtime))
+            realtime.append(
+                Realtime(
+                    i,
+                    job.id,
+                    float(job.priority),
+                    tuple(job.demand),
+                    job.min_gpus,
+                    sc.max_gpus_of(job),
+                    sc.swap_cap_of(job),
+                    mask_of(job.current) if job.current is not None else -1,
+                )
+            )
+    weights = tuple(sc.time_decay**t for t in range(sc.horizon))
+    return Problem(
+        sc.name,
+        sc.gpus,
+        sc.node_size,
+        sc.horizon,
+        sc.time_decay,
+        sc.realtime_penalty,
+        weights,
+        tuple(batch),
+        tuple(realtime),
+    )
 
 
 def free_block_starts(problem: Problem, busy_union: int, n: int) -> int:

@@ -35,15 +35,29 @@ def ev(kind: str, payload: dict, minutes: float = 0, ref=None):
     from gpualloc.schemas.events import parse_event
     from gpualloc.solvers.planner.interpreter import Event
 
-    env, p = parse_event({"event_id": f"e-{kind}-{minutes}-{ref}", "type": kind, "pool": "default",
-                          "occurred_at": (T0 + timedelta(minutes=minutes)).isoformat(), "payload": payload})
+    env, p = parse_event(
+        {
+            "event_id": f"e-{kind}-{minutes}-{ref}",
+            "type": kind,
+            "pool": "default",
+            "occurred_at": (T0 + timedelta(minutes=minutes)).isoformat(),
+            "payload": payload,
+        }
+    )
     return Event(env.type, p, env.occurred_at, ref)
 
 
-def batch(id: str, gpus: int, duration: int, *, priority: float = 1, kind: str = "training",
-          arrival: int = 0, running: tuple[list[int], int] | None = None) -> dict:
-    job = {"id": id, "kind": kind, "priority": priority, "gpus": gpus, "duration": duration,
-           "arrival": arrival}
+def batch(
+    id: str,
+    gpus: int,
+    duration: int,
+    *,
+    priority: float = 1,
+    kind: str = "training",
+    arrival: int = 0,
+    running: tuple[list[int], int] | None = None,
+) -> dict:
+    job = {"id": id, "kind": kind, "priority": priority, "gpus": gpus, "duration": duration, "arrival": arrival}
     if running is not None:
         job["running"] = {"gpus": running[0], "remaining": running[1]}
     return job

@@ -13,10 +13,19 @@ def training_features(rng: random.Random) -> dict:
     params, layers, hidden = rng.choice(MODELS)
     variant = rng.choice(TRAINING_VARIANTS)
     micro = rng.choice([1, 2, 4])
-    f = {"variant": variant, "params_b": params, "layers": layers, "hidden_size": hidden,
-         "seq_len": rng.choice([512, 2048, 4096]), "dataset_tokens_m": rng.choice([5, 20, 80]),
-         "epochs": rng.choice([1, 2]), "global_batch": micro * rng.choice([8, 32]), "micro_batch": micro,
-         "zero_stage": rng.choice([0, 3]), "gradient_checkpointing": rng.random() < 0.5}
+    f = {
+        "variant": variant,
+        "params_b": params,
+        "layers": layers,
+        "hidden_size": hidden,
+        "seq_len": rng.choice([512, 2048, 4096]),
+        "dataset_tokens_m": rng.choice([5, 20, 80]),
+        "epochs": rng.choice([1, 2]),
+        "global_batch": micro * rng.choice([8, 32]),
+        "micro_batch": micro,
+        "zero_stage": rng.choice([0, 3]),
+        "gradient_checkpointing": rng.random() < 0.5,
+    }
     if variant in ADAPTER_VARIANTS:
         f["lora_rank"] = rng.choice([8, 16, 64])
     return f
@@ -24,8 +33,12 @@ def training_features(rng: random.Random) -> dict:
 
 def quantization_features(rng: random.Random) -> dict:
     algorithm = rng.choice(sorted(QUANT_BITS))
-    return {"params_b": rng.choice([1, 7, 13, 70]), "algorithm": algorithm, "bits": rng.choice(QUANT_BITS[algorithm]),
-            "calibration_samples": rng.choice([64, 128, 512])}
+    return {
+        "params_b": rng.choice([1, 7, 13, 70]),
+        "algorithm": algorithm,
+        "bits": rng.choice(QUANT_BITS[algorithm]),
+        "calibration_samples": rng.choice([64, 128, 512]),
+    }
 
 
 def feature_job(rng: random.Random, job_id: str) -> dict:

@@ -18,5 +18,8 @@ def get(port: int, path: str) -> tuple[int, str]:
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:
     """Every sample of a /metrics text by (name, sorted labels)."""
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }

@@ -74,8 +74,9 @@ class JavaProducer:
             if not found:
                 _missing(f"no {name} jar in {libs} (deploy/kafka/kafka.sh up fetches them)")
             jars.append(str(found[-1]))
-        javac = subprocess.run(["javac", "-cp", jars[0], "-d", str(out), str(SOURCE)],
-                               capture_output=True, text=True, timeout=TIMEOUT_S)
+        javac = subprocess.run(
+            ["javac", "-cp", jars[0], "-d", str(out), str(SOURCE)], capture_output=True, text=True, timeout=TIMEOUT_S
+        )
         assert javac.returncode == 0, f"javac {SOURCE.name} exited {javac.returncode}:\n{javac.stderr}"
         return cls(os.pathsep.join([str(out), *jars]))
 
@@ -84,8 +85,16 @@ class JavaProducer:
         (an agent in the same loop keeps running). Checks the producer's metrics: one request for
         them all (each partition's records in one batch), compressed unless the codec is none."""
         proc = await asyncio.create_subprocess_exec(
-            "java", "-cp", self.classpath, "ContractProducer", bootstrap, f"compression.type={codec}",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            "java",
+            "-cp",
+            self.classpath,
+            "ContractProducer",
+            bootstrap,
+            f"compression.type={codec}",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await asyncio.wait_for(proc.communicate("".join(r.line() for r in records).encode()), TIMEOUT_S)
         assert proc.returncode == 0, f"ContractProducer exited {proc.returncode}:\n{err.decode()}"
         metrics = {name: float(value) for name, value in (line.split("=", 1) for line in out.decode().splitlines())}

@@ -66,9 +66,12 @@ def _container() -> KafkaContainer | None:
         return None
     from testcontainers.community.kafka import KafkaContainer
 
-    container = (KafkaContainer().with_kraft()  # one node: the transaction log needs RF 1 too
-                 .with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1")
-                 .with_env("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1"))
+    container = (
+        KafkaContainer()
+        .with_kraft()  # one node: the transaction log needs RF 1 too
+        .with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1")
+        .with_env("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1")
+    )
     try:
         return container.start()
     except Exception:
@@ -85,7 +88,7 @@ def _unavailable(reason: str) -> NoReturn:
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
-    """"host:port" of a running broker for the whole session (see the module docstring)."""
+    """ "host:port" of a running broker for the whole session (see the module docstring)."""
     if servers := os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         yield servers
         return
@@ -113,20 +116,28 @@ def local_broker(secure: bool = False, sasl_user: str = "admin", sasl_password: 
     (SCRAM-SHA-512 and PLAIN for `sasl_user`) on the client port and SASL_SSL on a second one.
     Skips (fails under CI=true) when the broker cannot start, e.g. without java."""
     port, controller_port, internal_port, ssl_port = _free_ports(4)
-    env = {**os.environ, "KAFKA_PORT": str(port), "KAFKA_CONTROLLER_PORT": str(controller_port),
-           "GPUALLOC_KAFKA_DIR": tempfile.mkdtemp(prefix=f"gpualloc-kafka-{port}-"),
-           "KAFKA_OWNER_PID": str(os.getpid())}  # the broker dies with this session if killed
+    env = {
+        **os.environ,
+        "KAFKA_PORT": str(port),
+        "KAFKA_CONTROLLER_PORT": str(controller_port),
+        "GPUALLOC_KAFKA_DIR": tempfile.mkdtemp(prefix=f"gpualloc-kafka-{port}-"),
+        "KAFKA_OWNER_PID": str(os.getpid()),
+    }  # the broker dies with this session if killed
     if secure:
-        env.update(GPUALLOC_KAFKA_SECURITY="sasl", KAFKA_INTERNAL_PORT=str(internal_port),
-                   KAFKA_SSL_PORT=str(ssl_port), KAFKA_SASL_USER=sasl_user, KAFKA_SASL_PASSWORD=sasl_password)
+        env.update(
+            GPUALLOC_KAFKA_SECURITY="sasl",
+            KAFKA_INTERNAL_PORT=str(internal_port),
+            KAFKA_SSL_PORT=str(ssl_port),
+            KAFKA_SASL_USER=sasl_user,
+            KAFKA_SASL_PASSWORD=sasl_password,
+        )
 
     def down() -> None:
         subprocess.run(["bash", str(KAFKA_SH), "down"], env=env, capture_output=True, timeout=60)
         shutil.rmtree(env["GPUALLOC_KAFKA_DIR"], ignore_errors=True)  # also if `up` failed early
 
     try:  # the first run fetches the jars with Maven (seconds; minutes on a slow mirror)
-        up = subprocess.run(["bash", str(KAFKA_SH), "up"], env=env, capture_output=True,
-                            text=True, timeout=600)
+        up = subprocess.run(["bash", str(KAFKA_SH), "up"], env=env, capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as exc:
         down()
         _unavailable(f"kafka.sh up: {exc}")
@@ -135,8 +146,12 @@ def local_broker(secure: bool = False, sasl_user: str = "admin", sasl_password: 
         _unavailable(f"kafka.sh up exited {up.returncode}:\n{up.stderr[-3000:]}")
     try:
         cafile = Path(env["GPUALLOC_KAFKA_DIR"]) / "tls" / "ca.pem"
-        yield LocalBroker(up.stdout.strip().splitlines()[-1], f"127.0.0.1:{ssl_port}" if secure else None,
-                          cafile if secure else None, Path(env["GPUALLOC_KAFKA_DIR"]))
+        yield LocalBroker(
+            up.stdout.strip().splitlines()[-1],
+            f"127.0.0.1:{ssl_port}" if secure else None,
+            cafile if secure else None,
+            Path(env["GPUALLOC_KAFKA_DIR"]),
+        )
     finally:
         down()
 

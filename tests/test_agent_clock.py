@@ -35,10 +35,18 @@ def test_a_wall_clock_jump_does_not_move_the_agents_clock():
 
 
 def configured(catch_up: int = 4) -> AgentService:
-    agent = AgentService("unused:9092", AgentSettings(step_seconds=10, catch_up_steps=catch_up, policy="heuristic",
-                                                      full_mode=RollingFullMode(every=0)))
-    config = {"event_id": "c", "type": "pool.configured", "occurred_at": T0.isoformat(), "pool": "default",
-              "schema_version": 1, "payload": {"gpus": 8, "horizon": 6}}
+    agent = AgentService(
+        "unused:9092",
+        AgentSettings(step_seconds=10, catch_up_steps=catch_up, policy="heuristic", full_mode=RollingFullMode(every=0)),
+    )
+    config = {
+        "event_id": "c",
+        "type": "pool.configured",
+        "occurred_at": T0.isoformat(),
+        "pool": "default",
+        "schema_version": 1,
+        "payload": {"gpus": 8, "horizon": 6},
+    }
     agent.dispatcher.handle([Record("gpualloc.config", 0, 0, "default", orjson.dumps(config))], T0)
     return agent
 

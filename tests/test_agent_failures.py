@@ -43,17 +43,43 @@ def inputs(jobs: int, seed: int = 7) -> list[dict]:
     """A pool of 64 GPUs with two apps and a backlog whose full-mode model solves for long
     (the MILP runs to its time limit here)."""
     rng = random.Random(seed)
-    out = [("pool.configured", POOL),
-           ("app.registered", {"id": "chat", "priority": 9, "min_gpus": 2, "max_gpus": 13, "rps_per_gpu": 100,
-                               "profile": PROFILE}),
-           ("app.registered", {"id": "search", "priority": 8, "min_gpus": 2, "max_gpus": 8, "swap_cap": 1,
-                               "rps_per_gpu": 100, "profile": [p // 2 + 1 for p in PROFILE]})]
-    out += [("job.submitted", {"id": f"job-{k}", "kind": "training", "priority": rng.randint(1, 9),
-                               "gpus": rng.choice([1, 2, 4, 8, 8, 8]), "duration": rng.randint(4, 16)})
-            for k in range(jobs)]
+    out = [
+        ("pool.configured", POOL),
+        (
+            "app.registered",
+            {"id": "chat", "priority": 9, "min_gpus": 2, "max_gpus": 13, "rps_per_gpu": 100, "profile": PROFILE},
+        ),
+        (
+            "app.registered",
+            {
+                "id": "search",
+                "priority": 8,
+                "min_gpus": 2,
+                "max_gpus": 8,
+                "swap_cap": 1,
+                "rps_per_gpu": 100,
+                "profile": [p // 2 + 1 for p in PROFILE],
+            },
+        ),
+    ]
+    out += [
+        (
+            "job.submitted",
+            {
+                "id": f"job-{k}",
+                "kind": "training",
+                "priority": rng.randint(1, 9),
+                "gpus": rng.choice([1, 2, 4, 8, 8, 8]),
+                "duration": rng.randint(4, 16),
+            },
+        )
+        for k in range(jobs)
+    ]
     now = datetime.now(timezone.utc).isoformat()
-    return [{"event_id": f"in-{n}", "type": kind, "occurred_at": now, "pool": "default", "payload": payload}
-            for n, (kind, payload) in enumerate(out)]
+    return [
+        {"event_id": f"in-{n}", "type": kind, "occurred_at": now, "pool": "default", "payload": payload}
+        for n, (kind, payload) in enumerate(out)
+    ]
 
 
 async def publish(bootstrap: str, topics: Topics, messages: list[dict]) -> None:
@@ -77,12 +103,18 @@ async def test_a_pass_that_cannot_be_published_fails_loudly_without_looping(kafk
         if "transactional_id" in kwargs:
             kwargs["max_request_size"] = limit
         return made(bootstrap, **kwargs)
+
     monkeypatch.setattr(kafka_clients, "producer", small)
     monkeypatch.setattr(kafka_loop, "FAILED_RETRY_FIRST_S", 3.0)
     topics, port = Topics.with_prefix(unique_topic("failures") + "."), free_port()
     await publish(kafka_bootstrap, topics, inputs(jobs=12))
-    agent = AgentService(kafka_bootstrap, AgentSettings(step_seconds=0.5, full_mode=RollingFullMode(every=0),
-                                                        metrics_port=port, group_id=unique_topic("g")), topics)
+    agent = AgentService(
+        kafka_bootstrap,
+        AgentSettings(
+            step_seconds=0.5, full_mode=RollingFullMode(every=0), metrics_port=port, group_id=unique_topic("g")
+        ),
+        topics,
+    )
     stop, ready = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
     caplog.set_level(logging.ERROR, logger="gpualloc.agent")
@@ -121,8 +153,12 @@ async def test_a_pass_that_cannot_be_published_fails_loudly_without_looping(kafk
     result = await audit(kafka_bootstrap, topics, "default")
     assert not result.ok and result.stalled and result.waiting == 15
     assert "pool 'default': 15 inputs on the bus, no commit or decision published" in result.lines()
-    status = subprocess.run([sys.executable, "-m", "gpualloc", "status", "--bootstrap", kafka_bootstrap,
-                             "--topic-prefix", topics.prefix], capture_output=True, text=True, timeout=60)
+    status = subprocess.run(
+        [sys.executable, "-m", "gpualloc", "status", "--bootstrap", kafka_bootstrap, "--topic-prefix", topics.prefix],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert status.returncode == 1, status.stderr
     assert "pool 'default': 15 inputs on the bus, no commit or decision published" in status.stderr
 
@@ -140,8 +176,11 @@ async def test_a_message_the_broker_refuses_aborts_the_pass_whole(kafka_bootstra
     finally:
         await admin.close()
     await publish(kafka_bootstrap, topics, inputs(jobs=4))
-    agent = AgentService(kafka_bootstrap, AgentSettings(step_seconds=0.5, full_mode=RollingFullMode(every=0),
-                                                        group_id=unique_topic("g")), topics)
+    agent = AgentService(
+        kafka_bootstrap,
+        AgentSettings(step_seconds=0.5, full_mode=RollingFullMode(every=0), group_id=unique_topic("g")),
+        topics,
+    )
     stop, ready = asyncio.Event(), asyncio.Event()
     caplog.set_level(logging.ERROR, logger="gpualloc.agent")
     task = asyncio.create_task(agent.run(stop, ready))
@@ -169,8 +208,9 @@ async def test_session_restarts_leave_no_solver_process(kafka_bootstrap, monkeyp
     topics = Topics.with_prefix(unique_topic("restarts") + ".")
     await publish(kafka_bootstrap, topics, inputs(jobs=30))
     full = RollingFullMode(every=1, options=FullModeOptions(time_limit=60))
-    agent = AgentService(kafka_bootstrap, AgentSettings(step_seconds=1.0, full_mode=full,
-                                                        group_id=unique_topic("g")), topics)
+    agent = AgentService(
+        kafka_bootstrap, AgentSettings(step_seconds=1.0, full_mode=full, group_id=unique_topic("g")), topics
+    )
     passes, sessions = 0, []
     real_pass = AgentService._pass
 
@@ -181,6 +221,7 @@ async def test_session_restarts_leave_no_solver_process(kafka_bootstrap, monkeyp
             sessions.append((self.worker.pid, self.ahead.process.pid))
             raise KafkaConnectionError("the test took the broker away")
         await real_pass(self, consumer, producer)
+
     monkeypatch.setattr(AgentService, "_pass", flaky)
     before = children()
     stop = asyncio.Event()
@@ -205,9 +246,25 @@ def test_sigterm_ends_the_agent_within_seconds_while_full_mode_solves(kafka_boot
     topics = Topics.with_prefix(unique_topic("sigterm") + ".")
     asyncio.run(publish(kafka_bootstrap, topics, inputs(jobs=30)))
     log = (tmp_path / "agent.log").open("wb")
-    agent = subprocess.Popen([sys.executable, "-m", "gpualloc", "agent", "--bootstrap", kafka_bootstrap,
-                              "--topic-prefix", topics.prefix, "--step-seconds", "1", "--full-mode-every", "1",
-                              "--full-mode-time-limit", "300"], stderr=log)
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpualloc",
+            "agent",
+            "--bootstrap",
+            kafka_bootstrap,
+            "--topic-prefix",
+            topics.prefix,
+            "--step-seconds",
+            "1",
+            "--full-mode-every",
+            "1",
+            "--full-mode-time-limit",
+            "300",
+        ],
+        stderr=log,
+    )
     try:
         busy = 0.0
         deadline = time.monotonic() + 60
@@ -243,13 +300,13 @@ def _cpu(pids: set[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-async def test_full_mode_too_large_for_its_time_limit_is_skipped_said_once_and_in_the_commits(kafka_bootstrap,
-                                                                                               caplog):
+async def test_full_mode_too_large_for_its_time_limit_is_skipped_said_once_and_in_the_commits(kafka_bootstrap, caplog):
     topics = Topics.with_prefix(unique_topic("skipped") + ".")
     await publish(kafka_bootstrap, topics, inputs(jobs=30))
     full = RollingFullMode(every=1, options=FullModeOptions(time_limit=0.5))  # no model of this pool builds in 0.5 s
-    agent = AgentService(kafka_bootstrap, AgentSettings(step_seconds=0.5, full_mode=full,
-                                                        group_id=unique_topic("g")), topics)
+    agent = AgentService(
+        kafka_bootstrap, AgentSettings(step_seconds=0.5, full_mode=full, group_id=unique_topic("g")), topics
+    )
     caplog.set_level(logging.WARNING, logger="gpualloc.agent")
     stop = asyncio.Event()
     task = asyncio.create_task(agent.run(stop))
@@ -269,6 +326,10 @@ async def test_full_mode_too_large_for_its_time_limit_is_skipped_said_once_and_i
     assert len(notes) >= 4 and all(n.startswith("skipped: model of ~") for n in notes)
     result = await audit(kafka_bootstrap, topics, "default")
     assert result.ok, result.lines()
-    status = subprocess.run([sys.executable, "-m", "gpualloc", "status", "--bootstrap", kafka_bootstrap,
-                             "--topic-prefix", topics.prefix], capture_output=True, text=True, timeout=60)
+    status = subprocess.run(
+        [sys.executable, "-m", "gpualloc", "status", "--bootstrap", kafka_bootstrap, "--topic-prefix", topics.prefix],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert status.returncode == 0 and "\nfull mode: skipped: model of ~" in status.stdout, status.stderr

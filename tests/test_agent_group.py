@@ -81,9 +81,24 @@ async def test_two_agents_share_pools_and_a_pool_moves_with_its_state(kafka_boot
     prefix = unique_topic("group") + "."
     topics = Topics.with_prefix(prefix)
     pools = one_pool_per_partition(prefix.replace(".", "-"))
-    command = [sys.executable, "-m", "gpualloc", "agent", "--bootstrap", kafka_bootstrap, "--topic-prefix", prefix,
-               "--group", f"{prefix}agents", "--partitions", str(PARTITIONS), "--step-seconds", str(STEP),
-               "--policy", "heuristic"]
+    command = [
+        sys.executable,
+        "-m",
+        "gpualloc",
+        "agent",
+        "--bootstrap",
+        kafka_bootstrap,
+        "--topic-prefix",
+        prefix,
+        "--group",
+        f"{prefix}agents",
+        "--partitions",
+        str(PARTITIONS),
+        "--step-seconds",
+        str(STEP),
+        "--policy",
+        "heuristic",
+    ]
     env = {**os.environ, "GPUALLOC_AGENT__SESSION_TIMEOUT_MS": "6000"}
     logs = {name: tmp_path / f"{name}.log" for name in ("a", "b")}
     await ensure_topics(kafka_bootstrap, topics, PARTITIONS, -1)  # as operators would, before producers write
@@ -95,8 +110,14 @@ async def test_two_agents_share_pools_and_a_pool_moves_with_its_state(kafka_boot
     jobs: set[str] = set()
     try:
         for pool in pools:
-            await bus.send(message("pool.configured", PoolConfigured(gpus=GPUS, gpus_per_node=NODE, horizon=12,
-                                                                     step_minutes=60), pool, f"{pool}-config"))
+            await bus.send(
+                message(
+                    "pool.configured",
+                    PoolConfigured(gpus=GPUS, gpus_per_node=NODE, horizon=12, step_minutes=60),
+                    pool,
+                    f"{pool}-config",
+                )
+            )
 
         async def phase(first: int, count: int) -> None:
             for n in range(first, first + count):
@@ -159,12 +180,31 @@ async def test_two_agents_share_pools_and_a_pool_moves_with_its_state(kafka_boot
         mine = [m["payload"] for m in commits if m["pool"] == pool]
         seqs = [c["seq"] for c in mine]
         assert seqs == list(range(1, len(seqs) + 1)), pool  # rising across both moves, no gap, no repeat
-        steps = [type("Step", (), {"step": c["step"], "assignments": {k: tuple(v) for k, v in c["assignments"].items()}})
-                 for c in mine]
+        steps = [
+            type("Step", (), {"step": c["step"], "assignments": {k: tuple(v) for k, v in c["assignments"].items()}})
+            for c in mine
+        ]
         assert online_violations(steps, {}, set(), node_size=NODE) == [], pool
-        audit = subprocess.run([sys.executable, "-m", "gpualloc", "audit", "--bootstrap", kafka_bootstrap,
-                                "--topic-prefix", prefix, "--pool", pool], capture_output=True, text=True, timeout=120)
+        audit = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gpualloc",
+                "audit",
+                "--bootstrap",
+                kafka_bootstrap,
+                "--topic-prefix",
+                prefix,
+                "--pool",
+                pool,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert audit.returncode == 0, (pool, audit.stdout[-3000:], audit.stderr[-2000:])
         own = sum(1 for m in decisions if m["pool"] == pool)
-        assert audit.stdout.strip().splitlines()[-1] == \
-            f"audit {pool}: {own} decisions, {len(mine)} commits reproduced; 0 mismatches"
+        assert (
+            audit.stdout.strip().splitlines()[-1]
+            == f"audit {pool}: {own} decisions, {len(mine)} commits reproduced; 0 mismatches"
+        )

@@ -32,14 +32,30 @@ pytestmark = pytest.mark.kafka
 
 STEP = 0.5  # seconds per step: a 24-step day in 12 s
 POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "swap_cap": 2, "gpu_type": "a100-80gb"}
-LORA = {"variant": "lora", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 2048,
-        "dataset_tokens_m": 20, "epochs": 1, "global_batch": 64, "micro_batch": 4, "lora_rank": 16}
+LORA = {
+    "variant": "lora",
+    "params_b": 7,
+    "layers": 32,
+    "hidden_size": 4096,
+    "seq_len": 2048,
+    "dataset_tokens_m": 20,
+    "epochs": 1,
+    "global_batch": 64,
+    "micro_batch": 4,
+    "lora_rank": 16,
+}
 PROFILE = [1, 1, 1, 1, 2, 2, 3, 4, 5, 5, 5, 5, 5, 5, 4, 4, 4, 3, 3, 2, 2, 2, 1, 1]
 
 
 def message(n: int, kind: str, payload: dict) -> dict:
-    return {"event_id": f"up-{n}", "type": kind, "occurred_at": datetime.now(timezone.utc).isoformat(),
-            "pool": "default", "schema_version": 1, "payload": payload}
+    return {
+        "event_id": f"up-{n}",
+        "type": kind,
+        "occurred_at": datetime.now(timezone.utc).isoformat(),
+        "pool": "default",
+        "schema_version": 1,
+        "payload": payload,
+    }
 
 
 async def play_upstream(bootstrap: str, topics: Topics, steps: int, durations: dict[str, int], seed: int = 1) -> int:
@@ -58,15 +74,20 @@ async def play_upstream(bootstrap: str, topics: Topics, steps: int, durations: d
 
     try:
         await send("pool.configured", POOL)
-        await send("app.registered", {"id": "chat", "priority": 6, "min_gpus": 1, "max_gpus": 6,
-                                      "rps_per_gpu": 100, "profile": PROFILE})
+        await send(
+            "app.registered",
+            {"id": "chat", "priority": 6, "min_gpus": 1, "max_gpus": 6, "rps_per_gpu": 100, "profile": PROFILE},
+        )
         for step in range(steps):
             await send("traffic.observed", {"app": "chat", "requests_per_s": 100 * PROFILE[step % 24] - 50})
             for _ in range(rng.choice([1, 2, 3])):
                 job_id = f"job-{len(durations)}"
                 durations[job_id] = rng.randint(1, 4)
-                size = ({"features": {**LORA, "epochs": durations[job_id]}} if len(durations) % 4 == 0 else
-                        {"gpus": rng.choice([1, 2, 2, 4, 8]), "duration": durations[job_id]})  # a quarter sized by features
+                size = (
+                    {"features": {**LORA, "epochs": durations[job_id]}}
+                    if len(durations) % 4 == 0
+                    else {"gpus": rng.choice([1, 2, 2, 4, 8]), "duration": durations[job_id]}
+                )  # a quarter sized by features
                 await send("job.submitted", {"id": job_id, "kind": "training", "priority": rng.randint(1, 9), **size})
             if step % 6 == 3:  # malformed input: not JSON, and a schema breach
                 await producer.send_and_wait(topics.jobs, b"{oops", key=b"x")
@@ -90,12 +111,16 @@ async def read_offsets(bootstrap: str, topic: str) -> list[tuple[int, dict]]:
 async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
     topics = Topics.with_prefix(unique_topic("agent") + ".")
     stop = asyncio.Event()
-    agent = AgentService(kafka_bootstrap, AgentSettings(step_seconds=STEP, full_mode=RollingFullMode(every=0),
-                                                        group_id=unique_topic("g")), topics)
+    agent = AgentService(
+        kafka_bootstrap,
+        AgentSettings(step_seconds=STEP, full_mode=RollingFullMode(every=0), group_id=unique_topic("g")),
+        topics,
+    )
     ready = asyncio.Event()
     dirs = [tmp_path / "node0", tmp_path / "node1"]
-    nodes = [NodeAgent(kafka_bootstrap, k, range(8 * k, 8 * k + 8), FileBinder(dirs[k]), topics=topics)
-             for k in range(2)]
+    nodes = [
+        NodeAgent(kafka_bootstrap, k, range(8 * k, 8 * k + 8), FileBinder(dirs[k]), topics=topics) for k in range(2)
+    ]
     tasks = [asyncio.create_task(agent.run(stop, ready))] + [asyncio.create_task(n.run(stop)) for n in nodes]
     await asyncio.wait_for(ready.wait(), 30)
     durations: dict[str, int] = {}
@@ -129,10 +154,15 @@ async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
     reports = [m["payload"] for m in await read_all(kafka_bootstrap, topics.bindings)]
     for k, node in enumerate(nodes):  # the node agents' metrics count what they reported
         bound = node.metrics.registry.get_sample_value(
-            "gpualloc_node_binds_total", {"pool": "default", "node": str(k), "action": "bind", "status": "ok"})
+            "gpualloc_node_binds_total", {"pool": "default", "node": str(k), "action": "bind", "status": "ok"}
+        )
         assert bound == sum(1 for r in reports if r["node"] == k and r["status"] == "bound") > 0
-        assert node.metrics.registry.get_sample_value("gpualloc_node_bind_latency_seconds_count",
-                                                      {"pool": "default", "node": str(k), "action": "bind"}) == bound
+        assert (
+            node.metrics.registry.get_sample_value(
+                "gpualloc_node_bind_latency_seconds_count", {"pool": "default", "node": str(k), "action": "bind"}
+            )
+            == bound
+        )
 
     last = commits[-1]["assignments"]
     for k, folder in enumerate(dirs):

@@ -57,9 +57,17 @@ async def test_health_answers_from_the_loop_and_readiness_follows_the_agent():
         state["ready"] = True
         assert (await loop.run_in_executor(None, get, port, "/readyz"))[0] == 200
         before = {name for name, _ in samples((await loop.run_in_executor(None, get, port, "/metrics"))[1])}
-        assert before >= {"gpualloc_decisions_total", "gpualloc_decision_latency_seconds_count", "gpualloc_queue_depth",
-                          "gpualloc_gpus", "gpualloc_utilization", "gpualloc_realtime_shortfall_gpus",
-                          "gpualloc_full_mode_gap", "gpualloc_full_mode_adopted_total", "gpualloc_commits_total"}
+        assert before >= {
+            "gpualloc_decisions_total",
+            "gpualloc_decision_latency_seconds_count",
+            "gpualloc_queue_depth",
+            "gpualloc_gpus",
+            "gpualloc_utilization",
+            "gpualloc_realtime_shortfall_gpus",
+            "gpualloc_full_mode_gap",
+            "gpualloc_full_mode_adopted_total",
+            "gpualloc_commits_total",
+        }
         metrics.decided("start", 0.003)
         status, text = await loop.run_in_executor(None, get, port, "/metrics")
         assert status == 200 and samples(text)[("gpualloc_decisions_total", (("action", "start"), ("pool", "p")))] == 1
@@ -74,8 +82,13 @@ async def test_the_agent_serves_its_metrics_through_a_real_broker(kafka_bootstra
     with socket.socket() as probe:  # a free port, for `run` to serve on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    agent = AgentService(kafka_bootstrap, AgentSettings(step_seconds=0.5, full_mode=RollingFullMode(every=0),
-                                                        metrics_port=port, group_id=unique_topic("g")), topics)
+    agent = AgentService(
+        kafka_bootstrap,
+        AgentSettings(
+            step_seconds=0.5, full_mode=RollingFullMode(every=0), metrics_port=port, group_id=unique_topic("g")
+        ),
+        topics,
+    )
     stop, ready = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(agent.run(stop, ready))
     loop = asyncio.get_running_loop()
@@ -85,21 +98,31 @@ async def test_the_agent_serves_its_metrics_through_a_real_broker(kafka_bootstra
         producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
         await producer.start()
         try:
-            for n, (kind, payload) in enumerate([
+            for n, (kind, payload) in enumerate(
+                [
                     ("pool.configured", {"gpus": 8, "gpus_per_node": 8, "horizon": 6}),
                     ("app.registered", {"id": "chat", "priority": 5, "min_gpus": 1, "max_gpus": 4}),
                     ("traffic.observed", {"app": "chat", "gpus": 3}),
                     ("job.submitted", {"id": "a", "kind": "training", "priority": 5, "gpus": 4, "duration": 3}),
-                    ("job.submitted", {"id": "b", "kind": "training", "priority": -1, "gpus": 1, "duration": 1})]):
-                m = {"event_id": f"m{n}", "type": kind, "occurred_at": "2026-12-01T00:00:00Z", "pool": "default",
-                     "payload": payload}
+                    ("job.submitted", {"id": "b", "kind": "training", "priority": -1, "gpus": 1, "duration": 1}),
+                ]
+            ):
+                m = {
+                    "event_id": f"m{n}",
+                    "type": kind,
+                    "occurred_at": "2026-12-01T00:00:00Z",
+                    "pool": "default",
+                    "payload": payload,
+                }
                 await producer.send_and_wait(topics.of_type(kind), orjson.dumps(m), key=key_of(m).encode())
         finally:
             await producer.stop()
         for _ in range(100):
             got = samples((await loop.run_in_executor(None, get, port, "/metrics"))[1])
-            if got.get(("gpualloc_commits_total", (("pool", "default"),)), 0) >= 2 and \
-                    got.get(("gpualloc_decisions_total", (("action", "start"), ("pool", "default"))), 0) >= 1:
+            if (
+                got.get(("gpualloc_commits_total", (("pool", "default"),)), 0) >= 2
+                and got.get(("gpualloc_decisions_total", (("action", "start"), ("pool", "default"))), 0) >= 1
+            ):
                 break
             await asyncio.sleep(0.2)
         assert got[("gpualloc_decisions_total", (("action", "start"), ("pool", "default")))] == 1

@@ -28,9 +28,24 @@ KILLS = 20
 
 
 def agent_command(bootstrap: str, prefix: str, config: str) -> list[str]:
-    return [sys.executable, "-m", "gpualloc", "agent", "--bootstrap", bootstrap, "--topic-prefix", prefix,
-            "--config", config, "--step-seconds", str(STEP), "--full-mode-every", "3",
-            "--full-mode-time-limit", "0.3"]
+    return [
+        sys.executable,
+        "-m",
+        "gpualloc",
+        "agent",
+        "--bootstrap",
+        bootstrap,
+        "--topic-prefix",
+        prefix,
+        "--config",
+        config,
+        "--step-seconds",
+        str(STEP),
+        "--full-mode-every",
+        "3",
+        "--full-mode-time-limit",
+        "0.3",
+    ]
 
 
 async def play(bootstrap: str, prefix: str, config: str, cwd, kills: int, seed: int) -> dict:
@@ -59,8 +74,15 @@ async def play(bootstrap: str, prefix: str, config: str, cwd, kills: int, seed: 
     await completer
     agent.terminate()
     assert agent.wait(timeout=60) == 0
-    limits = {e["payload"]["id"]: (e["payload"].get("min_gpus", 0), e["payload"].get("max_gpus") or 16,
-                                   e["payload"].get("swap_cap") or 2) for e in events if e["type"] == "app.registered"}
+    limits = {
+        e["payload"]["id"]: (
+            e["payload"].get("min_gpus", 0),
+            e["payload"].get("max_gpus") or 16,
+            e["payload"].get("swap_cap") or 2,
+        )
+        for e in events
+        if e["type"] == "app.registered"
+    }
     return {"jobs": jobs, "killed": killed, "topics": topics, "limits": limits}
 
 
@@ -86,8 +108,10 @@ async def test_sigkill_at_twenty_points_loses_nothing_and_decides_nothing_twice(
         commits = [m["payload"] for m in await read_all(kafka_bootstrap, topics.commits)]
         seqs = [c["seq"] for c in commits]
         assert seqs == list(range(1, len(seqs) + 1)), name  # strictly rising, no gap, no repeat
-        steps = [type("Step", (), {"step": c["step"], "assignments": {k: tuple(v) for k, v in c["assignments"].items()}})
-                 for c in commits]
+        steps = [
+            type("Step", (), {"step": c["step"], "assignments": {k: tuple(v) for k, v in c["assignments"].items()}})
+            for c in commits
+        ]
         restarts = {}
         for c in commits:
             for job_id in c["started"]:
@@ -95,8 +119,13 @@ async def test_sigkill_at_twenty_points_loses_nothing_and_decides_nothing_twice(
         limits = run["limits"]
         assert online_violations(steps, limits, set(limits), failed=restarts, node_size=8) == [], name
         prefix = topics.jobs[: -len("gpualloc.jobs")]
-        proc = subprocess.run([sys.executable, "-m", "gpualloc", "audit", "--bootstrap", kafka_bootstrap,
-                               "--topic-prefix", prefix], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpualloc", "audit", "--bootstrap", kafka_bootstrap, "--topic-prefix", prefix],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, (name, proc.stdout[-3000:], proc.stderr[-2000:])
         last = proc.stdout.strip().splitlines()[-1]
         assert last == f"audit default: {len(decisions)} decisions, {len(commits)} commits reproduced; 0 mismatches"

@@ -36,8 +36,17 @@ GPUS, NODE, JOBS = 1024, 8, 2000
 STEP = 4.0  # seconds per step: a boundary's replan of 2,000 jobs takes about one on a loaded machine
 NODES = (0, 64, 127)
 WAIT_S = 240
-LORA = {"variant": "lora", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 2048,
-        "dataset_tokens_m": 50, "epochs": 1, "global_batch": 64, "micro_batch": 4}
+LORA = {
+    "variant": "lora",
+    "params_b": 7,
+    "layers": 32,
+    "hidden_size": 4096,
+    "seq_len": 2048,
+    "dataset_tokens_m": 50,
+    "epochs": 1,
+    "global_batch": 64,
+    "micro_batch": 4,
+}
 APPS = {"chat": (8, 64), "search": (4, 32), "voice": (2, 16)}  # floor, ceiling
 
 
@@ -45,9 +54,22 @@ def backlog(seed: int) -> tuple[list[dict], dict[str, int]]:
     """The apps and the backlog as envelopes, and each job's real duration (steps)."""
     rng = random.Random(seed)
     at = datetime.now(timezone.utc)
-    events = [envelope("app.registered", {"id": app, "priority": 9, "min_gpus": lo, "max_gpus": hi, "swap_cap": 4,
-                                          "profile": [rng.randint(lo, hi) for _ in range(24)]}, at, f"app-{app}")
-              for app, (lo, hi) in APPS.items()]
+    events = [
+        envelope(
+            "app.registered",
+            {
+                "id": app,
+                "priority": 9,
+                "min_gpus": lo,
+                "max_gpus": hi,
+                "swap_cap": 4,
+                "profile": [rng.randint(lo, hi) for _ in range(24)],
+            },
+            at,
+            f"app-{app}",
+        )
+        for app, (lo, hi) in APPS.items()
+    ]
     durations = {}
     for k in range(JOBS):
         job_id = f"team-{k % 17:02d}/" + f"{k:06d}-".ljust(72, "x")
@@ -74,16 +96,39 @@ async def test_a_1024_gpu_pool_with_apps_and_a_backlog_survives_sigkill_and_audi
     prefix = unique_topic("scale") + "."
     topics = Topics.with_prefix(prefix)
     config = tmp_path / "pool.json"
-    config.write_text(json.dumps({"gpus": GPUS, "gpus_per_node": NODE, "horizon": 48, "step_minutes": 30,
-                                  "swap_cap": 4, "gpu_type": "h100-80gb"}))
-    command = [sys.executable, "-m", "gpualloc", "agent", "--bootstrap", kafka_bootstrap, "--topic-prefix", prefix,
-               "--config", str(config), "--step-seconds", str(STEP)]
+    config.write_text(
+        json.dumps(
+            {
+                "gpus": GPUS,
+                "gpus_per_node": NODE,
+                "horizon": 48,
+                "step_minutes": 30,
+                "swap_cap": 4,
+                "gpu_type": "h100-80gb",
+            }
+        )
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "gpualloc",
+        "agent",
+        "--bootstrap",
+        kafka_bootstrap,
+        "--topic-prefix",
+        prefix,
+        "--config",
+        str(config),
+        "--step-seconds",
+        str(STEP),
+    ]
     log = open(tmp_path / "agent.log", "ab")
     events, durations = backlog(seed=3)
     stop, nodes = asyncio.Event(), {}
     for n in NODES:
-        nodes[n] = NodeAgent(kafka_bootstrap, n, range(n * NODE, (n + 1) * NODE), FileBinder(tmp_path / f"node{n}"),
-                             topics=topics)
+        nodes[n] = NodeAgent(
+            kafka_bootstrap, n, range(n * NODE, (n + 1) * NODE), FileBinder(tmp_path / f"node{n}"), topics=topics
+        )
     node_tasks = [asyncio.create_task(a.run(stop)) for a in nodes.values()]
     agent = subprocess.Popen(command, cwd=tmp_path, stderr=log)
     stop_completing = asyncio.Event()
@@ -92,7 +137,7 @@ async def test_a_1024_gpu_pool_with_apps_and_a_backlog_survives_sigkill_and_audi
         apps = [e for e in events if e["type"] == "app.registered"]
         await publish_trace(kafka_bootstrap, apps, topics)  # apps first, as at a pool's set-up: floors first
         await commits_past(kafka_bootstrap, topics, 1)
-        await publish_trace(kafka_bootstrap, events[len(apps):], topics)
+        await publish_trace(kafka_bootstrap, events[len(apps) :], topics)
         await commits_past(kafka_bootstrap, topics, 3)
         agent.kill()  # SIGKILL: mid-pass or mid-transaction as it falls
         agent.wait()
@@ -119,27 +164,37 @@ async def test_a_1024_gpu_pool_with_apps_and_a_backlog_survives_sigkill_and_audi
         by_seq.setdefault(m["payload"]["seq"], []).append(m["payload"])
     assert sorted(by_seq) == list(range(1, len(by_seq) + 1))  # one seq after another, across the kill
     commits = [merge(parts) for _, parts in sorted(by_seq.items())]
-    steps = [type("Step", (), {"step": c["step"], "assignments": {k: tuple(v) for k, v in c["assignments"].items()}})
-             for c in commits]
+    steps = [
+        type("Step", (), {"step": c["step"], "assignments": {k: tuple(v) for k, v in c["assignments"].items()}})
+        for c in commits
+    ]
     restarts: dict[str, list[int]] = {}
     for c in commits:
         for job_id in c["started"]:
             restarts.setdefault(job_id, []).append(c["step"])
     limits = {app: (lo, hi, 4) for app, (lo, hi) in APPS.items()}
     assert online_violations(steps, limits, set(limits), failed=restarts, node_size=NODE) == []
-    recovered = re.findall(r"recovered at transaction (\d+), seq \d+ \((\d+) replayed\)",
-                           (tmp_path / "agent.log").read_text(errors="replace"))
+    recovered = re.findall(
+        r"recovered at transaction (\d+), seq \d+ \((\d+) replayed\)",
+        (tmp_path / "agent.log").read_text(errors="replace"),
+    )
     assert recovered and all(int(replayed) < int(txn) for txn, replayed in recovered)  # from a snapshot
     assert await read_all(kafka_bootstrap, topics.deadletter) == []
     assert all(app in commits[-1]["assignments"] for app in APPS)
     for topic in (topics.decisions, topics.ledger, topics.state):
         assert all(len(encode(m)) < 1_000_000 for m in await read_all(kafka_bootstrap, topic)), topic
 
-    proc = subprocess.run([sys.executable, "-m", "gpualloc", "audit", "--bootstrap", kafka_bootstrap,
-                           "--topic-prefix", prefix], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpualloc", "audit", "--bootstrap", kafka_bootstrap, "--topic-prefix", prefix],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-2000:])
     assert proc.stdout.strip().splitlines()[-1] == (
-        f"audit default: {len(decisions)} decisions, {len(commits)} commits reproduced; 0 mismatches")
+        f"audit default: {len(decisions)} decisions, {len(commits)} commits reproduced; 0 mismatches"
+    )
 
     last = commits[-1]["assignments"]
     try:

@@ -25,9 +25,14 @@ SETTINGS = AgentSettings(step_seconds=0.5, full_mode=RollingFullMode(every=0), s
 
 
 def job(n: int, gpus: int = 8, duration: int = 4) -> bytes:
-    return orjson.dumps(envelope("job.submitted", {"id": f"j{n}", "kind": "training", "priority": 1 + n,
-                                                   "gpus": gpus, "duration": duration},
-                                 datetime.now(timezone.utc), f"e{n}"))
+    return orjson.dumps(
+        envelope(
+            "job.submitted",
+            {"id": f"j{n}", "kind": "training", "priority": 1 + n, "gpus": gpus, "duration": duration},
+            datetime.now(timezone.utc),
+            f"e{n}",
+        )
+    )
 
 
 async def publish(bootstrap: str, topic: str, values: list[bytes], key: bytes = b"k") -> None:
@@ -42,14 +47,16 @@ async def publish(bootstrap: str, topic: str, values: list[bytes], key: bytes = 
 
 async def cli(*args: str) -> tuple[int, str]:
     """The command as a user runs it (its own process and event loop)."""
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "gpualloc", *args,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gpualloc", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     return proc.returncode, out.decode() + err.decode()
 
 
-async def run_agent(bootstrap: str, topics: Topics, seconds: float, config: bytes | None = None,
-                    until=None) -> AgentService:
+async def run_agent(
+    bootstrap: str, topics: Topics, seconds: float, config: bytes | None = None, until=None
+) -> AgentService:
     """Run an agent for `seconds`, and then until `until(agent)` holds (at most 30 s more)."""
     agent = AgentService(bootstrap, SETTINGS, topics, initial_config=config)
     stop, ready = asyncio.Event(), asyncio.Event()
@@ -69,18 +76,26 @@ async def run_agent(bootstrap: str, topics: Topics, seconds: float, config: byte
 async def test_restart_audit_explain_and_a_refused_snapshot(kafka_bootstrap):
     prefix = unique_topic("audit") + "."
     topics = Topics.with_prefix(prefix)
-    config = orjson.dumps(envelope("pool.configured", {"gpus": 16, "gpus_per_node": 8, "horizon": 12},
-                                   datetime.now(timezone.utc), "cfg"))
+    config = orjson.dumps(
+        envelope("pool.configured", {"gpus": 16, "gpus_per_node": 8, "horizon": 12}, datetime.now(timezone.utc), "cfg")
+    )
     first = await run_agent(kafka_bootstrap, topics, 0.1, config)
     await publish(kafka_bootstrap, topics.jobs, [job(n) for n in range(4)])  # two run, two wait
-    first = await run_agent(kafka_bootstrap, topics, 1.5,  # no --config: restored from the bus
-                            until=lambda a: a.stats.decisions == 4)
+    first = await run_agent(
+        kafka_bootstrap,
+        topics,
+        1.5,  # no --config: restored from the bus
+        until=lambda a: a.stats.decisions == 4,
+    )
     assert first.stats.decisions == 4 and first.dispatcher.seq > 1
     seq = first.dispatcher.seq
 
     bus = ["--bootstrap", kafka_bootstrap, "--topic-prefix", prefix]
     rc, out = await cli("audit", *bus)
-    assert rc == 0 and out.strip().splitlines()[-1] == f"audit default: 4 decisions, {seq} commits reproduced; 0 mismatches"
+    assert (
+        rc == 0
+        and out.strip().splitlines()[-1] == f"audit default: 4 decisions, {seq} commits reproduced; 0 mismatches"
+    )
 
     rc, story = await cli("explain", "j3", *bus)  # the most valuable: running
     assert rc == 0 and "submitted: training, 8 GPUs for 4 steps" in story and "decided start" in story
@@ -90,18 +105,24 @@ async def test_restart_audit_explain_and_a_refused_snapshot(kafka_bootstrap):
     assert (await cli("explain", "nobody", *bus))[0] == 2
 
     # a snapshot of another version: refused, and the state rebuilt from the whole ledger
-    forged = envelope("pool.snapshot", {"version": 0, "txn": 10**6, "seq": 0, "ledger_partition": 0,
-                                        "ledger_next": 0, "frontier": {}, "state": ""},
-                      datetime.now(timezone.utc), "forged")
+    forged = envelope(
+        "pool.snapshot",
+        {"version": 0, "txn": 10**6, "seq": 0, "ledger_partition": 0, "ledger_next": 0, "frontier": {}, "state": ""},
+        datetime.now(timezone.utc),
+        "forged",
+    )
     await publish(kafka_bootstrap, topics.state, [orjson.dumps(forged)], key=b"default")
     again = await run_agent(kafka_bootstrap, topics, 1.0)
     assert again.dispatcher.seq > seq and again.stats.replayed >= 3
     assert (await run_agent(kafka_bootstrap, topics, 0.2)).stats.replayed < again.stats.replayed  # a good one again
 
     # a decision nobody made: the audit names it and fails
-    fake = envelope("allocation.decided", {"job_id": "j9", "action": "start", "gpus": [0], "reason": "forged",
-                                           "input_event_id": "x", "latency_ms": 0},
-                    datetime.now(timezone.utc), "x:decided")
+    fake = envelope(
+        "allocation.decided",
+        {"job_id": "j9", "action": "start", "gpus": [0], "reason": "forged", "input_event_id": "x", "latency_ms": 0},
+        datetime.now(timezone.utc),
+        "x:decided",
+    )
     await publish(kafka_bootstrap, topics.decisions, [orjson.dumps(fake)], key=b"j9")
     rc, out = await cli("audit", *bus, "--from", "0")
     assert rc == 1
@@ -136,8 +157,14 @@ async def test_a_pool_above_64_gpus_with_an_app_snapshots_in_parts_restarts_and_
     topics = Topics.with_prefix(prefix)
     now = datetime.now(timezone.utc)
     config = orjson.dumps(envelope("pool.configured", {"gpus": 72, "gpus_per_node": 8, "horizon": 12}, now, "cfg"))
-    app = orjson.dumps(envelope("app.registered", {"id": "chat", "priority": 9, "min_gpus": 2, "max_gpus": 2,
-                                                   "current": [70, 71]}, now, "app"))
+    app = orjson.dumps(
+        envelope(
+            "app.registered",
+            {"id": "chat", "priority": 9, "min_gpus": 2, "max_gpus": 2, "current": [70, 71]},
+            now,
+            "app",
+        )
+    )
     await run_agent(kafka_bootstrap, topics, 0.1, config)
     await publish(kafka_bootstrap, topics.traffic, [app], key=b"default")
     await publish(kafka_bootstrap, topics.jobs, [job(n) for n in range(10)], key=b"default")
@@ -164,10 +191,11 @@ async def test_a_pool_above_64_gpus_with_an_app_snapshots_in_parts_restarts_and_
 
     bus = ["--bootstrap", kafka_bootstrap, "--topic-prefix", prefix]
     rc, out = await cli("status", *bus, "--json")
-    assert rc == 0 and orjson.loads(out[:out.rindex("}") + 1])["gpus"] == 72, out
+    assert rc == 0 and orjson.loads(out[: out.rindex("}") + 1])["gpus"] == 72, out
     rc, out = await cli("audit", *bus)
-    assert rc == 0 and out.strip().splitlines()[-1].endswith("10 decisions, "
-                                                               f"{again.dispatcher.seq} commits reproduced; 0 mismatches"), out
+    assert rc == 0 and out.strip().splitlines()[-1].endswith(
+        f"10 decisions, {again.dispatcher.seq} commits reproduced; 0 mismatches"
+    ), out
 
 
 def test_a_pool_whose_inputs_wait_past_its_ledger_for_long_is_reported_stalled():
@@ -177,7 +205,9 @@ def test_a_pool_whose_inputs_wait_past_its_ledger_for_long_is_reported_stalled()
     assert not working.stalled and working.ok
     stuck = AuditResult("default", transactions=40, waiting=12, waited_s=STALLED_AFTER_S + 1)
     assert stuck.stalled and not stuck.ok
-    assert "pool 'default': 12 inputs on the bus past its ledger, the oldest 301 s old: its agent publishes nothing" \
+    assert (
+        "pool 'default': 12 inputs on the bus past its ledger, the oldest 301 s old: its agent publishes nothing"
         in stuck.lines()
+    )
     never = AuditResult("default", waiting=3)
     assert never.stalled and "pool 'default': 3 inputs on the bus, no commit or decision published" in never.lines()

@@ -20,9 +20,15 @@ def bundled() -> Report:
 
 
 def test_bundled_report(bundled):
-    assert [r.scenario for r in bundled.rows] == ["large_mixed", "mixed_control", "oversubscribed",
-                                                  "realtime_contention", "scale", "training_heavy",
-                                                  "uniform_priority"]
+    assert [r.scenario for r in bundled.rows] == [
+        "large_mixed",
+        "mixed_control",
+        "oversubscribed",
+        "realtime_contention",
+        "scale",
+        "training_heavy",
+        "uniform_priority",
+    ]
     assert bundled.ok and bundled.exit_code == 0
     for r in bundled.rows:
         assert r.value_gain_pct is not None and r.value_gain_pct >= 0

@@ -14,8 +14,15 @@ PATHS = benchmarks.scenario_paths()
 
 def test_seven_bundled_scenarios_and_their_best_known_entries():
     names = sorted(p.stem for p in PATHS)
-    assert names == ["large_mixed", "mixed_control", "oversubscribed", "realtime_contention", "scale",
-                     "training_heavy", "uniform_priority"]
+    assert names == [
+        "large_mixed",
+        "mixed_control",
+        "oversubscribed",
+        "realtime_contention",
+        "scale",
+        "training_heavy",
+        "uniform_priority",
+    ]
     assert set(benchmarks.best_known()) == set(names)
 
 

@@ -38,11 +38,17 @@ def test_it_is_never_below_the_best_known_plan(name):
 
 
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(gpus=st.sampled_from([8, 16, 24, 32]), jobs=st.integers(1, 30), seed=st.integers(0, 10_000),
-       horizon=st.sampled_from([4, 8, 12, 24]), cap=st.integers(0, 3))
+@given(
+    gpus=st.sampled_from([8, 16, 24, 32]),
+    jobs=st.integers(1, 30),
+    seed=st.integers(0, 10_000),
+    horizon=st.sampled_from([4, 8, 12, 24]),
+    cap=st.integers(0, 3),
+)
 def test_it_bounds_every_legal_plan_of_generated_scenarios(gpus, jobs, seed, horizon, cap):
-    problem = compile_scenario(Scenario.model_validate(
-        generate_scenario(gpus, jobs, seed, gpus_per_node=8, horizon=horizon, swap_cap=cap)))
+    problem = compile_scenario(
+        Scenario.model_validate(generate_scenario(gpus, jobs, seed, gpus_per_node=8, horizon=horizon, swap_cap=cap))
+    )
     bound = capacity_bound(problem)
     for name in ("heuristic", "greedy"):
         schedule = policy(name).solve(problem, SolveOptions()).schedule
@@ -57,9 +63,25 @@ def test_it_is_exact_where_nothing_competes_for_gpus():
 
 
 def test_a_window_with_nothing_to_place_is_bounded_by_its_running_jobs():
-    problem = compile_scenario(Scenario.model_validate({
-        "name": "idle", "gpus": 8, "horizon": 4,
-        "jobs": [{"id": "a", "kind": "training", "priority": 1, "gpus": 2, "duration": 9, "running": {"gpus": [0, 1], "remaining": 2}}]}))
+    problem = compile_scenario(
+        Scenario.model_validate(
+            {
+                "name": "idle",
+                "gpus": 8,
+                "horizon": 4,
+                "jobs": [
+                    {
+                        "id": "a",
+                        "kind": "training",
+                        "priority": 1,
+                        "gpus": 2,
+                        "duration": 9,
+                        "running": {"gpus": [0, 1], "remaining": 2},
+                    }
+                ],
+            }
+        )
+    )
     assert capacity_bound(problem) == pytest.approx(2 * (1 + 0.95))  # priority 1, two steps at decay 0.95
 
 
@@ -71,8 +93,9 @@ def test_a_window_no_legal_plan_fits_has_no_bound_and_keeps_the_solvers():
 
     problem = bundled("realtime_contention")
     app = problem.realtime[0]
-    floors_too_high = dataclasses.replace(problem, realtime=(dataclasses.replace(app, min_gpus=problem.gpus + 1),
-                                                             *problem.realtime[1:]))
+    floors_too_high = dataclasses.replace(
+        problem, realtime=(dataclasses.replace(app, min_gpus=problem.gpus + 1), *problem.realtime[1:])
+    )
     assert capacity_bound(floors_too_high) is None
     result = MilpResult(None, 1.0, 2.0, 0.5, "feasible", 0.0, 0.0, 1.0, "heuristic")
     assert tightened(result, floors_too_high, 1e-4) is result
@@ -110,11 +133,13 @@ def test_full_mode_keeps_the_solvers_bound_when_it_is_the_tighter(highs):
 def test_highs_banner_stays_off_stdout():
     """HiGHS prints a banner on descriptor 1 at a process's first instance: a plan on stdout
     (`solve`, `simulate --json`) would no longer parse."""
-    code = ("from gpualloc.benchmarks import DATA_DIR; from gpualloc.schemas import Scenario; "
-            "from gpualloc.solvers import compile_scenario; "
-            "from gpualloc.solvers.policies.milp.bound import capacity_bound; "
-            "p = compile_scenario(Scenario.model_validate_json((DATA_DIR / 'scenarios' / 'scale.json').read_text())); "
-            "print(round(capacity_bound(p), 2))")
+    code = (
+        "from gpualloc.benchmarks import DATA_DIR; from gpualloc.schemas import Scenario; "
+        "from gpualloc.solvers import compile_scenario; "
+        "from gpualloc.solvers.policies.milp.bound import capacity_bound; "
+        "p = compile_scenario(Scenario.model_validate_json((DATA_DIR / 'scenarios' / 'scale.json').read_text())); "
+        "print(round(capacity_bound(p), 2))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "1535.03\n"
     assert "HiGHS" in done.stderr

@@ -21,8 +21,9 @@ MIXED = str(benchmarks.scenario_dir() / "mixed_control.json")
 
 def run(*args: str) -> subprocess.CompletedProcess:
     """The CLI in a fresh interpreter, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "gpualloc", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gpualloc", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +40,15 @@ def test_solve_prints_the_contract_plan():
     assert list(data)[:3] == ["scenario", "scheduler", "grid"]
     assert (data["scenario"], data["scheduler"]) == ("mixed_control", "fifo")
     assert len(data["grid"]) == 8 and all(len(row) == 24 for row in data["grid"])
-    assert set(data["metrics"]) >= {"utilization", "value", "objective", "realtime_shortfall", "completed",
-                                    "scheduled", "unscheduled"}
+    assert set(data["metrics"]) >= {
+        "utilization",
+        "value",
+        "objective",
+        "realtime_shortfall",
+        "completed",
+        "scheduled",
+        "unscheduled",
+    }
     assert data["solve_ms"] > 0
 
 
@@ -84,12 +92,24 @@ def test_bad_input_exits_2_naming_the_field(tmp_path, heuristic_plan):
         (("solve", str(tmp_path)), "is a directory"),
         (("solve", write(tmp_path, "broken.json", '{"name": "x", ')), "Invalid JSON"),
         (("solve", write(tmp_path, "list.json", "[1, 2]")), "(document)"),
-        (("solve", write(tmp_path, "schema.json", json.dumps(scenario))), "jobs[3] (id 'train-1').gpus: must be a power of two"),
+        (
+            ("solve", write(tmp_path, "schema.json", json.dumps(scenario))),
+            "jobs[3] (id 'train-1').gpus: must be a power of two",
+        ),
         (("check", MIXED, write(tmp_path, "notplan.json", '{"scenario": "x"}')), "scheduler: Field required"),
-        (("check", MIXED, write(tmp_path, "sched.json", '{"scenario": "x", "scheduler": "magic", "grid": []}')), "scheduler: Input should be"),
-        (("check", MIXED, write(tmp_path, "shape.json", '{"scenario": "x", "scheduler": "fifo", "grid": [[null]]}')), "grid: must have gpus=8 rows"),
+        (
+            ("check", MIXED, write(tmp_path, "sched.json", '{"scenario": "x", "scheduler": "magic", "grid": []}')),
+            "scheduler: Input should be",
+        ),
+        (
+            ("check", MIXED, write(tmp_path, "shape.json", '{"scenario": "x", "scheduler": "fifo", "grid": [[null]]}')),
+            "grid: must have gpus=8 rows",
+        ),
         (("check", MIXED, MIXED), "grid: Field required"),
-        (("generate", "--gpus", "12", "--jobs", "4", "--seed", "1", "--gpus-per-node", "5"), "gpus_per_node must divide gpus"),
+        (
+            ("generate", "--gpus", "12", "--jobs", "4", "--seed", "1", "--gpus-per-node", "5"),
+            "gpus_per_node must divide gpus",
+        ),
         (("solve", MIXED, "--scheduler", "quantum"), "invalid choice"),
         (("bench", str(tmp_path / "nope")), "not a folder"),
     ]

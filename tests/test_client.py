@@ -32,8 +32,11 @@ async def test_a_dead_letter_of_a_submission_reaches_its_caller():
     client = Client("127.0.0.1:1", pool="p")
     future = asyncio.get_running_loop().create_future()
     client._decisions["a"], client._events["e1"] = future, "a"
-    letter = {"type": "input.rejected", "pool": "p",
-              "payload": {"reason": "occurred_at: too far ahead", "original": orjson.dumps({"event_id": "e1"}).decode()}}
+    letter = {
+        "type": "input.rejected",
+        "pool": "p",
+        "payload": {"reason": "occurred_at: too far ahead", "original": orjson.dumps({"event_id": "e1"}).decode()},
+    }
     client._answer({**letter, "pool": "other"})  # another pool's letter is not this client's
     assert not future.done()
     client._answer(letter)
@@ -44,22 +47,27 @@ async def test_a_dead_letter_of_a_submission_reaches_its_caller():
 @pytest.mark.kafka
 async def test_submissions_get_their_decisions_through_a_running_agent(kafka_bootstrap):
     topics = Topics.with_prefix(unique_topic("client") + ".")
-    agent = AgentService(kafka_bootstrap, AgentSettings(step_seconds=0.5, full_mode=RollingFullMode(every=0),
-                                                        group_id=unique_topic("g")), topics)
+    agent = AgentService(
+        kafka_bootstrap,
+        AgentSettings(step_seconds=0.5, full_mode=RollingFullMode(every=0), group_id=unique_topic("g")),
+        topics,
+    )
     stop, ready = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(agent.run(stop, ready))
     try:
         await asyncio.wait_for(ready.wait(), 30)
         async with Client(kafka_bootstrap, topics=topics, source="test") as client:
             with pytest.raises(TimeoutError, match="no decision"):  # not configured yet: the agent holds it
-                await client.submit_job({"id": "early", "kind": "training", "priority": 1, "gpus": 1,
-                                         "duration": 1}, timeout=2)
+                await client.submit_job(
+                    {"id": "early", "kind": "training", "priority": 1, "gpus": 1, "duration": 1}, timeout=2
+                )
             await client.send("pool.configured", {"gpus": 8, "gpus_per_node": 8, "horizon": 6})
             await client.register_app({"id": "chat", "priority": 5, "min_gpus": 1, "max_gpus": 4})
             await client.report_traffic("chat", gpus=2)
             both = await asyncio.gather(
                 client.submit_job({"id": "a", "kind": "training", "priority": 5, "gpus": 4, "duration": 3}),
-                client.submit_job({"id": "b", "kind": "training", "priority": 1, "gpus": 8, "duration": 2}))
+                client.submit_job({"id": "b", "kind": "training", "priority": 1, "gpus": 8, "duration": 2}),
+            )
             a, b = both
             assert (a.job_id, a.action, len(a.gpus)) == ("a", "start", 4)
             assert b.job_id == "b" and b.action in ("planned", "queued")

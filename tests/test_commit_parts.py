@@ -50,8 +50,17 @@ def reference_grid(gpus: int, steps: int, batch: dict, realtime: dict) -> list[l
 
 
 def message(plan: dict, assignments: dict, started: list[str], seq: int = 7) -> dict:
-    payload = PlanCommitted(step=3, seq=seq, step_start=T0, assignments=assignments, plan=plan, source="heuristic",
-                            objective=1.5, started=started, frontier={"gpualloc.jobs:0": 12})
+    payload = PlanCommitted(
+        step=3,
+        seq=seq,
+        step_start=T0,
+        assignments=assignments,
+        plan=plan,
+        source="heuristic",
+        objective=1.5,
+        started=started,
+        frontier={"gpualloc.jobs:0": 12},
+    )
     return envelope("plan.committed", payload, T0, f"default:commit:{seq}")
 
 
@@ -84,21 +93,25 @@ def test_any_window_round_trips_and_splits_into_parts_that_fit(window, limit):
     gpus, steps, batch, realtime = window
     plan = tentative_plan(gpus, steps, batch, realtime)
     assert commit_grid({"plan": plan}) == reference_grid(gpus, steps, batch, realtime)
-    assignments = {h: [g for g0, g1, t0, _ in rects if t0 == 0 for g in range(g0, g1)]
-                   for h, rects in plan["holders"].items()}
+    assignments = {
+        h: [g for g0, g1, t0, _ in rects if t0 == 0 for g in range(g0, g1)] for h, rects in plan["holders"].items()
+    }
     assignments = {h: gs for h, gs in assignments.items() if gs}
     whole = message(plan, assignments, sorted(h for h in assignments if h.startswith("j")))
     parts = split(whole, limit)
     assert all(len(orjson.dumps(p)) <= limit for p in parts)
     assert [p["payload"]["part"] for p in parts] == list(range(1, len(parts) + 1))
-    assert {p["event_id"] for p in parts} == {"default:commit:7"} | {f"default:commit:7:{i}" for i in range(2, len(parts) + 1)}
+    assert {p["event_id"] for p in parts} == {"default:commit:7"} | {
+        f"default:commit:7:{i}" for i in range(2, len(parts) + 1)
+    }
     ids = [set(p["payload"]["assignments"]) for p in parts]
     assert sum(map(len, ids)) == len(set().union(*ids))  # each holder's assignment in one part
     back = merge([p["payload"] for p in reversed(parts)])
     assert back["assignments"] == assignments and sorted(back["started"]) == whole["payload"]["started"]
     assert commit_grid(back) == commit_grid(whole["payload"])
-    assert {k: v for k, v in back.items() if k not in ("plan", "started")} == \
-        {k: v for k, v in whole["payload"].items() if k not in ("plan", "started")}
+    assert {k: v for k, v in back.items() if k not in ("plan", "started")} == {
+        k: v for k, v in whole["payload"].items() if k not in ("plan", "started")
+    }
 
 
 def test_gpu_runs_are_the_contiguous_ranges():
@@ -116,15 +129,16 @@ def at_the_limits(seed: int = 0) -> tuple[dict, dict, dict, list[str]]:
     realtime = {}
     for a in range(apps):
         base = G - 8 * apps + 8 * a
-        realtime[f"app-{a:02d}-" + "x" * 190] = [0xFF << base if a % 2 else (0x7F << base) | (1 << (base + 7 - t % 2))
-                                                  for t in range(T)]
+        realtime[f"app-{a:02d}-" + "x" * 190] = [
+            0xFF << base if a % 2 else (0x7F << base) | (1 << (base + 7 - t % 2)) for t in range(T)
+        ]
     batch, lanes = {}, G - 8 * apps
     k = 0
     for lane in range(lanes):  # three or so jobs one after the other on each GPU
         t = 0
         while t < T and k < LIMITS.queued_jobs:
             end = min(T, t + rng.randint(60, 200))
-            job_id = f"{k:06d}" + ("\U0001F680" if k % 2 else "j") * (LIMITS.id_chars - 6)
+            job_id = f"{k:06d}" + ("\U0001f680" if k % 2 else "j") * (LIMITS.id_chars - 6)
             batch[job_id] = (t, end, 1 << lane)
             k, t = k + 1, end
     assignments = {h: [g for g in range(G) if mask >> g & 1] for h, (t0, _, mask) in batch.items() if t0 == 0}
@@ -188,21 +202,56 @@ def stream(count: int) -> list[Record]:
     rng = random.Random(count)
 
     def record(topic: str, offset: int, kind: str, payload: dict) -> Record:
-        return Record(f"gpualloc.{topic}", 0, offset, "default", orjson.dumps(
-            {"event_id": f"{topic}-{offset}", "type": kind, "occurred_at": "2026-12-02T00:00:00Z",
-             "pool": "default", "schema_version": 1, "payload": payload}))
+        return Record(
+            f"gpualloc.{topic}",
+            0,
+            offset,
+            "default",
+            orjson.dumps(
+                {
+                    "event_id": f"{topic}-{offset}",
+                    "type": kind,
+                    "occurred_at": "2026-12-02T00:00:00Z",
+                    "pool": "default",
+                    "schema_version": 1,
+                    "payload": payload,
+                }
+            ),
+        )
 
-    out = [record("config", 0, "pool.configured", {"gpus": 32, "gpus_per_node": 8, "horizon": 12}),
-           record("traffic", 0, "app.registered", {"id": "chat", "priority": 6, "min_gpus": 1, "max_gpus": 6,
-                                                    "profile": [rng.randint(1, 6) for _ in range(24)]})]
+    out = [
+        record("config", 0, "pool.configured", {"gpus": 32, "gpus_per_node": 8, "horizon": 12}),
+        record(
+            "traffic",
+            0,
+            "app.registered",
+            {
+                "id": "chat",
+                "priority": 6,
+                "min_gpus": 1,
+                "max_gpus": 6,
+                "profile": [rng.randint(1, 6) for _ in range(24)],
+            },
+        ),
+    ]
     for n in range(count):
         if n > 4 and rng.random() < 0.2:
             out.append(record("jobs", n, "job.completed", {"id": f"job-{rng.randrange(n):04d}-" + "x" * 40}))
         else:
-            out.append(record("jobs", n, "job.submitted", {"id": f"job-{n:04d}-" + "x" * 40, "kind": "training",
-                                                           "priority": rng.randint(1, 9),
-                                                           "gpus": rng.choice([1, 2, 4, 8]),
-                                                           "duration": rng.randint(1, 6)}))
+            out.append(
+                record(
+                    "jobs",
+                    n,
+                    "job.submitted",
+                    {
+                        "id": f"job-{n:04d}-" + "x" * 40,
+                        "kind": "training",
+                        "priority": rng.randint(1, 9),
+                        "gpus": rng.choice([1, 2, 4, 8]),
+                        "duration": rng.randint(1, 6),
+                    },
+                )
+            )
     return out
 
 
@@ -214,7 +263,7 @@ def test_split_commits_replay_alike_and_the_audit_compares_them_part_by_part(mon
     outputs, entries, grids = [], [], {}
     for k in range(0, len(records), 6):
         now = T0 + timedelta(seconds=5 * k)
-        out = d.handle(records[k:k + 6], now)
+        out = d.handle(records[k : k + 6], now)
         if d.planner is not None:
             out += d.commit(now)
             grids[d.seq] = to_grid(d.last_commit.window, d.last_commit.schedule)

@@ -16,8 +16,13 @@ MIXED = "benchmarks/scenarios/mixed_control.json"
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch):
-    for name in ("KAFKA_BOOTSTRAP_SERVERS", "GPUALLOC_SETTINGS", "GPUALLOC_BOOTSTRAP",
-                 "GPUALLOC_AGENT__STEP_SECONDS", "GPUALLOC_AGENT__FULL_MODE__EVERY"):
+    for name in (
+        "KAFKA_BOOTSTRAP_SERVERS",
+        "GPUALLOC_SETTINGS",
+        "GPUALLOC_BOOTSTRAP",
+        "GPUALLOC_AGENT__STEP_SECONDS",
+        "GPUALLOC_AGENT__FULL_MODE__EVERY",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -30,31 +35,44 @@ def test_defaults_are_the_plain_models():
 
 def test_flags_beat_the_environment_which_beats_the_file(tmp_path, monkeypatch):
     file = tmp_path / "gpualloc.toml"
-    file.write_text('topic_prefix = "file."\npool = "from-file"\n[agent]\nstep_seconds = 9\n'
-                    '[agent.full_mode]\nevery = 4\n')
+    file.write_text(
+        'topic_prefix = "file."\npool = "from-file"\n[agent]\nstep_seconds = 9\n[agent.full_mode]\nevery = 4\n'
+    )
     monkeypatch.setenv("GPUALLOC_SETTINGS", str(file))
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "env:9092")
     monkeypatch.setenv("GPUALLOC_AGENT__STEP_SECONDS", "5")
     args = build_parser().parse_args(["agent", "--topic-prefix", "flag."])
     s = settings_of(args)
     assert (s.topic_prefix, s.bootstrap, s.agent.step_seconds, s.agent.full_mode.every, s.pool) == (
-        "flag.", "env:9092", 5.0, 4, "from-file")
+        "flag.",
+        "env:9092",
+        5.0,
+        4,
+        "from-file",
+    )
 
 
 def test_json_settings_file_given_as_a_flag(tmp_path):
     file = tmp_path / "s.json"
     file.write_text(json.dumps({"simulation": {"full_mode": {"every": 3, "options": {"node_limit": 7}}}}))
-    s = settings_of(build_parser().parse_args(["simulate", "t.jsonl", "--settings", str(file),
-                                               "--full-mode-jobs", "5"]))
-    assert (s.simulation.full_mode.every, s.simulation.full_mode.options.node_limit,
-            s.simulation.full_mode.max_jobs) == (3, 7, 5)
+    s = settings_of(
+        build_parser().parse_args(["simulate", "t.jsonl", "--settings", str(file), "--full-mode-jobs", "5"])
+    )
+    assert (
+        s.simulation.full_mode.every,
+        s.simulation.full_mode.options.node_limit,
+        s.simulation.full_mode.max_jobs,
+    ) == (3, 7, 5)
 
 
-@pytest.mark.parametrize("content, needle", [
-    ('{"agent": {"step_seconds": -1}}', "agent.step_seconds: Input should be greater than 0"),
-    ('{"agent": {"stepseconds": 1}}', "agent.stepseconds: Extra inputs are not permitted"),
-    ("{not json", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ('{"agent": {"step_seconds": -1}}', "agent.step_seconds: Input should be greater than 0"),
+        ('{"agent": {"stepseconds": 1}}', "agent.stepseconds: Extra inputs are not permitted"),
+        ("{not json", "not JSON"),
+    ],
+)
 def test_bad_settings_exit_2_naming_the_field(tmp_path, capsys, content, needle):
     file = tmp_path / "s.json"
     file.write_text(content)

@@ -44,5 +44,5 @@ def test_every_setting_is_listed_with_its_variable_and_the_flags_that_exist():
 def test_the_readme_carries_the_table():
     text = README.read_text(encoding="utf-8")
     start, end = "<!-- gpualloc config options -->\n", "<!-- end gpualloc config options -->"
-    table = text[text.index(start) + len(start):text.index(end)]
+    table = text[text.index(start) + len(start) : text.index(end)]
     assert table == markdown(options(build_parser())), "run `gpualloc config options` and paste it into README.md"

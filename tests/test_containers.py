@@ -56,16 +56,30 @@ def stack():
     if compose is None:
         _unavailable("neither `docker compose` nor docker-compose is installed")
     kafka, agent, node0, node1 = _free_ports(4)
-    env = {**os.environ, **images, "KAFKA_HOST_PORT": str(kafka), "AGENT_METRICS_PORT": str(agent),
-           "NODE0_METRICS_PORT": str(node0), "NODE1_METRICS_PORT": str(node1), "STEP_SECONDS": "1",
-           "DEMO_JOBS": "30", "DEMO_DAYS": "1"}
+    env = {
+        **os.environ,
+        **images,
+        "KAFKA_HOST_PORT": str(kafka),
+        "AGENT_METRICS_PORT": str(agent),
+        "NODE0_METRICS_PORT": str(node0),
+        "NODE1_METRICS_PORT": str(node1),
+        "STEP_SECONDS": "1",
+        "DEMO_JOBS": "30",
+        "DEMO_DAYS": "1",
+    }
     project = f"gpualloc-test-{uuid.uuid4().hex[:8]}"
     run = [*compose, "-p", project, "-f", str(COMPOSE)]
     up = subprocess.run([*run, "up", "-d", "--no-build"], env=env, capture_output=True, text=True, timeout=300)
     try:
         assert up.returncode == 0, up.stderr
-        yield {"run": run, "env": env, "bootstrap": f"localhost:{kafka}", "agent_port": agent,
-               "node_ports": (node0, node1), "project": project}
+        yield {
+            "run": run,
+            "env": env,
+            "bootstrap": f"localhost:{kafka}",
+            "agent_port": agent,
+            "node_ports": (node0, node1),
+            "project": project,
+        }
     finally:
         subprocess.run([*run, "down", "-v", "--timeout", "30"], env=env, capture_output=True, timeout=300)
 
@@ -86,8 +100,11 @@ def _wait_for_the_day(stack) -> None:
     while time.monotonic() < deadline:
         cid = _container(stack, "publisher")
         if cid:
-            state = json.loads(subprocess.run(["docker", "inspect", "-f", "{{json .State}}", cid],
-                                              capture_output=True, text=True).stdout)
+            state = json.loads(
+                subprocess.run(
+                    ["docker", "inspect", "-f", "{{json .State}}", cid], capture_output=True, text=True
+                ).stdout
+            )
             if state["Status"] == "exited":
                 logs = subprocess.run(["docker", "logs", cid], capture_output=True, text=True)
                 assert state["ExitCode"] == 0, logs.stdout + logs.stderr
@@ -128,8 +145,9 @@ async def test_a_day_through_the_containers_binds_every_started_job_on_its_node(
     assert not await read_all(bootstrap, "gpualloc.deadletter")  # the demo's inputs are all valid
 
     metrics = await asyncio.to_thread(_get, stack["agent_port"], "/metrics")
-    decided = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-                  if line.startswith("gpualloc_decisions_total{"))
+    decided = sum(
+        float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith("gpualloc_decisions_total{")
+    )
     decisions = await read_all(bootstrap, "gpualloc.decisions")
     assert decided == len(decisions) == 30
     assert "gpualloc_consumer_lag" in metrics and await asyncio.to_thread(_get, stack["agent_port"], "/readyz")
@@ -140,8 +158,12 @@ async def test_a_day_through_the_containers_binds_every_started_job_on_its_node(
     lines = [json.loads(line) for line in logs.stderr.splitlines() + logs.stdout.splitlines() if line.startswith("{")]
     assert lines and all(line["pool"] == "default" and "level" in line for line in lines)
 
-    status = subprocess.run([sys.executable, "-m", "gpualloc", "status", "--bootstrap", bootstrap, "--json"],
-                            capture_output=True, text=True, timeout=120)
+    status = subprocess.run(
+        [sys.executable, "-m", "gpualloc", "status", "--bootstrap", bootstrap, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert status.returncode == 0, status.stderr
     view = json.loads(status.stdout)
     assert view["gpus"] == 16 and [n["node"] for n in view["nodes"]] == [0, 1]

@@ -60,7 +60,10 @@ def test_the_agent_deployment_has_its_probes_grace_and_settings(monkeypatch):
     assert agent["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert pod["terminationGracePeriodSeconds"] >= 30 and deployment["spec"]["strategy"]["type"] == "Recreate"
     args = build_parser().parse_args(agent["args"])
-    assert args.command == "agent" and int(args.__dict__["setting:agent.metrics_port"]) == agent["ports"][0]["containerPort"]
+    assert (
+        args.command == "agent"
+        and int(args.__dict__["setting:agent.metrics_port"]) == agent["ports"][0]["containerPort"]
+    )
     _settings_env(monkeypatch)
     settings = load_settings({}, None)
     assert settings.bootstrap and settings.log.format == "json"
@@ -74,8 +77,9 @@ def test_the_node_agent_daemonset_learns_its_node_and_binds_on_the_host():
     (init,) = pod["initContainers"]
     assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in init["env"]
     (agent,) = pod["containers"]
-    command = shlex.split(agent["args"][0].split("exec ", 1)[1].replace('"$NODE_INDEX"', "1")
-                          .replace('"$NODE_GPUS"', "8-15"))
+    command = shlex.split(
+        agent["args"][0].split("exec ", 1)[1].replace('"$NODE_INDEX"', "1").replace('"$NODE_GPUS"', "8-15")
+    )
     args = build_parser().parse_args(command[1:])
     assert args.command == "node-agent" and args.node == 1 and args.bind_dir == "/var/lib/gpualloc/bind"
     host = {v["name"]: v for v in pod["volumes"]}["bind"]["hostPath"]["path"]

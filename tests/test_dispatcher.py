@@ -18,19 +18,29 @@ POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "swap
 
 
 def rec(kind: str, payload: dict, n: int, topic: str = "gpualloc.jobs", **env) -> Record:
-    message = {"event_id": f"e{n}", "type": kind, "occurred_at": env.pop("at", T0.isoformat()),
-               "pool": env.pop("pool", "default"), "schema_version": 1, "payload": payload}
+    message = {
+        "event_id": f"e{n}",
+        "type": kind,
+        "occurred_at": env.pop("at", T0.isoformat()),
+        "pool": env.pop("pool", "default"),
+        "schema_version": 1,
+        "payload": payload,
+    }
     return Record(topic, 0, n, payload.get("id"), orjson.dumps(message))
 
 
 def job(n: int, gpus: int = 2, duration: int = 3, priority: float = 5) -> Record:
-    return rec("job.submitted", {"id": f"j{n}", "kind": "training", "priority": priority, "gpus": gpus,
-                                 "duration": duration}, n)
+    return rec(
+        "job.submitted",
+        {"id": f"j{n}", "kind": "training", "priority": priority, "gpus": gpus, "duration": duration},
+        n,
+    )
 
 
 def payloads(outputs, model):
-    kind = {AllocationDecided: "allocation.decided", PlanCommitted: "plan.committed",
-            InputRejected: "input.rejected"}[model]
+    kind = {AllocationDecided: "allocation.decided", PlanCommitted: "plan.committed", InputRejected: "input.rejected"}[
+        model
+    ]
     return [model.model_validate(o.message["payload"]) for o in outputs if o.message["type"] == kind]
 
 
@@ -50,26 +60,50 @@ def test_one_decision_per_arrival_from_one_pass_and_jobs_before_the_config_wait_
     assert all(x.action == "start" for x in decided)
     assert {x.pass_size for x in decided if x.job_id != "j1"} == {4}
     owned = [set(x.gpus) for x in decided]
-    assert all(not (a & b) for i, a in enumerate(owned) for b in owned[i + 1:])
+    assert all(not (a & b) for i, a in enumerate(owned) for b in owned[i + 1 :])
 
 
 def test_redelivered_and_other_pools_events_are_ignored():
     d = configured()
     assert len(d.handle([job(1)], T0)) == 1
     assert d.handle([job(1)], T0) == []
-    assert d.handle([rec("job.submitted", {"id": "x", "kind": "training", "priority": 1, "gpus": 1,
-                                           "duration": 1}, 9, pool="other")], T0) == []
+    assert (
+        d.handle(
+            [
+                rec(
+                    "job.submitted",
+                    {"id": "x", "kind": "training", "priority": 1, "gpus": 1, "duration": 1},
+                    9,
+                    pool="other",
+                )
+            ],
+            T0,
+        )
+        == []
+    )
 
 
-FEATURES = {"variant": "lora", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 2048, "dataset_tokens_m": 50, "epochs": 1, "global_batch": 64, "micro_batch": 4}  # valid; this pool names no GPU type to size them for
+FEATURES = {
+    "variant": "lora",
+    "params_b": 7,
+    "layers": 32,
+    "hidden_size": 4096,
+    "seq_len": 2048,
+    "dataset_tokens_m": 50,
+    "epochs": 1,
+    "global_batch": 64,
+    "micro_batch": 4,
+}  # valid; this pool names no GPU type to size them for
 
 
 def test_bad_messages_are_dead_lettered_with_the_field_and_the_rule():
     d = configured()
-    bad = [Record("gpualloc.jobs", 0, 7, "k", b"{not json"),
-           rec("job.submitted", {"id": "j", "kind": "training", "priority": 0, "gpus": 1, "duration": 1}, 8),
-           rec("traffic.observed", {"app": "ghost", "gpus": 2}, 9, "gpualloc.traffic"),
-           rec("job.submitted", {"id": "f", "kind": "training", "priority": 1, "features": FEATURES}, 10)]
+    bad = [
+        Record("gpualloc.jobs", 0, 7, "k", b"{not json"),
+        rec("job.submitted", {"id": "j", "kind": "training", "priority": 0, "gpus": 1, "duration": 1}, 8),
+        rec("traffic.observed", {"app": "ghost", "gpus": 2}, 9, "gpualloc.traffic"),
+        rec("job.submitted", {"id": "f", "kind": "training", "priority": 1, "features": FEATURES}, 10),
+    ]
     out = d.handle(bad + [job(11)], T0)
     rejected = payloads(out, InputRejected)
     assert [r.offset for r in rejected] == [7, 8, 9]
@@ -83,8 +117,17 @@ def test_bad_messages_are_dead_lettered_with_the_field_and_the_rule():
 
 def test_commits_every_step_are_legal_and_running_jobs_stay_put():
     d = configured()
-    d.handle([rec("app.registered", {"id": "chat", "priority": 6, "min_gpus": 1, "max_gpus": 6,
-                                     "profile": [2] * 12 + [5] * 12}, 1, "gpualloc.traffic")], T0)
+    d.handle(
+        [
+            rec(
+                "app.registered",
+                {"id": "chat", "priority": 6, "min_gpus": 1, "max_gpus": 6, "profile": [2] * 12 + [5] * 12},
+                1,
+                "gpualloc.traffic",
+            )
+        ],
+        T0,
+    )
     outputs, windows, n = [], [], 100
     for step in range(8):
         now = T0 + timedelta(seconds=10 * step)

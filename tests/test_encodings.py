@@ -37,8 +37,16 @@ MESSAGE_LIMIT = 1_000_000  # every record, as the agent sends it: under the brok
 
 
 def _message(kind: str, payload: dict, n: int) -> bytes:
-    return orjson.dumps({"event_id": f"e{n}", "type": kind, "occurred_at": T0.isoformat(), "pool": "default",
-                         "schema_version": 1, "payload": payload})
+    return orjson.dumps(
+        {
+            "event_id": f"e{n}",
+            "type": kind,
+            "occurred_at": T0.isoformat(),
+            "pool": "default",
+            "schema_version": 1,
+            "payload": payload,
+        }
+    )
 
 
 def _dispatcher(planner: Planner | None = None) -> Dispatcher:
@@ -67,12 +75,32 @@ def _same_planner(a: Planner, b: Planner) -> None:
 
 # ---- an app above GPU 63, and older forms ---------------------------------------------------------
 
+
 def test_an_app_above_gpu_63_is_snapshotted_and_restored():
     d = _dispatcher()
-    d.handle([Record("gpualloc.config", 0, 0, "default", _message("pool.configured", {"gpus": 72, "gpus_per_node": 8,
-                                                                                       "horizon": 4}, 0)),
-              Record("gpualloc.traffic", 0, 0, "default", _message("app.registered", {
-                  "id": "chat", "priority": 5, "min_gpus": 2, "max_gpus": 2, "current": [70, 71]}, 1))], T0)
+    d.handle(
+        [
+            Record(
+                "gpualloc.config",
+                0,
+                0,
+                "default",
+                _message("pool.configured", {"gpus": 72, "gpus_per_node": 8, "horizon": 4}, 0),
+            ),
+            Record(
+                "gpualloc.traffic",
+                0,
+                0,
+                "default",
+                _message(
+                    "app.registered",
+                    {"id": "chat", "priority": 5, "min_gpus": 2, "max_gpus": 2, "current": [70, 71]},
+                    1,
+                ),
+            ),
+        ],
+        T0,
+    )
     d.commit(T0)
     d.seal(RUN)
     held = d.planner.apps["chat"].held
@@ -84,7 +112,7 @@ def test_an_app_above_gpu_63_is_snapshotted_and_restored():
 def test_an_app_never_committed_keeps_held_minus_one_and_version_2_forms_read():
     planner = Planner(PoolConfig(gpus=128, gpus_per_node=8, horizon=4), scheduler=heuristic_schedule)
     planner.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=4))
-    planner.busy = [0xff, 0xff, 1 << 127, 0]
+    planner.busy = [0xFF, 0xFF, 1 << 127, 0]
     data = orjson.loads(orjson.dumps(dump_planner(planner)))
     assert data["busy"] == [[2, "ff"], [1, format(1 << 127, "x")], [1, "0"]]  # runs of equal steps
     assert load_planner(data, heuristic_schedule).apps["chat"].held == -1
@@ -95,17 +123,22 @@ def test_an_app_never_committed_keeps_held_minus_one_and_version_2_forms_read():
 
 
 def test_ledger_schedules_are_gpu_runs_with_app_sets_once_per_change_and_older_hex_ones_still_read():
-    schedule = Schedule({"j": (3, 0xf0f << 4000)}, {"chat": [0b111] * 5 + [0b11 << 4094] * 2, "idle": [0, 0]})
+    schedule = Schedule({"j": (3, 0xF0F << 4000)}, {"chat": [0b111] * 5 + [0b11 << 4094] * 2, "idle": [0, 0]})
     data = dump_schedule(schedule)
-    assert data == {"batch": {"j": [3, [4000, 4004, 4008, 4012]]},
-                    "realtime": {"chat": [[5, [0, 3]], [2, [4094, 4096]]], "idle": [[2, []]]}}
+    assert data == {
+        "batch": {"j": [3, [4000, 4004, 4008, 4012]]},
+        "realtime": {"chat": [[5, [0, 3]], [2, [4094, 4096]]], "idle": [[2, []]]},
+    }
     assert load_schedule(orjson.loads(orjson.dumps(data))) == schedule
-    older = {"batch": {"j": [3, format(0xf0f << 4000, "x")]},
-             "realtime": {"chat": ["7"] * 5 + [format(0b11 << 4094, "x")] * 2, "idle": ["0", "0"]}}
+    older = {
+        "batch": {"j": [3, format(0xF0F << 4000, "x")]},
+        "realtime": {"chat": ["7"] * 5 + [format(0b11 << 4094, "x")] * 2, "idle": ["0", "0"]},
+    }
     assert load_schedule(older) == schedule
 
 
 # ---- the property at the contract's limits ----------------------------------------------------------
+
 
 @st.composite
 def planners(draw) -> tuple[Planner, Schedule]:
@@ -123,9 +156,10 @@ def planners(draw) -> tuple[Planner, Schedule]:
     planner.down, planner.drained, planner.committed = draw(masks), draw(masks), draw(masks)
     some = draw(st.lists(masks, min_size=1, max_size=4))
     planner.busy = draw(st.none() | st.lists(st.sampled_from(some), min_size=horizon, max_size=horizon))
-    schedule = Schedule({f"j{k}": (draw(st.integers(0, horizon - 1)), draw(masks)) for k in range(draw(st.integers(0, 3)))},
-                        {app: draw(st.lists(st.sampled_from(some + [0]), min_size=horizon, max_size=horizon))
-                         for app in planner.apps})
+    schedule = Schedule(
+        {f"j{k}": (draw(st.integers(0, horizon - 1)), draw(masks)) for k in range(draw(st.integers(0, 3)))},
+        {app: draw(st.lists(st.sampled_from(some + [0]), min_size=horizon, max_size=horizon)) for app in planner.apps},
+    )
     return planner, schedule
 
 
@@ -136,8 +170,9 @@ def test_snapshots_and_ledger_schedules_round_trip_exactly_at_any_size(state, pa
     planner, schedule = state
     data = orjson.loads(orjson.dumps(dump_planner(planner)))  # raises on a number beyond 64 bits
     _same_planner(load_planner(data, heuristic_schedule), planner)
-    recorded = RecordedCommit.model_validate(orjson.loads(orjson.dumps(
-        RecordedCommit(seq=1, schedule=dump_schedule(schedule)).model_dump(mode="json"))))
+    recorded = RecordedCommit.model_validate(
+        orjson.loads(orjson.dumps(RecordedCommit(seq=1, schedule=dump_schedule(schedule)).model_dump(mode="json")))
+    )
     assert load_schedule(recorded.schedule) == schedule
     d = _dispatcher(planner)
     with mock.patch.object(dispatcher, "SNAPSHOT_BYTES", part_bytes):  # split into parts of this size
@@ -163,22 +198,40 @@ def limits_planner(seed: int = 0) -> Planner:
     characters. Built directly: planning 10,000 arrivals one by one would take minutes."""
     rng = random.Random(seed)
     gpus, horizon, app_gpus = 4096, 336, 16
-    p = Planner(PoolConfig(gpus, 8, horizon, 30, gpu_type="h100-80gb", gpu_memory_gb=80.0, starvation_steps=96),
-                now=5000, scheduler=heuristic_schedule, week_minute=1234)
+    p = Planner(
+        PoolConfig(gpus, 8, horizon, 30, gpu_type="h100-80gb", gpu_memory_gb=80.0, starvation_steps=96),
+        now=5000,
+        scheduler=heuristic_schedule,
+        week_minute=1234,
+    )
     for k in range(64):
         app_id = _ident(rng, f"app{k}-")
-        p.apps[app_id] = AppSpec(app_id, rng.uniform(1, 100), 1, 32, 4, [rng.randint(1, 32) for _ in range(24)],
-                                 rng.uniform(0.5, 50), {p.now + t: rng.randint(1, 32) for t in range(horizon)},
-                                 ((1 << app_gpus) - 1) << (gpus - app_gpus * (k + 1)))
+        p.apps[app_id] = AppSpec(
+            app_id,
+            rng.uniform(1, 100),
+            1,
+            32,
+            4,
+            [rng.randint(1, 32) for _ in range(24)],
+            rng.uniform(0.5, 50),
+            {p.now + t: rng.randint(1, 32) for t in range(horizon)},
+            ((1 << app_gpus) - 1) << (gpus - app_gpus * (k + 1)),
+        )
         p.forecasts.traffic.apps[app_id] = AppTraffic(
             by_hour_of_day={h: {w * 168 + h: rng.uniform(0, 40) for w in range(42)} for h in range(24)},
-            recent=[rng.uniform(-1, 1) for _ in range(24)], level=rng.uniform(-0.1, 0.1), last=42 * 168)
+            recent=[rng.uniform(-1, 1) for _ in range(24)],
+            level=rng.uniform(-0.1, 0.1),
+            last=42 * 168,
+        )
     g = 0
     while g < gpus - 64 * app_gpus:
         size = rng.choice([1, 2, 4, 8])
         job_id = _ident(rng, "run-")
-        p.running[job_id] = (JobSpec(job_id, "training", rng.uniform(1, 9), size, rng.randint(1, 500), p.now - 3),
-                             ((1 << size) - 1) << g, p.now - rng.randint(0, 100))
+        p.running[job_id] = (
+            JobSpec(job_id, "training", rng.uniform(1, 9), size, rng.randint(1, 500), p.now - 3),
+            ((1 << size) - 1) << g,
+            p.now - rng.randint(0, 100),
+        )
         g += size
     for n in range(10_000):
         job_id = _ident(rng, f"q{n}-")
@@ -186,9 +239,17 @@ def limits_planner(seed: int = 0) -> Planner:
         if rng.random() < 0.3:
             payload = feature_job(rng, job_id)
             kind, features = payload["kind"], FEATURES[payload["kind"]].model_validate(payload["features"])
-        p.queued[job_id] = JobSpec(job_id, kind, rng.uniform(1, 9), rng.choice([1, 2, 4, 8, 64, 512]),
-                                   rng.randint(1, 100_000), p.now - rng.randint(0, 4000), rng.random() < 0.5, features)
-    p.down, p.drained = 0xff << 800, 0xffff << 1600
+        p.queued[job_id] = JobSpec(
+            job_id,
+            kind,
+            rng.uniform(1, 9),
+            rng.choice([1, 2, 4, 8, 64, 512]),
+            rng.randint(1, 100_000),
+            p.now - rng.randint(0, 4000),
+            rng.random() < 0.5,
+            features,
+        )
+    p.down, p.drained = 0xFF << 800, 0xFFFF << 1600
     p.committed = (1 << gpus) - 1 - p.down
     p.busy = p._plan_busy(Schedule(), 0)
     return p
@@ -205,7 +266,7 @@ def test_a_pool_at_the_limits_is_snapshotted_in_records_under_the_message_limit_
     again = _restored(records)
     _same_planner(again.planner, d.planner)
     assert 0 < len(again.seen) <= len(d.seen)
-    assert again.seen.newest() == d.seen.newest()[len(d.seen) - len(again.seen):]
+    assert again.seen.newest() == d.seen.newest()[len(d.seen) - len(again.seen) :]
 
 
 def test_a_snapshot_in_fewer_parts_than_the_last_drops_the_older_parts_keys():
@@ -224,7 +285,7 @@ def test_a_snapshot_in_fewer_parts_than_the_last_drops_the_older_parts_keys():
 
 def test_a_schedule_of_64_apps_over_336_steps_is_recorded_in_a_bounded_entry():
     """Each app's set changes at every step (the worst for runs over time), each a run of GPUs."""
-    realtime = {f"{k:03d}" + "a" * 197: [0xffff << (16 * ((k + t) % 256)) for t in range(336)] for k in range(64)}
+    realtime = {f"{k:03d}" + "a" * 197: [0xFFFF << (16 * ((k + t) % 256)) for t in range(336)] for k in range(64)}
     schedule = Schedule({}, realtime)
     entry = PassRecorded(txn=1, now=T0, commits=[RecordedCommit(seq=1, schedule=dump_schedule(schedule))])
     size = len(orjson.dumps(entry.model_dump(mode="json")))
@@ -248,7 +309,8 @@ def test_an_adopted_plan_recorded_in_the_older_hex_form_replays_to_the_same_comm
     schedule = d.last_commit.schedule
     entry["commits"][0]["schedule"] = {  # as ledgers before 2026-12-02 recorded it
         "batch": {job_id: [start, format(mask, "x")] for job_id, (start, mask) in schedule.batch.items()},
-        "realtime": {app_id: [format(m, "x") for m in masks] for app_id, masks in schedule.realtime.items()}}
+        "realtime": {app_id: [format(m, "x") for m in masks] for app_id, masks in schedule.realtime.items()},
+    }
     again, _ = _offered()
     replayed = again.replay(PassRecorded.model_validate(entry), lambda *where: None)
     assert [o.message for o in replayed] == published

@@ -19,8 +19,17 @@ from gpualloc.schemas.features import (
     TrainingFeatures,
 )
 
-TRAINING = {"variant": "full", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 4096,
-            "dataset_tokens_m": 200, "epochs": 1, "global_batch": 256, "micro_batch": 2}
+TRAINING = {
+    "variant": "full",
+    "params_b": 7,
+    "layers": 32,
+    "hidden_size": 4096,
+    "seq_len": 4096,
+    "dataset_tokens_m": 200,
+    "epochs": 1,
+    "global_batch": 256,
+    "micro_batch": 2,
+}
 
 
 def submitted(kind: str, features: dict, **sized) -> JobSubmitted:
@@ -48,23 +57,30 @@ def test_every_variant_is_accepted(variant):
 @pytest.mark.parametrize("algorithm", sorted(QUANT_BITS))
 def test_every_algorithm_takes_its_bits_and_refuses_others(algorithm):
     for bits in QUANT_BITS[algorithm]:
-        assert submitted("quantization", {"params_b": 13, "algorithm": algorithm, "bits": bits}).feature_model().bits == bits
+        assert (
+            submitted("quantization", {"params_b": 13, "algorithm": algorithm, "bits": bits}).feature_model().bits
+            == bits
+        )
     wrong = next(b for b in range(2, 9) if b not in QUANT_BITS[algorithm])
     assert problems("quantization", {"params_b": 13, "algorithm": algorithm, "bits": wrong}) == [
-        f"features.bits: {algorithm} quantizes to {', '.join(map(str, QUANT_BITS[algorithm]))} bits (got {wrong})"]
+        f"features.bits: {algorithm} quantizes to {', '.join(map(str, QUANT_BITS[algorithm]))} bits (got {wrong})"
+    ]
 
 
-@pytest.mark.parametrize("change, expected", [
-    ({"params_b": 0}, "features.params_b: Input should be greater than 0"),
-    ({"layers": 3.5}, "features.layers: Input should be a valid integer"),
-    ({"variant": "rlhf"}, "features.variant: Input should be"),
-    ({"micro_batch": 512}, "features.micro_batch: must be <= global_batch (512 > 256)"),
-    ({"tensor_parallel": 6}, "features.tensor_parallel: must be a power of two (got 6)"),
-    ({"lora_rank": 8}, "features.lora_rank: only for variants lora, qlora, dora (variant is 'full')"),
-    ({"active_params_b": 9}, "features.active_params_b: must be <= params_b (9.0 > 7.0)"),
-    ({"gpu_type": "h100"}, "features.gpu_type: Input should be"),
-    ({"layer": 32}, "features.layer: Extra inputs are not permitted"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"params_b": 0}, "features.params_b: Input should be greater than 0"),
+        ({"layers": 3.5}, "features.layers: Input should be a valid integer"),
+        ({"variant": "rlhf"}, "features.variant: Input should be"),
+        ({"micro_batch": 512}, "features.micro_batch: must be <= global_batch (512 > 256)"),
+        ({"tensor_parallel": 6}, "features.tensor_parallel: must be a power of two (got 6)"),
+        ({"lora_rank": 8}, "features.lora_rank: only for variants lora, qlora, dora (variant is 'full')"),
+        ({"active_params_b": 9}, "features.active_params_b: must be <= params_b (9.0 > 7.0)"),
+        ({"gpu_type": "h100"}, "features.gpu_type: Input should be"),
+        ({"layer": 32}, "features.layer: Extra inputs are not permitted"),
+    ],
+)
 def test_each_rule_is_refused_naming_the_field(change, expected):
     found = problems("training", {**TRAINING, **change})
     assert any(p.startswith(expected) for p in found), found
@@ -77,7 +93,8 @@ def test_a_missing_field_is_named():
 
 def test_batch_inference_has_no_feature_set_yet():
     assert problems("batch_inference", {"requests": 10}) == [
-        "features: batch_inference jobs have no feature set yet (give gpus and duration)"]
+        "features: batch_inference jobs have no feature set yet (give gpus and duration)"
+    ]
     sized = submitted("batch_inference", {"requests": 10}, gpus=2, duration=3)  # sized: features are its own
     assert sized.feature_model() is None and set(FEATURES) == {"training", "quantization"}
 
@@ -92,8 +109,12 @@ def test_pool_gpu_type_and_completed_usage_are_optional_and_checked():
     assert pool.gpu_type in GPU_TYPES and PoolConfigured.model_validate({"gpus": 8}).gpu_type is None
     with pytest.raises(ValidationError):
         PoolConfigured.model_validate({"gpus": 8, "gpu_type": "tpu-v5"})
-    done = JobCompleted.model_validate({"id": "j", "used": {"gpus": 4, "peak_memory_gb": 61.5, "steps": 1200, "duration": 3}})
+    done = JobCompleted.model_validate(
+        {"id": "j", "used": {"gpus": 4, "peak_memory_gb": 61.5, "steps": 1200, "duration": 3}}
+    )
     assert done.used.gpus == 4 and JobCompleted.model_validate({"id": "j"}).used is None
     with pytest.raises(ValidationError):
         JobCompleted.model_validate({"id": "j", "used": {"gpus": 0}})
-    assert isinstance(QuantizationFeatures.model_validate({"params_b": 1, "algorithm": "fp8", "bits": 8}).calibration_samples, int)
+    assert isinstance(
+        QuantizationFeatures.model_validate({"params_b": 1, "algorithm": "fp8", "bits": 8}).calibration_samples, int
+    )

@@ -30,8 +30,11 @@ TRACES = DATA_DIR / "traces"
 def test_the_backtest_of_a_shipped_trace_and_its_refusals(capsys):
     assert main(["forecast", "backtest", str(TRACES / "forecast-jobs-600.jsonl"), "--json"]) == 0
     jobs = json.loads(capsys.readouterr().out)["jobs"]
-    assert jobs["jobs"] == 600 and jobs["held_out"] == 120 and {r["kind"] for r in jobs["rows"]} == {"training",
-                                                                                                       "quantization"}
+    assert (
+        jobs["jobs"] == 600
+        and jobs["held_out"] == 120
+        and {r["kind"] for r in jobs["rows"]} == {"training", "quantization"}
+    )
     assert main(["forecast", "backtest", str(TRACES / "traffic-5weeks.jsonl")]) == 0
     assert "default/rt-0" in capsys.readouterr().out
     assert main(["forecast", "backtest", str(TRACES / "pollux-workload-1.jsonl")]) == 2  # no features, no traffic

@@ -29,8 +29,15 @@ RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": None, "every": 0}
 
 
 def ev(kind: str, payload: dict, hours: float = 0, ref=None) -> Event:
-    env, p = parse_event({"event_id": f"e-{kind}-{hours}-{ref}", "type": kind, "pool": "default",
-                          "occurred_at": (T0 + timedelta(hours=hours)).isoformat(), "payload": payload})
+    env, p = parse_event(
+        {
+            "event_id": f"e-{kind}-{hours}-{ref}",
+            "type": kind,
+            "pool": "default",
+            "occurred_at": (T0 + timedelta(hours=hours)).isoformat(),
+            "payload": payload,
+        }
+    )
     return Event(env.type, p, env.occurred_at, ref)
 
 
@@ -40,8 +47,18 @@ def configured() -> Pool:
     return pool
 
 
-LORA = {"variant": "lora", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 2048,
-        "dataset_tokens_m": 200, "epochs": 1, "global_batch": 64, "micro_batch": 4, "lora_rank": 16}
+LORA = {
+    "variant": "lora",
+    "params_b": 7,
+    "layers": 32,
+    "hidden_size": 4096,
+    "seq_len": 2048,
+    "dataset_tokens_m": 200,
+    "epochs": 1,
+    "global_batch": 64,
+    "micro_batch": 4,
+    "lora_rank": 16,
+}
 
 
 def test_a_job_given_by_its_features_is_sized_and_its_decision_says_so():
@@ -52,21 +69,35 @@ def test_a_job_given_by_its_features_is_sized_and_its_decision_says_so():
     assert len(d.gpus) == d.forecast.gpus
     assert pool.planner.running["f"][0].duration == d.forecast.duration >= round(d.forecast.median)  # runs from now
     assert "forecast gpus and duration" in d.reason and "80% interval" in d.reason
-    given = pool.apply([ev("job.submitted", {"id": "g", "kind": "training", "priority": 5, "gpus": 2,
-                                             "features": LORA})], T0)[0].decision
+    given = pool.apply(
+        [ev("job.submitted", {"id": "g", "kind": "training", "priority": 5, "gpus": 2, "features": LORA})], T0
+    )[0].decision
     assert given.forecast.forecast == ("duration",) and len(given.gpus) == 2
 
 
 def test_the_dispatcher_publishes_the_forecast_with_its_interval():
     d = Dispatcher("default", interpreter=Pool())
     d.use(RUN)
-    body = lambda kind, payload, n: orjson.dumps({"event_id": f"e{n}", "type": kind,  # noqa: E731
-                                                  "occurred_at": T0.isoformat(), "payload": payload})
-    out = d.handle([Record("gpualloc.config", 0, 0, None, body("pool.configured", POOL, 0)),
-                    Record("gpualloc.jobs", 0, 0, None, body("job.submitted", {"id": "f", "kind": "training",
-                                                                               "priority": 5, "features": LORA}, 1))], T0)
-    [decided] = [AllocationDecided.model_validate(o.message["payload"]) for o in out
-                 if o.message["type"] == "allocation.decided"]
+
+    def body(kind: str, payload: dict, n: int) -> bytes:
+        return orjson.dumps({"event_id": f"e{n}", "type": kind, "occurred_at": T0.isoformat(), "payload": payload})
+
+    out = d.handle(
+        [
+            Record("gpualloc.config", 0, 0, None, body("pool.configured", POOL, 0)),
+            Record(
+                "gpualloc.jobs",
+                0,
+                0,
+                None,
+                body("job.submitted", {"id": "f", "kind": "training", "priority": 5, "features": LORA}, 1),
+            ),
+        ],
+        T0,
+    )
+    [decided] = [
+        AllocationDecided.model_validate(o.message["payload"]) for o in out if o.message["type"] == "allocation.decided"
+    ]
     f = decided.forecast
     assert f.forecast == ["gpus", "duration"] and f.interval[0] < f.median < f.interval[1] and f.coverage == 0.8
     assert f.quantile == 0.7 and f.duration >= f.median and len(decided.gpus) == f.gpus
@@ -74,12 +105,15 @@ def test_the_dispatcher_publishes_the_forecast_with_its_interval():
 
 def test_completions_teach_the_duration_and_the_next_forecast_follows():
     pool, hours = configured(), 0
-    first = pool.apply([ev("job.submitted", {"id": "probe", "kind": "training", "priority": 5, "features": LORA})],
-                       T0)[0].decision.forecast
+    first = pool.apply([ev("job.submitted", {"id": "probe", "kind": "training", "priority": 5, "features": LORA})], T0)[
+        0
+    ].decision.forecast
     pool.apply([ev("job.cancelled", {"id": "probe"})], T0)
     for k in range(40):  # each such job really takes three times the forecast
-        pool.apply([ev("job.submitted", {"id": f"j{k}", "kind": "training", "priority": 5, "features": LORA},
-                       hours)], T0 + timedelta(hours=hours))
+        pool.apply(
+            [ev("job.submitted", {"id": f"j{k}", "kind": "training", "priority": 5, "features": LORA}, hours)],
+            T0 + timedelta(hours=hours),
+        )
         pool.commit()
         for _ in range(3 * round(first.median)):
             pool.commit()
@@ -87,8 +121,10 @@ def test_completions_teach_the_duration_and_the_next_forecast_follows():
         pool.apply([ev("job.completed", {"id": f"j{k}"}, hours)], T0 + timedelta(hours=hours))
     model = pool.planner.forecasts.jobs.models["training"]
     assert model.duration.examples == 40
-    later = pool.apply([ev("job.submitted", {"id": "again", "kind": "training", "priority": 5, "features": LORA},
-                           hours)], T0 + timedelta(hours=hours))[0].decision.forecast
+    later = pool.apply(
+        [ev("job.submitted", {"id": "again", "kind": "training", "priority": 5, "features": LORA}, hours)],
+        T0 + timedelta(hours=hours),
+    )[0].decision.forecast
     assert later.median > 2.5 * first.median
 
 
@@ -120,12 +156,21 @@ def test_a_restored_pool_forecasts_and_decides_as_the_original():
     pool = traffic_pool(1, [2] * 24)
     rng = random.Random(7)
     for k in range(30):
-        pool.apply([ev("job.submitted", {"id": f"t{k}", "kind": "training", "priority": 5,
-                                         "features": training_features(rng)}, 168)], T0 + timedelta(hours=168))
+        pool.apply(
+            [
+                ev(
+                    "job.submitted",
+                    {"id": f"t{k}", "kind": "training", "priority": 5, "features": training_features(rng)},
+                    168,
+                )
+            ],
+            T0 + timedelta(hours=168),
+        )
         pool.commit()
     for job_id in list(pool.planner.running)[:10]:
-        pool.apply([ev("job.completed", {"id": job_id, "used": {"peak_memory_gb": 33.0}}, 170)],
-                   T0 + timedelta(hours=170))
+        pool.apply(
+            [ev("job.completed", {"id": job_id, "used": {"peak_memory_gb": 33.0}}, 170)], T0 + timedelta(hours=170)
+        )
     assert pool.planner.forecasts.jobs.models["training"].memory.examples > 0
     state = orjson.loads(orjson.dumps(dump_pool(pool)))
     twin = load_pool(state, Pool())
@@ -159,11 +204,15 @@ def test_the_simulator_prices_forecast_error_against_an_oracle():
     oracle, forecast = sim.runs["heuristic/oracle"], sim.runs["heuristic/forecast"]
     assert all(d.forecast is None for d in oracle.decisions)
     sized = [d for d in forecast.decisions if d.forecast is not None]
-    assert len(sized) > 0.9 * len(forecast.decisions) and all(d.forecast.forecast == ("gpus", "duration") for d in sized)
+    assert len(sized) > 0.9 * len(forecast.decisions) and all(
+        d.forecast.forecast == ("gpus", "duration") for d in sized
+    )
     price = forecast_price(report(sim), sim)["heuristic"]
     assert price["oracle_value"] > price["fifo_oracle_value"] and price["gain_kept"] is not None
     again = simulate(events, SimOptions(policies=("heuristic",), forecast=True, days=10))
-    assert [c.assignments for c in again.runs["heuristic/forecast"].commits] == [c.assignments for c in forecast.commits]
+    assert [c.assignments for c in again.runs["heuristic/forecast"].commits] == [
+        c.assignments for c in forecast.commits
+    ]
 
 
 def test_one_step_spikes_are_told_from_ramps_and_plateaus():

@@ -21,8 +21,18 @@ from gpualloc.schemas.config import LIMITS, ForecastSettings
 from gpualloc.schemas.features import QUANT_BITS, TRAINING_VARIANTS, QuantizationFeatures, TrainingFeatures
 from gpualloc.solvers.simulation.synthetic_jobs import sample_job
 
-LORA = {"variant": "lora", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 2048,
-        "dataset_tokens_m": 50, "epochs": 1, "global_batch": 64, "micro_batch": 4, "lora_rank": 16}
+LORA = {
+    "variant": "lora",
+    "params_b": 7,
+    "layers": 32,
+    "hidden_size": 4096,
+    "seq_len": 2048,
+    "dataset_tokens_m": 50,
+    "epochs": 1,
+    "global_batch": 64,
+    "micro_batch": 4,
+    "lora_rank": 16,
+}
 H100 = Hardware("h100-80gb", 80.0, 64, 30)
 
 
@@ -31,6 +41,7 @@ def training(**change) -> TrainingFeatures:
 
 
 # ---- ridge ----------------------------------------------------------------------------------
+
 
 def test_ridge_recovers_a_linear_law_whatever_the_order():
     rng = random.Random(1)
@@ -67,6 +78,7 @@ def test_error_quantiles_start_from_the_prior_and_follow_the_errors():
 
 # ---- jobs -----------------------------------------------------------------------------------
 
+
 def test_before_learning_the_count_is_the_physics_baselines():
     f = training(variant="full", lora_rank=None, zero_stage=3)
     made = JobForecaster().forecast("training", f, H100, 0.7, 0.8)
@@ -85,8 +97,9 @@ def test_the_duration_correction_learns_a_systematic_slowdown():
     rng, fc = random.Random(3), JobForecaster()
 
     def job():
-        return training(params_b=rng.choice([1, 3, 7, 13]), dataset_tokens_m=rng.choice([20, 80, 300]),
-                        epochs=rng.choice([1, 2]))
+        return training(
+            params_b=rng.choice([1, 3, 7, 13]), dataset_tokens_m=rng.choice([20, 80, 300]), epochs=rng.choice([1, 2])
+        )
 
     def truth(f):
         n = fc.forecast("training", f, H100, 0.5, 0.8).gpus
@@ -106,13 +119,29 @@ def test_the_memory_correction_learns_a_fixed_overhead_and_the_count_follows():
     """The truth needs 30 GB a GPU more than the baseline's accounting: a job the baseline fits
     on one GPU needs two once the forecaster has seen such peaks."""
     fc, rng = JobForecaster(), random.Random(5)
-    f = training(variant="full", lora_rank=None, params_b=4, layers=26, hidden_size=3072, zero_stage=3,
-                 gradient_checkpointing=True, micro_batch=1)
+    f = training(
+        variant="full",
+        lora_rank=None,
+        params_b=4,
+        layers=26,
+        hidden_size=3072,
+        zero_stage=3,
+        gradient_checkpointing=True,
+        micro_batch=1,
+    )
     one = physics.memory_per_gpu_gb(f, 1)
     assert one / physics.HEADROOM < 80 < one + 30 and fc.forecast("training", f, H100, 0.7, 0.8).gpus == 1
     for _ in range(120):
-        g = training(variant="full", lora_rank=None, params_b=rng.choice([1, 2, 3, 5]), zero_stage=3,
-                     gradient_checkpointing=True, micro_batch=1, layers=26, hidden_size=3072)
+        g = training(
+            variant="full",
+            lora_rank=None,
+            params_b=rng.choice([1, 2, 3, 5]),
+            zero_stage=3,
+            gradient_checkpointing=True,
+            micro_batch=1,
+            layers=26,
+            hidden_size=3072,
+        )
         n = rng.choice([1, 2, 4, 8])
         fc.learn("training", g, H100, n, 10, peak_memory_gb=physics.memory_per_gpu_gb(g, n) + 30)
     made = fc.forecast("training", f, H100, 0.7, 0.8)
@@ -129,8 +158,17 @@ def test_a_job_no_count_holds_is_refused_naming_the_features():
         hardware(training(), None, None, 64, 60)
 
 
-ZERO3_CPT = training(variant="cpt", lora_rank=None, params_b=8, seq_len=2048, dataset_tokens_m=2673.6,
-                     micro_batch=8, global_batch=128, zero_stage=3, flash_attention=True)
+ZERO3_CPT = training(
+    variant="cpt",
+    lora_rank=None,
+    params_b=8,
+    seq_len=2048,
+    dataset_tokens_m=2673.6,
+    micro_batch=8,
+    global_batch=128,
+    zero_stage=3,
+    flash_attention=True,
+)
 
 
 def test_a_job_just_over_a_gpu_at_every_count_is_not_given_the_pool():
@@ -140,14 +178,19 @@ def test_a_job_just_over_a_gpu_at_every_count_is_not_given_the_pool():
     while a doubling lowers the peak by at least 2% of the GPU's memory (1.6 GB): 64, or a
     refusal where 64 is more than half the pool."""
     fc = JobForecaster()
-    peaks = {n: fc._peak("training", ZERO3_CPT, "h100-80gb", n, physics.memory_per_gpu_gb(ZERO3_CPT, n))
-             for n in (8, 16, 32, 64, 128, 4096)}
+    peaks = {
+        n: fc._peak("training", ZERO3_CPT, "h100-80gb", n, physics.memory_per_gpu_gb(ZERO3_CPT, n))
+        for n in (8, 16, 32, 64, 128, 4096)
+    }
     assert all(80 < p for p in peaks.values()) and peaks[16] < 80 * 1.15 < peaks[8]
     assert peaks[32] - peaks[64] >= 1.6 > peaks[64] - peaks[128]
     for pool in (128, 1024, 4096):
         assert fc.forecast("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, pool, 30), 0.7, 0.8).gpus == 64
-    with pytest.raises(SizeError, match=r"features: the forecast sizes the job at 64 GPUs, more than "
-                                        r"forecast.max_pool_share \(0.5\) of the pool's 64 allows \(32\); give gpus"):
+    with pytest.raises(
+        SizeError,
+        match=r"features: the forecast sizes the job at 64 GPUs, more than "
+        r"forecast.max_pool_share \(0.5\) of the pool's 64 allows \(32\); give gpus",
+    ):
         fc.forecast("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, 64, 30), 0.7, 0.8)
     whole = Forecasters(ForecastSettings(max_pool_share=1.0))  # the setting an operator raises
     assert whole.size("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, 64, 30), None, None).gpus == 64
@@ -156,12 +199,24 @@ def test_a_job_just_over_a_gpu_at_every_count_is_not_given_the_pool():
 def test_a_job_that_fits_only_above_the_pools_share_is_refused_naming_the_setting():
     """The baseline fits a 70B full fine-tune at 16 GPUs: a 16-GPU pool does not give it all of
     them unless its share allows, or the job gives `gpus`; a layout's own floor is allowed."""
-    big = training(variant="full", lora_rank=None, params_b=70, layers=80, hidden_size=8192, zero_stage=3,
-                   gradient_checkpointing=True, micro_batch=1, global_batch=64)
+    big = training(
+        variant="full",
+        lora_rank=None,
+        params_b=70,
+        layers=80,
+        hidden_size=8192,
+        zero_stage=3,
+        gradient_checkpointing=True,
+        micro_batch=1,
+        global_batch=64,
+    )
     assert physics.size_training(big, "h100-80gb").gpus == 16
     hw = Hardware("h100-80gb", 80.0, 16, 30)
-    with pytest.raises(SizeError, match=r"features: the forecast sizes the job at 16 GPUs, more than "
-                                        r"forecast.max_pool_share \(0.5\) of the pool's 16 allows \(8\)"):
+    with pytest.raises(
+        SizeError,
+        match=r"features: the forecast sizes the job at 16 GPUs, more than "
+        r"forecast.max_pool_share \(0.5\) of the pool's 16 allows \(8\)",
+    ):
         JobForecaster().forecast("training", big, hw, 0.7, 0.8)
     assert JobForecaster().forecast("training", big, hw, 0.7, 0.8, share=1.0).gpus == 16
     assert JobForecaster().forecast("training", big, hw, 0.7, 0.8, gpus=16).gpus == 16
@@ -204,11 +259,13 @@ def test_the_job_forecasters_state_reloads_to_the_same_forecasts():
         fc.finished("training", training(params_b=1 + k % 5), H100, 1, 5 + k % 7, 20.0 + k)
     again = Forecasters.load(fc.dump(), fc.settings)
     for p in (1, 4, 9):
-        assert again.size("training", training(params_b=p), H100, None, None) == \
-            fc.size("training", training(params_b=p), H100, None, None)
+        assert again.size("training", training(params_b=p), H100, None, None) == fc.size(
+            "training", training(params_b=p), H100, None, None
+        )
 
 
 # ---- traffic --------------------------------------------------------------------------------
+
 
 def weekly(hour: int) -> float:
     """Weekdays peak at 20 GPUs mid-afternoon, weekends at 8."""
@@ -238,7 +295,9 @@ def test_a_glitch_in_history_is_clipped_and_gaps_are_passed_over():
     h = 3 * WEEK + 14
     assert glitchy.forecast("app", h, 0.9) < 1.3 * clean.forecast("app", h, 0.9)
     gappy = trained(skip=set(range(WEEK, WEEK + 12)))  # half a day never observed
-    assert gappy.forecast("app", 3 * WEEK + 14, 0.9) == pytest.approx(clean.forecast("app", 3 * WEEK + 14, 0.9), rel=0.15)
+    assert gappy.forecast("app", 3 * WEEK + 14, 0.9) == pytest.approx(
+        clean.forecast("app", 3 * WEEK + 14, 0.9), rel=0.15
+    )
 
 
 def test_live_traffic_above_the_forecast_lifts_the_next_hours_only():
@@ -252,7 +311,9 @@ def test_live_traffic_above_the_forecast_lifts_the_next_hours_only():
     quiet = trained()
     for k in range(-2, 1):
         quiet.observe("app", h + k, 0.5 * weekly(h + k), 0.9, learn=False)
-    assert all(q <= p for q, p in zip([quiet.forecast("app", h + k, 0.9) for k in range(1, 8)], plain))  # only a surge lifts
+    assert all(
+        q <= p for q, p in zip([quiet.forecast("app", h + k, 0.9) for k in range(1, 8)], plain)
+    )  # only a surge lifts
 
 
 def test_without_history_there_is_no_forecast_and_old_weeks_are_forgotten():
@@ -267,8 +328,9 @@ def test_without_history_there_is_no_forecast_and_old_weeks_are_forgotten():
 def test_the_traffic_state_reloads_to_the_same_forecasts():
     tf = trained(weeks=2)
     again = TrafficForecaster.load(tf.dump(), tf.weeks, tf.forgetting)
-    assert [again.forecast("app", h, 0.9) for h in range(2 * WEEK, 2 * WEEK + 48)] == \
-        [tf.forecast("app", h, 0.9) for h in range(2 * WEEK, 2 * WEEK + 48)]
+    assert [again.forecast("app", h, 0.9) for h in range(2 * WEEK, 2 * WEEK + 48)] == [
+        tf.forecast("app", h, 0.9) for h in range(2 * WEEK, 2 * WEEK + 48)
+    ]
 
 
 # ---- hostile features ----------------------------------------------------------------------
@@ -280,28 +342,42 @@ EXTREME = st.sampled_from([1e-9, 1e-3, 0.5, 7.0, 70.0, 2000.0])
 def any_training(draw) -> TrainingFeatures:
     micro = draw(st.sampled_from([1, 64, 1 << 14]))
     return TrainingFeatures(
-        variant=draw(st.sampled_from(TRAINING_VARIANTS)), params_b=draw(EXTREME),
-        layers=draw(st.sampled_from([1, 32, 1024])), hidden_size=draw(st.sampled_from([64, 4096, 131072])),
-        seq_len=draw(st.sampled_from([1, 4096, 1 << 21])), dataset_tokens_m=draw(st.sampled_from([1e-9, 1.0, 1e8])),
-        epochs=draw(st.sampled_from([1e-6, 1.0, 1000.0])), global_batch=micro * draw(st.sampled_from([1, 64])),
-        micro_batch=micro, precision=draw(st.sampled_from(["fp32", "bf16", "fp8"])),
-        zero_stage=draw(st.integers(0, 3)), tensor_parallel=draw(st.sampled_from([1, 8, 64])),
-        gradient_checkpointing=draw(st.booleans()))
+        variant=draw(st.sampled_from(TRAINING_VARIANTS)),
+        params_b=draw(EXTREME),
+        layers=draw(st.sampled_from([1, 32, 1024])),
+        hidden_size=draw(st.sampled_from([64, 4096, 131072])),
+        seq_len=draw(st.sampled_from([1, 4096, 1 << 21])),
+        dataset_tokens_m=draw(st.sampled_from([1e-9, 1.0, 1e8])),
+        epochs=draw(st.sampled_from([1e-6, 1.0, 1000.0])),
+        global_batch=micro * draw(st.sampled_from([1, 64])),
+        micro_batch=micro,
+        precision=draw(st.sampled_from(["fp32", "bf16", "fp8"])),
+        zero_stage=draw(st.integers(0, 3)),
+        tensor_parallel=draw(st.sampled_from([1, 8, 64])),
+        gradient_checkpointing=draw(st.booleans()),
+    )
 
 
 @st.composite
 def any_quantization(draw) -> QuantizationFeatures:
     algorithm = draw(st.sampled_from(sorted(QUANT_BITS)))
-    return QuantizationFeatures(params_b=draw(EXTREME), algorithm=algorithm,
-                                bits=draw(st.sampled_from(QUANT_BITS[algorithm])),
-                                calibration_samples=draw(st.sampled_from([0, 128, 1_000_000])),
-                                seq_len=draw(st.sampled_from([1, 2048, 1 << 21])))
+    return QuantizationFeatures(
+        params_b=draw(EXTREME),
+        algorithm=algorithm,
+        bits=draw(st.sampled_from(QUANT_BITS[algorithm])),
+        calibration_samples=draw(st.sampled_from([0, 128, 1_000_000])),
+        seq_len=draw(st.sampled_from([1, 2048, 1 << 21])),
+    )
 
 
 @settings(max_examples=150, deadline=None)
-@given(kind_f=st.one_of(st.tuples(st.just("training"), any_training()),
-                        st.tuples(st.just("quantization"), any_quantization())),
-       steps=st.sampled_from([1, 7, LIMITS.duration]), peak=st.sampled_from([None, 0.0, 1e-3, 79.0, 1024.0]))
+@given(
+    kind_f=st.one_of(
+        st.tuples(st.just("training"), any_training()), st.tuples(st.just("quantization"), any_quantization())
+    ),
+    steps=st.sampled_from([1, 7, LIMITS.duration]),
+    peak=st.sampled_from([None, 0.0, 1e-3, 79.0, 1024.0]),
+)
 def test_any_valid_features_get_a_bounded_forecast_or_a_named_refusal(kind_f, steps, peak):
     kind, f = kind_f
     fc = Forecasters()

@@ -55,16 +55,34 @@ def test_every_busy_cell_is_drawn_once(mixed_control):
 
 
 def test_batch_rectangles_merge_into_one_block():
-    assert grid_rects(grid("aab", "aab", "r.b")) == [Rect("a", 0, 2, 0, 2), Rect("b", 0, 3, 2, 3), Rect("r", 2, 3, 0, 1)]
+    assert grid_rects(grid("aab", "aab", "r.b")) == [
+        Rect("a", 0, 2, 0, 2),
+        Rect("b", 0, 3, 2, 3),
+        Rect("r", 2, 3, 0, 1),
+    ]
 
 
 def test_colours_share_a_hue_per_kind_and_differ_per_job():
-    sc, _ = make(4, 2, [batch("t1", 1, 1), batch("t2", 1, 1), batch("q", 1, 1, kind="quantization"),
-                        batch("i", 1, 1, kind="batch_inference"), app("r", [1, 1])])
+    sc, _ = make(
+        4,
+        2,
+        [
+            batch("t1", 1, 1),
+            batch("t2", 1, 1),
+            batch("q", 1, 1, kind="quantization"),
+            batch("i", 1, 1, kind="batch_inference"),
+            app("r", [1, 1]),
+        ],
+    )
     colours = {job: fill for job, (fill, _) in job_colours(sc).items()}
     hue = {job: int(re.match(r"hsl\((\d+),", fill).group(1)) for job, fill in colours.items()}
-    assert hue == {"t1": KIND_HUES["training"], "t2": KIND_HUES["training"], "q": KIND_HUES["quantization"],
-                   "i": KIND_HUES["batch_inference"], "r": KIND_HUES["realtime"]}
+    assert hue == {
+        "t1": KIND_HUES["training"],
+        "t2": KIND_HUES["training"],
+        "q": KIND_HUES["quantization"],
+        "i": KIND_HUES["batch_inference"],
+        "r": KIND_HUES["realtime"],
+    }
     assert colours["t1"] != colours["t2"]
 
 

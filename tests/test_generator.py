@@ -98,8 +98,9 @@ def test_features_appear_across_seeds():
 
 def test_options_turn_features_off():
     for seed in range(10):
-        data = generate_scenario(16, 16, seed, currents=False, running=False, late_arrivals=False,
-                                 app_swap_caps=False, floors=False)
+        data = generate_scenario(
+            16, 16, seed, currents=False, running=False, late_arrivals=False, app_swap_caps=False, floors=False
+        )
         for j in data["jobs"]:
             assert not {"current", "running", "swap_cap", "min_gpus", "max_gpus"} & set(j)
             assert j.get("arrival", 0) == 0
@@ -112,9 +113,17 @@ def test_horizon_and_realtime_count_options():
     assert len(apps) == 2 and all(len(a["demand"]) == 7 for a in apps)
 
 
-@pytest.mark.parametrize("kwargs", [dict(gpus=0, jobs=1), dict(gpus=4, jobs=0), dict(gpus=12, jobs=4, gpus_per_node=5),
-                                    dict(gpus=4, jobs=4, horizon=0), dict(gpus=4, jobs=4, realtime=5),
-                                    dict(gpus=4, jobs=4, swap_cap=-1)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(gpus=0, jobs=1),
+        dict(gpus=4, jobs=0),
+        dict(gpus=12, jobs=4, gpus_per_node=5),
+        dict(gpus=4, jobs=4, horizon=0),
+        dict(gpus=4, jobs=4, realtime=5),
+        dict(gpus=4, jobs=4, swap_cap=-1),
+    ],
+)
 def test_bad_arguments_raise_value_error(kwargs):
     with pytest.raises(ValueError):
         generate_scenario(seed=0, **kwargs)

@@ -10,8 +10,15 @@ from gpualloc.solvers.policies import solve
 
 
 def test_floors_first_then_jobs_by_priority_then_demand_with_what_is_left():
-    sc, problem = make(4, 4, [batch("l", 2, 2, priority=1), batch("h", 2, 2, priority=9, arrival=0),
-                              app("r", [3, 3, 1, 1], priority=2, min_gpus=1, swap_cap=4)])
+    sc, problem = make(
+        4,
+        4,
+        [
+            batch("l", 2, 2, priority=1),
+            batch("h", 2, 2, priority=9, arrival=0),
+            app("r", [3, 3, 1, 1], priority=2, min_gpus=1, swap_cap=4),
+        ],
+    )
     plan = solve(problem, "greedy")
     assert check_plan(problem, plan.grid) == []
     rows = show(plan.grid)

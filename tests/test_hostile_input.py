@@ -37,8 +37,12 @@ def good_passes(seed: int, passes: int) -> list[list[bytes]]:
         n += 1
         return orjson.dumps(envelope(kind, payload, f"good-{n}", at))
 
-    out = [[make("pool.configured", {"gpus": GPUS, "gpus_per_node": 8, "horizon": 8}, T0),
-            make("app.registered", {"id": "chat", "priority": 5, "min_gpus": 1, "max_gpus": 4}, T0)]]
+    out = [
+        [
+            make("pool.configured", {"gpus": GPUS, "gpus_per_node": 8, "horizon": 8}, T0),
+            make("app.registered", {"id": "chat", "priority": 5, "min_gpus": 1, "max_gpus": 4}, T0),
+        ]
+    ]
     ids = iter(HOSTILE_IDS + [f"j{k}" for k in range(10_000)])
     for k in range(1, passes):
         at = T0 + timedelta(seconds=5 * k)
@@ -46,8 +50,18 @@ def good_passes(seed: int, passes: int) -> list[list[bytes]]:
         for _ in range(rng.randint(0, 4)):
             roll = rng.random()
             if roll < 0.7:
-                batch.append(make("job.submitted", job(next(ids), gpus=rng.choice([1, 2, 4, 8]),
-                                                       duration=rng.randint(1, 4), priority=rng.randint(1, 9)), at))
+                batch.append(
+                    make(
+                        "job.submitted",
+                        job(
+                            next(ids),
+                            gpus=rng.choice([1, 2, 4, 8]),
+                            duration=rng.randint(1, 4),
+                            priority=rng.randint(1, 9),
+                        ),
+                        at,
+                    )
+                )
             elif roll < 0.9:
                 batch.append(make("traffic.observed", {"app": "chat", "gpus": rng.randint(0, 5)}, at))
             else:
@@ -78,14 +92,20 @@ def run(passes: list[list[bytes]], commit_every: int):
 
 
 def decisions(outputs: list[dict]) -> dict[str, tuple]:
-    return {m["payload"]["input_event_id"]: (m["payload"]["job_id"], m["payload"]["action"],
-                                             tuple(m["payload"]["gpus"]), m["payload"]["start_step"])
-            for m in outputs if m["type"] == "allocation.decided"}
+    return {
+        m["payload"]["input_event_id"]: (
+            m["payload"]["job_id"],
+            m["payload"]["action"],
+            tuple(m["payload"]["gpus"]),
+            m["payload"]["start_step"],
+        )
+        for m in outputs
+        if m["type"] == "allocation.decided"
+    }
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 100_000), passes=st.integers(2, 25), bad=st.integers(1, 60),
-       commit_every=st.integers(1, 3))
+@given(seed=st.integers(0, 100_000), passes=st.integers(2, 25), bad=st.integers(1, 60), commit_every=st.integers(1, 3))
 def test_bad_messages_are_each_answered_once_and_change_nothing(seed, passes, bad, commit_every):
     rng = random.Random(seed)
     good = good_passes(seed, passes)
@@ -93,7 +113,7 @@ def test_bad_messages_are_each_answered_once_and_change_nothing(seed, passes, ba
     sent: list[str] = []
     for n in range(bad):
         k = rng.randrange(1, len(mixed))  # after the pool's configuration...
-        recent = [orjson.loads(v)["event_id"] for values in good[max(0, k - 2):k] for v in values]
+        recent = [orjson.loads(v)["event_id"] for values in good[max(0, k - 2) : k] for v in values]
         value = hostile(rng, n, T0 + timedelta(seconds=5 * k), GPUS, recent)
         mixed[k].insert(rng.randrange(len(mixed[k]) + 1), value)
         sent.append(value)
@@ -109,10 +129,16 @@ def test_bad_messages_are_each_answered_once_and_change_nothing(seed, passes, ba
         assert len(letter.original) <= LIMITS.original_chars and len(letter.reason) <= LIMITS.text_chars
         assert len(orjson.dumps(letter.model_dump())) < 200_000  # a dead letter stays far below the broker's limit
     assert {e: d for e, d in decisions(dirty_out).items() if e not in refused} == decisions(clean_out)
-    commits = [[m["payload"][k] for k in ("step", "assignments", "plan", "objective")]
-               for m in dirty_out if m["type"] == "plan.committed"]
-    assert commits == [[m["payload"][k] for k in ("step", "assignments", "plan", "objective")]
-                       for m in clean_out if m["type"] == "plan.committed"]
+    commits = [
+        [m["payload"][k] for k in ("step", "assignments", "plan", "objective")]
+        for m in dirty_out
+        if m["type"] == "plan.committed"
+    ]
+    assert commits == [
+        [m["payload"][k] for k in ("step", "assignments", "plan", "objective")]
+        for m in clean_out
+        if m["type"] == "plan.committed"
+    ]
     assert dump_pool(dirty.interpreter)["planner"] == dump_pool(clean.interpreter)["planner"]
 
 
@@ -128,6 +154,7 @@ def test_an_event_id_reused_with_another_payload_is_dead_lettered_and_a_redelive
 
 def test_a_dead_letter_keeps_a_cut_original_with_its_length_and_digest():
     import hashlib
+
     value = orjson.dumps(envelope("job.submitted", job("big", pad="z" * 900_000), "e9", T0))
     d, out = run([[orjson.dumps(envelope("pool.configured", {"gpus": 8}, "c", T0)), value]], 5)
     (letter,) = [m["payload"] for m in out if m["type"] == "input.rejected"]

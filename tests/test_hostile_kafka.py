@@ -48,17 +48,35 @@ async def play(bootstrap: str, topics: Topics, bad: int, seed: int = 7) -> int:
         await producer.send(getattr(topics, topic), value, key=b"default")
 
     try:
-        await send(orjson.dumps(envelope("pool.configured", {"gpus": GPUS, "gpus_per_node": 8, "horizon": 8}, "cfg",
-                                         now())), "config")
-        await send(orjson.dumps(envelope("app.registered", {"id": "chat", "priority": 5, "min_gpus": 1,
-                                                            "max_gpus": 4, "profile": [2] * 24}, "app", now())),
-                   "traffic")
+        await send(
+            orjson.dumps(envelope("pool.configured", {"gpus": GPUS, "gpus_per_node": 8, "horizon": 8}, "cfg", now())),
+            "config",
+        )
+        await send(
+            orjson.dumps(
+                envelope(
+                    "app.registered",
+                    {"id": "chat", "priority": 5, "min_gpus": 1, "max_gpus": 4, "profile": [2] * 24},
+                    "app",
+                    now(),
+                )
+            ),
+            "traffic",
+        )
         per_job = bad // len(JOBS)
         for k, job_id in enumerate(JOBS):
             event_id = f"good-{k}"
-            await send(orjson.dumps(envelope("job.submitted", job(job_id, gpus=rng.choice([1, 2, 4]), duration=50,
-                                                                  priority=rng.randint(1, 9)), event_id, now())),
-                       "jobs")
+            await send(
+                orjson.dumps(
+                    envelope(
+                        "job.submitted",
+                        job(job_id, gpus=rng.choice([1, 2, 4]), duration=50, priority=rng.randint(1, 9)),
+                        event_id,
+                        now(),
+                    )
+                ),
+                "jobs",
+            )
             good_ids.append(event_id)
             count = per_job if k < len(JOBS) - 1 else bad - sent_bad
             for _ in range(count):
@@ -77,8 +95,9 @@ async def play(bootstrap: str, topics: Topics, bad: int, seed: int = 7) -> int:
 async def complete_all(bootstrap: str, topics: Topics) -> None:
     async with AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all") as producer:
         for k, job_id in enumerate(JOBS):
-            await producer.send(topics.jobs, orjson.dumps(envelope("job.completed", {"id": job_id}, f"done-{k}",
-                                                                   now())), key=b"default")
+            await producer.send(
+                topics.jobs, orjson.dumps(envelope("job.completed", {"id": job_id}, f"done-{k}", now())), key=b"default"
+            )
 
 
 async def until(condition, seconds: float, what: str) -> None:
@@ -94,9 +113,24 @@ async def one_run(bootstrap: str, bad: int, tmp_path) -> dict:
     topics = Topics.with_prefix(prefix)
     env = {**os.environ, "GPUALLOC_AGENT__DEDUP_STEPS": "10000"}  # reused ids stay recognisable all run long
     log = tmp_path / f"agent-{bad}.log"
-    agent = subprocess.Popen([sys.executable, "-m", "gpualloc", "agent", "--bootstrap", bootstrap, "--topic-prefix",
-                              prefix, "--policy", "heuristic", "--step-seconds", "1"], env=env,
-                             stderr=log.open("wb"))
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpualloc",
+            "agent",
+            "--bootstrap",
+            bootstrap,
+            "--topic-prefix",
+            prefix,
+            "--policy",
+            "heuristic",
+            "--step-seconds",
+            "1",
+        ],
+        env=env,
+        stderr=log.open("wb"),
+    )
     try:
         sent = await play(bootstrap, topics, bad)
 
@@ -119,9 +153,14 @@ async def one_run(bootstrap: str, bad: int, tmp_path) -> dict:
             agent.kill()
     lines = [json.loads(line) for line in log.read_text().splitlines()]  # not a terminal: JSON a line
     assert lines and all(line["pool"] == "default" and line["level"] and line["ts"] for line in lines)
-    return {"sent": sent, "prefix": prefix, "decisions": await read_all(bootstrap, topics.decisions),
-            "letters": await read_all(bootstrap, topics.deadletter),
-            "commits": await read_all(bootstrap, topics.commits), "log": lines}
+    return {
+        "sent": sent,
+        "prefix": prefix,
+        "decisions": await read_all(bootstrap, topics.decisions),
+        "letters": await read_all(bootstrap, topics.deadletter),
+        "commits": await read_all(bootstrap, topics.commits),
+        "log": lines,
+    }
 
 
 async def test_ten_thousand_bad_messages_among_good_ones(kafka_bootstrap, tmp_path):
@@ -148,7 +187,11 @@ async def test_ten_thousand_bad_messages_among_good_ones(kafka_bootstrap, tmp_pa
 
     assert holders(dirty) == holders(clean) == {"chat": 2}
 
-    audit = subprocess.run([sys.executable, "-m", "gpualloc", "audit", "--bootstrap", kafka_bootstrap,
-                            "--topic-prefix", dirty["prefix"]], capture_output=True, text=True, timeout=300)
+    audit = subprocess.run(
+        [sys.executable, "-m", "gpualloc", "audit", "--bootstrap", kafka_bootstrap, "--topic-prefix", dirty["prefix"]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-2000:]
     assert audit.stdout.strip().splitlines()[-1].endswith("; 0 mismatches")

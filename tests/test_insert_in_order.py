@@ -38,10 +38,17 @@ def test_skipping_the_jobs_that_cannot_fit_places_what_a_scan_a_job_places(data,
 
 
 def test_a_job_no_smaller_shorter_or_earlier_than_a_misfit_is_not_scanned(monkeypatch):
-    data = {"name": "full", "gpus": 8, "gpus_per_node": 8, "horizon": 4, "jobs": [
-        {"id": "wide", "kind": "training", "priority": 1, "gpus": 4, "duration": 2},
-        {"id": "wider", "kind": "training", "priority": 1, "gpus": 8, "duration": 3, "arrival": 1},
-        {"id": "narrow", "kind": "training", "priority": 1, "gpus": 2, "duration": 1}]}
+    data = {
+        "name": "full",
+        "gpus": 8,
+        "gpus_per_node": 8,
+        "horizon": 4,
+        "jobs": [
+            {"id": "wide", "kind": "training", "priority": 1, "gpus": 4, "duration": 2},
+            {"id": "wider", "kind": "training", "priority": 1, "gpus": 8, "duration": 3, "arrival": 1},
+            {"id": "narrow", "kind": "training", "priority": 1, "gpus": 2, "duration": 1},
+        ],
+    }
     problem = compile_scenario(Scenario.model_validate(data))
     scanned = []
 

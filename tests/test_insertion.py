@@ -68,8 +68,11 @@ def test_a_mid_step_snapshot_decides_the_next_arrival_as_its_pool_does():
     assert restored.tick().assignments == planner.tick().assignments
 
 
-JOBS = st.lists(st.tuples(st.integers(1, 9), st.sampled_from([1, 2, 4, 8]), st.integers(1, 5),
-                          st.integers(0, 3), st.booleans()), min_size=1, max_size=30)
+JOBS = st.lists(
+    st.tuples(st.integers(1, 9), st.sampled_from([1, 2, 4, 8]), st.integers(1, 5), st.integers(0, 3), st.booleans()),
+    min_size=1,
+    max_size=30,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -101,7 +104,7 @@ def test_inserted_decisions_never_overlap_and_every_start_is_committed_as_decide
 def check_commit(planner: Planner, decided: list) -> object:
     """The step's decisions pairwise disjoint in GPUs x steps; its starts in its commit."""
     for i, (d, dur) in enumerate(decided):
-        for e, other in decided[i + 1:]:
+        for e, other in decided[i + 1 :]:
             steps = set(range(d.start_step, d.start_step + dur)) & set(range(e.start_step, e.start_step + other))
             assert not (steps and mask_of(d.gpus) & mask_of(e.gpus)), (d, e)
     commit = planner.tick()

@@ -14,8 +14,11 @@ POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60}
 
 
 def job(n: int, gpus: int = 2, duration: int = 3) -> Event:
-    return ev("job.submitted", {"id": f"j{n}", "kind": "training", "priority": 5, "gpus": gpus,
-                                "duration": duration}, ref=f"j{n}")
+    return ev(
+        "job.submitted",
+        {"id": f"j{n}", "kind": "training", "priority": 5, "gpus": gpus, "duration": duration},
+        ref=f"j{n}",
+    )
 
 
 def configured() -> Pool:
@@ -41,18 +44,31 @@ def test_an_event_naming_a_waiting_arrival_is_applied_after_its_pass():
     assert "j1" not in pool.planner.running
 
 
-FEATURES = {"variant": "lora", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 2048, "dataset_tokens_m": 50, "epochs": 1, "global_batch": 64, "micro_batch": 4}  # valid; this pool names no GPU type to size them for
+FEATURES = {
+    "variant": "lora",
+    "params_b": 7,
+    "layers": 32,
+    "hidden_size": 4096,
+    "seq_len": 2048,
+    "dataset_tokens_m": 50,
+    "epochs": 1,
+    "global_batch": 64,
+    "micro_batch": 4,
+}  # valid; this pool names no GPU type to size them for
 
 
 def test_what_the_pool_cannot_act_on_is_rejected_with_the_field():
     pool = configured()
-    effects = pool.apply([
-        ev("traffic.observed", {"app": "nobody", "gpus": 2}, ref=1),
-        ev("node.status", {"node": 5, "state": "down"}, ref=2),
-        ev("app.registered", {"id": "a", "priority": 3, "current": [99]}, ref=3),
-        ev("app.registered", {"id": "b", "priority": 3, "min_gpus": 4, "max_gpus": 2}, ref=4),
-        ev("job.submitted", {"id": "f", "kind": "training", "priority": 1, "features": FEATURES}, ref=5),
-    ], T0)
+    effects = pool.apply(
+        [
+            ev("traffic.observed", {"app": "nobody", "gpus": 2}, ref=1),
+            ev("node.status", {"node": 5, "state": "down"}, ref=2),
+            ev("app.registered", {"id": "a", "priority": 3, "current": [99]}, ref=3),
+            ev("app.registered", {"id": "b", "priority": 3, "min_gpus": 4, "max_gpus": 2}, ref=4),
+            ev("job.submitted", {"id": "f", "kind": "training", "priority": 1, "features": FEATURES}, ref=5),
+        ],
+        T0,
+    )
     reasons = [e.reason for e in effects if isinstance(e, Rejected)]
     assert [r.split(":")[0] for r in reasons] == ["node", "app", "current", "max_gpus"]  # node states first
     unsized = [e.decision for e in effects if isinstance(e, Decided)]  # a valid job the pool cannot size: decided
@@ -68,8 +84,10 @@ def test_failures_by_gpualloc_and_by_upstream():
     node = min(pool.planner.running["j1"][1].bit_length() - 1, 15) // 8
     down = pool.apply([ev("node.status", {"node": node, "state": "down", "detail": "psu"})], T0)
     assert down == [Failed("j1", f"node {node} is down: psu", by_gpualloc=True)]
-    bound = pool.apply([ev("binding.reported", {"node": 1 - node, "job_id": "j2", "gpus": [], "status": "failed",
-                                                "detail": "busy"})], T0)
+    bound = pool.apply(
+        [ev("binding.reported", {"node": 1 - node, "job_id": "j2", "gpus": [], "status": "failed", "detail": "busy"})],
+        T0,
+    )
     assert bound == [Failed("j2", f"binding failed on node {1 - node}: busy", by_gpualloc=True)]
     notice = pool.apply([ev("job.failed", {"id": "j2", "source": "agent"})], T0)
     upstream = pool.apply([ev("job.failed", {"id": "j2", "detail": "oom"})], T0)
@@ -96,13 +114,19 @@ def test_traffic_counts_for_the_step_its_time_falls_in():
 def test_the_simulator_reads_events_through_the_same_interpreter():
     """A trace event the agent would dead-letter (traffic of an unknown app) is refused in the
     simulator too, with the same reason, and changes nothing."""
-    base = [("pool.configured", POOL, 0), ("job.submitted", {"id": "a", "kind": "training", "priority": 2,
-                                                              "gpus": 4, "duration": 2}, 5)]
+    base = [
+        ("pool.configured", POOL, 0),
+        ("job.submitted", {"id": "a", "kind": "training", "priority": 2, "gpus": 4, "duration": 2}, 5),
+    ]
     extra = [("traffic.observed", {"app": "ghost", "gpus": 3}, 10)]
 
     def run(items):
-        events = [parse_event({"event_id": f"x{k}", "type": t, "occurred_at": (T0 + timedelta(minutes=m)).isoformat(),
-                               "payload": p}) for k, (t, p, m) in enumerate(items)]
+        events = [
+            parse_event(
+                {"event_id": f"x{k}", "type": t, "occurred_at": (T0 + timedelta(minutes=m)).isoformat(), "payload": p}
+            )
+            for k, (t, p, m) in enumerate(items)
+        ]
         return simulate(events, SimOptions(policies=("heuristic",), days=1)).runs["heuristic"]
 
     plain, noisy = run(base), run(base + extra)

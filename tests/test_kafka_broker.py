@@ -33,8 +33,9 @@ async def _drain(consumer: AIOKafkaConsumer, count: int) -> list[bytes]:
 
 async def _all_values(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
     """Every value in a one-partition topic up to its end offset, read with `isolation`."""
-    async with AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation,
-                                enable_auto_commit=False) as consumer:
+    async with AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False
+    ) as consumer:
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
@@ -55,20 +56,19 @@ async def test_round_trip(kafka_bootstrap: str) -> None:
     async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap) as producer:
         for i in range(3):
             await producer.send_and_wait(topic, f"m{i}".encode(), key=b"k")
-    async with AIOKafkaConsumer(topic, bootstrap_servers=kafka_bootstrap,
-                                group_id=unique_topic("g"), **FAST_GROUP) as consumer:
+    async with AIOKafkaConsumer(
+        topic, bootstrap_servers=kafka_bootstrap, group_id=unique_topic("g"), **FAST_GROUP
+    ) as consumer:
         assert await _drain(consumer, 3) == [b"m0", b"m1", b"m2"]
 
 
 async def test_idempotent_producer(kafka_bootstrap: str) -> None:
     topic = unique_topic("idem")
-    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap,
-                                enable_idempotence=True) as producer:
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True) as producer:
         futures = [await producer.send(topic, f"v{i}".encode()) for i in range(20)]
         metas = await asyncio.wait_for(asyncio.gather(*futures), WAIT_S)
     assert [m.offset for m in metas] == list(range(20))  # no duplicates, no gaps
-    assert await _all_values(kafka_bootstrap, topic, "read_uncommitted") == [
-        f"v{i}".encode() for i in range(20)]
+    assert await _all_values(kafka_bootstrap, topic, "read_uncommitted") == [f"v{i}".encode() for i in range(20)]
 
 
 async def test_transactions_read_committed(kafka_bootstrap: str) -> None:
@@ -78,11 +78,15 @@ async def test_transactions_read_committed(kafka_bootstrap: str) -> None:
         for i in range(3):
             await plain.send_and_wait(src, f"in{i}".encode())
 
-    consumer = AIOKafkaConsumer(src, bootstrap_servers=kafka_bootstrap, group_id=group,
-                                enable_auto_commit=False, isolation_level="read_committed",
-                                **FAST_GROUP)
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap,
-                                transactional_id=unique_topic("txn"))
+    consumer = AIOKafkaConsumer(
+        src,
+        bootstrap_servers=kafka_bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        **FAST_GROUP,
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id=unique_topic("txn"))
     async with consumer, producer:
         inputs = await _drain(consumer, 3)
         async with producer.transaction():
@@ -94,8 +98,7 @@ async def test_transactions_read_committed(kafka_bootstrap: str) -> None:
         await producer.abort_transaction()
         assert await consumer.committed(TopicPartition(src, 0)) == 3
 
-    assert await _all_values(kafka_bootstrap, dst, "read_committed") == [
-        b"out0", b"out1", b"out2"]
+    assert await _all_values(kafka_bootstrap, dst, "read_committed") == [b"out0", b"out1", b"out2"]
     # The aborted record was written (read_uncommitted sees it), read_committed hides it.
     assert b"aborted" in await _all_values(kafka_bootstrap, dst, "read_uncommitted")
 
@@ -105,8 +108,9 @@ async def test_group_join_is_quick(kafka_bootstrap: str) -> None:
     async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap) as producer:
         await producer.send_and_wait(topic, b"x")  # auto-creates the topic
     t0 = time.monotonic()
-    async with AIOKafkaConsumer(topic, bootstrap_servers=kafka_bootstrap,
-                                group_id=unique_topic("g"), **FAST_GROUP) as consumer:
+    async with AIOKafkaConsumer(
+        topic, bootstrap_servers=kafka_bootstrap, group_id=unique_topic("g"), **FAST_GROUP
+    ) as consumer:
         await _drain(consumer, 1)  # a message arrives only once the group assigned the partition
         joined_s = time.monotonic() - t0
         assert consumer.assignment() == {TopicPartition(topic, 0)}

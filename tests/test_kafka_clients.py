@@ -96,29 +96,38 @@ def test_aiokafka_logs_pass_outside_a_start(caplog):
     assert [r.getMessage() for r in caplog.records] == ['Unable connect to "h:1": down']
 
 
-@pytest.mark.parametrize("command", [
-    ["agent", "--policy", "heuristic"],
-    ["agent", "--group", "g", "--policy", "heuristic"],
-    ["node-agent", "--node", "0", "--gpus", "0-7", "--bind-dir", "{tmp}/node"],
-    ["publish", str(TRACE)],
-    ["tail"],
-    ["audit"],
-    ["explain", "job-1"],
-], ids=lambda c: " ".join(c[:3]) if c[0] == "agent" else c[0])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["agent", "--policy", "heuristic"],
+        ["agent", "--group", "g", "--policy", "heuristic"],
+        ["node-agent", "--node", "0", "--gpus", "0-7", "--bind-dir", "{tmp}/node"],
+        ["publish", str(TRACE)],
+        ["tail"],
+        ["audit"],
+        ["explain", "job-1"],
+    ],
+    ids=lambda c: " ".join(c[:3]) if c[0] == "agent" else c[0],
+)
 @pytest.mark.slow
 def test_an_unreachable_broker_exits_2_naming_bootstrap_after_retrying(command, tmp_path):
     env = {**os.environ, "GPUALLOC_KAFKA__CONNECT_TIMEOUT_S": "1"}
     env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
     args = [a.replace("{tmp}", str(tmp_path)) for a in command]
     began = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "gpualloc", *args, "--bootstrap", f"127.0.0.1:{closed_port()}"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpualloc", *args, "--bootstrap", f"127.0.0.1:{closed_port()}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     took = time.monotonic() - began
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("retrying in") >= 2 and took >= 1.0 > FIRST_BACKOFF_S
     assert "gpualloc: --bootstrap: cannot reach Kafka at 127.0.0.1:" in proc.stderr
     assert "Unclosed" not in proc.stderr and "Traceback" not in proc.stderr
-
 
 
 async def test_tasks_a_start_spawned_log_as_usual(caplog):

@@ -35,7 +35,9 @@ def restart(broker: LocalBroker, down_s: float) -> None:
     pidfile = broker.directory / "kafka.pid"
     pid = int(pidfile.read_text())
     argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-    os.kill(pid, signal.SIGKILL)  # a crash: the one broker does no controlled shutdown, so its partitions come back led by it
+    os.kill(
+        pid, signal.SIGKILL
+    )  # a crash: the one broker does no controlled shutdown, so its partitions come back led by it
     deadline = time.monotonic() + 60
     while Path(f"/proc/{pid}").exists():
         assert time.monotonic() < deadline, "the broker did not stop"
@@ -71,15 +73,30 @@ async def test_agent_and_node_agent_ride_out_a_broker_restart(tmp_path):
     with local_broker() as broker:
         bootstrap, topics = broker.bootstrap, Topics()
         cli = [sys.executable, "-m", "gpualloc"]
-        agent = subprocess.Popen(cli + ["agent", "--bootstrap", bootstrap, "--policy", "heuristic",
-                                        "--step-seconds", str(STEP)], stderr=(tmp_path / "agent.log").open("wb"))
-        node = subprocess.Popen(cli + ["node-agent", "--bootstrap", bootstrap, "--node", "0", "--gpus", "0-7",
-                                       "--bind-dir", str(tmp_path / "bound")],
-                                stderr=(tmp_path / "node.log").open("wb"))
+        agent = subprocess.Popen(
+            cli + ["agent", "--bootstrap", bootstrap, "--policy", "heuristic", "--step-seconds", str(STEP)],
+            stderr=(tmp_path / "agent.log").open("wb"),
+        )
+        node = subprocess.Popen(
+            cli
+            + [
+                "node-agent",
+                "--bootstrap",
+                bootstrap,
+                "--node",
+                "0",
+                "--gpus",
+                "0-7",
+                "--bind-dir",
+                str(tmp_path / "bound"),
+            ],
+            stderr=(tmp_path / "node.log").open("wb"),
+        )
         try:
             async with AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all") as producer:
-                config = envelope("pool.configured", {"gpus": 8, "gpus_per_node": 8, "horizon": 8}, "cfg",
-                                  datetime.now(timezone.utc))
+                config = envelope(
+                    "pool.configured", {"gpus": 8, "gpus_per_node": 8, "horizon": 8}, "cfg", datetime.now(timezone.utc)
+                )
                 await producer.send_and_wait(topics.config, orjson.dumps(config), key=b"default")
             before = [f"before-{k}" for k in range(6)]
             await send_jobs(bootstrap, topics, before)

@@ -30,8 +30,11 @@ from gpualloc.schemas.events import envelope
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = f"pw-{uuid.uuid4().hex}"  # unique, so finding it anywhere is a leak
-LOGIN = {"GPUALLOC_KAFKA__SECURITY_PROTOCOL": "SASL_PLAINTEXT", "GPUALLOC_KAFKA__SASL_MECHANISM": "SCRAM-SHA-512",
-         "GPUALLOC_KAFKA__SASL_USERNAME": "admin"}  # all but the password
+LOGIN = {
+    "GPUALLOC_KAFKA__SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+    "GPUALLOC_KAFKA__SASL_MECHANISM": "SCRAM-SHA-512",
+    "GPUALLOC_KAFKA__SASL_USERNAME": "admin",
+}  # all but the password
 SCRAM = {**LOGIN, "GPUALLOC_KAFKA__SASL_PASSWORD": PASSWORD}
 
 
@@ -54,24 +57,42 @@ def run_cli(monkeypatch, capsys, env: dict[str, str], *args: str) -> tuple[int, 
 
 # ---- settings ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("env, needle", [
-    ({"GPUALLOC_KAFKA__SECURITY_PROTOCOL": "SASL_SSL"},
-     "kafka.sasl_mechanism: required with security_protocol SASL_SSL"),
-    ({"GPUALLOC_KAFKA__SECURITY_PROTOCOL": "SASL_PLAINTEXT", "GPUALLOC_KAFKA__SASL_MECHANISM": "PLAIN"},
-     "kafka.sasl_username: required with security_protocol SASL_PLAINTEXT"),
-    ({**SCRAM, "GPUALLOC_KAFKA__SASL_PASSWORD_FILE": "/etc/hostname"},
-     "kafka.sasl_password: give it or sasl_password_file, not both"),
-    (LOGIN, "kafka.sasl_password: required with security_protocol SASL_PLAINTEXT (or sasl_password_file)"),
-    ({"GPUALLOC_KAFKA__SASL_USERNAME": "admin"}, "kafka.sasl_username: only with security_protocol "
-                                                  "SASL_PLAINTEXT or SASL_SSL (it is PLAINTEXT)"),
-    ({"GPUALLOC_KAFKA__SECURITY_PROTOCOL": "SASL_PLAINTEXT", "GPUALLOC_KAFKA__SASL_MECHANISM": "GSSAPI"},
-     "kafka.sasl_mechanism: Input should be 'PLAIN', 'SCRAM-SHA-256' or 'SCRAM-SHA-512'"),
-    ({"GPUALLOC_KAFKA__SECURITY_PROTOCOL": "SSL", "GPUALLOC_KAFKA__SSL_KEYFILE": "/etc/hostname"},
-     "kafka.ssl_keyfile: needs ssl_certfile"),
-    ({"GPUALLOC_KAFKA__SECURITY_PROTOCOL": "SSL", "GPUALLOC_KAFKA__SSL_CAFILE": "/no/ca.pem"},
-     "kafka.ssl_cafile: Path does not point to a file"),
-    ({"GPUALLOC_KAFKA__CONNECT_TIMEOUT_S": "0"}, "kafka.connect_timeout_s: Input should be greater than 0"),
-])
+
+@pytest.mark.parametrize(
+    "env, needle",
+    [
+        (
+            {"GPUALLOC_KAFKA__SECURITY_PROTOCOL": "SASL_SSL"},
+            "kafka.sasl_mechanism: required with security_protocol SASL_SSL",
+        ),
+        (
+            {"GPUALLOC_KAFKA__SECURITY_PROTOCOL": "SASL_PLAINTEXT", "GPUALLOC_KAFKA__SASL_MECHANISM": "PLAIN"},
+            "kafka.sasl_username: required with security_protocol SASL_PLAINTEXT",
+        ),
+        (
+            {**SCRAM, "GPUALLOC_KAFKA__SASL_PASSWORD_FILE": "/etc/hostname"},
+            "kafka.sasl_password: give it or sasl_password_file, not both",
+        ),
+        (LOGIN, "kafka.sasl_password: required with security_protocol SASL_PLAINTEXT (or sasl_password_file)"),
+        (
+            {"GPUALLOC_KAFKA__SASL_USERNAME": "admin"},
+            "kafka.sasl_username: only with security_protocol SASL_PLAINTEXT or SASL_SSL (it is PLAINTEXT)",
+        ),
+        (
+            {"GPUALLOC_KAFKA__SECURITY_PROTOCOL": "SASL_PLAINTEXT", "GPUALLOC_KAFKA__SASL_MECHANISM": "GSSAPI"},
+            "kafka.sasl_mechanism: Input should be 'PLAIN', 'SCRAM-SHA-256' or 'SCRAM-SHA-512'",
+        ),
+        (
+            {"GPUALLOC_KAFKA__SECURITY_PROTOCOL": "SSL", "GPUALLOC_KAFKA__SSL_KEYFILE": "/etc/hostname"},
+            "kafka.ssl_keyfile: needs ssl_certfile",
+        ),
+        (
+            {"GPUALLOC_KAFKA__SECURITY_PROTOCOL": "SSL", "GPUALLOC_KAFKA__SSL_CAFILE": "/no/ca.pem"},
+            "kafka.ssl_cafile: Path does not point to a file",
+        ),
+        ({"GPUALLOC_KAFKA__CONNECT_TIMEOUT_S": "0"}, "kafka.connect_timeout_s: Input should be greater than 0"),
+    ],
+)
 def test_a_bad_combination_exits_2_naming_the_field(monkeypatch, capsys, env, needle):
     code, output = run_cli(monkeypatch, capsys, env, "tail", "--bootstrap", "127.0.0.1:1")
     assert code == 2 and f"gpualloc: settings: {needle}" in output
@@ -87,8 +108,9 @@ def test_the_password_never_shows(monkeypatch, capsys):
     assert main(["agent", "--help"]) == 0
     assert PASSWORD not in capsys.readouterr().out
     # a bad setting beside it: the error names the field, the password stays out of it
-    code, output = run_cli(monkeypatch, capsys, {"GPUALLOC_KAFKA__SECURITY_PROTOCOL": "SSL"},
-                           "tail", "--bootstrap", "127.0.0.1:1")
+    code, output = run_cli(
+        monkeypatch, capsys, {"GPUALLOC_KAFKA__SECURITY_PROTOCOL": "SSL"}, "tail", "--bootstrap", "127.0.0.1:1"
+    )
     assert code == 2 and "kafka.sasl_password: only with security_protocol" in output and PASSWORD not in output
 
 
@@ -114,12 +136,19 @@ def test_a_password_file_is_read_when_a_client_is_made(tmp_path, monkeypatch):
 def test_an_unusable_password_file_is_named(tmp_path, monkeypatch, capsys, content, needle):
     secret = tmp_path / "password"
     secret.write_bytes(content)
-    code, output = run_cli(monkeypatch, capsys, {**LOGIN, "GPUALLOC_KAFKA__SASL_PASSWORD_FILE": str(secret)},
-                           "tail", "--bootstrap", "127.0.0.1:1")
+    code, output = run_cli(
+        monkeypatch,
+        capsys,
+        {**LOGIN, "GPUALLOC_KAFKA__SASL_PASSWORD_FILE": str(secret)},
+        "tail",
+        "--bootstrap",
+        "127.0.0.1:1",
+    )
     assert code == 2 and f"kafka.sasl_password_file: {needle}" in output
 
 
 # ---- a real SASL broker ------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def secure_kafka() -> Iterator[LocalBroker]:
@@ -135,14 +164,19 @@ def cli_env(**settings: str) -> dict[str, str]:
 
 
 def scram() -> dict[str, str]:
-    return cli_env(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512", sasl_username="admin",
-                   sasl_password=PASSWORD)
+    return cli_env(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="admin",
+        sasl_password=PASSWORD,
+    )
 
 
 def gpualloc(args: list[str], env: dict[str, str], out: Path) -> subprocess.Popen:
     with out.open("wb") as f:
-        return subprocess.Popen([sys.executable, "-m", "gpualloc", *args], cwd=ROOT, env=env, stdout=f,
-                                stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-m", "gpualloc", *args], cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT
+        )
 
 
 def finished(proc: subprocess.Popen, out: Path) -> str:
@@ -169,21 +203,42 @@ async def test_a_pool_runs_through_sasl(secure_kafka, tmp_path):
     secret.write_text(PASSWORD + "\n")
     bus = ["--bootstrap", secure_kafka.bootstrap, "--topic-prefix", prefix]
     logs = {name: tmp_path / f"{name}.log" for name in ("agent", "node", "tail")}
-    agent = gpualloc(["agent", *bus, "--config", str(config), "--policy", "heuristic", "--step-seconds", "0.5"],
-                     scram(), logs["agent"])
-    node = gpualloc(["node-agent", "--node", "0", "--gpus", "0-7", "--bind-dir", str(tmp_path / "node0"), *bus],
-                    scram(), logs["node"])
-    tail = gpualloc(["tail", "--from-beginning", "--bootstrap", secure_kafka.ssl_bootstrap, "--topic-prefix", prefix],
-                    cli_env(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512", sasl_username="admin",
-                            sasl_password_file=str(secret), ssl_cafile=str(secure_kafka.cafile)), logs["tail"])
+    agent = gpualloc(
+        ["agent", *bus, "--config", str(config), "--policy", "heuristic", "--step-seconds", "0.5"],
+        scram(),
+        logs["agent"],
+    )
+    node = gpualloc(
+        ["node-agent", "--node", "0", "--gpus", "0-7", "--bind-dir", str(tmp_path / "node0"), *bus],
+        scram(),
+        logs["node"],
+    )
+    tail = gpualloc(
+        ["tail", "--from-beginning", "--bootstrap", secure_kafka.ssl_bootstrap, "--topic-prefix", prefix],
+        cli_env(
+            security_protocol="SASL_SSL",
+            sasl_mechanism="SCRAM-SHA-512",
+            sasl_username="admin",
+            sasl_password_file=str(secret),
+            ssl_cafile=str(secure_kafka.cafile),
+        ),
+        logs["tail"],
+    )
     procs = [agent, node, tail]
-    kafka_clients.configure(KafkaSecurity(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
-                                          sasl_username="admin", sasl_password=PASSWORD))
+    kafka_clients.configure(
+        KafkaSecurity(
+            security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_username="admin", sasl_password=PASSWORD
+        )
+    )
     try:
         producer = await kafka_clients.started(kafka_clients.producer(secure_kafka.bootstrap), "upstream")
         try:
-            job = envelope("job.submitted", {"id": "train-1", "kind": "training", "priority": 5, "gpus": 4,
-                                             "duration": 20}, datetime.now(timezone.utc), "e-train-1")
+            job = envelope(
+                "job.submitted",
+                {"id": "train-1", "kind": "training", "priority": 5, "gpus": 4, "duration": 20},
+                datetime.now(timezone.utc),
+                "e-train-1",
+            )
             await producer.send_and_wait(topics.jobs, orjson.dumps(job), key=b"default")
         finally:
             await producer.stop()
@@ -202,30 +257,70 @@ async def test_a_pool_runs_through_sasl(secure_kafka, tmp_path):
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
 def test_a_wrong_password_exits_2_naming_the_setting(secure_kafka, mechanism):
     wrong = f"wrong-{uuid.uuid4().hex}"
-    env = cli_env(security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism, sasl_username="admin",
-                  sasl_password=wrong)
-    proc = subprocess.run([sys.executable, "-m", "gpualloc", "tail", "--bootstrap", secure_kafka.bootstrap],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    env = cli_env(
+        security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism, sasl_username="admin", sasl_password=wrong
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpualloc", "tail", "--bootstrap", secure_kafka.bootstrap],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2, proc.stderr
-    assert f"gpualloc: kafka.sasl_password: Kafka at {secure_kafka.bootstrap}: tail consumer: the broker refused " \
-           f"the {mechanism} login of 'admin'" in proc.stderr
+    assert (
+        f"gpualloc: kafka.sasl_password: Kafka at {secure_kafka.bootstrap}: tail consumer: the broker refused "
+        f"the {mechanism} login of 'admin'" in proc.stderr
+    )
     assert "GPUALLOC_KAFKA__SASL_PASSWORD" in proc.stderr and wrong not in proc.stderr and PASSWORD not in proc.stderr
     assert "retrying" not in proc.stderr and "Unclosed" not in proc.stderr
 
 
-@pytest.mark.parametrize("settings, port, needle", [
-    ({}, "bootstrap", "--bootstrap: cannot reach Kafka at {bootstrap}: agent admin: KafkaConnectionError: "
-                      "Connection at {bootstrap} closed; the broker hung up: does its listener want another "
-                      "kafka.security_protocol (GPUALLOC_KAFKA__SECURITY_PROTOCOL, now PLAINTEXT)?"),
-    ({"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "sasl_username": "admin",
-      "sasl_password": PASSWORD}, "ssl_bootstrap", "kafka.ssl_cafile: Kafka at {bootstrap}: agent admin: the "
-                                                   "broker's certificate failed verification"),
-], ids=["plaintext-client", "tls-without-its-ca"])
+@pytest.mark.parametrize(
+    "settings, port, needle",
+    [
+        (
+            {},
+            "bootstrap",
+            "--bootstrap: cannot reach Kafka at {bootstrap}: agent admin: KafkaConnectionError: "
+            "Connection at {bootstrap} closed; the broker hung up: does its listener want another "
+            "kafka.security_protocol (GPUALLOC_KAFKA__SECURITY_PROTOCOL, now PLAINTEXT)?",
+        ),
+        (
+            {
+                "security_protocol": "SASL_SSL",
+                "sasl_mechanism": "SCRAM-SHA-512",
+                "sasl_username": "admin",
+                "sasl_password": PASSWORD,
+            },
+            "ssl_bootstrap",
+            "kafka.ssl_cafile: Kafka at {bootstrap}: agent admin: the broker's certificate failed verification",
+        ),
+    ],
+    ids=["plaintext-client", "tls-without-its-ca"],
+)
 def test_a_client_the_listener_does_not_expect_fails_clearly(secure_kafka, settings, port, needle):
     bootstrap = getattr(secure_kafka, port)
     env = cli_env(connect_timeout_s="1", **settings)
-    proc = subprocess.run([sys.executable, "-m", "gpualloc", "agent", "--bootstrap", bootstrap, "--policy", "heuristic",
-                           "--topic-prefix", unique_topic("refused") + "."],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpualloc",
+            "agent",
+            "--bootstrap",
+            bootstrap,
+            "--policy",
+            "heuristic",
+            "--topic-prefix",
+            unique_topic("refused") + ".",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and needle.format(bootstrap=bootstrap) in proc.stderr, proc.stderr
     assert "Unclosed" not in proc.stderr and "Traceback" not in proc.stderr

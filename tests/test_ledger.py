@@ -26,8 +26,16 @@ RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0}
 
 
 def message(kind: str, payload: dict, n: int, at: datetime) -> bytes:
-    return orjson.dumps({"event_id": f"e{n}", "type": kind, "occurred_at": at.isoformat(), "pool": "default",
-                         "schema_version": 1, "payload": payload})
+    return orjson.dumps(
+        {
+            "event_id": f"e{n}",
+            "type": kind,
+            "occurred_at": at.isoformat(),
+            "pool": "default",
+            "schema_version": 1,
+            "payload": payload,
+        }
+    )
 
 
 def stream(seed: int, count: int) -> list[Record]:
@@ -35,11 +43,24 @@ def stream(seed: int, count: int) -> list[Record]:
     their completions), completions, cancellations, traffic, a node going down and up, a bad
     message."""
     rng = random.Random(seed)
-    out = [Record("gpualloc.config", 0, 0, "default", message("pool.configured", {"gpus": 16, "gpus_per_node": 8,
-                                                                                   "horizon": 8, "gpu_type": "a100-80gb"},
-                                                              0, T0))]
-    out.append(Record("gpualloc.traffic", 0, 0, "chat", message("app.registered", {"id": "chat", "priority": 6,
-                                                                                   "min_gpus": 1, "max_gpus": 4}, 1, T0)))
+    out = [
+        Record(
+            "gpualloc.config",
+            0,
+            0,
+            "default",
+            message("pool.configured", {"gpus": 16, "gpus_per_node": 8, "horizon": 8, "gpu_type": "a100-80gb"}, 0, T0),
+        )
+    ]
+    out.append(
+        Record(
+            "gpualloc.traffic",
+            0,
+            0,
+            "chat",
+            message("app.registered", {"id": "chat", "priority": 6, "min_gpus": 1, "max_gpus": 4}, 1, T0),
+        )
+    )
     offsets = {"gpualloc.jobs": 0, "gpualloc.traffic": 1, "gpualloc.config": 1}
     for n in range(2, count):
         at = T0 + timedelta(seconds=3 * n)
@@ -47,21 +68,36 @@ def stream(seed: int, count: int) -> list[Record]:
         if roll < 0.2:
             topic, body = "gpualloc.jobs", message("job.submitted", feature_job(rng, f"j{n}"), n, at)
         elif roll < 0.6:
-            topic, body = "gpualloc.jobs", message("job.submitted", {"id": f"j{n}", "kind": "training",
-                                                                     "priority": rng.randint(1, 9),
-                                                                     "gpus": rng.choice([1, 2, 4, 8]),
-                                                                     "duration": rng.randint(1, 5)}, n, at)
+            topic, body = (
+                "gpualloc.jobs",
+                message(
+                    "job.submitted",
+                    {
+                        "id": f"j{n}",
+                        "kind": "training",
+                        "priority": rng.randint(1, 9),
+                        "gpus": rng.choice([1, 2, 4, 8]),
+                        "duration": rng.randint(1, 5),
+                    },
+                    n,
+                    at,
+                ),
+            )
         elif roll < 0.75 and n > 2:
             ended = {"id": f"j{rng.randrange(2, n)}"}
             if rng.random() < 0.5:
                 ended["used"] = {"gpus": rng.choice([1, 2]), "peak_memory_gb": rng.uniform(10, 70)}
             topic, body = "gpualloc.jobs", message(rng.choice(["job.completed", "job.cancelled"]), ended, n, at)
         elif roll < 0.9:
-            topic, body = "gpualloc.traffic", message("traffic.observed", {"app": "chat", "requests_per_s":
-                                                                           rng.uniform(0, 5)}, n, at)
+            topic, body = (
+                "gpualloc.traffic",
+                message("traffic.observed", {"app": "chat", "requests_per_s": rng.uniform(0, 5)}, n, at),
+            )
         elif roll < 0.95:
-            topic, body = "gpualloc.config", message("node.status", {"node": 1, "state": rng.choice(["up", "down"])},
-                                                     n, at)
+            topic, body = (
+                "gpualloc.config",
+                message("node.status", {"node": 1, "state": rng.choice(["up", "down"])}, n, at),
+            )
         else:
             topic, body = "gpualloc.jobs", b"{not json"
         out.append(Record(topic, 0, offsets[topic], None, body))
@@ -94,8 +130,14 @@ def shared(records: list[Record], seed: int) -> list[Record]:
     return out
 
 
-def live(records: list[Record], cuts: list[int], commits: list[int], adopt_at: int | None = None, run: dict = RUN,
-         aheads: dict[int, bool] | None = None):
+def live(
+    records: list[Record],
+    cuts: list[int],
+    commits: list[int],
+    adopt_at: int | None = None,
+    run: dict = RUN,
+    aheads: dict[int, bool] | None = None,
+):
     """The agent's way: passes of records (split at `cuts`), a commit after some passes, a ledger
     entry per pass; an offered full-mode plan (FIFO's, to be adopted or not) at `adopt_at`; after
     the passes in `aheads`, the window cut for the next boundary's plan, made ahead (`aheads[k]`:
@@ -121,8 +163,11 @@ def live(records: list[Record], cuts: list[int], commits: list[int], adopt_at: i
         outputs += out
         if entry is not None:
             entries.append(PassRecorded.model_validate(entry.message["payload"]))
-            snapshots.append(None if d.planner is not None and d.planner.ahead is not None else
-                             PoolSnapshot.model_validate(d.snapshot(now, 0, len(entries), 0)[0].message["payload"]))
+            snapshots.append(
+                None
+                if d.planner is not None and d.planner.ahead is not None
+                else PoolSnapshot.model_validate(d.snapshot(now, 0, len(entries), 0)[0].message["payload"])
+            )
     return d, [o.message for o in outputs], entries, snapshots
 
 
@@ -140,9 +185,13 @@ def replay(entries: list[PassRecorded], records: list[Record], start: Dispatcher
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), cuts=st.lists(st.integers(0, 60), max_size=25),
-       commits=st.lists(st.integers(0, 2), min_size=1, max_size=6), adopt_at=st.integers(0, 10),
-       aheads=st.dictionaries(st.integers(0, 25), st.booleans(), max_size=8))
+@given(
+    seed=st.integers(0, 10_000),
+    cuts=st.lists(st.integers(0, 60), max_size=25),
+    commits=st.lists(st.integers(0, 2), min_size=1, max_size=6),
+    adopt_at=st.integers(0, 10),
+    aheads=st.dictionaries(st.integers(0, 25), st.booleans(), max_size=8),
+)
 def test_a_replay_of_the_ledger_makes_the_same_messages_and_state(seed, cuts, commits, adopt_at, aheads):
     records = stream(seed, 60)
     d, outputs, entries, snapshots = live(records, cuts, commits, adopt_at, aheads=aheads)
@@ -152,7 +201,7 @@ def test_a_replay_of_the_ledger_makes_the_same_messages_and_state(seed, cuts, co
     assert (again.seq, again.txn, again.frontier) == (d.seq, d.txn, d.frontier)
     if d.planner is not None:  # the same cut waits (a replay makes its plan, which the agent may not have had yet)
         assert unsolved(again.planner.ahead) == unsolved(d.planner.ahead)
-    taken = [k for k, snap in enumerate(snapshots[:len(entries) // 2]) if snap is not None]
+    taken = [k for k, snap in enumerate(snapshots[: len(entries) // 2]) if snap is not None]
     if len(entries) > 2 and taken:  # from a snapshot in the middle: the same end state
         k = taken[-1] + 1
         restored = fresh()
@@ -162,8 +211,11 @@ def test_a_replay_of_the_ledger_makes_the_same_messages_and_state(seed, cuts, co
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 10_000), cuts=st.lists(st.integers(0, 90), max_size=25),
-       commits=st.lists(st.integers(0, 2), min_size=1, max_size=6))
+@given(
+    seed=st.integers(0, 10_000),
+    cuts=st.lists(st.integers(0, 90), max_size=25),
+    commits=st.lists(st.integers(0, 2), min_size=1, max_size=6),
+)
 def test_a_keyed_pool_on_a_shared_partition_replays_alike_and_reads_only_its_records(seed, cuts, commits):
     records = shared(stream(seed, 60), seed)
     keyed = {**RUN, "keyed": True}
@@ -175,11 +227,15 @@ def test_a_keyed_pool_on_a_shared_partition_replays_alike_and_reads_only_its_rec
     ends = {f"{t}:0": sum(1 for r in records if r.topic == t) for t in {r.topic for r in records}}
     assert d.frontier == ends  # past the other pool's records too, so a restart does not read them again
     strays = [r for r in records if r.key == "default" and b'"pool":"other"' in r.value]
-    letters = [m for m in outputs if m["type"] == "input.rejected" and "must be the record's key" in m["payload"]["reason"]]
+    letters = [
+        m for m in outputs if m["type"] == "input.rejected" and "must be the record's key" in m["payload"]["reason"]
+    ]
     assert len(letters) == len(strays)
     plain = fresh()  # a single-pool agent takes the pool's records by their envelope, whatever the key
-    assert not any(m.message["type"] == "input.rejected" and "record's key" in m.message["payload"]["reason"]
-                   for m in plain.handle(records, T0))
+    assert not any(
+        m.message["type"] == "input.rejected" and "record's key" in m.message["payload"]["reason"]
+        for m in plain.handle(records, T0)
+    )
 
 
 def test_the_ledger_entry_lists_inputs_as_runs_and_the_frontier():
@@ -190,8 +246,9 @@ def test_the_ledger_entry_lists_inputs_as_runs_and_the_frontier():
     entry = PassRecorded.model_validate(d.seal(RUN).message["payload"])
     covered = sum(last - first + 1 for _, _, first, last in entry.inputs)
     assert covered == len(records) and entry.commits[0].seq == 1 and entry.run == RUN
-    assert entry.frontier == {f"{t}:0": max(r.offset for r in records if r.topic == t) + 1
-                              for t in {r.topic for r in records}}
+    assert entry.frontier == {
+        f"{t}:0": max(r.offset for r in records if r.topic == t) + 1 for t in {r.topic for r in records}
+    }
     assert d.seal(RUN) is None  # nothing consumed or committed since
 
 
@@ -212,9 +269,23 @@ def test_the_dedup_window_in_a_snapshot_is_bounded_by_steps():
     d.handle(stream(2, 30), T0)
     for _ in range(4):
         d.commit(T0)
-    d.handle([Record("gpualloc.jobs", 0, 999, None, message("job.submitted", {"id": "late", "kind": "training",
-                                                                             "priority": 1, "gpus": 1, "duration": 1},
-                                                            999, T0))], T0)
+    d.handle(
+        [
+            Record(
+                "gpualloc.jobs",
+                0,
+                999,
+                None,
+                message(
+                    "job.submitted",
+                    {"id": "late", "kind": "training", "priority": 1, "gpus": 1, "duration": 1},
+                    999,
+                    T0,
+                ),
+            )
+        ],
+        T0,
+    )
     d.seal(RUN)
     snap = PoolSnapshot.model_validate(d.snapshot(T0, 0, 1, 0)[0].message["payload"])
     assert [entry[0] for entry in unpack(snap.state)["seen"]] == ["e999"]
@@ -245,6 +316,6 @@ def test_a_snapshot_stays_under_the_message_limit(monkeypatch):
     restored = fresh()
     restored.restore(snap, {p.part: p.state for p in parts})
     assert dump_pool(restored.interpreter) == dump_pool(d.interpreter)
-    assert restored.seen.newest() == d.seen.newest()[len(d.seen) - len(restored.seen):]  # the newest that fit
+    assert restored.seen.newest() == d.seen.newest()[len(d.seen) - len(restored.seen) :]  # the newest that fit
     with pytest.raises(SnapshotError, match="part 2 of parts 1-"):
         fresh().restore(snap, {p.part: p.state for p in parts if p.part != 2})

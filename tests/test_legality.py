@@ -12,8 +12,12 @@ from gpualloc.solvers.policies import policy
 
 # Nodes {0,1} {2,3} {4,5}; swap cap 1. x runs on GPU 5 for 2 steps; a (2 GPUs, 2 steps)
 # arrives at step 1; b is a 1-step job; r wants [1, 1, 2, 2] GPUs, holds GPU 0 before step 0.
-JOBS = [batch("x", 1, 3, running=([5], 2)), batch("a", 2, 2, arrival=1), batch("b", 1, 1),
-        app("r", [1, 1, 2, 2], min_gpus=1, max_gpus=2, current=[0])]
+JOBS = [
+    batch("x", 1, 3, running=([5], 2)),
+    batch("a", 2, 2, arrival=1),
+    batch("b", 1, 1),
+    app("r", [1, 1, 2, 2], min_gpus=1, max_gpus=2, current=[0]),
+]
 LEGAL = grid(
     "rrrr",
     "..rr",

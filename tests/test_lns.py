@@ -46,7 +46,9 @@ def test_windows_are_two_adjacent_nodes_one_node_apart():
 def test_it_places_the_work_a_poor_warm_start_left_out():
     problem = scenario(32, 30, 3, horizon=12)
     good = heuristic_schedule(problem)
-    queued = sorted(job_id for job_id in good.batch if not next(j for j in problem.batch if j.id == job_id).running_mask)
+    queued = sorted(
+        job_id for job_id in good.batch if not next(j for j in problem.batch if j.id == job_id).running_mask
+    )
     poor = Schedule({k: v for k, v in good.batch.items() if k not in queued[::2]}, good.realtime)  # half dropped
     result = solve_lns(problem, WORK_LIMITED, poor)
     assert check_plan(problem, to_grid(problem, result.schedule)) == []
@@ -67,8 +69,13 @@ def test_the_registry_runs_it_as_full_mode():
 
 @pytest.mark.slow
 @settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(gpus=st.sampled_from([8, 16, 24, 32]), jobs=st.integers(2, 24), seed=st.integers(0, 10_000),
-       horizon=st.sampled_from([4, 8, 12]), cap=st.integers(0, 3))
+@given(
+    gpus=st.sampled_from([8, 16, 24, 32]),
+    jobs=st.integers(2, 24),
+    seed=st.integers(0, 10_000),
+    horizon=st.sampled_from([4, 8, 12]),
+    cap=st.integers(0, 3),
+)
 def test_its_plans_are_legal_and_never_below_the_warm_start(gpus, jobs, seed, horizon, cap):
     problem = scenario(gpus, jobs, seed, horizon=horizon, swap_cap=cap)
     warm = heuristic_schedule(problem)

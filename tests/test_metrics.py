@@ -14,9 +14,18 @@ def test_metrics_of_a_hand_computed_grid():
     # b: priority 1 at step 1 only (duration 3 runs past the horizon) -> 0.5 (not completed).
     # c: unscheduled. r: priority 4, demand (1, 2); holds 2 GPUs at step 0 (1 above demand:
     # served 1) and none at step 1 (shortfall 2) -> value 4 * 1 * 1 = 4, penalty 4 * 0.5 * 2 = 4.
-    _, problem = make(3, 2, [batch("a", 1, 2, priority=3), batch("b", 1, 3, priority=1, arrival=1),
-                             batch("c", 1, 1, priority=2, arrival=5), app("r", [1, 2], priority=4)],
-                      time_decay=0.5, realtime_penalty=2)
+    _, problem = make(
+        3,
+        2,
+        [
+            batch("a", 1, 2, priority=3),
+            batch("b", 1, 3, priority=1, arrival=1),
+            batch("c", 1, 1, priority=2, arrival=5),
+            app("r", [1, 2], priority=4),
+        ],
+        time_decay=0.5,
+        realtime_penalty=2,
+    )
     g = grid("aa", "rb", "r.")
     assert policy("fifo").check(problem, g) == []
     m = compute_metrics(problem, g)
@@ -28,8 +37,9 @@ def test_metrics_of_a_hand_computed_grid():
 
 
 def test_running_jobs_complete_when_remaining_fits_the_horizon():
-    _, problem = make(2, 2, [batch("x", 1, 9, running=([0], 2), priority=2),
-                             batch("y", 1, 9, running=([1], 3))], time_decay=1.0)
+    _, problem = make(
+        2, 2, [batch("x", 1, 9, running=([0], 2), priority=2), batch("y", 1, 9, running=([1], 3))], time_decay=1.0
+    )
     m = compute_metrics(problem, grid("xx", "yy"))
     assert (m.completed, m.scheduled, m.unscheduled) == (1, 2, [])
     assert m.value == pytest.approx(2 * 2 + 1 * 2)

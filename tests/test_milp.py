@@ -75,17 +75,16 @@ def _least_penalty(problem: Problem, busy: list[int]) -> float:
     frontier = {start: 0.0}
     for t in range(T):
         nxt: dict[tuple, float] = {}
-        choices = [[m for m in subsets if not m & busy[t] and a.min_gpus <= m.bit_count() <= a.max_gpus]
-                   for a in apps]
+        choices = [[m for m in subsets if not m & busy[t] and a.min_gpus <= m.bit_count() <= a.max_gpus] for a in apps]
         for state, cost in frontier.items():
             for sets in itertools.product(*choices):
                 if any(x & y for x, y in itertools.combinations(sets, 2)):
                     continue
-                if any(prev >= 0 and (prev ^ now).bit_count() > a.swap_cap
-                       for a, prev, now in zip(apps, state, sets)):
+                if any(prev >= 0 and (prev ^ now).bit_count() > a.swap_cap for a, prev, now in zip(apps, state, sets)):
                     continue
-                c = cost + sum(a.priority * problem.weights[t] * max(0, a.demand[t] - m.bit_count())
-                               for a, m in zip(apps, sets))
+                c = cost + sum(
+                    a.priority * problem.weights[t] * max(0, a.demand[t] - m.bit_count()) for a, m in zip(apps, sets)
+                )
                 if c < nxt.get(sets, float("inf")):
                     nxt[sets] = c
         frontier = nxt
@@ -93,16 +92,50 @@ def _least_penalty(problem: Problem, busy: list[int]) -> float:
 
 
 TINY = [
-    make(4, 4, [batch("a", 2, 3, priority=5), batch("b", 2, 2, priority=3), batch("c", 1, 4, priority=2),
-                app("rt", [1, 2, 2, 1], priority=1, max_gpus=3)], swap_cap=1)[1],
-    make(3, 3, [batch("a", 2, 2, priority=4), batch("b", 1, 3, priority=6, arrival=1),
-                app("rt", [2, 1, 2], priority=2, min_gpus=1, current=[2])], swap_cap=1)[1],
-    make(4, 3, [batch("r", 2, 3, priority=2, running=([0, 1], 1)),
-                batch("big", 4, 2, priority=3), batch("s", 1, 1, priority=9),
-                app("rt", [1, 1, 2], priority=3)], swap_cap=2)[1],
-    make(4, 4, [batch("a", 2, 2, priority=5), batch("b", 2, 2, priority=5),
-                app("r0", [1, 2, 1, 1], priority=1), app("r1", [1, 1, 2, 0], priority=2)],
-         swap_cap=2, gpus_per_node=2)[1],
+    make(
+        4,
+        4,
+        [
+            batch("a", 2, 3, priority=5),
+            batch("b", 2, 2, priority=3),
+            batch("c", 1, 4, priority=2),
+            app("rt", [1, 2, 2, 1], priority=1, max_gpus=3),
+        ],
+        swap_cap=1,
+    )[1],
+    make(
+        3,
+        3,
+        [
+            batch("a", 2, 2, priority=4),
+            batch("b", 1, 3, priority=6, arrival=1),
+            app("rt", [2, 1, 2], priority=2, min_gpus=1, current=[2]),
+        ],
+        swap_cap=1,
+    )[1],
+    make(
+        4,
+        3,
+        [
+            batch("r", 2, 3, priority=2, running=([0, 1], 1)),
+            batch("big", 4, 2, priority=3),
+            batch("s", 1, 1, priority=9),
+            app("rt", [1, 1, 2], priority=3),
+        ],
+        swap_cap=2,
+    )[1],
+    make(
+        4,
+        4,
+        [
+            batch("a", 2, 2, priority=5),
+            batch("b", 2, 2, priority=5),
+            app("r0", [1, 2, 1, 1], priority=1),
+            app("r1", [1, 1, 2, 0], priority=2),
+        ],
+        swap_cap=2,
+        gpus_per_node=2,
+    )[1],
 ]
 
 
@@ -153,12 +186,18 @@ def test_a_work_limit_makes_full_mode_reproducible():
 
 
 @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(gpus=st.sampled_from([2, 3, 4, 6, 8]), jobs=st.integers(2, 8), seed=st.integers(0, 10_000),
-       horizon=st.sampled_from([3, 6, 12]), cap=st.integers(0, 3))
+@given(
+    gpus=st.sampled_from([2, 3, 4, 6, 8]),
+    jobs=st.integers(2, 8),
+    seed=st.integers(0, 10_000),
+    horizon=st.sampled_from([3, 6, 12]),
+    cap=st.integers(0, 3),
+)
 def test_full_mode_is_legal_and_never_below_the_heuristic(gpus, jobs, seed, horizon, cap):
     need("highs")
-    problem = compile_scenario(Scenario.model_validate(
-        generate_scenario(gpus, jobs, seed, horizon=horizon, swap_cap=cap)))
+    problem = compile_scenario(
+        Scenario.model_validate(generate_scenario(gpus, jobs, seed, horizon=horizon, swap_cap=cap))
+    )
     warm = heuristic_schedule(problem)
     result = solve_milp(problem, FullModeOptions(time_limit=10), warm=warm)
     assert check_plan(problem, to_grid(problem, result.schedule)) == []

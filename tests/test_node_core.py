@@ -20,15 +20,30 @@ from gpualloc.schemas.events import AllocationDecided, PlanCommitted, envelope
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-def commit(seq: int, assignments: dict[str, list[int]], step: int | None = None,
-           started: list[str] | None = None) -> PlanCommitted:
-    return PlanCommitted(step=seq if step is None else step, seq=seq, step_start=T0, assignments=assignments,
-                         source="heuristic", objective=0.0, started=started or [])
+def commit(
+    seq: int, assignments: dict[str, list[int]], step: int | None = None, started: list[str] | None = None
+) -> PlanCommitted:
+    return PlanCommitted(
+        step=seq if step is None else step,
+        seq=seq,
+        step_start=T0,
+        assignments=assignments,
+        source="heuristic",
+        objective=0.0,
+        started=started or [],
+    )
 
 
 def decision(job_id: str, gpus: list[int], action: str = "start", start_step: int | None = 0) -> AllocationDecided:
-    return AllocationDecided(job_id=job_id, action=action, gpus=gpus, start_step=start_step, reason="test",
-                             input_event_id="in-" + job_id, latency_ms=0.1)
+    return AllocationDecided(
+        job_id=job_id,
+        action=action,
+        gpus=gpus,
+        start_step=start_step,
+        reason="test",
+        input_event_id="in-" + job_id,
+        latency_ms=0.1,
+    )
 
 
 def node(n: int = 0, size: int = 8) -> NodeState:
@@ -40,6 +55,7 @@ def kinds(actions: list[Action]) -> list[tuple[str, str, tuple[int, ...]]]:
 
 
 # ---- the core -------------------------------------------------------------------------------
+
 
 def test_fast_path_binds_start_at_once() -> None:
     s = node(1)
@@ -154,7 +170,8 @@ def test_job_or_app() -> None:
 
 
 ASSIGNMENTS = st.lists(st.integers(0, 5), min_size=16, max_size=16).map(
-    lambda owners: {f"id{o}": [g for g in range(16) if owners[g] == o] for o in set(owners) if o})
+    lambda owners: {f"id{o}": [g for g in range(16) if owners[g] == o] for o in set(owners) if o}
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -177,8 +194,10 @@ def test_replay_with_duplicates_tracks_the_last_commit(plans: list[dict[str, lis
                 else:
                     assert binder.pop(a.job_id) is not None
             seq = s.last[1]
-            expected = {j: tuple(g - 8 * n for g in gs if 8 * n <= g < 8 * n + 8)
-                        for j, gs in commits[seq - 1]["payload"]["assignments"].items()}
+            expected = {
+                j: tuple(g - 8 * n for g in gs if 8 * n <= g < 8 * n + 8)
+                for j, gs in commits[seq - 1]["payload"]["assignments"].items()
+            }
             expected = {j: gs for j, gs in expected.items() if gs}
             assert binder == expected
             assert {j: tuple(g - 8 * n for g in gs) for j, gs in s.bound.items()} == expected
@@ -186,6 +205,7 @@ def test_replay_with_duplicates_tracks_the_last_commit(plans: list[dict[str, lis
 
 
 # ---- FileBinder -----------------------------------------------------------------------------
+
 
 def test_file_binder_writes_env_file_and_releases(tmp_path: Path) -> None:
     b = FileBinder(tmp_path)
@@ -282,8 +302,11 @@ def test_hook_binder_passes_ids_as_literal_arguments(tmp_path: Path) -> None:
     b.bind("$(touch pwned) `id`", [2], [10])
     assert b.bound() == {"a;rm -rf x": [0, 1], "$(touch pwned) `id`": [2]}
     b.release("a;rm -rf x")
-    assert [c["args"] for c in calls(log)] == [["bind", "a;rm -rf x", "0,1"], ["bind", "$(touch pwned) `id`", "2"],
-                                               ["release", "a;rm -rf x"]]
+    assert [c["args"] for c in calls(log)] == [
+        ["bind", "a;rm -rf x", "0,1"],
+        ["bind", "$(touch pwned) `id`", "2"],
+        ["release", "a;rm -rf x"],
+    ]
     assert calls(log)[0]["gpus"] == "8,9"
     assert not (tmp_path / "x").exists() and not any(tmp_path.glob("pwned"))
     assert HookBinder(argv, state_dir=tmp_path / "state").bound() == {"$(touch pwned) `id`": [2]}  # survives
@@ -309,6 +332,7 @@ def test_hook_binder_timeout_and_missing_command(tmp_path: Path) -> None:
 
 # ---- the command line -----------------------------------------------------------------------
 
+
 def parser():
     from gpualloc.agent.cli import build_parser
 
@@ -318,10 +342,29 @@ def parser():
 def test_cli_parses_a_node_agent() -> None:
     from gpualloc.agent.cli.arguments import settings_of
 
-    args = parser().parse_args(["node-agent", "--node", "1", "--gpus", "8-15", "--bootstrap", "h:9092",
-                                "--hook", "/bin/true", "x", "--bind-dir", "d"])
+    args = parser().parse_args(
+        [
+            "node-agent",
+            "--node",
+            "1",
+            "--gpus",
+            "8-15",
+            "--bootstrap",
+            "h:9092",
+            "--hook",
+            "/bin/true",
+            "x",
+            "--bind-dir",
+            "d",
+        ]
+    )
     assert (args.node, args.gpus, args.hook, args.bind_dir, settings_of(args).pool) == (
-        1, range(8, 16), ["/bin/true", "x"], "d", "default")
+        1,
+        range(8, 16),
+        ["/bin/true", "x"],
+        "d",
+        "default",
+    )
 
 
 @pytest.mark.parametrize("bad", ["7-3", "a-b", "-1", "1-", "0-x"])
@@ -344,7 +387,9 @@ def test_a_commit_split_into_parts_is_applied_once_all_its_parts_are_in() -> Non
     assert kinds(s.on_message(first)) == [("bind", "keep", (2,)), ("bind", "old", (0, 1))]
     assignments = {f"j{k}": [k % 8] for k in range(3, 8)} | {"keep": [2]} | {f"far{k}": [100 + k] for k in range(40)}
     parts = split(envelope("plan.committed", commit(2, assignments, started=["j3"]), T0, "default:commit:2"), 500)
-    assert len(parts) >= 3 and parts[0]["event_id"] == "default:commit:2" and parts[1]["event_id"] == "default:commit:2:2"
+    assert (
+        len(parts) >= 3 and parts[0]["event_id"] == "default:commit:2" and parts[1]["event_id"] == "default:commit:2:2"
+    )
     last = parts.pop(1)
     for p in parts:  # a part alone changes nothing: the commit releases what it no longer assigns only whole
         assert s.on_message(p) == [] and s.bound == {"keep": (2,), "old": (0, 1)}
@@ -359,5 +404,12 @@ def test_a_part_names_its_place_in_the_commit() -> None:
     with pytest.raises(ValueError, match="part: 3 must be at most parts"):
         PlanCommitted(step=1, seq=1, step_start=T0, assignments={}, source="heuristic", objective=0.0, part=3, parts=2)
     with pytest.raises(ValueError, match=r"holders\['a'\]\[0\].*within 8 GPUs x 4 steps"):
-        PlanCommitted(step=1, seq=1, step_start=T0, assignments={}, source="heuristic", objective=0.0,
-                      plan={"gpus": 8, "steps": 4, "holders": {"a": [[0, 9, 0, 1]]}})
+        PlanCommitted(
+            step=1,
+            seq=1,
+            step_start=T0,
+            assignments={},
+            source="heuristic",
+            objective=0.0,
+            plan={"gpus": 8, "steps": 4, "holders": {"a": [[0, 9, 0, 1]]}},
+        )

@@ -16,9 +16,18 @@ from gpualloc.forecasting.physics import (
 )
 from gpualloc.schemas.features import TrainingFeatures
 
-BASE = {"variant": "full", "params_b": 7, "layers": 32, "hidden_size": 4096, "seq_len": 4096,
-        "dataset_tokens_m": 200, "epochs": 1, "global_batch": 256, "micro_batch": 1,
-        "gradient_checkpointing": True}
+BASE = {
+    "variant": "full",
+    "params_b": 7,
+    "layers": 32,
+    "hidden_size": 4096,
+    "seq_len": 4096,
+    "dataset_tokens_m": 200,
+    "epochs": 1,
+    "global_batch": 256,
+    "micro_batch": 1,
+    "gradient_checkpointing": True,
+}
 
 
 def features(**change) -> TrainingFeatures:
@@ -51,12 +60,22 @@ def test_qlora_holds_a_70b_base_where_lora_cannot():
 
 
 def test_tensor_and_pipeline_parallelism_set_the_floor():
-    assert size_training(features(variant="lora", lora_rank=8, tensor_parallel=2, pipeline_parallel=2),
-                         "h100-80gb").gpus >= 4
+    assert (
+        size_training(features(variant="lora", lora_rank=8, tensor_parallel=2, pipeline_parallel=2), "h100-80gb").gpus
+        >= 4
+    )
 
 
-@pytest.mark.parametrize("change", [{"params_b": 14}, {"micro_batch": 4}, {"gradient_checkpointing": False},
-                                    {"optimizer": "adamw"}, {"reference_model": True}])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"params_b": 14},
+        {"micro_batch": 4},
+        {"gradient_checkpointing": False},
+        {"optimizer": "adamw"},
+        {"reference_model": True},
+    ],
+)
 def test_memory_never_falls_when_the_job_grows(change):
     base = {"zero_stage": 1, "optimizer": "adamw_8bit"}
     assert memory_per_gpu_gb(features(**{**base, **change}), 8) >= memory_per_gpu_gb(features(**base), 8)

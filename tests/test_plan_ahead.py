@@ -46,9 +46,10 @@ def test_with_nothing_since_the_cut_the_boundary_commits_the_plan_a_replan_would
     assert planner.ahead is None  # a plan made ahead serves one boundary
 
 
-EVENT = st.tuples(st.sampled_from(["arrive", "arrive", "arrive", "complete", "cancel", "down", "drain", "up",
-                                   "traffic", "register"]),
-                  st.integers(0, 10_000))
+EVENT = st.tuples(
+    st.sampled_from(["arrive", "arrive", "arrive", "complete", "cancel", "down", "drain", "up", "traffic", "register"]),
+    st.integers(0, 10_000),
+)
 
 
 def after_the_cut(planner: Planner, events: list[tuple[str, int]]) -> set[str]:
@@ -56,8 +57,11 @@ def after_the_cut(planner: Planner, events: list[tuple[str, int]]) -> set[str]:
     for n, (kind, x) in enumerate(events):
         rng = random.Random(x)
         if kind == "arrive":
-            planner.submit(JobSpec(f"late{n}", "training", rng.randint(1, 9), rng.choice([1, 2, 4, 8]),
-                                   rng.randint(1, 6), planner.now))
+            planner.submit(
+                JobSpec(
+                    f"late{n}", "training", rng.randint(1, 9), rng.choice([1, 2, 4, 8]), rng.randint(1, 6), planner.now
+                )
+            )
         elif kind in ("complete", "cancel") and (planner.running or planner.queued):
             ids = sorted(planner.running) + sorted(planner.queued)
             job_id = ids[x % len(ids)]
@@ -87,8 +91,11 @@ def test_the_carried_plan_is_legal_and_keeps_every_start_whatever_happened_since
     for job_id in held:  # every start given, before the cut or after, runs on as decided
         assert commit.schedule.batch[job_id] == (0, held[job_id])
     assert started <= set(commit.assignments)
-    assert all(commit.assignments[job_id] == tuple(b for b in range(16) if held[job_id] >> b & 1)
-               for job_id in running if job_id in held)
+    assert all(
+        commit.assignments[job_id] == tuple(b for b in range(16) if held[job_id] >> b & 1)
+        for job_id in running
+        if job_id in held
+    )
 
 
 def test_jobs_that_arrived_after_the_cut_are_inserted_into_the_carried_plan():
@@ -136,6 +143,7 @@ def test_a_plan_made_in_a_solver_process_is_the_one_made_here():
             return process.take()
         finally:
             process.close()
+
     assert asyncio.run(made_elsewhere()) == planner.scheduler(problem) == hot_plan(problem, "heuristic", 0.05)
 
 
@@ -148,6 +156,7 @@ def test_a_solver_process_runs_below_the_agents_priority():
             return process.take()
         finally:
             process.close()
+
     assert asyncio.run(niceness()) == min(19, os.nice(0) + NICENESS)
 
 
@@ -183,11 +192,13 @@ def test_the_agent_cuts_once_a_lead_before_the_boundary_and_drops_a_plan_made_to
             assert 0.05 <= ahead.lead_s < 60  # a few times the plan's own wall time
         finally:
             ahead.close()
+
     asyncio.run(run())
 
 
 def warmed(body: Callable[[PlanAhead, Dispatcher], Awaitable[None]]) -> None:
     """`body` run with a plan-ahead process past its warm-up and a loaded pool's dispatcher."""
+
     async def run():
         ahead, d = PlanAhead("heuristic", 0.05), configured()
         try:
@@ -196,6 +207,7 @@ def warmed(body: Callable[[PlanAhead, Dispatcher], Awaitable[None]]) -> None:
             await body(ahead, d)
         finally:
             ahead.close()
+
     asyncio.run(run())
 
 
@@ -210,6 +222,7 @@ def test_a_boundary_waits_for_its_plan_while_it_is_made_and_a_quarter_step_at_mo
         await ahead.process.wait()
         ahead.deliver(d)
         assert d.planner.ahead_ready() and not ahead.awaited(d, boundary, step, boundary)  # made: commit
+
     warmed(body)
 
 
@@ -222,20 +235,23 @@ def test_a_cut_replayed_without_its_plan_is_planned_by_the_live_agent_and_carrie
         await ahead.process.wait()
         ahead.deliver(d)
         assert d.planner.ahead_ready() and ahead.made == 1 and ahead.plan_s > 0
+
     warmed(body)
 
 
 @pytest.mark.slow
 def test_a_solver_process_ends_when_its_agent_dies_without_closing_it(tmp_path):
-    script = ("import asyncio, os, sys\n"
-              "from gpualloc.agent.service.solve_process import NICENESS, PARENT_CHECK_S, SolveProcess\n"
-              "async def main():\n"
-              "    p = SolveProcess()\n"
-              "    p.submit(os.getpid)\n"
-              "    await p.wait()\n"
-              "    print(p.take(), flush=True)\n"
-              "    os._exit(0)\n"  # no shutdown: as when the agent is killed
-              "asyncio.run(main())\n")
+    script = (
+        "import asyncio, os, sys\n"
+        "from gpualloc.agent.service.solve_process import NICENESS, PARENT_CHECK_S, SolveProcess\n"
+        "async def main():\n"
+        "    p = SolveProcess()\n"
+        "    p.submit(os.getpid)\n"
+        "    await p.wait()\n"
+        "    print(p.take(), flush=True)\n"
+        "    os._exit(0)\n"  # no shutdown: as when the agent is killed
+        "asyncio.run(main())\n"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     worker = int(out.stdout.split()[-1])
     deadline = time.monotonic() + 10 * PARENT_CHECK_S + 5

@@ -21,8 +21,14 @@ def run(days_steps: int = 48, seed: int = 5):
     decisions, commits, ends = [], [], {}
     for step in range(days_steps):
         for _ in range(rng.choice([0, 1, 1, 2])):
-            job = JobSpec(f"j{step}-{rng.randrange(10**6)}", "training", rng.randint(1, 9),
-                          rng.choice([1, 1, 2, 2, 4, 8]), rng.randint(1, 8), step)
+            job = JobSpec(
+                f"j{step}-{rng.randrange(10**6)}",
+                "training",
+                rng.randint(1, 9),
+                rng.choice([1, 1, 2, 2, 4, 8]),
+                rng.randint(1, 8),
+                step,
+            )
             decisions.append(planner.submit(job))
         commit = planner.tick()
         commits.append(commit)
@@ -112,8 +118,9 @@ def test_gpus_freed_mid_step_are_planned_for_the_boundary_not_started_at_once():
     assert "free up at the boundary" in decision.reason
     commit = planner.tick()
     assert commit.started == ("next",)
-    late = planner.submit_all([JobSpec("a", "training", 1, 4, 1, planner.now),
-                               JobSpec("a", "training", 1, 4, 1, planner.now)])
+    late = planner.submit_all(
+        [JobSpec("a", "training", 1, 4, 1, planner.now), JobSpec("a", "training", 1, 4, 1, planner.now)]
+    )
     assert late[1].action == "rejected" and "already queued" in late[1].reason
 
 
@@ -144,8 +151,19 @@ def test_draining_the_node_under_an_app_moves_the_app_instead_of_failing():
         planner.register_app(AppSpec(app, priority=5, min_gpus=1, max_gpus=8))
     commits, drained = [], None
     for step in range(8):
-        planner.submit_all([JobSpec(f"j{step}-{k}", "training", rng.randint(1, 9), rng.choice([1, 2, 4, 8]),
-                                    rng.randint(1, 6), planner.now) for k in range(40 if step == 0 else 5)])
+        planner.submit_all(
+            [
+                JobSpec(
+                    f"j{step}-{k}",
+                    "training",
+                    rng.randint(1, 9),
+                    rng.choice([1, 2, 4, 8]),
+                    rng.randint(1, 6),
+                    planner.now,
+                )
+                for k in range(40 if step == 0 else 5)
+            ]
+        )
         for app in ("a", "b"):
             planner.observe_traffic(app, planner.now, rng.randint(0, 8))
         commits.append(planner.tick())

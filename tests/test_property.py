@@ -35,14 +35,19 @@ def generator_args(draw) -> dict:
     node = draw(st.sampled_from([d for d in range(1, gpus + 1) if gpus % d == 0]))
     jobs = draw(st.integers(1, 14))
     return dict(
-        gpus=gpus, jobs=jobs, seed=draw(st.integers(0, 2**32 - 1)),
+        gpus=gpus,
+        jobs=jobs,
+        seed=draw(st.integers(0, 2**32 - 1)),
         gpus_per_node=node,
         horizon=draw(st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16, 24])),
         swap_cap=draw(st.integers(0, 4)),
         realtime_penalty=draw(st.sampled_from([0.0, 0.5, 2.0, 8.0])),  # low: apps held at floors pay
         realtime=draw(st.none() | st.integers(0, min(jobs, gpus, 4))),
-        running=draw(st.booleans()), late_arrivals=draw(st.booleans()), floors=draw(st.booleans()),
-        currents=draw(st.booleans()), app_swap_caps=draw(st.booleans()),
+        running=draw(st.booleans()),
+        late_arrivals=draw(st.booleans()),
+        floors=draw(st.booleans()),
+        currents=draw(st.booleans()),
+        app_swap_caps=draw(st.booleans()),
     )
 
 
@@ -91,12 +96,24 @@ def drawn_scenarios(draw) -> dict:
         gpus = sorted(draw(st.permutations(free))[:n])
         free = [g for g in free if g not in gpus]
         remaining = draw(st.integers(1, T + 2))
-        jobs.append({"id": f"run{i}", "kind": "training", "priority": draw(st.sampled_from([1, 3, 8])), "gpus": n,
-                     "duration": remaining + draw(st.integers(0, 3)), "running": {"gpus": gpus, "remaining": remaining}})
+        jobs.append(
+            {
+                "id": f"run{i}",
+                "kind": "training",
+                "priority": draw(st.sampled_from([1, 3, 8])),
+                "gpus": n,
+                "duration": remaining + draw(st.integers(0, 3)),
+                "running": {"gpus": gpus, "remaining": remaining},
+            }
+        )
     budget = len(free)  # GPUs left beside the running jobs at step 0, where they are most
     for i in range(draw(st.integers(0, 3))):
-        app = {"id": f"rt{i}", "kind": "realtime", "priority": draw(st.sampled_from([1, 4, 10])),
-               "demand": draw(st.lists(st.integers(0, G), min_size=T, max_size=T))}
+        app = {
+            "id": f"rt{i}",
+            "kind": "realtime",
+            "priority": draw(st.sampled_from([1, 4, 10])),
+            "demand": draw(st.lists(st.integers(0, G), min_size=T, max_size=T)),
+        }
         c = cap
         if draw(st.booleans()):
             c = app["swap_cap"] = draw(st.integers(0, 4))
@@ -117,9 +134,16 @@ def drawn_scenarios(draw) -> dict:
         budget -= keep
         jobs.append(app)
     for i in range(draw(st.integers(0, 6))):
-        jobs.append({"id": f"b{i}", "kind": draw(st.sampled_from(["training", "batch_inference", "quantization"])),
-                     "priority": draw(st.sampled_from([1, 2, 5, 9])), "gpus": draw(st.sampled_from(sizes)),
-                     "duration": draw(st.integers(1, T + 2)), "arrival": draw(st.integers(0, T))})
+        jobs.append(
+            {
+                "id": f"b{i}",
+                "kind": draw(st.sampled_from(["training", "batch_inference", "quantization"])),
+                "priority": draw(st.sampled_from([1, 2, 5, 9])),
+                "gpus": draw(st.sampled_from(sizes)),
+                "duration": draw(st.integers(1, T + 2)),
+                "arrival": draw(st.integers(0, T)),
+            }
+        )
     data = {"name": "drawn", "gpus": G, "horizon": T, "swap_cap": cap, "jobs": jobs}
     if N != G:
         data["gpus_per_node"] = N

@@ -42,5 +42,7 @@ def test_more_calibration_work_takes_longer(change):
 
 
 def test_bigger_models_take_longer_and_faster_gpus_less_long():
-    assert size_quantization(features(params_b=140), "h100-80gb").hours > size_quantization(features(), "h100-80gb").hours
+    assert (
+        size_quantization(features(params_b=140), "h100-80gb").hours > size_quantization(features(), "h100-80gb").hours
+    )
     assert size_quantization(features(), "h100-80gb").hours < size_quantization(features(), "a100-80gb").hours

@@ -42,8 +42,10 @@ pytestmark = pytest.mark.kafka
 POOL = "default"
 SETTINGS = AgentSettings(step_seconds=0.5, policy="heuristic", full_mode=RollingFullMode(every=0))
 CONFIG = PoolConfigured(gpus=16, gpus_per_node=8, horizon=12)
-HEADERS = (("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
-           ("content-type", "application/json"))
+HEADERS = (
+    ("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+    ("content-type", "application/json"),
+)
 
 
 @pytest.fixture(scope="session")
@@ -63,18 +65,35 @@ def upstream(topics: Topics) -> tuple[list[Rec], Rec, set[str]]:
     jobs = [job(POOL, n) for n in range(4)]
     first, no_key, plain, last = (contract(m, topics) for m in jobs)
     tombstone = Rec(topics.jobs, POOL, None)
-    records = [replace(contract(message("pool.configured", CONFIG, POOL, "config"), topics), headers=HEADERS),
-               replace(first, headers=HEADERS), replace(no_key, key=None), tombstone, plain,
-               replace(last, key=None, headers=HEADERS)]
+    records = [
+        replace(contract(message("pool.configured", CONFIG, POOL, "config"), topics), headers=HEADERS),
+        replace(first, headers=HEADERS),
+        replace(no_key, key=None),
+        tombstone,
+        plain,
+        replace(last, key=None, headers=HEADERS),
+    ]
     return records, tombstone, {m["payload"]["id"] for m in jobs}
 
 
 async def aiokafka_send(bootstrap: str, records: list[Rec], codec: str) -> None:
     """The records through aiokafka's producer, queued together so they share compressed batches."""
-    async with AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=200,
-                                compression_type=None if codec == "none" else codec) as producer:
-        sent = [await producer.send(r.topic, r.value, key=None if r.key is None else r.key.encode(),
-                                    headers=[(k, v.encode()) for k, v in r.headers]) for r in records]
+    async with AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=200,
+        compression_type=None if codec == "none" else codec,
+    ) as producer:
+        sent = [
+            await producer.send(
+                r.topic,
+                r.value,
+                key=None if r.key is None else r.key.encode(),
+                headers=[(k, v.encode()) for k, v in r.headers],
+            )
+            for r in records
+        ]
         await asyncio.gather(*sent)
 
 
@@ -91,8 +110,10 @@ class Served:
 
 def counted(agent: AgentService, decisions: int, rejected: int) -> Callable[[], Awaitable[bool]]:
     """A check for `wait_until` on the agent's own counters (cheap; the topics are checked after)."""
+
     async def check() -> bool:
         return agent.stats.decisions >= decisions and agent.stats.rejected >= rejected
+
     return check
 
 
@@ -145,8 +166,9 @@ def stopped(proc: subprocess.Popen, log: Path) -> str:
     return json.loads(log.read_text().strip().splitlines()[-1])["event"]
 
 
-async def test_the_bug_report_zstd_from_java_then_a_restart(kafka_bootstrap: str, java: JavaProducer,
-                                                            tmp_path: Path) -> None:
+async def test_the_bug_report_zstd_from_java_then_a_restart(
+    kafka_bootstrap: str, java: JavaProducer, tmp_path: Path
+) -> None:
     """`gpualloc agent` decides a zstd batch from the Java client with a tombstone in it and exits 0
     on SIGTERM; started again it recovers, decides nothing twice and decides a new job; the audit
     replays the whole ledger, reading the compressed batch back, and reproduces everything."""
@@ -179,20 +201,27 @@ async def test_the_bug_report_zstd_from_java_then_a_restart(kafka_bootstrap: str
     await check_outputs(kafka_bootstrap, topics, records, tombstone, jobs | {late["payload"]["id"]})
     rc, out = await cli("audit", *bus_flags)
     assert rc == 0, out[-3000:]
-    assert re.fullmatch(rf"audit {POOL}: {len(jobs) + 1} decisions, \d+ commits reproduced; 0 mismatches",
-                        out.strip().splitlines()[-1]), out[-3000:]
+    assert re.fullmatch(
+        rf"audit {POOL}: {len(jobs) + 1} decisions, \d+ commits reproduced; 0 mismatches", out.strip().splitlines()[-1]
+    ), out[-3000:]
 
 
 @pytest.mark.parametrize("codec", ["zstd", "lz4"])
-async def test_the_node_agent_binds_compressed_commits(kafka_bootstrap: str, java: JavaProducer, tmp_path: Path,
-                                                       codec: str) -> None:
+async def test_the_node_agent_binds_compressed_commits(
+    kafka_bootstrap: str, java: JavaProducer, tmp_path: Path, codec: str
+) -> None:
     """Commits from the Java client in one compressed batch, with tombstones (one newest) and a
     commit with headers and one without a key among them: bound live, and by a resync from them."""
     topics = Topics.with_prefix(unique_topic("node") + ".")
     tombstone = Rec(topics.commits, POOL, None)
-    first, second, third = (contract(commit_msg(seq, assignments, started), topics) for seq, assignments, started in
-                            [(1, {"j1": [0, 1]}, ["j1"]), (2, {"j1": [0, 1], "app": [4]}, []),
-                             (3, {"app": [4, 5], "j2": [2, 3]}, ["j2"])])
+    first, second, third = (
+        contract(commit_msg(seq, assignments, started), topics)
+        for seq, assignments, started in [
+            (1, {"j1": [0, 1]}, ["j1"]),
+            (2, {"j1": [0, 1], "app": [4]}, []),
+            (3, {"app": [4, 5], "j2": [2, 3]}, ["j2"]),
+        ]
+    )
     records = [first, tombstone, replace(second, headers=HEADERS), replace(third, key=None), tombstone]
     expected = {"app": [4, 5], "j2": [2, 3]}  # j1 released, app grown, j2 bound
     live, resynced = tmp_path / "live", tmp_path / "resynced"

@@ -73,8 +73,13 @@ def test_arrivals_and_departures_since_the_snapshot_are_reconciled():
 
 
 @settings(max_examples=60, deadline=None)
-@given(jobs=st.integers(4, 20), seed=st.integers(0, 50), ticks=st.integers(0, 3),
-       arrivals=st.integers(0, 4), traffic=st.integers(0, 8))
+@given(
+    jobs=st.integers(4, 20),
+    seed=st.integers(0, 50),
+    ticks=st.integers(0, 3),
+    arrivals=st.integers(0, 4),
+    traffic=st.integers(0, 8),
+)
 def test_reconciled_candidates_that_pass_are_legal_commits(jobs, seed, ticks, arrivals, traffic):
     """Whatever happened since the snapshot (steps committed by the hot path, arrivals, a
     traffic jump), an adopted plan commits a legal step, and every later step stays legal."""

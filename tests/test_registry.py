@@ -29,8 +29,13 @@ MIXED = "benchmarks/scenarios/mixed_control.json"
 def lazy(monkeypatch):
     """A new policy, registered the way the README says: one entry (here its module is FIFO's
     packing without reservations, dressed as a policy of its own)."""
-    entry = Policy("lazy", "Lazy", "#ff7f0e", lambda problem, options: Solution(fifo_schedule(problem)),
-                   exempt=frozenset({"R3-realtime", R4}))
+    entry = Policy(
+        "lazy",
+        "Lazy",
+        "#ff7f0e",
+        lambda problem, options: Solution(fifo_schedule(problem)),
+        exempt=frozenset({"R3-realtime", R4}),
+    )
     monkeypatch.setitem(POLICIES, "lazy", entry)
     return entry
 

@@ -20,13 +20,23 @@ def pool_of(gpus: int, node: int = 8) -> Pool:
 
 
 def submit(pool: Pool, name: str, gpus: int, duration: int = 6, priority: int = 5) -> None:
-    pool.apply([ev("job.submitted", {"id": name, "kind": "training", "priority": priority, "gpus": gpus,
-                                     "duration": duration}, ref=name)], T0)
+    pool.apply(
+        [
+            ev(
+                "job.submitted",
+                {"id": name, "kind": "training", "priority": priority, "gpus": gpus, "duration": duration},
+                ref=name,
+            )
+        ],
+        T0,
+    )
 
 
 def resize(pool: Pool, gpus: int, node: int = 8) -> list:
-    return pool.apply([ev("pool.configured", {"gpus": gpus, "gpus_per_node": node, "horizon": 8,
-                                              "step_minutes": 60}, ref="resize")], T0)
+    return pool.apply(
+        [ev("pool.configured", {"gpus": gpus, "gpus_per_node": node, "horizon": 8, "step_minutes": 60}, ref="resize")],
+        T0,
+    )
 
 
 def test_more_gpus_take_the_queue_at_the_next_step():
@@ -60,8 +70,12 @@ def test_fewer_gpus_fail_the_jobs_on_the_gpus_that_leave_and_drop_what_no_longer
     commits.append(pool.commit().commit)
     assert all(g < 16 for gpus in commits[1].assignments.values() for g in gpus)
     assert len(commits[1].assignments["rt"]) >= 2
-    assert online_violations(commits, {"rt": (2, 24, pool.planner.config.swap_cap)}, {"rt"},
-                             failed={j: [1] for j in lost}, node_size=8) == []
+    assert (
+        online_violations(
+            commits, {"rt": (2, 24, pool.planner.config.swap_cap)}, {"rt"}, failed={j: [1] for j in lost}, node_size=8
+        )
+        == []
+    )
 
 
 def test_too_few_gpus_for_the_apps_floors_are_refused_with_the_reason():

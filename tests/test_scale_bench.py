@@ -50,4 +50,3 @@ def test_descendants_are_found_through_proc():
     finally:
         child.kill()
         child.wait()
-

@@ -35,25 +35,28 @@ def test_duplicate_ids():
     assert_names(messages(scenario_dict(4, 2, [batch("a", 1, 1), batch("a", 2, 1)])), "jobs[1]", "duplicate id")
 
 
-@pytest.mark.parametrize("mutate, field, rule", [
-    (lambda d: d.update(gpus=0), "gpus", "greater than or equal to 1"),
-    (lambda d: d.update(horizon=0), "horizon", "greater than or equal to 1"),
-    (lambda d: d.update(time_decay=0), "time_decay", "greater than 0"),
-    (lambda d: d.update(time_decay=1.5), "time_decay", "less than or equal to 1"),
-    (lambda d: d.update(realtime_penalty=-1), "realtime_penalty", "greater than or equal to 0"),
-    (lambda d: d.update(swap_cap=-1), "swap_cap", "greater than or equal to 0"),
-    (lambda d: d.update(step_minutes=0), "step_minutes", "greater than or equal to 1"),
-    (lambda d: d["jobs"][0].update(priority=0), "jobs[0].priority", "greater than 0"),
-    (lambda d: d["jobs"][0].update(duration=0), "jobs[0].duration", "greater than or equal to 1"),
-    (lambda d: d["jobs"][0].update(arrival=-1), "jobs[0].arrival", "greater than or equal to 0"),
-    (lambda d: d["jobs"][0].update(gpus=3), "jobs[0].gpus", "power of two"),
-    (lambda d: d["jobs"][0].update(gpus=2.0), "jobs[0].gpus", "integer"),
-    (lambda d: d["jobs"][0].update(kind="gaming"), "jobs[0]", "tag"),
-    (lambda d: d["jobs"][1].update(demand=[1, -1]), "jobs[1].demand[1]", "greater than or equal to 0"),
-    (lambda d: d["jobs"][1].update(swap_cap=-2), "jobs[1].swap_cap", "greater than or equal to 0"),
-    (lambda d: d["jobs"][1].update(max_gpus=5), "jobs[1].max_gpus", "above the pool size"),
-    (lambda d: d.update(gpus_per_node=3), "gpus_per_node", "must divide gpus"),
-])
+@pytest.mark.parametrize(
+    "mutate, field, rule",
+    [
+        (lambda d: d.update(gpus=0), "gpus", "greater than or equal to 1"),
+        (lambda d: d.update(horizon=0), "horizon", "greater than or equal to 1"),
+        (lambda d: d.update(time_decay=0), "time_decay", "greater than 0"),
+        (lambda d: d.update(time_decay=1.5), "time_decay", "less than or equal to 1"),
+        (lambda d: d.update(realtime_penalty=-1), "realtime_penalty", "greater than or equal to 0"),
+        (lambda d: d.update(swap_cap=-1), "swap_cap", "greater than or equal to 0"),
+        (lambda d: d.update(step_minutes=0), "step_minutes", "greater than or equal to 1"),
+        (lambda d: d["jobs"][0].update(priority=0), "jobs[0].priority", "greater than 0"),
+        (lambda d: d["jobs"][0].update(duration=0), "jobs[0].duration", "greater than or equal to 1"),
+        (lambda d: d["jobs"][0].update(arrival=-1), "jobs[0].arrival", "greater than or equal to 0"),
+        (lambda d: d["jobs"][0].update(gpus=3), "jobs[0].gpus", "power of two"),
+        (lambda d: d["jobs"][0].update(gpus=2.0), "jobs[0].gpus", "integer"),
+        (lambda d: d["jobs"][0].update(kind="gaming"), "jobs[0]", "tag"),
+        (lambda d: d["jobs"][1].update(demand=[1, -1]), "jobs[1].demand[1]", "greater than or equal to 0"),
+        (lambda d: d["jobs"][1].update(swap_cap=-2), "jobs[1].swap_cap", "greater than or equal to 0"),
+        (lambda d: d["jobs"][1].update(max_gpus=5), "jobs[1].max_gpus", "above the pool size"),
+        (lambda d: d.update(gpus_per_node=3), "gpus_per_node", "must divide gpus"),
+    ],
+)
 def test_field_out_of_range(mutate, field, rule):
     data = scenario_dict(4, 2, [batch("a", 1, 1), app("r", [1, 1])])
     mutate(data)
@@ -96,8 +99,9 @@ def test_min_above_max():
 
 def test_floors_plus_running_above_the_pool():
     # Step 0: floors 2 + running 3 = 5 > 4 GPUs.
-    data = scenario_dict(4, 2, [batch("a", 2, 3, running=([0, 1], 1)), batch("b", 1, 3, running=([2], 1)),
-                                app("r", [1, 1], min_gpus=2)])
+    data = scenario_dict(
+        4, 2, [batch("a", 2, 3, running=([0, 1], 1)), batch("b", 1, 3, running=([2], 1)), app("r", [1, 1], min_gpus=2)]
+    )
     assert_names(messages(data), "min_gpus", "step 0", "exceeds gpus (4)")
 
 

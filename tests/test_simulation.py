@@ -88,8 +88,12 @@ def test_real_time_service_counts_through_the_last_event_only(day16):
     run = sim.runs["heuristic"]
     assert sim.drained and sim.apps_until is not None and len(run.commits) > sim.apps_until + 1
     counted, everything = whole_run(sim, run), whole_run(dataclasses.replace(sim, apps_until=None), run)
-    after = sum(sim.priorities[app] * min(len(c.assignments.get(app, ())), sim.demand[app][c.step])
-                for c in run.commits if c.step > sim.apps_until for app in sim.demand)
+    after = sum(
+        sim.priorities[app] * min(len(c.assignments.get(app, ())), sim.demand[app][c.step])
+        for c in run.commits
+        if c.step > sim.apps_until
+        for app in sim.demand
+    )
     assert after > 0 and everything.value - counted.value == pytest.approx(after)
     assert counted.realtime_shortfall <= everything.realtime_shortfall
 
@@ -105,8 +109,10 @@ def test_window_gaps_measure_committed_plans_against_the_capacity_bound(day16):
 @pytest.mark.slow
 def test_full_mode_every_k_steps_stays_legal_and_reproducible():
     events = events_of(gpus=8, days=1, jobs=12, apps=1, seed=2)
-    options = SimOptions(policies=("heuristic+milp",), full_mode=RollingFullMode(
-        every=6, options=FullModeOptions(node_limit=20, time_limit=None)))
+    options = SimOptions(
+        policies=("heuristic+milp",),
+        full_mode=RollingFullMode(every=6, options=FullModeOptions(node_limit=20, time_limit=None)),
+    )
     first, second = simulate(events, options), simulate(events, options)
     run = first.runs["full-mode"]
     assert executed_violations(first, run) == []
@@ -125,8 +131,14 @@ def test_full_mode_every_k_steps_stays_legal_and_reproducible():
 
 def test_a_node_going_down_fails_and_requeues_its_jobs():
     trace = generate_trace(gpus=16, days=1, jobs=30, apps=1, seed=6)
-    trace.append({"event_id": "down-1", "type": "node.status", "occurred_at": "2026-01-05T10:30:00Z",
-                  "payload": {"node": 0, "state": "down", "detail": "test"}})
+    trace.append(
+        {
+            "event_id": "down-1",
+            "type": "node.status",
+            "occurred_at": "2026-01-05T10:30:00Z",
+            "payload": {"node": 0, "state": "down", "detail": "test"},
+        }
+    )
     sim = simulate([parse_event(e) for e in trace], SimOptions(policies=("heuristic",)))
     run = sim.runs["heuristic"]
     assert executed_violations(sim, run) == []
@@ -136,8 +148,10 @@ def test_a_node_going_down_fails_and_requeues_its_jobs():
 
 def test_bad_trace_lines_are_named(tmp_path):
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"event_id": "e1", "type": "job.submitted", "occurred_at": "2026-01-05T00:00:00Z", '
-                    '"payload": {"id": "j", "kind": "training", "priority": 0}}\nnot json\n')
+    path.write_text(
+        '{"event_id": "e1", "type": "job.submitted", "occurred_at": "2026-01-05T00:00:00Z", '
+        '"payload": {"id": "j", "kind": "training", "priority": 0}}\nnot json\n'
+    )
     with pytest.raises(InputError) as err:
         read_trace(path)
     text = "\n".join(err.value.lines)
@@ -167,8 +181,10 @@ def test_adopted_full_mode_plans_are_recorded_and_a_replay_reuses_them():
     step, are adopted when better. Replaying the trace with the recorded plans (no solver)
     gives the same decisions and commits."""
     events = events_of(gpus=16, days=1, jobs=40, apps=1, seed=3)
-    options = SimOptions(policies=("heuristic+milp",), full_mode=RollingFullMode(
-        every=6, max_jobs=8, options=FullModeOptions(node_limit=10, time_limit=None)))
+    options = SimOptions(
+        policies=("heuristic+milp",),
+        full_mode=RollingFullMode(every=6, max_jobs=8, options=FullModeOptions(node_limit=10, time_limit=None)),
+    )
     run = simulate(events, options).runs["full-mode"]
     assert run.full_mode_adopted, run.full_mode
     assert all(step % 6 == 0 for step, _ in run.full_mode)
@@ -177,12 +193,15 @@ def test_adopted_full_mode_plans_are_recorded_and_a_replay_reuses_them():
     assert replay.commits == run.commits and replay.decisions == run.decisions
 
 
-@pytest.mark.parametrize("content, expected", [
-    (None, "file not found"),
-    (b"\xff\xfe,,", "not UTF-8 text"),
-    (b"a,b\n1,2\n", "line 1: name, time, application, num_replicas: missing column"),
-    (b"name,time,application,num_replicas\nj,1,bert,2\nk,soon,bert,\n", "line 3: time: must be float, got 'soon'"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (None, "file not found"),
+        (b"\xff\xfe,,", "not UTF-8 text"),
+        (b"a,b\n1,2\n", "line 1: name, time, application, num_replicas: missing column"),
+        (b"name,time,application,num_replicas\nj,1,bert,2\nk,soon,bert,\n", "line 3: time: must be float, got 'soon'"),
+    ],
+)
 def test_trace_pollux_names_what_is_wrong_with_its_csv(tmp_path, capsys, content, expected):
     path = tmp_path / "w.csv"
     if content is not None:
@@ -194,8 +213,12 @@ def test_trace_pollux_names_what_is_wrong_with_its_csv(tmp_path, capsys, content
 
 def test_simulate_reports_what_the_pool_refused(tmp_path, capsys):
     events = generate_trace(gpus=8, days=1, jobs=3, seed=1)
-    odd = dict(events[-1], event_id="odd", type="job.submitted",
-               payload={"id": "odd", "kind": "training", "priority": 1, "gpus": 3, "duration": 2})
+    odd = dict(
+        events[-1],
+        event_id="odd",
+        type="job.submitted",
+        payload={"id": "odd", "kind": "training", "priority": 1, "gpus": 3, "duration": 2},
+    )
     trace = tmp_path / "t.jsonl"
     write_trace(trace, events + [odd])
     assert main(["simulate", str(trace), "--policy", "heuristic", "--json"]) == 0

@@ -123,6 +123,7 @@ async def test_a_call_that_cannot_be_handed_over_reports_its_error():
 def _stubborn() -> None:
     """A solve that ignores SIGTERM: its process ends only by SIGKILL, TERMINATE_GRACE_S later."""
     import signal
+
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     time.sleep(600)
 
@@ -138,6 +139,7 @@ async def test_killing_a_solve_past_its_deadline_does_not_hold_up_the_loop():
             await asyncio.sleep(0.02)
             gaps.append(time.monotonic() - last)
             last = time.monotonic()
+
     ticker = asyncio.create_task(tick())
     try:
         process.submit(_stubborn, deadline_s=1.0)

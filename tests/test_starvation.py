@@ -87,8 +87,11 @@ def test_full_mode_may_not_start_a_starving_job_later_than_the_hot_path():
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(1, 6), st.lists(st.tuples(st.integers(1, 9), st.sampled_from([1, 2, 4, 8]), st.integers(1, 4)),
-                                   min_size=1, max_size=12), st.integers(0, 2**16))
+@given(
+    st.integers(1, 6),
+    st.lists(st.tuples(st.integers(1, 9), st.sampled_from([1, 2, 4, 8]), st.integers(1, 4)), min_size=1, max_size=12),
+    st.integers(0, 2**16),
+)
 def test_plans_with_the_bound_are_legal_and_every_job_runs(bound, jobs, seed):
     planner = Planner(PoolConfig(gpus=8, gpus_per_node=4, horizon=8, starvation_steps=bound))
     commits = []

@@ -34,13 +34,19 @@ def test_the_gantt_groups_gpus_with_the_same_plan_and_names_each_holder():
 def test_the_summary_sums_each_group_of_nodes_up_and_merges_groups_alike():
     plan = {"gpus": 32, "steps": 6, "holders": {"a": [[0, 6, 0, 2]], "app": [[6, 10, 0, 6]], "b": [[16, 32, 1, 3]]}}
     out = summary(plan, nodes=4, node_size=8, width=4)
-    assert out == {"steps": 4, "nodes_per_group": 1, "rows": [
-        {"nodes": [0, 0], "gpus_per_group": 8, "busy": [8, 8, 2, 2], "holders_now": 2},
-        {"nodes": [1, 1], "gpus_per_group": 8, "busy": [2, 2, 2, 2], "holders_now": 1},
-        {"nodes": [2, 3], "gpus_per_group": 8, "busy": [0, 8, 8, 0], "holders_now": 0}]}
+    assert out == {
+        "steps": 4,
+        "nodes_per_group": 1,
+        "rows": [
+            {"nodes": [0, 0], "gpus_per_group": 8, "busy": [8, 8, 2, 2], "holders_now": 2},
+            {"nodes": [1, 1], "gpus_per_group": 8, "busy": [2, 2, 2, 2], "holders_now": 1},
+            {"nodes": [2, 3], "gpus_per_group": 8, "busy": [0, 8, 8, 0], "holders_now": 0},
+        ],
+    }
     big = summary({"gpus": 4096, "steps": 336, "holders": {"x": [[0, 4096, 0, 336]]}}, 512, 8, 48)
     assert big["nodes_per_group"] == 8 and big["rows"] == [
-        {"nodes": [0, 511], "gpus_per_group": 64, "busy": [64] * 48, "holders_now": 1}]  # 64 groups alike: one row
+        {"nodes": [0, 511], "gpus_per_group": 64, "busy": [64] * 48, "holders_now": 1}
+    ]  # 64 groups alike: one row
 
 
 def test_the_view_tells_each_queued_job_its_promised_start_and_why():
@@ -51,13 +57,28 @@ def test_the_view_tells_each_queued_job_its_promised_start_and_why():
     assert [d.action for d in first] == ["start", "queued"]
     commit = planner.tick()
     planner.drained = 0b11110000  # node 1 drained after the commit
-    reports = [{"type": "binding.reported", "occurred_at": "2026-12-01T00:00:00Z",
-                "payload": {"node": 0, "job_id": "big", "status": "bound", "gpus": [0, 1, 2, 3]}}]
+    reports = [
+        {
+            "type": "binding.reported",
+            "occurred_at": "2026-12-01T00:00:00Z",
+            "payload": {"node": 0, "job_id": "big", "status": "bound", "gpus": [0, 1, 2, 3]},
+        }
+    ]
     holders = {owner: [[g, g + 1, 0, 1] for g in gpus] for owner, gpus in commit.assignments.items()}
-    status = view("p", planner, {"step": 0, "seq": 1, "source": "heuristic", "objective": 1.0,
-                                 "assignments": {k: list(v) for k, v in commit.assignments.items()},
-                                 "plan": {"gpus": 8, "steps": 6, "holders": holders}},
-                  reports, gpu_range=(0, 4))
+    status = view(
+        "p",
+        planner,
+        {
+            "step": 0,
+            "seq": 1,
+            "source": "heuristic",
+            "objective": 1.0,
+            "assignments": {k: list(v) for k, v in commit.assignments.items()},
+            "plan": {"gpus": 8, "steps": 6, "holders": holders},
+        },
+        reports,
+        gpu_range=(0, 4),
+    )
     assert [r["id"] for r in status["running"]] == ["big"] and status["running"][0]["gpus"] == "0-3"
     (wide,) = status["queue"]
     assert wide["id"] == "wide" and wide["action"] == "queued" and wide["promised_start"] is None
@@ -78,18 +99,34 @@ def test_the_view_tells_each_queued_job_its_promised_start_and_why():
 def test_the_queue_reads_each_jobs_promise_from_the_latest_commits_plan():
     planner = Planner(PoolConfig(gpus=16, gpus_per_node=8, horizon=6))
     planner.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=4))
-    planner.submit_all([JobSpec("a", "training", 9, 8, 3, 0), JobSpec("b", "training", 2, 8, 2, 0),
-                        JobSpec("c", "training", 1, 16, 2, 0)])
+    planner.submit_all(
+        [
+            JobSpec("a", "training", 9, 8, 3, 0),
+            JobSpec("b", "training", 2, 8, 2, 0),
+            JobSpec("c", "training", 1, 16, 2, 0),
+        ]
+    )
     planner.tick()
     planner.submit_all([JobSpec("late", "training", 1, 16, 1, 1)])
-    plan = {"gpus": 16, "steps": 6, "holders": {"a": [[0, 8, 0, 3]], "chat": [[8, 10, 0, 2], [8, 9, 2, 6]],
-                                                "b": [[8, 16, 3, 5]]}}
-    commit = {"step": 0, "seq": 1, "source": "heuristic", "objective": 1.0, "assignments": {"a": list(range(8))},
-              "plan": plan}
+    plan = {
+        "gpus": 16,
+        "steps": 6,
+        "holders": {"a": [[0, 8, 0, 3]], "chat": [[8, 10, 0, 2], [8, 9, 2, 6]], "b": [[8, 16, 3, 5]]},
+    }
+    commit = {
+        "step": 0,
+        "seq": 1,
+        "source": "heuristic",
+        "objective": 1.0,
+        "assignments": {"a": list(range(8))},
+        "plan": plan,
+    }
     queue = {q["id"]: q for q in view("p", planner, commit, [])["queue"]}
     assert (queue["b"]["action"], queue["b"]["promised_start"], queue["b"]["promised_gpus"]) == ("planned", 3, "8-15")
     assert queue["b"]["reason"] == "planned at step 3 on GPUs 8-15: its block is held by chat (priority 5) until step 3"
-    assert queue["c"]["action"] == "queued" and "no 16-GPU block for 2 steps in the 6-step window" in queue["c"]["reason"]
+    assert (
+        queue["c"]["action"] == "queued" and "no 16-GPU block for 2 steps in the 6-step window" in queue["c"]["reason"]
+    )
     assert queue["late"]["promised_start"] is None and "arrived after the latest commit" in queue["late"]["reason"]
 
 
@@ -107,16 +144,21 @@ def test_the_text_says_a_pool_whose_agent_stopped_publishing_is_stalled():
     status = view("p", planner, None, [])
     assert not any(line.startswith("stalled:") for line in lines(status))
     status |= {"waiting": 1200, "stalled": True}
-    assert lines(status)[1] == ("stalled: 1,200 input records past its ledger, whose last pass is over 300 s old: "
-                                "its agent publishes nothing")
+    assert lines(status)[1] == (
+        "stalled: 1,200 input records past its ledger, whose last pass is over 300 s old: its agent publishes nothing"
+    )
 
 
 @pytest.mark.kafka
 async def test_status_reads_the_live_pool_back_from_the_bus(kafka_bootstrap):
     prefix = unique_topic("status") + "."
     topics = Topics.with_prefix(prefix)
-    agent = AgentService(kafka_bootstrap, AgentSettings(step_seconds=1.0, full_mode=RollingFullMode(every=0),
-                                                        group_id=unique_topic("g")), topics, pool="p")
+    agent = AgentService(
+        kafka_bootstrap,
+        AgentSettings(step_seconds=1.0, full_mode=RollingFullMode(every=0), group_id=unique_topic("g")),
+        topics,
+        pool="p",
+    )
     stop, ready = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(agent.run(stop, ready))
     try:
@@ -141,19 +183,34 @@ async def test_status_reads_the_live_pool_back_from_the_bus(kafka_bootstrap):
         assert status["plan"]["rows"][0]["busy"][0] >= 4
         assert await read_status(kafka_bootstrap, topics, "nobody") is None
         env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
-        run = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "gpualloc", "status", "--pool", "p",
-                                                       "--topic-prefix", prefix], capture_output=True, text=True,
-                                      env=env, timeout=120)
+        run = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "gpualloc", "status", "--pool", "p", "--topic-prefix", prefix],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert run.returncode == 0, run.stderr
         assert "queue (1):" in run.stdout and "chat" in run.stdout and "GPUs taken a group" in run.stdout
         assert "legend:" not in run.stdout  # the per-GPU Gantt only on request
-        run = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "gpualloc", "status", "--pool", "p",
-                                                       "--topic-prefix", prefix, "--gpus", "0-7"],
-                                      capture_output=True, text=True, env=env, timeout=120)
+        run = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "gpualloc", "status", "--pool", "p", "--topic-prefix", prefix, "--gpus", "0-7"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert run.returncode == 0 and "legend:" in run.stdout and "=a" in run.stdout, run.stderr
-        run = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "gpualloc", "status", "--pool", "nobody",
-                                                       "--topic-prefix", prefix, "--json"], capture_output=True,
-                                      text=True, env=env, timeout=120)
+        run = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "gpualloc", "status", "--pool", "nobody", "--topic-prefix", prefix, "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert run.returncode == 2 and "--pool" in run.stderr and "Traceback" not in run.stderr
     finally:
         stop.set()

@@ -89,8 +89,11 @@ def test_completion_reports_the_truth(jobs):
         job = submitted[done["payload"]["id"]]
         used, t = done["payload"]["used"], truth[done["payload"]["id"]]
         assert done["pool"] == job["pool"]
-        assert used == {"gpus": t["gpus"], "peak_memory_gb": t["peak_memory_gb"],
-                        "duration": job["payload"]["actual_duration"]}
+        assert used == {
+            "gpus": t["gpus"],
+            "peak_memory_gb": t["peak_memory_gb"],
+            "duration": job["payload"]["actual_duration"],
+        }
         ran = (_when(done) - _when(job)).total_seconds() / (30 * 60)
         assert ran >= used["duration"]
 
@@ -130,8 +133,11 @@ def test_expected_steps_follow_the_documented_formula(jobs):
 
 def test_duration_noise_has_the_documented_sigma(jobs):
     events, truth = jobs
-    logs = [math.log(e["payload"]["actual_duration"] / truth[e["payload"]["id"]]["expected_steps"])
-            for e in events if e["type"] == "job.submitted" and truth[e["payload"]["id"]]["expected_steps"] >= 20]
+    logs = [
+        math.log(e["payload"]["actual_duration"] / truth[e["payload"]["id"]]["expected_steps"])
+        for e in events
+        if e["type"] == "job.submitted" and truth[e["payload"]["id"]]["expected_steps"] >= 20
+    ]
     assert len(logs) > 100
     assert abs(statistics.pstdev(logs) - sj.DURATION_SIGMA) < 0.025
     assert abs(statistics.mean(logs)) < 0.05  # ceil adds at most 1/20
@@ -149,8 +155,14 @@ def test_noise_floor(jobs):
     floor = duration_noise_floor(events, truth)
     assert 0.10 <= floor <= 0.14  # sigma 0.15: 0.674 x 0.15 = 0.10, rounding adds the rest
     assert 0.08 <= noise_floor_last(events, truth) <= 0.17
-    hand = [{"type": "job.submitted", "occurred_at": f"2026-01-05T0{i}:00:00Z",
-             "payload": {"id": f"j{i}", "actual_duration": 10}} for i in range(3)]
+    hand = [
+        {
+            "type": "job.submitted",
+            "occurred_at": f"2026-01-05T0{i}:00:00Z",
+            "payload": {"id": f"j{i}", "actual_duration": 10},
+        }
+        for i in range(3)
+    ]
     expected = {"j0": {"expected_steps": 9.0}, "j1": {"expected_steps": 12.0}, "j2": {"expected_steps": 10.0}}
     assert duration_noise_floor(hand, expected) == pytest.approx(0.1)
     assert noise_floor_last(hand, expected, share=0.34) == pytest.approx(0.0)
@@ -169,11 +181,18 @@ def _observed(events: list[dict]) -> dict[str, dict[int, float]]:
 def _by_hour(seen: dict[int, float], plan: st.TrafficPlan, app_id: str, weekend: bool) -> list[float]:
     """Median observed GPUs by hour of day over weekdays or weekend days (holidays, bursts and
     glitches left out)."""
+
     def ordinary(s: int) -> bool:
-        return (s // 24 not in plan.holidays and (app_id, s) not in plan.outliers
-                and not any(b[0] == app_id and b[1] <= s < b[1] + b[2] for b in plan.bursts))
-    return [statistics.median(v for s, v in seen.items() if s % 24 == h and (s // 24 % 7 >= 5) == weekend
-                              and ordinary(s)) for h in range(24)]
+        return (
+            s // 24 not in plan.holidays
+            and (app_id, s) not in plan.outliers
+            and not any(b[0] == app_id and b[1] <= s < b[1] + b[2] for b in plan.bursts)
+        )
+
+    return [
+        statistics.median(v for s, v in seen.items() if s % 24 == h and (s // 24 % 7 >= 5) == weekend and ordinary(s))
+        for h in range(24)
+    ]
 
 
 def test_weekday_and_weekend_differ(traffic):
@@ -207,13 +226,20 @@ def test_bursts_outliers_and_noise(traffic):
     for app_id, first, length, factor in plan.bursts:
         assert 2 <= length <= 6 and 1.5 <= factor <= 2.5
         app = by_id[app_id]
-        lifted = [seen[app_id][s] / (st.expected_level(plan, app, s) / factor)
-                  for s in range(first, first + length) if s in seen[app_id] and (app_id, s) not in plan.outliers]
+        lifted = [
+            seen[app_id][s] / (st.expected_level(plan, app, s) / factor)
+            for s in range(first, first + length)
+            if s in seen[app_id] and (app_id, s) not in plan.outliers
+        ]
         assert not lifted or statistics.median(lifted) > 1.3
     for (app_id, step), factor in plan.outliers.items():
         assert seen[app_id][step] / st.expected_level(plan, by_id[app_id], step) > 3
-    logs = [math.log(v / st.expected_level(plan, by_id[a], s)) for a, steps in seen.items()
-            for s, v in steps.items() if (a, s) not in plan.outliers]
+    logs = [
+        math.log(v / st.expected_level(plan, by_id[a], s))
+        for a, steps in seen.items()
+        for s, v in steps.items()
+        if (a, s) not in plan.outliers
+    ]
     assert abs(statistics.pstdev(logs) - st.NOISE_SIGMA) < 0.01
 
 

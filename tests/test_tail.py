@@ -6,15 +6,41 @@ import json
 
 from gpualloc.agent.upstream import HOLDERS_SHOWN, concerns, line, render
 
-COMMIT = {"type": "plan.committed", "event_id": "c1",
-          "payload": {"step": 4, "seq": 5, "source": "heuristic", "objective": 12.5,
-                      "assignments": {"train-1": [0, 1, 2, 3], "chat": [4, 5]}, "started": ["train-1"]}}
-DECIDED = {"type": "allocation.decided", "event_id": "d1",
-           "payload": {"job_id": "train-1", "action": "start", "gpus": [0, 1, 2, 3], "start_step": 4,
-                       "reason": "starts now", "latency_ms": 1.5}}
-LETTER = {"type": "input.rejected", "event_id": "r1",
-          "payload": {"topic": "gpualloc.jobs", "partition": 0, "offset": 7, "reason": "priority: must be > 0",
-                      "original": '{"payload": {"id": "train-9", "priority": -1}}'}}
+COMMIT = {
+    "type": "plan.committed",
+    "event_id": "c1",
+    "payload": {
+        "step": 4,
+        "seq": 5,
+        "source": "heuristic",
+        "objective": 12.5,
+        "assignments": {"train-1": [0, 1, 2, 3], "chat": [4, 5]},
+        "started": ["train-1"],
+    },
+}
+DECIDED = {
+    "type": "allocation.decided",
+    "event_id": "d1",
+    "payload": {
+        "job_id": "train-1",
+        "action": "start",
+        "gpus": [0, 1, 2, 3],
+        "start_step": 4,
+        "reason": "starts now",
+        "latency_ms": 1.5,
+    },
+}
+LETTER = {
+    "type": "input.rejected",
+    "event_id": "r1",
+    "payload": {
+        "topic": "gpualloc.jobs",
+        "partition": 0,
+        "offset": 7,
+        "reason": "priority: must be > 0",
+        "original": '{"payload": {"id": "train-9", "priority": -1}}',
+    },
+}
 
 
 def test_a_commit_line_names_its_holders_and_their_gpus():

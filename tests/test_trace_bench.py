@@ -27,7 +27,10 @@ def test_the_bound_keeps_the_heuristic_completing_as_many_jobs_as_fifo_and_cuts_
     assert all(r["legal"] for r in row.runs.values())
     assert row.runs["heuristic default"]["bound"] == 720  # five days of 10-minute steps
     for label in ("heuristic default", "heuristic B=24"):
-        assert row.runs[label]["completed"] >= fifo["completed"] and row.runs[label]["timely_value"] >= fifo["timely_value"]
+        assert (
+            row.runs[label]["completed"] >= fifo["completed"]
+            and row.runs[label]["timely_value"] >= fifo["timely_value"]
+        )
     for bound in (24, 12):
         bounded = row.runs[f"heuristic B={bound}"]
         assert bounded["queue_p99"] <= fifo["queue_p99"] + bound and bounded["queue_p99"] <= free["queue_p99"]
@@ -43,14 +46,35 @@ def test_the_tradeoff_is_read_per_bound():
     def run(timely, p99, done):
         return {"timely_value": timely, "queue_p99": p99, "completed": done}
 
-    rows = [TraceRow("a", 8, 1.2, {"fifo": run(100, 10, 50), "heuristic": run(200, 40, 49),
-                                   "heuristic B=6": {**run(180, 14, 50), "bound": 6},
-                                   "heuristic B=2": {**run(90, 13, 50), "bound": 2}})]
+    rows = [
+        TraceRow(
+            "a",
+            8,
+            1.2,
+            {
+                "fifo": run(100, 10, 50),
+                "heuristic": run(200, 40, 49),
+                "heuristic B=6": {**run(180, 14, 50), "bound": 6},
+                "heuristic B=2": {**run(90, 13, 50), "bound": 2},
+            },
+        )
+    ]
     free, bounded, tight = tradeoff(rows)
-    assert free == {"label": "heuristic", "gain_kept_median": 1.0, "gain_kept_min": 1.0, "p99_over_fifo_mean": 30,
-                    "completes_as_many": 0, "worth_as_much": 1, "p99_within_bound": None, "traces": 1,
-                    "window_gap_p50_median": None, "window_gap_max": None}
-    assert bounded["gain_kept_median"] == 0.8 and bounded["p99_over_fifo_mean"] == 4 and bounded["completes_as_many"] == 1
+    assert free == {
+        "label": "heuristic",
+        "gain_kept_median": 1.0,
+        "gain_kept_min": 1.0,
+        "p99_over_fifo_mean": 30,
+        "completes_as_many": 0,
+        "worth_as_much": 1,
+        "p99_within_bound": None,
+        "traces": 1,
+        "window_gap_p50_median": None,
+        "window_gap_max": None,
+    }
+    assert (
+        bounded["gain_kept_median"] == 0.8 and bounded["p99_over_fifo_mean"] == 4 and bounded["completes_as_many"] == 1
+    )
     assert bounded["p99_within_bound"] == 1 and bounded["worth_as_much"] == 1
     assert tight["gain_kept_min"] == -0.1 and tight["p99_within_bound"] == 0 and tight["worth_as_much"] == 0
 
@@ -67,4 +91,3 @@ def test_the_command_prints_json_and_writes_the_chart(tmp_path, capsys, monkeypa
     assert [t["trace"] for t in data["traces"]] == ["pollux-1"]
     assert {p["label"] for p in data["tradeoff"]} == {"heuristic", "heuristic default", "heuristic B=12"}
     assert chart.read_text().startswith("<svg") and "B=12" in chart.read_text()
-

@@ -28,8 +28,10 @@ EXIT_OK, EXIT_INPUT, EXIT_INTERNAL = 0, 2, 3
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="gpualloc", description="Constraint-aware GPU allocator.",
-        epilog="exit codes: 0 ok, 1 illegal plan or failing bench, 2 bad input, 3 internal error")
+        prog="gpualloc",
+        description="Constraint-aware GPU allocator.",
+        epilog="exit codes: 0 ok, 1 illegal plan or failing bench, 2 bad input, 3 internal error",
+    )
     parser.add_argument("--version", action="version", version=f"gpualloc {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_offline_commands(sub)
@@ -52,8 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug, not bad input: say so briefly unless debugging
         if os.environ.get("GPUALLOC_DEBUG"):
             raise
-        print(f"gpualloc: internal error: {type(e).__name__}: {e} (set GPUALLOC_DEBUG=1 for the traceback)",
-              file=sys.stderr)
+        print(
+            f"gpualloc: internal error: {type(e).__name__}: {e} (set GPUALLOC_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 

@@ -19,6 +19,7 @@ SETTING = "setting:"  # argparse dest prefix of the flags that set a configurati
 
 def checked(convert: Callable[[str], Any], ok: Callable[[Any], bool], what: str):
     """An argparse type: `convert` the text, or an error naming the rule it breaks."""
+
     def parse(text: str):
         try:
             value = convert(text)
@@ -27,6 +28,7 @@ def checked(convert: Callable[[str], Any], ok: Callable[[Any], bool], what: str)
         if not ok(value):
             raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
         return value
+
     return parse
 
 
@@ -59,13 +61,16 @@ def gpu_range(text: str) -> range:
     try:
         lo, hi = int(first), int(last) if sep else int(first)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected FIRST-LAST pool-global GPU indices like 8-15, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected FIRST-LAST pool-global GPU indices like 8-15, got {text!r}"
+        ) from None
     if lo < 0 or hi < lo:
         raise argparse.ArgumentTypeError(f"expected 0 <= FIRST <= LAST, got {text!r}")
     return range(lo, hi + 1)
 
 
 # ---- flags that set configuration fields --------------------------------------------------------
+
 
 def default_of(path: str) -> Any:
     """The configuration default at a dotted path (`agent.step_seconds`), environment unread."""
@@ -76,15 +81,26 @@ def default_of(path: str) -> Any:
     return value
 
 
-def setting(p: argparse.ArgumentParser | argparse._ArgumentGroup, *flags: str, path: str, help: str,
-            shown: str | None = None, **kwargs: Any) -> None:
+def setting(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *flags: str,
+    path: str,
+    help: str,
+    shown: str | None = None,
+    **kwargs: Any,
+) -> None:
     """A flag that sets configuration field `path`; unset, the environment, file or default decide.
     `shown`: how to print the default in the help when its value would not say it."""
     default = shown if shown is not None else default_of(path)
     if kwargs.get("action") is None:
         kwargs.setdefault("metavar", flags[0].lstrip("-").replace("-", "_").upper())
-    p.add_argument(*flags, dest=SETTING + path, default=argparse.SUPPRESS,
-                   help=f"{help} (default: {default}; {env_name(path)})", **kwargs)
+    p.add_argument(
+        *flags,
+        dest=SETTING + path,
+        default=argparse.SUPPRESS,
+        help=f"{help} (default: {default}; {env_name(path)})",
+        **kwargs,
+    )
 
 
 def env_name(path: str) -> str:
@@ -92,16 +108,31 @@ def env_name(path: str) -> str:
 
 
 def settings_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--settings", metavar="FILE", help="settings file, JSON or TOML (default: $GPUALLOC_SETTINGS); "
-                                                      "flags and GPUALLOC_* variables override it")
+    p.add_argument(
+        "--settings",
+        metavar="FILE",
+        help="settings file, JSON or TOML (default: $GPUALLOC_SETTINGS); flags and GPUALLOC_* variables override it",
+    )
 
 
 def bus_arguments(p: argparse.ArgumentParser, pool: bool = True) -> None:
     """Where the bus is (every Kafka command takes these) and, for the agents, which pool."""
-    setting(p, "--bootstrap", path="bootstrap", metavar="HOST:PORT", shown="$KAFKA_BOOTSTRAP_SERVERS",
-            help="Kafka bootstrap servers")
-    setting(p, "--topic-prefix", path="topic_prefix", metavar="P", shown='none',
-            help="prefix for every topic name (isolated runs)")
+    setting(
+        p,
+        "--bootstrap",
+        path="bootstrap",
+        metavar="HOST:PORT",
+        shown="$KAFKA_BOOTSTRAP_SERVERS",
+        help="Kafka bootstrap servers",
+    )
+    setting(
+        p,
+        "--topic-prefix",
+        path="topic_prefix",
+        metavar="P",
+        shown="none",
+        help="prefix for every topic name (isolated runs)",
+    )
     if pool:
         setting(p, "--pool", path="pool", help="the pool's name")
     settings_arguments(p)
@@ -112,7 +143,7 @@ def settings_of(args: argparse.Namespace) -> Settings:
     flags: dict[str, Any] = {}
     for dest, value in vars(args).items():
         if dest.startswith(SETTING):
-            *parents, name = dest[len(SETTING):].split(".")
+            *parents, name = dest[len(SETTING) :].split(".")
             node = flags
             for parent in parents:
                 node = node.setdefault(parent, {})
@@ -130,6 +161,8 @@ def bootstrap_of(settings: Settings) -> str:
     here on (the one place every bus command passes)."""
     configure(settings.kafka)
     if not settings.bootstrap:
-        raise InputError("--bootstrap", ["give HOST:PORT, or set KAFKA_BOOTSTRAP_SERVERS "
-                                         "(make kafka-up starts a broker on 127.0.0.1:9092)"])
+        raise InputError(
+            "--bootstrap",
+            ["give HOST:PORT, or set KAFKA_BOOTSTRAP_SERVERS (make kafka-up starts a broker on 127.0.0.1:9092)"],
+        )
     return settings.bootstrap

@@ -50,8 +50,13 @@ def _initial_config(path: str | None, pool: str) -> bytes | None:
 
 def _log_arguments(p: argparse.ArgumentParser) -> None:
     setting(p, "--log-level", path="log.level", choices=("debug", "info", "warning", "error"), help="log level")
-    setting(p, "--log-format", path="log.format", choices=("auto", "json", "console"),
-            help="log lines: JSON objects, console text, or auto (console on a terminal)")
+    setting(
+        p,
+        "--log-format",
+        path="log.format",
+        choices=("auto", "json", "console"),
+        help="log lines: JSON objects, console text, or auto (console on a terminal)",
+    )
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
@@ -68,19 +73,31 @@ def cmd_agent(args: argparse.Namespace) -> int:
     service: AgentService | GroupAgent
     if settings.agent.group:
         if args.config:
-            raise InputError("--config", ["configures one pool; the pools of a --group are configured on the "
-                                          f"{topics.config} topic"])
+            raise InputError(
+                "--config", [f"configures one pool; the pools of a --group are configured on the {topics.config} topic"]
+            )
         service = GroupAgent(bootstrap, settings.agent, topics)
     else:
-        service = AgentService(bootstrap, settings.agent, topics, settings.pool,
-                               initial_config=_initial_config(args.config, settings.pool))
+        service = AgentService(
+            bootstrap, settings.agent, topics, settings.pool, initial_config=_initial_config(args.config, settings.pool)
+        )
     logs.configure(settings.log.level, settings.log.format)
     run_until_signal(service.run, bootstrap)
     s = service.stats
     logging.getLogger("gpualloc.agent").info(
-        "agent stopped: %d records, %d decisions, %d commits, %d dead-lettered", s.records, s.decisions, s.commits,
-        s.rejected, extra={"records": s.records, "decisions": s.decisions, "commits": s.commits,
-                           "dead_lettered": s.rejected, "pool": settings.pool if not settings.agent.group else None})
+        "agent stopped: %d records, %d decisions, %d commits, %d dead-lettered",
+        s.records,
+        s.decisions,
+        s.commits,
+        s.rejected,
+        extra={
+            "records": s.records,
+            "decisions": s.decisions,
+            "commits": s.commits,
+            "dead_lettered": s.rejected,
+            "pool": settings.pool if not settings.agent.group else None,
+        },
+    )
     return EXIT_OK
 
 
@@ -95,11 +112,21 @@ def cmd_node_agent(args: argparse.Namespace) -> int:
     bootstrap = bootstrap_of(settings)
     binder: Binder = HookBinder(args.hook, state_dir=args.bind_dir) if args.hook else FileBinder(args.bind_dir)
     if args.hook and not args.bind_dir:
-        print("gpualloc: node-agent: note: without --bind-dir the hook's record is in memory only; "
-              "a restart cannot release what it bound before", file=sys.stderr)
+        print(
+            "gpualloc: node-agent: note: without --bind-dir the hook's record is in memory only; "
+            "a restart cannot release what it bound before",
+            file=sys.stderr,
+        )
     logs.configure(settings.log.level, settings.log.format)
-    agent = NodeAgent(bootstrap, args.node, args.gpus, binder, pool=settings.pool,
-                      topics=Topics.with_prefix(settings.topic_prefix), settings=settings.node_agent)
+    agent = NodeAgent(
+        bootstrap,
+        args.node,
+        args.gpus,
+        binder,
+        pool=settings.pool,
+        topics=Topics.with_prefix(settings.topic_prefix),
+        settings=settings.node_agent,
+    )
     run_until_signal(agent.run, bootstrap)
     return EXIT_OK
 
@@ -113,8 +140,11 @@ def cmd_publish(args: argparse.Namespace) -> int:
     events = read_trace_messages(args.trace)
 
     async def body(stop: asyncio.Event) -> None:
-        task = asyncio.create_task(publish_trace(bootstrap, events, Topics.with_prefix(settings.topic_prefix),
-                                                 args.step_seconds, args.complete))
+        task = asyncio.create_task(
+            publish_trace(
+                bootstrap, events, Topics.with_prefix(settings.topic_prefix), args.step_seconds, args.complete
+            )
+        )
         await asyncio.wait([task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
         if not task.done():
             task.cancel()
@@ -131,8 +161,9 @@ def cmd_tail(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     bootstrap = bootstrap_of(settings)
     topics = Topics.with_prefix(settings.topic_prefix)
-    run_until_signal(lambda stop: tail(bootstrap, topics, stop, args.from_beginning, sys.stdout, args.json, args.job),
-                     bootstrap)
+    run_until_signal(
+        lambda stop: tail(bootstrap, topics, stop, args.from_beginning, sys.stdout, args.json, args.job), bootstrap
+    )
     return EXIT_OK
 
 
@@ -160,8 +191,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     async def body(stop: asyncio.Event) -> None:
         nonlocal result
-        result = await audit(bootstrap, Topics.with_prefix(settings.topic_prefix), settings.pool,
-                             Bounds(args.first, args.last))
+        result = await audit(
+            bootstrap, Topics.with_prefix(settings.topic_prefix), settings.pool, Bounds(args.first, args.last)
+        )
 
     run_until_signal(body, bootstrap)
     if result is None:
@@ -199,8 +231,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     found: list = []
 
     async def body(stop: asyncio.Event) -> None:
-        found.append(await read_status(bootstrap, Topics.with_prefix(settings.topic_prefix), settings.pool,
-                                       args.width, args.gpus))
+        found.append(
+            await read_status(
+                bootstrap, Topics.with_prefix(settings.topic_prefix), settings.pool, args.width, args.gpus
+            )
+        )
 
     run_until_signal(body, bootstrap)
     if not found:  # stopped by a signal before the bus was read
@@ -247,74 +282,162 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("agent", help="run the allocation agent on Kafka (decisions per arrival, a commit per step)")
     bus_arguments(p)
     _log_arguments(p)
-    setting(p, "--metrics-port", path="agent.metrics_port", type=nonnegative_int, shown="off",
-            help="serve /metrics, /healthz and /readyz on this port (with --group: every pool it runs)")
-    p.add_argument("--config", help="JSON file of pool.configured fields to start with (else wait for the topic); "
-                                    "a pool restored from the bus keeps its configuration")
-    setting(p, "--group", path="agent.group", metavar="NAME",
-            help="share the pools with the other agents of this consumer group (found on the bus; --pool is "
-                 "not used; the input topics must be keyed by pool)")
-    setting(p, "--member", path="agent.member", metavar="NAME",
-            help="static membership in --group: restarted under the same name, it keeps its pools without a rebalance")
-    setting(p, "--partitions", path="agent.partitions", type=positive_int,
-            help="partitions of the topics the agent creates (the most agents a --group can spread its pools over)")
-    setting(p, "--step-seconds", path="agent.step_seconds", type=positive_float, shown="the pool's step_minutes",
-            help="compressed clock: seconds per step")
+    setting(
+        p,
+        "--metrics-port",
+        path="agent.metrics_port",
+        type=nonnegative_int,
+        shown="off",
+        help="serve /metrics, /healthz and /readyz on this port (with --group: every pool it runs)",
+    )
+    p.add_argument(
+        "--config",
+        help="JSON file of pool.configured fields to start with (else wait for the topic); "
+        "a pool restored from the bus keeps its configuration",
+    )
+    setting(
+        p,
+        "--group",
+        path="agent.group",
+        metavar="NAME",
+        help="share the pools with the other agents of this consumer group (found on the bus; --pool is "
+        "not used; the input topics must be keyed by pool)",
+    )
+    setting(
+        p,
+        "--member",
+        path="agent.member",
+        metavar="NAME",
+        help="static membership in --group: restarted under the same name, it keeps its pools without a rebalance",
+    )
+    setting(
+        p,
+        "--partitions",
+        path="agent.partitions",
+        type=positive_int,
+        help="partitions of the topics the agent creates (the most agents a --group can spread its pools over)",
+    )
+    setting(
+        p,
+        "--step-seconds",
+        path="agent.step_seconds",
+        type=positive_float,
+        shown="the pool's step_minutes",
+        help="compressed clock: seconds per step",
+    )
     setting(p, "--policy", path="agent.policy", help="the online policy: HOT or HOT+FULL, registered names")
-    setting(p, "--full-mode-every", path="agent.full_mode.every", type=nonnegative_int,
-            help="steps between full-mode solves (0: off)")
-    setting(p, "--full-mode-time-limit", path="agent.full_mode.options.time_limit", type=positive_float,
-            shown="half a step, at most agent.full_mode_time_cap", help="seconds per full-mode solve")
-    setting(p, "--full-mode-jobs", path="agent.full_mode.max_jobs", type=positive_int,
-            help="queued jobs full mode plans (the most valuable)")
+    setting(
+        p,
+        "--full-mode-every",
+        path="agent.full_mode.every",
+        type=nonnegative_int,
+        help="steps between full-mode solves (0: off)",
+    )
+    setting(
+        p,
+        "--full-mode-time-limit",
+        path="agent.full_mode.options.time_limit",
+        type=positive_float,
+        shown="half a step, at most agent.full_mode_time_cap",
+        help="seconds per full-mode solve",
+    )
+    setting(
+        p,
+        "--full-mode-jobs",
+        path="agent.full_mode.max_jobs",
+        type=positive_int,
+        help="queued jobs full mode plans (the most valuable)",
+    )
     p.set_defaults(func=cmd_agent)
 
-    p = sub.add_parser("node-agent", help="bind this node's GPUs as the agent's decisions and commits say",
-                       description="Follow the pool's decisions and commits on Kafka and bind/release this "
-                                   "node's GPUs through env files (--bind-dir) and/or a hook command (--hook).")
-    p.add_argument("--node", type=nonnegative_int, required=True, help="this node's id (the key of its binding reports)")
-    p.add_argument("--gpus", type=gpu_range, required=True, metavar="FIRST-LAST",
-                   help="this node's pool-global GPU indices, inclusive (e.g. 8-15 for node 1 of 8-GPU nodes)")
+    p = sub.add_parser(
+        "node-agent",
+        help="bind this node's GPUs as the agent's decisions and commits say",
+        description="Follow the pool's decisions and commits on Kafka and bind/release this "
+        "node's GPUs through env files (--bind-dir) and/or a hook command (--hook).",
+    )
+    p.add_argument(
+        "--node", type=nonnegative_int, required=True, help="this node's id (the key of its binding reports)"
+    )
+    p.add_argument(
+        "--gpus",
+        type=gpu_range,
+        required=True,
+        metavar="FIRST-LAST",
+        help="this node's pool-global GPU indices, inclusive (e.g. 8-15 for node 1 of 8-GPU nodes)",
+    )
     bus_arguments(p)
     _log_arguments(p)
-    setting(p, "--metrics-port", path="node_agent.metrics_port", type=nonnegative_int, shown="off",
-            help="serve /metrics, /healthz and /readyz on this port")
+    setting(
+        p,
+        "--metrics-port",
+        path="node_agent.metrics_port",
+        type=nonnegative_int,
+        shown="off",
+        help="serve /metrics, /healthz and /readyz on this port",
+    )
     p.add_argument("--bind-dir", metavar="DIR", help="one env file per bound job (with --hook: the hook's record)")
-    p.add_argument("--hook", nargs="+", metavar=("CMD", "ARG"),
-                   help="run CMD [ARG ...] bind JOB LOCAL_IDS / release JOB (no shell)")
+    p.add_argument(
+        "--hook",
+        nargs="+",
+        metavar=("CMD", "ARG"),
+        help="run CMD [ARG ...] bind JOB LOCAL_IDS / release JOB (no shell)",
+    )
     p.set_defaults(func=cmd_node_agent)
 
     p = sub.add_parser("publish", help="publish a trace of contract events to their topics")
     p.add_argument("trace", help="JSONL file of contract events (see `gpualloc trace`)")
     bus_arguments(p, pool=False)
-    p.add_argument("--step-seconds", type=positive_float, help="pace the trace on a compressed clock, stamping send times")
-    p.add_argument("--complete", action="store_true", help="also play the platform: complete each job its actual duration after it starts")
+    p.add_argument(
+        "--step-seconds", type=positive_float, help="pace the trace on a compressed clock, stamping send times"
+    )
+    p.add_argument(
+        "--complete",
+        action="store_true",
+        help="also play the platform: complete each job its actual duration after it starts",
+    )
     p.set_defaults(func=cmd_publish)
 
     p = sub.add_parser("tail", help="print decisions, commits, bindings and dead letters as readable lines")
     bus_arguments(p, pool=False)
     p.add_argument("--from-beginning", action="store_true", help="from the topics' start, not their end")
     p.add_argument("--json", action="store_true", help="each message as it was published, with its topic, a line")
-    p.add_argument("--job", metavar="ID", help="only what concerns this job or app: its decision, bindings, the "
-                                               "commits that hold or start it, dead letters naming it")
+    p.add_argument(
+        "--job",
+        metavar="ID",
+        help="only what concerns this job or app: its decision, bindings, the "
+        "commits that hold or start it, dead letters naming it",
+    )
     p.set_defaults(func=cmd_tail)
 
     p = sub.add_parser("audit", help="replay a pool's ledger and check every decision and commit is reproduced")
     bus_arguments(p)
-    p.add_argument("--from", dest="first", type=_step_or_time, metavar="STEP|TIME",
-                   help="report from this step (or the step of this time) on")
+    p.add_argument(
+        "--from",
+        dest="first",
+        type=_step_or_time,
+        metavar="STEP|TIME",
+        help="report from this step (or the step of this time) on",
+    )
     p.add_argument("--to", dest="last", type=_step_or_time, metavar="STEP|TIME", help="report up to this step")
     p.add_argument("--json", action="store_true", help="print the result as JSON (mismatches, illegal steps, counts)")
     p.set_defaults(func=cmd_audit)
 
-    p = sub.add_parser("status", help="the live pool: the committed plan by node groups, running jobs, the queue "
-                                      "with reasons and promised starts, apps' demand against what they hold, "
-                                      "node health")
+    p = sub.add_parser(
+        "status",
+        help="the live pool: the committed plan by node groups, running jobs, the queue "
+        "with reasons and promised starts, apps' demand against what they hold, "
+        "node health",
+    )
     bus_arguments(p)
     p.add_argument("--json", action="store_true", help="the status as one JSON object")
     p.add_argument("--width", type=positive_int, default=48, help="steps of the plan shown (default 48)")
-    p.add_argument("--gpus", type=_gpu_range, metavar="A-B",
-                   help="also who holds each of GPUs A to B, step by step (default: the plan by groups of nodes only)")
+    p.add_argument(
+        "--gpus",
+        type=_gpu_range,
+        metavar="A-B",
+        help="also who holds each of GPUs A to B, step by step (default: the plan by groups of nodes only)",
+    )
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("explain", help="a job's history and, while it waits, what holds its block")

@@ -18,6 +18,7 @@ def run_until_signal(body: Callable[[asyncio.Event], Awaitable[None]], bootstrap
     """Run `body(stop)`; SIGTERM/SIGINT set `stop`, and the body finishes its pass and closes its
     clients. A broker that cannot be reached (after the retries of `kafka_clients.started`) or
     that refuses the login or TLS setup is bad input (exit 2)."""
+
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

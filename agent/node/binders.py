@@ -46,8 +46,9 @@ def file_name(job_id: str) -> str:
         raw = job_id.encode("utf-8")
     except UnicodeEncodeError:
         raise BindError(f"job id: {job_id!r} is not valid UTF-8") from None
-    name = "".join(chr(b) if chr(b) in SAFE and not (i == 0 and b == ord(".")) else f"%{b:02X}"
-                   for i, b in enumerate(raw))
+    name = "".join(
+        chr(b) if chr(b) in SAFE and not (i == 0 and b == ord(".")) else f"%{b:02X}" for i, b in enumerate(raw)
+    )
     if len(name) + len(SUFFIX) > MAX_NAME:
         raise BindError(f"job id: too long for a file name ({len(raw)} bytes)")
     return name + SUFFIX
@@ -61,7 +62,7 @@ def job_of(name: str) -> str | None:
     try:
         while i < len(stem):
             if stem[i] == "%":
-                out.append(int(stem[i + 1:i + 3], 16))
+                out.append(int(stem[i + 1 : i + 3], 16))
                 i += 3
             else:
                 out.append(ord(stem[i]))
@@ -97,9 +98,11 @@ class FileBinder:
     def bind(self, job_id: str, local_ids: list[int], global_ids: list[int]) -> None:
         check_env_safe(job_id)
         path = self.path_of(job_id)
-        text = (f"CUDA_VISIBLE_DEVICES={_ids(local_ids)}\n"
-                f"GPUALLOC_JOB={shlex.quote(job_id)}\n"
-                f"GPUALLOC_GPUS={_ids(global_ids)}\n")
+        text = (
+            f"CUDA_VISIBLE_DEVICES={_ids(local_ids)}\n"
+            f"GPUALLOC_JOB={shlex.quote(job_id)}\n"
+            f"GPUALLOC_GPUS={_ids(global_ids)}\n"
+        )
         try:
             fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self.directory)
             try:
@@ -154,8 +157,7 @@ class HookBinder:
         cmd = self.argv + args
         env = {**os.environ, "GPUALLOC_GPUS": env_gpus}
         try:
-            subprocess.run(cmd, shell=False, check=True, capture_output=True, text=True,
-                           timeout=self.timeout, env=env)
+            subprocess.run(cmd, shell=False, check=True, capture_output=True, text=True, timeout=self.timeout, env=env)
         except subprocess.CalledProcessError as e:
             raise BindError(f"hook {args[0]} exited {e.returncode}: {_tail(e.stderr)}") from None
         except subprocess.TimeoutExpired as e:

@@ -94,8 +94,9 @@ class NodeState:
         hi = self.first_gpu + self.gpus
         return tuple(sorted({g for g in global_ids if self.first_gpu <= g < hi}))
 
-    def action(self, kind: Literal["bind", "release"], job_id: str, global_ids: tuple[int, ...],
-               step: int | None) -> Action:
+    def action(
+        self, kind: Literal["bind", "release"], job_id: str, global_ids: tuple[int, ...], step: int | None
+    ) -> Action:
         return Action(kind, job_id, global_ids, tuple(g - self.first_gpu for g in global_ids), step)
 
     # ---- events -------------------------------------------------------------------------
@@ -148,17 +149,16 @@ class NodeState:
                 if job_id not in self.assigned and job_id not in self.jobs:
                     self.apps.add(job_id)
         desired = {job_id: mine for job_id, gs in c.assignments.items() if (mine := self.on_node(gs))}
-        releases = [self.action("release", j, gs, c.step) for j, gs in sorted(self.bound.items())
-                    if j not in desired]
-        binds = [self.action("bind", j, gs, c.step) for j, gs in sorted(desired.items())
-                 if self.bound.get(j) != gs]
+        releases = [self.action("release", j, gs, c.step) for j, gs in sorted(self.bound.items()) if j not in desired]
+        binds = [self.action("bind", j, gs, c.step) for j, gs in sorted(desired.items()) if self.bound.get(j) != gs]
         self.bound = desired
         self.last = (c.step, c.seq)
         self.assigned = frozenset(c.assignments)
         return releases + binds
 
-    def resync(self, record: Mapping[str, Sequence[int]], commit: PlanCommitted | None,
-               event_id: str | None = None) -> list[Action]:
+    def resync(
+        self, record: Mapping[str, Sequence[int]], commit: PlanCommitted | None, event_id: str | None = None
+    ) -> list[Action]:
         """On start: take the binder's own record (job -> local ids) as what is bound, then
         reconcile it with the latest commit. Without a commit nothing is released: there is
         no authority to say the record is stale."""

@@ -44,15 +44,22 @@ from gpualloc.schemas.events import BindingReported, JobRef, PlanCommitted, enve
 log = logging.getLogger("gpualloc.node_agent")
 
 
-
 class NodeAgent:
     """One node's agent. `gpus_range` is the node's pool-global GPU indices (range(8, 16) for
     node 1 of 8-GPU nodes); `step` is the step reported until a decision or commit names one.
     `ready` is set once the resync is done and the agent follows the topics."""
 
-    def __init__(self, bootstrap: str, node: int, gpus_range: range, binder: Binder, pool: str = "default",
-                 topics: Topics = Topics(), step: int | None = None,
-                 settings: NodeAgentSettings = NodeAgentSettings()) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        node: int,
+        gpus_range: range,
+        binder: Binder,
+        pool: str = "default",
+        topics: Topics = Topics(),
+        step: int | None = None,
+        settings: NodeAgentSettings = NodeAgentSettings(),
+    ) -> None:
         if gpus_range.step != 1 or len(gpus_range) == 0 or gpus_range.start < 0:
             raise ValueError(f"gpus_range: must be a non-empty range of indices >= 0 with step 1, got {gpus_range}")
         self.bootstrap, self.binder, self.topics = bootstrap, binder, topics
@@ -81,12 +88,16 @@ class NodeAgent:
     async def serve(self, stop: asyncio.Event) -> None:
         """Resync, then follow decisions and commits until `stop` is set; closes its clients."""
         name = f"gpualloc-node-{self.state.node}"
-        producer = kafka_clients.producer(self.bootstrap, client_id=name,
-                                          enable_idempotence=True, acks="all")
-        consumer = kafka_clients.consumer(bootstrap=self.bootstrap, client_id=name, group_id=None,
-                                          enable_auto_commit=False, auto_offset_reset="latest",
-                                          isolation_level="read_committed",  # the agent commits in transactions
-                                          fetch_max_wait_ms=self.settings.fetch_wait_ms)
+        producer = kafka_clients.producer(self.bootstrap, client_id=name, enable_idempotence=True, acks="all")
+        consumer = kafka_clients.consumer(
+            bootstrap=self.bootstrap,
+            client_id=name,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="latest",
+            isolation_level="read_committed",  # the agent commits in transactions
+            fetch_max_wait_ms=self.settings.fetch_wait_ms,
+        )
         try:
             self._producer = await kafka_clients.started(producer, f"{name} producer")
             await kafka_clients.started(consumer, f"{name} consumer")
@@ -119,8 +130,12 @@ class NodeAgent:
         latest = await self._latest_commit(consumer, commits, stop)
         record = await asyncio.to_thread(self.binder.bound)
         commit, event_id = (latest[1], latest[0]) if latest else (None, None)
-        log.info("node %d: resync with %s against %d bound", self.state.node,
-                 f"commit seq {commit.seq} (step {commit.step})" if commit else "no commit", len(record))
+        log.info(
+            "node %d: resync with %s against %d bound",
+            self.state.node,
+            f"commit seq {commit.seq} (step {commit.step})" if commit else "no commit",
+            len(record),
+        )
         await self._execute(self.state.resync(record, commit, event_id))
         self.ready.set()
         while not stop.is_set():
@@ -128,8 +143,9 @@ class NodeAgent:
                 for r in records:
                     await self._handle(r)
 
-    async def _latest_commit(self, consumer: AIOKafkaConsumer, tps: list[TopicPartition],
-                             stop: asyncio.Event) -> tuple[str, PlanCommitted] | None:
+    async def _latest_commit(
+        self, consumer: AIOKafkaConsumer, tps: list[TopicPartition], stop: asyncio.Event
+    ) -> tuple[str, PlanCommitted] | None:
         """The highest-seq whole commit of the pool among the last `resync_depth` messages of each
         commits partition (a commit whose first parts lie before them is passed over); leaves each
         partition positioned at its end (nothing is skipped)."""
@@ -167,8 +183,9 @@ class NodeAgent:
             why = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'message'}: {err['msg']}" for err in e.errors()[:5])
         else:
             why = str(e)
-        log.warning("node %d: skipping malformed message %s[%d]@%d: %s", self.state.node,
-                    r.topic, r.partition, r.offset, why)
+        log.warning(
+            "node %d: skipping malformed message %s[%d]@%d: %s", self.state.node, r.topic, r.partition, r.offset, why
+        )
 
     # ---- messages and actions ---------------------------------------------------------------
     async def _handle(self, r: ConsumerRecord) -> None:
@@ -199,8 +216,9 @@ class NodeAgent:
                 self.metrics.did(a.kind, True, time.perf_counter() - began, self._bound_gpus())
             except Exception as e:  # any binder failure is reported, never fatal
                 detail = f"{a.kind}: {e}"
-                log.error("node %d: %s of %r failed: %s", self.state.node, a.kind, a.job_id, e,
-                          extra={"job_id": a.job_id})
+                log.error(
+                    "node %d: %s of %r failed: %s", self.state.node, a.kind, a.job_id, e, extra={"job_id": a.job_id}
+                )
                 self.state.failed(a)
                 self.metrics.did(a.kind, False, time.perf_counter() - began, self._bound_gpus())
                 if a.kind == "bind":
@@ -224,8 +242,9 @@ class NodeAgent:
     async def _report(self, a: Action, status: str, detail: str) -> None:
         step = a.step if a.step is not None else self.step
         try:
-            payload = BindingReported(node=self.state.node, job_id=a.job_id, gpus=list(a.global_ids),
-                                      status=status, step=step, detail=detail)
+            payload = BindingReported(
+                node=self.state.node, job_id=a.job_id, gpus=list(a.global_ids), status=status, step=step, detail=detail
+            )
         except ValueError as e:
             log.error("node %d: cannot report %s of %r: %s", self.state.node, status, a.job_id, e)
             return

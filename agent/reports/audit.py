@@ -66,17 +66,30 @@ class AuditResult:
         if problems > 2 * shown:
             out.append(f"... {problems - len(out)} more")
         if self.stalled:
-            out.append(stalled_line(self.pool, self.waiting) if not self.transactions else
-                       f"pool {self.pool!r}: {self.waiting:,} inputs on the bus past its ledger, the oldest "
-                       f"{self.waited_s:,.0f} s old: its agent publishes nothing")
-        out.append(f"audit {self.pool}: {self.decisions} decisions, {self.commits} commits reproduced; "
-                   f"{problems} mismatches")
+            out.append(
+                stalled_line(self.pool, self.waiting)
+                if not self.transactions
+                else f"pool {self.pool!r}: {self.waiting:,} inputs on the bus past its ledger, the oldest "
+                f"{self.waited_s:,.0f} s old: its agent publishes nothing"
+            )
+        out.append(
+            f"audit {self.pool}: {self.decisions} decisions, {self.commits} commits reproduced; {problems} mismatches"
+        )
         return out
 
     def as_dict(self) -> dict[str, Any]:
-        return {"pool": self.pool, "transactions": self.transactions, "decisions": self.decisions,
-                "commits": self.commits, "mismatches": self.mismatches, "illegal": self.illegal,
-                "waiting": self.waiting, "waited_s": round(self.waited_s, 3), "stalled": self.stalled, "ok": self.ok}
+        return {
+            "pool": self.pool,
+            "transactions": self.transactions,
+            "decisions": self.decisions,
+            "commits": self.commits,
+            "mismatches": self.mismatches,
+            "illegal": self.illegal,
+            "waiting": self.waiting,
+            "waited_s": round(self.waited_s, 3),
+            "stalled": self.stalled,
+            "ok": self.ok,
+        }
 
 
 def stalled_line(pool: str, waiting: int) -> str:
@@ -102,8 +115,11 @@ async def waiting_inputs(bootstrap: str, topics: Topics, pool: str) -> int:
     counts = await partition_counts(bootstrap, list(topics.inputs))
     consumer = await kafka_clients.started(reader(bootstrap), "inputs reader")
     try:
-        return len(pool_inputs(await read_range(consumer, {tp: 0 for name in topics.inputs
-                                                           for tp in partitions(counts, name)}), pool))
+        return len(
+            pool_inputs(
+                await read_range(consumer, {tp: 0 for name in topics.inputs for tp in partitions(counts, name)}), pool
+            )
+        )
     finally:
         await consumer.stop()
 
@@ -117,16 +133,23 @@ def _comparable(message: dict[str, Any]) -> dict[str, Any]:
 
 async def published(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[str, int], pool: str) -> dict[str, dict]:
     """The pool's published outputs by event id (committed transactions only)."""
-    starts = {tp: 0 for name in (topics.decisions, topics.commits, topics.deadletter, topics.jobs)
-              for tp in partitions(counts, name)}
+    starts = {
+        tp: 0
+        for name in (topics.decisions, topics.commits, topics.deadletter, topics.jobs)
+        for tp in partitions(counts, name)
+    }
     out: dict[str, dict] = {}
     for r in await read_range(consumer, starts):
         try:
             message = decode(r.value) if r.value is not None else None
         except ValueError:
             continue
-        if isinstance(message, dict) and message.get("pool") == pool and message.get("type") in AUDITED \
-                and topics.of_type(message["type"]) == r.topic:  # not an input that merely names an output's type
+        if (
+            isinstance(message, dict)
+            and message.get("pool") == pool
+            and message.get("type") in AUDITED
+            and topics.of_type(message["type"]) == r.topic
+        ):  # not an input that merely names an output's type
             source = (message.get("payload") or {}).get("source")
             if message["type"] == "job.failed" and source != "agent":
                 continue  # a node agent's notice
@@ -146,8 +169,14 @@ async def audit(bootstrap: str, topics: Topics, pool: str, bounds: Bounds = Boun
         history = await read_history(consumer, topics, counts, pool, use_snapshot=False)
         recorded = await published(consumer, topics, counts, pool)
         frontier = history.entries[-1].frontier if history.entries else {}
-        later = await read_range(consumer, {tp: frontier.get(f"{tp.topic}:{tp.partition}", 0)
-                                          for name in topics.inputs for tp in partitions(counts, name)})
+        later = await read_range(
+            consumer,
+            {
+                tp: frontier.get(f"{tp.topic}:{tp.partition}", 0)
+                for name in topics.inputs
+                for tp in partitions(counts, name)
+            },
+        )
     finally:
         await consumer.stop()
     result = compare(pool, topics, history, recorded, bounds, _event_ids(later))
@@ -158,8 +187,14 @@ async def audit(bootstrap: str, topics: Topics, pool: str, bounds: Bounds = Boun
     return result
 
 
-def compare(pool: str, topics: Topics, history, recorded: dict[str, dict], bounds: Bounds = Bounds(),
-            later: set[str] = frozenset()) -> AuditResult:
+def compare(
+    pool: str,
+    topics: Topics,
+    history,
+    recorded: dict[str, dict],
+    bounds: Bounds = Bounds(),
+    later: set[str] = frozenset(),
+) -> AuditResult:
     """Replay `history` (the whole ledger) and hold what it makes against `recorded`; `later`:
     ids of the input events after the ledger's frontier (what a running agent took since)."""
     result = AuditResult(pool, transactions=len(history.entries))
@@ -190,12 +225,15 @@ def compare(pool: str, topics: Topics, history, recorded: dict[str, dict], bound
             reproduced.add(event_id)
             if theirs is None:
                 if within:
-                    result.mismatches.append(f"{kind} {event_id} (transaction {entry.txn}): made by the replay, "
-                                             "never published")
+                    result.mismatches.append(
+                        f"{kind} {event_id} (transaction {entry.txn}): made by the replay, never published"
+                    )
             elif _comparable(theirs) != _comparable(m):
                 if within:
-                    result.mismatches.append(f"{kind} {event_id} (transaction {entry.txn}): "
-                                             f"{_difference(_comparable(theirs), _comparable(m))}")
+                    result.mismatches.append(
+                        f"{kind} {event_id} (transaction {entry.txn}): "
+                        f"{_difference(_comparable(theirs), _comparable(m))}"
+                    )
             elif within:
                 result.decisions += kind == "allocation.decided"
                 result.commits += kind == "plan.committed" and m["payload"].get("part", 1) == 1  # one a commit
@@ -204,8 +242,14 @@ def compare(pool: str, topics: Topics, history, recorded: dict[str, dict], bound
             result.mismatches.append(f"{m['type']} {event_id}: published, but the ledger's replay does not make it")
     if d.planner is not None:
         apps = d.planner.apps
-        limits = {a: (s.min_gpus, d.planner.config.gpus if s.max_gpus is None else s.max_gpus,
-                      d.planner.config.swap_cap if s.swap_cap is None else s.swap_cap) for a, s in apps.items()}
+        limits = {
+            a: (
+                s.min_gpus,
+                d.planner.config.gpus if s.max_gpus is None else s.max_gpus,
+                d.planner.config.swap_cap if s.swap_cap is None else s.swap_cap,
+            )
+            for a, s in apps.items()
+        }
         visible = [c for c in commits if bounds.holds(c.step, d.interpreter.step_at)]
         down_at = [0] * (max((c.step for c in commits), default=0) + 1)
         restarts: dict[str, list[int]] = {}
@@ -213,8 +257,9 @@ def compare(pool: str, topics: Topics, history, recorded: dict[str, dict], bound
             down_at[c.step] = mask
             for job_id in c.started:  # a job started again after failing is a fresh start
                 restarts.setdefault(job_id, []).append(c.step)
-        result.illegal += online_violations(visible, limits, set(apps), down_at, restarts,
-                                            node_size=d.planner.config.node_size)
+        result.illegal += online_violations(
+            visible, limits, set(apps), down_at, restarts, node_size=d.planner.config.node_size
+        )
     return result
 
 

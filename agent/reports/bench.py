@@ -85,8 +85,7 @@ class Row:
         return all(r.ok for r in self.runs.values())
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"scenario": self.scenario, "source": self.source, "gpus": self.gpus,
-                               "tasks": self.tasks}
+        out: dict[str, Any] = {"scenario": self.scenario, "source": self.source, "gpus": self.gpus, "tasks": self.tasks}
         for name in ("utilization", "value", "objective", "realtime_shortfall"):
             out[name] = {s: self.metric(s, name) for s in self.runs}
         out["value_gain_pct"] = _round(self.value_gain_pct, 3)
@@ -119,8 +118,12 @@ class Report:
         return 0 if self.ok else 1
 
     def as_dict(self) -> dict[str, Any]:
-        out = {"repeat": self.repeat, "scenarios": [r.as_dict() for r in self.rows],
-               "mean_value_gain_pct": _round(self.mean_value_gain_pct, 3), "ok": self.ok}
+        out = {
+            "repeat": self.repeat,
+            "scenarios": [r.as_dict() for r in self.rows],
+            "mean_value_gain_pct": _round(self.mean_value_gain_pct, 3),
+            "ok": self.ok,
+        }
         if self.full_mode:
             out["full_mode"] = [r.as_dict() for r in self.full_mode]
         return out
@@ -158,8 +161,7 @@ def time_scheduler(problem: Problem, scheduler: str, repeat: int) -> Run:
     return run
 
 
-def bench_scenario(scenario: Scenario, repeat: int = 5, best: dict[str, dict] | None = None,
-                   source: str = "") -> Row:
+def bench_scenario(scenario: Scenario, repeat: int = 5, best: dict[str, dict] | None = None, source: str = "") -> Row:
     problem = compile_scenario(scenario)
     runs = {s: time_scheduler(problem, s, repeat) for s in BENCH_SCHEDULERS}
     entry = (best or {}).get(scenario.name)
@@ -180,8 +182,9 @@ def scenario_files(folder: str | Path | None = None) -> list[Path]:
     return files
 
 
-def run_bench(folder: str | Path | None = None, repeat: int = 5,
-              generated: list[tuple[int, int, int]] = ()) -> tuple[Report, list[Scenario]]:
+def run_bench(
+    folder: str | Path | None = None, repeat: int = 5, generated: list[tuple[int, int, int]] = ()
+) -> tuple[Report, list[Scenario]]:
     """Bench every scenario of `folder` (all files validated before any is solved), then one
     generated scenario per (gpus, jobs, seed) of `generated`."""
     files = scenario_files(folder)
@@ -204,8 +207,10 @@ def _ms(x: float | None) -> str:
 
 
 def format_table(report: Report) -> str:
-    head = (f"{'scenario':<22} {'GPUs':>5} {'tasks':>5}  {'utilization FIFO -> heur':>24}  "
-            f"{'value FIFO -> heur':>20}  {'gain':>8}  {'of best':>7}  {'p50 heur':>9}  {'p50 FIFO':>9}  legal")
+    head = (
+        f"{'scenario':<22} {'GPUs':>5} {'tasks':>5}  {'utilization FIFO -> heur':>24}  "
+        f"{'value FIFO -> heur':>20}  {'gain':>8}  {'of best':>7}  {'p50 heur':>9}  {'p50 FIFO':>9}  legal"
+    )
     lines = [head, "-" * len(head)]
     for r in report.rows:
         uf, uh = r.metric("fifo", "utilization"), r.metric("heuristic", "utilization")
@@ -213,13 +218,17 @@ def format_table(report: Report) -> str:
         util = f"{_fmt(uf, '.1%')} -> {_fmt(uh, '.1%')}"
         value = f"{_fmt(vf, '.1f')} -> {_fmt(vh, '.1f')}"
         p50h, p50f = r.runs["heuristic"].p50_ms, r.runs["fifo"].p50_ms
-        lines.append(f"{r.scenario:<22} {r.gpus:>5} {r.tasks:>5}  {util:>24}  {value:>20}  "
-                     f"{_fmt(r.value_gain_pct, '+.1f') + ('%' if r.value_gain_pct is not None else ''):>8}  "
-                     f"{_fmt(r.best_share, '.1%'):>7}  {_ms(p50h):>9}  {_ms(p50f):>9}  {'yes' if r.ok else 'NO'}")
+        lines.append(
+            f"{r.scenario:<22} {r.gpus:>5} {r.tasks:>5}  {util:>24}  {value:>20}  "
+            f"{_fmt(r.value_gain_pct, '+.1f') + ('%' if r.value_gain_pct is not None else ''):>8}  "
+            f"{_fmt(r.best_share, '.1%'):>7}  {_ms(p50h):>9}  {_ms(p50f):>9}  {'yes' if r.ok else 'NO'}"
+        )
     mean = report.mean_value_gain_pct
     lines.append("-" * len(head))
-    lines.append(f"mean value gain: {_fmt(mean, '+.1f')}% over {len(report.rows)} scenarios "
-                 f"(p50 of {report.repeat} timed run{'s' if report.repeat != 1 else ''} each)")
+    lines.append(
+        f"mean value gain: {_fmt(mean, '+.1f')}% over {len(report.rows)} scenarios "
+        f"(p50 of {report.repeat} timed run{'s' if report.repeat != 1 else ''} each)"
+    )
     for r in report.rows:
         for p in r.runs["heuristic"].problems() + r.runs["fifo"].problems():
             lines.append(f"FAIL {r.scenario}: {p}")

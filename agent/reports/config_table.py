@@ -44,7 +44,7 @@ def _flags(parser: argparse.ArgumentParser, command: str = "") -> dict[str, list
                 for path, flags in _flags(sub, f"{command} {name}".strip()).items():
                     out.setdefault(path, []).extend(flags)
         elif action.dest.startswith(SETTING):
-            out.setdefault(action.dest[len(SETTING):], []).append(f"{command} {action.option_strings[0]}")
+            out.setdefault(action.dest[len(SETTING) :], []).append(f"{command} {action.option_strings[0]}")
     return out
 
 

@@ -72,8 +72,14 @@ def _distribution(values: list[float]) -> dict[str, float | int | None]:
     if not values:
         return {"n": 0, "min": None, "p1": None, "p10": None, "median": None, "mean": None}
     s = sorted(values)
-    return {"n": len(s), "min": s[0], "p1": _percentile(s, 0.01), "p10": _percentile(s, 0.10),
-            "median": statistics.median(s), "mean": statistics.fmean(s)}
+    return {
+        "n": len(s),
+        "min": s[0],
+        "p1": _percentile(s, 0.01),
+        "p10": _percentile(s, 0.10),
+        "median": statistics.median(s),
+        "mean": statistics.fmean(s),
+    }
 
 
 @dataclass
@@ -96,8 +102,10 @@ class CorpusReport:
         for c in self.cases:
             if c.heuristic.p50_ms is not None:
                 by.setdefault(c.gpus, []).append(c.heuristic.p50_ms)
-        return {g: {"n": len(v), "p50": statistics.median(v), "p90": _percentile(sorted(v), 0.9), "max": max(v)}
-                for g, v in sorted(by.items())}
+        return {
+            g: {"n": len(v), "p50": statistics.median(v), "p90": _percentile(sorted(v), 0.9), "max": max(v)}
+            for g, v in sorted(by.items())
+        }
 
     def summary(self, small: bool) -> dict[str, Any]:
         cases = self.group(small)
@@ -117,36 +125,56 @@ class CorpusReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "split": self.split, "repeat": self.repeat, "ok": self.ok, "missing": self.missing,
-            "proven_optima": self.summary(True), "best_known": self.summary(False),
+            "split": self.split,
+            "repeat": self.repeat,
+            "ok": self.ok,
+            "missing": self.missing,
+            "proven_optima": self.summary(True),
+            "best_known": self.summary(False),
             "latency_ms_by_gpus": {str(g): d for g, d in self.latency().items()},
             "worst": [{"name": c.name, "ratio": c.ratio, "greedy_ratio": c.greedy_ratio} for c in self.worst()],
-            "failures": [f"{c.name}: {p}" for c in self.cases for p in c.problems + c.heuristic.problems() + c.greedy.problems()],
+            "failures": [
+                f"{c.name}: {p}" for c in self.cases for p in c.problems + c.heuristic.problems() + c.greedy.problems()
+            ],
         }
 
     def table(self) -> str:
-        lines = [f"corpus split {self.split}: {len(self.cases)} scenarios"
-                 + (f" ({len(self.missing)} without a record yet)" if self.missing else "")]
-        for small, title in ((True, f"up to {EXACT_GPUS} GPUs, against proven optima"),
-                             (False, f"above {EXACT_GPUS} GPUs, against the best known plan")):
+        lines = [
+            f"corpus split {self.split}: {len(self.cases)} scenarios"
+            + (f" ({len(self.missing)} without a record yet)" if self.missing else "")
+        ]
+        for small, title in (
+            (True, f"up to {EXACT_GPUS} GPUs, against proven optima"),
+            (False, f"above {EXACT_GPUS} GPUs, against the best known plan"),
+        ):
             s = self.summary(small)
-            lines.append(f"\n{title}: {s['scenarios']} scenarios, {s['proven']} proven, "
-                         f"{s['dropped_nonpositive_reference']} dropped (reference <= 0)")
+            lines.append(
+                f"\n{title}: {s['scenarios']} scenarios, {s['proven']} proven, "
+                f"{s['dropped_nonpositive_reference']} dropped (reference <= 0)"
+            )
             lines.append(f"  {'':<10} {'min':>7} {'p1':>7} {'p10':>7} {'median':>7} {'mean':>7}")
             for who in ("heuristic", "greedy"):
                 d = s[who]
-                cells = " ".join(f"{d[k]:>7.4f}" if d[k] is not None else f"{'-':>7}" for k in ("min", "p1", "p10", "median", "mean"))
+                cells = " ".join(
+                    f"{d[k]:>7.4f}" if d[k] is not None else f"{'-':>7}" for k in ("min", "p1", "p10", "median", "mean")
+                )
                 lines.append(f"  {who:<10} {cells}")
-            lines.append(f"  heuristic below the greedy: {len(s['below_greedy'])}"
-                         + (f" ({', '.join(s['below_greedy'][:10])})" if s["below_greedy"] else ""))
+            lines.append(
+                f"  heuristic below the greedy: {len(s['below_greedy'])}"
+                + (f" ({', '.join(s['below_greedy'][:10])})" if s["below_greedy"] else "")
+            )
             if s["above_reference"]:
                 lines.append(f"  heuristic above the reference: {len(s['above_reference'])}")
         lines.append("\nheuristic latency by pool size (p50 of each scenario's timed runs):")
         for g, d in self.latency().items():
-            lines.append(f"  {g:>4} GPUs: n {d['n']:>3}  p50 {d['p50']:8.2f} ms  p90 {d['p90']:8.2f} ms  max {d['max']:8.2f} ms")
+            lines.append(
+                f"  {g:>4} GPUs: n {d['n']:>3}  p50 {d['p50']:8.2f} ms  p90 {d['p90']:8.2f} ms  max {d['max']:8.2f} ms"
+            )
         lines.append("\nworst ten (heuristic / reference, greedy / reference):")
         for c in self.worst():
-            lines.append(f"  {c.name:<20} {c.ratio:.4f}  {c.greedy_ratio if c.greedy_ratio is not None else float('nan'):.4f}")
+            lines.append(
+                f"  {c.name:<20} {c.ratio:.4f}  {c.greedy_ratio if c.greedy_ratio is not None else float('nan'):.4f}"
+            )
         for f in self.as_dict()["failures"]:
             lines.append(f"FAIL {f}")
         return "\n".join(lines)
@@ -163,14 +191,22 @@ def _stored_plan_problems(folder: Path, record: dict[str, Any], scenario, proble
         return [f"stored plan {path} is missing"]
     plan = load_plan(path, scenario)
     out = [f"stored plan breaks {v}" for v in check_plan(problem, plan.grid)]
-    if plan.metrics is None or abs(plan.metrics.objective - record["objective"]) > 1e-4 * max(1.0, abs(record["objective"])):
-        out.append(f"stored plan's objective {plan.metrics and plan.metrics.objective} is not the record's {record['objective']}")
+    if plan.metrics is None or abs(plan.metrics.objective - record["objective"]) > 1e-4 * max(
+        1.0, abs(record["objective"])
+    ):
+        out.append(
+            f"stored plan's objective {plan.metrics and plan.metrics.objective} is not the record's {record['objective']}"
+        )
     return out
 
 
-def run_corpus_bench(split: str = "heldout", repeat: int = 3, folder: Path = CORPUS_DIR,
-                     names: list[str] | None = None,
-                     progress: Callable[[str, int, int], None] | None = None) -> CorpusReport:
+def run_corpus_bench(
+    split: str = "heldout",
+    repeat: int = 3,
+    folder: Path = CORPUS_DIR,
+    names: list[str] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> CorpusReport:
     """Bench the heuristic and the greedy on the corpus records of `split` (or of `names`);
     `progress(split, scenarios done, scenarios)` after each one."""
     if split not in SPLITS:
@@ -193,9 +229,16 @@ def run_corpus_bench(split: str = "heldout", repeat: int = 3, folder: Path = COR
             continue
         scenario = load_scenario(folder / "scenarios" / f"{name}.json")
         problem = compile_scenario(scenario)
-        case = Case(name, problem.gpus, len(problem.batch), bool(record["proven"]), float(record["objective"]),
-                    record.get("bound"), time_scheduler(problem, "heuristic", repeat),
-                    time_scheduler(problem, "greedy", 1))
+        case = Case(
+            name,
+            problem.gpus,
+            len(problem.batch),
+            bool(record["proven"]),
+            float(record["objective"]),
+            record.get("bound"),
+            time_scheduler(problem, "heuristic", repeat),
+            time_scheduler(problem, "greedy", 1),
+        )
         case.problems = _stored_plan_problems(folder, record, scenario, problem)
         cases.append(case)
     if progress is not None:

@@ -69,8 +69,13 @@ class Solved:
     plan_text: str
 
 
-def solve_scenario(i: int, folder: Path = CORPUS_DIR, count_seconds: float = COUNT_SECONDS,
-                   exact_seconds: float = EXACT_SECONDS, large_seconds: float = LARGE_SECONDS) -> Solved:
+def solve_scenario(
+    i: int,
+    folder: Path = CORPUS_DIR,
+    count_seconds: float = COUNT_SECONDS,
+    exact_seconds: float = EXACT_SECONDS,
+    large_seconds: float = LARGE_SECONDS,
+) -> Solved:
     """Scenario i's best plan and proven bound, as the module docstring says."""
     from gpualloc.solvers.policies.milp.model import solve_milp
 
@@ -79,8 +84,9 @@ def solve_scenario(i: int, folder: Path = CORPUS_DIR, count_seconds: float = COU
     warm = max((heuristic_schedule(problem), greedy_schedule(problem)), key=lambda s: objective_of(problem, s))
     small = problem.gpus <= EXACT_GPUS
     gap_target = PROVEN_SMALL if small else PROVEN_LARGE
-    base = FullModeOptions(threads=1, mip_gap=gap_target, exact=False,
-                           time_limit=count_seconds if small else large_seconds)
+    base = FullModeOptions(
+        threads=1, mip_gap=gap_target, exact=False, time_limit=count_seconds if small else large_seconds
+    )
     t0 = time.perf_counter()
     result = solve_milp(problem, base, warm=warm)
     model = "count"
@@ -97,11 +103,19 @@ def solve_scenario(i: int, folder: Path = CORPUS_DIR, count_seconds: float = COU
     bound = max(result.bound, result.objective) if finite else None
     gap = relative_gap(bound, result.objective) if bound is not None else None
     record = {
-        "name": problem.name, "index": i, "split": split_of(i), "gpus": problem.gpus,
-        "node_size": problem.node_size, "horizon": problem.horizon, "jobs": len(problem.batch),
-        "apps": len(problem.realtime), "objective": round(result.objective, 6),
-        "bound": None if bound is None else round(bound, 6), "gap": None if gap is None else round(gap, 8),
-        "proven": gap is not None and gap <= gap_target, "model": model if problem.realtime else "exact",
+        "name": problem.name,
+        "index": i,
+        "split": split_of(i),
+        "gpus": problem.gpus,
+        "node_size": problem.node_size,
+        "horizon": problem.horizon,
+        "jobs": len(problem.batch),
+        "apps": len(problem.realtime),
+        "objective": round(result.objective, 6),
+        "bound": None if bound is None else round(bound, 6),
+        "gap": None if gap is None else round(gap, 8),
+        "proven": gap is not None and gap <= gap_target,
+        "model": model if problem.realtime else "exact",
         "seconds": round(seconds, 2),
     }
     plan = build_plan(problem, POLICIES["full-mode"], Solution(result.schedule, {"bound": bound, "gap": gap}))
@@ -138,11 +152,12 @@ def build_chunks(chunks: list[int], folder: Path = CORPUS_DIR, log=print, **limi
         with path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(result.record, sort_keys=True) + "\n")
         r = result.record
-        log(f"{r['name']}: objective {r['objective']:.4f} bound {r['bound']} gap {r['gap']} "
-            f"{'proven' if r['proven'] else 'open'} ({r['model']}, {r['seconds']} s)")
+        log(
+            f"{r['name']}: objective {r['objective']:.4f} bound {r['bound']} gap {r['gap']} "
+            f"{'proven' if r['proven'] else 'open'} ({r['model']}, {r['seconds']} s)"
+        )
     return len(todo)
 
 
 def chunk_count() -> int:
     return (SIZE + CHUNK - 1) // CHUNK
-

@@ -61,8 +61,10 @@ def explain_lines(job_id: str, messages: list[dict[str, Any]]) -> list[str]:
             lines.append(f"{at}  decided {p['action']}{where}{when}: {p['reason']}")
         elif kind == "plan.committed":
             started, ended = True, False
-            lines.append(f"{at}  started at step {p['step']} on GPUs {_span(p['assignments'].get(job_id, []))} "
-                         f"(commit seq {p['seq']})")
+            lines.append(
+                f"{at}  started at step {p['step']} on GPUs {_span(p['assignments'].get(job_id, []))} "
+                f"(commit seq {p['seq']})"
+            )
         elif kind in ("job.completed", "job.cancelled", "job.failed"):
             ended = kind != "job.failed"
             started = started and kind != "job.failed"
@@ -79,8 +81,10 @@ def waiting(job_id: str, commit: dict[str, Any]) -> list[str]:
     plan, step = commit.get("plan") or {"steps": 0, "holders": {}}, commit["step"]
     rects = plan["holders"].get(job_id, [])
     if not rects:
-        return [f"now (step {step}): waiting; no block in the {plan['steps']}-step window of the "
-                f"latest commit (seq {commit['seq']}): higher-value work and real-time demand fill it"]
+        return [
+            f"now (step {step}): waiting; no block in the {plan['steps']}-step window of the "
+            f"latest commit (seq {commit['seq']}): higher-value work and real-time demand fill it"
+        ]
     start = min(t0 for _, _, t0, _ in rects)
     block = [(g0, g1) for g0, g1, t0, _ in rects if t0 == start]
     gpus = [g for g0, g1 in block for g in range(g0, g1)]
@@ -92,4 +96,3 @@ def waiting(job_id: str, commit: dict[str, Any]) -> list[str]:
     held = ", ".join(f"{owner} until step {until}" for owner, until in sorted(holders.items(), key=lambda kv: kv[1]))
     line = f"now (step {step}): promised start at step {step + start} on GPUs {_span(gpus)}"
     return [line + (f"; before then its block is held by {held}" if held else "; its block is free until then")]
-

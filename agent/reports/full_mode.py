@@ -45,23 +45,38 @@ def bench_full_mode(scenarios: list[Scenario], options: SolveOptions) -> list[Fu
         problem = compile_scenario(scenario)
         solution = full.solve(problem, options)
         c = solution.certificate
-        rows.append(FullModeRow(scenario.name, options.full_mode.solver, objective_of(problem, solution.schedule),
-                                c["bound"], c["gap"], c["status"], c["source"], c["build_seconds"],
-                                c["solve_seconds"], c["warm_objective"],
-                                not full.check(problem, to_grid(problem, solution.schedule))))
+        rows.append(
+            FullModeRow(
+                scenario.name,
+                options.full_mode.solver,
+                objective_of(problem, solution.schedule),
+                c["bound"],
+                c["gap"],
+                c["status"],
+                c["source"],
+                c["build_seconds"],
+                c["solve_seconds"],
+                c["warm_objective"],
+                not full.check(problem, to_grid(problem, solution.schedule)),
+            )
+        )
     return rows
 
 
 def format_full_mode(rows: list[FullModeRow]) -> str:
-    head = (f"{'full mode':<22} {'solver':>6}  {'objective':>10}  {'bound':>10}  {'gap':>7}  {'status':>14}  "
-            f"{'build':>7}  {'solve':>8}  {'heur/full':>9}  legal")
+    head = (
+        f"{'full mode':<22} {'solver':>6}  {'objective':>10}  {'bound':>10}  {'gap':>7}  {'status':>14}  "
+        f"{'build':>7}  {'solve':>8}  {'heur/full':>9}  legal"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         bound = "-" if r.bound is None else f"{r.bound:.2f}"
         gap = "-" if r.gap is None else f"{100 * r.gap:.2f}%"
         share = "-" if r.heuristic_share is None else f"{100 * r.heuristic_share:.1f}%"
-        lines.append(f"{r.scenario:<22} {r.solver:>6}  {r.objective:>10.2f}  {bound:>10}  {gap:>7}  {r.status:>14}  "
-                     f"{r.build_seconds:>6.2f}s  {r.solve_seconds:>7.1f}s  {share:>9}  {'yes' if r.legal else 'NO'}")
+        lines.append(
+            f"{r.scenario:<22} {r.solver:>6}  {r.objective:>10.2f}  {bound:>10}  {gap:>7}  {r.status:>14}  "
+            f"{r.build_seconds:>6.2f}s  {r.solve_seconds:>7.1f}s  {share:>9}  {'yes' if r.legal else 'NO'}"
+        )
     return "\n".join(lines)
 
 
@@ -76,8 +91,11 @@ def record_best_known(rows: list[FullModeRow]) -> list[str]:
             continue
         if round(r.objective, 4) > entry["objective"]:
             said.append(f"{r.scenario}: objective {entry['objective']} -> {r.objective:.4f}")
-            entry.update(objective=round(r.objective, 4),
-                         source=f"gpualloc milp ({r.solver}), {r.solve_seconds:.0f} s", status=r.status)
+            entry.update(
+                objective=round(r.objective, 4),
+                source=f"gpualloc milp ({r.solver}), {r.solve_seconds:.0f} s",
+                status=r.status,
+            )
         if r.bound is not None and round(r.bound, 4) < entry["bound"]:
             said.append(f"{r.scenario}: bound {entry['bound']} -> {r.bound:.4f}")
             entry["bound"] = round(max(r.bound, entry["objective"]), 4)

@@ -18,8 +18,12 @@ from gpualloc.schemas import Metrics, Plan, Scenario
 from gpualloc.solvers.policies import policy
 
 KIND_HUES = {"training": 212, "batch_inference": 140, "quantization": 30, "realtime": 352}
-KIND_LABELS = {"training": "training", "batch_inference": "batch inference",
-               "quantization": "quantization", "realtime": "real-time"}
+KIND_LABELS = {
+    "training": "training",
+    "batch_inference": "batch inference",
+    "quantization": "quantization",
+    "realtime": "real-time",
+}
 _UNKNOWN = ("hsl(0,0%,55%)", "#ffffff")
 _CHAR_W = 6  # px per character of the 10px label font (a safe average for sans-serif)
 _MARGIN_L, _GAP, _TOP = 48, 44, 98
@@ -80,25 +84,37 @@ def _metrics_line(plan: Plan, metrics: Metrics | None) -> str:
     if metrics is None:
         return ""
     total = metrics.scheduled + len(metrics.unscheduled)
-    return (f"utilization {metrics.utilization:.1%} · value {metrics.value:.1f} · "
-            f"objective {metrics.objective:.1f} · shortfall {metrics.realtime_shortfall} · "
-            f"scheduled {metrics.scheduled}/{total}")
+    return (
+        f"utilization {metrics.utilization:.1%} · value {metrics.value:.1f} · "
+        f"objective {metrics.objective:.1f} · shortfall {metrics.realtime_shortfall} · "
+        f"scheduled {metrics.scheduled}/{total}"
+    )
 
 
 def _cell_size(gpus: int, horizon: int) -> tuple[int, int]:
     return max(6, min(28, 560 // horizon)), max(5, min(22, 440 // gpus))
 
 
-def _panel(scenario: Scenario, plan: Plan, metrics: Metrics | None, x0: int, y0: int,
-           cw: int, ch: int, colours: dict[str, tuple[str, str]]) -> list[str]:
+def _panel(
+    scenario: Scenario,
+    plan: Plan,
+    metrics: Metrics | None,
+    x0: int,
+    y0: int,
+    cw: int,
+    ch: int,
+    colours: dict[str, tuple[str, str]],
+) -> list[str]:
     G, T = scenario.gpus, scenario.horizon
     kinds = {j.id: j.kind for j in scenario.jobs}
     W, H = T * cw, G * ch
     name = policy(plan.scheduler).label
-    out = [f'<g class="panel" data-scheduler="{escape(plan.scheduler)}">',
-           f'<text x="{x0}" y="{y0 - 40}" font-size="14" font-weight="bold">{escape(name)}</text>',
-           f'<text x="{x0}" y="{y0 - 24}" font-size="11" fill="#333">{escape(_metrics_line(plan, metrics))}</text>',
-           f'<rect x="{x0}" y="{y0}" width="{W}" height="{H}" fill="#f3f3f3" stroke="#999"/>']
+    out = [
+        f'<g class="panel" data-scheduler="{escape(plan.scheduler)}">',
+        f'<text x="{x0}" y="{y0 - 40}" font-size="14" font-weight="bold">{escape(name)}</text>',
+        f'<text x="{x0}" y="{y0 - 24}" font-size="11" fill="#333">{escape(_metrics_line(plan, metrics))}</text>',
+        f'<rect x="{x0}" y="{y0}" width="{W}" height="{H}" fill="#f3f3f3" stroke="#999"/>',
+    ]
     for t in range(1, T):
         out.append(f'<line x1="{x0 + t * cw}" y1="{y0}" x2="{x0 + t * cw}" y2="{y0 + H}" stroke="#e2e2e2"/>')
     if ch >= 8:
@@ -116,20 +132,30 @@ def _panel(scenario: Scenario, plan: Plan, metrics: Metrics | None, x0: int, y0:
         kind = KIND_LABELS.get(kinds.get(r.job, ""), "unknown job")
         gpus = f"GPU {r.g0}" if r.g1 - r.g0 == 1 else f"GPUs {r.g0}-{r.g1 - 1}"
         tip = f"{r.job} ({kind}): {gpus}, steps {r.t0}-{r.t1 - 1}"
-        out.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="{fill}" stroke="#ffffff" '
-                   f'stroke-width="1"><title>{escape(tip)}</title></rect>')
+        out.append(
+            f'<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="{fill}" stroke="#ffffff" '
+            f'stroke-width="1"><title>{escape(tip)}</title></rect>'
+        )
         if best[r.job] is r and w >= len(r.job) * _CHAR_W + 4 and h >= 11:
-            out.append(f'<text x="{x + w // 2}" y="{y + h // 2 + 4}" font-size="10" text-anchor="middle" '
-                       f'fill="{ink}">{escape(r.job)}</text>')
+            out.append(
+                f'<text x="{x + w // 2}" y="{y + h // 2 + 4}" font-size="10" text-anchor="middle" '
+                f'fill="{ink}">{escape(r.job)}</text>'
+            )
     N = scenario.node_size
     for g in range(N, G, N):
-        out.append(f'<line x1="{x0}" y1="{y0 + g * ch}" x2="{x0 + W}" y2="{y0 + g * ch}" stroke="#444" stroke-width="2"/>')
+        out.append(
+            f'<line x1="{x0}" y1="{y0 + g * ch}" x2="{x0 + W}" y2="{y0 + g * ch}" stroke="#444" stroke-width="2"/>'
+        )
     every_t = max(1, -(-20 // cw))
     for t in range(0, T, every_t):
-        out.append(f'<text x="{x0 + t * cw + cw // 2}" y="{y0 - 5}" font-size="9" text-anchor="middle" fill="#555">{t}</text>')
+        out.append(
+            f'<text x="{x0 + t * cw + cw // 2}" y="{y0 - 5}" font-size="9" text-anchor="middle" fill="#555">{t}</text>'
+        )
     every_g = max(1, -(-11 // ch))
     for g in range(0, G, every_g):
-        out.append(f'<text x="{x0 - 4}" y="{y0 + g * ch + ch // 2 + 3}" font-size="9" text-anchor="end" fill="#555">{g}</text>')
+        out.append(
+            f'<text x="{x0 - 4}" y="{y0 + g * ch + ch // 2 + 3}" font-size="9" text-anchor="end" fill="#555">{g}</text>'
+        )
     out.append("</g>")
     return out
 
@@ -148,14 +174,19 @@ def render_gantt(scenario: Scenario, plans: Sequence[Plan], metrics: Sequence[Me
     legend_y = _TOP + H + 30
     height = legend_y + 30
     hours = scenario.step_minutes / 60
-    sub = (f"{G} GPUs" + (f" in nodes of {scenario.node_size}" if scenario.node_size != G else "")
-           + f" x {T} steps of {hours:g} h · {len(scenario.jobs)} jobs")
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">',
-           f'<title>{escape(scenario.name)}: GPU allocation plans</title>',
-           f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
-           f'<text x="12" y="22" font-size="16" font-weight="bold">{escape(scenario.name)}</text>',
-           f'<text x="12" y="38" font-size="11" fill="#555">{escape(sub)} (rows: GPUs, columns: steps)</text>']
+    sub = (
+        f"{G} GPUs"
+        + (f" in nodes of {scenario.node_size}" if scenario.node_size != G else "")
+        + f" x {T} steps of {hours:g} h · {len(scenario.jobs)} jobs"
+    )
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">',
+        f"<title>{escape(scenario.name)}: GPU allocation plans</title>",
+        f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
+        f'<text x="12" y="22" font-size="16" font-weight="bold">{escape(scenario.name)}</text>',
+        f'<text x="12" y="38" font-size="11" fill="#555">{escape(sub)} (rows: GPUs, columns: steps)</text>',
+    ]
     for i, (plan, m) in enumerate(zip(plans, mets)):
         out.extend(_panel(scenario, plan, m, _MARGIN_L + i * (W + _GAP), _TOP, cw, ch, colours))
     x = _MARGIN_L
@@ -168,7 +199,9 @@ def render_gantt(scenario: Scenario, plans: Sequence[Plan], metrics: Sequence[Me
     out.append(f'<text x="{x + 19}" y="{legend_y + 11}" font-size="11">idle</text>')
     x += 19 + 4 * 7 + 18
     if scenario.node_size != G:
-        out.append(f'<line x1="{x}" y1="{legend_y + 7}" x2="{x + 14}" y2="{legend_y + 7}" stroke="#444" stroke-width="2"/>')
+        out.append(
+            f'<line x1="{x}" y1="{legend_y + 7}" x2="{x + 14}" y2="{legend_y + 7}" stroke="#444" stroke-width="2"/>'
+        )
         out.append(f'<text x="{x + 19}" y="{legend_y + 11}" font-size="11">node boundary</text>')
     out.append("</g>")
     out.append("</svg>")

@@ -28,8 +28,13 @@ from gpualloc.schemas.config import AgentSettings
 async def serve(bootstrap: str, topics: Topics, pool: str = "default") -> None:
     settings = AgentSettings()
     counts = await ensure_topics(bootstrap, topics, settings.partitions, settings.retention_ms)
-    producer = kafka_clients.producer(bootstrap, transactional_id=f"{topics.transactional_id(pool)}-null",
-                                      enable_idempotence=True, acks="all", linger_ms=1)
+    producer = kafka_clients.producer(
+        bootstrap,
+        transactional_id=f"{topics.transactional_id(pool)}-null",
+        enable_idempotence=True,
+        acks="all",
+        linger_ms=1,
+    )
     consumer = reader(bootstrap, settings.fetch_wait_ms)
     await kafka_clients.started(producer, "null agent: producer")
     await kafka_clients.started(consumer, "null agent: reader")
@@ -49,10 +54,15 @@ async def serve(bootstrap: str, topics: Topics, pool: str = "default") -> None:
                 for m in messages:
                     message = orjson.loads(m.value) if m.value else {}
                     if message.get("type") == "job.submitted":
-                        decided = {"job_id": message["payload"]["id"], "action": "queued", "pass_seq": passes,
-                                   "latency_ms": round((time.perf_counter() - received) * 1000, 3)}
-                        await producer.send(topics.decisions, orjson.dumps({"type": "allocation.decided",
-                                                                            "payload": decided}), key=key)
+                        decided = {
+                            "job_id": message["payload"]["id"],
+                            "action": "queued",
+                            "pass_seq": passes,
+                            "latency_ms": round((time.perf_counter() - received) * 1000, 3),
+                        }
+                        await producer.send(
+                            topics.decisions, orjson.dumps({"type": "allocation.decided", "payload": decided}), key=key
+                        )
             await producer.send(topics.ledger, orjson.dumps({"type": "pass.recorded", "pass": passes}), key=key)
             await producer.commit_transaction()
     finally:

@@ -23,6 +23,5 @@ class Progress:
             return
         self.last = now
         share = f" ({done / total:.0%})" if total else ""
-        self.out.write(f"gpualloc {self.command}: {what} {done}/{total} {self.unit}{share}, "
-                       f"{now - self.began:.0f} s\n")
+        self.out.write(f"gpualloc {self.command}: {what} {done}/{total} {self.unit}{share}, {now - self.began:.0f} s\n")
         self.out.flush()

@@ -37,14 +37,21 @@ class RecoveryResult:
     max_s: float
 
     def line(self) -> str:
-        return (f"start to first decision after SIGKILL, {self.queued} jobs queued at 64 GPUs: p50 {self.p50_s:.2f} s, "
-                f"max {self.max_s:.2f} s over {self.restarts} restarts")
+        return (
+            f"start to first decision after SIGKILL, {self.queued} jobs queued at 64 GPUs: p50 {self.p50_s:.2f} s, "
+            f"max {self.max_s:.2f} s over {self.restarts} restarts"
+        )
 
 
 def _job(n: int, tag: str, gpus: int = 8, duration: int = 40) -> bytes:
-    return orjson.dumps(envelope("job.submitted", {"id": f"{tag}-{n}", "kind": "training", "priority": 1 + n % 9,
-                                                   "gpus": gpus, "duration": duration},
-                                 datetime.now(timezone.utc), f"{tag}-e{n}"))
+    return orjson.dumps(
+        envelope(
+            "job.submitted",
+            {"id": f"{tag}-{n}", "kind": "training", "priority": 1 + n % 9, "gpus": gpus, "duration": duration},
+            datetime.now(timezone.utc),
+            f"{tag}-e{n}",
+        )
+    )
 
 
 async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) -> RecoveryResult:
@@ -52,8 +59,22 @@ async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) 
     topics = Topics.with_prefix(prefix)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(POOL, f)
-    command = [sys.executable, "-m", "gpualloc", "agent", "--bootstrap", bootstrap, "--topic-prefix", prefix,
-               "--config", f.name, "--step-seconds", "30", "--full-mode-every", "0"]
+    command = [
+        sys.executable,
+        "-m",
+        "gpualloc",
+        "agent",
+        "--bootstrap",
+        bootstrap,
+        "--topic-prefix",
+        prefix,
+        "--config",
+        f.name,
+        "--step-seconds",
+        "30",
+        "--full-mode-every",
+        "0",
+    ]
     producer = kafka_clients.producer(bootstrap, linger_ms=5)
     decisions = Decisions(bootstrap, topics)
     decided = decisions.at
@@ -75,9 +96,16 @@ async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) 
     return RecoveryResult(queued, repeat, round(statistics.median(times), 3), round(max(times), 3))
 
 
-async def killed_and_back(agent: subprocess.Popen, command: list[str], producer: AIOKafkaProducer, topics: Topics,
-                          decisions: Decisions, probe: str, stderr: IO | int = subprocess.DEVNULL,
-                          seconds: float = 60) -> tuple[subprocess.Popen, float]:
+async def killed_and_back(
+    agent: subprocess.Popen,
+    command: list[str],
+    producer: AIOKafkaProducer,
+    topics: Topics,
+    decisions: Decisions,
+    probe: str,
+    stderr: IO | int = subprocess.DEVNULL,
+    seconds: float = 60,
+) -> tuple[subprocess.Popen, float]:
     """SIGKILL `agent`, start `command` again and submit job `probe` at once: the new process,
     and the seconds from its start to the probe's decision (imports, fencing the old producer,
     the snapshot and the ledger after it, the pass). TimeoutError after `seconds`."""

@@ -114,18 +114,35 @@ class ScaleReport:
 
 
 def pool_payload(gpus: int, horizon: int, node_gpus: int = NODE_GPUS) -> dict:
-    return {"gpus": gpus, "gpus_per_node": node_gpus, "horizon": horizon, "step_minutes": STEP_MINUTES,
-            "swap_cap": max(2, gpus // 128), "gpu_type": GPU_TYPE, "gpu_memory_gb": 80.0}
+    return {
+        "gpus": gpus,
+        "gpus_per_node": node_gpus,
+        "horizon": horizon,
+        "step_minutes": STEP_MINUTES,
+        "swap_cap": max(2, gpus // 128),
+        "gpu_type": GPU_TYPE,
+        "gpu_memory_gb": 80.0,
+    }
 
 
 def app_payloads(gpus: int, apps: int) -> list[dict]:
     """`apps` real-time apps sharing about a quarter of the pool, each with a daily peak of its own."""
     top = max(2, gpus // (4 * max(apps, 1)))
     low = max(1, top // 4)
-    return [{"id": f"rt-{i}", "priority": 5 + i % 5, "min_gpus": low, "max_gpus": top, "rps_per_gpu": 100.0,
-             "profile": [low + (top - low) * (12 - min(abs(h - (9 + i) % 24), 24 - abs(h - (9 + i) % 24))) // 12
-                         for h in range(24)]}
-            for i in range(apps)]
+    return [
+        {
+            "id": f"rt-{i}",
+            "priority": 5 + i % 5,
+            "min_gpus": low,
+            "max_gpus": top,
+            "rps_per_gpu": 100.0,
+            "profile": [
+                low + (top - low) * (12 - min(abs(h - (9 + i) % 24), 24 - abs(h - (9 + i) % 24))) // 12
+                for h in range(24)
+            ],
+        }
+        for i in range(apps)
+    ]
 
 
 def backlog_payloads(gpus: int, queued: int, id_chars: int, seed: int = 0) -> list[dict]:
@@ -140,8 +157,15 @@ def backlog_payloads(gpus: int, queued: int, id_chars: int, seed: int = 0) -> li
             job = sample_job(rng, GPU_TYPE, STEP_MINUTES, max(1, gpus // 2))
             out.append({"id": job_id, "kind": job.kind, "priority": job.priority, "features": job.features})
         else:
-            out.append({"id": job_id, "kind": "training", "priority": rng.randint(1, 10),
-                        "gpus": rng.choice(sizes), "duration": rng.randint(1, 24)})
+            out.append(
+                {
+                    "id": job_id,
+                    "kind": "training",
+                    "priority": rng.randint(1, 10),
+                    "gpus": rng.choice(sizes),
+                    "duration": rng.randint(1, 24),
+                }
+            )
     return out
 
 
@@ -289,8 +313,9 @@ class Agent:
         self.log.close()
 
 
-async def bounded(result: ScaleResult, name: str, work: Awaitable[T], seconds: float,
-                  agent: Agent | None = None) -> T | None:
+async def bounded(
+    result: ScaleResult, name: str, work: Awaitable[T], seconds: float, agent: Agent | None = None
+) -> T | None:
     """`work` within `seconds`; on failure its error goes in `result.errors[name]` (with what the
     agent logged) and None is returned, so the bench goes on."""
     try:
@@ -302,22 +327,45 @@ async def bounded(result: ScaleResult, name: str, work: Awaitable[T], seconds: f
         return None
 
 
-async def measure_scale(bootstrap: str, gpus: int, apps: int = 3, queued: int = 2000, rate: float = 100,
-                        seconds: float = 20, step_seconds: float = 10.0, horizon: int = 48, full_mode: bool = False,
-                        id_chars: int = 0, node_gpus: int = NODE_GPUS) -> ScaleResult:
+async def measure_scale(
+    bootstrap: str,
+    gpus: int,
+    apps: int = 3,
+    queued: int = 2000,
+    rate: float = 100,
+    seconds: float = 20,
+    step_seconds: float = 10.0,
+    horizon: int = 48,
+    full_mode: bool = False,
+    id_chars: int = 0,
+    node_gpus: int = NODE_GPUS,
+) -> ScaleResult:
     """One pool size through the phases of the module docstring."""
     prefix = f"scale-{uuid.uuid4().hex[:8]}."
     topics = Topics.with_prefix(prefix)
     backlog = backlog_payloads(gpus, queued, id_chars)
-    result = ScaleResult(gpus, apps, queued, sum("features" in j for j in backlog), horizon, step_seconds, rate,
-                         seconds, node_gpus)
+    result = ScaleResult(
+        gpus, apps, queued, sum("features" in j for j in backlog), horizon, step_seconds, rate, seconds, node_gpus
+    )
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(pool_payload(gpus, horizon, node_gpus), f)
     settings = AgentSettings()
     await ensure_topics(bootstrap, topics, settings.partitions, settings.retention_ms)  # as the agent makes them
-    command = [sys.executable, "-m", "gpualloc", "agent", "--bootstrap", bootstrap, "--topic-prefix", prefix,
-               "--config", f.name, "--step-seconds", str(step_seconds),
-               *([] if full_mode else ["--full-mode-every", "0"])]
+    command = [
+        sys.executable,
+        "-m",
+        "gpualloc",
+        "agent",
+        "--bootstrap",
+        bootstrap,
+        "--topic-prefix",
+        prefix,
+        "--config",
+        f.name,
+        "--step-seconds",
+        str(step_seconds),
+        *([] if full_mode else ["--full-mode-every", "0"]),
+    ]
     agent = Agent(command)
     producer = kafka_clients.producer(bootstrap, linger_ms=2, acks=1)
     decisions, commits = Decisions(bootstrap, topics), Commits(bootstrap, topics)
@@ -329,25 +377,52 @@ async def measure_scale(bootstrap: str, gpus: int, apps: int = 3, queued: int = 
             await follower.start()
         sampler = asyncio.create_task(children.sample(agent.process.pid))
         now = datetime.now(timezone.utc)
-        sent = [await producer.send_and_wait(topics.traffic, key=b"default", value=orjson.dumps(
-            envelope("app.registered", a, now, f"app-{a['id']}"))) for a in app_payloads(gpus, apps)]
+        sent = [
+            await producer.send_and_wait(
+                topics.traffic, key=b"default", value=orjson.dumps(envelope("app.registered", a, now, f"app-{a['id']}"))
+            )
+            for a in app_payloads(gpus, apps)
+        ]
         # the apps first, as an operator registers them before work arrives: in one poll with the
         # backlog they would meet a pool its running jobs already fill
-        await bounded(result, "apps", until(lambda: agent.exited() or all(
-            frontier.next.get(f"{m.topic}:{m.partition}", 0) > m.offset for m in sent), WAIT_S["backlog"]),
-            WAIT_S["backlog"] + 1, agent)
+        await bounded(
+            result,
+            "apps",
+            until(
+                lambda: (
+                    agent.exited() or all(frontier.next.get(f"{m.topic}:{m.partition}", 0) > m.offset for m in sent)
+                ),
+                WAIT_S["backlog"],
+            ),
+            WAIT_S["backlog"] + 1,
+            agent,
+        )
         began = time.perf_counter()
         await Upstream(producer, topics.jobs, prefix).send_values(
-            [orjson.dumps(envelope("job.submitted", j, now, f"{prefix}q{n}")) for n, j in enumerate(backlog)])
+            [orjson.dumps(envelope("job.submitted", j, now, f"{prefix}q{n}")) for n, j in enumerate(backlog)]
+        )
         ids = [j["id"] for j in backlog]
-        await bounded(result, "backlog", until(lambda: agent.exited() or all(j in decisions.at for j in ids),
-                                               WAIT_S["backlog"]), WAIT_S["backlog"] + 1, agent)
+        await bounded(
+            result,
+            "backlog",
+            until(lambda: agent.exited() or all(j in decisions.at for j in ids), WAIT_S["backlog"]),
+            WAIT_S["backlog"] + 1,
+            agent,
+        )
         if all(j in decisions.at for j in ids):
             result.backlog_s = round(max(decisions.at[j] for j in ids) - began, 2)
         result.backlog_decided = sum(j in decisions.at for j in ids)
         result.rejected = sum(decisions.actions.get(j) == "rejected" for j in ids)
-        await _arrivals(result, agent, producer, topics, prefix, decisions, commits,
-                        [j for j in ids if decisions.actions.get(j) not in (None, "rejected")])
+        await _arrivals(
+            result,
+            agent,
+            producer,
+            topics,
+            prefix,
+            decisions,
+            commits,
+            [j for j in ids if decisions.actions.get(j) not in (None, "rejected")],
+        )
         await _status(result, bootstrap, prefix)
         if not agent.exited():
             with contextlib.suppress(OSError, KeyError):
@@ -377,18 +452,35 @@ async def measure_scale(bootstrap: str, gpus: int, apps: int = 3, queued: int = 
     return result
 
 
-async def _arrivals(result: ScaleResult, agent: Agent, producer: AIOKafkaProducer, topics: Topics, prefix: str,
-                    decisions: Decisions, commits: Commits, outstanding: list[str]) -> None:
+async def _arrivals(
+    result: ScaleResult,
+    agent: Agent,
+    producer: AIOKafkaProducer,
+    topics: Topics,
+    prefix: str,
+    decisions: Decisions,
+    commits: Commits,
+    outstanding: list[str],
+) -> None:
     """`rate` arrivals a second for `seconds` (each completing the oldest outstanding job): their
     latency, and the boundaries that passed meanwhile."""
     sent_at: dict[str, float] = {}
     wall = time.time()
-    await bounded(result, "arrivals", paced(Upstream(producer, topics.jobs, f"{prefix}a"), result.rate,
-                                            result.seconds, list(outstanding), sent_at),
-                  result.seconds + WAIT_S["drain"], agent)
+    await bounded(
+        result,
+        "arrivals",
+        paced(Upstream(producer, topics.jobs, f"{prefix}a"), result.rate, result.seconds, list(outstanding), sent_at),
+        result.seconds + WAIT_S["drain"],
+        agent,
+    )
     await producer.flush()
-    await bounded(result, "decisions", until(lambda: agent.exited() or all(j in decisions.at for j in sent_at),
-                                             WAIT_S["drain"]), WAIT_S["drain"] + 1, agent)
+    await bounded(
+        result,
+        "decisions",
+        until(lambda: agent.exited() or all(j in decisions.at for j in sent_at), WAIT_S["drain"]),
+        WAIT_S["drain"] + 1,
+        agent,
+    )
     if agent.exited():
         result.errors["agent"] = f"exited ({agent.process.returncode}) before the bench stopped it: {agent.errors()}"
     decided = [(decisions.at[j] - sent_at[j]) * 1000 for j in sent_at if j in decisions.at]
@@ -403,7 +495,8 @@ async def _arrivals(result: ScaleResult, agent: Agent, producer: AIOKafkaProduce
     elif time.time() - wall > 2 * result.step_seconds:
         logged = agent.errors()
         result.errors["commits"] = f"no commit readable in {time.time() - wall:.0f} s" + (
-            f"; the agent logged: {logged}" if logged else "")
+            f"; the agent logged: {logged}" if logged else ""
+        )
 
 
 async def _status(result: ScaleResult, bootstrap: str, prefix: str) -> None:
@@ -411,8 +504,9 @@ async def _status(result: ScaleResult, bootstrap: str, prefix: str) -> None:
     command = [sys.executable, "-m", "gpualloc", "status", "--bootstrap", bootstrap, "--topic-prefix", prefix]
     began = time.perf_counter()
     try:
-        done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True,
-                                       timeout=WAIT_S["status"])
+        done = await asyncio.to_thread(
+            subprocess.run, command, capture_output=True, text=True, timeout=WAIT_S["status"]
+        )
     except subprocess.TimeoutExpired:
         result.errors["status"] = f"no answer within {WAIT_S['status']:.0f} s"
         return
@@ -422,8 +516,15 @@ async def _status(result: ScaleResult, bootstrap: str, prefix: str) -> None:
         result.errors["status"] = f"exit {done.returncode}: " + (done.stderr.strip().splitlines() or [""])[-1][:240]
 
 
-async def _recovery(result: ScaleResult, agent: Agent, producer: AIOKafkaProducer, topics: Topics, prefix: str,
-                    decisions: Decisions, children: Children) -> None:
+async def _recovery(
+    result: ScaleResult,
+    agent: Agent,
+    producer: AIOKafkaProducer,
+    topics: Topics,
+    prefix: str,
+    decisions: Decisions,
+    children: Children,
+) -> None:
     """SIGKILL and restart: the seconds to a job submitted with the restart decided, and the
     killed agent's child processes still running ORPHAN_S after the kill."""
     if agent.exited():
@@ -432,9 +533,15 @@ async def _recovery(result: ScaleResult, agent: Agent, producer: AIOKafkaProduce
     killed = descendants(agent.process.pid)
     children.seen.update(killed)
     began = time.perf_counter()
-    back = await bounded(result, "recovery", killed_and_back(agent.process, agent.command, producer, topics, decisions,
-                                                             f"{prefix}probe", agent.log, WAIT_S["recovery"]),
-                         WAIT_S["recovery"] + 5, agent)
+    back = await bounded(
+        result,
+        "recovery",
+        killed_and_back(
+            agent.process, agent.command, producer, topics, decisions, f"{prefix}probe", agent.log, WAIT_S["recovery"]
+        ),
+        WAIT_S["recovery"] + 5,
+        agent,
+    )
     await asyncio.sleep(max(0.0, ORPHAN_S - (time.perf_counter() - began)))
     result.left_after_kill = sum(running(pid, started) for pid, started in killed.items())
     if back is None:
@@ -470,8 +577,9 @@ async def _bytes(result: ScaleResult, bootstrap: str, topics: Topics) -> None:
     counts = await partition_counts(bootstrap, [topics.ledger, topics.state])
     consumer: AIOKafkaConsumer = await kafka_clients.started(reader(bootstrap), "bench: history reader")
     try:
-        records = await read_range(consumer, {tp: 0 for t in (topics.ledger, topics.state)
-                                               for tp in partitions(counts, t)})
+        records = await read_range(
+            consumer, {tp: 0 for t in (topics.ledger, topics.state) for tp in partitions(counts, t)}
+        )
     finally:
         await kafka_clients.close(consumer)
     ledger = [r.value for r in records if r.topic == topics.ledger and r.value]
@@ -506,8 +614,10 @@ def table(results: list[ScaleResult]) -> str:
         return "no sizes measured"
     r0 = results[0]
     rows = [
-        ("backlog decided (s)", lambda r: _cell(r.backlog_s) if r.backlog_decided == r.queued
-         else f"{r.backlog_decided:,} of {r.queued:,}"),
+        (
+            "backlog decided (s)",
+            lambda r: _cell(r.backlog_s) if r.backlog_decided == r.queued else f"{r.backlog_decided:,} of {r.queued:,}",
+        ),
         ("backlog rejected", lambda r: _cell(r.rejected)),
         ("decided / arrivals", lambda r: _pair(r.decided, r.arrivals)),
         ("decision p50 / p99 (ms)", lambda r: _pair(r.p50_ms, r.p99_ms)),
@@ -528,13 +638,14 @@ def table(results: list[ScaleResult]) -> str:
     width = max(len(name) for name, _ in rows) + 2
     columns = [[f"{r.gpus:,} GPUs"] + [cell(r) for _, cell in rows] for r in results]
     col = [max(len(c) for c in column) + 2 for column in columns]
-    lines = [f"scale: {r0.node_gpus} GPUs a node, horizon {r0.horizon}, {STEP_MINUTES}-minute steps every "
-             f"{r0.step_seconds:g} s, {r0.apps} apps, {r0.queued:,} queued ({FEATURED:.0%} by features), "
-             f"{r0.rate:g} arrivals/s for {r0.seconds:g} s",
-             " " * width + "".join(c[0].rjust(w) for c, w in zip(columns, col))]
+    lines = [
+        f"scale: {r0.node_gpus} GPUs a node, horizon {r0.horizon}, {STEP_MINUTES}-minute steps every "
+        f"{r0.step_seconds:g} s, {r0.apps} apps, {r0.queued:,} queued ({FEATURED:.0%} by features), "
+        f"{r0.rate:g} arrivals/s for {r0.seconds:g} s",
+        " " * width + "".join(c[0].rjust(w) for c, w in zip(columns, col)),
+    ]
     for i, (name, _) in enumerate(rows, start=1):
         lines.append(name.ljust(width) + "".join(c[i].rjust(w) for c, w in zip(columns, col)))
     for r in results:
         lines += [f"{r.gpus:,} GPUs, {name}: {error}" for name, error in r.errors.items()]
     return "\n".join(lines)
-

@@ -17,55 +17,78 @@ from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_po
 
 
 def table(rows: list[DayReport], sim: Simulation) -> str:
-    head = (f"{'policy':<15} {'day':>4}  {'util':>6}  {'value':>10}  {'timely':>10}  {'rt short':>8}  {'started':>7}  "
-            f"{'done':>5}  {'queue':>6}  {'JCT':>6}")
+    head = (
+        f"{'policy':<15} {'day':>4}  {'util':>6}  {'value':>10}  {'timely':>10}  {'rt short':>8}  {'started':>7}  "
+        f"{'done':>5}  {'queue':>6}  {'JCT':>6}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         day = "all" if r.day is None else str(r.day)
         q = "-" if r.mean_queue_steps is None else f"{r.mean_queue_steps:.1f}"
         jct = "-" if r.mean_completion_steps is None else f"{r.mean_completion_steps:.1f}"
-        lines.append(f"{r.policy:<15} {day:>4}  {r.utilization:>6.1%}  {r.value:>10.1f}  {r.timely_value:>10.1f}  "
-                     f"{r.realtime_shortfall:>8}  "
-                     f"{r.started:>7}  {r.completed:>5}  {q:>6}  {jct:>6}")
-    scope = (f"whole trace: each run until its jobs finished, at most {sim.cap} steps" if sim.drained
-             else "within the days simulated")
-    lines += ["", f"every job submitted ({scope}):",
-              f"{'policy':<15} {'jobs':>5} {'started':>7} {'done':>5} {'never':>5}  {'queue p50/p90/p99/max':>22}  "
-              f"{'JCT p50/p90/p99/max':>22}  {'fairness':>8}"]
+        lines.append(
+            f"{r.policy:<15} {day:>4}  {r.utilization:>6.1%}  {r.value:>10.1f}  {r.timely_value:>10.1f}  "
+            f"{r.realtime_shortfall:>8}  "
+            f"{r.started:>7}  {r.completed:>5}  {q:>6}  {jct:>6}"
+        )
+    scope = (
+        f"whole trace: each run until its jobs finished, at most {sim.cap} steps"
+        if sim.drained
+        else "within the days simulated"
+    )
+    lines += [
+        "",
+        f"every job submitted ({scope}):",
+        f"{'policy':<15} {'jobs':>5} {'started':>7} {'done':>5} {'never':>5}  {'queue p50/p90/p99/max':>22}  "
+        f"{'JCT p50/p90/p99/max':>22}  {'fairness':>8}",
+    ]
     for policy, run in sim.runs.items():
         o = outcomes(sim, run)
-        lines.append(f"{policy:<15} {o.submitted:>5} {o.started:>7} {o.completed:>5} {o.never_started:>5}  "
-                     f"{_spread(o.queue_steps):>22}  {_spread(o.completion_steps):>22}  "
-                     f"{'-' if o.slowdown_fairness is None else f'{o.slowdown_fairness:.3f}':>8}")
+        lines.append(
+            f"{policy:<15} {o.submitted:>5} {o.started:>7} {o.completed:>5} {o.never_started:>5}  "
+            f"{_spread(o.queue_steps):>22}  {_spread(o.completion_steps):>22}  "
+            f"{'-' if o.slowdown_fairness is None else f'{o.slowdown_fairness:.3f}':>8}"
+        )
     lines.append("")
     for policy, run in sim.runs.items():
         bad = executed_violations(sim, run)
-        lines.append(f"{policy}: {'legal at every committed step' if not bad else f'{len(bad)} VIOLATIONS, first: {bad[0]}'}"
-                     + (f"; full mode adopted at {len(run.full_mode_adopted)} of {len(run.full_mode)} runs"
-                        if online_policy(base_policy(policy)).full_mode is not None else ""))
+        lines.append(
+            f"{policy}: {'legal at every committed step' if not bad else f'{len(bad)} VIOLATIONS, first: {bad[0]}'}"
+            + (
+                f"; full mode adopted at {len(run.full_mode_adopted)} of {len(run.full_mode)} runs"
+                if online_policy(base_policy(policy)).full_mode is not None
+                else ""
+            )
+        )
         figures = full_mode_figures(run)
         if figures:
             gap = figures["hot_gap"]
-            lines.append(f"{policy}: full mode solved {figures['solves']} snapshots, beat the hot path's plan on "
-                         f"{figures['improved']} (by {figures['improvement_mean'] or 0:.2%} on average), adopted "
-                         f"{figures['adopted']}; the hot path's gap to the bound on its snapshot "
-                         f"({figures['capacity_bounds']} of them the capacity relaxation's): "
-                         + (f"p50 {gap['p50']:.2%}, p90 {gap['p90']:.2%}, max {gap['max']:.2%}" if gap else "no bound"))
+            lines.append(
+                f"{policy}: full mode solved {figures['solves']} snapshots, beat the hot path's plan on "
+                f"{figures['improved']} (by {figures['improvement_mean'] or 0:.2%} on average), adopted "
+                f"{figures['adopted']}; the hot path's gap to the bound on its snapshot "
+                f"({figures['capacity_bounds']} of them the capacity relaxation's): "
+                + (f"p50 {gap['p50']:.2%}, p90 {gap['p90']:.2%}, max {gap['max']:.2%}" if gap else "no bound")
+            )
         refused = refusals(run)
         lines.append(f"{policy}: {len(refused)} inputs refused" + (f", first: {refused[0]}" if refused else ""))
     for policy, price in forecast_price(rows, sim).items():
         kept = "-" if price["gain_kept"] is None else f"{price['gain_kept']:.1%}"
         ratio = "-" if price["shortfall_ratio"] is None else f"{price['shortfall_ratio']:.2f}x"
         steady = "-" if price["steady_shortfall_ratio"] is None else f"{price['steady_shortfall_ratio']:.2f}x"
-        lines.append(f"{policy}: forecast-driven keeps {kept} of the oracle's value gain over fifo/oracle "
-                     f"({price['forecast_value']:.1f} vs {price['oracle_value']:.1f}, fifo {price['fifo_oracle_value']:.1f}); "
-                     f"real-time shortfall {price['forecast_shortfall']} vs {price['oracle_shortfall']} ({ratio}), "
-                     f"of which at one-step spikes {price['forecast_spike_shortfall']} vs "
-                     f"{price['oracle_spike_shortfall']} ({steady} away from them)")
-    lines.append("queue and JCT in steps (a job never started waits to the run's end); value is undiscounted "
-                 "priority x GPU-steps (real-time: served only), timely value the same with each batch GPU-step "
-                 "discounted by the pool's time_decay per step since its job arrived; fairness: Jain's index over priority classes "
-                 "of mean slowdown (JCT / run time)")
+        lines.append(
+            f"{policy}: forecast-driven keeps {kept} of the oracle's value gain over fifo/oracle "
+            f"({price['forecast_value']:.1f} vs {price['oracle_value']:.1f}, fifo {price['fifo_oracle_value']:.1f}); "
+            f"real-time shortfall {price['forecast_shortfall']} vs {price['oracle_shortfall']} ({ratio}), "
+            f"of which at one-step spikes {price['forecast_spike_shortfall']} vs "
+            f"{price['oracle_spike_shortfall']} ({steady} away from them)"
+        )
+    lines.append(
+        "queue and JCT in steps (a job never started waits to the run's end); value is undiscounted "
+        "priority x GPU-steps (real-time: served only), timely value the same with each batch GPU-step "
+        "discounted by the pool's time_decay per step since its job arrived; fairness: Jain's index over priority classes "
+        "of mean slowdown (JCT / run time)"
+    )
     return "\n".join(lines)
 
 
@@ -76,16 +99,24 @@ def _spread(q: dict[str, float]) -> str:
 def refusals(run: PolicyRun) -> list[str]:
     """What the pool refused: jobs decided `rejected` (a size no block fits, say) and events it
     could not act on (the agent's dead letters), each with its reason."""
-    return ([f"job {d.job_id!r} rejected: {d.reason}" for d in run.decisions if d.action == "rejected"]
-            + [f"step {step}: {reason}" for step, reason in run.rejected])
+    return [f"job {d.job_id!r} rejected: {d.reason}" for d in run.decisions if d.action == "rejected"] + [
+        f"step {step}: {reason}" for step, reason in run.rejected
+    ]
 
 
 def as_json(rows: list[DayReport], sim: Simulation) -> dict:
-    return {"steps": sim.steps, "gpus": sim.config.gpus, "drained": sim.drained, "cap": sim.cap,
-            "rows": [asdict(r) for r in rows], "jobs": {p: asdict(outcomes(sim, run)) for p, run in sim.runs.items()},
-            "full_mode": {p: full_mode_figures(run) for p, run in sim.runs.items() if run.full_mode_runs},
-            "violations": {p: executed_violations(sim, run) for p, run in sim.runs.items()},
-            "refused": {p: refusals(run) for p, run in sim.runs.items()}, "forecast_price": forecast_price(rows, sim)}
+    return {
+        "steps": sim.steps,
+        "gpus": sim.config.gpus,
+        "drained": sim.drained,
+        "cap": sim.cap,
+        "rows": [asdict(r) for r in rows],
+        "jobs": {p: asdict(outcomes(sim, run)) for p, run in sim.runs.items()},
+        "full_mode": {p: full_mode_figures(run) for p, run in sim.runs.items() if run.full_mode_runs},
+        "violations": {p: executed_violations(sim, run) for p, run in sim.runs.items()},
+        "refused": {p: refusals(run) for p, run in sim.runs.items()},
+        "forecast_price": forecast_price(rows, sim),
+    }
 
 
 def chart(rows: list[DayReport]) -> str:
@@ -97,9 +128,13 @@ def chart(rows: list[DayReport]) -> str:
     panel, bar, gap = 180, 14, 40
     width = max(160 * len(policies) + 80, 90 + len(days) * (bar * len(policies) + 20))
     height = 2 * (panel + gap) + 60
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
-           '<rect width="100%" height="100%" fill="white"/>']
-    for k, (metric, scale, label) in enumerate((("utilization", 1.0, "utilization"), ("value", top_value, "value per day"))):
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
+        '<rect width="100%" height="100%" fill="white"/>',
+    ]
+    for k, (metric, scale, label) in enumerate(
+        (("utilization", 1.0, "utilization"), ("value", top_value, "value per day"))
+    ):
         y0 = 30 + k * (panel + gap)
         out.append(f'<text x="10" y="{y0 - 8}" font-weight="bold">{escape(label)}</text>')
         out.append(f'<line x1="60" y1="{y0 + panel}" x2="{width - 10}" y2="{y0 + panel}" stroke="#333"/>')
@@ -110,13 +145,17 @@ def chart(rows: list[DayReport]) -> str:
                 if r is None:
                     continue
                 h = panel * getattr(r, metric) / scale
-                out.append(f'<rect x="{x0 + p * bar}" y="{y0 + panel - h:.1f}" width="{bar - 2}" height="{h:.1f}" '
-                           f'fill="{online_policy(base_policy(policy)).colour}"><title>{escape(policy)} day {day}: '
-                           f'{getattr(r, metric):.3f}</title></rect>')
+                out.append(
+                    f'<rect x="{x0 + p * bar}" y="{y0 + panel - h:.1f}" width="{bar - 2}" height="{h:.1f}" '
+                    f'fill="{online_policy(base_policy(policy)).colour}"><title>{escape(policy)} day {day}: '
+                    f"{getattr(r, metric):.3f}</title></rect>"
+                )
             out.append(f'<text x="{x0}" y="{y0 + panel + 14}">day {day}</text>')
     for p, policy in enumerate(policies):
         x = 70 + p * 160
-        out.append(f'<rect x="{x}" y="{height - 24}" width="12" height="12" fill="{online_policy(base_policy(policy)).colour}"/>'
-                   f'<text x="{x + 16}" y="{height - 14}">{escape(policy)}</text>')
+        out.append(
+            f'<rect x="{x}" y="{height - 24}" width="12" height="12" fill="{online_policy(base_policy(policy)).colour}"/>'
+            f'<text x="{x + 16}" y="{height - 14}">{escape(policy)}</text>'
+        )
     out.append("</svg>")
     return "\n".join(out) + "\n"

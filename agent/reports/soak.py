@@ -77,13 +77,15 @@ class SoakResult:
 
     def line(self) -> str:
         verdict = "PASS" if self.ok else "FAIL: " + "; ".join(self.failures)
-        return (f"soak: {self.events:,} events in {self.seconds:.1f} s ({self.events_per_s:,.0f}/s, target "
-                f"{self.rate_target:,.0f}/s), {self.decisions:,} decisions for {self.jobs:,} jobs, "
-                f"{self.dead_letters} dead letters for {self.malformed} malformed; RSS {self.rss_baseline_mb:.1f} MB "
-                f"at event {self.baseline_at:,} -> {self.rss_end_mb:.1f} MB at the end ({self.rss_growth_mb:+.1f} MB, "
-                f"target <= {GROWTH_MB:.0f}), max {self.rss_max_mb:.1f} MB; end lag {self.lag_s * 1000:.0f} ms, "
-                f"{self.lag_records} records (target < {LAG_S:.0f} s of input); lost {self.lost}, "
-                f"duplicated {self.duplicated}: {verdict}")
+        return (
+            f"soak: {self.events:,} events in {self.seconds:.1f} s ({self.events_per_s:,.0f}/s, target "
+            f"{self.rate_target:,.0f}/s), {self.decisions:,} decisions for {self.jobs:,} jobs, "
+            f"{self.dead_letters} dead letters for {self.malformed} malformed; RSS {self.rss_baseline_mb:.1f} MB "
+            f"at event {self.baseline_at:,} -> {self.rss_end_mb:.1f} MB at the end ({self.rss_growth_mb:+.1f} MB, "
+            f"target <= {GROWTH_MB:.0f}), max {self.rss_max_mb:.1f} MB; end lag {self.lag_s * 1000:.0f} ms, "
+            f"{self.lag_records} records (target < {LAG_S:.0f} s of input); lost {self.lost}, "
+            f"duplicated {self.duplicated}: {verdict}"
+        )
 
 
 class Upstream:
@@ -99,9 +101,15 @@ class Upstream:
     def setup(self) -> list[tuple[str, bytes]]:
         """The pool's configuration and its real-time apps: what a platform publishes first."""
         now = datetime.now(timezone.utc)
-        apps = [envelope("app.registered", {"id": app, "priority": 5 + k, "min_gpus": 1, "max_gpus": 8,
-                                            "rps_per_gpu": 100.0}, now, f"soak-app-{app}")
-                for k, app in enumerate(APPS)]
+        apps = [
+            envelope(
+                "app.registered",
+                {"id": app, "priority": 5 + k, "min_gpus": 1, "max_gpus": 8, "rps_per_gpu": 100.0},
+                now,
+                f"soak-app-{app}",
+            )
+            for k, app in enumerate(APPS)
+        ]
         return [self._of(m) for m in (envelope("pool.configured", POOL, now, "soak-pool"), *apps)]
 
     def record(self, n: int) -> tuple[str, bytes]:
@@ -120,13 +128,25 @@ class Upstream:
         if kind == "traffic":
             self.traffic += 1
             demand = 100.0 * (1 + self.traffic // 50 % 6)  # 1-6 GPUs, moving every 50 observations
-            return self._of(envelope("traffic.observed", {"app": APPS[self.traffic % 2], "requests_per_s": demand},
-                                     now, f"soak-t{self.traffic}"))
+            return self._of(
+                envelope(
+                    "traffic.observed",
+                    {"app": APPS[self.traffic % 2], "requests_per_s": demand},
+                    now,
+                    f"soak-t{self.traffic}",
+                )
+            )
         if kind == "node":
             self.nodes += 1
             node = self.nodes // 2 % (POOL["gpus"] // POOL["gpus_per_node"])
-            return self._of(envelope("node.status", {"node": node, "state": "drained" if self.nodes % 2 else "up"},
-                                     now, f"soak-n{self.nodes}"))
+            return self._of(
+                envelope(
+                    "node.status",
+                    {"node": node, "state": "drained" if self.nodes % 2 else "up"},
+                    now,
+                    f"soak-n{self.nodes}",
+                )
+            )
         self.malformed += 1
         return self.topics.jobs, _malformed(self.malformed - 1)
 
@@ -192,8 +212,15 @@ def memory_mb(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
-async def soak(bootstrap: str, events: int = 100_000, rate: float = 1000, step_seconds: float = 2.0,
-               queue: int = 200, baseline_at: int = 10_000, sample_s: float = 5.0) -> SoakResult:
+async def soak(
+    bootstrap: str,
+    events: int = 100_000,
+    rate: float = 1000,
+    step_seconds: float = 2.0,
+    queue: int = 200,
+    baseline_at: int = 10_000,
+    sample_s: float = 5.0,
+) -> SoakResult:
     """Run the soak on a fresh topic prefix (see the module docstring); RSS is sampled every
     `sample_s` seconds from the `baseline_at`-th record on."""
     if events <= baseline_at:
@@ -203,13 +230,33 @@ async def soak(bootstrap: str, events: int = 100_000, rate: float = 1000, step_s
     settings = AgentSettings()
     counts = await ensure_topics(bootstrap, topics, settings.partitions, settings.retention_ms)
     inputs = [TopicPartition(t, p) for t in topics.inputs for p in range(counts[t])]
-    agent = subprocess.Popen([sys.executable, "-m", "gpualloc", "agent", "--bootstrap", bootstrap, "--topic-prefix",
-                              prefix, "--policy", "heuristic", "--step-seconds", str(step_seconds)],
-                             stderr=subprocess.DEVNULL)
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpualloc",
+            "agent",
+            "--bootstrap",
+            bootstrap,
+            "--topic-prefix",
+            prefix,
+            "--policy",
+            "heuristic",
+            "--step-seconds",
+            str(step_seconds),
+        ],
+        stderr=subprocess.DEVNULL,
+    )
     producer = kafka_clients.producer(bootstrap, enable_idempotence=True, acks="all", linger_ms=2)
-    consumer = kafka_clients.consumer(topics.decisions, topics.deadletter, topics.ledger, bootstrap=bootstrap,
-                                      auto_offset_reset="earliest", isolation_level="read_committed",
-                                      fetch_max_wait_ms=FETCH_WAIT_MS)
+    consumer = kafka_clients.consumer(
+        topics.decisions,
+        topics.deadletter,
+        topics.ledger,
+        bootstrap=bootstrap,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        fetch_max_wait_ms=FETCH_WAIT_MS,
+    )
     await producer.start()
     await consumer.start()
     read, upstream = Readback(), Upstream(topics, queue)
@@ -261,22 +308,52 @@ async def _covered(read: Readback, ends: dict[str, int], agent: subprocess.Popen
     try:
         await until(lambda: read.covers(ends), 60)
     except TimeoutError:
-        raise RuntimeError(f"the agent did not take up the input within 60 s (exit status {agent.poll()}); run "
-                           f"`gpualloc agent --topic-prefix {prefix}` by hand to see why") from None
+        raise RuntimeError(
+            f"the agent did not take up the input within 60 s (exit status {agent.poll()}); run "
+            f"`gpualloc agent --topic-prefix {prefix}` by hand to see why"
+        ) from None
 
 
-def _result(rate: float, events: int, seconds: float, upstream: Upstream, read: Readback,
-            samples: list[tuple[int, float]], rss_max: float, lag_s: float, lag_records: int) -> SoakResult:
+def _result(
+    rate: float,
+    events: int,
+    seconds: float,
+    upstream: Upstream,
+    read: Readback,
+    samples: list[tuple[int, float]],
+    rss_max: float,
+    lag_s: float,
+    lag_records: int,
+) -> SoakResult:
     """The figures, and the targets they miss."""
     jobs = set(upstream.jobs)
     lost = sum(read.decisions[j] == 0 for j in jobs) + sum(read.dead[k] == 0 for k in range(upstream.malformed))
-    duplicated = (sum(c - (j in jobs) for j, c in read.decisions.items()) + sum(c - 1 for c in read.dead.values())
-                  + read.unexpected)
+    duplicated = (
+        sum(c - (j in jobs) for j, c in read.decisions.items())
+        + sum(c - 1 for c in read.dead.values())
+        + read.unexpected
+    )
     baseline, end = samples[0][1], samples[-1][1]
-    result = SoakResult(rate, events, round(seconds, 2), round(events / seconds, 1), len(jobs),
-                        sum(read.decisions.values()), upstream.malformed, sum(read.dead.values()) + read.unexpected,
-                        lost, duplicated, samples[0][0], round(baseline, 1), round(end, 1), round(end - baseline, 1),
-                        round(rss_max, 1), [(k, round(mb, 1)) for k, mb in samples], round(lag_s, 3), lag_records)
+    result = SoakResult(
+        rate,
+        events,
+        round(seconds, 2),
+        round(events / seconds, 1),
+        len(jobs),
+        sum(read.decisions.values()),
+        upstream.malformed,
+        sum(read.dead.values()) + read.unexpected,
+        lost,
+        duplicated,
+        samples[0][0],
+        round(baseline, 1),
+        round(end, 1),
+        round(end - baseline, 1),
+        round(rss_max, 1),
+        [(k, round(mb, 1)) for k, mb in samples],
+        round(lag_s, 3),
+        lag_records,
+    )
     if result.rss_growth_mb > GROWTH_MB:
         result.failures.append(f"RSS grew {result.rss_growth_mb:.1f} MB (target <= {GROWTH_MB:.0f})")
     if lag_s >= LAG_S or lag_records >= rate * LAG_S:

@@ -41,8 +41,9 @@ GROUPS = 64  # rows of the plan's summary at most: nodes are grouped to fit
 SHOWN = 20  # running jobs, queued jobs and node reports listed in the text (`--json` has all)
 
 
-async def read_status(bootstrap: str, topics: Topics, pool: str, width: int = 48,
-                      gpu_range: tuple[int, int] | None = None) -> dict[str, Any] | None:
+async def read_status(
+    bootstrap: str, topics: Topics, pool: str, width: int = 48, gpu_range: tuple[int, int] | None = None
+) -> dict[str, Any] | None:
     """The pool's `view` from the bus (`width` steps of the plan, the Gantt of GPUs [from, to)
     `gpu_range` when given); None when the ledger has never seen the pool."""
     names = [topics.state, topics.ledger, *topics.inputs, topics.commits]
@@ -57,8 +58,9 @@ async def read_status(bootstrap: str, topics: Topics, pool: str, width: int = 48
             history = await read_history(consumer, topics, counts, pool, use_snapshot=False)
             dispatcher = Dispatcher(pool, topics, Pool())
             rebuild(dispatcher, history)
-        tails = await _tails(consumer, [tp for name in (topics.commits, topics.bindings)
-                                        for tp in partitions(counts, name)])
+        tails = await _tails(
+            consumer, [tp for name in (topics.commits, topics.bindings) for tp in partitions(counts, name)]
+        )
         inputs = [tp for name in topics.inputs for tp in partitions(counts, name)]
         ends = await consumer.end_offsets(inputs) if inputs else {}
     finally:
@@ -72,8 +74,11 @@ async def read_status(bootstrap: str, topics: Topics, pool: str, width: int = 48
     idle_s = (datetime.now(last_pass.tzinfo) - last_pass).total_seconds() if last_pass is not None else None
     messages = [m for m in tails if m.get("pool", "default") == pool]
     # the commit of the rebuilt state (the tail, read after the ledger, may hold later ones)
-    commit = latest(m["payload"] for m in messages
-                    if m.get("type") == "plan.committed" and m["payload"].get("seq", 0) <= dispatcher.seq)
+    commit = latest(
+        m["payload"]
+        for m in messages
+        if m.get("type") == "plan.committed" and m["payload"].get("seq", 0) <= dispatcher.seq
+    )
     reports = [m for m in messages if m.get("type") == "binding.reported"]
     out = view(pool, dispatcher.planner, commit, reports, dispatcher.interpreter.origin, width, gpu_range)
     out["waiting"] = waiting
@@ -97,8 +102,15 @@ async def _tails(consumer, tps: list[TopicPartition]) -> list[dict[str, Any]]:
     return out
 
 
-def view(pool: str, planner: Planner, commit: dict[str, Any] | None, reports: list[dict[str, Any]],
-         origin: datetime | None = None, width: int = 48, gpu_range: tuple[int, int] | None = None) -> dict[str, Any]:
+def view(
+    pool: str,
+    planner: Planner,
+    commit: dict[str, Any] | None,
+    reports: list[dict[str, Any]],
+    origin: datetime | None = None,
+    width: int = 48,
+    gpu_range: tuple[int, int] | None = None,
+) -> dict[str, Any]:
     """The status of a pool (plain JSON data): `commit` is the latest whole `plan.committed`
     payload, `reports` the node agents' recent `binding.reported` messages in publication order;
     the plan's summary over `width` steps, and the per-GPU `detail` of GPUs [from, to) `gpu_range`."""
@@ -106,19 +118,36 @@ def view(pool: str, planner: Planner, commit: dict[str, Any] | None, reports: li
     assignments = {owner: list(gpus) for owner, gpus in (commit or {}).get("assignments", {}).items()}
     held = {owner: len(gpus) for owner, gpus in assignments.items()}
     plan = (commit or {}).get("plan")
-    running = [{"id": job_id, "kind": spec.kind, "priority": spec.priority, "gpus": span(bits_of(mask)),
-                "started": start, "ends": start + spec.duration, "forecast": spec.forecast is not None}
-               for job_id, (spec, mask, start) in sorted(planner.running.items(), key=lambda kv: (kv[1][2], kv[0]))]
+    running = [
+        {
+            "id": job_id,
+            "kind": spec.kind,
+            "priority": spec.priority,
+            "gpus": span(bits_of(mask)),
+            "started": start,
+            "ends": start + spec.duration,
+            "forecast": spec.forecast is not None,
+        }
+        for job_id, (spec, mask, start) in sorted(planner.running.items(), key=lambda kv: (kv[1][2], kv[0]))
+    ]
     queue = promises(planner, commit)
     queue.sort(key=lambda q: (q["promised_start"] is None, q["promised_start"] or 0, -q["priority"], q["id"]))
     apps = []
     for app_id, app in sorted(planner.apps.items()):
         demand = planner.window_demand(app_id)
         now = demand[0] if demand else 0
-        apps.append({"id": app_id, "priority": app.priority, "min_gpus": app.min_gpus, "max_gpus": app.max_gpus,
-                     "demand": now, "held": held.get(app_id, 0),
-                     "shortfall": max(0, min(now, app.max_gpus or cfg.gpus) - held.get(app_id, 0)),
-                     "demand_ahead": demand})
+        apps.append(
+            {
+                "id": app_id,
+                "priority": app.priority,
+                "min_gpus": app.min_gpus,
+                "max_gpus": app.max_gpus,
+                "demand": now,
+                "held": held.get(app_id, 0),
+                "shortfall": max(0, min(now, app.max_gpus or cfg.gpus) - held.get(app_id, 0)),
+                "demand_ahead": demand,
+            }
+        )
     state_of = {"down": planner.down, "drained": planner.drained}
     last: dict[int, dict[str, Any]] = {}
     for m in reports:
@@ -131,17 +160,32 @@ def view(pool: str, planner: Planner, commit: dict[str, Any] | None, reports: li
         gpus = list(range(n * cfg.node_size, (n + 1) * cfg.node_size))
         mask = sum(1 << g for g in gpus)
         state = next((s for s, m in state_of.items() if m & mask), "up")
-        nodes.append({"node": n, "gpus": span(gpus), "state": state, "busy": len(busy.intersection(gpus)),
-                      "last_report": last.get(n)})
+        nodes.append(
+            {
+                "node": n,
+                "gpus": span(gpus),
+                "state": state,
+                "busy": len(busy.intersection(gpus)),
+                "last_report": last.get(n),
+            }
+        )
     return {
-        "pool": pool, "gpus": cfg.gpus, "gpus_per_node": cfg.node_size, "step_minutes": cfg.step_minutes,
-        "now": planner.now, "origin": origin.isoformat() if origin else None,
-        "commit": None if commit is None else {k: commit.get(k) for k in ("step", "seq", "source", "objective",
-                                                                          "bound", "step_start", "full_mode")},
+        "pool": pool,
+        "gpus": cfg.gpus,
+        "gpus_per_node": cfg.node_size,
+        "step_minutes": cfg.step_minutes,
+        "now": planner.now,
+        "origin": origin.isoformat() if origin else None,
+        "commit": None
+        if commit is None
+        else {k: commit.get(k) for k in ("step", "seq", "source", "objective", "bound", "step_start", "full_mode")},
         "usage": gpu_states(assignments, planner.apps, cfg.gpus, planner.down.bit_count()),
         "plan": summary(plan, cfg.gpus // cfg.node_size, cfg.node_size, width),
         "detail": None if gpu_range is None or plan is None else clipped(plan, *gpu_range, width),
-        "running": running, "queue": queue, "apps": apps, "nodes": nodes,
+        "running": running,
+        "queue": queue,
+        "apps": apps,
+        "nodes": nodes,
     }
 
 
@@ -156,8 +200,11 @@ def promises(planner: Planner, commit: dict[str, Any] | None) -> list[dict[str, 
         for g0, g1, t0, t1 in rects:
             for n in range(g0 // size, (g1 - 1) // size + 1):
                 on_node.setdefault(n, []).append((holder, g0, g1, t0, t1))
-    priority = ({a: s.priority for a, s in planner.apps.items()} | {j: s.priority for j, s in planner.queued.items()}
-                | {j: s.priority for j, (s, _, _) in planner.running.items()})
+    priority = (
+        {a: s.priority for a, s in planner.apps.items()}
+        | {j: s.priority for j, s in planner.queued.items()}
+        | {j: s.priority for j, (s, _, _) in planner.running.items()}
+    )
     out = []
     for job_id, spec in planner.queued.items():
         rects, promised, gpus = plan["holders"].get(job_id), None, []
@@ -171,20 +218,38 @@ def promises(planner: Planner, commit: dict[str, Any] | None) -> list[dict[str, 
                         if holder != job_id and t0 < start and g0 < b1 and b0 < g1:
                             before[holder] = max(before.get(holder, 0), step + min(t1, start))
             promised, gpus = step + start, [g for b0, b1 in block for g in range(b0, b1)]
-            held = ", ".join(f"{h} (priority {priority.get(h, 0):g}) until step {until}"
-                             for h, until in sorted(before.items(), key=lambda kv: (kv[1], kv[0])))
+            held = ", ".join(
+                f"{h} (priority {priority.get(h, 0):g}) until step {until}"
+                for h, until in sorted(before.items(), key=lambda kv: (kv[1], kv[0]))
+            )
             reason = f"planned at step {promised} on GPUs {span(gpus)}: " + (
-                f"its block is held by {held}" if held else "its block is free until then")
+                f"its block is held by {held}" if held else "its block is free until then"
+            )
         elif commit is not None and spec.submitted <= commit["step"]:
-            reason = (f"no {spec.gpus}-GPU block for {spec.duration} steps in the {plan['steps']}-step window of "
-                      f"the latest commit (seq {commit['seq']}): higher-value work and real-time demand fill it")
+            reason = (
+                f"no {spec.gpus}-GPU block for {spec.duration} steps in the {plan['steps']}-step window of "
+                f"the latest commit (seq {commit['seq']}): higher-value work and real-time demand fill it"
+            )
         else:
-            reason = ("arrived after the latest commit: its decision is on the decisions topic (`gpualloc explain "
-                      "JOB`), and the next commit plans it")
-        out.append({"id": job_id, "kind": spec.kind, "priority": spec.priority, "gpus": spec.gpus,
-                    "duration": spec.duration, "submitted": spec.submitted, "forecast": spec.forecast is not None,
-                    "action": "planned" if promised is not None else "queued", "promised_start": promised,
-                    "promised_gpus": span(gpus), "reason": reason})
+            reason = (
+                "arrived after the latest commit: its decision is on the decisions topic (`gpualloc explain "
+                "JOB`), and the next commit plans it"
+            )
+        out.append(
+            {
+                "id": job_id,
+                "kind": spec.kind,
+                "priority": spec.priority,
+                "gpus": spec.gpus,
+                "duration": spec.duration,
+                "submitted": spec.submitted,
+                "forecast": spec.forecast is not None,
+                "action": "planned" if promised is not None else "queued",
+                "promised_start": promised,
+                "promised_gpus": span(gpus),
+                "reason": reason,
+            }
+        )
     return out
 
 
@@ -202,14 +267,14 @@ def summary(plan: dict[str, Any] | None, nodes: int, node_size: int, width: int)
             if t0 >= steps:
                 continue
             for n in range(g0 // node_size, (g1 - 1) // node_size + 1):
-                busy[n, t0:min(t1, steps)] += min(g1, (n + 1) * node_size) - max(g0, n * node_size)
+                busy[n, t0 : min(t1, steps)] += min(g1, (n + 1) * node_size) - max(g0, n * node_size)
                 if t0 == 0:
                     now[n // per].add(holder)
     rows: list[dict[str, Any]] = []
     holders: list[set[str]] = []
     for k in range(groups):
         first, last = k * per, min(nodes, (k + 1) * per) - 1
-        taken = busy[first:last + 1].sum(axis=0).tolist()
+        taken = busy[first : last + 1].sum(axis=0).tolist()
         if rows and rows[-1]["busy"] == taken and rows[-1]["gpus_per_group"] == (last - first + 1) * node_size:
             rows[-1]["nodes"][1] = last
             holders[-1] |= now[k]
@@ -257,11 +322,15 @@ def summary_lines(plan: dict[str, Any] | None, node_size: int, first_step: int) 
     labels = []
     for r in plan["rows"]:
         a, b = r["nodes"]
-        labels.append((f"node {a}" if a == b else f"nodes {a}-{b}") + f" (GPUs {a * node_size}-{(b + 1) * node_size - 1})")
+        labels.append(
+            (f"node {a}" if a == b else f"nodes {a}-{b}") + f" (GPUs {a * node_size}-{(b + 1) * node_size - 1})"
+        )
     label = max(len(x) for x in labels + ["step"])
     ruler = "".join(str((first_step + t) % 10) if (first_step + t) % 5 == 0 else " " for t in range(steps))
-    out = [f"{'step':<{label}} |{ruler}|  from step {first_step}"
-           + (f"; {plan['nodes_per_group']} nodes a group" if plan["nodes_per_group"] > 1 else "")]
+    out = [
+        f"{'step':<{label}} |{ruler}|  from step {first_step}"
+        + (f"; {plan['nodes_per_group']} nodes a group" if plan["nodes_per_group"] > 1 else "")
+    ]
     for text, r in zip(labels, plan["rows"]):
         row = "".join(cell(t, r["gpus_per_group"]) for t in r["busy"])
         out.append(f"{text:<{label}} |{row}|  holders now: {r['holders_now']}")
@@ -289,7 +358,7 @@ def gantt(grid: list[list[str | None]], first_step: int, width: int = 48, first_
     ruler = "".join(str((first_step + t) % 10) if (first_step + t) % 5 == 0 else " " for t in range(steps))
     out = [f"{'step':<{label}} |{ruler}|  from step {first_step}"]
     out += [f"{(f'GPU {a}' if a == b else f'GPUs {a}-{b}'):<{label}} |{text}|" for a, b, text in rows]
-    legend = ", ".join(f"{symbol[o]}={o}" for o in owners[:len(SYMBOLS)])
+    legend = ", ".join(f"{symbol[o]}={o}" for o in owners[: len(SYMBOLS)])
     more = len(owners) - len(SYMBOLS)
     out.append("legend: " + (legend or "all idle") + (f", #={more} more" if more > 0 else ""))
     return out
@@ -298,14 +367,19 @@ def gantt(grid: list[list[str | None]], first_step: int, width: int = 48, first_
 def lines(status: dict[str, Any]) -> list[str]:
     """`gpualloc status` as text."""
     c, u = status["commit"], status["usage"]
-    head = (f"pool {status['pool']}: {status['gpus']} GPUs ({status['gpus_per_node']} a node), step {status['now']}"
-            f" of {status['step_minutes']} min")
+    head = (
+        f"pool {status['pool']}: {status['gpus']} GPUs ({status['gpus_per_node']} a node), step {status['now']}"
+        f" of {status['step_minutes']} min"
+    )
     if c:
         head += f"; last commit step {c['step']} seq {c['seq']} ({c['source']}, objective {c['objective']:.2f})"
     out = [head, f"GPUs: {u['batch']} batch, {u['realtime']} real-time, {u['idle']} idle, {u['down']} down", ""]
     if status.get("stalled"):
-        out.insert(1, f"stalled: {status['waiting']:,} input records past its ledger, whose last pass is over "
-                      f"{STALLED_AFTER_S:.0f} s old: its agent publishes nothing")
+        out.insert(
+            1,
+            f"stalled: {status['waiting']:,} input records past its ledger, whose last pass is over "
+            f"{STALLED_AFTER_S:.0f} s old: its agent publishes nothing",
+        )
     if c and c.get("full_mode"):  # what became of full mode at this commit (adopted, not better, skipped and why)
         out.insert(1, f"full mode: {c['full_mode']}")
     first_step = c["step"] if c else status["now"]
@@ -313,21 +387,28 @@ def lines(status: dict[str, Any]) -> list[str]:
     if status.get("detail"):
         out += [""] + gantt(gpu_rows(status["detail"]), first_step, first_gpu=status["detail"]["gpus"][0])
     out += ["", f"running ({len(status['running'])}):"]
-    out += [f"  {r['id']:<16} GPUs {r['gpus']:<9} steps {r['started']}-{r['ends'] - 1}  priority {r['priority']:g}"
-            for r in status["running"][:SHOWN]] or ["  none"]
+    out += [
+        f"  {r['id']:<16} GPUs {r['gpus']:<9} steps {r['started']}-{r['ends'] - 1}  priority {r['priority']:g}"
+        for r in status["running"][:SHOWN]
+    ] or ["  none"]
     out += _more(status["running"])
     out += ["", f"queue ({len(status['queue'])}):"]
     for q in status["queue"][:SHOWN]:
         when = f"start step {q['promised_start']}" if q["promised_start"] is not None else "no start in window"
-        out.append(f"  {q['id']:<16} {q['gpus']} GPUs x {q['duration']}  priority {q['priority']:g}  "
-                   f"{q['action']}, {when}: {q['reason']}")
+        out.append(
+            f"  {q['id']:<16} {q['gpus']} GPUs x {q['duration']}  priority {q['priority']:g}  "
+            f"{q['action']}, {when}: {q['reason']}"
+        )
     out += _more(status["queue"])
     if not status["queue"]:
         out.append("  empty")
     out += ["", f"apps ({len(status['apps'])}):"]
-    out += [f"  {a['id']:<16} demand {a['demand']}, held {a['held']}" + (f", SHORT {a['shortfall']}" if a["shortfall"] else "")
-            + f"  (min {a['min_gpus']}, max {a['max_gpus'] if a['max_gpus'] is not None else 'pool'})"
-            for a in status["apps"]] or ["  none"]
+    out += [
+        f"  {a['id']:<16} demand {a['demand']}, held {a['held']}"
+        + (f", SHORT {a['shortfall']}" if a["shortfall"] else "")
+        + f"  (min {a['min_gpus']}, max {a['max_gpus'] if a['max_gpus'] is not None else 'pool'})"
+        for a in status["apps"]
+    ] or ["  none"]
     out += ["", "nodes:"]
     runs: list[list] = []  # consecutive nodes of one state: [first, last, state, busy]
     for n in status["nodes"]:
@@ -336,11 +417,16 @@ def lines(status: dict[str, Any]) -> list[str]:
         else:
             runs.append([n["node"], n["node"], n["state"], n["busy"]])
     per = status["gpus_per_node"]
-    out += [f"  {f'node {a}' if a == b else f'nodes {a}-{b}'} {state}: {busy} of {(b - a + 1) * per} GPUs busy"
-            for a, b, state, busy in runs]
+    out += [
+        f"  {f'node {a}' if a == b else f'nodes {a}-{b}'} {state}: {busy} of {(b - a + 1) * per} GPUs busy"
+        for a, b, state, busy in runs
+    ]
     seen = [n for n in status["nodes"] if n["last_report"]]
-    out += [f"  node {n['node']} last report {n['last_report']['at']} ({n['last_report']['job_id']} "
-            f"{n['last_report']['status']})" for n in seen[:SHOWN]]
+    out += [
+        f"  node {n['node']} last report {n['last_report']['at']} ({n['last_report']['job_id']} "
+        f"{n['last_report']['status']})"
+        for n in seen[:SHOWN]
+    ]
     out += _more(seen)
     if not seen:
         out.append("  no node-agent report seen")

@@ -57,19 +57,29 @@ class ThroughputResult:
 
     def line(self) -> str:
         if self.null_agent:
-            return (f"null agent (no planning, the floor): {self.arrivals_per_s:,.0f} arrivals/s sustained "
-                    f"({self.arrivals} in {self.seconds:.1f} s); arrival-to-decision p50 {self.p50_ms:.1f} ms, "
-                    f"p99 {self.p99_ms:.1f} ms, max {self.max_ms:.1f} ms; "
-                    f"{self.arrivals / max(self.passes, 1):.1f} arrivals per transaction")
-        return (f"{self.arrivals_per_s:,.0f} arrivals/s sustained ({self.arrivals} in {self.seconds:.1f} s, target "
-                f"{self.rate_target:,.0f}/s); arrival-to-decision p50 {self.p50_ms:.1f} ms, p99 {self.p99_ms:.1f} ms, "
-                f"max {self.max_ms:.1f} ms; agent-side p50 {self.agent_p50_ms:.1f} ms, p99 {self.agent_p99_ms:.1f} ms; "
-                f"{self.arrivals / max(self.passes, 1):.1f} arrivals per planning pass; {self.planned_ahead} of "
-                f"{self.boundaries} boundaries carried a plan made ahead")
+            return (
+                f"null agent (no planning, the floor): {self.arrivals_per_s:,.0f} arrivals/s sustained "
+                f"({self.arrivals} in {self.seconds:.1f} s); arrival-to-decision p50 {self.p50_ms:.1f} ms, "
+                f"p99 {self.p99_ms:.1f} ms, max {self.max_ms:.1f} ms; "
+                f"{self.arrivals / max(self.passes, 1):.1f} arrivals per transaction"
+            )
+        return (
+            f"{self.arrivals_per_s:,.0f} arrivals/s sustained ({self.arrivals} in {self.seconds:.1f} s, target "
+            f"{self.rate_target:,.0f}/s); arrival-to-decision p50 {self.p50_ms:.1f} ms, p99 {self.p99_ms:.1f} ms, "
+            f"max {self.max_ms:.1f} ms; agent-side p50 {self.agent_p50_ms:.1f} ms, p99 {self.agent_p99_ms:.1f} ms; "
+            f"{self.arrivals / max(self.passes, 1):.1f} arrivals per planning pass; {self.planned_ahead} of "
+            f"{self.boundaries} boundaries carried a plan made ahead"
+        )
 
 
-async def stop_all(reader: asyncio.Task, consumer: AIOKafkaConsumer, producer: AIOKafkaProducer,
-                   agent: subprocess.Popen, bootstrap: str, topics: Topics) -> None:
+async def stop_all(
+    reader: asyncio.Task,
+    consumer: AIOKafkaConsumer,
+    producer: AIOKafkaProducer,
+    agent: subprocess.Popen,
+    bootstrap: str,
+    topics: Topics,
+) -> None:
     """A bench's teardown: its reader task, its clients, the agent process it started, and the
     topics it made (all under its own prefix: runs would otherwise pile partitions up on the
     broker, a few hundred after an afternoon of benches, each costing it memory and work)."""
@@ -98,9 +108,19 @@ async def drop_topics(bootstrap: str, prefix: str) -> None:
 def submitted_message(n: int, prefix: str, checked: bool = True) -> dict:
     """The n-th arrival of a bench: a short training job of 1-8 GPUs, stamped now (`checked`:
     against the contract's model; the timed loop leaves that to the agent, see `Upstream`)."""
-    return envelope("job.submitted", {"id": f"{prefix}-{n}", "kind": "training", "priority": 1 + n % 9,
-                                      "gpus": SIZES[n % len(SIZES)], "duration": 1 + n % 6},
-                    datetime.now(timezone.utc), f"{prefix}-s{n}", checked=checked)
+    return envelope(
+        "job.submitted",
+        {
+            "id": f"{prefix}-{n}",
+            "kind": "training",
+            "priority": 1 + n % 9,
+            "gpus": SIZES[n % len(SIZES)],
+            "duration": 1 + n % 6,
+        },
+        datetime.now(timezone.utc),
+        f"{prefix}-s{n}",
+        checked=checked,
+    )
 
 
 class Upstream:
@@ -125,8 +145,13 @@ class Upstream:
             sent_at[ids[-1]] = time.perf_counter()
             values.append(orjson.dumps(m))
         for k, job_id in enumerate(completions, start=self.completed):  # event ids short whatever the job's
-            done = envelope("job.completed", {"id": job_id, "detail": "benchmark"}, datetime.now(timezone.utc),
-                            f"{self.prefix}-d{k}", checked=False)
+            done = envelope(
+                "job.completed",
+                {"id": job_id, "detail": "benchmark"},
+                datetime.now(timezone.utc),
+                f"{self.prefix}-d{k}",
+                checked=False,
+            )
             values.append(orjson.dumps(done))
         await self.send_values(values)
         self.sent += arrivals
@@ -157,8 +182,13 @@ class Follower:
     task of its own: `take` gets each record's value and when its fetch came back (`clock`)."""
 
     def __init__(self, bootstrap: str, topic: str, clock: Callable[[], float] = time.perf_counter):
-        self.consumer = kafka_clients.consumer(topic, bootstrap=bootstrap, auto_offset_reset="earliest",
-                                               isolation_level="read_committed", fetch_max_wait_ms=FETCH_WAIT_MS)
+        self.consumer = kafka_clients.consumer(
+            topic,
+            bootstrap=bootstrap,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            fetch_max_wait_ms=FETCH_WAIT_MS,
+        )
         self.clock = clock
         self.task: asyncio.Task | None = None
 
@@ -196,8 +226,9 @@ class Decisions(Follower):
         self.actions[p["job_id"]] = p["action"]
 
 
-async def paced(upstream: Upstream, rate: float, seconds: float, outstanding: list[str],
-                sent_at: dict[str, float]) -> None:
+async def paced(
+    upstream: Upstream, rate: float, seconds: float, outstanding: list[str], sent_at: dict[str, float]
+) -> None:
     """`rate` arrivals a second for `seconds`, each balanced by the completion of the oldest of
     `outstanding` (which the new arrivals join), sent every 10 ms."""
     start, sent = time.perf_counter(), 0
@@ -214,20 +245,45 @@ async def paced(upstream: Upstream, rate: float, seconds: float, outstanding: li
 def spread(values: list[float]) -> tuple[float, float, float]:
     """p50, p99 and max of `values` (not empty), rounded to 0.01."""
     ordered = sorted(values)
-    return (round(statistics.median(ordered), 2), round(ordered[int(0.99 * (len(ordered) - 1))], 2),
-            round(ordered[-1], 2))
+    return (
+        round(statistics.median(ordered), 2),
+        round(ordered[int(0.99 * (len(ordered) - 1))], 2),
+        round(ordered[-1], 2),
+    )
 
 
-async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue: int = 200,
-                  step_seconds: float = 2.0, null_agent: bool = False) -> ThroughputResult:
+async def measure(
+    bootstrap: str,
+    rate: float = 1000,
+    seconds: float = 20,
+    queue: int = 200,
+    step_seconds: float = 2.0,
+    null_agent: bool = False,
+) -> ThroughputResult:
     """`null_agent`: through the agent that plans nothing (`null_agent`), for the floor."""
     prefix = uuid.uuid4().hex[:8]
     topics = Topics.with_prefix(f"bench-{prefix}.")
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(POOL, f)
-    command = ["-m", "gpualloc.agent.reports.null_agent", bootstrap, f"bench-{prefix}."] if null_agent else \
-        ["-m", "gpualloc", "agent", "--bootstrap", bootstrap, "--topic-prefix", f"bench-{prefix}.", "--config", f.name,
-         "--step-seconds", str(step_seconds), "--full-mode-every", "0"]
+    command = (
+        ["-m", "gpualloc.agent.reports.null_agent", bootstrap, f"bench-{prefix}."]
+        if null_agent
+        else [
+            "-m",
+            "gpualloc",
+            "agent",
+            "--bootstrap",
+            bootstrap,
+            "--topic-prefix",
+            f"bench-{prefix}.",
+            "--config",
+            f.name,
+            "--step-seconds",
+            str(step_seconds),
+            "--full-mode-every",
+            "0",
+        ]
+    )
     agent = subprocess.Popen([sys.executable, *command], stderr=subprocess.DEVNULL)
     producer = kafka_clients.producer(bootstrap, linger_ms=2, acks=1)
     decisions = Decisions(bootstrap, topics)
@@ -243,8 +299,10 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
         while len(got) < queue + 40 and time.perf_counter() < deadline:
             await asyncio.sleep(0.05)
         if agent.poll() is not None or not got:
-            raise RuntimeError(f"the agent decided nothing in the warm-up (exit status {agent.poll()}); "
-                               f"run `gpualloc agent --topic-prefix bench-{prefix}.` by hand to see why")
+            raise RuntimeError(
+                f"the agent decided nothing in the warm-up (exit status {agent.poll()}); "
+                f"run `gpualloc agent --topic-prefix bench-{prefix}.` by hand to see why"
+            )
         warm = set(got)
         await paced(upstream, rate, seconds, outstanding, sent_at)
         await producer.flush()
@@ -260,9 +318,22 @@ async def measure(bootstrap: str, rate: float = 1000, seconds: float = 20, queue
     decided = [j for j in measured if j in got]
     p50, p99, most = spread([(got[j] - sent_at[j]) * 1000 for j in decided])
     inside = spread([decisions.agent_ms[j] for j in decided])
-    return ThroughputResult(rate, round(span, 2), len(measured), len(decided), round(len(decided) / span, 1),
-                            p50, p99, most, inside[0], inside[1], len({decisions.passes[j] for j in decided}),
-                            len(commits), sum(c.ahead for c in commits), null_agent)
+    return ThroughputResult(
+        rate,
+        round(span, 2),
+        len(measured),
+        len(decided),
+        round(len(decided) / span, 1),
+        p50,
+        p99,
+        most,
+        inside[0],
+        inside[1],
+        len({decisions.passes[j] for j in decided}),
+        len(commits),
+        sum(c.ahead for c in commits),
+        null_agent,
+    )
 
 
 async def recorded_commits(bootstrap: str, topics: Topics) -> list[RecordedCommit]:

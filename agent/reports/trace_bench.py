@@ -52,13 +52,17 @@ def sized(events: list, load: float) -> tuple[list, int]:
     biggest = max(p.gpus for env, p in events if env.type == "job.submitted")
     at_one = offered(events, 1)
     gpus = max(NODE, biggest, NODE * round(at_one / load / NODE))
-    return [(env, p.model_copy(update={"gpus": gpus, "gpus_per_node": NODE}) if env.type == "pool.configured" else p)
-            for env, p in events], gpus
+    return [
+        (env, p.model_copy(update={"gpus": gpus, "gpus_per_node": NODE}) if env.type == "pool.configured" else p)
+        for env, p in events
+    ], gpus
 
 
 def traces(include_week: bool, include_openb: bool = False) -> list[tuple[str, list]]:
-    out = [(f"pollux-{p.stem.split('-')[1]}", [parse_event(e) for e in pollux_trace(p)])
-           for p in sorted(POLLUX.glob("workload-*.csv"))]
+    out = [
+        (f"pollux-{p.stem.split('-')[1]}", [parse_event(e) for e in pollux_trace(p)])
+        for p in sorted(POLLUX.glob("workload-*.csv"))
+    ]
     if include_openb:
         out.append(("openb-2days", read_trace(OPENB)))
     if include_week:
@@ -79,17 +83,34 @@ def figures(sim, label: str, gaps: bool = False) -> dict[str, Any]:
     whole = whole_run(sim, run)
     o: JobOutcomes = outcomes(sim, run)
     gap = window_gaps(run) if gaps else {}
-    return {"value": whole.value, "timely_value": whole.timely_value, "utilization": whole.utilization,
-            "shortfall": whole.realtime_shortfall, "window_gap_p50": gap.get("p50"), "window_gap_max": gap.get("max"),
-            "completed": o.completed, "never_started": o.never_started, "submitted": o.submitted,
-            "queue_p50": o.queue_steps.get("p50"), "queue_p99": o.queue_steps.get("p99"),
-            "queue_max": o.queue_steps.get("max"), "jct_p99": o.completion_steps.get("p99"),
-            "fairness": o.slowdown_fairness, "steps": len(run.commits), "legal": not executed_violations(sim, run)}
+    return {
+        "value": whole.value,
+        "timely_value": whole.timely_value,
+        "utilization": whole.utilization,
+        "shortfall": whole.realtime_shortfall,
+        "window_gap_p50": gap.get("p50"),
+        "window_gap_max": gap.get("max"),
+        "completed": o.completed,
+        "never_started": o.never_started,
+        "submitted": o.submitted,
+        "queue_p50": o.queue_steps.get("p50"),
+        "queue_p99": o.queue_steps.get("p99"),
+        "queue_max": o.queue_steps.get("max"),
+        "jct_p99": o.completion_steps.get("p99"),
+        "fairness": o.slowdown_fairness,
+        "steps": len(run.commits),
+        "legal": not executed_violations(sim, run),
+    }
 
 
-def run_trace_bench(load: float = 1.25, bounds: tuple[int, ...] = (48, 24, 12), include_week: bool = False,
-                    progress: Callable[[str, int, int], None] | None = None,
-                    names: set[str] | None = None, include_openb: bool = False) -> list[TraceRow]:
+def run_trace_bench(
+    load: float = 1.25,
+    bounds: tuple[int, ...] = (48, 24, 12),
+    include_week: bool = False,
+    progress: Callable[[str, int, int], None] | None = None,
+    names: set[str] | None = None,
+    include_openb: bool = False,
+) -> list[TraceRow]:
     """Each trace (those of `names`, when given) on its sized pool: FIFO, the heuristic, and the
     heuristic with each starvation bound of `bounds`."""
     rows = []
@@ -113,29 +134,41 @@ def run_trace_bench(load: float = 1.25, bounds: tuple[int, ...] = (48, 24, 12), 
 
 
 def table(rows: list[TraceRow]) -> str:
-    head = (f"{'trace':<14} {'GPUs':>4} {'load':>5}  {'policy':<17} {'done':>5} {'never':>5} {'value':>9} "
-            f"{'timely':>9} {'util':>6} {'wait p50':>8} {'wait p99':>8} {'max':>5} {'fair':>6} {'gap p50':>7} {'max':>6}")
+    head = (
+        f"{'trace':<14} {'GPUs':>4} {'load':>5}  {'policy':<17} {'done':>5} {'never':>5} {'value':>9} "
+        f"{'timely':>9} {'util':>6} {'wait p50':>8} {'wait p99':>8} {'max':>5} {'fair':>6} {'gap p50':>7} {'max':>6}"
+    )
     lines = [head, "-" * len(head)]
     for row in rows:
         for label, f in row.runs.items():
-            lines.append(f"{row.trace:<14} {row.gpus:>4} {row.load:>5.2f}  {label:<17} {f['completed']:>5} "
-                         f"{f['never_started']:>5} {f['value']:>9.0f} {f['timely_value']:>9.0f} "
-                         f"{f['utilization']:>6.1%} {f['queue_p50']:>8} "
-                         f"{f['queue_p99']:>8} {f['queue_max']:>5} {f['fairness'] or 0:>6.3f} "
-                         f"{_share(f.get('window_gap_p50')):>7} {_share(f.get('window_gap_max')):>6}"
-                         + ("" if f["legal"] else "  ILLEGAL"))
-    lines.append("gap: the committed windows' gap to the capacity bound, every 6th step (an upper limit on how far "
-                 "from optimal they were)")
+            lines.append(
+                f"{row.trace:<14} {row.gpus:>4} {row.load:>5.2f}  {label:<17} {f['completed']:>5} "
+                f"{f['never_started']:>5} {f['value']:>9.0f} {f['timely_value']:>9.0f} "
+                f"{f['utilization']:>6.1%} {f['queue_p50']:>8} "
+                f"{f['queue_p99']:>8} {f['queue_max']:>5} {f['fairness'] or 0:>6.3f} "
+                f"{_share(f.get('window_gap_p50')):>7} {_share(f.get('window_gap_max')):>6}"
+                + ("" if f["legal"] else "  ILLEGAL")
+            )
+    lines.append(
+        "gap: the committed windows' gap to the capacity bound, every 6th step (an upper limit on how far "
+        "from optimal they were)"
+    )
     lines.append("")
     for p in tradeoff(rows):
         kept = "-" if p["gain_kept_median"] is None else f"{p['gain_kept_median']:.0%} (least {p['gain_kept_min']:.0%})"
-        within = "" if p["p99_within_bound"] is None else f", p99 within FIFO's plus the bound on {p['p99_within_bound']}"
+        within = (
+            "" if p["p99_within_bound"] is None else f", p99 within FIFO's plus the bound on {p['p99_within_bound']}"
+        )
         if p["window_gap_p50_median"] is not None:
-            within += (f"; committed windows within {p['window_gap_p50_median']:.1%} of the capacity bound "
-                       f"(median of the traces' p50), {p['window_gap_max']:.1%} at worst")
-        lines.append(f"{p['label']:<18} keeps {kept} of the timely-value gain over FIFO (median), p99 wait "
-                     f"{p['p99_over_fifo_mean']:+.1f} steps over FIFO's (mean); of {p['traces']} traces, completes as "
-                     f"many jobs as FIFO on {p['completes_as_many']}, as much timely value on {p['worth_as_much']}{within}")
+            within += (
+                f"; committed windows within {p['window_gap_p50_median']:.1%} of the capacity bound "
+                f"(median of the traces' p50), {p['window_gap_max']:.1%} at worst"
+            )
+        lines.append(
+            f"{p['label']:<18} keeps {kept} of the timely-value gain over FIFO (median), p99 wait "
+            f"{p['p99_over_fifo_mean']:+.1f} steps over FIFO's (mean); of {p['traces']} traces, completes as "
+            f"many jobs as FIFO on {p['completes_as_many']}, as much timely value on {p['worth_as_much']}{within}"
+        )
     return "\n".join(lines)
 
 
@@ -144,8 +177,10 @@ def _share(value: float | None) -> str:
 
 
 def as_dict(rows: list[TraceRow]) -> dict[str, Any]:
-    return {"traces": [{"trace": r.trace, "gpus": r.gpus, "load": r.load, "runs": r.runs} for r in rows],
-            "tradeoff": tradeoff(rows)}
+    return {
+        "traces": [{"trace": r.trace, "gpus": r.gpus, "load": r.load, "runs": r.runs} for r in rows],
+        "tradeoff": tradeoff(rows),
+    }
 
 
 def tradeoff(rows: list[TraceRow]) -> list[dict[str, Any]]:
@@ -168,14 +203,24 @@ def tradeoff(rows: list[TraceRow]) -> list[dict[str, Any]]:
             bound = run.get("bound")
             within += bound is not None and run["queue_p99"] <= fifo["queue_p99"] + bound
         bounded = any(row.runs[label].get("bound") is not None for row in rows)
-        gap_p50, gap_max = ([g for row in rows if (g := row.runs[label].get(key)) is not None]
-                            for key in ("window_gap_p50", "window_gap_max"))
-        out.append({"label": label, "gain_kept_median": round(statistics.median(kept), 3) if kept else None,
-                    "window_gap_p50_median": round(statistics.median(gap_p50), 4) if gap_p50 else None,
-                    "window_gap_max": max(gap_max) if gap_max else None,
-                    "gain_kept_min": round(min(kept), 3) if kept else None,
-                    "p99_over_fifo_mean": round(statistics.fmean(p99), 2), "completes_as_many": done,
-                    "worth_as_much": worth, "p99_within_bound": within if bounded else None, "traces": len(rows)})
+        gap_p50, gap_max = (
+            [g for row in rows if (g := row.runs[label].get(key)) is not None]
+            for key in ("window_gap_p50", "window_gap_max")
+        )
+        out.append(
+            {
+                "label": label,
+                "gain_kept_median": round(statistics.median(kept), 3) if kept else None,
+                "window_gap_p50_median": round(statistics.median(gap_p50), 4) if gap_p50 else None,
+                "window_gap_max": max(gap_max) if gap_max else None,
+                "gain_kept_min": round(min(kept), 3) if kept else None,
+                "p99_over_fifo_mean": round(statistics.fmean(p99), 2),
+                "completes_as_many": done,
+                "worth_as_much": worth,
+                "p99_within_bound": within if bounded else None,
+                "traces": len(rows),
+            }
+        )
     return out
 
 
@@ -188,25 +233,32 @@ def chart(rows: list[TraceRow]) -> str:
     lo, hi = min(0.0, *xs), max(1.0, *xs)
     x = lambda v: pad + (v - lo) / (hi - lo) * (width - 2 * pad - room)  # noqa: E731
     y = lambda v: height - pad - max(0.0, min(1.1, v)) / 1.1 * (height - 2 * pad)  # noqa: E731
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-           'font-size="11">', '<rect width="100%" height="100%" fill="white"/>',
-           f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#333"/>',
-           f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#333"/>',
-           f'<text x="{width / 2 - 110}" y="{height - 12}">mean p99 queueing delay over FIFO (steps)</text>',
-           f'<text x="8" y="{pad - 12}">median share of the heuristic\'s timely-value gain over FIFO kept</text>',
-           f'<line x1="{pad}" y1="{y(0.8):.1f}" x2="{width - pad}" y2="{y(0.8):.1f}" stroke="#c33" '
-           'stroke-dasharray="4 3"/>', f'<text x="{width - pad - 60}" y="{y(0.8) - 4:.1f}" fill="#c33">80% kept</text>',
-           f'<text x="{pad}" y="{height - pad + 14}">{lo:g}</text>',
-           f'<text x="{x(hi) - 10:.1f}" y="{height - pad + 14}">{hi:g}</text>',
-           f'<text x="{pad - 30}" y="{y(1.0) + 4:.1f}">100%</text>', f'<text x="{pad - 22}" y="{y(0.0) + 4:.1f}">0%</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+        'font-size="11">',
+        '<rect width="100%" height="100%" fill="white"/>',
+        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#333"/>',
+        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#333"/>',
+        f'<text x="{width / 2 - 110}" y="{height - 12}">mean p99 queueing delay over FIFO (steps)</text>',
+        f'<text x="8" y="{pad - 12}">median share of the heuristic\'s timely-value gain over FIFO kept</text>',
+        f'<line x1="{pad}" y1="{y(0.8):.1f}" x2="{width - pad}" y2="{y(0.8):.1f}" stroke="#c33" '
+        'stroke-dasharray="4 3"/>',
+        f'<text x="{width - pad - 60}" y="{y(0.8) - 4:.1f}" fill="#c33">80% kept</text>',
+        f'<text x="{pad}" y="{height - pad + 14}">{lo:g}</text>',
+        f'<text x="{x(hi) - 10:.1f}" y="{height - pad + 14}">{hi:g}</text>',
+        f'<text x="{pad - 30}" y="{y(1.0) + 4:.1f}">100%</text>',
+        f'<text x="{pad - 22}" y="{y(0.0) + 4:.1f}">0%</text>',
+    ]
     seen: dict[tuple[int, int], int] = {}  # points on the same spot: their labels one under another
     for p in points:
         cx, cy = x(p["p99_over_fifo_mean"]), y(p["gain_kept_median"])
         spot = (round(cx), round(cy))
         below = 14 * seen.get(spot, 0)
         seen[spot] = seen.get(spot, 0) + 1
-        out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="#2a6fb0"/>'
-                   f'<text x="{cx + 8:.1f}" y="{cy + 4 + below:.1f}">{escape(p["label"].replace("heuristic", "").strip() or "no bound")}'
-                   f' ({p["completes_as_many"]}/{p["traces"]} complete as many as FIFO)</text>')
+        out.append(
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="#2a6fb0"/>'
+            f'<text x="{cx + 8:.1f}" y="{cy + 4 + below:.1f}">{escape(p["label"].replace("heuristic", "").strip() or "no bound")}'
+            f" ({p['completes_as_many']}/{p['traces']} complete as many as FIFO)</text>"
+        )
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -84,10 +84,16 @@ class Output:
 
 def run_settings(settings: AgentSettings) -> dict[str, Any]:
     """What a replay needs to plan as this agent did; recorded in every ledger entry."""
-    return {"policy": settings.policy, "effort": settings.hot_path_effort, "step_seconds": settings.step_seconds,
-            "every": settings.full_mode.every, "dedup_steps": settings.dedup_steps,
-            "seen_limit": settings.seen_limit, "keyed": settings.group is not None,
-            "forecast": settings.forecast.model_dump()}
+    return {
+        "policy": settings.policy,
+        "effort": settings.hot_path_effort,
+        "step_seconds": settings.step_seconds,
+        "every": settings.full_mode.every,
+        "dedup_steps": settings.dedup_steps,
+        "seen_limit": settings.seen_limit,
+        "keyed": settings.group is not None,
+        "forecast": settings.forecast.model_dump(),
+    }
 
 
 @dataclass
@@ -216,8 +222,13 @@ class Dispatcher:
             out.append(self._reject(rec, str(e), now))
             return None
         if env.pool != self.pool and self.keyed:  # keyed by this pool, so no other agent sees it
-            out.append(self._reject(rec, f"pool: {env.pool!r} must be the record's key, {rec.key!r} "
-                                         "(the input topics are keyed by pool)", now))
+            out.append(
+                self._reject(
+                    rec,
+                    f"pool: {env.pool!r} must be the record's key, {rec.key!r} (the input topics are keyed by pool)",
+                    now,
+                )
+            )
             return None
         if env.pool != self.pool:
             return None  # another pool's agent owns it
@@ -225,8 +236,14 @@ class Dispatcher:
         if env.event_id in self.seen:
             if self.seen.digest(env.event_id) in (digest, None):
                 return None  # a redelivery
-            out.append(self._reject(rec, f"event_id: {env.event_id!r} was used before by another event "
-                                         "(an event id names one event; a redelivery repeats its payload)", now))
+            out.append(
+                self._reject(
+                    rec,
+                    f"event_id: {env.event_id!r} was used before by another event "
+                    "(an event id names one event; a redelivery repeats its payload)",
+                    now,
+                )
+            )
             return None
         self.seen.add(env.event_id, self.planner.now if self.planner else 0, digest)
         self.seen.keep_newest(self.seen_limit)
@@ -243,16 +260,32 @@ class Dispatcher:
 
     def _decision_output(self, effect: Decided, now: datetime) -> Output:
         d, input_id = effect.decision, effect.ref[1]
-        payload = AllocationDecided(job_id=d.job_id, action=d.action, gpus=list(d.gpus), start_step=d.start_step,
-                                    reason=d.reason, input_event_id=input_id, latency_ms=0.0,
-                                    pass_seq=effect.pass_seq, pass_size=effect.pass_size,
-                                    forecast=_forecast_made(d.forecast))
-        return Output(self.topics.decisions, d.job_id,
-                      envelope("allocation.decided", payload, now, f"{input_id}:decided", self.pool))
+        payload = AllocationDecided(
+            job_id=d.job_id,
+            action=d.action,
+            gpus=list(d.gpus),
+            start_step=d.start_step,
+            reason=d.reason,
+            input_event_id=input_id,
+            latency_ms=0.0,
+            pass_seq=effect.pass_seq,
+            pass_size=effect.pass_size,
+            forecast=_forecast_made(d.forecast),
+        )
+        return Output(
+            self.topics.decisions,
+            d.job_id,
+            envelope("allocation.decided", payload, now, f"{input_id}:decided", self.pool),
+        )
 
     # ---- steps ----------------------------------------------------------------------------
-    def commit(self, now: datetime, plan: FullModePlan | None = None,
-               recorded: RecordedCommit | None = None, full_mode: str | None = None) -> list[Output]:
+    def commit(
+        self,
+        now: datetime,
+        plan: FullModePlan | None = None,
+        recorded: RecordedCommit | None = None,
+        full_mode: str | None = None,
+    ) -> list[Output]:
         """Commit the current step: the hot path's plan, or `plan` (full mode's) when it is
         adopted, or what a ledger `recorded` (replays); `full_mode`: what became of full mode
         when it offered no plan (say, skipped and why). The message carries the whole tentative
@@ -279,15 +312,28 @@ class Dispatcher:
         objective = objective_of(window, schedule)
         batch = {k: v for k, v in batch_spans(window, schedule).items() if k != BLOCKER}
         payload = PlanCommitted(
-            step=commit.step, seq=self.seq, step_start=self.interpreter.origin + commit.step * self.step_length,
+            step=commit.step,
+            seq=self.seq,
+            step_start=self.interpreter.origin + commit.step * self.step_length,
             assignments={k: list(v) for k, v in commit.assignments.items()},
             plan=tentative_plan(window.gpus, window.horizon, batch, schedule.realtime),
-            source=commit.source, objective=round(objective, 6), bound=committed.bound,
-            started=list(commit.started), full_mode=committed.full_mode, frontier=dict(self.frontier))
+            source=commit.source,
+            objective=round(objective, 6),
+            bound=committed.bound,
+            started=list(commit.started),
+            full_mode=committed.full_mode,
+            frontier=dict(self.frontier),
+        )
         self._log.begun(now)
-        self._log.commits.append(RecordedCommit(
-            seq=self.seq, full_mode=committed.full_mode, bound=committed.bound,
-            schedule=dump_schedule(commit.schedule) if commit.source == FULL_MODE else None, ahead=ahead))
+        self._log.commits.append(
+            RecordedCommit(
+                seq=self.seq,
+                full_mode=committed.full_mode,
+                bound=committed.bound,
+                schedule=dump_schedule(commit.schedule) if commit.source == FULL_MODE else None,
+                ahead=ahead,
+            )
+        )
         message = envelope("plan.committed", payload, now, f"{self.pool}:commit:{self.seq}", self.pool)
         return [Output(self.topics.commits, self.pool, part) for part in split(message, self.part_bytes)]
 
@@ -321,18 +367,30 @@ class Dispatcher:
         if log.now is None:
             return None
         self.txn += 1
-        entry = PassRecorded(txn=self.txn, now=log.now, inputs=log.inputs, inline=log.inline,
-                             commits=log.commits, cut=log.cut, frontier=dict(self.frontier), run=run)
-        return Output(self.topics.ledger, self.pool,
-                      envelope("pass.recorded", entry, log.now, f"{self.pool}:pass:{self.txn}", self.pool))
+        entry = PassRecorded(
+            txn=self.txn,
+            now=log.now,
+            inputs=log.inputs,
+            inline=log.inline,
+            commits=log.commits,
+            cut=log.cut,
+            frontier=dict(self.frontier),
+            run=run,
+        )
+        return Output(
+            self.topics.ledger,
+            self.pool,
+            envelope("pass.recorded", entry, log.now, f"{self.pool}:pass:{self.txn}", self.pool),
+        )
 
     def snapshot(self, now: datetime, ledger_partition: int, ledger_next: int, state_partition: int) -> list[Output]:
         """The pool's state after the sealed transaction, for the compacted state topic (see
         `snapshot_job`)."""
         return self.snapshot_job(now, ledger_partition, ledger_next, state_partition)()
 
-    def snapshot_job(self, now: datetime, ledger_partition: int, ledger_next: int,
-                     state_partition: int) -> Callable[[], list[Output]]:
+    def snapshot_job(
+        self, now: datetime, ledger_partition: int, ledger_next: int, state_partition: int
+    ) -> Callable[[], list[Output]]:
         """The snapshot of the state after the sealed transaction, as a function that may run in
         another thread while the pool goes on: the state is serialized now, compression (most of
         the cost) is left to the call, which gives its records, all for `state_partition` (the
@@ -350,8 +408,14 @@ class Dispatcher:
         seen = self.seen.newest(self._seen_fit)  # trimmed to what fitted last time: one compression, usually
         state = orjson.dumps(dump_pool(self.interpreter))
         txn, pool = self.txn, self.pool
-        meta = dict(version=SNAPSHOT_VERSION, txn=txn, seq=self.seq, ledger_partition=ledger_partition,
-                    ledger_next=ledger_next, frontier=dict(self.frontier))
+        meta = dict(
+            version=SNAPSHOT_VERSION,
+            txn=txn,
+            seq=self.seq,
+            ledger_partition=ledger_partition,
+            ledger_next=ledger_next,
+            frontier=dict(self.frontier),
+        )
 
         def packed(kept: list) -> str:
             return pack_json(b'{"pool":' + state + b',"seen":' + orjson.dumps(kept) + b"}")
@@ -361,38 +425,69 @@ class Dispatcher:
             if len(text) > SNAPSHOT_BYTES and kept:
                 room = SNAPSHOT_BYTES * -(-len(packed([])) // SNAPSHOT_BYTES)  # the records the pool's state needs
                 while len(text) > room and kept:
-                    kept = kept[(len(kept) + 1) // 2:]  # keep the newer half
+                    kept = kept[(len(kept) + 1) // 2 :]  # keep the newer half
                     text = packed(kept)
             # what fits, to trim to at once next time; all again once the state leaves room for more
             roomy = len(text) <= SNAPSHOT_BYTES * max(1, -(-len(text) // SNAPSHOT_BYTES)) // 2
             self._seen_fit = len(kept) if len(kept) < window and not roomy else None
             parts = max(1, -(-len(text) // SNAPSHOT_BYTES))
             size = -(-len(text) // parts)
-            pieces = [text[i * size:(i + 1) * size] for i in range(parts)]
+            pieces = [text[i * size : (i + 1) * size] for i in range(parts)]
             before, self._snapshot_parts = self._snapshot_parts, parts
-            return [Output(self.topics.state, pool,
-                           envelope("pool.snapshot", PoolSnapshot(**meta, parts=parts, state=pieces[0]), now,
-                                    f"{pool}:snapshot:{txn}", pool), state_partition)] + [
-                    Output(self.topics.state, f"{pool}\x00{i}",
-                           envelope("pool.snapshot.part", PoolSnapshotPart(txn=txn, part=i, state=piece), now,
-                                    f"{pool}:snapshot:{txn}:{i}", pool), state_partition)
-                    for i, piece in enumerate(pieces[1:], 1)] + [
+            return (
+                [
+                    Output(
+                        self.topics.state,
+                        pool,
+                        envelope(
+                            "pool.snapshot",
+                            PoolSnapshot(**meta, parts=parts, state=pieces[0]),
+                            now,
+                            f"{pool}:snapshot:{txn}",
+                            pool,
+                        ),
+                        state_partition,
+                    )
+                ]
+                + [
+                    Output(
+                        self.topics.state,
+                        f"{pool}\x00{i}",
+                        envelope(
+                            "pool.snapshot.part",
+                            PoolSnapshotPart(txn=txn, part=i, state=piece),
+                            now,
+                            f"{pool}:snapshot:{txn}:{i}",
+                            pool,
+                        ),
+                        state_partition,
+                    )
+                    for i, piece in enumerate(pieces[1:], 1)
+                ]
+                + [
                     Output(self.topics.state, f"{pool}\x00{i}", None, state_partition)  # an older snapshot's
-                    for i in range(parts, before)]  # parts beyond this one's: dropped by compaction
+                    for i in range(parts, before)
+                ]
+            )  # parts beyond this one's: dropped by compaction
+
         return build
 
     def restore(self, snap: PoolSnapshot, pieces: dict[int, str] | None = None) -> None:
         """Take up the state a snapshot holds, with `pieces`, its parts' pieces by part number
         (SnapshotError when this release cannot read it, or a part is missing)."""
         if snap.version not in SNAPSHOT_READABLE:
-            raise SnapshotError(f"snapshot version {snap.version!r}: this release reads versions "
-                                f"{', '.join(map(str, SNAPSHOT_READABLE))}")
+            raise SnapshotError(
+                f"snapshot version {snap.version!r}: this release reads versions "
+                f"{', '.join(map(str, SNAPSHOT_READABLE))}"
+            )
         state = unpack(joined(snap.state, snap.parts, pieces or {}))
         load_pool(state["pool"], self.interpreter)
         self.seq, self.txn, self.frontier = snap.seq, snap.txn, dict(snap.frontier)
         self._snapshot_parts = snap.parts
-        self.seen = SeenIds((event_id, step, digest[0] if digest else None)  # no digest: older snapshots
-                            for event_id, step, *digest in state["seen"])
+        self.seen = SeenIds(
+            (event_id, step, digest[0] if digest else None)  # no digest: older snapshots
+            for event_id, step, *digest in state["seen"]
+        )
 
     def replay(self, entry: PassRecorded, record_at: Callable[[str, int, int], Record]) -> list[Output]:
         """Redo a recorded transaction: its inputs in the recorded order (`record_at` fetches a
@@ -421,31 +516,52 @@ class Dispatcher:
     def _job_failed(self, job_id: str, detail: str, now: datetime) -> Output:
         """The notice the contract asks for on gpualloc.jobs when gpualloc fails a job itself."""
         step = self.planner.now
-        return Output(self.topics.jobs, self.pool,
-                      envelope("job.failed", JobRef(id=job_id, detail=detail, source="agent"), now,
-                               f"{self.pool}:failed:{job_id}:{step}", self.pool))
+        return Output(
+            self.topics.jobs,
+            self.pool,
+            envelope(
+                "job.failed",
+                JobRef(id=job_id, detail=detail, source="agent"),
+                now,
+                f"{self.pool}:failed:{job_id}:{step}",
+                self.pool,
+            ),
+        )
 
 
-def rejection(topics: Topics, rec: Record, reason: str, now: datetime, pool: str,
-              source: str | None = None) -> Output:
+def rejection(topics: Topics, rec: Record, reason: str, now: datetime, pool: str, source: str | None = None) -> Output:
     """The dead letter of `rec`: its original text and where it was, with the field and rule it
     broke; its event id names the record, so a redelivered rejection is recognisable. Bounded
     whatever the record: the text is cut to `LIMITS.original_chars` (its length and SHA-256 kept),
     the reason and the key to a few thousand characters."""
     value = rec.value or b""
-    text = value[:LIMITS.original_chars * 4].decode("utf-8", "replace")
-    payload = InputRejected(reason=_cut(reason, LIMITS.text_chars), original=text[:LIMITS.original_chars],
-                            topic=rec.topic, partition=rec.partition, offset=rec.offset, source=source,
-                            original_bytes=None if rec.value is None else len(value),
-                            original_sha256=hashlib.sha256(value).hexdigest(),
-                            truncated=len(text) > LIMITS.original_chars or len(value) > LIMITS.original_chars * 4)
-    return Output(topics.deadletter, _cut(rec.key or "", LIMITS.id_chars),
-                  envelope("input.rejected", payload, now, f"{rec.topic}:{rec.partition}:{rec.offset}:rejected",
-                           _cut(pool, LIMITS.id_chars)))
+    text = value[: LIMITS.original_chars * 4].decode("utf-8", "replace")
+    payload = InputRejected(
+        reason=_cut(reason, LIMITS.text_chars),
+        original=text[: LIMITS.original_chars],
+        topic=rec.topic,
+        partition=rec.partition,
+        offset=rec.offset,
+        source=source,
+        original_bytes=None if rec.value is None else len(value),
+        original_sha256=hashlib.sha256(value).hexdigest(),
+        truncated=len(text) > LIMITS.original_chars or len(value) > LIMITS.original_chars * 4,
+    )
+    return Output(
+        topics.deadletter,
+        _cut(rec.key or "", LIMITS.id_chars),
+        envelope(
+            "input.rejected",
+            payload,
+            now,
+            f"{rec.topic}:{rec.partition}:{rec.offset}:rejected",
+            _cut(pool, LIMITS.id_chars),
+        ),
+    )
 
 
 def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _recordable(schedule: Schedule) -> str | None:
@@ -465,6 +581,13 @@ def _digest(kind: str, payload: dict[str, Any]) -> str:
 def _forecast_made(f: JobForecast | None) -> ForecastMade | None:
     if f is None:
         return None
-    return ForecastMade(forecast=list(f.forecast), gpus=f.gpus, duration=f.duration, quantile=f.quantile,
-                        median=round(f.median, 3), interval=(round(f.low, 3), round(f.high, 3)),
-                        coverage=f.coverage, peak_memory_gb=round(f.peak_memory_gb, 3))
+    return ForecastMade(
+        forecast=list(f.forecast),
+        gpus=f.gpus,
+        duration=f.duration,
+        quantile=f.quantile,
+        median=round(f.median, 3),
+        interval=(round(f.low, 3), round(f.high, 3)),
+        coverage=f.coverage,
+        peak_memory_gb=round(f.peak_memory_gb, 3),
+    )

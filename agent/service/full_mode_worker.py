@@ -17,8 +17,14 @@ DEADLINE_GRACE_S = 15.0  # past the time limit: starting the process, the warm s
 
 
 class FullModeWorker(SolveProcess):
-    def __init__(self, options: FullModeOptions, max_jobs: int = RollingFullMode(every=1).max_jobs,
-                 policy: str = "full-mode", memory_bytes: int | None = None, max_nonzeros: int | None = None):
+    def __init__(
+        self,
+        options: FullModeOptions,
+        max_jobs: int = RollingFullMode(every=1).max_jobs,
+        policy: str = "full-mode",
+        memory_bytes: int | None = None,
+        max_nonzeros: int | None = None,
+    ):
         """Solve with registered policy `policy` under `options` (its time limit should fit
         within a step), on snapshots of at most `max_jobs` queued jobs whose models have at most
         `max_nonzeros`, in a process of at most `memory_bytes` of address space."""
@@ -39,5 +45,11 @@ class FullModeWorker(SolveProcess):
         if self.skipped is not None:
             return False
         limit = self.options.full_mode.time_limit
-        return self.submit(solve_snapshot, problem, planner.now, self.policy, self.options,
-                           deadline_s=None if limit is None else limit + DEADLINE_GRACE_S)
+        return self.submit(
+            solve_snapshot,
+            problem,
+            planner.now,
+            self.policy,
+            self.options,
+            deadline_s=None if limit is None else limit + DEADLINE_GRACE_S,
+        )

@@ -83,8 +83,12 @@ class GroupAgent:
         if self.settings.metrics_port is None:
             return await self.serve(stop)
         port = await self.health.start(self.settings.metrics_port)
-        log.info("metrics on port %d (/metrics, /healthz, /readyz) for the pools of group %s", port,
-                 self.settings.group, extra={"port": port})
+        log.info(
+            "metrics on port %d (/metrics, /healthz, /readyz) for the pools of group %s",
+            port,
+            self.settings.group,
+            extra={"port": port},
+        )
         try:
             await self.serve(stop)
         finally:
@@ -95,10 +99,16 @@ class GroupAgent:
         counts = await ensure_topics(self.bootstrap, self.topics, s.partitions, s.retention_ms)
         self._width = _shared_width(counts, self.topics)
         consumer = kafka_clients.consumer(
-            bootstrap=self.bootstrap, group_id=s.group, group_instance_id=s.member,
-            partition_assignment_strategy=(RangePartitionAssignor,), session_timeout_ms=s.session_timeout_ms,
-            heartbeat_interval_ms=max(100, s.session_timeout_ms // 4), enable_auto_commit=True,
-            auto_offset_reset="earliest", isolation_level="read_committed")
+            bootstrap=self.bootstrap,
+            group_id=s.group,
+            group_instance_id=s.member,
+            partition_assignment_strategy=(RangePartitionAssignor,),
+            session_timeout_ms=s.session_timeout_ms,
+            heartbeat_interval_ms=max(100, s.session_timeout_ms // 4),
+            enable_auto_commit=True,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+        )
         producer = kafka_clients.producer(self.bootstrap, enable_idempotence=True, acks="all")
         try:
             await kafka_clients.started(producer, f"group {s.group}: producer")
@@ -171,8 +181,7 @@ class GroupAgent:
         with a pool.configured on the config topic."""
         wanted, self._unexplored = self._unexplored, set()
         state = counts.get(self.topics.state, 0)
-        starts = {TopicPartition(self.topics.state, p): 0 for p in range(state)
-                  if state != self._width or p in wanted}
+        starts = {TopicPartition(self.topics.state, p): 0 for p in range(state) if state != self._width or p in wanted}
         starts |= {TopicPartition(self.topics.config, p): 0 for p in wanted}
         history = await kafka_clients.started(reader(self.bootstrap), "group history reader")
         try:
@@ -191,12 +200,23 @@ class GroupAgent:
         key = m.key.decode("utf-8", "replace") if m.key is not None else None
         if key is None or partition_of(key, self._width) != tp.partition:
             rec = Record(tp.topic, tp.partition, m.offset, key, m.value)
-            where = "missing" if key is None else (f"{key!r} belongs on partition {partition_of(key, self._width)}, "
-                                                   f"not {tp.partition}")
-            reason = (f"key: {where}; the input topics are keyed by pool (Kafka's default partitioner), "
-                      "and a shared group reads a pool's records on its key's partition only")
-            out = rejection(self.topics, rec, reason, datetime.now(timezone.utc), _pool_named(m.value) or key or "",
-                            source=f"group:{self.settings.group}")
+            where = (
+                "missing"
+                if key is None
+                else (f"{key!r} belongs on partition {partition_of(key, self._width)}, not {tp.partition}")
+            )
+            reason = (
+                f"key: {where}; the input topics are keyed by pool (Kafka's default partitioner), "
+                "and a shared group reads a pool's records on its key's partition only"
+            )
+            out = rejection(
+                self.topics,
+                rec,
+                reason,
+                datetime.now(timezone.utc),
+                _pool_named(m.value) or key or "",
+                source=f"group:{self.settings.group}",
+            )
             await producer.send_and_wait(out.topic, encode(out.message), key=out.key.encode())
             log.warning("dead-lettered %s[%d]@%d: %s", tp.topic, tp.partition, m.offset, reason)
         elif tp.topic == self.topics.config and m.value is not None and _names_pool(m.value, key):
@@ -224,8 +244,13 @@ def _shared_width(counts: dict[str, int], topics: Topics) -> int:
     widths = {topic: counts.get(topic, 0) for topic in topics.inputs}
     if len(set(widths.values())) != 1:
         listed = ", ".join(f"{topic} {n}" for topic, n in widths.items())
-        raise InputError("partitions", [f"the input topics of a shared group need one partition count, "
-                                        f"found {listed} (a pool's records share a partition number)"])
+        raise InputError(
+            "partitions",
+            [
+                f"the input topics of a shared group need one partition count, "
+                f"found {listed} (a pool's records share a partition number)"
+            ],
+        )
     return widths[topics.config]
 
 

@@ -92,9 +92,16 @@ class AgentService:
     message to start with (`--config`). `partition`: read only this partition of each input topic
     (a shared group's pool, whose records are keyed by its name); else read them all."""
 
-    def __init__(self, bootstrap: str, settings: AgentSettings = AgentSettings(), topics: Topics = Topics(),
-                 pool: str = "default", initial_config: bytes | None = None, partition: int | None = None,
-                 clock: Clock | None = None):
+    def __init__(
+        self,
+        bootstrap: str,
+        settings: AgentSettings = AgentSettings(),
+        topics: Topics = Topics(),
+        pool: str = "default",
+        initial_config: bytes | None = None,
+        partition: int | None = None,
+        clock: Clock | None = None,
+    ):
         self.bootstrap, self.settings, self.topics, self.pool = bootstrap, settings, topics, pool
         self.initial_config, self.partition = initial_config, partition
         self.clock = clock or Clock()
@@ -160,8 +167,9 @@ class AgentService:
                 if not served.is_set() or stop.is_set():
                     raise
                 delay = RETRY_FIRST_S if time.monotonic() - began > 10 * RETRY_MAX_S else delay
-                log.warning("pool %s: lost the broker (%s: %s); reconnecting in %.1f s", self.pool,
-                            type(e).__name__, e, delay)
+                log.warning(
+                    "pool %s: lost the broker (%s: %s); reconnecting in %.1f s", self.pool, type(e).__name__, e, delay
+                )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
                 return
@@ -175,16 +183,26 @@ class AgentService:
         self.failure = str(e)
         self.metrics.publish_failed(e.kind)
         delay = max(delay, FAILED_RETRY_FIRST_S)
-        log.error("pool %s: a pass cannot be published, nothing of it was: %s; trying again in %.0f s", self.pool,
-                  e, delay, extra={"message_type": e.message_type, "key": e.key, "bytes": e.size, "kind": e.kind})
+        log.error(
+            "pool %s: a pass cannot be published, nothing of it was: %s; trying again in %.0f s",
+            self.pool,
+            e,
+            delay,
+            extra={"message_type": e.message_type, "key": e.key, "bytes": e.size, "kind": e.kind},
+        )
         return delay
 
     async def _session(self, stop: asyncio.Event, ready: asyncio.Event | None, served: asyncio.Event) -> None:
         s = self.settings
         self._counts = await ensure_topics(self.bootstrap, self.topics, s.partitions, s.retention_ms)
-        producer = kafka_clients.producer(self.bootstrap, transactional_id=self.topics.transactional_id(self.pool),
-                                          enable_idempotence=True, acks="all", linger_ms=1,
-                                          transaction_timeout_ms=s.transaction_timeout_ms)
+        producer = kafka_clients.producer(
+            self.bootstrap,
+            transactional_id=self.topics.transactional_id(self.pool),
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=1,
+            transaction_timeout_ms=s.transaction_timeout_ms,
+        )
         # inputs are assigned by hand and read from the restored frontier
         consumer = reader(self.bootstrap, self.settings.fetch_wait_ms)
         try:
@@ -210,8 +228,10 @@ class AgentService:
             while not stop.is_set():
                 await self._pass(consumer, producer)
         except ProducerFenced:
-            raise AgentFenced(f"pool {self.pool!r}: another agent took it over (transactional id "
-                              f"{self.topics.transactional_id(self.pool)}); this one stops") from None
+            raise AgentFenced(
+                f"pool {self.pool!r}: another agent took it over (transactional id "
+                f"{self.topics.transactional_id(self.pool)}); this one stops"
+            ) from None
         finally:
             self.ready = False
             self._snapshot = None  # its transaction may not have committed: the next session snapshots afresh
@@ -239,8 +259,12 @@ class AgentService:
             self.dispatcher.use(self.run_info)
         finally:
             await kafka_clients.close(history_reader)
-        inputs = [tp for topic in self.topics.inputs for tp in partitions(self._counts, topic)
-                  if self.partition in (None, tp.partition)]
+        inputs = [
+            tp
+            for topic in self.topics.inputs
+            for tp in partitions(self._counts, topic)
+            if self.partition in (None, tp.partition)
+        ]
         consumer.assign(inputs)
         for tp in inputs:
             consumer.seek(tp, self.dispatcher.frontier.get(f"{tp.topic}:{tp.partition}", 0))
@@ -251,15 +275,24 @@ class AgentService:
         self.stats.replayed += replayed
         self.stats.recovery_s = time.perf_counter() - began
         if history.snapshot is not None or replayed:
-            log.info("pool %s: recovered at transaction %d, seq %d (%d replayed) in %.2f s", self.pool,
-                     self.dispatcher.txn, self.dispatcher.seq, replayed, self.stats.recovery_s)
+            log.info(
+                "pool %s: recovered at transaction %d, seq %d (%d replayed) in %.2f s",
+                self.pool,
+                self.dispatcher.txn,
+                self.dispatcher.seq,
+                replayed,
+                self.stats.recovery_s,
+            )
 
     # ---- one pass, one transaction --------------------------------------------------------------
     async def _pass(self, consumer: AIOKafkaConsumer, producer: AIOKafkaProducer) -> None:
         batch = await consumer.getmany(timeout_ms=self._wait_ms(), max_records=2000)
         received = time.perf_counter()
-        records = [Record(tp.topic, tp.partition, m.offset, m.key.decode("utf-8", "replace") if m.key else None, m.value)
-                   for tp, messages in batch.items() for m in messages]
+        records = [
+            Record(tp.topic, tp.partition, m.offset, m.key.decode("utf-8", "replace") if m.key else None, m.value)
+            for tp, messages in batch.items()
+            for m in messages
+        ]
         now = self.clock.now()
         outputs = self.dispatcher.handle(records, now) if records else []
         if self.ahead is not None:
@@ -270,11 +303,13 @@ class AgentService:
         self.stats.records += len(records)
         self._lag(consumer)
         # a transaction that cannot finish in time ends the session (`run` starts a new one)
-        await asyncio.wait_for(self._transact(producer, outputs, now, received),
-                               self.settings.transaction_timeout_ms / 1000)
+        await asyncio.wait_for(
+            self._transact(producer, outputs, now, received), self.settings.transaction_timeout_ms / 1000
+        )
 
-    async def _transact(self, producer: AIOKafkaProducer, outputs: list[Output], now: datetime,
-                        received: float) -> None:
+    async def _transact(
+        self, producer: AIOKafkaProducer, outputs: list[Output], now: datetime, received: float
+    ) -> None:
         """Publish one pass atomically: outputs, ledger entry, snapshot when due, offsets."""
         d = self.dispatcher
         entry = d.seal(self.run_info)
@@ -298,8 +333,15 @@ class AgentService:
         self.metrics.published()
         self.stats.transactions += 1
 
-    async def _publish(self, producer: AIOKafkaProducer, outputs: list[Output], entry: Output | None,
-                       ready: bool, now: datetime, received: float) -> asyncio.Future | None:
+    async def _publish(
+        self,
+        producer: AIOKafkaProducer,
+        outputs: list[Output],
+        entry: Output | None,
+        ready: bool,
+        now: datetime,
+        received: float,
+    ) -> asyncio.Future | None:
         """Send the pass's messages (in its open transaction); the ledger entry's delivery."""
         d = self.dispatcher
         self._sent = []
@@ -326,15 +368,20 @@ class AgentService:
         # Also at a commit once replaying the commits since the last would plan for REPLAY_S: at
         # thousands of GPUs a boundary's plan takes seconds, and recovery replays each
         due = (self._ledger_bytes >= self._snapshot_bytes or (committed and self._replay_s >= REPLAY_S)) and (
-            committed or d.txn - self._snapshot_txn >= self.settings.snapshot_every)
+            committed or d.txn - self._snapshot_txn >= self.settings.snapshot_every
+        )
         # events waiting for the pool's configuration stay in the ledger; one snapshot at a time;
         # none while a cut waits for its boundary (a snapshot holds no plan made ahead)
         if due and d.planner is not None and d.planner.ahead is None and self._snapshot is None:
             # where recovery reads the ledger from: at or before this entry (it skips the
             # entries the snapshot holds by their txn), known without waiting for this entry's
             # offset, a round trip inside the pass that commits a step
-            job = d.snapshot_job(now, partition_of(self.pool, self._counts[entry.topic]), self._ledger_next,
-                                 partition_of(self.pool, self._counts[self.topics.state]))
+            job = d.snapshot_job(
+                now,
+                partition_of(self.pool, self._counts[entry.topic]),
+                self._ledger_next,
+                partition_of(self.pool, self._counts[self.topics.state]),
+            )
             self._snapshot = asyncio.get_running_loop().run_in_executor(None, job)  # compressed off the loop
             self._snapshot_txn, self._ledger_bytes, self._replay_s = d.txn, 0, 0.0
         # for lag monitoring (recovery resumes from the ledger's own frontier); not in a pass that
@@ -378,25 +425,41 @@ class AgentService:
         if kind == "allocation.decided":
             self.stats.decisions += 1
             self.metrics.decided(p["action"], p["latency_ms"] / 1000)
-            log.debug("job %s: %s", p["job_id"], p["action"], extra={"job_id": p["job_id"], "action": p["action"],
-                                                                   "event_id": p["input_event_id"]})
+            log.debug(
+                "job %s: %s",
+                p["job_id"],
+                p["action"],
+                extra={"job_id": p["job_id"], "action": p["action"], "event_id": p["input_event_id"]},
+            )
         elif kind == "plan.committed":
             if (p := self._parts.add(p)) is None:
                 return  # the commit's other parts follow in this transaction
             self.stats.commits += 1
             self._committed(p)
-            log.info("plan for step %d (seq %d, %s)", p["step"], p["seq"], p["source"],
-                     extra={"step": p["step"], "seq": p["seq"], "source": p["source"]})
+            log.info(
+                "plan for step %d (seq %d, %s)",
+                p["step"],
+                p["seq"],
+                p["source"],
+                extra={"step": p["step"], "seq": p["seq"], "source": p["source"]},
+            )
         elif kind == "input.rejected":
             self.stats.rejected += 1
             self.metrics.dead_lettered(p["reason"])
-            log.warning("dead-lettered %s: %s", o.message["event_id"], p["reason"],
-                        extra={"event_id": o.message["event_id"], "input": f"{p['topic']}:{p['partition']}@{p['offset']}"})
+            log.warning(
+                "dead-lettered %s: %s",
+                o.message["event_id"],
+                p["reason"],
+                extra={"event_id": o.message["event_id"], "input": f"{p['topic']}:{p['partition']}@{p['offset']}"},
+            )
 
     def _committed(self, payload: dict) -> None:
         planner, commit = self.dispatcher.planner, self.dispatcher.last_commit
-        demand = {app.id: app.demand[0] for app in commit.window.realtime} \
-            if commit is not None and commit.step == payload["step"] else dict.fromkeys(planner.apps, 0)
+        demand = (
+            {app.id: app.demand[0] for app in commit.window.realtime}
+            if commit is not None and commit.step == payload["step"]
+            else dict.fromkeys(planner.apps, 0)
+        )
         self.metrics.committed(payload, planner.config.gpus, planner.down.bit_count(), len(planner.queued), demand)
 
     def _lag(self, consumer: AIOKafkaConsumer) -> None:
@@ -466,9 +529,13 @@ class AgentService:
         if self.worker is None:
             limit = s.full_mode_time_limit(self.dispatcher.step_length.total_seconds())
             memory = None if s.full_mode_memory_mb is None else s.full_mode_memory_mb << 20
-            self.worker = FullModeWorker(s.full_mode.options.model_copy(update={"time_limit": limit}),
-                                         s.full_mode.max_jobs, self.policy.full_mode.name, memory,
-                                         s.full_mode_max_nonzeros)
+            self.worker = FullModeWorker(
+                s.full_mode.options.model_copy(update={"time_limit": limit}),
+                s.full_mode.max_jobs,
+                self.policy.full_mode.name,
+                memory,
+                s.full_mode_max_nonzeros,
+            )
         self.worker.launch(self.dispatcher.planner)
         if self.worker.skipped is not None and not self._skip_said:  # each commit says it after this
             log.warning("pool %s: full mode not started: %s", self.pool, self.worker.skipped)
@@ -487,4 +554,3 @@ def _offsets(frontier: dict[str, int]) -> dict[TopicPartition, int]:
         topic, partition = key.rsplit(":", 1)
         out[TopicPartition(topic, int(partition))] = offset
     return out
-

@@ -61,9 +61,14 @@ class PlanAhead:
         plan, and commits the step a little late. The commit is the one a replay makes: the cut,
         the inputs after it, then the commit carrying its plan, in the ledger's order."""
         planner = dispatcher.planner
-        return (self._launched is not None and planner is not None and planner.ahead is not None
-                and planner.ahead.schedule is None and self._launched[0] == planner.now
-                and now < boundary + LEAD_SHARE * step_length)
+        return (
+            self._launched is not None
+            and planner is not None
+            and planner.ahead is not None
+            and planner.ahead.schedule is None
+            and self._launched[0] == planner.now
+            and now < boundary + LEAD_SHARE * step_length
+        )
 
     def launch(self, dispatcher: Dispatcher, now: datetime) -> bool:
         """Cut the window and start its plan (not while one is still being made)."""
@@ -76,8 +81,14 @@ class PlanAhead:
         boundary still to come), so that boundary carries it over as the first agent's would
         have; the replay itself does not wait for it."""
         planner = dispatcher.planner
-        if (self.process.busy or self._launched is not None or planner is None or planner.ahead is None
-                or planner.ahead.schedule is not None or planner.ahead.problem is None):
+        if (
+            self.process.busy
+            or self._launched is not None
+            or planner is None
+            or planner.ahead is None
+            or planner.ahead.schedule is not None
+            or planner.ahead.problem is None
+        ):
             return False
         return self._start(planner)
 

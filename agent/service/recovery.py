@@ -72,8 +72,10 @@ async def _led(admin: AIOKafkaAdminClient, names: list[str], seconds: float = LE
     deadline = asyncio.get_running_loop().time() + seconds
     while True:
         described = await admin.describe_topics(names)
-        ready = all(t["error_code"] == 0 and t["partitions"] and all(p["leader"] >= 0 for p in t["partitions"])
-                    for t in described)
+        ready = all(
+            t["error_code"] == 0 and t["partitions"] and all(p["leader"] >= 0 for p in t["partitions"])
+            for t in described
+        )
         if ready or asyncio.get_running_loop().time() > deadline:
             return {t["topic"]: len(t["partitions"]) for t in described if t["error_code"] == 0 and t["partitions"]}
         await asyncio.sleep(0.1)
@@ -82,8 +84,13 @@ async def _led(admin: AIOKafkaAdminClient, names: list[str], seconds: float = LE
 def reader(bootstrap: str, fetch_wait_ms: int = 500) -> AIOKafkaConsumer:
     """A consumer for reading history back: no group, committed transactions only. The agent's
     live input reader passes a short `fetch_wait_ms` (`agent.fetch_wait_ms`)."""
-    return kafka_clients.consumer(bootstrap=bootstrap, group_id=None, enable_auto_commit=False,
-                                  isolation_level="read_committed", fetch_max_wait_ms=fetch_wait_ms)
+    return kafka_clients.consumer(
+        bootstrap=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        fetch_max_wait_ms=fetch_wait_ms,
+    )
 
 
 def partitions(counts: dict[str, int], topic: str) -> list[TopicPartition]:
@@ -121,7 +128,9 @@ def _of_pool(records: Iterable, pool: str, model, keyed: Callable[[str], bool] |
             if message.get("pool") == pool:
                 yield r, model.model_validate(message["payload"])
         except (ValueError, TypeError, KeyError, AttributeError, ValidationError) as e:
-            log.warning("skipping unreadable %s record %s[%d]@%d: %s", model.__name__, r.topic, r.partition, r.offset, e)
+            log.warning(
+                "skipping unreadable %s record %s[%d]@%d: %s", model.__name__, r.topic, r.partition, r.offset, e
+            )
 
 
 @dataclass
@@ -138,12 +147,14 @@ class History:
         try:
             return self.records[topic, partition, offset]
         except KeyError:
-            raise LookupError(f"input {topic}[{partition}]@{offset} named by the ledger is gone "
-                              "(retention shorter than the ledger?)") from None
+            raise LookupError(
+                f"input {topic}[{partition}]@{offset} named by the ledger is gone (retention shorter than the ledger?)"
+            ) from None
 
 
-async def read_history(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[str, int], pool: str,
-                       use_snapshot: bool = True) -> History:
+async def read_history(
+    consumer: AIOKafkaConsumer, topics: Topics, counts: dict[str, int], pool: str, use_snapshot: bool = True
+) -> History:
     """The latest snapshot of `pool` (unless `use_snapshot` is False), the ledger entries after it
     in transaction order, and the input records they name. `counts`: partitions per topic."""
     history = History()
@@ -163,8 +174,10 @@ async def read_history(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[
     else:
         starts = {tp: 0 for tp in partitions(counts, topics.ledger)}
     after = snap.txn if snap is not None else 0
-    entries = sorted((e for _, e in _of_pool(await read_range(consumer, starts), pool, PassRecorded) if e.txn > after),
-                     key=lambda e: e.txn)
+    entries = sorted(
+        (e for _, e in _of_pool(await read_range(consumer, starts), pool, PassRecorded) if e.txn > after),
+        key=lambda e: e.txn,
+    )
     history.entries = entries
     spans: dict[TopicPartition, list[int]] = {}
     for entry in entries:
@@ -189,4 +202,3 @@ def rebuild(dispatcher: Dispatcher, history: History) -> int:
     for entry in history.entries:
         dispatcher.replay(entry, history.record_at)
     return len(history.entries)
-

@@ -47,4 +47,4 @@ class SeenIds:
         """(id, step, digest) of the `count` newest ids (all when None), oldest first."""
         if count is None or count >= len(self._order):
             return list(self._order)
-        return list(self._order)[len(self._order) - count:]
+        return list(self._order)[len(self._order) - count :]

@@ -43,6 +43,7 @@ def _start_worker(parent: int, memory_bytes: int | None) -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_CHECK_S)
         os._exit(0)
+
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
@@ -138,8 +139,9 @@ class SolveProcess:
         self._end_process()
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._process = ctx.Process(target=_serve, args=(child, os.getpid(), self.memory_bytes),
-                                    name="gpualloc-solver", daemon=True)
+        self._process = ctx.Process(
+            target=_serve, args=(child, os.getpid(), self.memory_bytes), name="gpualloc-solver", daemon=True
+        )
         self._process.start()
         child.close()
 
@@ -230,5 +232,6 @@ def _receive(conn: Connection) -> asyncio.Future:
             future.set_result(conn.recv())
         except (EOFError, OSError) as exc:
             future.set_exception(exc)
+
     loop.add_reader(fd, readable)
     return future

@@ -36,8 +36,9 @@ def snapshot(planner: Planner, max_jobs: int) -> Problem:
     return replace(problem, batch=tuple(j for j in problem.batch if j.running_mask or j.id in keep))
 
 
-def not_worth_starting(problem: Problem, options: FullModeOptions, memory_bytes: int | None = None,
-                       max_nonzeros: int | None = None) -> str | None:
+def not_worth_starting(
+    problem: Problem, options: FullModeOptions, memory_bytes: int | None = None, max_nonzeros: int | None = None
+) -> str | None:
     """Why full mode should not start on `problem` (None: it may): its model is larger than
     `max_nonzeros` (where it was not seen to improve a plan), would take more than SETUP_SHARE of
     the time limit to build, leaving the search too little, or more than `memory_bytes`. From the
@@ -51,8 +52,10 @@ def not_worth_starting(problem: Problem, options: FullModeOptions, memory_bytes:
         return f"{model}, more than agent.full_mode_max_nonzeros ({max_nonzeros:,})"
     setup = size.nonzeros * SETUP_S_PER_NONZERO
     if options.time_limit is not None and setup > SETUP_SHARE * options.time_limit:
-        return (f"{model}: building it takes ~{setup:.0f} s, more than {SETUP_SHARE:.0%} of its "
-                f"{options.time_limit:g} s time limit")
+        return (
+            f"{model}: building it takes ~{setup:.0f} s, more than {SETUP_SHARE:.0%} of its "
+            f"{options.time_limit:g} s time limit"
+        )
     need = PROCESS_BYTES + size.nonzeros * BYTES_PER_NONZERO
     if memory_bytes is not None and need > memory_bytes:
         return f"{model} needs ~{need >> 20:,} MB, more than the solver process's {memory_bytes >> 20:,} MB"
@@ -86,8 +89,9 @@ def run_snapshot(problem: Problem, made_at: int, policy_name: str, options: Solv
     objective = objective_of(problem, solution.schedule)
     bound = solution.certificate.get("bound")
     plan = FullModePlan(made_at, solution.schedule, objective, bound) if solution.improved else None
-    return FullModeRun(solution.certificate.get("warm_objective"), objective, bound, plan,
-                       solution.certificate.get("bound_source"))
+    return FullModeRun(
+        solution.certificate.get("warm_objective"), objective, bound, plan, solution.certificate.get("bound_source")
+    )
 
 
 def solve_snapshot(problem: Problem, made_at: int, policy_name: str, options: SolveOptions) -> FullModePlan | None:

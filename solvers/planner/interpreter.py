@@ -124,8 +124,11 @@ class Pool:
                 if len(self.pending) < self.pending_limit:
                     self.pending.append(event)
                 else:
-                    out.append(Rejected(event.ref, f"pool: not configured yet and {self.pending_limit} "
-                                                   "events already wait for it"))
+                    out.append(
+                        Rejected(
+                            event.ref, f"pool: not configured yet and {self.pending_limit} events already wait for it"
+                        )
+                    )
                 continue
             ahead = self._too_far_ahead(event, now)
             if ahead:
@@ -148,10 +151,18 @@ class Pool:
             return self._configure(event, p, now)
         if kind == "job.failed" and p.source is not None:  # gpualloc's own notice for upstream: it acted already
             return []
-        if kind in ("job.cancelled", "job.completed", "job.failed") and p.id not in planner.queued \
-                and p.id not in planner.running:
-            return [Rejected(event.ref, f"id: job {p.id!r} is neither queued nor running in this pool "
-                                        "(never submitted, rejected, or ended already)")]
+        if (
+            kind in ("job.cancelled", "job.completed", "job.failed")
+            and p.id not in planner.queued
+            and p.id not in planner.running
+        ):
+            return [
+                Rejected(
+                    event.ref,
+                    f"id: job {p.id!r} is neither queued nor running in this pool "
+                    "(never submitted, rejected, or ended already)",
+                )
+            ]
         if kind in ("job.cancelled", "job.completed"):
             was_running = p.id in planner.running
             if kind == "job.completed":
@@ -165,8 +176,16 @@ class Pool:
         if kind == "binding.reported":
             return self._binding(p)
         if kind == "app.registered":
-            app = AppSpec(p.id, p.priority, p.min_gpus, p.max_gpus, p.swap_cap, p.profile, rps_per_gpu=p.rps_per_gpu,
-                          held=mask_of(p.current) if p.current is not None else -1)
+            app = AppSpec(
+                p.id,
+                p.priority,
+                p.min_gpus,
+                p.max_gpus,
+                p.swap_cap,
+                p.profile,
+                rps_per_gpu=p.rps_per_gpu,
+                held=mask_of(p.current) if p.current is not None else -1,
+            )
             problem = self._app_problem(p) or planner.floor_problem(app)
             if problem:
                 return [Rejected(event.ref, problem)]
@@ -176,19 +195,35 @@ class Pool:
             app = planner.apps.get(p.app)
             if app is None:
                 return [Rejected(event.ref, f"app: {p.app!r} is not registered (app.registered comes first)")]
-            planner.observe_traffic(p.app, self.step_at(event.occurred_at), p.gpus_needed(app.rps_per_gpu),
-                                    p.load(app.rps_per_gpu))
+            planner.observe_traffic(
+                p.app, self.step_at(event.occurred_at), p.gpus_needed(app.rps_per_gpu), p.load(app.rps_per_gpu)
+            )
             return []
         if kind == "node.status":
             return self._node(event, p)
         raise ValueError(f"type: {kind!r} is not an input event type")
 
     def _configure(self, event: Event, p: PoolConfigured, now: datetime) -> list[Effect]:
-        config = PoolConfig(p.gpus, p.gpus_per_node, p.horizon, p.step_minutes, p.time_decay,
-                            p.realtime_penalty, p.swap_cap, p.gpu_type, p.gpu_memory_gb, p.starvation_bound)
+        config = PoolConfig(
+            p.gpus,
+            p.gpus_per_node,
+            p.horizon,
+            p.step_minutes,
+            p.time_decay,
+            p.realtime_penalty,
+            p.swap_cap,
+            p.gpu_type,
+            p.gpu_memory_gb,
+            p.starvation_bound,
+        )
         if self.planner is None:
-            self.planner = Planner(config, scheduler=self.scheduler, forecasts=Forecasters(self.forecast),
-                                   week_minute=week_minute(now), by_arrival=self.by_arrival)
+            self.planner = Planner(
+                config,
+                scheduler=self.scheduler,
+                forecasts=Forecasters(self.forecast),
+                week_minute=week_minute(now),
+                by_arrival=self.by_arrival,
+            )
             self.origin = now
             waiting, self.pending = self.pending, []
             checked = [(e, self._too_far_ahead(e, now)) for e in waiting]
@@ -229,9 +264,14 @@ class Pool:
             return f"max_gpus: must be >= min_gpus ({p.max_gpus} < {p.min_gpus})"
         if p.id in apps or not p.current:  # a registered app keeps what it holds
             return ""
-        holders = {g: f"running job {job_id!r}" for job_id, (_, mask, _) in sorted(self.planner.running.items())
-                   for g in bits_of(mask)}
-        holders.update({g: f"app {app_id!r}" for app_id, a in sorted(apps.items()) if a.held > 0 for g in bits_of(a.held)})
+        holders = {
+            g: f"running job {job_id!r}"
+            for job_id, (_, mask, _) in sorted(self.planner.running.items())
+            for g in bits_of(mask)
+        }
+        holders.update(
+            {g: f"app {app_id!r}" for app_id, a in sorted(apps.items()) if a.held > 0 for g in bits_of(a.held)}
+        )
         clash = [g for g in p.current if g in holders]
         if clash:
             return f"current: GPU {clash[0]} is held by {holders[clash[0]]}"
@@ -257,8 +297,10 @@ class Pool:
         self.passes += 1
         specs = [job for _, job in jobs if isinstance(job, JobSpec)]
         decided = iter(self.planner.submit_all(specs) if specs else ())
-        return out + [Decided(event.ref, job if isinstance(job, Decision) else next(decided), self.passes, len(jobs))
-                      for event, job in jobs]
+        return out + [
+            Decided(event.ref, job if isinstance(job, Decision) else next(decided), self.passes, len(jobs))
+            for event, job in jobs
+        ]
 
     def _spec(self, p: JobSubmitted) -> JobSpec:
         """The job as the planner plans it: the sizes given, the rest from the forecasters."""
@@ -278,12 +320,19 @@ class Pool:
         steps, step = config.horizon, self._step_of(config.step_minutes)
         if event.occurred_at <= now + steps * step:
             return ""
-        return (f"occurred_at: {event.occurred_at.isoformat()} is more than one horizon ({steps} steps) after "
-                f"the agent's clock ({now.isoformat()})")
+        return (
+            f"occurred_at: {event.occurred_at.isoformat()} is more than one horizon ({steps} steps) after "
+            f"the agent's clock ({now.isoformat()})"
+        )
 
     # ---- steps ----------------------------------------------------------------------------------
-    def commit(self, plan: FullModePlan | None = None, recorded: Schedule | None = None,
-               admit: Callable[[Schedule], str | None] | None = None, full_mode: str | None = None) -> Committed:
+    def commit(
+        self,
+        plan: FullModePlan | None = None,
+        recorded: Schedule | None = None,
+        admit: Callable[[Schedule], str | None] | None = None,
+        full_mode: str | None = None,
+    ) -> Committed:
         """Commit the current step: full mode's `plan` when it is adopted (legal and better than
         the hot path on the current window, and let through by `admit`, which gives the reason
         it refuses a schedule, None when it does not), or `recorded` (a plan a commit recorded,

@@ -50,33 +50,72 @@ def _job(spec: JobSpec) -> list:
 
 def _spec(job_id: str, data: list) -> JobSpec:
     kind, priority, gpus, duration, submitted, requeue, features = data
-    return JobSpec(job_id, kind, priority, gpus, duration, submitted, requeue,
-                   FEATURES[kind].model_validate(features) if features is not None else None)
+    return JobSpec(
+        job_id,
+        kind,
+        priority,
+        gpus,
+        duration,
+        submitted,
+        requeue,
+        FEATURES[kind].model_validate(features) if features is not None else None,
+    )
 
 
 def dump_planner(planner: Planner) -> dict[str, Any]:
     c = planner.config
     return {
-        "config": [c.gpus, c.gpus_per_node, c.horizon, c.step_minutes, c.time_decay, c.realtime_penalty, c.swap_cap,
-                   c.gpu_type, c.gpu_memory_gb, c.starvation_steps],  # a snapshot without the last reads as None
-        "now": planner.now, "week_minute": planner.week_minute, "forecasters": planner.forecasts.dump(),
+        "config": [
+            c.gpus,
+            c.gpus_per_node,
+            c.horizon,
+            c.step_minutes,
+            c.time_decay,
+            c.realtime_penalty,
+            c.swap_cap,
+            c.gpu_type,
+            c.gpu_memory_gb,
+            c.starvation_steps,
+        ],  # a snapshot without the last reads as None
+        "now": planner.now,
+        "week_minute": planner.week_minute,
+        "forecasters": planner.forecasts.dump(),
         "queued": {job_id: _job(spec) for job_id, spec in planner.queued.items()},
         "running": {job_id: [_job(spec), _hex(mask), start] for job_id, (spec, mask, start) in planner.running.items()},
-        "apps": {app_id: [a.priority, a.min_gpus, a.max_gpus, a.swap_cap, a.profile, a.rps_per_gpu,
-                          [[step, gpus] for step, gpus in a.observed.items()], _hex(a.held)]
-                 for app_id, a in planner.apps.items()},
-        "down": _hex(planner.down), "drained": _hex(planner.drained), "committed": _hex(planner.committed),
+        "apps": {
+            app_id: [
+                a.priority,
+                a.min_gpus,
+                a.max_gpus,
+                a.swap_cap,
+                a.profile,
+                a.rps_per_gpu,
+                [[step, gpus] for step, gpus in a.observed.items()],
+                _hex(a.held),
+            ]
+            for app_id, a in planner.apps.items()
+        },
+        "down": _hex(planner.down),
+        "drained": _hex(planner.drained),
+        "committed": _hex(planner.committed),
         "busy": None if planner.busy is None else [[n, _hex(mask)] for n, mask in _runs_over_steps(planner.busy)],
     }
 
 
-def load_planner(data: dict[str, Any], scheduler: Callable[[Problem], Schedule],
-                 forecast: ForecastSettings = ForecastSettings()) -> Planner:
-    planner = Planner(PoolConfig(*data["config"]), now=data["now"], scheduler=scheduler,
-                      forecasts=Forecasters.load(data["forecasters"], forecast), week_minute=data["week_minute"])
+def load_planner(
+    data: dict[str, Any], scheduler: Callable[[Problem], Schedule], forecast: ForecastSettings = ForecastSettings()
+) -> Planner:
+    planner = Planner(
+        PoolConfig(*data["config"]),
+        now=data["now"],
+        scheduler=scheduler,
+        forecasts=Forecasters.load(data["forecasters"], forecast),
+        week_minute=data["week_minute"],
+    )
     planner.queued = {job_id: _spec(job_id, job) for job_id, job in data["queued"].items()}
-    planner.running = {job_id: (_spec(job_id, job), int(mask, 16), start)
-                       for job_id, (job, mask, start) in data["running"].items()}
+    planner.running = {
+        job_id: (_spec(job_id, job), int(mask, 16), start) for job_id, (job, mask, start) in data["running"].items()
+    }
     for app_id, (priority, lo, hi, cap, profile, rps, observed, held) in data["apps"].items():
         held = int(held, 16) if isinstance(held, str) else held  # version 2: a JSON integer
         planner.apps[app_id] = AppSpec(app_id, priority, lo, hi, cap, profile, rps, {s: g for s, g in observed}, held)
@@ -92,8 +131,11 @@ def load_planner(data: dict[str, Any], scheduler: Callable[[Problem], Schedule],
 def dump_pool(pool: Pool) -> dict[str, Any]:
     """The interpreter's state; its pending events are not kept (a snapshot follows a commit,
     and a pool commits only once configured, when nothing is pending)."""
-    return {"origin": pool.origin.isoformat() if pool.origin else None, "passes": pool.passes,
-            "planner": dump_planner(pool.planner) if pool.planner else None}
+    return {
+        "origin": pool.origin.isoformat() if pool.origin else None,
+        "passes": pool.passes,
+        "planner": dump_planner(pool.planner) if pool.planner else None,
+    }
 
 
 def load_pool(data: dict[str, Any], pool: Pool) -> Pool:
@@ -148,18 +190,28 @@ def dump_schedule(schedule: Schedule) -> dict[str, Any]:
     """A schedule (an adopted full-mode plan, recorded so replays reuse it) as JSON data: a
     job's block [start, GPU runs], an app's sets as runs of steps [steps, GPU runs] (GPU runs:
     `_runs`). At most 10 bytes a run of GPUs, and an app's set is written once per change."""
-    return {"batch": {job_id: [start, _runs(mask)] for job_id, (start, mask) in schedule.batch.items()},
-            "realtime": {app_id: [[n, _runs(mask)] for n, mask in _runs_over_steps(masks)]
-                         for app_id, masks in schedule.realtime.items()}}
+    return {
+        "batch": {job_id: [start, _runs(mask)] for job_id, (start, mask) in schedule.batch.items()},
+        "realtime": {
+            app_id: [[n, _runs(mask)] for n, mask in _runs_over_steps(masks)]
+            for app_id, masks in schedule.realtime.items()
+        },
+    }
 
 
 def load_schedule(data: dict[str, Any]) -> Schedule:
     """`dump_schedule`'s form, or the hex masks of ledgers written before it (a block [start, hex],
     an app's sets a hex mask per step), told apart by their JSON types."""
-    return Schedule({job_id: (start, int(gpus, 16) if isinstance(gpus, str) else _mask(gpus))
-                     for job_id, (start, gpus) in data["batch"].items()},
-                    {app_id: [int(m, 16) for m in sets] if all(isinstance(m, str) for m in sets)
-                     else _steps(sets, _mask) for app_id, sets in data["realtime"].items()})
+    return Schedule(
+        {
+            job_id: (start, int(gpus, 16) if isinstance(gpus, str) else _mask(gpus))
+            for job_id, (start, gpus) in data["batch"].items()
+        },
+        {
+            app_id: [int(m, 16) for m in sets] if all(isinstance(m, str) for m in sets) else _steps(sets, _mask)
+            for app_id, sets in data["realtime"].items()
+        },
+    )
 
 
 def joined(first: str, parts: int, pieces: dict[int, str]) -> str:

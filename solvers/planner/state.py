@@ -165,8 +165,11 @@ class Planner:
         if len(rejected) == len(jobs):
             return [rejected[k] for k in range(len(jobs))]
         if self.busy is not None:
-            order = range(len(jobs)) if self.by_arrival else sorted(
-                range(len(jobs)), key=lambda k: (-jobs[k].priority, -jobs[k].gpus * jobs[k].duration, k))
+            order = (
+                range(len(jobs))
+                if self.by_arrival
+                else sorted(range(len(jobs)), key=lambda k: (-jobs[k].priority, -jobs[k].gpus * jobs[k].duration, k))
+            )
             inserted = {k: self._insert(jobs[k]) for k in order if k not in rejected}
             return [rejected.get(k) or inserted[k] for k in range(len(jobs))]
         problem, schedule = self.plan()
@@ -206,8 +209,14 @@ class Planner:
         spec, _, start = entry
         used = used or JobUsage()
         gpus = used.gpus or spec.gpus
-        self.forecasts.finished(spec.kind, spec.features, self.hardware(spec.features),
-                                gpus, used.duration or max(1, self.now - start), used.peak_memory_gb)
+        self.forecasts.finished(
+            spec.kind,
+            spec.features,
+            self.hardware(spec.features),
+            gpus,
+            used.duration or max(1, self.now - start),
+            used.peak_memory_gb,
+        )
 
     def size_job(self, kind: str, features: Any, gpus: int | None, duration: int | None) -> JobForecast:
         """A job's GPU count and duration from its features (given values win); SizeError with
@@ -241,11 +250,15 @@ class Planner:
         if held >= 0:  # it holds GPUs now: R4 lets it gain or give up `cap` of them a step
             n = held.bit_count()
             if app.min_gpus > n + cap:
-                return (f"min_gpus: {app.min_gpus} cannot be reached at the next step: the app holds {n} GPUs and its "
-                        f"swap_cap lets it take at most {cap} more a step (R4); register a floor of at most {n + cap}")
+                return (
+                    f"min_gpus: {app.min_gpus} cannot be reached at the next step: the app holds {n} GPUs and its "
+                    f"swap_cap lets it take at most {cap} more a step (R4); register a floor of at most {n + cap}"
+                )
             if app.max_gpus is not None and app.max_gpus < n - cap:
-                return (f"max_gpus: {app.max_gpus} cannot be reached at the next step: the app holds {n} GPUs and its "
-                        f"swap_cap lets it give up at most {cap} a step (R4); register a ceiling of at least {n - cap}")
+                return (
+                    f"max_gpus: {app.max_gpus} cannot be reached at the next step: the app holds {n} GPUs and its "
+                    f"swap_cap lets it give up at most {cap} a step (R4); register a ceiling of at least {n - cap}"
+                )
         need = self._next_floor(app, held)
         if need == 0:
             return ""
@@ -254,10 +267,12 @@ class Planner:
         room = self.config.gpus - taken - others
         if need <= room:
             return ""
-        return (f"min_gpus: {need} GPUs cannot be kept from the next step on: running jobs and "
-                f"unavailable nodes take {taken} of the pool's {self.config.gpus} GPUs and the other apps' "
-                f"floors {others}, leaving {max(room, 0)} (running work is never moved; register with a "
-                "lower floor, or once work ends)")
+        return (
+            f"min_gpus: {need} GPUs cannot be kept from the next step on: running jobs and "
+            f"unavailable nodes take {taken} of the pool's {self.config.gpus} GPUs and the other apps' "
+            f"floors {others}, leaving {max(room, 0)} (running work is never moved; register with a "
+            "lower floor, or once work ends)"
+        )
 
     def _next_floor(self, app: AppSpec, held: int) -> int:
         """The GPUs `app` holds at the next commit at least: its floor, or, holding `held` now,
@@ -334,15 +349,19 @@ class Planner:
         for job_id, (_, mask, _) in sorted(self.running.items()):
             first, last = (mask & -mask).bit_length() - 1, mask.bit_length() - 1
             if last < config.gpus and not obeys_node_rule(first, last - first + 1, ns):
-                return (f"gpus_per_node: running job {job_id!r} holds GPUs {first}-{last}, across nodes of "
-                        f"{ns} GPUs (R3's node rule); change the node size once it ends")
+                return (
+                    f"gpus_per_node: running job {job_id!r} holds GPUs {first}-{last}, across nodes of "
+                    f"{ns} GPUs (R3's node rule); change the node size once it ends"
+                )
         pool = (1 << config.gpus) - 1
         floors = sum(self._next_floor(a, a.held & pool if a.held >= 0 else -1) for a in self.apps.values())
         staying = (self._running_mask() | self.down | self.drained) & pool
         if floors > config.gpus - staying.bit_count():
-            return (f"gpus: {config.gpus} GPUs cannot hold the registered apps' floors ({floors} GPUs) beside the "
-                    f"{staying.bit_count()} that running jobs and unavailable nodes keep there (running work is "
-                    "never moved; drain the nodes that leave first, or lower the floors)")
+            return (
+                f"gpus: {config.gpus} GPUs cannot hold the registered apps' floors ({floors} GPUs) beside the "
+                f"{staying.bit_count()} that running jobs and unavailable nodes keep there (running work is "
+                "never moved; drain the nodes that leave first, or lower the floors)"
+            )
         return ""
 
     def resize(self, config: PoolConfig) -> list[tuple[str, str]]:
@@ -413,8 +432,11 @@ class Planner:
         bound = self.config.starvation_steps
         if bound is None:
             return {}
-        waiting = sorted((spec.submitted, job_id, spec.gpus) for job_id, spec in self.queued.items()
-                         if self.now - spec.submitted >= bound)
+        waiting = sorted(
+            (spec.submitted, job_id, spec.gpus)
+            for job_id, spec in self.queued.items()
+            if self.now - spec.submitted >= bound
+        )
         out, gpus = {}, 0
         for submitted, job_id, size in waiting:
             if out and gpus + size > self.config.gpus:
@@ -434,9 +456,12 @@ class Planner:
         if not starving:
             return problem
         raise_ = starving_priority(problem)
-        batch = tuple(replace(b, priority=raised) if b.id in starving and not b.running_mask
-                      and (raised := raise_(b.priority, starving[b.id])) > b.priority else b
-                      for b in problem.batch)
+        batch = tuple(
+            replace(b, priority=raised)
+            if b.id in starving and not b.running_mask and (raised := raise_(b.priority, starving[b.id])) > b.priority
+            else b
+            for b in problem.batch
+        )
         return replace(problem, batch=batch)
 
     def window_demand(self, app_id: str) -> list[int]:
@@ -449,16 +474,28 @@ class Planner:
         it `planned` for the boundary."""
         placed = schedule.batch.get(job.id)
         if placed is None:
-            return Decision(job.id, "queued", (), None, _noted(self._why_waiting(problem, schedule, job), job), job.forecast)
+            return Decision(
+                job.id, "queued", (), None, _noted(self._why_waiting(problem, schedule, job), job), job.forecast
+            )
         start, mask = placed
         gpus = tuple(bits_of(mask))
         if start == 0 and not mask & self.committed:
-            return Decision(job.id, "start", gpus, self.now, _noted(f"starts now on GPUs {gpus[0]}-{gpus[-1]}", job), job.forecast)
-        why = (self._holders(problem, schedule, mask, start) if start else
-               "its GPUs are held in the current step and free up at the boundary")
-        return Decision(job.id, "planned", gpus, self.now + start,
-                        _noted(f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why, job),
-                        job.forecast)
+            return Decision(
+                job.id, "start", gpus, self.now, _noted(f"starts now on GPUs {gpus[0]}-{gpus[-1]}", job), job.forecast
+            )
+        why = (
+            self._holders(problem, schedule, mask, start)
+            if start
+            else "its GPUs are held in the current step and free up at the boundary"
+        )
+        return Decision(
+            job.id,
+            "planned",
+            gpus,
+            self.now + start,
+            _noted(f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why, job),
+            job.forecast,
+        )
 
     def _insert(self, job: JobSpec) -> Decision:
         """`job` decided into the current plan: its earliest block free of everything the plan
@@ -467,32 +504,55 @@ class Planner:
         busy, T = self.busy, self.config.horizon
         blocked = self.down | self.drained
         cfg = self.config
-        placed = earliest_block(_geometry(cfg.gpus, cfg.node_size, T),
-                                Batch(0, job.id, job.priority, job.gpus, job.duration, 0, 0, 0), [b | blocked for b in busy])
+        placed = earliest_block(
+            _geometry(cfg.gpus, cfg.node_size, T),
+            Batch(0, job.id, job.priority, job.gpus, job.duration, 0, 0, 0),
+            [b | blocked for b in busy],
+        )
         if placed is None:
-            return Decision(job.id, "queued", (), None, _noted(
-                f"no {job.gpus}-GPU block is free for {job.duration} steps within the {T}-step window beside "
-                "the current plan; it stays queued and is replanned at every step boundary", job), job.forecast)
+            return Decision(
+                job.id,
+                "queued",
+                (),
+                None,
+                _noted(
+                    f"no {job.gpus}-GPU block is free for {job.duration} steps within the {T}-step window beside "
+                    "the current plan; it stays queued and is replanned at every step boundary",
+                    job,
+                ),
+                job.forecast,
+            )
         start, mask = placed
         for t in range(start, min(start + job.duration, T)):
             busy[t] |= mask
         gpus = tuple(bits_of(mask))
         if start == 0 and not mask & self.committed:
             self._start(job.id, mask)
-            return Decision(job.id, "start", gpus, self.now, _noted(f"starts now on GPUs {gpus[0]}-{gpus[-1]}", job),
-                            job.forecast)
-        why = ("its GPUs are held in the current step and free up at the boundary" if start == 0 else
-               self._running_holders(mask, start))
-        return Decision(job.id, "planned", gpus, self.now + start,
-                        _noted(f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why, job),
-                        job.forecast)
+            return Decision(
+                job.id, "start", gpus, self.now, _noted(f"starts now on GPUs {gpus[0]}-{gpus[-1]}", job), job.forecast
+            )
+        why = (
+            "its GPUs are held in the current step and free up at the boundary"
+            if start == 0
+            else self._running_holders(mask, start)
+        )
+        return Decision(
+            job.id,
+            "planned",
+            gpus,
+            self.now + start,
+            _noted(f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why, job),
+            job.forecast,
+        )
 
     def _running_holders(self, mask: int, start: int) -> str:
         """Why an inserted job waits for `start`: the running jobs on its block until then, and
         the work planned ahead of it."""
-        held = [f"{job_id} (priority {entry[0].priority:g}) until step {self.now + left}"
-                for job_id, entry in sorted(self.running.items())
-                if entry[1] & mask and (left := self._steps_left(entry)) <= start]
+        held = [
+            f"{job_id} (priority {entry[0].priority:g}) until step {self.now + left}"
+            for job_id, entry in sorted(self.running.items())
+            if entry[1] & mask and (left := self._steps_left(entry)) <= start
+        ]
         ahead = "the earliest block the current plan leaves free, no decision already given moving for it"
         return f"its block is held by {', '.join(held)}; {ahead}" if held else ahead
 
@@ -546,10 +606,20 @@ class Planner:
         if best is None:
             return Adoption(None, why, None, hot_objective, (problem, hot))
         if best[0] <= hot_objective + 1e-6:
-            return Adoption(None, f"no better than the hot path ({best[0]:.2f} <= {hot_objective:.2f})",
-                            best[0], hot_objective, (problem, hot))
-        return Adoption(best[1], f"adopted: {best[0]:.2f} against the hot path's {hot_objective:.2f}",
-                        best[0], hot_objective, (problem, hot))
+            return Adoption(
+                None,
+                f"no better than the hot path ({best[0]:.2f} <= {hot_objective:.2f})",
+                best[0],
+                hot_objective,
+                (problem, hot),
+            )
+        return Adoption(
+            best[1],
+            f"adopted: {best[0]:.2f} against the hot path's {hot_objective:.2f}",
+            best[0],
+            hot_objective,
+            (problem, hot),
+        )
 
     def tick_after(self, adoption: Adoption) -> Commit:
         """`tick` at the boundary where `adoption` was decided: its plan when adopted, else the
@@ -580,8 +650,11 @@ class Planner:
             elif start == 0:
                 self._start(job_id, mask)
                 assignments[job_id] = tuple(bits_of(mask))
-        started = tuple(sorted(job_id for job_id, (_, _, start) in self.running.items()
-                               if start == self.now and job_id in assignments))
+        started = tuple(
+            sorted(
+                job_id for job_id, (_, _, start) in self.running.items() if start == self.now and job_id in assignments
+            )
+        )
         for app_id, masks in sorted(schedule.realtime.items()):
             self.apps[app_id].held = masks[0]
             assignments[app_id] = tuple(bits_of(masks[0]))
@@ -612,8 +685,9 @@ class Planner:
             batch.append(Batch(index, job_id, spec.priority, spec.gpus, spec.duration, 0, mask, remaining))
             index += 1
         for job_id, spec in sorted(self.queued.items(), key=lambda kv: (kv[1].submitted, kv[0])):
-            batch.append(Batch(index, job_id, spec.priority, spec.gpus, spec.duration,
-                               max(0, spec.submitted - self.now), 0, 0))
+            batch.append(
+                Batch(index, job_id, spec.priority, spec.gpus, spec.duration, max(0, spec.submitted - self.now), 0, 0)
+            )
             index += 1
         realtime = []
         floors = self._floors(blocked | self._running_mask())
@@ -628,9 +702,18 @@ class Planner:
                 lo, hi = min(lo, current.bit_count() + cap), max(hi, current.bit_count() - cap)
             realtime.append(Realtime(index, app_id, app.priority, tuple(self._demand(app)), lo, hi, cap, current))
             index += 1
-        weights = tuple(cfg.time_decay ** t for t in range(T))
-        return Problem(f"window@{self.now}", cfg.gpus, cfg.node_size, T, cfg.time_decay,
-                       cfg.realtime_penalty, weights, tuple(batch), tuple(realtime))
+        weights = tuple(cfg.time_decay**t for t in range(T))
+        return Problem(
+            f"window@{self.now}",
+            cfg.gpus,
+            cfg.node_size,
+            T,
+            cfg.time_decay,
+            cfg.realtime_penalty,
+            weights,
+            tuple(batch),
+            tuple(realtime),
+        )
 
     def _floors(self, held: int) -> dict[str, int]:
         """Each app's floor for the window, lowered (least valuable app first) when GPUs lost to
@@ -697,9 +780,11 @@ class Planner:
         return "its block is held by " + ", ".join(held)
 
     def _why_waiting(self, problem: Problem, schedule: Schedule, job: JobSpec) -> str:
-        return (f"no {job.gpus}-GPU block is free for {job.duration} steps within the "
-                f"{problem.horizon}-step window before higher-value work and real-time demand "
-                f"({len(schedule.batch)} jobs placed); it stays queued and is replanned every step")
+        return (
+            f"no {job.gpus}-GPU block is free for {job.duration} steps within the "
+            f"{problem.horizon}-step window before higher-value work and real-time demand "
+            f"({len(schedule.batch)} jobs placed); it stays queued and is replanned every step"
+        )
 
 
 @functools.cache
@@ -741,8 +826,10 @@ def _noted(reason: str, job: JobSpec) -> str:
     f = job.forecast
     if f is None:
         return reason
-    return (f"{reason} (forecast {' and '.join(f.forecast)}: {f.gpus} GPUs, {f.duration} steps planned at the "
-            f"{f.quantile:.0%} quantile; median {f.median:.1f}, {f.coverage:.0%} interval {f.low:.1f}-{f.high:.1f})")
+    return (
+        f"{reason} (forecast {' and '.join(f.forecast)}: {f.gpus} GPUs, {f.duration} steps planned at the "
+        f"{f.quantile:.0%} quantile; median {f.median:.1f}, {f.coverage:.0%} interval {f.low:.1f}-{f.high:.1f})"
+    )
 
 
 def applied(commits: list[Commit], gpus: int) -> list[list[str | None]]:
@@ -753,4 +840,3 @@ def applied(commits: list[Commit], gpus: int) -> list[list[str | None]]:
             for g in owned:
                 grid[g][k] = owner
     return grid
-

@@ -20,13 +20,23 @@ from gpualloc.solvers.policies import fifo, greedy, heuristic, milp
 from gpualloc.solvers.policies.policy import Policy, Solution
 from gpualloc.solvers.problem import Problem
 
-POLICIES: dict[str, Policy] = {p.name: p for p in (
-    Policy("fifo", "FIFO", "#9e9e9e", fifo.solve, exempt=frozenset({R3_REALTIME, R4}), by_arrival=True),
-    Policy("greedy", "Greedy", "#ff7f0e", greedy.solve),
-    Policy("heuristic", "Heuristic", "#1f77b4", heuristic.solve),
-    Policy("full-mode", "Full mode (MILP)", "#2ca02c", milp.solve, plan_name="milp", aliases=("milp",),
-           hot_path="heuristic"),
-)}
+POLICIES: dict[str, Policy] = {
+    p.name: p
+    for p in (
+        Policy("fifo", "FIFO", "#9e9e9e", fifo.solve, exempt=frozenset({R3_REALTIME, R4}), by_arrival=True),
+        Policy("greedy", "Greedy", "#ff7f0e", greedy.solve),
+        Policy("heuristic", "Heuristic", "#1f77b4", heuristic.solve),
+        Policy(
+            "full-mode",
+            "Full mode (MILP)",
+            "#2ca02c",
+            milp.solve,
+            plan_name="milp",
+            aliases=("milp",),
+            hot_path="heuristic",
+        ),
+    )
+}
 
 
 def policy(name: str) -> Policy:
@@ -69,7 +79,9 @@ def online_policy(name: str) -> OnlinePolicy:
     if full is None and hot.hot_path is not None:
         hot, full = policy(hot.hot_path), hot
     if hot.hot_path is not None:
-        raise ValueError(f"policy: {hot.name!r} cannot answer arrivals; run it as full mode ({hot.hot_path}+{hot.name})")
+        raise ValueError(
+            f"policy: {hot.name!r} cannot answer arrivals; run it as full mode ({hot.hot_path}+{hot.name})"
+        )
     if full is None:
         return OnlinePolicy(hot.name, hot)
     canonical = full.name if full.hot_path == hot.name else f"{hot.name}+{full.name}"
@@ -79,8 +91,14 @@ def online_policy(name: str) -> OnlinePolicy:
 def build_plan(problem: Problem, chosen: Policy, solution: Solution, solve_ms: float = 0.0) -> Plan:
     """The contract's plan file of `solution`, with the policy's certificate as added fields."""
     grid = to_grid(problem, solution.schedule)
-    return Plan(scenario=problem.name, scheduler=chosen.output_name, grid=grid,
-                metrics=compute_metrics(problem, grid), solve_ms=round(solve_ms, 4), **solution.certificate)
+    return Plan(
+        scenario=problem.name,
+        scheduler=chosen.output_name,
+        grid=grid,
+        metrics=compute_metrics(problem, grid),
+        solve_ms=round(solve_ms, 4),
+        **solution.certificate,
+    )
 
 
 def solve(problem: Problem, name: str, options: SolveOptions = SolveOptions()) -> Plan:

@@ -18,7 +18,9 @@ class Solution:
     """A policy's plan of a problem."""
 
     schedule: Schedule
-    certificate: Mapping[str, Any] = field(default_factory=dict)  # fields a plan file gains (full mode: bound, gap, ...)
+    certificate: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # fields a plan file gains (full mode: bound, gap, ...)
     improved: bool = True  # False: full mode did not beat its warm start, and `schedule` is that start
 
 

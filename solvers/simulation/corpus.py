@@ -138,7 +138,9 @@ def _curve(rng: random.Random, shape: str, peak: int, T: int) -> list[int]:
                 out[u] = peak
         return out
     phase, base = rng.uniform(0, 24), rng.uniform(0.1, 0.5)
-    return [round(peak * (base + (1 - base) * (0.5 + 0.5 * math.cos(2 * math.pi * (t - phase) / 24)))) for t in range(T)]
+    return [
+        round(peak * (base + (1 - base) * (0.5 + 0.5 * math.cos(2 * math.pi * (t - phase) / 24)))) for t in range(T)
+    ]
 
 
 def _apps(rng: random.Random, i: int, G: int, T: int, cap: int, n: int, mode: str) -> list[dict]:
@@ -175,8 +177,9 @@ def _apps(rng: random.Random, i: int, G: int, T: int, cap: int, n: int, mode: st
     return apps
 
 
-def _running(rng: random.Random, i: int, G: int, node: int, T: int, mode: str, apps: list[dict],
-             cap: int) -> list[dict]:
+def _running(
+    rng: random.Random, i: int, G: int, node: int, T: int, mode: str, apps: list[dict], cap: int
+) -> list[dict]:
     """1-3 jobs already running at step 0 on the lowest nodes, leaving the apps' floors room."""
     if not has_shape(i, "running_jobs"):
         return []
@@ -188,16 +191,22 @@ def _running(rng: random.Random, i: int, G: int, node: int, T: int, mode: str, a
         n = rng.choice([s for s in block_sizes(G, node) if s <= node])
         if g % n or g + n > G or any(x in held for x in range(g, g + n)) or n > room:
             break
-        out.append({"id": f"run-{k}", "kind": "training", "priority": _priority(rng, mode), "gpus": n,
-                    "duration": T + rng.randint(0, 4),
-                    "running": {"gpus": list(range(g, g + n)), "remaining": rng.randint(1, T)}})
+        out.append(
+            {
+                "id": f"run-{k}",
+                "kind": "training",
+                "priority": _priority(rng, mode),
+                "gpus": n,
+                "duration": T + rng.randint(0, 4),
+                "running": {"gpus": list(range(g, g + n)), "remaining": rng.randint(1, T)},
+            }
+        )
         g += n
         room -= n
     return out
 
 
-def _queue(rng: random.Random, i: int, G: int, node: int, T: int, mode: str, target: float,
-           start: int) -> list[dict]:
+def _queue(rng: random.Random, i: int, G: int, node: int, T: int, mode: str, target: float, start: int) -> list[dict]:
     """Queued jobs until their GPU-steps inside the horizon reach `target`.
 
     Sizes are log-uniform over the blocks within a node (and whole-node multiples with the
@@ -213,14 +222,26 @@ def _queue(rng: random.Random, i: int, G: int, node: int, T: int, mode: str, tar
     area = 0.0
     if has_shape(i, "dominant_long_job"):
         top = 100.0 if mode == "wide" else 9.0 if mode == "narrow" else 5.0
-        job = {"id": "dominant", "kind": "training", "priority": round(3 * top, 2), "gpus": min(node, max(sizes)),
-               "duration": rng.randint(math.ceil(0.6 * T), T), "arrival": 0}
+        job = {
+            "id": "dominant",
+            "kind": "training",
+            "priority": round(3 * top, 2),
+            "gpus": min(node, max(sizes)),
+            "duration": rng.randint(math.ceil(0.6 * T), T),
+            "arrival": 0,
+        }
         out.append(job)
         area += _area(job, T)
     if wide:
         n = rng.choice(wide)
-        job = {"id": "wide", "kind": "training", "priority": _priority(rng, mode), "gpus": n,
-               "duration": rng.randint(1, max(1, T // 2)), "arrival": 0}
+        job = {
+            "id": "wide",
+            "kind": "training",
+            "priority": _priority(rng, mode),
+            "gpus": n,
+            "duration": rng.randint(1, max(1, T // 2)),
+            "arrival": 0,
+        }
         out.append(job)
         area += _area(job, T)
     k = 0
@@ -228,8 +249,14 @@ def _queue(rng: random.Random, i: int, G: int, node: int, T: int, mode: str, tar
         n = sizes[min(len(sizes) - 1, int(rng.uniform(0, len(sizes))))]
         kind = kinds[k % 3]
         arrival = rng.randint(1, max(1, 2 * T // 3)) if late and rng.random() < 0.4 else 0
-        job = {"id": f"{kind[:5]}-{k}", "kind": kind, "priority": _priority(rng, mode), "gpus": n,
-               "duration": rng.randint(1, T), "arrival": arrival}
+        job = {
+            "id": f"{kind[:5]}-{k}",
+            "kind": kind,
+            "priority": _priority(rng, mode),
+            "gpus": n,
+            "duration": rng.randint(1, T),
+            "arrival": arrival,
+        }
         out.append(job)
         area += _area(job, T)
         k += 1

@@ -24,8 +24,9 @@ QOS_PRIORITY = {"Guaranteed": 8, "LS": 6, "Burstable": 4, "BE": 2}
 STEP_MINUTES = 10
 
 
-def openb_events(rows: Iterable[Mapping[str, str]], gpus: int = 64, days: int = 2, end_day: int = 148,
-                 max_steps: int = 144) -> list[dict]:
+def openb_events(
+    rows: Iterable[Mapping[str, str]], gpus: int = 64, days: int = 2, end_day: int = 148, max_steps: int = 144
+) -> list[dict]:
     """The pods created in [end_day - days, end_day) days as job.submitted events on a pool of
     `gpus` (nodes of 8)."""
     lo, hi = (end_day - days) * 86400, end_day * 86400
@@ -38,18 +39,40 @@ def openb_events(rows: Iterable[Mapping[str, str]], gpus: int = 64, days: int = 
             continue
         duration = (float(row["deletion_time"]) - float(row["scheduled_time"])) / step
         size = 1 << max(0, math.ceil(math.log2(count)))
-        pods.append((created, row["name"], size, min(max_steps, max(1, math.ceil(duration))),
-                     QOS_PRIORITY.get(row["qos"], 4)))
+        pods.append(
+            (created, row["name"], size, min(max_steps, max(1, math.ceil(duration))), QOS_PRIORITY.get(row["qos"], 4))
+        )
     pods.sort()
     out: list[dict] = []
 
     def emit(seconds: float, kind: str, payload: dict) -> None:
         out.append(envelope(kind, payload, T0 + timedelta(seconds=seconds), f"openb-{len(out)}"))
 
-    emit(0, "pool.configured", {"gpus": gpus, "gpus_per_node": 8, "horizon": 24, "step_minutes": STEP_MINUTES,
-                                "time_decay": 0.99, "realtime_penalty": 8.0, "swap_cap": 2})
+    emit(
+        0,
+        "pool.configured",
+        {
+            "gpus": gpus,
+            "gpus_per_node": 8,
+            "horizon": 24,
+            "step_minutes": STEP_MINUTES,
+            "time_decay": 0.99,
+            "realtime_penalty": 8.0,
+            "swap_cap": 2,
+        },
+    )
     first = pods[0][0] if pods else lo
     for created, name, size, duration, priority in pods:
-        emit(created - first, "job.submitted", {"id": name, "kind": "training", "priority": priority, "gpus": size,
-                                                "duration": duration, "actual_duration": duration})
+        emit(
+            created - first,
+            "job.submitted",
+            {
+                "id": name,
+                "kind": "training",
+                "priority": priority,
+                "gpus": size,
+                "duration": duration,
+                "actual_duration": duration,
+            },
+        )
     return out

@@ -75,10 +75,17 @@ def outcomes(sim: Simulation, run: PolicyRun) -> JobOutcomes:
     for j, jct in zip(jobs, completion):
         by_class.setdefault(sim.priorities.get(j, 0.0), []).append(max(jct, 1) / max(run.run_steps.get(j, 1), 1))
     means = {prio: statistics.fmean(v) for prio, v in sorted(by_class.items())}
-    return JobOutcomes(run.policy, len(jobs), sum(1 for j in jobs if j in run.started),
-                       sum(1 for j in jobs if j in run.finished), sum(1 for j in jobs if j not in run.started),
-                       quantiles(queue), quantiles(completion), jain(list(means.values())),
-                       {f"{prio:g}": round(m, 3) for prio, m in means.items()})
+    return JobOutcomes(
+        run.policy,
+        len(jobs),
+        sum(1 for j in jobs if j in run.started),
+        sum(1 for j in jobs if j in run.finished),
+        sum(1 for j in jobs if j not in run.started),
+        quantiles(queue),
+        quantiles(completion),
+        jain(list(means.values())),
+        {f"{prio:g}": round(m, 3) for prio, m in means.items()},
+    )
 
 
 def window_gaps(run: PolicyRun, every: int = 6) -> dict[str, float]:
@@ -143,17 +150,26 @@ def _summary(sim: Simulation, run: PolicyRun, day, lo: int, hi: int) -> DayRepor
     finished = [j for j, s in run.finished.items() if lo <= s < hi]
     queue = [run.started[j] - run.submitted[j] for j in started if j in run.submitted]
     jct = [run.finished[j] - run.submitted[j] for j in finished if j in run.submitted]
-    return DayReport(run.policy, day, round(used / (sim.config.gpus * max(hi - lo, 1)), 4), round(value, 2),
-                     round(timely, 2), short, len(started), len(finished),
-                     round(statistics.fmean(queue), 2) if queue else None,
-                     round(statistics.fmean(jct), 2) if jct else None)
+    return DayReport(
+        run.policy,
+        day,
+        round(used / (sim.config.gpus * max(hi - lo, 1)), 4),
+        round(value, 2),
+        round(timely, 2),
+        short,
+        len(started),
+        len(finished),
+        round(statistics.fmean(queue), 2) if queue else None,
+        round(statistics.fmean(jct), 2) if jct else None,
+    )
 
 
 def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
     """The contract's online rules over a simulated run's executed grid (`online_violations`),
     under its policy's exemptions (FIFO's static reservations are exempt from the app rules)."""
-    return online_violations(run.commits, sim.limits, set(sim.limits), run.down, run.failed, run.exempt,
-                             sim.config.node_size)
+    return online_violations(
+        run.commits, sim.limits, set(sim.limits), run.down, run.failed, run.exempt, sim.config.node_size
+    )
 
 
 def forecast_price(rows: list[DayReport], sim: Simulation) -> dict[str, dict]:
@@ -171,16 +187,26 @@ def forecast_price(rows: list[DayReport], sim: Simulation) -> dict[str, dict]:
         if not label.endswith("/oracle") or forecast is None or label == "fifo/oracle":
             continue
         gain = oracle.value - fifo.value
-        spiky = {mode: spike_shortfall(sim, sim.runs[f"{base_policy(label)}/{mode}"]) for mode in ("oracle", "forecast")}
-        steady = {mode: run.realtime_shortfall - spiky[mode] for mode, run in (("oracle", oracle), ("forecast", forecast))}
+        spiky = {
+            mode: spike_shortfall(sim, sim.runs[f"{base_policy(label)}/{mode}"]) for mode in ("oracle", "forecast")
+        }
+        steady = {
+            mode: run.realtime_shortfall - spiky[mode] for mode, run in (("oracle", oracle), ("forecast", forecast))
+        }
         out[base_policy(label)] = {
-            "oracle_value": oracle.value, "forecast_value": forecast.value, "fifo_oracle_value": fifo.value,
+            "oracle_value": oracle.value,
+            "forecast_value": forecast.value,
+            "fifo_oracle_value": fifo.value,
             "gain_kept": round((forecast.value - fifo.value) / gain, 4) if gain > 0 else None,
-            "oracle_shortfall": oracle.realtime_shortfall, "forecast_shortfall": forecast.realtime_shortfall,
+            "oracle_shortfall": oracle.realtime_shortfall,
+            "forecast_shortfall": forecast.realtime_shortfall,
             "shortfall_ratio": round(forecast.realtime_shortfall / oracle.realtime_shortfall, 4)
-            if oracle.realtime_shortfall else None,
-            "oracle_spike_shortfall": spiky["oracle"], "forecast_spike_shortfall": spiky["forecast"],
-            "steady_shortfall_ratio": round(steady["forecast"] / steady["oracle"], 4) if steady["oracle"] else None}
+            if oracle.realtime_shortfall
+            else None,
+            "oracle_spike_shortfall": spiky["oracle"],
+            "forecast_spike_shortfall": spiky["forecast"],
+            "steady_shortfall_ratio": round(steady["forecast"] / steady["oracle"], 4) if steady["oracle"] else None,
+        }
     return out
 
 
@@ -198,8 +224,12 @@ def spikes(demand: dict[str, list[int]]) -> set[tuple[str, int]]:
 def spike_shortfall(sim: Simulation, run: PolicyRun) -> int:
     """Real-time shortfall (GPU-steps) at the `spikes`."""
     at = spikes(sim.demand)
-    return sum(max(0, sim.demand[app][c.step] - len(c.assignments.get(app, ())))
-               for c in run.commits for app in sim.demand if (app, c.step) in at)
+    return sum(
+        max(0, sim.demand[app][c.step] - len(c.assignments.get(app, ())))
+        for c in run.commits
+        for app in sim.demand
+        if (app, c.step) in at
+    )
 
 
 def full_mode_figures(run: PolicyRun) -> dict[str, object] | None:
@@ -212,8 +242,11 @@ def full_mode_figures(run: PolicyRun) -> dict[str, object] | None:
         return None
     gaps = sorted(r.hot_gap for r in runs if r.hot_gap is not None)
     gains = [(r.objective - r.warm) / abs(r.warm) for r in runs if r.plan is not None and r.warm]
-    return {"solves": len(runs), "improved": sum(r.plan is not None for r in runs),
-            "adopted": len(run.full_mode_adopted),
-            "capacity_bounds": sum(r.bound_source == "capacity" for r in runs),
-            "improvement_mean": round(statistics.fmean(gains), 4) if gains else None,
-            "hot_gap": _spread(gaps)}
+    return {
+        "solves": len(runs),
+        "improved": sum(r.plan is not None for r in runs),
+        "adopted": len(run.full_mode_adopted),
+        "capacity_bounds": sum(r.bound_source == "capacity" for r in runs),
+        "improvement_mean": round(statistics.fmean(gains), 4) if gains else None,
+        "hot_gap": _spread(gaps),
+    }

@@ -90,8 +90,7 @@ def generate_scenario(
     rt_steps = sum(sum(a["demand"]) for a in apps)
     run_steps = sum(len(r["running"]["gpus"]) * min(r["running"]["remaining"], T) for r in runs)
     left = max(gpus * T - rt_steps - run_steps, gpus)
-    queue = _batch_jobs(rng, n_batch - len(runs), sizes, node, T, late_arrivals,
-                        rng.uniform(*load) * left, counter)
+    queue = _batch_jobs(rng, n_batch - len(runs), sizes, node, T, late_arrivals, rng.uniform(*load) * left, counter)
     out: dict[str, Any] = {
         "name": name if name is not None else f"gen-g{gpus}-j{jobs}-s{seed}",
         "gpus": gpus,
@@ -161,8 +160,12 @@ def _realtime_apps(rng, gpus, n_rt, T, step_minutes, swap_cap, app_caps, floors)
     apps = []
     for i, peak in enumerate(peaks):
         peak = min(peak, gpus)
-        app: dict[str, Any] = {"id": f"rt-{i}", "kind": "realtime", "priority": rng.randint(5, 10),
-                               "demand": _diurnal(rng, peak, T, step_minutes)}
+        app: dict[str, Any] = {
+            "id": f"rt-{i}",
+            "kind": "realtime",
+            "priority": rng.randint(5, 10),
+            "demand": _diurnal(rng, peak, T, step_minutes),
+        }
         if floors:
             if rng.random() < 0.6:
                 app["min_gpus"] = rng.randint(1, max(1, math.ceil(peak * 0.3)))
@@ -239,16 +242,21 @@ def _running_jobs(rng, gpus, node, sizes, apps, default_cap, T, n_batch, counter
         budget -= n
         kind = _pick_kind(rng)
         remaining = rng.randint(1, max(1, min(12, T + 2)))
-        out.append({"id": f"{KIND_PREFIX[kind]}-{next(counter)}", "kind": kind,
-                    "priority": rng.randint(*_PRIORITY_RANGE[kind]), "gpus": n,
-                    "duration": remaining + rng.randint(0, 6),
-                    "running": {"gpus": block, "remaining": remaining}})
+        out.append(
+            {
+                "id": f"{KIND_PREFIX[kind]}-{next(counter)}",
+                "kind": kind,
+                "priority": rng.randint(*_PRIORITY_RANGE[kind]),
+                "gpus": n,
+                "duration": remaining + rng.randint(0, 6),
+                "running": {"gpus": block, "remaining": remaining},
+            }
+        )
     return out
 
 
 def _free_block(rng, gpus, node, n, taken) -> list[int] | None:
-    starts = [p for p in range(gpus - n + 1)
-              if p % node + n <= node and not taken.intersection(range(p, p + n))]
+    starts = [p for p in range(gpus - n + 1) if p % node + n <= node and not taken.intersection(range(p, p + n))]
     if not starts:
         return None
     p = rng.choice(starts)
@@ -281,9 +289,16 @@ def _batch_jobs(rng, count, sizes, node, T, late, target, counter) -> list[dict]
         arrival = 0
         if late and T > 1 and rng.random() < 0.3:
             arrival = rng.randint(1, max(1, (2 * T) // 3))
-        jobs.append({"id": f"{KIND_PREFIX[kind]}-{next(counter)}", "kind": kind,
-                     "priority": rng.randint(*_PRIORITY_RANGE[kind]), "gpus": n,
-                     "duration": rng.randint(1, d_max), "arrival": arrival})
+        jobs.append(
+            {
+                "id": f"{KIND_PREFIX[kind]}-{next(counter)}",
+                "kind": kind,
+                "priority": rng.randint(*_PRIORITY_RANGE[kind]),
+                "gpus": n,
+                "duration": rng.randint(1, d_max),
+                "arrival": arrival,
+            }
+        )
     _fit_load(rng, jobs, target, d_max, in_node)
     return jobs
 

@@ -100,9 +100,12 @@ class Simulation:
     apps_until: int | None = None
 
 
-def simulate(events: list, options: SimOptions = SimOptions(),
-             recorded: dict[int, Schedule] | None = None,
-             progress: Callable[[str, int, int], None] | None = None) -> Simulation:
+def simulate(
+    events: list,
+    options: SimOptions = SimOptions(),
+    recorded: dict[int, Schedule] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Simulation:
     """`events`: (Envelope, payload) pairs as `schemas.events.parse_event` returns them.
     `recorded`: full-mode plans by step from an earlier run (`PolicyRun.recorded`); a policy with
     full mode then commits those instead of solving, as an audit replay does. `progress(label,
@@ -115,8 +118,10 @@ def simulate(events: list, options: SimOptions = SimOptions(),
     timed = [e for e in events if e is not first]
     if options.starvation_steps is not None:
         bound = options.starvation_steps or None
-        first = (first[0], first[1].model_copy(update={"starvation_steps": bound,
-                                                        "starvation_minutes": 0 if bound is None else None}))
+        first = (
+            first[0],
+            first[1].model_copy(update={"starvation_steps": bound, "starvation_minutes": 0 if bound is None else None}),
+        )
     clock = Pool()  # only to read the trace's steps the way every run's interpreter reads them
     clock.apply([Event(first[0].type, first[1], first[0].occurred_at)], first[0].occurred_at)
     config = clock.planner.config
@@ -124,22 +129,50 @@ def simulate(events: list, options: SimOptions = SimOptions(),
     last = max((s for s, _, _ in timed), default=0)
     steps = options.days * 24 * 60 // config.step_minutes if options.days else drain_cap(timed, last)
     demand, priorities = _observed(timed, steps)
-    limits = {p.id: (p.min_gpus, config.gpus if p.max_gpus is None else p.max_gpus,
-                     config.swap_cap if p.swap_cap is None else p.swap_cap)
-              for _, env, p in timed if env.type == "app.registered"}
+    limits = {
+        p.id: (
+            p.min_gpus,
+            config.gpus if p.max_gpus is None else p.max_gpus,
+            config.swap_cap if p.swap_cap is None else p.swap_cap,
+        )
+        for _, env, p in timed
+        if env.type == "app.registered"
+    }
     drain_after = None if options.days else last
-    runs = {label: _run(label, online_policy(base_policy(label)), first, _informed(timed, mode, config), steps,
-                        drain_after, options, recorded, progress) for label, mode in labels}
-    return Simulation(config, max(len(r.commits) for r in runs.values()), demand, priorities, limits, runs,
-                      drained=drain_after is not None, cap=steps, apps_until=drain_after)
+    runs = {
+        label: _run(
+            label,
+            online_policy(base_policy(label)),
+            first,
+            _informed(timed, mode, config),
+            steps,
+            drain_after,
+            options,
+            recorded,
+            progress,
+        )
+        for label, mode in labels
+    }
+    return Simulation(
+        config,
+        max(len(r.commits) for r in runs.values()),
+        demand,
+        priorities,
+        limits,
+        runs,
+        drained=drain_after is not None,
+        cap=steps,
+        apps_until=drain_after,
+    )
 
 
 def drain_cap(timed: list, last: int) -> int:
     """Steps a whole-trace run may take: past the last event, twice the longest declared
     duration, for the jobs still queued or running to finish (those that cannot by then are
     reported as never started or unfinished)."""
-    longest = max((max(p.duration or 1, p.actual_duration or 1) for _, env, p in timed
-                   if env.type == "job.submitted"), default=0)
+    longest = max(
+        (max(p.duration or 1, p.actual_duration or 1) for _, env, p in timed if env.type == "job.submitted"), default=0
+    )
     return last + 1 + 2 * longest
 
 
@@ -155,8 +188,12 @@ def _informed(timed: list, mode: str | None, config: PoolConfig) -> list:
             p = p.model_copy(update={"gpus": None, "duration": None})
         elif env.type == "job.submitted" and mode == "oracle":
             used = p.actual_used
-            p = p.model_copy(update={"gpus": used.gpus if used and used.gpus else p.gpus,
-                                     "duration": p.actual_duration or p.duration})
+            p = p.model_copy(
+                update={
+                    "gpus": used.gpus if used and used.gpus else p.gpus,
+                    "duration": p.actual_duration or p.duration,
+                }
+            )
         elif env.type == "traffic.observed" and mode == "oracle":
             step = max(0, step - config.horizon + 1)
         out.append((step, env, p))
@@ -184,13 +221,26 @@ def _observed(timed, steps: int) -> tuple[dict[str, list[int]], dict[str, float]
     return demand, priorities
 
 
-def _run(label: str, online: OnlinePolicy, first, timed, steps: int, drain_after: int | None, options: SimOptions,
-         recorded: dict[int, Schedule] | None, progress: Callable[[str, int, int], None] | None) -> PolicyRun:
+def _run(
+    label: str,
+    online: OnlinePolicy,
+    first,
+    timed,
+    steps: int,
+    drain_after: int | None,
+    options: SimOptions,
+    recorded: dict[int, Schedule] | None,
+    progress: Callable[[str, int, int], None] | None,
+) -> PolicyRun:
     """One policy over the trace: `steps` steps, or with `drain_after` (the last event's step)
     until every job it was given has finished, at most `steps`."""
     full = online.full_mode
-    pool = Pool(online.hot.bind(SolveOptions()), online.hot.by_arrival,
-                full_mode_every=options.full_mode.every if full else 0, forecast=options.forecast_settings)
+    pool = Pool(
+        online.hot.bind(SolveOptions()),
+        online.hot.by_arrival,
+        full_mode_every=options.full_mode.every if full else 0,
+        forecast=options.forecast_settings,
+    )
     origin = first[0].occurred_at
     pool.apply([Event(first[0].type, first[1], origin)], origin)
     planner = pool.planner
@@ -199,8 +249,13 @@ def _run(label: str, online: OnlinePolicy, first, timed, steps: int, drain_after
     ends: dict[str, int] = {}  # running job -> step at which its completion is processed
     i = 0
     for step in range(steps):
-        if drain_after is not None and step > drain_after and i == len(timed) and not planner.queued \
-                and not planner.running:
+        if (
+            drain_after is not None
+            and step > drain_after
+            and i == len(timed)
+            and not planner.queued
+            and not planner.running
+        ):
             break
         proposal = None
         if full is not None and recorded is None and pool.full_mode_due():
@@ -229,8 +284,9 @@ def _run(label: str, online: OnlinePolicy, first, timed, steps: int, drain_after
         for job_id in committed.commit.started:
             run.started[job_id] = step
             job = actual.get(job_id)
-            ends[job_id] = step + (job.actual_duration if job and job.actual_duration else
-                                   planner.running[job_id][0].duration)
+            ends[job_id] = step + (
+                job.actual_duration if job and job.actual_duration else planner.running[job_id][0].duration
+            )
             run.run_steps[job_id] = ends[job_id] - step
         if progress is not None:
             progress(label, step + 1, steps)
@@ -256,5 +312,6 @@ def _record(run: PolicyRun, actual: dict[str, object], ends: dict[str, int], ste
 
 
 def _full_mode(planner: Planner, policy_name: str, rolling: RollingFullMode) -> FullModeRun:
-    return run_snapshot(snapshot(planner, rolling.max_jobs), planner.now, policy_name,
-                        SolveOptions(full_mode=rolling.options))
+    return run_snapshot(
+        snapshot(planner, rolling.max_jobs), planner.now, policy_name, SolveOptions(full_mode=rolling.options)
+    )

@@ -38,8 +38,16 @@ def _arrival_weight(hours: float, holidays: tuple[int, ...]) -> float:
     return 1.0 if 9 <= hour < 18 else 0.4 if 7 <= hour < 22 else 0.1
 
 
-def forecast_trace(seed: int = 0, weeks: int = 4, gpus: int = 64, gpus_per_node: int = 8, step_minutes: int = 60,
-                   jobs_per_day: float | None = None, apps: int = 3, gpu_type: str = "h100-80gb") -> list[dict]:
+def forecast_trace(
+    seed: int = 0,
+    weeks: int = 4,
+    gpus: int = 64,
+    gpus_per_node: int = 8,
+    step_minutes: int = 60,
+    jobs_per_day: float | None = None,
+    apps: int = 3,
+    gpu_type: str = "h100-80gb",
+) -> list[dict]:
     """One pool ("default"): apps and traffic as `traffic_trace`, jobs as `job_trace` with their
     true `gpus`, `duration` (= actual_duration) and `actual_used`. Without `jobs_per_day`, jobs
     are drawn until they offer LOAD times the GPU-steps the traffic's true level leaves free."""
@@ -57,13 +65,34 @@ def forecast_trace(seed: int = 0, weeks: int = 4, gpus: int = 64, gpus_per_node:
         jobs = [sample_job(rng, gpu_type, step_minutes, gpus // 2) for _ in range(round(jobs_per_day * weeks * 7))]
     weights = [_arrival_weight(s * step_minutes / 60, plan.holidays) for s in range(plan.steps)]
     arrivals = sorted(rng.choices(range(plan.steps), weights=weights, k=len(jobs)))
-    records = [pool_record(gpus, step_minutes, 24, gpus_per_node=gpus_per_node, gpu_type=gpu_type,
-                           gpu_memory_gb=float(GPUS[gpu_type].memory_gb))]
+    records = [
+        pool_record(
+            gpus,
+            step_minutes,
+            24,
+            gpus_per_node=gpus_per_node,
+            gpu_type=gpu_type,
+            gpu_memory_gb=float(GPUS[gpu_type].memory_gb),
+        )
+    ]
     records += traffic_records(plan, seed)
     for i, (step, job) in enumerate(zip(arrivals, jobs)):
         at = T0 + timedelta(minutes=step * step_minutes, seconds=rng.randrange(step_minutes * 60))
-        records.append((at, "job.submitted", {
-            "id": f"job-{i}", "kind": job.kind, "priority": job.priority, "features": job.features,
-            "gpus": job.gpus, "duration": job.actual_duration, "actual_duration": job.actual_duration,
-            "actual_used": job.used()}, "default"))
+        records.append(
+            (
+                at,
+                "job.submitted",
+                {
+                    "id": f"job-{i}",
+                    "kind": job.kind,
+                    "priority": job.priority,
+                    "features": job.features,
+                    "gpus": job.gpus,
+                    "duration": job.actual_duration,
+                    "actual_duration": job.actual_duration,
+                    "actual_used": job.used(),
+                },
+                "default",
+            )
+        )
     return to_events(records, f"f{seed}")

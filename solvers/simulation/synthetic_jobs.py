@@ -51,9 +51,17 @@ CROSS_NODE = 0.09
 NCCL_GB = 0.6  # communication buffers when n > 1
 
 # params_b, layers, hidden_size, active_params_b (MoE), weight of the draw
-MODELS = ((0.5, 24, 896, None, 3), (1.5, 28, 1536, None, 4), (3.0, 36, 2048, None, 4),
-          (7.0, 32, 4096, None, 6), (8.0, 32, 4096, None, 5), (13.0, 40, 5120, None, 3),
-          (34.0, 48, 8192, None, 2), (46.7, 32, 4096, 12.9, 1), (70.0, 80, 8192, None, 2))
+MODELS = (
+    (0.5, 24, 896, None, 3),
+    (1.5, 28, 1536, None, 4),
+    (3.0, 36, 2048, None, 4),
+    (7.0, 32, 4096, None, 6),
+    (8.0, 32, 4096, None, 5),
+    (13.0, 40, 5120, None, 3),
+    (34.0, 48, 8192, None, 2),
+    (46.7, 32, 4096, 12.9, 1),
+    (70.0, 80, 8192, None, 2),
+)
 VOCAB = 64_000
 LOGIT_BYTES = 6  # fp32 logits and part of their gradient, per vocabulary entry and token
 
@@ -65,15 +73,45 @@ OPT_BYTES = {  # per trainable parameter, with the fp32 master copy under mixed 
 }
 QLORA_BASE_BYTES = 0.56  # 4-bit base weights and their quantization constants
 ACT_VALUES = 14  # activation values stored per token, per hidden unit, per layer
-ACT_FACTOR = {"full": 1.0, "cpt": 1.0, "dpo": 1.0, "lora": 0.95, "qlora": 1.10, "dora": 1.35,
-              "adapter": 1.05, "prefix": 0.95, "prompt": 0.95, "ia3": 0.90}
+ACT_FACTOR = {
+    "full": 1.0,
+    "cpt": 1.0,
+    "dpo": 1.0,
+    "lora": 0.95,
+    "qlora": 1.10,
+    "dora": 1.35,
+    "adapter": 1.05,
+    "prefix": 0.95,
+    "prompt": 0.95,
+    "ia3": 0.90,
+}
 LORA_MATRICES = {"attention": 8, "attention_mlp": 19, "all_linear": 21}  # x hidden x rank, a layer
 LORA_DEFAULT = (16, "attention")  # rank and targets when the job leaves them out
 VIRTUAL_TOKENS = {"prefix": 32, "prompt": 100}
-FLOPS = {"full": 6, "cpt": 6, "dpo": 6, "lora": 4, "qlora": 4, "dora": 4.6, "adapter": 4.2,
-         "prefix": 4, "prompt": 4, "ia3": 4}  # per token, per (active) parameter
-VARIANT_EFF = {"full": 1.0, "cpt": 1.05, "dpo": 0.9, "lora": 0.85, "qlora": 0.55, "dora": 0.6,
-               "adapter": 0.8, "prefix": 0.8, "prompt": 0.75, "ia3": 0.8}
+FLOPS = {
+    "full": 6,
+    "cpt": 6,
+    "dpo": 6,
+    "lora": 4,
+    "qlora": 4,
+    "dora": 4.6,
+    "adapter": 4.2,
+    "prefix": 4,
+    "prompt": 4,
+    "ia3": 4,
+}  # per token, per (active) parameter
+VARIANT_EFF = {
+    "full": 1.0,
+    "cpt": 1.05,
+    "dpo": 0.9,
+    "lora": 0.85,
+    "qlora": 0.55,
+    "dora": 0.6,
+    "adapter": 0.8,
+    "prefix": 0.8,
+    "prompt": 0.75,
+    "ia3": 0.8,
+}
 
 
 def _mixed(precision: str) -> str:
@@ -89,8 +127,12 @@ def trainable_b(f: TrainingFeatures) -> float:
         rank = f.lora_rank or LORA_DEFAULT[0]
         per_layer = LORA_MATRICES[f.lora_targets or LORA_DEFAULT[1]] * h * rank + (2 * h if f.variant == "dora" else 0)
     else:
-        per_layer = {"adapter": 4 * 64 * h, "prefix": 2 * VIRTUAL_TOKENS["prefix"] * h, "ia3": 3 * h,
-                     "prompt": VIRTUAL_TOKENS["prompt"] * h / layers}[f.variant]
+        per_layer = {
+            "adapter": 4 * 64 * h,
+            "prefix": 2 * VIRTUAL_TOKENS["prefix"] * h,
+            "ia3": 3 * h,
+            "prompt": VIRTUAL_TOKENS["prompt"] * h / layers,
+        }[f.variant]
     return layers * per_layer / 1e9
 
 
@@ -115,8 +157,9 @@ def training_peak_gb(f: TrainingFeatures, gpu: GpuSpec, n: int, noise: float = 1
         weights, grads = base + 4 * t, 4 * t
     opt = t * OPT_BYTES[_mixed(f.precision)][f.optimizer]
     ref = p * wb if f.reference_model else 0.0
-    states = ((weights + ref) / (dp if z == 3 else 1) + grads / (dp if z >= 2 else 1)
-              + opt / (dp if z >= 1 else 1)) / mp
+    states = (
+        (weights + ref) / (dp if z == 3 else 1) + grads / (dp if z >= 2 else 1) + opt / (dp if z >= 1 else 1)
+    ) / mp
     tokens = _tokens_a_pass(f)
     per_token = ACT_VALUES + (0 if f.flash_attention else 2.5 * f.seq_len / 128)
     layer_input = tokens * f.hidden_size * ACT_BYTES[f.precision] / f.tensor_parallel
@@ -124,8 +167,10 @@ def training_peak_gb(f: TrainingFeatures, gpu: GpuSpec, n: int, noise: float = 1
     layer_kept = layer_input if f.gradient_checkpointing else layer_full
     gas = max(1.0, f.global_batch / (f.micro_batch * dp))
     in_flight = min(f.pipeline_parallel, math.ceil(gas))
-    acts = ACT_FACTOR[f.variant] * (layer_kept * math.ceil(f.layers / f.pipeline_parallel) * in_flight
-                                    + (layer_full if f.gradient_checkpointing else 0))
+    acts = ACT_FACTOR[f.variant] * (
+        layer_kept * math.ceil(f.layers / f.pipeline_parallel) * in_flight
+        + (layer_full if f.gradient_checkpointing else 0)
+    )
     logits = tokens * VOCAB * LOGIT_BYTES / f.tensor_parallel
     frag = 1.06 + 0.05 * (z == 3) + 0.04 * (f.variant == "qlora") + 0.03 * (not f.flash_attention)
     return (states + acts + logits) * frag * noise / GB + gpu.context_gb + (NCCL_GB if n > 1 else 0)
@@ -146,11 +191,15 @@ def training_hours(f: TrainingFeatures, gpu: GpuSpec, n: int) -> float:
     passes = FLOPS[f.variant] + 2 * (f.variant == "dpo" and f.reference_model) + 2 * f.gradient_checkpointing
     flops = tokens * passes * (active * GB + f.layers * f.seq_len * f.hidden_size)
     rate = {"fp32": gpu.fp32_ratio, "tf32": 0.5, "fp8": 2.0 if gpu.fp8 else 1.0}.get(f.precision, 1.0)
-    eff = (gpu.efficiency * VARIANT_EFF[f.variant] * math.sqrt(active / (active + 1.5))
-           * (1 - 0.4 * math.exp(-_tokens_a_pass(f) / 4096))
-           * {"fp8": 0.72 if gpu.fp8 else 0.95, "fp16": 0.97}.get(f.precision, 1.0)
-           * (1 if f.flash_attention else 1 - 0.3 * f.seq_len / (f.seq_len + 4096))
-           * (1 - 0.06 * math.log2(f.tensor_parallel)))
+    eff = (
+        gpu.efficiency
+        * VARIANT_EFF[f.variant]
+        * math.sqrt(active / (active + 1.5))
+        * (1 - 0.4 * math.exp(-_tokens_a_pass(f) / 4096))
+        * {"fp8": 0.72 if gpu.fp8 else 0.95, "fp16": 0.97}.get(f.precision, 1.0)
+        * (1 if f.flash_attention else 1 - 0.3 * f.seq_len / (f.seq_len + 4096))
+        * (1 - 0.06 * math.log2(f.tensor_parallel))
+    )
     gas = max(1.0, f.global_batch / (f.micro_batch * dp))
     bubble = gas / (gas + f.pipeline_parallel - 1)
     compute_s = flops / (n * gpu.tflops * 1e12 * rate * eff * bubble) * _comm(gpu, n, f.zero_stage == 3)
@@ -201,7 +250,8 @@ def quant_hours(f: QuantizationFeatures, gpu: GpuSpec, n: int) -> float:
         "gptq": 1.5 * forward_s + layers * 7 * cols * 0.06 * (1.3 if f.bits <= 3 else 1.0) * groups,
         "smoothquant": 1.2 * forward_s + 3 * layers,
         "fp8": forward_s + 60,
-        "bnb_nf4": 0.6 * f.params_b, "bnb_int8": 0.6 * f.params_b,
+        "bnb_nf4": 0.6 * f.params_b,
+        "bnb_int8": 0.6 * f.params_b,
         "gguf_k": forward_s + 40 * f.params_b * (1.4 if f.bits <= 4 else 1.0),
     }[f.algorithm]
     eval_s = 2 * p * EVAL_TOKENS / (speed * 0.3)
@@ -210,8 +260,9 @@ def quant_hours(f: QuantizationFeatures, gpu: GpuSpec, n: int) -> float:
     return ((work_s + eval_s) * (1 + 0.05 * math.log2(n)) + io_s) / 3600 + startup_min / 60
 
 
-def peak_memory_gb(kind: str, f: TrainingFeatures | QuantizationFeatures, gpu_type: str, n: int,
-                   noise: float = 1.0) -> float:
+def peak_memory_gb(
+    kind: str, f: TrainingFeatures | QuantizationFeatures, gpu_type: str, n: int, noise: float = 1.0
+) -> float:
     """The true peak a GPU at n GPUs (noise: the job's `memory_noise` from the truth)."""
     return (training_peak_gb if kind == "training" else quant_peak_gb)(f, GPUS[gpu_type], n, noise)
 
@@ -221,8 +272,9 @@ def expected_hours(kind: str, f: TrainingFeatures | QuantizationFeatures, gpu_ty
     return (training_hours if kind == "training" else quant_hours)(f, GPUS[gpu_type], n)
 
 
-def fitting_gpus(kind: str, f: TrainingFeatures | QuantizationFeatures, gpu_type: str, noise: float,
-                 limit: int) -> int | None:
+def fitting_gpus(
+    kind: str, f: TrainingFeatures | QuantizationFeatures, gpu_type: str, noise: float, limit: int
+) -> int | None:
     """The smallest power of two >= tp x pp at which the peak fits the GPU, None above `limit`."""
     if kind == "quantization" and f.algorithm == "gguf_k":
         return 1 if peak_memory_gb(kind, f, gpu_type, 1, noise) <= GPUS[gpu_type].memory_gb else None
@@ -247,8 +299,14 @@ class SampledJob:
     label: tuple[str, str]  # ("variant" | "algorithm", its value)
 
     def truth(self, gpu_type: str) -> dict:
-        return {"expected_steps": self.expected_steps, "gpus": self.gpus, "peak_memory_gb": self.peak_memory_gb,
-                self.label[0]: self.label[1], "gpu_type": gpu_type, "memory_noise": self.memory_noise}
+        return {
+            "expected_steps": self.expected_steps,
+            "gpus": self.gpus,
+            "peak_memory_gb": self.peak_memory_gb,
+            self.label[0]: self.label[1],
+            "gpu_type": gpu_type,
+            "memory_noise": self.memory_noise,
+        }
 
     def used(self) -> dict:
         return {"gpus": self.gpus, "peak_memory_gb": self.peak_memory_gb, "duration": self.actual_duration}
@@ -259,27 +317,58 @@ def _pick(rng: random.Random, table: dict):
 
 
 def _training_features(rng: random.Random, gpu_type: str) -> dict:
-    variant = _pick(rng, {"full": 1.2, "lora": 1.5, "qlora": 1.2, "dora": 0.8, "adapter": 0.6, "prefix": 0.5,
-                          "prompt": 0.5, "ia3": 0.5, "dpo": 0.8, "cpt": 0.6})
+    variant = _pick(
+        rng,
+        {
+            "full": 1.2,
+            "lora": 1.5,
+            "qlora": 1.2,
+            "dora": 0.8,
+            "adapter": 0.6,
+            "prefix": 0.5,
+            "prompt": 0.5,
+            "ia3": 0.5,
+            "dpo": 0.8,
+            "cpt": 0.6,
+        },
+    )
     params, layers, hidden, active, _ = rng.choices(MODELS, weights=[m[4] for m in MODELS])[0]
-    seq = rng.choice((2048, 4096, 8192)) if variant == "cpt" else _pick(
-        rng, {512: 1, 1024: 2, 2048: 3, 4096: 2.5, 8192: 1})
+    seq = (
+        rng.choice((2048, 4096, 8192))
+        if variant == "cpt"
+        else _pick(rng, {512: 1, 1024: 2, 2048: 3, 4096: 2.5, 8192: 1})
+    )
     micro = rng.choice([b for b in (1, 2, 4, 8, 16) if b * seq <= 32768])
     full = variant in ("full", "cpt", "dpo")
     lo, hi = {"full": (20, 1500), "cpt": (300, 20000), "dpo": (5, 300)}.get(variant, (10, 800))
     scale = (7 / (active or params)) ** 0.7
-    f = {"variant": variant, "params_b": params, "layers": layers, "hidden_size": hidden, "seq_len": seq,
-         "dataset_tokens_m": round(math.exp(rng.uniform(math.log(lo), math.log(hi))) * scale, 1) or 0.1,
-         "epochs": 1.0 if variant == "cpt" else rng.choice((0.5, 1.0, 1.0, 2.0, 3.0)),
-         "micro_batch": micro, "global_batch": micro * rng.choice((8, 16, 32, 64, 128, 256)),
-         "precision": _pick(rng, {"bf16": 0.8, "fp16": 0.2} if variant == "qlora" else
-                            {"bf16": 0.6, "fp16": 0.12, "fp8": 0.12, "tf32": 0.1, "fp32": 0.06}),
-         "optimizer": _pick(rng, {"adamw": 0.45, "adamw_8bit": 0.2, "adafactor": 0.1, "sgd": 0.1, "lion": 0.15}),
-         "gradient_checkpointing": rng.random() < 0.45, "flash_attention": rng.random() < 0.85,
-         "zero_stage": _pick(rng, {0: 0.1, 1: 0.15, 2: 0.3, 3: 0.45} if full else {0: 0.6, 2: 0.25, 3: 0.15}),
-         "tensor_parallel": _pick(rng, {1: 0.4, 2: 0.3, 4: 0.2, 8: 0.1}) if params >= 13 else
-         _pick(rng, {1: 0.8, 2: 0.2}) if params >= 7 else 1,
-         "pipeline_parallel": _pick(rng, {1: 0.5, 2: 0.3, 4: 0.2}) if params >= 34 else 1}
+    f = {
+        "variant": variant,
+        "params_b": params,
+        "layers": layers,
+        "hidden_size": hidden,
+        "seq_len": seq,
+        "dataset_tokens_m": round(math.exp(rng.uniform(math.log(lo), math.log(hi))) * scale, 1) or 0.1,
+        "epochs": 1.0 if variant == "cpt" else rng.choice((0.5, 1.0, 1.0, 2.0, 3.0)),
+        "micro_batch": micro,
+        "global_batch": micro * rng.choice((8, 16, 32, 64, 128, 256)),
+        "precision": _pick(
+            rng,
+            {"bf16": 0.8, "fp16": 0.2}
+            if variant == "qlora"
+            else {"bf16": 0.6, "fp16": 0.12, "fp8": 0.12, "tf32": 0.1, "fp32": 0.06},
+        ),
+        "optimizer": _pick(rng, {"adamw": 0.45, "adamw_8bit": 0.2, "adafactor": 0.1, "sgd": 0.1, "lion": 0.15}),
+        "gradient_checkpointing": rng.random() < 0.45,
+        "flash_attention": rng.random() < 0.85,
+        "zero_stage": _pick(rng, {0: 0.1, 1: 0.15, 2: 0.3, 3: 0.45} if full else {0: 0.6, 2: 0.25, 3: 0.15}),
+        "tensor_parallel": _pick(rng, {1: 0.4, 2: 0.3, 4: 0.2, 8: 0.1})
+        if params >= 13
+        else _pick(rng, {1: 0.8, 2: 0.2})
+        if params >= 7
+        else 1,
+        "pipeline_parallel": _pick(rng, {1: 0.5, 2: 0.3, 4: 0.2}) if params >= 34 else 1,
+    }
     if active:
         f["active_params_b"] = active
     if variant in ADAPTER_VARIANTS and rng.random() < 0.9:
@@ -295,10 +384,17 @@ def _training_features(rng: random.Random, gpu_type: str) -> dict:
 def _quant_features(rng: random.Random) -> dict:
     algorithm = rng.choice(QUANT_ALGORITHMS)
     params = rng.choices(MODELS, weights=[m[4] for m in MODELS])[0][0]
-    f = {"params_b": params, "algorithm": algorithm, "bits": rng.choice(QUANT_BITS[algorithm]),
-         "calibration_samples": 0 if algorithm.startswith("bnb") else
-         rng.choice((0, 128, 512)) if algorithm == "gguf_k" else rng.choice((128, 256, 512, 1024, 2048)),
-         "seq_len": rng.choice((512, 1024, 2048, 4096))}
+    f = {
+        "params_b": params,
+        "algorithm": algorithm,
+        "bits": rng.choice(QUANT_BITS[algorithm]),
+        "calibration_samples": 0
+        if algorithm.startswith("bnb")
+        else rng.choice((0, 128, 512))
+        if algorithm == "gguf_k"
+        else rng.choice((128, 256, 512, 1024, 2048)),
+        "seq_len": rng.choice((512, 1024, 2048, 4096)),
+    }
     if algorithm in ("awq", "gptq"):
         group = rng.choice((32, 64, 128, None))
         if group:
@@ -306,8 +402,9 @@ def _quant_features(rng: random.Random) -> dict:
     return f
 
 
-def sample_job(rng: random.Random, gpu_type: str, step_minutes: int, max_gpus: int,
-               quant_share: float = 0.25) -> SampledJob:
+def sample_job(
+    rng: random.Random, gpu_type: str, step_minutes: int, max_gpus: int, quant_share: float = 0.25
+) -> SampledJob:
     """One job whose truth is inside the kept ranges (drawn again until it is)."""
     kind = "quantization" if rng.random() < quant_share else "training"
     while True:
@@ -324,8 +421,9 @@ def sample_job(rng: random.Random, gpu_type: str, step_minutes: int, max_gpus: i
         if lo <= hours <= hi and actual <= LIMITS.duration:
             label = ("algorithm", f.algorithm) if kind == "quantization" else ("variant", f.variant)
             peak = round(peak_memory_gb(kind, f, gpu_type, n, memory_noise), 3)
-            return SampledJob(kind, rng.randint(1, 10), raw, n, peak, memory_noise, hours * 60 / step_minutes,
-                              actual, label)
+            return SampledJob(
+                kind, rng.randint(1, 10), raw, n, peak, memory_noise, hours * 60 / step_minutes, actual, label
+            )
 
 
 POOLS = (("pool-a100", "a100-80gb"), ("pool-h100", "h100-80gb"), ("pool-l40s", "l40s-48gb"))
@@ -338,9 +436,10 @@ def job_trace(seed: int = 0, jobs: int = 600, step_minutes: int = 30) -> tuple[l
     """Three pools of 64 GPUs of different types; jobs arriving over three weeks, each submitted
     with features only and completed with what it used. Also the truth by job id."""
     rng = random.Random(seed)
-    records: list[Record] = [pool_record(POOL_GPUS, step_minutes, 48, pool, gpu_type=gpu_type,
-                                         gpu_memory_gb=float(GPUS[gpu_type].memory_gb))
-                             for pool, gpu_type in POOLS]
+    records: list[Record] = [
+        pool_record(POOL_GPUS, step_minutes, 48, pool, gpu_type=gpu_type, gpu_memory_gb=float(GPUS[gpu_type].memory_gb))
+        for pool, gpu_type in POOLS
+    ]
     truth: dict[str, dict] = {}
     gap_s = JOB_WEEKS * 7 * 86400 / jobs
     at: datetime = T0
@@ -349,11 +448,23 @@ def job_trace(seed: int = 0, jobs: int = 600, step_minutes: int = 30) -> tuple[l
         pool, gpu_type = rng.choice(POOLS)
         job = sample_job(rng, gpu_type, step_minutes, POOL_GPUS)
         job_id = f"job-{i}"
-        records.append((at, "job.submitted", {"id": job_id, "kind": job.kind, "priority": job.priority,
-                                              "features": job.features, "actual_duration": job.actual_duration},
-                        pool))
-        ends = at + timedelta(seconds=round(rng.expovariate(1 / (QUEUE_MEAN_MIN * 60))),
-                              minutes=job.actual_duration * step_minutes)
+        records.append(
+            (
+                at,
+                "job.submitted",
+                {
+                    "id": job_id,
+                    "kind": job.kind,
+                    "priority": job.priority,
+                    "features": job.features,
+                    "actual_duration": job.actual_duration,
+                },
+                pool,
+            )
+        )
+        ends = at + timedelta(
+            seconds=round(rng.expovariate(1 / (QUEUE_MEAN_MIN * 60))), minutes=job.actual_duration * step_minutes
+        )
         records.append((ends, "job.completed", {"id": job_id, "used": job.used()}, pool))
         truth[job_id] = job.truth(gpu_type)
     return to_events(records, f"j{seed}"), truth
@@ -378,4 +489,4 @@ def duration_noise_floor(events: list[dict], truth: dict[str, dict]) -> float:
 def noise_floor_last(events: list[dict], truth: dict[str, dict], share: float = 0.2) -> float:
     """The same over the last `share` of jobs by submission (where forecasters are scored)."""
     errors = _errors(events, truth)
-    return statistics.median(err for _, err in errors[-max(1, round(share * len(errors))):])
+    return statistics.median(err for _, err in errors[-max(1, round(share * len(errors))) :])

@@ -35,12 +35,9 @@ def _bump(hour: float, centre: float, width: float) -> float:
 
 # Archetype -> (weekday, weekend) shape: (base, [(height, centre hour, width hours), ...]).
 SHAPES = {
-    "business": ((0.20, [(0.80, 10.0, 1.8), (0.70, 15.0, 2.2)]),
-                 (0.15, [(0.25, 13.5, 3.0)])),
-    "consumer": ((0.18, [(0.35, 12.5, 2.0), (0.80, 21.0, 2.2)]),
-                 (0.22, [(0.40, 14.5, 3.0), (0.60, 22.0, 2.5)])),
-    "flat": ((0.55, [(0.40, 14.0, 4.0)]),
-             (0.50, [(0.22, 16.0, 4.0)])),
+    "business": ((0.20, [(0.80, 10.0, 1.8), (0.70, 15.0, 2.2)]), (0.15, [(0.25, 13.5, 3.0)])),
+    "consumer": ((0.18, [(0.35, 12.5, 2.0), (0.80, 21.0, 2.2)]), (0.22, [(0.40, 14.5, 3.0), (0.60, 22.0, 2.5)])),
+    "flat": ((0.55, [(0.40, 14.0, 4.0)]), (0.50, [(0.22, 16.0, 4.0)])),
 }
 ARCHETYPES = tuple(SHAPES)
 
@@ -88,8 +85,7 @@ class TrafficPlan:
         return (app, step) in self.gaps or first <= step < first + length
 
 
-def traffic_plan(seed: int = 0, weeks: int = 5, apps: int = 3, step_minutes: int = 60,
-                 gpus: int = 64) -> TrafficPlan:
+def traffic_plan(seed: int = 0, weeks: int = 5, apps: int = 3, step_minutes: int = 60, gpus: int = 64) -> TrafficPlan:
     """The seeded truth: apps, holidays, bursts, gaps, glitches."""
     rng = random.Random(seed * 1_000_003 + 17)
     per_hour = 60 / step_minutes
@@ -104,10 +100,18 @@ def traffic_plan(seed: int = 0, weeks: int = 5, apps: int = 3, step_minutes: int
         if i % 2:  # too flat: half way to its mean
             mean = sum(prior) / 24
             prior = [(p + mean) / 2 for p in prior]
-        truths.append(AppTruth(
-            id=f"rt-{i}", archetype=archetype, peak_gpus=peak, rps_per_gpu=float(rng.randint(50, 200)),
-            drift=DRIFT[i % len(DRIFT)] * rng.uniform(0.8, 1.2), shift_hours=shift,
-            priority=rng.choice((5, 7, 9)), profile=tuple(max(1, round(peak * off * p)) for p in prior)))
+        truths.append(
+            AppTruth(
+                id=f"rt-{i}",
+                archetype=archetype,
+                peak_gpus=peak,
+                rps_per_gpu=float(rng.randint(50, 200)),
+                drift=DRIFT[i % len(DRIFT)] * rng.uniform(0.8, 1.2),
+                shift_hours=shift,
+                priority=rng.choice((5, 7, 9)),
+                profile=tuple(max(1, round(peak * off * p)) for p in prior),
+            )
+        )
     days = weeks * 7
     weekdays = [d for d in range(7 if days > 7 else 1, days) if d % 7 < 5]
     holidays = tuple(sorted(rng.sample(weekdays, min(len(weekdays), 1 if weeks < 4 else 2))))
@@ -156,9 +160,21 @@ def traffic_records(plan: TrafficPlan, seed: int, pool: str = "default") -> list
     rng = random.Random(seed * 1_000_003 + 29)
     out: list[Record] = []
     for app in plan.apps:
-        out.append((T0, "app.registered", {
-            "id": app.id, "priority": app.priority, "min_gpus": 1, "max_gpus": math.ceil(3 * app.peak_gpus),
-            "rps_per_gpu": app.rps_per_gpu, "profile": list(app.profile)}, pool))
+        out.append(
+            (
+                T0,
+                "app.registered",
+                {
+                    "id": app.id,
+                    "priority": app.priority,
+                    "min_gpus": 1,
+                    "max_gpus": math.ceil(3 * app.peak_gpus),
+                    "rps_per_gpu": app.rps_per_gpu,
+                    "profile": list(app.profile),
+                },
+                pool,
+            )
+        )
     offset = timedelta(seconds=min(60, plan.step_minutes * 30))
     for step in range(plan.steps):
         at = T0 + timedelta(minutes=step * plan.step_minutes) + offset
@@ -167,29 +183,30 @@ def traffic_records(plan: TrafficPlan, seed: int, pool: str = "default") -> list
             if plan.missing(app.id, step):
                 continue
             level = expected_level(plan, app, step) * noise * plan.outliers.get((app.id, step), 1.0)
-            out.append((at, "traffic.observed", {"app": app.id,
-                                                 "requests_per_s": round(level * app.rps_per_gpu, 1)}, pool))
+            out.append(
+                (at, "traffic.observed", {"app": app.id, "requests_per_s": round(level * app.rps_per_gpu, 1)}, pool)
+            )
     return out
 
 
-def pool_record(gpus: int, step_minutes: int, horizon: int = 24, pool: str = "default",
-                gpus_per_node: int | None = None, **extra) -> Record:
+def pool_record(
+    gpus: int, step_minutes: int, horizon: int = 24, pool: str = "default", gpus_per_node: int | None = None, **extra
+) -> Record:
     """The pool's `pool.configured` at T0 (by default nodes of 8 when 8 divides the pool)."""
     node = gpus_per_node or (8 if gpus % 8 == 0 else gpus)
-    payload = {"gpus": gpus, "gpus_per_node": node, "horizon": horizon,
-               "step_minutes": step_minutes, **extra}
+    payload = {"gpus": gpus, "gpus_per_node": node, "horizon": horizon, "step_minutes": step_minutes, **extra}
     return (T0, "pool.configured", payload, pool)
 
 
 def to_events(records: list[Record], prefix: str) -> list[dict]:
     """Contract envelopes in time order (stable), ids `<prefix>-<n>` in that order."""
     ordered = sorted(records, key=lambda r: r[0])
-    return [envelope(kind, payload, at, f"{prefix}-{n}", pool=pool)
-            for n, (at, kind, payload, pool) in enumerate(ordered)]
+    return [
+        envelope(kind, payload, at, f"{prefix}-{n}", pool=pool) for n, (at, kind, payload, pool) in enumerate(ordered)
+    ]
 
 
-def traffic_trace(seed: int = 0, weeks: int = 5, apps: int = 3, step_minutes: int = 60,
-                  gpus: int = 64) -> list[dict]:
+def traffic_trace(seed: int = 0, weeks: int = 5, apps: int = 3, step_minutes: int = 60, gpus: int = 64) -> list[dict]:
     """A pool, its apps and their observed traffic (docs/synthetic-data.md, "Traffic")."""
     plan = traffic_plan(seed, weeks, apps, step_minutes, gpus)
     return to_events([pool_record(gpus, step_minutes)] + traffic_records(plan, seed), f"t{seed}")

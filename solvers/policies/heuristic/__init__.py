@@ -36,7 +36,11 @@ MAX_BUDGET = 8000  # placements at effort 1: local search pays off on small queu
 def value_at_arrival(problem: Problem, job: Batch) -> float:
     """What the job adds if it starts at its arrival (priority x GPUs x weighted steps): its
     best case, since a later start only loses weight."""
-    return job.priority * job.gpus * problem.interval_weight(min(job.arrival, problem.horizon), problem.end_of(job, job.arrival))
+    return (
+        job.priority
+        * job.gpus
+        * problem.interval_weight(min(job.arrival, problem.horizon), problem.end_of(job, job.arrival))
+    )
 
 
 def _seed_orders(problem: Problem, jobs: list[Batch]) -> list[list[Batch]]:
@@ -69,8 +73,9 @@ class _Search:
         self.problem, self.layout, self.budget = problem, layout, budget
         self.potential = potential  # job id -> value_at_arrival
 
-    def run(self, order: list[Batch], prefix: list[PackState], floor: float,
-            budgeted: bool = True) -> tuple[PackState, list[PackState]] | None:
+    def run(
+        self, order: list[Batch], prefix: list[PackState], floor: float, budgeted: bool = True
+    ) -> tuple[PackState, list[PackState]] | None:
         """Pack `order` from `prefix` (snapshots of its first len(prefix)-1 jobs); None when it
         cannot beat `floor` or (when `budgeted`) the budget runs out."""
         k = len(prefix) - 1
@@ -109,8 +114,8 @@ class _Search:
                 break
             j = rng.randrange(1, len(best_order))
             i = rng.randrange(0, j)
-            kicked = best_order[:i] + [best_order[j]] + best_order[i:j] + best_order[j + 1:]
-            found = self.run(kicked, best_snaps[:i + 1], float("-inf"))
+            kicked = best_order[:i] + [best_order[j]] + best_order[i:j] + best_order[j + 1 :]
+            found = self.run(kicked, best_snaps[: i + 1], float("-inf"))
             if found is None:
                 break
             order, snaps = kicked, found[1]
@@ -122,10 +127,12 @@ class _Search:
         while improved and self.budget > 0:
             improved = False
             for i in range(1, len(order)):
-                moves = ((order[:i - 1] + [order[i], order[i - 1]] + order[i + 1:], i - 1),
-                         ([order[i]] + order[:i] + order[i + 1:], 0))
+                moves = (
+                    (order[: i - 1] + [order[i], order[i - 1]] + order[i + 1 :], i - 1),
+                    ([order[i]] + order[:i] + order[i + 1 :], 0),
+                )
                 for cand, k in moves:
-                    found = self.run(cand, snaps[:k + 1], snaps[-1].value)
+                    found = self.run(cand, snaps[: k + 1], snaps[-1].value)
                     if found:
                         order, snaps, improved = cand, found[1], True
                         break
@@ -169,8 +176,9 @@ def _served(problem: Problem, layout: Layout, packing: Packing, sets: dict[str, 
     return Schedule(batch=packing.starts, realtime=sets), packing.value + packing.traded - problem.penalty * penalty
 
 
-def _assign_with_repairs(problem: Problem, layout: Layout, order: list[Batch], packing: Packing,
-                         strict: bool) -> tuple[Packing, dict[str, list[int]], bool] | None:
+def _assign_with_repairs(
+    problem: Problem, layout: Layout, order: list[Batch], packing: Packing, strict: bool
+) -> tuple[Packing, dict[str, list[int]], bool] | None:
     """(packing, real-time sets, whether the packing had to change), or None past
     `max_repairs` rounds (or with more than twice that many forced moves in one round: a lost
     cause).
@@ -204,8 +212,13 @@ def _assign_with_repairs(problem: Problem, layout: Layout, order: list[Batch], p
 def _least_valuable_at(problem: Problem, packing: Packing, step: int) -> Batch:
     """The batch job active at `step` whose removal costs least (an app fell below its floor
     there for want of free GPUs, with no block start to blame)."""
-    active = [j for j in problem.batch if not j.running_mask and j.id in packing.starts
-              and packing.starts[j.id][0] <= step < problem.end_of(j, packing.starts[j.id][0])]
+    active = [
+        j
+        for j in problem.batch
+        if not j.running_mask
+        and j.id in packing.starts
+        and packing.starts[j.id][0] <= step < problem.end_of(j, packing.starts[j.id][0])
+    ]
     if not active:
         raise ValueError(f"real-time floors cannot be met at step {step} even without batch work")
     return min(active, key=lambda j: (j.priority * j.gpus * j.duration, -j.index))
@@ -259,8 +272,9 @@ class _Candidate:
     schedule: Schedule
 
 
-def _pack_seeds(problem: Problem, search: _Search, seeds: list[list[Batch]],
-                prior: _Candidate | None = None) -> _Candidate | None:
+def _pack_seeds(
+    problem: Problem, search: _Search, seeds: list[list[Batch]], prior: _Candidate | None = None
+) -> _Candidate | None:
     """Pack each seed order around the search's layout (each only while it can beat the best
     so far; `prior` holds seeds packed already) and finish the best; None when finishing
     gives up."""
@@ -299,9 +313,13 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Sche
     seeds = _seed_orders(problem, queue)
     budget = int(effort * min(40 * len(queue), MAX_BUDGET))
     potential = {j.id: value_at_arrival(problem, j) for j in queue}
-    searches = [_Search(problem, layout, budget, potential) for layout in _distinct(
-        [layout for curves, lowered in curve_sets(problem, queue) for layout in layouts(problem, curves, lowered)])]
-    searches = searches[:max(SCREENED, budget // max(1, len(queue)))]  # screening within the work budget
+    searches = [
+        _Search(problem, layout, budget, potential)
+        for layout in _distinct(
+            [layout for curves, lowered in curve_sets(problem, queue) for layout in layouts(problem, curves, lowered)]
+        )
+    ]
+    searches = searches[: max(SCREENED, budget // max(1, len(queue)))]  # screening within the work budget
     if len(searches) > SCREENED:
         screened = [c for c in (_pack_seeds(problem, search, seeds[:1]) for search in searches) if c]
         screened.sort(key=lambda c: -c.objective)
@@ -329,8 +347,14 @@ def _distinct(candidates: list[Layout]) -> list[Layout]:
     for layout in candidates:
         res = layout.reservation
         keep = None if res.keep is None or not any(res.keep) else tuple(res.keep)
-        sig = (tuple(res.reserve), keep, tuple(res.zone), tuple(sorted((i, tuple(m)) for i, m in layout.fixed.items())),
-               layout.lowered is None, tuple(map(tuple, layout.curves)))
+        sig = (
+            tuple(res.reserve),
+            keep,
+            tuple(res.zone),
+            tuple(sorted((i, tuple(m)) for i, m in layout.fixed.items())),
+            layout.lowered is None,
+            tuple(map(tuple, layout.curves)),
+        )
         if sig not in seen:
             seen.add(sig)
             out.append(layout)

@@ -7,8 +7,9 @@ from gpualloc.solvers.policies.heuristic.realtime import free_levels, target_cur
 from gpualloc.solvers.problem import Problem, bits_of
 
 
-def grow_to_demand(problem: Problem, floor_sets: dict[str, list[int]], batch_busy: list[int],
-                   curves: list[list[int]] | None = None) -> dict[str, list[int]]:
+def grow_to_demand(
+    problem: Problem, floor_sets: dict[str, list[int]], batch_busy: list[int], curves: list[list[int]] | None = None
+) -> dict[str, list[int]]:
     """Each app (most valuable first) grows its legal sets `floor_sets` toward its demand with the
     GPUs left around `batch_busy`, up to `curves` (default: `target_curves`). A GPU joins at step t only if the swap budget (R4) has room at t and at the step
     r it must be left again (when batch work, a floor set or a more valuable app takes it), and
@@ -63,7 +64,6 @@ def grow_to_demand(problem: Problem, floor_sets: dict[str, list[int]], batch_bus
             sets[t] |= extras[t]
             taken[t] |= sets[t]
     return out
-
 
 
 def _longest_free_first(free: int, taken: list[int], t: int):

@@ -62,8 +62,15 @@ def _homes(problem: Problem, curves: list[list[int]]) -> dict[int, list[int]]:
         unclaimed = bits_of(problem.full & ~claimed)
         if need > len(unclaimed):
             continue
-        ends = ([nest_picks(problem, claimed, problem.full & ~claimed, need),  # first: it wins ties
-                 unclaimed[len(unclaimed) - need:][::-1], unclaimed[:need]] if need > 0 else [[]])
+        ends = (
+            [
+                nest_picks(problem, claimed, problem.full & ~claimed, need),  # first: it wins ties
+                unclaimed[len(unclaimed) - need :][::-1],
+                unclaimed[:need],
+            ]
+            if need > 0
+            else [[]]
+        )
         extra = max(ends, key=lambda e: _longest_run(problem, problem.full & ~kept & ~mask_of(e)))
         order = own + extra
         claimed |= mask_of(order)
@@ -131,11 +138,19 @@ class Layout:
     reservation: Reservation
     fixed: dict[int, list[int]]  # app index -> GPU set per step, for homed apps
     max_repairs: int | None  # repair rounds before the layout is given up (None: never)
-    lowered: list[list[int]] | None = None  # the target curves, when some curve is below them: serve from what batch work leaves
+    lowered: list[list[int]] | None = (
+        None  # the target curves, when some curve is below them: serve from what batch work leaves
+    )
 
     @classmethod
-    def reserving(cls, problem: Problem, curves: list[list[int]], lowered: list[list[int]] | None = None,
-                  homes: dict[int, list[int]] | None = None, trade: bool = False) -> "Layout":
+    def reserving(
+        cls,
+        problem: Problem,
+        curves: list[list[int]],
+        lowered: list[list[int]] | None = None,
+        homes: dict[int, list[int]] | None = None,
+        trade: bool = False,
+    ) -> "Layout":
         """With `trade`, blocks may cut the curves where that pays (`trade.Trade`); homed apps
         (fixed sets) are never cut."""
         T = problem.horizon
@@ -158,8 +173,14 @@ class Layout:
         return cls("reserving", curves, Reservation(reserve, keep, zone, deal), homes, RESERVING_REPAIRS, lowered)
 
     @classmethod
-    def fixed_sets(cls, problem: Problem, curves: list[list[int]], lowered: list[list[int]] | None = None,
-                   homes: dict[int, list[int]] | None = None, nest: bool = False) -> "Layout":
+    def fixed_sets(
+        cls,
+        problem: Problem,
+        curves: list[list[int]],
+        lowered: list[list[int]] | None = None,
+        homes: dict[int, list[int]] | None = None,
+        nest: bool = False,
+    ) -> "Layout":
         """Every app gets its GPU set per step here (`_app_sets`: at the top of the pool, or
         nested into nodes others already broke), and those sets are the zone batch blocks keep
         out of: what the packer leaves is exactly what the apps hold."""
@@ -169,22 +190,27 @@ class Layout:
         for masks in sets.values():
             for t, mask in enumerate(masks):
                 zone[t] |= mask
-        return cls("nest" if nest else "skyline", curves, Reservation([0] * problem.horizon, None, zone), sets, None,
-                   lowered)
+        return cls(
+            "nest" if nest else "skyline", curves, Reservation([0] * problem.horizon, None, zone), sets, None, lowered
+        )
 
 
 def layouts(problem: Problem, curves: list[list[int]], lowered: list[list[int]] | None = None) -> list[Layout]:
     """The layouts every curve set is packed around: apps anywhere (trading service for batch
     value where the curves are the apps' demand), at the top, nested."""
     homes = _homes(problem, curves)
-    out = [Layout.reserving(problem, curves, lowered, homes, trade=lowered is None),
-           Layout.fixed_sets(problem, curves, lowered, homes)]
+    out = [
+        Layout.reserving(problem, curves, lowered, homes, trade=lowered is None),
+        Layout.fixed_sets(problem, curves, lowered, homes),
+    ]
     if problem.realtime:
         out.append(Layout.fixed_sets(problem, curves, lowered, homes, nest=True))
     return out
 
 
-def _app_sets(problem: Problem, curves: list[list[int]], homes: dict[int, list[int]], nest: bool) -> dict[int, list[int]]:
+def _app_sets(
+    problem: Problem, curves: list[list[int]], homes: dict[int, list[int]], nest: bool
+) -> dict[int, list[int]]:
     """Per app, its GPU set at each step: homed apps keep their homes; each other app keeps
     the GPUs it held (its `current` at step 0) and sheds its lowest when its curve falls. When
     it rises it grows into the highest free GPUs and spends the swaps its curve leaves (two a
@@ -206,12 +232,16 @@ def _app_sets(problem: Problem, curves: list[list[int]], homes: dict[int, list[i
         prev = {i: apps[i].current_mask if t == 0 else sets[i][t - 1] for i in dynamic}
         for i in dynamic:
             keep = max(prev[i], 0) & free
-            held[i] = keep if keep.bit_count() <= curves[i][t] else _lowest_dropped(keep, keep.bit_count() - curves[i][t])
+            held[i] = (
+                keep if keep.bit_count() <= curves[i][t] else _lowest_dropped(keep, keep.bit_count() - curves[i][t])
+            )
             free &= ~held[i]
         for i in dynamic:
             need = curves[i][t] - held[i].bit_count()
             if need > 0:
-                held[i] |= mask_of(nest_picks(problem, problem.full & ~free, free, need)) if nest else highest_bits(free, need)
+                held[i] |= (
+                    mask_of(nest_picks(problem, problem.full & ~free, free, need)) if nest else highest_bits(free, need)
+                )
                 free &= ~held[i]
         for i in dynamic:
             if prev[i] >= 0 and not nest:

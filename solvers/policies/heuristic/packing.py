@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from gpualloc.solvers.policies.heuristic.trade import Trade
 
 
-
 @dataclass(frozen=True)
 class Packing:
     starts: dict[str, tuple[int, int]]  # job id -> (start step, GPU bitmask)
@@ -175,7 +174,7 @@ class PackState:
 
     def record(self, job_id: str, start: int, mask: int) -> None:
         if len(self.placed) != self.count:
-            self.placed = self.placed[:self.count]
+            self.placed = self.placed[: self.count]
         self.placed.append((job_id, start, mask))
         self.count += 1
 
@@ -200,18 +199,35 @@ class PackState:
     def snapshot(self) -> "PackState":
         """A frozen copy of the per-step lists; the log is shared, not copied."""
         if self.curves is None:
-            return PackState(self.busy[:], self.blocked[:], self.slack[:], self.tslack[:], self.placed, self.count,
-                             self.value)
-        return PackState(self.busy[:], self.blocked[:], self.slack[:], self.tslack[:], self.placed, self.count,
-                         self.value, list(self.curves), self.traded, self.room[:])
+            return PackState(
+                self.busy[:], self.blocked[:], self.slack[:], self.tslack[:], self.placed, self.count, self.value
+            )
+        return PackState(
+            self.busy[:],
+            self.blocked[:],
+            self.slack[:],
+            self.tslack[:],
+            self.placed,
+            self.count,
+            self.value,
+            list(self.curves),
+            self.traded,
+            self.room[:],
+        )
 
     def packing(self) -> Packing:
-        return Packing({job_id: (s, m) for job_id, s, m in self.placed[:self.count]}, self.value, self.busy,
-                       self.curves, self.traded)
+        return Packing(
+            {job_id: (s, m) for job_id, s, m in self.placed[: self.count]},
+            self.value,
+            self.busy,
+            self.curves,
+            self.traded,
+        )
 
 
-def fit_at(problem: Problem, job: Batch, s: int, blocked: list[int], busy: list[int], slack: list[int],
-           tslack: list[int]) -> tuple[int, int]:
+def fit_at(
+    problem: Problem, job: Batch, s: int, blocked: list[int], busy: list[int], slack: list[int], tslack: list[int]
+) -> tuple[int, int]:
     """(first GPU of the block `job` takes from step s, -1 when none fits there; the next
     start worth trying), against these per-step lists (a state's, or a trade's trial ones)."""
     T, n = problem.horizon, job.gpus

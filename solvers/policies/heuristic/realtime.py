@@ -117,8 +117,13 @@ def _pick_lasting(candidates: int, busy: list[int], t: int, need: int) -> int:
     return chosen
 
 
-def assign_realtime(problem: Problem, curves: list[list[int]], busy: list[int], strict: bool = False,
-                    fixed: dict[int, list[int]] | None = None) -> tuple[dict[str, list[int]], list[ForcedMove]]:
+def assign_realtime(
+    problem: Problem,
+    curves: list[list[int]],
+    busy: list[int],
+    strict: bool = False,
+    fixed: dict[int, list[int]] | None = None,
+) -> tuple[dict[str, list[int]], list[ForcedMove]]:
     """GPU sets per step for every app around the batch occupancy `busy` (bitmask per step).
 
     Returns the sets and the forced moves: moves past the swap cap or below the floor, and with

@@ -28,7 +28,6 @@ def reserved(level: int, pinned: int) -> int:
 TRIES = 4  # earlier starts costed per placement (those the floors leave room for): a work bound
 
 
-
 @dataclass(frozen=True)
 class Trade:
     curves: list[list[int]]  # per app: the curve the reservation starts from
@@ -45,9 +44,17 @@ class Trade:
     def of(cls, problem: Problem, curves: list[list[int]], floors: list[list[int]], pinned: list[list[int]]) -> "Trade":
         worth = [problem.penalty * app.priority for app in problem.realtime]
         low = [[max(f, p) for f, p in zip(fl, pn)] for fl, pn in zip(floors, pinned)]
-        return cls(curves, floors, pinned, low, worth, [app.swap_cap for app in problem.realtime],
-                   [app.demand for app in problem.realtime], problem.weights,
-                   sorted(range(len(worth)), key=lambda a: (worth[a], a)))
+        return cls(
+            curves,
+            floors,
+            pinned,
+            low,
+            worth,
+            [app.swap_cap for app in problem.realtime],
+            [app.demand for app in problem.realtime],
+            problem.weights,
+            sorted(range(len(worth)), key=lambda a: (worth[a], a)),
+        )
 
     def earlier_start(self, problem: Problem, state: PackState, job: Batch, ordinary: int) -> bool:
         """Start `job` before `ordinary` (its start without trading, T for none) when a cut of
@@ -61,7 +68,7 @@ class Trade:
         if value * problem.interval_weight(job.arrival, min(job.arrival + job.duration, T)) <= base + 1e-9:
             return False
         reach = min(end + job.duration, T)
-        hard = [a + b for a, b in zip(state.slack[job.arrival:reach], state.room[job.arrival:reach])]
+        hard = [a + b for a, b in zip(state.slack[job.arrival : reach], state.room[job.arrival : reach])]
         tries, s = 0, job.arrival
         while s < end and tries < TRIES:
             e = min(s + job.duration, T)
@@ -116,8 +123,9 @@ class Trade:
     def _reserved(self, a: int, level: int, t: int) -> int:
         return reserved(level, self.pinned[a][t])
 
-    def _cut(self, state: PackState, n: int, s: int, e: int,
-             gain: float) -> tuple[list[list[int]], float, list[int]] | None:
+    def _cut(
+        self, state: PackState, n: int, s: int, e: int, gain: float
+    ) -> tuple[list[list[int]], float, list[int]] | None:
         """Curves with the cheapest apps cut where a block of n GPUs over [s, e) needs their
         reserved GPUs, the weighted shortfall the cuts add, and the reserved GPUs they free at
         each step; None when floors forbid it or the shortfall reaches `gain`."""

@@ -28,8 +28,14 @@ def solve(problem: Problem, options: SolveOptions) -> Solution:
     solver = solve_lns if full.lns else solve_milp
     result = solver(problem, full, warm=warm)
     result = tightened(result, problem, options.full_mode.mip_gap)
-    certificate = {"bound": result.bound, "gap": result.gap, "status": result.status, "source": result.source,
-                   "bound_source": result.bound_source, "warm_objective": result.warm_objective,
-                   "build_seconds": round(result.build_seconds, 3), "solve_seconds": round(result.solve_seconds, 3)}
+    certificate = {
+        "bound": result.bound,
+        "gap": result.gap,
+        "status": result.status,
+        "source": result.source,
+        "bound_source": result.bound_source,
+        "warm_objective": result.warm_objective,
+        "build_seconds": round(result.build_seconds, 3),
+        "solve_seconds": round(result.solve_seconds, 3),
+    }
     return Solution(result.schedule, certificate, improved=result.source == "milp")
-

@@ -69,11 +69,25 @@ class _Lp:
         h.setOptionValue("output_flag", False)
         h.setOptionValue("threads", 1)
         empty = np.array([], dtype=np.int32)
-        h.addRows(len(self.row_lower), np.array(self.row_lower), np.array(self.row_upper), 0, empty, empty,
-                  np.array([], dtype=np.float64))
-        h.addCols(len(self.costs), np.array(self.costs), np.array(self.lower), np.array(self.upper),
-                  len(self.index), np.array(self.starts, dtype=np.int32), np.array(self.index, dtype=np.int32),
-                  np.array(self.value))
+        h.addRows(
+            len(self.row_lower),
+            np.array(self.row_lower),
+            np.array(self.row_upper),
+            0,
+            empty,
+            empty,
+            np.array([], dtype=np.float64),
+        )
+        h.addCols(
+            len(self.costs),
+            np.array(self.costs),
+            np.array(self.lower),
+            np.array(self.upper),
+            len(self.index),
+            np.array(self.starts, dtype=np.int32),
+            np.array(self.index, dtype=np.int32),
+            np.array(self.value),
+        )
         h.changeObjectiveSense(highspy.ObjSense.kMaximize)
         h.run()
         status = h.getModelStatus()
@@ -110,14 +124,24 @@ def capacity_bound(problem: Problem) -> float | None:
         once = lp.row(-INF, 1.0)
         for s in range(max(job.arrival, 0), T):
             end = problem.end_of(job, s)
-            lp.column(job.priority * job.gpus * problem.interval_weight(s, end), 0.0, 1.0,
-                      [(once, 1.0)] + [(capacity[t], float(job.gpus)) for t in range(s, end)])
+            lp.column(
+                job.priority * job.gpus * problem.interval_weight(s, end),
+                0.0,
+                1.0,
+                [(once, 1.0)] + [(capacity[t], float(job.gpus)) for t in range(s, end)],
+            )
     for app in problem.realtime:
         served = [lp.row(app.demand[t], INF) for t in range(T)]  # held + shortfall >= demand
         before = app.current_mask.bit_count() if app.current_mask >= 0 else None
-        moves = [lp.row(-app.swap_cap, app.swap_cap) if t else  # held[t] - held[t-1]
-                 lp.row(before - app.swap_cap, before + app.swap_cap) if before is not None else None  # held[0]
-                 for t in range(T)]
+        moves = [
+            lp.row(-app.swap_cap, app.swap_cap)
+            if t
+            # held[t] - held[t-1]
+            else lp.row(before - app.swap_cap, before + app.swap_cap)
+            if before is not None
+            else None  # held[0]
+            for t in range(T)
+        ]
         for t in range(T):
             entries = [(capacity[t], 1.0), (served[t], 1.0)]
             if moves[t] is not None:
@@ -141,5 +165,11 @@ def tightened(result: MilpResult, problem: Problem, mip_gap: float) -> MilpResul
     capacity = max(capacity, result.objective)  # below a legal plan: LP rounding
     gap = relative_gap(capacity, result.objective)
     status = "optimal" if gap <= mip_gap else result.status
-    return replace(result, bound=capacity, gap=gap, status=status, bound_source="capacity",
-                   notes=[*result.notes, f"bound {capacity:.4f} from the capacity relaxation"])
+    return replace(
+        result,
+        bound=capacity,
+        gap=gap,
+        status=status,
+        bound_source="capacity",
+        notes=[*result.notes, f"bound {capacity:.4f} from the capacity relaxation"],
+    )

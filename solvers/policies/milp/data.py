@@ -89,8 +89,9 @@ def milp_data(problem: Problem) -> MilpData:
         if job.running_mask:
             continue
         j = len(jobs)
-        jobs.append({"id": job.id, "priority": job.priority, "gpus": job.gpus,
-                     "duration": job.duration, "arrival": job.arrival})
+        jobs.append(
+            {"id": job.id, "priority": job.priority, "gpus": job.gpus, "duration": job.duration, "arrival": job.arrival}
+        )
         starts = bits_of(problem.valid_starts(job.gpus))
         for s in range(job.arrival, T):
             e = problem.end_of(job, s)
@@ -106,13 +107,22 @@ def milp_data(problem: Problem) -> MilpData:
                 for g in range(p, p + job.gpus):
                     for t in range(s, e):
                         cover.setdefault((g, t), []).append(o)
-    apps = [{"id": a.id, "priority": a.priority, "demand": list(a.demand), "min": a.min_gpus,
-             "max": a.max_gpus, "cap": a.swap_cap,
-             "current": bits_of(a.current_mask) if a.current_mask >= 0 else None}
-            for a in problem.realtime]
+    apps = [
+        {
+            "id": a.id,
+            "priority": a.priority,
+            "demand": list(a.demand),
+            "min": a.min_gpus,
+            "max": a.max_gpus,
+            "cap": a.swap_cap,
+            "current": bits_of(a.current_mask) if a.current_mask >= 0 else None,
+        }
+        for a in problem.realtime
+    ]
     groups: dict[tuple, list[int]] = {}
     for j, job in enumerate(jobs):
         groups.setdefault((job["gpus"], job["duration"], job["arrival"], job["priority"]), []).append(j)
     twins = [g for g in groups.values() if len(g) > 1]
-    return MilpData(G, T, list(problem.weights), problem.penalty, jobs, options, cover,
-                    running_cells, running_value, apps, twins)
+    return MilpData(
+        G, T, list(problem.weights), problem.penalty, jobs, options, cover, running_cells, running_value, apps, twins
+    )

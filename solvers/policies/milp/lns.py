@@ -31,7 +31,9 @@ UNPLACED = 8  # most valuable unplaced jobs offered to each neighbourhood
 ROUNDS = 4  # passes over the windows at most (the limit without a time limit)
 
 
-def solve_lns(problem: Problem, options: FullModeOptions = FullModeOptions(), warm: Schedule | None = None) -> MilpResult:
+def solve_lns(
+    problem: Problem, options: FullModeOptions = FullModeOptions(), warm: Schedule | None = None
+) -> MilpResult:
     """Neighbourhoods of the warm start within the time limit; the best plan found, with a note
     of how many sub-models improved it. No bound: only the whole model proves one."""
     began = time.perf_counter()
@@ -56,9 +58,18 @@ def solve_lns(problem: Problem, options: FullModeOptions = FullModeOptions(), wa
                 improved += 1
         if not gained:
             break
-    return MilpResult(best, best_objective, None, None, "feasible", 0.0, time.perf_counter() - began, warm_objective,
-                      "milp" if best_objective > warm_objective + 1e-6 else "heuristic",
-                      notes=[f"large-neighbourhood search: {solved} sub-models, {improved} improved the plan"])
+    return MilpResult(
+        best,
+        best_objective,
+        None,
+        None,
+        "feasible",
+        0.0,
+        time.perf_counter() - began,
+        warm_objective,
+        "milp" if best_objective > warm_objective + 1e-6 else "heuristic",
+        notes=[f"large-neighbourhood search: {solved} sub-models, {improved} improved the plan"],
+    )
 
 
 def _windows(problem: Problem) -> list[int]:
@@ -106,8 +117,13 @@ def _improve(problem: Problem, plan: Schedule, window: int, options: FullModeOpt
         m.x[o].value = 1 if plan.batch.get(job.id) == (s, block) else 0  # the warm start
     m.once = pyo.Constraint(list(by_job), rule=lambda m, j: sum(m.x[o] for o in by_job[j]) <= 1)
     m.cell = pyo.Constraint(list(by_cell), rule=lambda m, g, t: sum(m.x[o] for o in by_cell[g, t]) <= 1)
-    m.value = pyo.Objective(expr=sum(job.priority * job.gpus * problem.interval_weight(s, problem.end_of(job, s)) * m.x[o]
-                                     for o, (job, s, _) in enumerate(options_of)), sense=pyo.maximize)
+    m.value = pyo.Objective(
+        expr=sum(
+            job.priority * job.gpus * problem.interval_weight(s, problem.end_of(job, s)) * m.x[o]
+            for o, (job, s, _) in enumerate(options_of)
+        ),
+        sense=pyo.maximize,
+    )
     _, incumbent, _ = solve_model(m, options)
     if incumbent is None:
         return None

@@ -46,9 +46,17 @@ from gpualloc.solvers.problem import Problem, mask_of
 SOLVERS = get_args(FullModeOptions.model_fields["solver"].annotation)
 EXACT_GPUS = 16  # pools up to this size get the exact model where stage 2 falls short (binaries: GPUs x steps x apps)
 MIN_SEARCH_S = 1.0  # a solve given less time than this after building its model is not started
-UPDATE_CHECKS = ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
-                 "check_for_new_or_removed_params", "check_for_new_objective", "update_constraints", "update_vars",
-                 "update_params", "update_named_expressions", "update_objective")
+UPDATE_CHECKS = (
+    "check_for_new_or_removed_constraints",
+    "check_for_new_or_removed_vars",
+    "check_for_new_or_removed_params",
+    "check_for_new_objective",
+    "update_constraints",
+    "update_vars",
+    "update_params",
+    "update_named_expressions",
+    "update_objective",
+)
 
 
 @dataclass
@@ -102,38 +110,72 @@ def build_model(data: MilpData, *, symmetry: bool = True) -> pyo.ConcreteModel:
             cur = apps[a]["current"]
             return pyo.Constraint.Skip if cur is None else sign * (m.n[a, 0] - len(cur)) <= cap
         return sign * (m.n[a, t] - m.n[a, t - 1]) <= cap
+
     m.ramp_up = pyo.Constraint(m.A, m.T, rule=lambda m, a, t: ramp(m, a, t, 1))
     m.ramp_down = pyo.Constraint(m.A, m.T, rule=lambda m, a, t: ramp(m, a, t, -1))
-    m.capacity = pyo.Constraint(m.T, rule=lambda m, t: pyo.Constraint.Skip if not apps else
-                                sum(m.u[g, t] for g in cells_at[t]) + sum(m.n[a, t] for a in m.A) <= G - running_at[t])
+    m.capacity = pyo.Constraint(
+        m.T,
+        rule=lambda m, t: (
+            pyo.Constraint.Skip
+            if not apps
+            else sum(m.u[g, t] for g in cells_at[t]) + sum(m.n[a, t] for a in m.A) <= G - running_at[t]
+        ),
+    )
 
     # Kept GPUs across each step boundary (see the module docstring).
     m.k = pyo.Var(m.A, m.T, within=pyo.NonNegativeIntegers)
     m.keep_min = pyo.Constraint(m.A, m.T, rule=lambda m, a, t: _keep_rule(m, apps[a], a, t))
-    m.keep_cur = pyo.Constraint(m.A, rule=lambda m, a: pyo.Constraint.Skip if apps[a]["current"] is None else
-                                m.k[a, 0] <= len(apps[a]["current"]) - sum(m.u[g, 0] for g in apps[a]["current"] if (g, 0) in data.cover))
-    span = {(g, t) for t in range(1, T) for g in range(G)
-            if ((g, t) in data.cover or (g, t - 1) in data.cover) and (g, t - 1) not in data.running_cells and (g, t) not in data.running_cells}
+    m.keep_cur = pyo.Constraint(
+        m.A,
+        rule=lambda m, a: (
+            pyo.Constraint.Skip
+            if apps[a]["current"] is None
+            else m.k[a, 0]
+            <= len(apps[a]["current"]) - sum(m.u[g, 0] for g in apps[a]["current"] if (g, 0) in data.cover)
+        ),
+    )
+    span = {
+        (g, t)
+        for t in range(1, T)
+        for g in range(G)
+        if ((g, t) in data.cover or (g, t - 1) in data.cover)
+        and (g, t - 1) not in data.running_cells
+        and (g, t) not in data.running_cells
+    }
     m.V = pyo.Set(initialize=sorted(span), dimen=2)
     m.v = pyo.Var(m.V, bounds=(0, 1))  # batch on the GPU at t-1 or at t
-    m.v_prev = pyo.Constraint(m.V, rule=lambda m, g, t: m.v[g, t] >= m.u[g, t - 1] if (g, t - 1) in data.cover else pyo.Constraint.Skip)
-    m.v_now = pyo.Constraint(m.V, rule=lambda m, g, t: m.v[g, t] >= m.u[g, t] if (g, t) in data.cover else pyo.Constraint.Skip)
+    m.v_prev = pyo.Constraint(
+        m.V, rule=lambda m, g, t: m.v[g, t] >= m.u[g, t - 1] if (g, t - 1) in data.cover else pyo.Constraint.Skip
+    )
+    m.v_now = pyo.Constraint(
+        m.V, rule=lambda m, g, t: m.v[g, t] >= m.u[g, t] if (g, t) in data.cover else pyo.Constraint.Skip
+    )
     span_at: list[list[int]] = [[] for _ in range(T)]
     for g, t in span:
         span_at[t].append(g)
-    held_either = [0] + [sum(1 for g in range(G) if (g, t - 1) in data.running_cells or (g, t) in data.running_cells)
-                         for t in range(1, T)]
-    m.transition = pyo.Constraint(m.T, rule=lambda m, t: pyo.Constraint.Skip if t == 0 or not apps else
-                                  sum(m.k[a, t] for a in m.A) + sum(m.v[g, t] for g in span_at[t]) <= G - held_either[t])
+    held_either = [0] + [
+        sum(1 for g in range(G) if (g, t - 1) in data.running_cells or (g, t) in data.running_cells)
+        for t in range(1, T)
+    ]
+    m.transition = pyo.Constraint(
+        m.T,
+        rule=lambda m, t: (
+            pyo.Constraint.Skip
+            if t == 0 or not apps
+            else sum(m.k[a, t] for a in m.A) + sum(m.v[g, t] for g in span_at[t]) <= G - held_either[t]
+        ),
+    )
 
     if symmetry:
         _order_twins(m, data, by_job)
 
     w = data.weights
     m.obj = pyo.Objective(
-        expr=data.running_value + sum(opts[o].value * m.x[o] for o in m.O)
+        expr=data.running_value
+        + sum(opts[o].value * m.x[o] for o in m.O)
         - data.penalty * sum(apps[a]["priority"] * w[t] * m.short[a, t] for a in m.A for t in m.T),
-        sense=pyo.maximize)
+        sense=pyo.maximize,
+    )
     return m
 
 
@@ -157,7 +199,9 @@ def _order_twins(m, data: MilpData, by_job: list[list[int]]) -> None:
         return sum(data.options[o].start * m.x[o] for o in by_job[j])
 
     m.twin_placed = pyo.Constraint(m.P, rule=lambda m, i: placed(pairs[i][0]) >= placed(pairs[i][1]))
-    m.twin_start = pyo.Constraint(m.P, rule=lambda m, i: start(pairs[i][0]) <= start(pairs[i][1]) + T * (1 - placed(pairs[i][1])))
+    m.twin_start = pyo.Constraint(
+        m.P, rule=lambda m, i: start(pairs[i][0]) <= start(pairs[i][1]) + T * (1 - placed(pairs[i][1]))
+    )
 
 
 def warm_start(m: pyo.ConcreteModel, data: MilpData, schedule: Schedule) -> None:
@@ -169,11 +213,12 @@ def warm_start(m: pyo.ConcreteModel, data: MilpData, schedule: Schedule) -> None
     for o, opt in enumerate(data.options):
         job = data.jobs[opt.job]
         m.x[o].value = 1 if chosen.get(job["id"]) == (opt.start, opt.first_gpu) else 0
-    for (g, t) in m.C:
+    for g, t in m.C:
         m.u[g, t].value = sum(m.x[o].value for o in data.cover[g, t])
-    for (g, t) in m.V:
-        m.v[g, t].value = max(m.u[g, t - 1].value if (g, t - 1) in data.cover else 0,
-                              m.u[g, t].value if (g, t) in data.cover else 0)
+    for g, t in m.V:
+        m.v[g, t].value = max(
+            m.u[g, t - 1].value if (g, t - 1) in data.cover else 0, m.u[g, t].value if (g, t) in data.cover else 0
+        )
     for a, app in enumerate(data.apps):
         sets = schedule.realtime[app["id"]]
         for t in range(T):
@@ -196,6 +241,7 @@ def solve_model(m: pyo.ConcreteModel, opts: FullModeOptions) -> tuple[str, float
 def _run_solver(m: pyo.ConcreteModel, opts: FullModeOptions) -> tuple[str, float | None, float | None]:
     if opts.solver == "highs":
         from pyomo.contrib.appsi.solvers import Highs
+
         opt = Highs()
         began = time.perf_counter()
         opt.set_instance(m)  # handing the model to HiGHS, before its own clock starts: within the time limit
@@ -223,8 +269,12 @@ def _run_solver(m: pyo.ConcreteModel, opts: FullModeOptions) -> tuple[str, float
         opt = pyo.SolverFactory("cbc")
         # preprocess off: CBC 2.10.8 aborts ("Illegal index in ClpModel::getColumnName") when its
         # preprocessing adds columns to a model that came with a MIP start.
-        cbc_options = {"threads": opts.threads, "randomSeed": opts.seed + 1, "ratioGap": opts.mip_gap,
-                       "preprocess": "off"}
+        cbc_options = {
+            "threads": opts.threads,
+            "randomSeed": opts.seed + 1,
+            "ratioGap": opts.mip_gap,
+            "preprocess": "off",
+        }
         if opts.time_limit is not None:
             cbc_options["sec"] = opts.time_limit
         if opts.node_limit is not None:
@@ -239,7 +289,9 @@ def _run_solver(m: pyo.ConcreteModel, opts: FullModeOptions) -> tuple[str, float
         # Pyomo hands back CBC's bound of the reformulated minimisation, with its sign flipped
         # when CBC stops on a limit: the bound is the one of +-upper_bound not below the incumbent.
         upper = res.problem.upper_bound
-        candidates = [] if upper is None or not math.isfinite(upper) else [b for b in (upper, -upper) if b >= incumbent - 1e-6]
+        candidates = (
+            [] if upper is None or not math.isfinite(upper) else [b for b in (upper, -upper) if b >= incumbent - 1e-6]
+        )
         return status, incumbent, min(candidates) if candidates else None
     raise ValueError(f"solver: unknown {opts.solver!r} (choose from {', '.join(SOLVERS)})")
 
@@ -247,13 +299,16 @@ def _run_solver(m: pyo.ConcreteModel, opts: FullModeOptions) -> tuple[str, float
 def solver_available(name: str) -> bool:
     if name == "highs":
         from pyomo.contrib.appsi.solvers import Highs
+
         return bool(Highs().available())
     if name == "cbc":
         return bool(pyo.SolverFactory("cbc").available(exception_flag=False))
     return False
 
 
-def solve_milp(problem: Problem, options: FullModeOptions = FullModeOptions(), warm: Schedule | None = None) -> MilpResult:
+def solve_milp(
+    problem: Problem, options: FullModeOptions = FullModeOptions(), warm: Schedule | None = None
+) -> MilpResult:
     """Full mode: the better of the model's plan and the warm start. `options.exact` True or
     False picks the model; None runs the count model first and, where its stage 2 falls short
     of its own proven bound on a pool of at most EXACT_GPUS, the exact model next, warm-started
@@ -288,9 +343,14 @@ def _solve_once(problem: Problem, options: FullModeOptions, warm: Schedule, exac
     if deadline is not None:
         nonzeros = model_size(problem, exact).nonzeros
         if nonzeros * SETUP_S_PER_NONZERO > options.time_limit:
-            return _unsolved(warm, warm_objective, 0.0, f"a model of ~{nonzeros:,} nonzeros takes about "
-                             f"{nonzeros * SETUP_S_PER_NONZERO:.0f} s to build, more than its {options.time_limit:g} s "
-                             "time limit: not built")
+            return _unsolved(
+                warm,
+                warm_objective,
+                0.0,
+                f"a model of ~{nonzeros:,} nonzeros takes about "
+                f"{nonzeros * SETUP_S_PER_NONZERO:.0f} s to build, more than its {options.time_limit:g} s "
+                "time limit: not built",
+            )
     data = milp_data(problem)
     m = build_model(data)
     if exact:
@@ -302,13 +362,20 @@ def _solve_once(problem: Problem, options: FullModeOptions, warm: Schedule, exac
     t1 = time.perf_counter()
     left = _left(deadline)
     if left is not None and left < MIN_SEARCH_S:
-        return _unsolved(warm, warm_objective, build_seconds, f"building the model took {build_seconds:.1f} s of "
-                         f"its {options.time_limit:g} s time limit: not solved")
+        return _unsolved(
+            warm,
+            warm_objective,
+            build_seconds,
+            f"building the model took {build_seconds:.1f} s of its {options.time_limit:g} s time limit: not solved",
+        )
     status, incumbent, bound = solve_model(m, options.model_copy(update={"time_limit": left}))
     result = MilpResult(warm, warm_objective, bound, None, status, build_seconds, 0.0, warm_objective, "heuristic")
     if incumbent is not None:
-        stage2 = options if deadline is None else \
-            options.model_copy(update={"time_limit": max(MIN_SEARCH_S, _left(deadline))})
+        stage2 = (
+            options
+            if deadline is None
+            else options.model_copy(update={"time_limit": max(MIN_SEARCH_S, _left(deadline))})
+        )
         realized, how = _exact_plan(problem, data, m) if exact else _realize(problem, data, m, stage2)
         result.stage2 = how
         if realized is not None:
@@ -326,15 +393,18 @@ def _solve_once(problem: Problem, options: FullModeOptions, warm: Schedule, exac
             # the solver proved stage 1's bound, but stage 2 (or the warm start) did not reach it:
             # the plan is not proven optimal, and says so with its true gap
             result.status = "feasible"
-            result.notes.append(f"stage 1 is optimal but the plan is {result.gap:.2%} below its bound "
-                                f"({result.objective:.4f} < {bound:.4f})")
+            result.notes.append(
+                f"stage 1 is optimal but the plan is {result.gap:.2%} below its bound "
+                f"({result.objective:.4f} < {bound:.4f})"
+            )
     return result
 
 
 def _unsolved(warm: Schedule, warm_objective: float, build_seconds: float, why: str) -> MilpResult:
     """The warm start, standing for a model the time limit left no search for."""
-    return MilpResult(warm, warm_objective, None, None, "time limit", build_seconds, 0.0, warm_objective, "heuristic",
-                      notes=[why])
+    return MilpResult(
+        warm, warm_objective, None, None, "time limit", build_seconds, 0.0, warm_objective, "heuristic", notes=[why]
+    )
 
 
 def _left(deadline: float | None) -> float | None:
@@ -359,8 +429,12 @@ def add_exact_realtime(m: pyo.ConcreteModel, data: MilpData, problem: Problem) -
             return (apps[a].current_mask >> g) & 1
         return m.y[a, g, t] if (a, g, t) in m.Y else 0
 
-    m.one_owner = pyo.Constraint(cells, rule=lambda m, g, t: sum(m.y[a, g, t] for a in range(len(apps)))
-                                 + (m.u[g, t] if (g, t) in data.cover else 0) <= 1)
+    m.one_owner = pyo.Constraint(
+        cells,
+        rule=lambda m, g, t: (
+            sum(m.y[a, g, t] for a in range(len(apps))) + (m.u[g, t] if (g, t) in data.cover else 0) <= 1
+        ),
+    )
     m.set_size = pyo.Constraint(m.A, m.T, rule=lambda m, a, t: sum(held(a, g, t) for g in range(G)) == m.n[a, t])
     m.enter = pyo.Constraint(m.D, rule=lambda m, a, g, t: m.d[a, g, t] >= held(a, g, t) - held(a, g, t - 1))
     m.leave = pyo.Constraint(m.D, rule=lambda m, a, g, t: m.d[a, g, t] >= held(a, g, t - 1) - held(a, g, t))
@@ -372,8 +446,15 @@ def add_exact_realtime(m: pyo.ConcreteModel, data: MilpData, problem: Problem) -
             return m.d[a, g, t]
         return held(a, g, t - 1) if (a, g, t) not in m.Y else 0
 
-    m.swaps = pyo.Constraint(m.A, m.T, rule=lambda m, a, t: pyo.Constraint.Skip if t == 0 and apps[a].current_mask < 0
-                             else sum(moved(a, g, t) for g in range(G)) <= apps[a].swap_cap)
+    m.swaps = pyo.Constraint(
+        m.A,
+        m.T,
+        rule=lambda m, a, t: (
+            pyo.Constraint.Skip
+            if t == 0 and apps[a].current_mask < 0
+            else sum(moved(a, g, t) for g in range(G)) <= apps[a].swap_cap
+        ),
+    )
 
 
 def _warm_exact(m: pyo.ConcreteModel, problem: Problem, schedule: Schedule) -> None:
@@ -415,7 +496,9 @@ def _exact_plan(problem: Problem, data: MilpData, m: pyo.ConcreteModel) -> tuple
     return Schedule(batch=batch, realtime=sets), "in the model (exact)"
 
 
-def _realize(problem: Problem, data: MilpData, m: pyo.ConcreteModel, options: FullModeOptions) -> tuple[Schedule | None, str]:
+def _realize(
+    problem: Problem, data: MilpData, m: pyo.ConcreteModel, options: FullModeOptions
+) -> tuple[Schedule | None, str]:
     """Stage 2: GPU sets for the apps around stage 1's blocks, at stage 1's counts if possible."""
     T = problem.horizon
     batch, busy = _batch_of(problem, data, m)
@@ -465,9 +548,12 @@ def _exact_realtime(problem: Problem, busy: list[int], options: FullModeOptions)
                 m.cons.add(d >= before - now)
                 moved.append(d)
             m.cons.add(sum(moved) <= app.swap_cap)
-    m.obj = pyo.Objective(expr=sum(app.priority * problem.weights[t] * m.short[a, t]
-                                   for a, app in enumerate(apps) for t in range(T)), sense=pyo.minimize)
+    m.obj = pyo.Objective(
+        expr=sum(app.priority * problem.weights[t] * m.short[a, t] for a, app in enumerate(apps) for t in range(T)),
+        sense=pyo.minimize,
+    )
     from pyomo.contrib.appsi.solvers import Highs
+
     opt = Highs()
     opt.config.time_limit = options.time_limit
     opt.config.load_solution = False

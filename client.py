@@ -28,9 +28,9 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import BaseModel, ValidationError
 
-from gpualloc.agent import kafka_clients
-from gpualloc.agent.service.recovery import partition_counts
-from gpualloc.agent.topics import Topics, decode, encode, key_of
+from gpualloc.agent.bus import clients
+from gpualloc.agent.bus.admin import partition_counts
+from gpualloc.agent.bus.topics import Topics, decode, encode, key_of
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (
     AllocationDecided,
@@ -82,8 +82,8 @@ class Client:
     async def start(self) -> None:
         """Connect the producer (retrying an unreachable broker as every gpualloc client does);
         the listener connects at the first submission that waits for its decision."""
-        self._producer = await kafka_clients.started(
-            kafka_clients.producer(self.bootstrap, enable_idempotence=True, acks="all", linger_ms=5), "client producer"
+        self._producer = await clients.started(
+            clients.producer(self.bootstrap, enable_idempotence=True, acks="all", linger_ms=5), "client producer"
         )
 
     async def stop(self) -> None:
@@ -95,7 +95,7 @@ class Client:
             future.cancel()
         for client in (self._producer, self._consumer):
             if client is not None:
-                await kafka_clients.close(client)
+                await clients.close(client)
         self._producer = self._consumer = None
 
     # ---- the events ----------------------------------------------------------------------------
@@ -202,8 +202,8 @@ class Client:
 
     async def _start_listening(self) -> bool:
         if self._consumer is None:
-            self._consumer = await kafka_clients.started(
-                kafka_clients.consumer(
+            self._consumer = await clients.started(
+                clients.consumer(
                     bootstrap=self.bootstrap,
                     isolation_level="read_committed",
                     enable_auto_commit=False,

@@ -17,7 +17,7 @@ from prometheus_client.registry import Collector
 
 ACTIONS = ("start", "planned", "queued", "rejected")  # of allocation.decided
 GPU_STATES = ("batch", "realtime", "down", "idle")
-PUBLISH_FAILURES = ("too_large", "unserializable")  # a pass no retry can publish (`kafka_loop.PublishFailed`)
+PUBLISH_FAILURES = ("too_large", "unserializable")  # a pass no retry can publish (`agent_service.PublishFailed`)
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 

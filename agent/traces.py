@@ -1,5 +1,5 @@
 """Trace files: JSONL of contract events, read with a clear error per bad line, and the public
-Pollux workload CSVs read for the converter (`gpualloc.solvers.simulation.pollux`)."""
+Pollux workload CSVs read for the converter (`gpualloc.solvers.generators.pollux`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from gpualloc.agent.loading import InputError, read_text
 from gpualloc.schemas import describe
 from gpualloc.schemas.events import parse_event
-from gpualloc.solvers.simulation.openb import OPENB_COLUMNS, openb_events
-from gpualloc.solvers.simulation.pollux import pollux_events
+from gpualloc.solvers.generators.openb import OPENB_COLUMNS, openb_events
+from gpualloc.solvers.generators.pollux import pollux_events
 
 
 def read_trace(path: str | Path) -> list:
@@ -56,7 +56,7 @@ POLLUX_COLUMNS = {"name": str, "time": float, "application": str, "num_replicas"
 
 def openb_trace(csv_path: str | Path, gpus: int = 64, days: int = 2, end_day: int = 148) -> list[dict]:
     """The openb pod list (Alibaba GPU trace v2023) as contract events
-    (`gpualloc.solvers.simulation.openb`); InputError naming the line and the column of every bad row."""
+    (`gpualloc.solvers.generators.openb`); InputError naming the line and the column of every bad row."""
 
     def problems(n: int, row: dict) -> list[str]:
         bad = [
@@ -72,7 +72,7 @@ def openb_trace(csv_path: str | Path, gpus: int = 64, days: int = 2, end_day: in
 
 
 def pollux_trace(csv_path: str | Path, gpus: int = 64, gpus_per_node: int = 8) -> list[dict]:
-    """A Pollux workload CSV as contract events (`gpualloc.solvers.simulation.pollux`);
+    """A Pollux workload CSV as contract events (`gpualloc.solvers.generators.pollux`);
     InputError naming the line and the column of every bad row."""
 
     def problems(n: int, row: dict) -> list[str]:

@@ -25,8 +25,8 @@ from datetime import datetime, timedelta
 from gpualloc.forecasting.forecasters import Forecasters, pool_hardware
 from gpualloc.forecasting.jobs import SizeError
 from gpualloc.forecasting.traffic import WEEK, pool_hour, week_minute
-from gpualloc.schemas.config import ForecastSettings
 from gpualloc.schemas.features import FEATURES
+from gpualloc.schemas.settings import ForecastSettings
 
 PEAK_QUANTILE = 0.99  # of the training weeks' demand: the peak reservation baseline
 

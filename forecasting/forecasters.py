@@ -14,7 +14,7 @@ from typing import Any
 from gpualloc.forecasting.jobs import Features, Hardware, JobForecast, JobForecaster, SizeError
 from gpualloc.forecasting.physics import GPU_MEMORY_GB
 from gpualloc.forecasting.traffic import TrafficForecaster
-from gpualloc.schemas.config import ForecastSettings
+from gpualloc.schemas.settings import ForecastSettings
 
 
 @dataclass

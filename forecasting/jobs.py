@@ -24,7 +24,6 @@ import numpy as np
 
 from gpualloc.forecasting import physics, quantization
 from gpualloc.forecasting.ridge import ErrorWindow, OnlineRidge
-from gpualloc.schemas.config import LIMITS, ForecastSettings
 from gpualloc.schemas.features import (
     GPU_TYPES,
     OPTIMIZERS,
@@ -34,6 +33,8 @@ from gpualloc.schemas.features import (
     QuantizationFeatures,
     TrainingFeatures,
 )
+from gpualloc.schemas.limits import LIMITS
+from gpualloc.schemas.settings import ForecastSettings
 
 Features = TrainingFeatures | QuantizationFeatures
 

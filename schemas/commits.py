@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from gpualloc.solvers.problem import gpu_runs  # a GPU bitmask's contiguous ranges [from, to), lowest first
+from gpualloc.schemas.gpu_runs import gpu_runs
 
 PART_BYTES = 900_000  # a part's message, as JSON: under the broker's default limit (1 MiB) with room for the record
 

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field, ValidationError, model_validator
 
-from gpualloc.schemas.config import LIMITS, POOL
 from gpualloc.schemas.features import FEATURES, GPU_TYPES, QuantizationFeatures, TrainingFeatures
+from gpualloc.schemas.limits import LIMITS, POOL
 from gpualloc.schemas.scenario import BlockSize, Count, GpuIndex, Id, PoolFields, StrictInt, Text, Weight
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Literal, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
 
-from gpualloc.schemas.config import LIMITS, POOL
+from gpualloc.schemas.limits import LIMITS, POOL
 
 StrictInt = Annotated[int, Field(strict=True)]
 
@@ -32,7 +32,7 @@ def _printable(text: str) -> str:
     return text
 
 
-# The contract's bounds (schemas/config.Limits): an id is printable text of bounded length (ids
+# The contract's bounds (schemas/limits.Limits): an id is printable text of bounded length (ids
 # reach logs, file names and hooks, so no newline or other control character); counts and GPU
 # indices stay below a pool's largest size; weights are finite and bounded.
 Id = Annotated[str, StringConstraints(min_length=1, max_length=LIMITS.id_chars), AfterValidator(_printable)]

@@ -39,32 +39,6 @@ def bits_of(mask: int) -> list[int]:
     return out
 
 
-def gpu_runs(mask: int) -> list[tuple[int, int]]:
-    """The runs of consecutive GPUs [first, end) of a bitmask, lowest first: GPUs 0-3 and 8 are
-    (0, 4), (8, 9). Numbers no larger than the pool whatever its size, a few bytes a run as JSON."""
-    out: list[tuple[int, int]] = []
-    first = 0
-    while mask:
-        gap = (mask & -mask).bit_length() - 1
-        mask >>= gap
-        first += gap
-        length = (mask ^ (mask + 1)).bit_length() - 1  # the run of ones now at bit 0
-        out.append((first, first + length))
-        mask >>= length
-        first += length
-    return out
-
-
-def mask_of_runs(runs: Iterable[tuple[int, int]]) -> int:
-    """The bitmask of `gpu_runs` (ValueError for a run that is not [first, end), 0 <= first < end)."""
-    mask = 0
-    for first, end in runs:
-        if not 0 <= first < end:
-            raise ValueError(f"GPU run [{first}, {end}) is not [first, end) with 0 <= first < end")
-        mask |= ((1 << (end - first)) - 1) << first
-    return mask
-
-
 @dataclass(frozen=True, slots=True)
 class Batch:
     """A batch-like job. `running_mask` is non-zero for inherited jobs (fixed at step 0)."""

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import orjson
 
-from gpualloc.agent.topics import Topics
-from gpualloc.schemas.config import LIMITS
+from gpualloc.agent.bus.topics import Topics
+from gpualloc.schemas.limits import LIMITS
 
 # legal ids (printable, bounded) that a shell or a path would misread: decided like any other
 HOSTILE_IDS = [

@@ -26,12 +26,12 @@ from http_metrics import get, samples
 from kafka_broker import read_all, unique_topic
 from test_solve_process import children
 
-from gpualloc.agent import kafka_clients
-from gpualloc.agent.reports.audit import audit
-from gpualloc.agent.service import kafka_loop
-from gpualloc.agent.service.kafka_loop import AgentService
-from gpualloc.agent.topics import Topics, key_of
-from gpualloc.schemas.config import AgentSettings, FullModeOptions, RollingFullMode
+from gpualloc.agent.bus import clients
+from gpualloc.agent.bus.topics import Topics, key_of
+from gpualloc.agent.operator.audit import audit
+from gpualloc.agent.service import agent_service
+from gpualloc.agent.service.agent_service import AgentService
+from gpualloc.schemas.settings import AgentSettings, FullModeOptions, RollingFullMode
 
 pytestmark = pytest.mark.kafka
 
@@ -97,15 +97,15 @@ def free_port() -> int:
 
 async def test_a_pass_that_cannot_be_published_fails_loudly_without_looping(kafka_bootstrap, monkeypatch, caplog):
     limit = 300  # below any pass's messages: every pass that has something to publish fails
-    made = kafka_clients.producer
+    made = clients.producer
 
     def small(bootstrap: str, **kwargs):
         if "transactional_id" in kwargs:
             kwargs["max_request_size"] = limit
         return made(bootstrap, **kwargs)
 
-    monkeypatch.setattr(kafka_clients, "producer", small)
-    monkeypatch.setattr(kafka_loop, "FAILED_RETRY_FIRST_S", 3.0)
+    monkeypatch.setattr(clients, "producer", small)
+    monkeypatch.setattr(agent_service, "FAILED_RETRY_FIRST_S", 3.0)
     topics, port = Topics.with_prefix(unique_topic("failures") + "."), free_port()
     await publish(kafka_bootstrap, topics, inputs(jobs=12))
     agent = AgentService(
@@ -167,7 +167,7 @@ async def test_a_message_the_broker_refuses_aborts_the_pass_whole(kafka_bootstra
     """The broker's own limit (a decisions topic taking 300 bytes a message), below the
     producer's: the refusal comes in a message's delivery only, and the pass is aborted whole
     (nothing of it on any topic), not committed without the refused message."""
-    monkeypatch.setattr(kafka_loop, "FAILED_RETRY_FIRST_S", 30.0)
+    monkeypatch.setattr(agent_service, "FAILED_RETRY_FIRST_S", 30.0)
     topics = Topics.with_prefix(unique_topic("broker-limit") + ".")
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
     await admin.start()
@@ -203,8 +203,8 @@ async def test_a_message_the_broker_refuses_aborts_the_pass_whole(kafka_bootstra
 async def test_session_restarts_leave_no_solver_process(kafka_bootstrap, monkeypatch):
     """The broker 'lost' every few passes while full mode solves (each session starts its
     solver processes): at no time more than a session's two (plan ahead and full mode)."""
-    monkeypatch.setattr(kafka_loop, "RETRY_FIRST_S", 0.2)
-    monkeypatch.setattr(kafka_loop, "RETRY_MAX_S", 0.2)
+    monkeypatch.setattr(agent_service, "RETRY_FIRST_S", 0.2)
+    monkeypatch.setattr(agent_service, "RETRY_MAX_S", 0.2)
     topics = Topics.with_prefix(unique_topic("restarts") + ".")
     await publish(kafka_bootstrap, topics, inputs(jobs=30))
     full = RollingFullMode(every=1, options=FullModeOptions(time_limit=60))

@@ -21,8 +21,8 @@ from aiokafka import AIOKafkaProducer
 from http_metrics import get, samples
 from kafka_broker import _free_ports, read_all, unique_topic
 
-from gpualloc.agent.service.recovery import ensure_topics
-from gpualloc.agent.topics import Topics, key_of, partition_of
+from gpualloc.agent.bus.admin import ensure_topics
+from gpualloc.agent.bus.topics import Topics, key_of, partition_of
 from gpualloc.schemas.events import JobSubmitted, PoolConfigured, envelope
 from gpualloc.solvers.legality import online_violations
 

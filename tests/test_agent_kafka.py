@@ -17,15 +17,15 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from jsonschema import Draft202012Validator
 from kafka_broker import read_all, unique_topic
 
-from gpualloc.agent import kafka_clients
+from gpualloc.agent.bus import clients
+from gpualloc.agent.bus.history import read_range, reader
+from gpualloc.agent.bus.topics import Topics, key_of
 from gpualloc.agent.node.binders import FileBinder
-from gpualloc.agent.node.kafka_loop import NodeAgent
-from gpualloc.agent.service.kafka_loop import AgentService
-from gpualloc.agent.service.recovery import read_range, reader
-from gpualloc.agent.topics import Topics, key_of
-from gpualloc.agent.upstream import complete_jobs
-from gpualloc.schemas.config import AgentSettings, RollingFullMode
+from gpualloc.agent.node.node_agent import NodeAgent
+from gpualloc.agent.operator.publish import complete_jobs
+from gpualloc.agent.service.agent_service import AgentService
 from gpualloc.schemas.export import export_schemas
+from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 from gpualloc.solvers.legality import online_violations
 
 pytestmark = pytest.mark.kafka
@@ -101,11 +101,11 @@ async def play_upstream(bootstrap: str, topics: Topics, steps: int, durations: d
 
 async def read_offsets(bootstrap: str, topic: str) -> list[tuple[int, dict]]:
     """(offset, message) of every committed record of a one-partition topic so far."""
-    consumer = await kafka_clients.started(reader(bootstrap), "test: reader")
+    consumer = await clients.started(reader(bootstrap), "test: reader")
     try:
         return [(r.offset, orjson.loads(r.value)) for r in await read_range(consumer, {TopicPartition(topic, 0): 0})]
     finally:
-        await kafka_clients.close(consumer)
+        await clients.close(consumer)
 
 
 async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
@@ -178,7 +178,7 @@ async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
         later = [offset for offset, m in ledger if m["payload"]["txn"] > snap["txn"]]
         assert not later or snap["ledger_next"] <= min(later)
     # the consumed offsets reach the agent's group (lag monitoring), never past what it consumed
-    admin = kafka_clients.admin(kafka_bootstrap)
+    admin = clients.admin(kafka_bootstrap)
     await admin.start()
     try:
         grouped = await admin.list_consumer_group_offsets(agent.group_id)
@@ -196,7 +196,7 @@ async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
 
 async def test_the_throughput_benchmark_decides_every_arrival(kafka_bootstrap):
     """The harness behind `gpualloc bench --agent`, briefly and gently (figures live in README)."""
-    from gpualloc.agent.reports.throughput import measure
+    from gpualloc.agent.benches.throughput import measure
 
     before = set(await listed_topics(kafka_bootstrap))
     # 4 s: the plan-ahead solver process starts with the agent's session (a second or two on a
@@ -212,7 +212,7 @@ async def test_the_throughput_benchmark_decides_every_arrival(kafka_bootstrap):
 
 async def test_the_benchmarks_floor_answers_every_arrival_without_planning(kafka_bootstrap):
     """`bench --agent --null-agent`: the same harness through the agent that plans nothing."""
-    from gpualloc.agent.reports.throughput import measure
+    from gpualloc.agent.benches.throughput import measure
 
     before = set(await listed_topics(kafka_bootstrap))
     result = await measure(kafka_bootstrap, rate=100, seconds=2, queue=20, null_agent=True)
@@ -223,9 +223,9 @@ async def test_the_benchmarks_floor_answers_every_arrival_without_planning(kafka
 
 
 async def listed_topics(bootstrap: str) -> list[str]:
-    from gpualloc.agent import kafka_clients
+    from gpualloc.agent.bus import clients
 
-    admin = kafka_clients.admin(bootstrap)
+    admin = clients.admin(bootstrap)
     await admin.start()
     try:
         return await admin.list_topics()

@@ -14,10 +14,10 @@ from http_metrics import get, samples
 from kafka_broker import read_all, unique_topic
 from prometheus_client import CollectorRegistry, generate_latest
 
+from gpualloc.agent.bus.topics import Topics, key_of
 from gpualloc.agent.metrics import AgentMetrics, HealthServer, PoolsCollector, reason_label
-from gpualloc.agent.service.kafka_loop import AgentService
-from gpualloc.agent.topics import Topics, key_of
-from gpualloc.schemas.config import AgentSettings, RollingFullMode
+from gpualloc.agent.service.agent_service import AgentService
+from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 
 
 def test_reasons_become_bounded_labels():

@@ -16,10 +16,10 @@ from collections import Counter
 import pytest
 from kafka_broker import read_all, unique_topic
 
-from gpualloc.agent.topics import Topics
-from gpualloc.agent.upstream import complete_jobs, publish_trace
+from gpualloc.agent.bus.topics import Topics
+from gpualloc.agent.operator.publish import complete_jobs, publish_trace
+from gpualloc.solvers.generators.traces import generate_trace
 from gpualloc.solvers.legality import online_violations
-from gpualloc.solvers.simulation.traces import generate_trace
 
 pytestmark = pytest.mark.kafka
 

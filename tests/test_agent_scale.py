@@ -22,10 +22,10 @@ from datetime import datetime, timezone
 import pytest
 from kafka_broker import read_all, unique_topic
 
+from gpualloc.agent.bus.topics import Topics, encode
 from gpualloc.agent.node.binders import FileBinder
-from gpualloc.agent.node.kafka_loop import NodeAgent
-from gpualloc.agent.topics import Topics, encode
-from gpualloc.agent.upstream import complete_jobs, publish_trace
+from gpualloc.agent.node.node_agent import NodeAgent
+from gpualloc.agent.operator.publish import complete_jobs, publish_trace
 from gpualloc.schemas.commits import merge
 from gpualloc.schemas.events import envelope
 from gpualloc.solvers.legality import online_violations

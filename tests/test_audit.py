@@ -14,10 +14,10 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from kafka_broker import unique_topic
 
-from gpualloc.agent.service.kafka_loop import AgentService
-from gpualloc.agent.topics import Topics
-from gpualloc.schemas.config import AgentSettings, RollingFullMode
+from gpualloc.agent.bus.topics import Topics
+from gpualloc.agent.service.agent_service import AgentService
 from gpualloc.schemas.events import envelope
+from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 
 pytestmark = pytest.mark.kafka
 
@@ -147,9 +147,11 @@ async def test_a_pool_above_64_gpus_with_an_app_snapshots_in_parts_restarts_and_
     """72 GPUs, an app on the highest two: its held set is a mask past 64 bits. Snapshots cut into
     parts (a small piece size stands in for a pool at the contract's limits) are read back by a
     restart, `status` shows the pool, and `audit` reproduces every decision and commit."""
+    from gpualloc.agent.bus.admin import partition_counts
+    from gpualloc.agent.bus.history import read_history, reader
     from gpualloc.agent.service import dispatcher
     from gpualloc.agent.service.dispatcher import Dispatcher
-    from gpualloc.agent.service.recovery import partition_counts, read_history, reader, rebuild
+    from gpualloc.agent.service.recovery import rebuild
     from gpualloc.solvers.planner.interpreter import Pool
 
     monkeypatch.setattr(dispatcher, "SNAPSHOT_BYTES", 200)
@@ -199,7 +201,7 @@ async def test_a_pool_above_64_gpus_with_an_app_snapshots_in_parts_restarts_and_
 
 
 def test_a_pool_whose_inputs_wait_past_its_ledger_for_long_is_reported_stalled():
-    from gpualloc.agent.reports.audit import STALLED_AFTER_S, AuditResult
+    from gpualloc.agent.operator.audit import STALLED_AFTER_S, AuditResult
 
     working = AuditResult("default", transactions=40, waiting=12, waited_s=3.0)  # an agent at work
     assert not working.stalled and working.ok

@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 from conftest import make
 
-from gpualloc.agent.reports.bench import Report, bench_scenario, run_bench
+from gpualloc.agent.benches.scenarios import Report, bench_scenario, run_bench
 from gpualloc.solvers import POLICIES
+from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.policies.policy import Solution
-from gpualloc.solvers.simulation.scenarios import generate_scenario
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def test_folder_of_generated_scenarios(tmp_path):
 @pytest.mark.kafka
 async def test_the_soak_accounts_for_every_event(kafka_bootstrap):
     """The harness behind `gpualloc bench --soak`, briefly (the 100,000-event figures live in README)."""
-    from gpualloc.agent.reports.soak import soak
+    from gpualloc.agent.benches.soak import soak
 
     result = await soak(kafka_bootstrap, events=3000, rate=500, step_seconds=1.0, baseline_at=1000, sample_s=1.0)
     assert result.lost == 0 and result.duplicated == 0

@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 
 from gpualloc.benchmarks import DATA_DIR
 from gpualloc.schemas import Scenario
-from gpualloc.schemas.config import FullModeOptions, SolveOptions
+from gpualloc.schemas.settings import FullModeOptions, SolveOptions
 from gpualloc.solvers import check_plan, compile_scenario
+from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.policies import policy
 from gpualloc.solvers.policies.milp.bound import capacity_bound
 from gpualloc.solvers.policies.milp.model import solver_available
-from gpualloc.solvers.simulation.scenarios import generate_scenario
 
 BEST_KNOWN = json.loads((DATA_DIR / "best-known.json").read_text())
 

@@ -10,10 +10,10 @@ import orjson
 import pytest
 from kafka_broker import read_all, unique_topic
 
-from gpualloc.agent.service.kafka_loop import AgentService
-from gpualloc.agent.topics import Topics
+from gpualloc.agent.bus.topics import Topics
+from gpualloc.agent.service.agent_service import AgentService
 from gpualloc.client import Client, Rejected
-from gpualloc.schemas.config import AgentSettings, RollingFullMode
+from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 
 
 async def test_a_job_the_contract_refuses_is_not_sent():

@@ -15,20 +15,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_property import generator_args
 
-from gpualloc.agent.reports import audit
-from gpualloc.agent.reports.audit import compare
-from gpualloc.agent.service.dispatcher import Dispatcher, Record
-from gpualloc.agent.topics import Topics
+from gpualloc.agent.bus.topics import Record, Topics
+from gpualloc.agent.operator import audit
+from gpualloc.agent.operator.audit import compare
+from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.schemas import Scenario
-from gpualloc.schemas.commits import PART_BYTES, Parts, commit_grid, gpu_runs, latest, merge, split, tentative_plan
-from gpualloc.schemas.config import LIMITS, SolveOptions
+from gpualloc.schemas.commits import PART_BYTES, Parts, commit_grid, latest, merge, split, tentative_plan
 from gpualloc.schemas.events import PassRecorded, PlanCommitted, envelope
+from gpualloc.schemas.gpu_runs import gpu_runs
+from gpualloc.schemas.limits import LIMITS
+from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers import compile_scenario
+from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import batch_spans, to_grid
 from gpualloc.solvers.planner.interpreter import Pool
-from gpualloc.solvers.planner.state import BLOCKER
+from gpualloc.solvers.planner.planner import BLOCKER
 from gpualloc.solvers.policies import policy
-from gpualloc.solvers.simulation.scenarios import generate_scenario
 
 T0 = datetime(2026, 12, 2, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ import pytest
 
 from gpualloc.agent.cli import build_parser, main
 from gpualloc.agent.cli.arguments import settings_of
-from gpualloc.schemas.config import AgentSettings, Settings, load_settings
+from gpualloc.schemas.settings import AgentSettings, Settings, load_settings
 
 MIXED = "benchmarks/scenarios/mixed_control.json"
 
@@ -105,7 +105,7 @@ def test_every_settings_field_has_a_default():
 def test_one_nested_setting_keeps_its_siblings_defaults(monkeypatch):
     """A flag or variable for one field of a nested model (full mode's node limit, its cadence)
     keeps the other fields' defaults of that model, not the class defaults (nor fails)."""
-    from gpualloc.schemas.config import SimulationSettings, load_settings
+    from gpualloc.schemas.settings import SimulationSettings, load_settings
 
     default = SimulationSettings().full_mode
     s = load_settings({"simulation": {"full_mode": {"options": {"lns": True}}}})

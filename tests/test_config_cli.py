@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from gpualloc.agent.cli import build_parser, main
-from gpualloc.agent.reports.config_table import markdown, options
-from gpualloc.schemas.config import Settings
+from gpualloc.agent.operator.config_table import markdown, options
+from gpualloc.schemas.settings import Settings
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from gpualloc.agent.cli import build_parser
-from gpualloc.schemas.config import load_settings
 from gpualloc.schemas.events import PoolConfigured
+from gpualloc.schemas.settings import load_settings
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 MANIFESTS = sorted((DEPLOY / "kubernetes").glob("*.yaml"))

@@ -17,17 +17,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from planner_states import loaded_planner
 
+from gpualloc.agent.bus.topics import Record, encode
 from gpualloc.agent.service import dispatcher
-from gpualloc.agent.service.dispatcher import Dispatcher, Record
-from gpualloc.agent.topics import encode
+from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.forecasting.traffic import AppTraffic
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart, RecordedCommit
 from gpualloc.schemas.features import FEATURES
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.interpreter import Pool
+from gpualloc.solvers.planner.planner import AppSpec, FullModePlan, JobSpec, Planner, PoolConfig
 from gpualloc.solvers.planner.snapshot import dump_planner, dump_pool, dump_schedule, load_planner, load_schedule
-from gpualloc.solvers.planner.state import AppSpec, FullModePlan, JobSpec, Planner, PoolConfig
 from gpualloc.solvers.policies.fifo import fifo_schedule
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
+from gpualloc.agent.benches.forecast_bench import bench_seed
 from gpualloc.agent.cli import main
-from gpualloc.agent.reports.forecast_bench import bench_seed
 from gpualloc.benchmarks import DATA_DIR
-from gpualloc.schemas.config import ForecastSettings
+from gpualloc.schemas.settings import ForecastSettings
 
 
 def test_a_seed_is_backtested_against_its_own_noise_floor():

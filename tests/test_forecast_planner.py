@@ -13,15 +13,16 @@ from feature_jobs import feature_job, training_features
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpualloc.agent.service.dispatcher import Dispatcher, Record
+from gpualloc.agent.bus.topics import Record
+from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.schemas.events import AllocationDecided, parse_event
+from gpualloc.solvers.generators.synthetic import forecast_trace
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.planner.interpreter import Decided, Event, Pool
 from gpualloc.solvers.planner.snapshot import dump_pool, load_pool
 from gpualloc.solvers.simulation.report import executed_violations, forecast_price, report, spikes
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
-from gpualloc.solvers.simulation.synthetic import forecast_trace
 
 T0 = datetime(2026, 1, 5, tzinfo=timezone.utc)  # a Monday
 POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "gpu_type": "a100-80gb"}

@@ -17,9 +17,10 @@ from gpualloc.forecasting.forecasters import Forecasters, hardware
 from gpualloc.forecasting.jobs import Hardware, JobForecaster, SizeError
 from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow, OnlineRidge
 from gpualloc.forecasting.traffic import WEEK, TrafficForecaster, day_type
-from gpualloc.schemas.config import LIMITS, ForecastSettings
 from gpualloc.schemas.features import QUANT_BITS, TRAINING_VARIANTS, QuantizationFeatures, TrainingFeatures
-from gpualloc.solvers.simulation.synthetic_jobs import sample_job
+from gpualloc.schemas.limits import LIMITS
+from gpualloc.schemas.settings import ForecastSettings
+from gpualloc.solvers.generators.synthetic_jobs import sample_job
 
 LORA = {
     "variant": "lora",

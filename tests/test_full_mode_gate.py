@@ -11,9 +11,9 @@ import pytest
 from planner_states import PROFILE
 
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
-from gpualloc.schemas.config import FullModeOptions, SolveOptions
+from gpualloc.schemas.settings import FullModeOptions, SolveOptions
 from gpualloc.solvers.planner.full_mode import SETUP_SHARE, not_worth_starting, snapshot
-from gpualloc.solvers.planner.state import AppSpec, JobSpec, Planner, PoolConfig
+from gpualloc.solvers.planner.planner import AppSpec, JobSpec, Planner, PoolConfig
 from gpualloc.solvers.policies.milp import solve
 from gpualloc.solvers.policies.milp.data import SETUP_S_PER_NONZERO, milp_data, model_size
 from gpualloc.solvers.policies.milp.model import build_model, solve_model

@@ -8,10 +8,10 @@ import pytest
 from planner_states import loaded_planner
 
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
-from gpualloc.schemas.config import FullModeOptions
+from gpualloc.schemas.settings import FullModeOptions
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
-from gpualloc.solvers.planner.state import JobSpec
+from gpualloc.solvers.planner.planner import JobSpec
 from gpualloc.solvers.policies.fifo import fifo_schedule
 
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import app, batch, grid, make
 
 from gpualloc import benchmarks
-from gpualloc.agent.reports.gantt import KIND_HUES, Rect, grid_rects, job_colours, render_gantt, write_gantt
+from gpualloc.agent.renderers.gantt import KIND_HUES, Rect, grid_rects, job_colours, render_gantt, write_gantt
 from gpualloc.schemas import Scenario
 from gpualloc.solvers import compile_scenario, solve
 

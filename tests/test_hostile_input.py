@@ -14,9 +14,10 @@ from hostile import HOSTILE_IDS, envelope, hostile, job, topic_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpualloc.agent.service.dispatcher import Dispatcher, Record
-from gpualloc.schemas.config import LIMITS
+from gpualloc.agent.bus.topics import Record
+from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.schemas.events import InputRejected
+from gpualloc.schemas.limits import LIMITS
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import dump_pool
 

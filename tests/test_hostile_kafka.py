@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaProducer
 from hostile import HOSTILE_IDS, envelope, hostile, job, topic_of
 from kafka_broker import read_all, unique_topic
 
-from gpualloc.agent.topics import Topics
+from gpualloc.agent.bus.topics import Topics
 
 pytestmark = pytest.mark.kafka
 

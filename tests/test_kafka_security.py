@@ -21,12 +21,12 @@ import orjson
 import pytest
 from kafka_broker import LocalBroker, local_broker, read_all, unique_topic
 
-from gpualloc.agent import kafka_clients
+from gpualloc.agent.bus import clients
+from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.cli import main
 from gpualloc.agent.node.binders import FileBinder
-from gpualloc.agent.topics import Topics
-from gpualloc.schemas.config import KafkaSecurity, load_settings
 from gpualloc.schemas.events import envelope
+from gpualloc.schemas.settings import KafkaSecurity, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = f"pw-{uuid.uuid4().hex}"  # unique, so finding it anywhere is a leak
@@ -44,7 +44,7 @@ def plaintext_again(monkeypatch) -> Iterator[None]:
     for name in [n for n in os.environ if n.startswith("GPUALLOC_KAFKA__")] + ["GPUALLOC_SETTINGS"]:
         monkeypatch.delenv(name, raising=False)
     yield
-    kafka_clients.configure(KafkaSecurity())
+    clients.configure(KafkaSecurity())
 
 
 def run_cli(monkeypatch, capsys, env: dict[str, str], *args: str) -> tuple[int, str]:
@@ -225,13 +225,13 @@ async def test_a_pool_runs_through_sasl(secure_kafka, tmp_path):
         logs["tail"],
     )
     procs = [agent, node, tail]
-    kafka_clients.configure(
+    clients.configure(
         KafkaSecurity(
             security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_username="admin", sasl_password=PASSWORD
         )
     )
     try:
-        producer = await kafka_clients.started(kafka_clients.producer(secure_kafka.bootstrap), "upstream")
+        producer = await clients.started(clients.producer(secure_kafka.bootstrap), "upstream")
         try:
             job = envelope(
                 "job.submitted",

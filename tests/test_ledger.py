@@ -13,12 +13,13 @@ from feature_jobs import feature_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpualloc.agent.service.dispatcher import Dispatcher, Record
+from gpualloc.agent.bus.topics import Record
+from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.plan_ahead import hot_plan
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart
 from gpualloc.solvers.planner.interpreter import Pool
+from gpualloc.solvers.planner.planner import FullModePlan
 from gpualloc.solvers.planner.snapshot import SnapshotError, dump_pool, unpack
-from gpualloc.solvers.planner.state import FullModePlan
 from gpualloc.solvers.policies.fifo import fifo_schedule
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)

@@ -11,15 +11,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpualloc.schemas import Scenario
-from gpualloc.schemas.config import FullModeOptions, SolveOptions
+from gpualloc.schemas.settings import FullModeOptions, SolveOptions
 from gpualloc.solvers import check_plan, compile_scenario
+from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.policies import policy
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.policies.milp.lns import _windows, solve_lns
 from gpualloc.solvers.policies.milp.model import solver_available
-from gpualloc.solvers.simulation.scenarios import generate_scenario
 
 WORK_LIMITED = FullModeOptions(time_limit=None, node_limit=200)  # no clock: reproducible
 

@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 from gpualloc import benchmarks
 from gpualloc.agent.loading import load_scenario
 from gpualloc.schemas import Scenario
-from gpualloc.schemas.config import FullModeOptions
+from gpualloc.schemas.settings import FullModeOptions
 from gpualloc.solvers import check_plan, compile_scenario
+from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.policies.milp.model import solve_milp, solver_available
 from gpualloc.solvers.problem import Problem, bits_of
-from gpualloc.solvers.simulation.scenarios import generate_scenario
 
 
 def need(solver: str) -> None:

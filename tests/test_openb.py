@@ -9,7 +9,7 @@ from gpualloc.agent.cli import main
 from gpualloc.agent.loading import InputError
 from gpualloc.agent.traces import openb_trace
 from gpualloc.schemas.events import parse_event
-from gpualloc.solvers.simulation.openb import openb_events
+from gpualloc.solvers.generators.openb import openb_events
 
 DAY = 86400
 

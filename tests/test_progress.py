@@ -6,7 +6,7 @@ import io
 import json
 
 from gpualloc.agent.cli import main
-from gpualloc.agent.reports.progress import Progress
+from gpualloc.agent.renderers.progress import Progress
 from gpualloc.benchmarks import DATA_DIR
 
 

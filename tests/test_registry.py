@@ -13,6 +13,7 @@ from gpualloc.agent.cli import main
 from gpualloc.schemas import Plan
 from gpualloc.schemas.events import parse_event
 from gpualloc.solvers import POLICIES
+from gpualloc.solvers.generators.traces import generate_trace
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import R4
 from gpualloc.solvers.policies import online_policy, plan_names, policy
@@ -20,7 +21,6 @@ from gpualloc.solvers.policies.fifo import fifo_schedule
 from gpualloc.solvers.policies.policy import Policy, Solution
 from gpualloc.solvers.simulation.report import executed_violations
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
-from gpualloc.solvers.simulation.traces import generate_trace
 
 MIXED = "benchmarks/scenarios/mixed_control.json"
 

@@ -12,8 +12,9 @@ from gpualloc import benchmarks
 from gpualloc.agent.cli import main
 from gpualloc.agent.loading import InputError
 from gpualloc.agent.traces import read_trace, write_trace
-from gpualloc.schemas.config import FullModeOptions, RollingFullMode
 from gpualloc.schemas.events import parse_event
+from gpualloc.schemas.settings import FullModeOptions, RollingFullMode
+from gpualloc.solvers.generators.traces import generate_trace
 from gpualloc.solvers.simulation.report import (
     executed_violations,
     full_mode_figures,
@@ -25,7 +26,6 @@ from gpualloc.solvers.simulation.report import (
     window_gaps,
 )
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
-from gpualloc.solvers.simulation.traces import generate_trace
 
 
 def events_of(**kw):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.legality import check_plan, online_violations
 from gpualloc.solvers.metrics import objective_of
-from gpualloc.solvers.planner.state import FullModePlan, JobSpec, Planner, PoolConfig
+from gpualloc.solvers.planner.planner import FullModePlan, JobSpec, Planner, PoolConfig
 
 
 def flooded(bound: int | None, steps: int = 30) -> tuple[Planner, list]:

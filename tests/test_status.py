@@ -12,12 +12,12 @@ import sys
 import pytest
 from kafka_broker import unique_topic
 
-from gpualloc.agent.reports.status import SHOWN, gantt, gpu_rows, lines, read_status, summary, view
-from gpualloc.agent.service.kafka_loop import AgentService
-from gpualloc.agent.topics import Topics
+from gpualloc.agent.bus.topics import Topics
+from gpualloc.agent.operator.status import SHOWN, gantt, gpu_rows, lines, read_status, summary, view
+from gpualloc.agent.service.agent_service import AgentService
 from gpualloc.client import Client
-from gpualloc.schemas.config import AgentSettings, RollingFullMode
-from gpualloc.solvers.planner.state import AppSpec, JobSpec, Planner, PoolConfig
+from gpualloc.schemas.settings import AgentSettings, RollingFullMode
+from gpualloc.solvers.planner.planner import AppSpec, JobSpec, Planner, PoolConfig
 
 
 def test_the_gantt_groups_gpus_with_the_same_plan_and_names_each_holder():

@@ -13,9 +13,9 @@ import pytest
 
 from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.features import FEATURES, QUANT_ALGORITHMS, TRAINING_VARIANTS
-from gpualloc.solvers.simulation import synthetic_jobs as sj
-from gpualloc.solvers.simulation import synthetic_traffic as st
-from gpualloc.solvers.simulation.synthetic import (
+from gpualloc.solvers.generators import synthetic_jobs as sj
+from gpualloc.solvers.generators import synthetic_traffic as st
+from gpualloc.solvers.generators.synthetic import (
     duration_noise_floor,
     forecast_trace,
     job_trace,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gpualloc.agent.upstream import HOLDERS_SHOWN, concerns, line, render
+from gpualloc.agent.operator.tail import HOLDERS_SHOWN, concerns, line, render
 
 COMMIT = {
     "type": "plan.committed",

@@ -1,5 +1,5 @@
 """What every command's arguments share: checked number types, GPU ranges, and flags that set a
-field of the configuration (`gpualloc.schemas.config`), so flags, the environment and the
+field of the configuration (`gpualloc.schemas.settings`), so flags, the environment and the
 settings file meet in one place (`settings_of`)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from gpualloc.agent.kafka_clients import configure
+from gpualloc.agent.bus.clients import configure
 from gpualloc.agent.loading import InputError
-from gpualloc.schemas.config import Settings, load_settings
 from gpualloc.schemas.errors import describe
+from gpualloc.schemas.settings import Settings, load_settings
 
 SETTING = "setting:"  # argparse dest prefix of the flags that set a configuration field
 

@@ -14,6 +14,7 @@ import orjson
 from pydantic import ValidationError
 
 from gpualloc.agent import logs
+from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.cli.arguments import (
     bootstrap_of,
     bus_arguments,
@@ -26,7 +27,6 @@ from gpualloc.agent.cli.arguments import (
 )
 from gpualloc.agent.cli.running import run_until_signal
 from gpualloc.agent.loading import InputError, read_text
-from gpualloc.agent.topics import Topics
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import PoolConfigured, envelope
 from gpualloc.solvers.policies import online_policy
@@ -60,8 +60,8 @@ def _log_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
+    from gpualloc.agent.service.agent_service import AgentService
     from gpualloc.agent.service.group import GroupAgent
-    from gpualloc.agent.service.kafka_loop import AgentService
 
     settings = settings_of(args)
     try:
@@ -104,7 +104,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 def cmd_node_agent(args: argparse.Namespace) -> int:
     """Bind this node's GPUs until SIGTERM or SIGINT."""
     from gpualloc.agent.node.binders import Binder, FileBinder, HookBinder
-    from gpualloc.agent.node.kafka_loop import NodeAgent
+    from gpualloc.agent.node.node_agent import NodeAgent
 
     if not args.bind_dir and not args.hook:
         raise InputError("node-agent", ["give --bind-dir DIR, --hook CMD [ARG ...], or both"])
@@ -132,8 +132,8 @@ def cmd_node_agent(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
+    from gpualloc.agent.operator.publish import publish_trace
     from gpualloc.agent.traces import read_trace_messages
-    from gpualloc.agent.upstream import publish_trace
 
     settings = settings_of(args)
     bootstrap = bootstrap_of(settings)
@@ -156,7 +156,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
-    from gpualloc.agent.upstream import tail
+    from gpualloc.agent.operator.tail import tail
 
     settings = settings_of(args)
     bootstrap = bootstrap_of(settings)
@@ -183,7 +183,7 @@ def _step_or_time(text: str) -> int | datetime:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from gpualloc.agent.reports.audit import Bounds, audit
+    from gpualloc.agent.operator.audit import Bounds, audit
 
     settings = settings_of(args)
     bootstrap = bootstrap_of(settings)
@@ -206,7 +206,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from gpualloc.agent.reports.explain import explain_lines, history_of
+    from gpualloc.agent.operator.explain import explain_lines, history_of
 
     settings = settings_of(args)
     bootstrap = bootstrap_of(settings)
@@ -224,7 +224,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from gpualloc.agent.reports.status import lines, read_status
+    from gpualloc.agent.operator.status import lines, read_status
 
     settings = settings_of(args)
     bootstrap = bootstrap_of(settings)
@@ -264,7 +264,7 @@ def _gpu_range(text: str) -> tuple[int, int]:
 def _no_pool(bootstrap: str, topics: Topics, pool: str) -> int:
     """`status` of a pool no transaction of whose agent is on the bus: stalled when inputs for it
     are (exit 1), else bad input (no such pool)."""
-    from gpualloc.agent.reports.audit import stalled_line, waiting_inputs
+    from gpualloc.agent.operator.audit import stalled_line, waiting_inputs
 
     waiting: list[int] = []
 

@@ -21,7 +21,8 @@ from gpualloc.agent.cli.arguments import (
     settings_of,
 )
 from gpualloc.agent.loading import InputError, dump_json, dump_plan, load_plan, load_scenario, write_text
-from gpualloc.schemas.config import LIMITS, SolveOptions
+from gpualloc.schemas.limits import LIMITS
+from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.policies import POLICIES, names, online_policy, policy
 
 EXIT_OK, EXIT_ILLEGAL = 0, 1
@@ -91,7 +92,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from gpualloc.schemas import Scenario
-    from gpualloc.solvers.simulation.scenarios import generate_scenario
+    from gpualloc.solvers.generators.scenarios import generate_scenario
 
     try:
         data = generate_scenario(
@@ -111,7 +112,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from gpualloc.agent.reports.bench import run_bench
+    from gpualloc.agent.benches.scenarios import run_bench
 
     if not args.full_mode:
         _solve_options(args, False)  # full-mode flags without --full-mode are refused
@@ -120,14 +121,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.corpus:
         return _bench_corpus(args)
     if args.hot_path:
-        from gpualloc.agent.reports.hot_path import measure_hot_path
+        from gpualloc.agent.benches.hot_path import measure_hot_path
 
         hot = measure_hot_path(queued=args.queued or 240)
         sys.stdout.write(dump_json(hot.as_dict()) if args.json else hot.line() + "\n")
         return EXIT_OK
     if args.traces:
-        from gpualloc.agent.reports import trace_bench
-        from gpualloc.agent.reports.progress import Progress
+        from gpualloc.agent.benches import trace_bench
+        from gpualloc.agent.renderers.progress import Progress
 
         rows = trace_bench.run_trace_bench(
             args.load,
@@ -141,14 +142,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
             write_text(args.chart, trace_bench.chart(rows))
         return EXIT_OK
     if args.forecast:
-        from gpualloc.agent.reports.forecast_bench import run_forecast_bench
+        from gpualloc.agent.benches.forecast_bench import run_forecast_bench
 
         bench = run_forecast_bench(args.seeds, settings_of(args).simulation.forecast)
         sys.stdout.write(dump_json(bench.as_dict()) if args.json else bench.table() + "\n")
         return EXIT_OK
     report, scenarios = run_bench(args.dir, args.repeat, args.generated)
     if args.full_mode:
-        from gpualloc.agent.reports.full_mode import bench_full_mode, record_best_known
+        from gpualloc.agent.benches.full_mode import bench_full_mode, record_best_known
 
         report.full_mode = bench_full_mode(scenarios, _solve_options(args, True))
         if args.update_best_known:
@@ -159,29 +160,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _bench_agent(args: argparse.Namespace) -> int:
-    """Through a real broker: sustained arrivals (agent/reports/throughput.py), restarts
-    (agent/reports/recovery.py), a long run (agent/reports/soak.py, which exits 1 when it misses
-    its targets) or pools of thousands of GPUs (agent/reports/scale.py)."""
+    """Through a real broker: sustained arrivals (agent/benches/throughput.py), restarts
+    (agent/benches/recovery.py), a long run (agent/benches/soak.py, which exits 1 when it misses
+    its targets) or pools of thousands of GPUs (agent/benches/scale.py)."""
     import asyncio
     from dataclasses import asdict
 
+    from gpualloc.agent.benches.throughput import measure
     from gpualloc.agent.cli.arguments import bootstrap_of
-    from gpualloc.agent.reports.throughput import measure
 
     bootstrap = bootstrap_of(settings_of(args))
     if args.recovery:
-        from gpualloc.agent.reports.recovery import measure_recovery
+        from gpualloc.agent.benches.recovery import measure_recovery
 
         result = asyncio.run(measure_recovery(bootstrap, args.queued or 1000, args.repeat))
     elif args.soak:
-        from gpualloc.agent.reports.soak import soak
+        from gpualloc.agent.benches.soak import soak
 
         try:
             result = asyncio.run(soak(bootstrap, args.events, args.rate or 1000))
         except ValueError as e:
             raise InputError("--events", [str(e)]) from None
     elif args.scale:
-        from gpualloc.agent.reports.scale import SIZES, measure_sizes
+        from gpualloc.agent.benches.scale import SIZES, measure_sizes
 
         result = asyncio.run(
             measure_sizes(
@@ -213,9 +214,9 @@ def _bench_agent(args: argparse.Namespace) -> int:
 
 
 def _bench_corpus(args: argparse.Namespace) -> int:
-    """The heuristic against the corpus's proven optima (agent/reports/corpus_bench.py)."""
-    from gpualloc.agent.reports.corpus_bench import run_corpus_bench
-    from gpualloc.agent.reports.progress import Progress
+    """The heuristic against the corpus's proven optima (agent/benches/corpus_bench.py)."""
+    from gpualloc.agent.benches.corpus_bench import run_corpus_bench
+    from gpualloc.agent.renderers.progress import Progress
 
     report = run_corpus_bench(args.split, args.repeat, progress=Progress("bench --corpus", "scenarios"))
     sys.stdout.write(dump_json(report.as_dict()) if args.json else report.table() + "\n")
@@ -224,7 +225,7 @@ def _bench_corpus(args: argparse.Namespace) -> int:
 
 def cmd_corpus(args: argparse.Namespace) -> int:
     """Write the corpus's scenario files, then solve the chunks asked for (resumable)."""
-    from gpualloc.agent.reports import corpus_build as cb
+    from gpualloc.agent.benches import corpus_build as cb
 
     chunks = args.chunk or list(range(cb.chunk_count()))
     bad = [c for c in chunks if not 0 <= c < cb.chunk_count()]
@@ -246,7 +247,7 @@ def cmd_corpus(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from gpualloc.agent.reports.demo import run_demo
+    from gpualloc.agent.benches.demo import run_demo
 
     report, written = run_demo(args.out, args.repeat)
     print(report.table())
@@ -257,8 +258,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from gpualloc.agent.reports import simulation as sim_report
-    from gpualloc.agent.reports.progress import Progress
+    from gpualloc.agent.renderers import simulation as sim_report
+    from gpualloc.agent.renderers.progress import Progress
     from gpualloc.agent.traces import read_trace
     from gpualloc.solvers.simulation.report import executed_violations, report
     from gpualloc.solvers.simulation.simulator import SimOptions, simulate
@@ -289,8 +290,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     from gpualloc.agent.traces import openb_trace, pollux_trace, write_trace
-    from gpualloc.solvers.simulation import synthetic
-    from gpualloc.solvers.simulation.traces import generate_trace
+    from gpualloc.solvers.generators import synthetic
+    from gpualloc.solvers.generators.traces import generate_trace
 
     if args.source == "generate":
         events = generate_trace(args.gpus, args.days or 7, args.jobs, args.apps, args.seed)
@@ -321,7 +322,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_forecast_backtest(args: argparse.Namespace) -> int:
-    from gpualloc.agent.reports import forecast_backtest
+    from gpualloc.agent.renderers import forecast_backtest
     from gpualloc.agent.traces import read_trace
 
     result = forecast_backtest.backtest(read_trace(args.trace), settings_of(args).simulation.forecast, args.share)
@@ -336,7 +337,7 @@ def cmd_forecast_backtest(args: argparse.Namespace) -> int:
 
 def cmd_config(args: argparse.Namespace) -> int:
     from gpualloc.agent.cli import build_parser
-    from gpualloc.agent.reports import config_table
+    from gpualloc.agent.operator import config_table
 
     if args.config_command == "options":
         sys.stdout.write(config_table.markdown(config_table.options(build_parser())))
@@ -761,7 +762,7 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
         help="generate: days of jobs and traffic; jobs: jobs given by features with completions, in "
         "three pools (and OUT.truth.json, the ground truth); traffic: weeks of real-time traffic; "
         "forecast: weeks of both for `simulate --forecast` (docs/synthetic-data.md); openb: a window "
-        "of the Alibaba GPU trace v2023 pod list (solvers/simulation/openb.py)",
+        "of the Alibaba GPU trace v2023 pod list (solvers/generators/openb.py)",
     )
     p.add_argument("csv", nargs="?", help="pollux: the workload CSV; openb: the pod list CSV")
     p.add_argument("--out", required=True, help="the JSONL file to write")

@@ -1,6 +1,6 @@
 """The node agent's pure core: what to bind and release on one node, from decisions and commits.
 
-No I/O and no clock, so every rule is unit-testable and replayable; `gpualloc.agent.node.kafka_loop` wraps it
+No I/O and no clock, so every rule is unit-testable and replayable; `gpualloc.agent.node.node_agent` wraps it
 with Kafka and a binder. GPU indices in events are pool-global; this node owns
 [first_gpu, first_gpu + gpus) and its local device id is the global index minus first_gpu.
 

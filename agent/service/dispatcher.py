@@ -1,6 +1,6 @@
 """One pool's agent logic between the bus and the event interpreter, with no I/O and no clock.
 
-The Kafka shell (`kafka_loop`) hands in raw records and the time; this returns the messages to
+The Kafka shell (`agent_service`) hands in raw records and the time; this returns the messages to
 publish. What an event means is the interpreter's business (`gpualloc.solvers.planner.interpreter`);
 this keeps the bus's: records are decoded and validated here, so a bad one becomes an
 `input.rejected` for the dead-letter topic and never an exception; redeliveries and other pools'
@@ -19,11 +19,10 @@ from typing import Any, Callable
 import orjson
 from pydantic import ValidationError
 
+from gpualloc.agent.bus.topics import Record, Topics, decode
 from gpualloc.agent.service.seen_ids import SeenIds
-from gpualloc.agent.topics import Topics, decode
 from gpualloc.forecasting.jobs import JobForecast
 from gpualloc.schemas.commits import PART_BYTES, split, tentative_plan
-from gpualloc.schemas.config import LIMITS, AgentSettings, ForecastSettings, SolveOptions
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (
     AllocationDecided,
@@ -38,9 +37,12 @@ from gpualloc.schemas.events import (
     envelope,
     parse_event,
 )
+from gpualloc.schemas.limits import LIMITS
+from gpualloc.schemas.settings import AgentSettings, ForecastSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule, batch_spans
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Pool, Rejected
+from gpualloc.solvers.planner.planner import BLOCKER, FULL_MODE, Commit, FullModePlan, Planner
 from gpualloc.solvers.planner.snapshot import READABLE as SNAPSHOT_READABLE
 from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
 from gpualloc.solvers.planner.snapshot import (
@@ -53,7 +55,6 @@ from gpualloc.solvers.planner.snapshot import (
     pack_json,
     unpack,
 )
-from gpualloc.solvers.planner.state import BLOCKER, FULL_MODE, Commit, FullModePlan, Planner
 from gpualloc.solvers.policies import online_policy
 from gpualloc.solvers.problem import Problem
 
@@ -61,17 +62,6 @@ SNAPSHOT_BYTES = 900_000  # a snapshot record's piece of the state: under the br
 # an adopted full-mode schedule in its ledger entry: with the entry's other fields (up to 2,000 input runs,
 # the frontier, the run) under 1 MiB; a schedule that would take more is not adopted
 SCHEDULE_BYTES = 600_000
-
-
-@dataclass(frozen=True)
-class Record:
-    """A consumed message, as the shell passes it in."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: str | None
-    value: bytes | None  # None: a null value (a tombstone), which is dead-lettered
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ killed, and its memory goes with it."""
 from __future__ import annotations
 
 from gpualloc.agent.service.solve_process import SolveProcess
-from gpualloc.schemas.config import FullModeOptions, RollingFullMode, SolveOptions
+from gpualloc.schemas.settings import FullModeOptions, RollingFullMode, SolveOptions
 from gpualloc.solvers.planner.full_mode import not_worth_starting, snapshot, solve_snapshot
-from gpualloc.solvers.planner.state import Planner
+from gpualloc.solvers.planner.planner import Planner
 
 DEADLINE_GRACE_S = 15.0  # past the time limit: starting the process, the warm start, realizing the plan
 

@@ -27,14 +27,15 @@ from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from prometheus_client import CollectorRegistry
 
-from gpualloc.agent import kafka_clients
+from gpualloc.agent.bus import clients
+from gpualloc.agent.bus.admin import ensure_topics
+from gpualloc.agent.bus.history import read_range, reader
+from gpualloc.agent.bus.topics import Record, Topics, decode, encode, partition_of
 from gpualloc.agent.loading import InputError
 from gpualloc.agent.metrics import HealthServer, PoolsCollector
-from gpualloc.agent.service.dispatcher import Record, rejection
-from gpualloc.agent.service.kafka_loop import AgentFenced, AgentService, AgentStats
-from gpualloc.agent.service.recovery import ensure_topics, read_range, reader
-from gpualloc.agent.topics import Topics, decode, encode, partition_of
-from gpualloc.schemas.config import AgentSettings
+from gpualloc.agent.service.agent_service import AgentFenced, AgentService, AgentStats
+from gpualloc.agent.service.dispatcher import rejection
+from gpualloc.schemas.settings import AgentSettings
 
 log = logging.getLogger("gpualloc.agent")
 
@@ -98,7 +99,7 @@ class GroupAgent:
         s = self.settings
         counts = await ensure_topics(self.bootstrap, self.topics, s.partitions, s.retention_ms)
         self._width = _shared_width(counts, self.topics)
-        consumer = kafka_clients.consumer(
+        consumer = clients.consumer(
             bootstrap=self.bootstrap,
             group_id=s.group,
             group_instance_id=s.member,
@@ -109,10 +110,10 @@ class GroupAgent:
             auto_offset_reset="earliest",
             isolation_level="read_committed",
         )
-        producer = kafka_clients.producer(self.bootstrap, enable_idempotence=True, acks="all")
+        producer = clients.producer(self.bootstrap, enable_idempotence=True, acks="all")
         try:
-            await kafka_clients.started(producer, f"group {s.group}: producer")
-            await kafka_clients.started(consumer, f"group {s.group}: consumer")
+            await clients.started(producer, f"group {s.group}: producer")
+            await clients.started(consumer, f"group {s.group}: consumer")
             consumer.subscribe(list(self.topics.inputs), listener=_Handover(self))
             while not stop.is_set():
                 batch = await consumer.getmany(timeout_ms=s.max_wait_ms)
@@ -124,8 +125,8 @@ class GroupAgent:
                 self._reap()
         finally:
             await self.release(list(self.running))
-            await kafka_clients.close(consumer)  # leaves the group (unless static): the others take the pools at once
-            await kafka_clients.close(producer)
+            await clients.close(consumer)  # leaves the group (unless static): the others take the pools at once
+            await clients.close(producer)
 
     # ---- ownership ------------------------------------------------------------------------------
     async def assign(self, partitions: set[int]) -> None:
@@ -183,11 +184,11 @@ class GroupAgent:
         state = counts.get(self.topics.state, 0)
         starts = {TopicPartition(self.topics.state, p): 0 for p in range(state) if state != self._width or p in wanted}
         starts |= {TopicPartition(self.topics.config, p): 0 for p in wanted}
-        history = await kafka_clients.started(reader(self.bootstrap), "group history reader")
+        history = await clients.started(reader(self.bootstrap), "group history reader")
         try:
             records = await read_range(history, starts)
         finally:
-            await kafka_clients.close(history)
+            await clients.close(history)
         for r in records:
             pool = r.key.decode("utf-8", "replace") if r.key is not None else None
             if pool is not None and r.value is not None and _names_pool(r.value, pool):

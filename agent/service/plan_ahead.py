@@ -18,9 +18,9 @@ from datetime import datetime, timedelta
 
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.solve_process import SolveProcess
-from gpualloc.schemas.config import SolveOptions
+from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.planner.state import Planner
+from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.policies import online_policy
 from gpualloc.solvers.problem import Problem
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpualloc.schemas.config import FullModeOptions, SolveOptions
+from gpualloc.schemas.settings import FullModeOptions, SolveOptions
 from gpualloc.solvers.metrics import objective_of, relative_gap
-from gpualloc.solvers.planner.state import FullModePlan, Planner
+from gpualloc.solvers.planner.planner import FullModePlan, Planner
 from gpualloc.solvers.policies import policy
 from gpualloc.solvers.policies.milp.data import SETUP_S_PER_NONZERO, model_size
 from gpualloc.solvers.problem import Problem

@@ -24,10 +24,11 @@ from pydantic import BaseModel
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.forecasting.jobs import SizeError
 from gpualloc.forecasting.traffic import week_minute
-from gpualloc.schemas.config import LIMITS, AgentSettings, ForecastSettings
 from gpualloc.schemas.events import AppRegistered, BindingReported, JobSubmitted, NodeStatus, PoolConfigured
+from gpualloc.schemas.limits import LIMITS
+from gpualloc.schemas.settings import ForecastSettings
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.planner.state import (
+from gpualloc.solvers.planner.planner import (
     FULL_MODE,
     AppSpec,
     Commit,
@@ -107,7 +108,7 @@ class Pool:
     by_arrival: bool = False  # the hot path's order is arrival order (`Planner.by_arrival`)
     step_seconds: float | None = None  # compressed clock; None: the pool's step_minutes
     full_mode_every: int = 0  # steps between full-mode solves (0: never)
-    pending_limit: int = AgentSettings().pending_limit
+    pending_limit: int = LIMITS.pending_events
     forecast: ForecastSettings = ForecastSettings()  # the forecasters' settings, for a pool configured from now on
     planner: Planner | None = None
     origin: datetime | None = None  # time of step 0: when the pool was first configured

@@ -20,12 +20,13 @@ from typing import Any, Callable
 import orjson
 
 from gpualloc.forecasting.forecasters import Forecasters
-from gpualloc.schemas.config import ForecastSettings
 from gpualloc.schemas.features import FEATURES
+from gpualloc.schemas.gpu_runs import gpu_runs, mask_of_runs
+from gpualloc.schemas.settings import ForecastSettings
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.interpreter import Pool
-from gpualloc.solvers.planner.state import AppSpec, JobSpec, Planner, PoolConfig
-from gpualloc.solvers.problem import Problem, gpu_runs, mask_of_runs
+from gpualloc.solvers.planner.planner import AppSpec, JobSpec, Planner, PoolConfig
+from gpualloc.solvers.problem import Problem
 
 # 2: the forecasters' state, the pool's GPU type, jobs' features; 3: apps' held GPUs in hex, the GPUs the
 # current plan holds once per run of steps

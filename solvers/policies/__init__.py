@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpualloc.schemas import Plan
-from gpualloc.schemas.config import SolveOptions
+from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import R3_REALTIME, R4
 from gpualloc.solvers.metrics import compute_metrics

@@ -4,7 +4,7 @@ first-fit with backfill in arrival order). Every report compares against this gr
 
 from __future__ import annotations
 
-from gpualloc.schemas.config import SolveOptions
+from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.policy import Solution
 from gpualloc.solvers.problem import Problem, bits_of, insert_in_order

@@ -13,7 +13,7 @@ one pass: no local search, no repairs. The heuristic must beat it by its own sea
 
 from __future__ import annotations
 
-from gpualloc.schemas.config import SolveOptions
+from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves

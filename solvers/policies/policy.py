@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Mapping
 
-from gpualloc.schemas.config import SolveOptions
+from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Grid, Schedule
 from gpualloc.solvers.legality import Violation, check_plan
 from gpualloc.solvers.problem import Problem

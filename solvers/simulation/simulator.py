@@ -28,12 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from gpualloc.schemas.config import ForecastSettings, RollingFullMode, SimulationSettings, SolveOptions
 from gpualloc.schemas.features import FEATURES
+from gpualloc.schemas.settings import ForecastSettings, RollingFullMode, SimulationSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.full_mode import FullModeRun, run_snapshot, snapshot
 from gpualloc.solvers.planner.interpreter import Decided, Ended, Event, Failed, Pool, Rejected
-from gpualloc.solvers.planner.state import FULL_MODE, Commit, Decision, Planner, PoolConfig
+from gpualloc.solvers.planner.planner import FULL_MODE, Commit, Decision, Planner, PoolConfig
 from gpualloc.solvers.policies import OnlinePolicy, online_policy
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from gpualloc.schemas.config import SolveOptions
+from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
 from gpualloc.solvers.policies.heuristic.layouts import Layout, layouts

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from gpualloc.schemas.config import SolveOptions
+from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.policies.policy import Solution
 from gpualloc.solvers.problem import Problem

@@ -18,7 +18,7 @@ import time
 
 import pyomo.environ as pyo
 
-from gpualloc.schemas.config import FullModeOptions
+from gpualloc.schemas.settings import FullModeOptions
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of

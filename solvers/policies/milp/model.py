@@ -34,7 +34,7 @@ from typing import get_args
 import pyomo.environ as pyo
 from pyomo.common.log import LoggingIntercept
 
-from gpualloc.schemas.config import FullModeOptions
+from gpualloc.schemas.settings import FullModeOptions
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of, relative_gap

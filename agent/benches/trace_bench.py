@@ -1,0 +1,264 @@
+"""`gpualloc bench --traces`: FIFO against the heuristic, with and without the starvation bound,
+over whole traces nobody tuned for: the eight Pollux workloads (bundled in
+benchmarks/traces/pollux) and the bundled week, each on a pool sized so that the work offered is
+`load` times what the pool can serve over the trace's span (jobs' GPU-steps over GPUs x steps
+from step 0 to the last arrival). Every run goes until its jobs finish (the simulator's
+whole-trace mode), so every submitted job is counted."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any, Callable
+
+from gpualloc.agent.traces import pollux_trace, read_trace
+from gpualloc.benchmarks import DATA_DIR
+from gpualloc.schemas.events import parse_event
+from gpualloc.solvers.planner.interpreter import Event, Pool
+from gpualloc.solvers.simulation.report import JobOutcomes, executed_violations, outcomes, whole_run, window_gaps
+from gpualloc.solvers.simulation.simulator import SimOptions, simulate
+
+POLLUX = DATA_DIR / "traces" / "pollux"
+WEEK = DATA_DIR / "traces" / "week-64gpu-1000jobs.jsonl"
+OPENB = DATA_DIR / "traces" / "openb-2days.jsonl"  # gpualloc trace openb (solvers/generators/openb.py)
+NODE = 8
+
+
+@dataclass
+class TraceRow:
+    trace: str
+    gpus: int
+    load: float  # offered work over the pool's capacity through the last arrival
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> figures
+
+
+def offered(events: list, gpus: int) -> float:
+    """Jobs' GPU-steps (actual durations) over `gpus` x the steps up to the last arrival."""
+    start, config = next((env, p) for env, p in events if env.type == "pool.configured")
+    clock = Pool()  # the trace's steps as every run's interpreter reads them
+    clock.apply([Event(start.type, config, start.occurred_at)], start.occurred_at)
+    work, last = 0, 1
+    for env, p in events:
+        if env.type == "job.submitted":
+            work += p.gpus * (p.actual_duration or p.duration)
+            last = max(last, clock.step_at(env.occurred_at) + 1)
+    return work / (gpus * last)
+
+
+def sized(events: list, load: float) -> tuple[list, int]:
+    """`events` on a pool of whole nodes whose offered load is closest to `load` (at least one
+    node, and at least the largest job)."""
+    biggest = max(p.gpus for env, p in events if env.type == "job.submitted")
+    at_one = offered(events, 1)
+    gpus = max(NODE, biggest, NODE * round(at_one / load / NODE))
+    return [
+        (env, p.model_copy(update={"gpus": gpus, "gpus_per_node": NODE}) if env.type == "pool.configured" else p)
+        for env, p in events
+    ], gpus
+
+
+def traces(include_week: bool, include_openb: bool = False) -> list[tuple[str, list]]:
+    out = [
+        (f"pollux-{p.stem.split('-')[1]}", [parse_event(e) for e in pollux_trace(p)])
+        for p in sorted(POLLUX.glob("workload-*.csv"))
+    ]
+    if include_openb:
+        out.append(("openb-2days", read_trace(OPENB)))
+    if include_week:
+        out.append(("week-1000jobs", read_trace(WEEK)))
+    return out
+
+
+def default_bound(events: list) -> int | None:
+    """The starvation bound (steps) the trace's pool gets when it gives none: the contract's
+    default in minutes over its step."""
+    return next(p for env, p in events if env.type == "pool.configured").starvation_bound
+
+
+def figures(sim, label: str, gaps: bool = False) -> dict[str, Any]:
+    """A run's whole-trace figures; with `gaps`, also its committed windows' gap to the capacity
+    bound (`report.window_gaps`: legal plans only, so not FIFO's, which is exempt from floors)."""
+    run = sim.runs[label]
+    whole = whole_run(sim, run)
+    o: JobOutcomes = outcomes(sim, run)
+    gap = window_gaps(run) if gaps else {}
+    return {
+        "value": whole.value,
+        "timely_value": whole.timely_value,
+        "utilization": whole.utilization,
+        "shortfall": whole.realtime_shortfall,
+        "window_gap_p50": gap.get("p50"),
+        "window_gap_max": gap.get("max"),
+        "completed": o.completed,
+        "never_started": o.never_started,
+        "submitted": o.submitted,
+        "queue_p50": o.queue_steps.get("p50"),
+        "queue_p99": o.queue_steps.get("p99"),
+        "queue_max": o.queue_steps.get("max"),
+        "jct_p99": o.completion_steps.get("p99"),
+        "fairness": o.slowdown_fairness,
+        "steps": len(run.commits),
+        "legal": not executed_violations(sim, run),
+    }
+
+
+def run_trace_bench(
+    load: float = 1.25,
+    bounds: tuple[int, ...] = (48, 24, 12),
+    include_week: bool = False,
+    progress: Callable[[str, int, int], None] | None = None,
+    names: set[str] | None = None,
+    include_openb: bool = False,
+) -> list[TraceRow]:
+    """Each trace (those of `names`, when given) on its sized pool: FIFO, the heuristic, and the
+    heuristic with each starvation bound of `bounds`."""
+    rows = []
+    chosen = [(name, events) for name, events in traces(include_week, include_openb) if names is None or name in names]
+    for k, (name, events) in enumerate(chosen):
+        if progress is not None:
+            progress(name, k, len(chosen))
+        events, gpus = sized(events, load)
+        row = TraceRow(name, gpus, round(offered(events, gpus), 3))
+        base = simulate(events, SimOptions(policies=("fifo", "heuristic"), starvation_steps=0))
+        row.runs["fifo"], row.runs["heuristic"] = figures(base, "fifo"), figures(base, "heuristic", gaps=True)
+        default = simulate(events, SimOptions(policies=("heuristic",)))
+        row.runs["heuristic default"] = {**figures(default, "heuristic", gaps=True), "bound": default_bound(events)}
+        for bound in bounds:
+            sim = simulate(events, SimOptions(policies=("heuristic",), starvation_steps=bound))
+            row.runs[f"heuristic B={bound}"] = {**figures(sim, "heuristic"), "bound": bound}
+        rows.append(row)
+    if progress is not None:
+        progress("traces", len(chosen), len(chosen))
+    return rows
+
+
+def table(rows: list[TraceRow]) -> str:
+    head = (
+        f"{'trace':<14} {'GPUs':>4} {'load':>5}  {'policy':<17} {'done':>5} {'never':>5} {'value':>9} "
+        f"{'timely':>9} {'util':>6} {'wait p50':>8} {'wait p99':>8} {'max':>5} {'fair':>6} {'gap p50':>7} {'max':>6}"
+    )
+    lines = [head, "-" * len(head)]
+    for row in rows:
+        for label, f in row.runs.items():
+            lines.append(
+                f"{row.trace:<14} {row.gpus:>4} {row.load:>5.2f}  {label:<17} {f['completed']:>5} "
+                f"{f['never_started']:>5} {f['value']:>9.0f} {f['timely_value']:>9.0f} "
+                f"{f['utilization']:>6.1%} {f['queue_p50']:>8} "
+                f"{f['queue_p99']:>8} {f['queue_max']:>5} {f['fairness'] or 0:>6.3f} "
+                f"{_share(f.get('window_gap_p50')):>7} {_share(f.get('window_gap_max')):>6}"
+                + ("" if f["legal"] else "  ILLEGAL")
+            )
+    lines.append(
+        "gap: the committed windows' gap to the capacity bound, every 6th step (an upper limit on how far "
+        "from optimal they were)"
+    )
+    lines.append("")
+    for p in tradeoff(rows):
+        kept = "-" if p["gain_kept_median"] is None else f"{p['gain_kept_median']:.0%} (least {p['gain_kept_min']:.0%})"
+        within = (
+            "" if p["p99_within_bound"] is None else f", p99 within FIFO's plus the bound on {p['p99_within_bound']}"
+        )
+        if p["window_gap_p50_median"] is not None:
+            within += (
+                f"; committed windows within {p['window_gap_p50_median']:.1%} of the capacity bound "
+                f"(median of the traces' p50), {p['window_gap_max']:.1%} at worst"
+            )
+        lines.append(
+            f"{p['label']:<18} keeps {kept} of the timely-value gain over FIFO (median), p99 wait "
+            f"{p['p99_over_fifo_mean']:+.1f} steps over FIFO's (mean); of {p['traces']} traces, completes as "
+            f"many jobs as FIFO on {p['completes_as_many']}, as much timely value on {p['worth_as_much']}{within}"
+        )
+    return "\n".join(lines)
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def as_dict(rows: list[TraceRow]) -> dict[str, Any]:
+    return {
+        "traces": [{"trace": r.trace, "gpus": r.gpus, "load": r.load, "runs": r.runs} for r in rows],
+        "tradeoff": tradeoff(rows),
+    }
+
+
+def tradeoff(rows: list[TraceRow]) -> list[dict[str, Any]]:
+    """Per heuristic run (no bound, the default, then each B): over the traces, the median and
+    the least share of the heuristic's timely-value gain over FIFO it keeps, the mean p99 wait
+    beside FIFO's, and on how many traces it completes as many jobs as FIFO, is worth as much,
+    and (with a bound) keeps its p99 wait within FIFO's plus the bound: the issue's targets."""
+    out = []
+    labels = [label for label in rows[0].runs if label != "fifo"] if rows else []
+    for label in labels:
+        kept, p99, done, worth, within = [], [], 0, 0, 0
+        for row in rows:
+            fifo, free, run = row.runs["fifo"], row.runs["heuristic"], row.runs[label]
+            gain = free["timely_value"] - fifo["timely_value"]
+            if gain > 0:
+                kept.append((run["timely_value"] - fifo["timely_value"]) / gain)
+            p99.append(run["queue_p99"] - fifo["queue_p99"])
+            done += run["completed"] >= fifo["completed"]
+            worth += run["timely_value"] >= fifo["timely_value"]
+            bound = run.get("bound")
+            within += bound is not None and run["queue_p99"] <= fifo["queue_p99"] + bound
+        bounded = any(row.runs[label].get("bound") is not None for row in rows)
+        gap_p50, gap_max = (
+            [g for row in rows if (g := row.runs[label].get(key)) is not None]
+            for key in ("window_gap_p50", "window_gap_max")
+        )
+        out.append(
+            {
+                "label": label,
+                "gain_kept_median": round(statistics.median(kept), 3) if kept else None,
+                "window_gap_p50_median": round(statistics.median(gap_p50), 4) if gap_p50 else None,
+                "window_gap_max": max(gap_max) if gap_max else None,
+                "gain_kept_min": round(min(kept), 3) if kept else None,
+                "p99_over_fifo_mean": round(statistics.fmean(p99), 2),
+                "completes_as_many": done,
+                "worth_as_much": worth,
+                "p99_within_bound": within if bounded else None,
+                "traces": len(rows),
+            }
+        )
+    return out
+
+
+def chart(rows: list[TraceRow]) -> str:
+    """SVG: x the mean p99 wait over FIFO's (steps), y the median share of the value gain kept,
+    one point per bound."""
+    points = [p for p in tradeoff(rows) if p["gain_kept_median"] is not None]
+    width, height, pad, room = 760, 320, 50, 260  # room: the labels right of the points
+    xs = [p["p99_over_fifo_mean"] for p in points] or [0.0]
+    lo, hi = min(0.0, *xs), max(1.0, *xs)
+    x = lambda v: pad + (v - lo) / (hi - lo) * (width - 2 * pad - room)  # noqa: E731
+    y = lambda v: height - pad - max(0.0, min(1.1, v)) / 1.1 * (height - 2 * pad)  # noqa: E731
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+        'font-size="11">',
+        '<rect width="100%" height="100%" fill="white"/>',
+        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#333"/>',
+        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#333"/>',
+        f'<text x="{width / 2 - 110}" y="{height - 12}">mean p99 queueing delay over FIFO (steps)</text>',
+        f'<text x="8" y="{pad - 12}">median share of the heuristic\'s timely-value gain over FIFO kept</text>',
+        f'<line x1="{pad}" y1="{y(0.8):.1f}" x2="{width - pad}" y2="{y(0.8):.1f}" stroke="#c33" '
+        'stroke-dasharray="4 3"/>',
+        f'<text x="{width - pad - 60}" y="{y(0.8) - 4:.1f}" fill="#c33">80% kept</text>',
+        f'<text x="{pad}" y="{height - pad + 14}">{lo:g}</text>',
+        f'<text x="{x(hi) - 10:.1f}" y="{height - pad + 14}">{hi:g}</text>',
+        f'<text x="{pad - 30}" y="{y(1.0) + 4:.1f}">100%</text>',
+        f'<text x="{pad - 22}" y="{y(0.0) + 4:.1f}">0%</text>',
+    ]
+    seen: dict[tuple[int, int], int] = {}  # points on the same spot: their labels one under another
+    for p in points:
+        cx, cy = x(p["p99_over_fifo_mean"]), y(p["gain_kept_median"])
+        spot = (round(cx), round(cy))
+        below = 14 * seen.get(spot, 0)
+        seen[spot] = seen.get(spot, 0) + 1
+        out.append(
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="#2a6fb0"/>'
+            f'<text x="{cx + 8:.1f}" y="{cy + 4 + below:.1f}">{escape(p["label"].replace("heuristic", "").strip() or "no bound")}'
+            f" ({p['completes_as_many']}/{p['traces']} complete as many as FIFO)</text>"
+        )
+    out.append("</svg>")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,304 @@
+"""`gpualloc audit`: replay a pool's ledger from its first transaction through the planner core
+and check that every published decision and commit is reproduced exactly and every committed
+step is legal. Holds across agent restarts: the ledger records each transaction's inputs in the
+order they were used, its commits and the adopted full-mode plans."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+
+from gpualloc.agent.bus import clients
+from gpualloc.agent.bus.admin import partition_counts
+from gpualloc.agent.bus.history import partitions, read_history, read_range, reader
+from gpualloc.agent.bus.topics import Topics, decode
+from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.solvers.grid import to_grid
+from gpualloc.solvers.legality import check_plan, online_violations
+from gpualloc.solvers.planner.interpreter import Pool
+
+STALLED_AFTER_S = 300.0  # inputs waiting past the ledger this long: the pool's agent publishes nothing
+AUDITED = ("allocation.decided", "plan.committed", "input.rejected", "job.failed")
+VOLATILE = ("latency_ms",)  # measured by the shell at publish time, not decided
+
+
+@dataclass
+class Bounds:
+    """Steps to report on: [first, last], each a step number or a time (None: open)."""
+
+    first: int | datetime | None = None
+    last: int | datetime | None = None
+
+    def holds(self, step: int, step_at) -> bool:
+        lo = step_at(self.first) if isinstance(self.first, datetime) else self.first
+        hi = step_at(self.last) if isinstance(self.last, datetime) else self.last
+        return (lo is None or step >= lo) and (hi is None or step <= hi)
+
+
+@dataclass
+class AuditResult:
+    pool: str
+    transactions: int = 0
+    decisions: int = 0  # reproduced, within the bounds
+    commits: int = 0
+    mismatches: list[str] = field(default_factory=list)
+    illegal: list[str] = field(default_factory=list)
+    waiting: int = 0  # the pool's input records on the bus past the ledger's frontier
+    waited_s: float = 0.0  # how long the oldest of them has been on the bus
+
+    @property
+    def stalled(self) -> bool:
+        """Inputs on the bus and no transaction of the pool's agent, or none for the oldest of
+        them for `STALLED_AFTER_S`: it publishes nothing (or no longer does)."""
+        return self.waiting > 0 and (not self.transactions or self.waited_s > STALLED_AFTER_S)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches and not self.illegal and not self.stalled
+
+    def lines(self, shown: int = 20) -> list[str]:
+        out = [f"mismatch: {m}" for m in self.mismatches[:shown]]
+        out += [f"illegal: {v}" for v in self.illegal[:shown]]
+        problems = len(self.mismatches) + len(self.illegal)
+        if problems > 2 * shown:
+            out.append(f"... {problems - len(out)} more")
+        if self.stalled:
+            out.append(
+                stalled_line(self.pool, self.waiting)
+                if not self.transactions
+                else f"pool {self.pool!r}: {self.waiting:,} inputs on the bus past its ledger, the oldest "
+                f"{self.waited_s:,.0f} s old: its agent publishes nothing"
+            )
+        out.append(
+            f"audit {self.pool}: {self.decisions} decisions, {self.commits} commits reproduced; {problems} mismatches"
+        )
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "pool": self.pool,
+            "transactions": self.transactions,
+            "decisions": self.decisions,
+            "commits": self.commits,
+            "mismatches": self.mismatches,
+            "illegal": self.illegal,
+            "waiting": self.waiting,
+            "waited_s": round(self.waited_s, 3),
+            "stalled": self.stalled,
+            "ok": self.ok,
+        }
+
+
+def stalled_line(pool: str, waiting: int) -> str:
+    return f"pool {pool!r}: {waiting:,} inputs on the bus, no commit or decision published"
+
+
+def pool_inputs(records, pool: str) -> list:
+    """The input `records` that are `pool`'s (by the pool their envelope names)."""
+    out = []
+    for r in records:
+        try:
+            message = decode(r.value) if r.value is not None else None
+        except ValueError:
+            continue
+        if isinstance(message, dict) and message.get("pool", "default") == pool:
+            out.append(r)
+    return out
+
+
+async def waiting_inputs(bootstrap: str, topics: Topics, pool: str) -> int:
+    """The pool's input records on the bus (for a pool whose agent has recorded no transaction:
+    all of them are waiting)."""
+    counts = await partition_counts(bootstrap, list(topics.inputs))
+    consumer = await clients.started(reader(bootstrap), "inputs reader")
+    try:
+        return len(
+            pool_inputs(
+                await read_range(consumer, {tp: 0 for name in topics.inputs for tp in partitions(counts, name)}), pool
+            )
+        )
+    finally:
+        await consumer.stop()
+
+
+def _comparable(message: dict[str, Any]) -> dict[str, Any]:
+    """A message as compared: without volatile fields, and a null field as one absent (so the
+    messages of a release before that field was added still match)."""
+    payload = {k: v for k, v in message.get("payload", {}).items() if k not in VOLATILE and v is not None}
+    return {**message, "payload": payload}
+
+
+async def published(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[str, int], pool: str) -> dict[str, dict]:
+    """The pool's published outputs by event id (committed transactions only)."""
+    starts = {
+        tp: 0
+        for name in (topics.decisions, topics.commits, topics.deadletter, topics.jobs)
+        for tp in partitions(counts, name)
+    }
+    out: dict[str, dict] = {}
+    for r in await read_range(consumer, starts):
+        try:
+            message = decode(r.value) if r.value is not None else None
+        except ValueError:
+            continue
+        if (
+            isinstance(message, dict)
+            and message.get("pool") == pool
+            and message.get("type") in AUDITED
+            and topics.of_type(message["type"]) == r.topic
+        ):  # not an input that merely names an output's type
+            source = (message.get("payload") or {}).get("source")
+            if message["type"] == "job.failed" and source != "agent":
+                continue  # a node agent's notice
+            if message["type"] == "input.rejected" and source is not None:
+                continue  # a shared group's member found no pool to read it
+            out[message["event_id"]] = message
+    return out
+
+
+async def audit(bootstrap: str, topics: Topics, pool: str, bounds: Bounds = Bounds()) -> AuditResult:
+    """The ledger is read before the outputs, so every output of an audited transaction is read
+    too; outputs of transactions after it (an agent still running) are told apart by `_after`."""
+    names = [topics.state, topics.ledger, *topics.inputs, topics.decisions, topics.commits, topics.deadletter]
+    counts = await partition_counts(bootstrap, names)
+    consumer = await clients.started(reader(bootstrap), "audit reader")
+    try:
+        history = await read_history(consumer, topics, counts, pool, use_snapshot=False)
+        recorded = await published(consumer, topics, counts, pool)
+        frontier = history.entries[-1].frontier if history.entries else {}
+        later = await read_range(
+            consumer,
+            {
+                tp: frontier.get(f"{tp.topic}:{tp.partition}", 0)
+                for name in topics.inputs
+                for tp in partitions(counts, name)
+            },
+        )
+    finally:
+        await consumer.stop()
+    result = compare(pool, topics, history, recorded, bounds, _event_ids(later))
+    waiting = pool_inputs(later, pool)
+    result.waiting = len(waiting)
+    if waiting:
+        result.waited_s = time.time() - min(r.timestamp for r in waiting) / 1000
+    return result
+
+
+def compare(
+    pool: str,
+    topics: Topics,
+    history,
+    recorded: dict[str, dict],
+    bounds: Bounds = Bounds(),
+    later: set[str] = frozenset(),
+) -> AuditResult:
+    """Replay `history` (the whole ledger) and hold what it makes against `recorded`; `later`:
+    ids of the input events after the ledger's frontier (what a running agent took since)."""
+    result = AuditResult(pool, transactions=len(history.entries))
+    commits, down = [], []
+
+    def seen(commit) -> None:
+        commits.append(commit)
+        down.append(d.planner.down)
+        if bounds.holds(commit.step, d.interpreter.step_at):
+            for v in check_plan(commit.window, to_grid(commit.window, commit.schedule)):
+                result.illegal.append(f"step {commit.step}: {v}")
+
+    d = Dispatcher(pool, topics, Pool(), on_commit=seen)
+    reproduced: set[str] = set()
+    for entry in history.entries:
+        step = d.planner.now if d.planner else 0
+        try:
+            outputs = d.replay(entry, history.record_at)
+        except LookupError as e:
+            result.mismatches.append(f"transaction {entry.txn}: {e}")
+            break
+        for o in outputs:
+            m = o.message
+            event_id, kind = m["event_id"], m["type"]
+            at = m["payload"]["step"] if kind == "plan.committed" else step
+            within = d.planner is None or bounds.holds(at, d.interpreter.step_at)
+            theirs = recorded.get(event_id)
+            reproduced.add(event_id)
+            if theirs is None:
+                if within:
+                    result.mismatches.append(
+                        f"{kind} {event_id} (transaction {entry.txn}): made by the replay, never published"
+                    )
+            elif _comparable(theirs) != _comparable(m):
+                if within:
+                    result.mismatches.append(
+                        f"{kind} {event_id} (transaction {entry.txn}): "
+                        f"{_difference(_comparable(theirs), _comparable(m))}"
+                    )
+            elif within:
+                result.decisions += kind == "allocation.decided"
+                result.commits += kind == "plan.committed" and m["payload"].get("part", 1) == 1  # one a commit
+    for event_id, m in recorded.items():
+        if event_id not in reproduced and not _after(m, d, later):
+            result.mismatches.append(f"{m['type']} {event_id}: published, but the ledger's replay does not make it")
+    if d.planner is not None:
+        apps = d.planner.apps
+        limits = {
+            a: (
+                s.min_gpus,
+                d.planner.config.gpus if s.max_gpus is None else s.max_gpus,
+                d.planner.config.swap_cap if s.swap_cap is None else s.swap_cap,
+            )
+            for a, s in apps.items()
+        }
+        visible = [c for c in commits if bounds.holds(c.step, d.interpreter.step_at)]
+        down_at = [0] * (max((c.step for c in commits), default=0) + 1)
+        restarts: dict[str, list[int]] = {}
+        for c, mask in zip(commits, down):
+            down_at[c.step] = mask
+            for job_id in c.started:  # a job started again after failing is a fresh start
+                restarts.setdefault(job_id, []).append(c.step)
+        result.illegal += online_violations(
+            visible, limits, set(apps), down_at, restarts, node_size=d.planner.config.node_size
+        )
+    return result
+
+
+def _event_ids(records) -> set[str]:
+    out = set()
+    for r in records:
+        try:
+            out.add(decode(r.value)["event_id"])
+        except (ValueError, TypeError, KeyError):
+            continue
+    return out
+
+
+def _after(message: dict[str, Any], d: Dispatcher, later: set[str]) -> bool:
+    """Was `message` published by a transaction after the audited ledger (an agent still running
+    while the audit reads)? Its cause lies beyond what the replay consumed or committed."""
+    p, kind = message.get("payload") or {}, message.get("type")
+    if kind == "plan.committed":
+        return p.get("seq", 0) > d.seq
+    if kind == "allocation.decided":
+        return p.get("input_event_id") in later
+    if kind == "input.rejected":
+        return p.get("offset", 0) >= d.frontier.get(f"{p.get('topic')}:{p.get('partition')}", 0)
+    if kind == "job.failed":
+        step = message.get("event_id", "").rsplit(":", 1)[-1]
+        return d.planner is None or not step.isdigit() or int(step) >= d.planner.now
+    return False
+
+
+def _difference(theirs: dict, ours: dict) -> str:
+    for key in sorted(set(theirs) | set(ours)):
+        if theirs.get(key) != ours.get(key):
+            if isinstance(theirs.get(key), dict) and isinstance(ours.get(key), dict):
+                return f"{key}.{_difference(theirs[key], ours[key])}"
+            return f"{key}: published {_short(theirs.get(key))}, replayed {_short(ours.get(key))}"
+    return "differs"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,439 @@
+"""`gpualloc status`: the live pool, read back from the bus as a restarted agent would.
+
+The state is the pool's latest snapshot and the ledger's transactions after it, replayed through
+the planner core (`recovery.read_history` and `rebuild`), so it is exact as of the last committed
+transaction, whatever process asks. From it: the latest commit's plan summed up by groups of
+nodes (how many of their GPUs are taken at each step ahead, and by how many holders now; at most
+`GROUPS` rows, whatever the pool's size), and on request a per-GPU Gantt of a range of GPUs;
+the running jobs, the queue with where the latest commit's plan puts each job (its promised start
+and GPUs and who holds them first, or why it has none: read from the commit, not planned again,
+so it costs the plan's size and never a solve), the apps' demand against what they hold, and the
+nodes: up, drained or down, with their node agents' last reports. `view` is pure (a dict, also
+the `--json` output, bounded by the pool's jobs and nodes, never by GPUs x steps); `lines`
+renders it, listing the first `SHOWN` jobs and reports.
+"""
+
+from __future__ import annotations
+
+import string
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from aiokafka import TopicPartition
+
+from gpualloc.agent.bus import clients
+from gpualloc.agent.bus.admin import partition_counts
+from gpualloc.agent.bus.history import partitions, read_history, read_range, reader
+from gpualloc.agent.bus.topics import Topics, decode
+from gpualloc.agent.metrics import gpu_states
+from gpualloc.agent.operator.audit import STALLED_AFTER_S
+from gpualloc.agent.operator.tail import span
+from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.agent.service.recovery import rebuild
+from gpualloc.schemas.commits import latest
+from gpualloc.solvers.planner.interpreter import Pool
+from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.snapshot import SnapshotError
+from gpualloc.solvers.problem import bits_of
+
+TAIL = 500  # records read back per partition of the commits and bindings topics
+SYMBOLS = string.ascii_lowercase + string.ascii_uppercase + string.digits  # one per holder in the Gantt
+GROUPS = 64  # rows of the plan's summary at most: nodes are grouped to fit
+SHOWN = 20  # running jobs, queued jobs and node reports listed in the text (`--json` has all)
+
+
+async def read_status(
+    bootstrap: str, topics: Topics, pool: str, width: int = 48, gpu_range: tuple[int, int] | None = None
+) -> dict[str, Any] | None:
+    """The pool's `view` from the bus (`width` steps of the plan, the Gantt of GPUs [from, to)
+    `gpu_range` when given); None when the ledger has never seen the pool."""
+    names = [topics.state, topics.ledger, *topics.inputs, topics.commits]
+    counts = await partition_counts(bootstrap, names)
+    consumer = await clients.started(reader(bootstrap), "status reader")
+    try:
+        history = await read_history(consumer, topics, counts, pool)
+        dispatcher = Dispatcher(pool, topics, Pool())
+        try:
+            rebuild(dispatcher, history)
+        except SnapshotError:  # written by another release: replay the whole ledger instead
+            history = await read_history(consumer, topics, counts, pool, use_snapshot=False)
+            dispatcher = Dispatcher(pool, topics, Pool())
+            rebuild(dispatcher, history)
+        tails = await _tails(
+            consumer, [tp for name in (topics.commits, topics.bindings) for tp in partitions(counts, name)]
+        )
+        inputs = [tp for name in topics.inputs for tp in partitions(counts, name)]
+        ends = await consumer.end_offsets(inputs) if inputs else {}
+    finally:
+        await consumer.stop()
+    if dispatcher.planner is None:
+        return None
+    # records past the ledger's frontier, and how long ago its last pass was: a pool whose agent
+    # has stopped publishing (the frontier moves over other pools' records on a shared partition)
+    waiting = sum(max(0, end - dispatcher.frontier.get(f"{tp.topic}:{tp.partition}", 0)) for tp, end in ends.items())
+    last_pass = history.entries[-1].now if history.entries else None
+    idle_s = (datetime.now(last_pass.tzinfo) - last_pass).total_seconds() if last_pass is not None else None
+    messages = [m for m in tails if m.get("pool", "default") == pool]
+    # the commit of the rebuilt state (the tail, read after the ledger, may hold later ones)
+    commit = latest(
+        m["payload"]
+        for m in messages
+        if m.get("type") == "plan.committed" and m["payload"].get("seq", 0) <= dispatcher.seq
+    )
+    reports = [m for m in messages if m.get("type") == "binding.reported"]
+    out = view(pool, dispatcher.planner, commit, reports, dispatcher.interpreter.origin, width, gpu_range)
+    out["waiting"] = waiting
+    out["stalled"] = bool(waiting) and idle_s is not None and idle_s > STALLED_AFTER_S
+    return out
+
+
+async def _tails(consumer, tps: list[TopicPartition]) -> list[dict[str, Any]]:
+    """The last TAIL committed messages of each partition, decoded (unreadable ones skipped)."""
+    if not tps:
+        return []
+    ends = await consumer.end_offsets(tps)
+    out = []
+    for r in await read_range(consumer, {tp: max(0, ends[tp] - TAIL) for tp in tps}):
+        try:
+            message = decode(r.value) if r.value is not None else None
+        except ValueError:
+            continue
+        if isinstance(message, dict):
+            out.append(message)
+    return out
+
+
+def view(
+    pool: str,
+    planner: Planner,
+    commit: dict[str, Any] | None,
+    reports: list[dict[str, Any]],
+    origin: datetime | None = None,
+    width: int = 48,
+    gpu_range: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """The status of a pool (plain JSON data): `commit` is the latest whole `plan.committed`
+    payload, `reports` the node agents' recent `binding.reported` messages in publication order;
+    the plan's summary over `width` steps, and the per-GPU `detail` of GPUs [from, to) `gpu_range`."""
+    cfg = planner.config
+    assignments = {owner: list(gpus) for owner, gpus in (commit or {}).get("assignments", {}).items()}
+    held = {owner: len(gpus) for owner, gpus in assignments.items()}
+    plan = (commit or {}).get("plan")
+    running = [
+        {
+            "id": job_id,
+            "kind": spec.kind,
+            "priority": spec.priority,
+            "gpus": span(bits_of(mask)),
+            "started": start,
+            "ends": start + spec.duration,
+            "forecast": spec.forecast is not None,
+        }
+        for job_id, (spec, mask, start) in sorted(planner.running.items(), key=lambda kv: (kv[1][2], kv[0]))
+    ]
+    queue = promises(planner, commit)
+    queue.sort(key=lambda q: (q["promised_start"] is None, q["promised_start"] or 0, -q["priority"], q["id"]))
+    apps = []
+    for app_id, app in sorted(planner.apps.items()):
+        demand = planner.window_demand(app_id)
+        now = demand[0] if demand else 0
+        apps.append(
+            {
+                "id": app_id,
+                "priority": app.priority,
+                "min_gpus": app.min_gpus,
+                "max_gpus": app.max_gpus,
+                "demand": now,
+                "held": held.get(app_id, 0),
+                "shortfall": max(0, min(now, app.max_gpus or cfg.gpus) - held.get(app_id, 0)),
+                "demand_ahead": demand,
+            }
+        )
+    state_of = {"down": planner.down, "drained": planner.drained}
+    last: dict[int, dict[str, Any]] = {}
+    for m in reports:
+        p = m.get("payload") or {}
+        if isinstance(p.get("node"), int):
+            last[p["node"]] = {"at": m.get("occurred_at"), "job_id": p.get("job_id"), "status": p.get("status")}
+    nodes = []
+    busy = {g for owned in assignments.values() for g in owned}
+    for n in range(cfg.gpus // cfg.node_size):
+        gpus = list(range(n * cfg.node_size, (n + 1) * cfg.node_size))
+        mask = sum(1 << g for g in gpus)
+        state = next((s for s, m in state_of.items() if m & mask), "up")
+        nodes.append(
+            {
+                "node": n,
+                "gpus": span(gpus),
+                "state": state,
+                "busy": len(busy.intersection(gpus)),
+                "last_report": last.get(n),
+            }
+        )
+    return {
+        "pool": pool,
+        "gpus": cfg.gpus,
+        "gpus_per_node": cfg.node_size,
+        "step_minutes": cfg.step_minutes,
+        "now": planner.now,
+        "origin": origin.isoformat() if origin else None,
+        "commit": None
+        if commit is None
+        else {k: commit.get(k) for k in ("step", "seq", "source", "objective", "bound", "step_start", "full_mode")},
+        "usage": gpu_states(assignments, planner.apps, cfg.gpus, planner.down.bit_count()),
+        "plan": summary(plan, cfg.gpus // cfg.node_size, cfg.node_size, width),
+        "detail": None if gpu_range is None or plan is None else clipped(plan, *gpu_range, width),
+        "running": running,
+        "queue": queue,
+        "apps": apps,
+        "nodes": nodes,
+    }
+
+
+def promises(planner: Planner, commit: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Each queued job where the latest (whole) commit's plan puts it: `planned` at its first step
+    there, on its block, with who holds that block before then; else `queued`, with why (no block
+    in the commit's window, or it arrived after the commit, which the next commit plans)."""
+    plan = (commit or {}).get("plan") or {"steps": 0, "holders": {}}
+    step, size = commit["step"] if commit else planner.now, planner.config.node_size
+    on_node: dict[int, list[tuple[str, int, int, int, int]]] = {}  # node -> rectangles over it
+    for holder, rects in plan["holders"].items():
+        for g0, g1, t0, t1 in rects:
+            for n in range(g0 // size, (g1 - 1) // size + 1):
+                on_node.setdefault(n, []).append((holder, g0, g1, t0, t1))
+    priority = (
+        {a: s.priority for a, s in planner.apps.items()}
+        | {j: s.priority for j, s in planner.queued.items()}
+        | {j: s.priority for j, (s, _, _) in planner.running.items()}
+    )
+    out = []
+    for job_id, spec in planner.queued.items():
+        rects, promised, gpus = plan["holders"].get(job_id), None, []
+        if rects:
+            start = min(t0 for _, _, t0, _ in rects)
+            block = [(g0, g1) for g0, g1, t0, _ in rects if t0 == start]
+            before: dict[str, int] = {}
+            for b0, b1 in block:
+                for n in range(b0 // size, (b1 - 1) // size + 1):
+                    for holder, g0, g1, t0, t1 in on_node.get(n, ()):
+                        if holder != job_id and t0 < start and g0 < b1 and b0 < g1:
+                            before[holder] = max(before.get(holder, 0), step + min(t1, start))
+            promised, gpus = step + start, [g for b0, b1 in block for g in range(b0, b1)]
+            held = ", ".join(
+                f"{h} (priority {priority.get(h, 0):g}) until step {until}"
+                for h, until in sorted(before.items(), key=lambda kv: (kv[1], kv[0]))
+            )
+            reason = f"planned at step {promised} on GPUs {span(gpus)}: " + (
+                f"its block is held by {held}" if held else "its block is free until then"
+            )
+        elif commit is not None and spec.submitted <= commit["step"]:
+            reason = (
+                f"no {spec.gpus}-GPU block for {spec.duration} steps in the {plan['steps']}-step window of "
+                f"the latest commit (seq {commit['seq']}): higher-value work and real-time demand fill it"
+            )
+        else:
+            reason = (
+                "arrived after the latest commit: its decision is on the decisions topic (`gpualloc explain "
+                "JOB`), and the next commit plans it"
+            )
+        out.append(
+            {
+                "id": job_id,
+                "kind": spec.kind,
+                "priority": spec.priority,
+                "gpus": spec.gpus,
+                "duration": spec.duration,
+                "submitted": spec.submitted,
+                "forecast": spec.forecast is not None,
+                "action": "planned" if promised is not None else "queued",
+                "promised_start": promised,
+                "promised_gpus": span(gpus),
+                "reason": reason,
+            }
+        )
+    return out
+
+
+def summary(plan: dict[str, Any] | None, nodes: int, node_size: int, width: int) -> dict[str, Any] | None:
+    """The plan by groups of consecutive nodes (at most `GROUPS`; groups alike side by side
+    merged): per group, the GPUs taken at each of the first `width` steps and the holders there now."""
+    if plan is None:
+        return None
+    steps, per = min(width, plan["steps"]), -(-nodes // GROUPS)
+    groups = -(-nodes // per)
+    busy = np.zeros((nodes, steps), dtype=np.int64)
+    now: list[set[str]] = [set() for _ in range(groups)]
+    for holder, rects in plan["holders"].items():
+        for g0, g1, t0, t1 in rects:
+            if t0 >= steps:
+                continue
+            for n in range(g0 // node_size, (g1 - 1) // node_size + 1):
+                busy[n, t0 : min(t1, steps)] += min(g1, (n + 1) * node_size) - max(g0, n * node_size)
+                if t0 == 0:
+                    now[n // per].add(holder)
+    rows: list[dict[str, Any]] = []
+    holders: list[set[str]] = []
+    for k in range(groups):
+        first, last = k * per, min(nodes, (k + 1) * per) - 1
+        taken = busy[first : last + 1].sum(axis=0).tolist()
+        if rows and rows[-1]["busy"] == taken and rows[-1]["gpus_per_group"] == (last - first + 1) * node_size:
+            rows[-1]["nodes"][1] = last
+            holders[-1] |= now[k]
+            continue
+        rows.append({"nodes": [first, last], "gpus_per_group": (last - first + 1) * node_size, "busy": taken})
+        holders.append(set(now[k]))
+    for row, held in zip(rows, holders):
+        row["holders_now"] = len(held)
+    return {"steps": steps, "nodes_per_group": per, "rows": rows}
+
+
+def clipped(plan: dict[str, Any], lo: int, hi: int, width: int) -> dict[str, Any]:
+    """The plan cut to GPUs [lo, hi) and its first `width` steps: `gpus` [lo, hi), `steps`, and
+    each holder's rectangles there."""
+    hi, steps = min(hi, plan["gpus"]), min(width, plan["steps"])
+    holders: dict[str, list[list[int]]] = {}
+    for holder, rects in plan["holders"].items():
+        for g0, g1, t0, t1 in rects:
+            if t0 < steps and g0 < hi and lo < g1:
+                holders.setdefault(holder, []).append([max(g0, lo), min(g1, hi), t0, min(t1, steps)])
+    return {"gpus": [lo, max(lo, hi)], "steps": steps, "holders": holders}
+
+
+def gpu_rows(detail: dict[str, Any]) -> list[list[str | None]]:
+    """The grid (GPU x step) of a `clipped` plan, its first row GPU `detail["gpus"][0]`."""
+    lo, hi = detail["gpus"]
+    rows: list[list[str | None]] = [[None] * detail["steps"] for _ in range(hi - lo)]
+    for holder, rects in detail["holders"].items():
+        for g0, g1, t0, t1 in rects:
+            for g in range(g0, g1):
+                rows[g - lo][t0:t1] = [holder] * (t1 - t0)
+    return rows
+
+
+def summary_lines(plan: dict[str, Any] | None, node_size: int, first_step: int) -> list[str]:
+    """The summary as text: one row per group of nodes, one column a step: '.' no GPU taken,
+    1-9 tenths of the group's GPUs taken, '#' all."""
+    if plan is None:
+        return ["(no commit yet)"]
+    steps = plan["steps"]
+
+    def cell(taken: int, of: int) -> str:
+        return "." if taken == 0 else "#" if taken >= of else str(min(9, max(1, taken * 10 // of)))
+
+    labels = []
+    for r in plan["rows"]:
+        a, b = r["nodes"]
+        labels.append(
+            (f"node {a}" if a == b else f"nodes {a}-{b}") + f" (GPUs {a * node_size}-{(b + 1) * node_size - 1})"
+        )
+    label = max(len(x) for x in labels + ["step"])
+    ruler = "".join(str((first_step + t) % 10) if (first_step + t) % 5 == 0 else " " for t in range(steps))
+    out = [
+        f"{'step':<{label}} |{ruler}|  from step {first_step}"
+        + (f"; {plan['nodes_per_group']} nodes a group" if plan["nodes_per_group"] > 1 else "")
+    ]
+    for text, r in zip(labels, plan["rows"]):
+        row = "".join(cell(t, r["gpus_per_group"]) for t in r["busy"])
+        out.append(f"{text:<{label}} |{row}|  holders now: {r['holders_now']}")
+    out.append("GPUs taken a group: . none, 1-9 tenths, # all (`--gpus A-B`: who holds them)")
+    return out
+
+
+def gantt(grid: list[list[str | None]], first_step: int, width: int = 48, first_gpu: int = 0) -> list[str]:
+    """The grid (GPU x step, its first row GPU `first_gpu`) as text: one row per run of GPUs with
+    the same plan, one column a step (the first `width`), a symbol per holder ('.' idle), and the
+    legend."""
+    if not grid:
+        return ["(no commit yet)"]
+    steps = min(width, len(grid[0]))
+    owners = sorted({o for row in grid for o in row[:steps] if o is not None})
+    symbol = {o: SYMBOLS[k] if k < len(SYMBOLS) else "#" for k, o in enumerate(owners)}
+    rows: list[tuple[int, int, str]] = []
+    for g, row in enumerate(grid, first_gpu):
+        text = "".join("." if o is None else symbol[o] for o in row[:steps])
+        if rows and rows[-1][2] == text:
+            rows[-1] = (rows[-1][0], g, text)
+        else:
+            rows.append((g, g, text))
+    label = max(len(f"GPUs {a}-{b}") for a, b, _ in rows)
+    ruler = "".join(str((first_step + t) % 10) if (first_step + t) % 5 == 0 else " " for t in range(steps))
+    out = [f"{'step':<{label}} |{ruler}|  from step {first_step}"]
+    out += [f"{(f'GPU {a}' if a == b else f'GPUs {a}-{b}'):<{label}} |{text}|" for a, b, text in rows]
+    legend = ", ".join(f"{symbol[o]}={o}" for o in owners[: len(SYMBOLS)])
+    more = len(owners) - len(SYMBOLS)
+    out.append("legend: " + (legend or "all idle") + (f", #={more} more" if more > 0 else ""))
+    return out
+
+
+def lines(status: dict[str, Any]) -> list[str]:
+    """`gpualloc status` as text."""
+    c, u = status["commit"], status["usage"]
+    head = (
+        f"pool {status['pool']}: {status['gpus']} GPUs ({status['gpus_per_node']} a node), step {status['now']}"
+        f" of {status['step_minutes']} min"
+    )
+    if c:
+        head += f"; last commit step {c['step']} seq {c['seq']} ({c['source']}, objective {c['objective']:.2f})"
+    out = [head, f"GPUs: {u['batch']} batch, {u['realtime']} real-time, {u['idle']} idle, {u['down']} down", ""]
+    if status.get("stalled"):
+        out.insert(
+            1,
+            f"stalled: {status['waiting']:,} input records past its ledger, whose last pass is over "
+            f"{STALLED_AFTER_S:.0f} s old: its agent publishes nothing",
+        )
+    if c and c.get("full_mode"):  # what became of full mode at this commit (adopted, not better, skipped and why)
+        out.insert(1, f"full mode: {c['full_mode']}")
+    first_step = c["step"] if c else status["now"]
+    out += summary_lines(status["plan"], status["gpus_per_node"], first_step)
+    if status.get("detail"):
+        out += [""] + gantt(gpu_rows(status["detail"]), first_step, first_gpu=status["detail"]["gpus"][0])
+    out += ["", f"running ({len(status['running'])}):"]
+    out += [
+        f"  {r['id']:<16} GPUs {r['gpus']:<9} steps {r['started']}-{r['ends'] - 1}  priority {r['priority']:g}"
+        for r in status["running"][:SHOWN]
+    ] or ["  none"]
+    out += _more(status["running"])
+    out += ["", f"queue ({len(status['queue'])}):"]
+    for q in status["queue"][:SHOWN]:
+        when = f"start step {q['promised_start']}" if q["promised_start"] is not None else "no start in window"
+        out.append(
+            f"  {q['id']:<16} {q['gpus']} GPUs x {q['duration']}  priority {q['priority']:g}  "
+            f"{q['action']}, {when}: {q['reason']}"
+        )
+    out += _more(status["queue"])
+    if not status["queue"]:
+        out.append("  empty")
+    out += ["", f"apps ({len(status['apps'])}):"]
+    out += [
+        f"  {a['id']:<16} demand {a['demand']}, held {a['held']}"
+        + (f", SHORT {a['shortfall']}" if a["shortfall"] else "")
+        + f"  (min {a['min_gpus']}, max {a['max_gpus'] if a['max_gpus'] is not None else 'pool'})"
+        for a in status["apps"]
+    ] or ["  none"]
+    out += ["", "nodes:"]
+    runs: list[list] = []  # consecutive nodes of one state: [first, last, state, busy]
+    for n in status["nodes"]:
+        if runs and runs[-1][2] == n["state"] and runs[-1][1] == n["node"] - 1:
+            runs[-1][1], runs[-1][3] = n["node"], runs[-1][3] + n["busy"]
+        else:
+            runs.append([n["node"], n["node"], n["state"], n["busy"]])
+    per = status["gpus_per_node"]
+    out += [
+        f"  {f'node {a}' if a == b else f'nodes {a}-{b}'} {state}: {busy} of {(b - a + 1) * per} GPUs busy"
+        for a, b, state, busy in runs
+    ]
+    seen = [n for n in status["nodes"] if n["last_report"]]
+    out += [
+        f"  node {n['node']} last report {n['last_report']['at']} ({n['last_report']['job_id']} "
+        f"{n['last_report']['status']})"
+        for n in seen[:SHOWN]
+    ]
+    out += _more(seen)
+    if not seen:
+        out.append("  no node-agent report seen")
+    return out
+
+
+def _more(items: list) -> list[str]:
+    return [f"  ... and {len(items) - SHOWN} more (`--json` lists all)"] if len(items) > SHOWN else []

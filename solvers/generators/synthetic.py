@@ -1,0 +1,98 @@
+"""Synthetic ground-truth traces (docs/synthetic-data.md): jobs (`job_trace`), real-time traffic
+(`traffic_trace`), and both in one pool for the simulator (`forecast_trace`), where every job
+carries its true size so that a plain simulator run is the oracle a forecaster is held to."""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import timedelta
+
+from gpualloc.solvers.generators.synthetic_jobs import (
+    GPUS,
+    duration_noise_floor,
+    job_trace,
+    noise_floor_last,
+    sample_job,
+)
+from gpualloc.solvers.generators.synthetic_traffic import (
+    T0,
+    expected_demand,
+    pool_record,
+    to_events,
+    traffic_plan,
+    traffic_records,
+    traffic_trace,
+)
+
+__all__ = ["duration_noise_floor", "forecast_trace", "job_trace", "noise_floor_last", "traffic_trace"]
+
+LOAD = 1.35  # offered GPU-steps of the jobs / GPU-steps real-time traffic leaves free
+
+
+def _arrival_weight(hours: float, holidays: tuple[int, ...]) -> float:
+    """Jobs are submitted in office hours mostly: less in the evening, little at night or on days off."""
+    day, hour = int(hours // 24), hours % 24
+    if day % 7 >= 5 or day in holidays:
+        return 0.15
+    return 1.0 if 9 <= hour < 18 else 0.4 if 7 <= hour < 22 else 0.1
+
+
+def forecast_trace(
+    seed: int = 0,
+    weeks: int = 4,
+    gpus: int = 64,
+    gpus_per_node: int = 8,
+    step_minutes: int = 60,
+    jobs_per_day: float | None = None,
+    apps: int = 3,
+    gpu_type: str = "h100-80gb",
+) -> list[dict]:
+    """One pool ("default"): apps and traffic as `traffic_trace`, jobs as `job_trace` with their
+    true `gpus`, `duration` (= actual_duration) and `actual_used`. Without `jobs_per_day`, jobs
+    are drawn until they offer LOAD times the GPU-steps the traffic's true level leaves free."""
+    rng = random.Random(seed * 7919 + 3)
+    plan = traffic_plan(seed, weeks, apps, step_minutes, gpus)
+    levels = expected_demand(plan)
+    free = sum(max(0, gpus - sum(math.ceil(v[s]) for v in levels.values())) for s in range(plan.steps))
+    jobs = []
+    if jobs_per_day is None:
+        offered = 0
+        while offered < LOAD * free:
+            jobs.append(sample_job(rng, gpu_type, step_minutes, gpus // 2))
+            offered += jobs[-1].gpus * jobs[-1].actual_duration
+    else:
+        jobs = [sample_job(rng, gpu_type, step_minutes, gpus // 2) for _ in range(round(jobs_per_day * weeks * 7))]
+    weights = [_arrival_weight(s * step_minutes / 60, plan.holidays) for s in range(plan.steps)]
+    arrivals = sorted(rng.choices(range(plan.steps), weights=weights, k=len(jobs)))
+    records = [
+        pool_record(
+            gpus,
+            step_minutes,
+            24,
+            gpus_per_node=gpus_per_node,
+            gpu_type=gpu_type,
+            gpu_memory_gb=float(GPUS[gpu_type].memory_gb),
+        )
+    ]
+    records += traffic_records(plan, seed)
+    for i, (step, job) in enumerate(zip(arrivals, jobs)):
+        at = T0 + timedelta(minutes=step * step_minutes, seconds=rng.randrange(step_minutes * 60))
+        records.append(
+            (
+                at,
+                "job.submitted",
+                {
+                    "id": f"job-{i}",
+                    "kind": job.kind,
+                    "priority": job.priority,
+                    "features": job.features,
+                    "gpus": job.gpus,
+                    "duration": job.actual_duration,
+                    "actual_duration": job.actual_duration,
+                    "actual_used": job.used(),
+                },
+                "default",
+            )
+        )
+    return to_events(records, f"f{seed}")

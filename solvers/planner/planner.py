@@ -1,0 +1,842 @@
+"""The planner core: cluster state, event methods and decisions, as pure as the heuristic.
+
+One brain for the Kafka agent, the simulator and the audit: no I/O, no clock. Time is the step
+counter the caller advances with `tick`; every plan covers the window [now, now + horizon) and
+weighs time from now (w_0 is the current step). Each plan is built from the state as a Problem:
+running jobs are inherited with their GPUs (so they are never moved or interrupted), each app's
+`current` is the set it holds in the last committed step (so the swap cap holds across commits),
+and GPUs that may take no new work (down or drained nodes) are held by a blocker for the window.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from gpualloc.forecasting.forecasters import Forecasters, pool_hardware
+from gpualloc.forecasting.jobs import Hardware, JobForecast
+from gpualloc.forecasting.traffic import pool_hour
+from gpualloc.schemas.events import Action, JobUsage
+from gpualloc.schemas.limits import POOL
+from gpualloc.schemas.scenario import block_size_problems
+from gpualloc.solvers.grid import Schedule, to_grid
+from gpualloc.solvers.legality import check_plan
+from gpualloc.solvers.metrics import objective_of
+from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over
+from gpualloc.solvers.planner.reconcile import reconcile
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, earliest_block, obeys_node_rule
+
+BLOCKER = "\x00unavailable"  # pseudo running job holding GPUs that may take no new work
+STARVING_WEIGHT = 10.0  # without apps: a starving job's priority is raised by this times the top priority, per step
+STARVING_CEILING = 0.9  # with apps: raised priorities stay below this share of the cheapest app's shortfall cost
+HOT_PATH, FULL_MODE = "heuristic", "milp"  # a commit's `source`, in the events contract's words
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    gpus: int
+    gpus_per_node: int | None = None
+    horizon: int = POOL.horizon
+    step_minutes: int = POOL.step_minutes
+    time_decay: float = POOL.time_decay
+    realtime_penalty: float = POOL.realtime_penalty
+    swap_cap: int = POOL.swap_cap
+    gpu_type: str | None = None  # what jobs given by their features are sized for
+    gpu_memory_gb: float | None = None
+    starvation_steps: int | None = None  # the starvation bound B (`Planner.starving`); None: off
+
+    @property
+    def node_size(self) -> int:
+        return self.gpus_per_node or self.gpus
+
+
+@dataclass
+class JobSpec:
+    id: str
+    kind: str
+    priority: float
+    gpus: int
+    duration: int
+    submitted: int  # step of arrival
+    requeue: bool = True
+    features: Any = None  # the validated features, when the job gave them (its completion teaches the forecasters)
+    forecast: JobForecast | None = None  # when its GPUs or duration were forecast
+
+
+@dataclass
+class AppSpec:
+    id: str
+    priority: float
+    min_gpus: int = 0
+    max_gpus: int | None = None
+    swap_cap: int | None = None
+    profile: list[int] | None = None  # GPUs by hour of day, before traffic history exists
+    rps_per_gpu: float = 1.0  # requests per second one GPU serves
+    observed: dict[int, int] = field(default_factory=dict)  # step -> largest GPUs observed
+    held: int = -1  # GPU mask held in the last committed step (-1: never committed)
+
+
+@dataclass(frozen=True)
+class Decision:
+    job_id: str
+    action: Action
+    gpus: tuple[int, ...]
+    start_step: int | None
+    reason: str
+    forecast: JobForecast | None = None  # when the job's GPUs or duration were forecast
+
+
+@dataclass(frozen=True)
+class Commit:
+    step: int
+    assignments: dict[str, tuple[int, ...]]  # job or app id -> GPUs binding for this step
+    started: tuple[str, ...]  # jobs that start running at this step
+    window: Problem  # the window this step was planned in
+    schedule: Schedule  # the plan over that window (its step 0 is this commit)
+    source: str = HOT_PATH  # HOT_PATH, or FULL_MODE: an adopted full-mode plan
+
+
+@dataclass(frozen=True)
+class FullModePlan:
+    """A full-mode plan of the window at step `made_at` (a snapshot of the planner's state)."""
+
+    made_at: int
+    schedule: Schedule
+    objective: float
+    bound: float | None = None
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """What became of a full-mode plan at a step boundary: the schedule to commit, or None
+    with the reason (stale, illegal once reconciled, or no better than the hot path)."""
+
+    schedule: Schedule | None
+    reason: str
+    objective: float | None = None  # the reconciled plan's, on the current window
+    hot_objective: float | None = None  # the hot path's, on the same window
+    hot: tuple[Problem, Schedule] | None = None  # the hot path's window and plan, for `tick_after`
+
+
+@dataclass
+class Planner:
+    config: PoolConfig
+    now: int = 0
+    queued: dict[str, JobSpec] = field(default_factory=dict)
+    running: dict[str, tuple[JobSpec, int, int]] = field(default_factory=dict)  # id -> (spec, GPU mask, start)
+    apps: dict[str, AppSpec] = field(default_factory=dict)
+    down: int = 0  # GPUs of nodes that are down
+    drained: int = 0  # GPUs of drained nodes: running work continues, nothing new lands there
+    scheduler: Callable[[Problem], Schedule] = heuristic_schedule  # the hot path (FIFO for baselines)
+    committed: int = 0  # GPUs assigned in the last committed step
+    forecasts: Forecasters = field(default_factory=Forecasters)
+    week_minute: int = 0  # minute of the week (from Monday 00:00 UTC) at which step 0 began
+    busy: list[int] | None = None  # the current plan, per step of the window: the GPUs it holds (`submit_all`)
+    by_arrival: bool = False  # a pass's arrivals inserted in arrival order (FIFO's), else most valuable first
+    ahead: Ahead | None = None  # the next boundary's plan, cut before it (`cut`)
+
+    # ---- events -------------------------------------------------------------------------
+    def submit(self, job: JobSpec) -> Decision:
+        """A job arrives: it joins the queue and gets a decision from a fresh plan."""
+        return self.submit_all([job])[0]
+
+    def submit_all(self, jobs: list[JobSpec]) -> list[Decision]:
+        """Arrivals taken together (one poll's worth): all join the queue and get their decisions.
+
+        The hot path inserts each (most valuable first: priority, then GPU-steps; in arrival
+        order for a policy whose order that is) into the current plan (`busy`, made at the last
+        step boundary) at its earliest legal block: no decision already given moves, nor the
+        committed step, and it costs a scan of the window, not a replan. Only when there is no
+        current plan (the pool's first arrivals, a reconfigured pool) is a fresh one made with
+        all of them in the queue. A `start` takes effect at once: the job runs from this step
+        on its GPUs (its node agent binds them now), so nothing later in the step moves it."""
+        rejected: dict[int, Decision] = {}
+        for k, job in enumerate(jobs):
+            if job.id in self.queued or job.id in self.running:
+                reason = f"job id {job.id!r} is already queued or running"
+            else:
+                reason = self._unplaceable(job)
+            if reason:
+                rejected[k] = Decision(job.id, "rejected", (), None, reason)
+            else:
+                self.queued[job.id] = job
+        if len(rejected) == len(jobs):
+            return [rejected[k] for k in range(len(jobs))]
+        if self.busy is not None:
+            order = (
+                range(len(jobs))
+                if self.by_arrival
+                else sorted(range(len(jobs)), key=lambda k: (-jobs[k].priority, -jobs[k].gpus * jobs[k].duration, k))
+            )
+            inserted = {k: self._insert(jobs[k]) for k in order if k not in rejected}
+            return [rejected.get(k) or inserted[k] for k in range(len(jobs))]
+        problem, schedule = self.plan()
+        decisions = [rejected.get(k) or self._decision(problem, schedule, job) for k, job in enumerate(jobs)]
+        for decision in decisions:
+            if decision.action == "start":
+                self._start(decision.job_id, schedule.batch[decision.job_id][1])
+        self.busy = self._plan_busy(schedule, 0)
+        return decisions
+
+    def cancel(self, job_id: str) -> None:
+        self.queued.pop(job_id, None)
+        self._release(job_id)
+
+    def _release(self, job_id: str) -> tuple[JobSpec, int, int] | None:
+        """A running job leaves its GPUs: free in the current plan from the next commit (the
+        window's step 0), the step they are still bound in being the committed one."""
+        entry = self.running.pop(job_id, None)
+        if entry is not None and self.busy is not None:
+            for t in range(self._steps_left(entry)):
+                self.busy[t] &= ~entry[1]
+        return entry
+
+    def _steps_left(self, entry: tuple[JobSpec, int, int]) -> int:
+        """Steps of the window a running job holds its GPUs for (one at least, when it overruns)."""
+        spec, _, start = entry
+        return min(max(1, start + spec.duration - self.now), self.config.horizon)
+
+    def complete(self, job_id: str, used: JobUsage | None = None) -> None:
+        """The job exited: its GPUs are free from the next committed step. One that gave its
+        features teaches the forecasters what it really took (`used`, else what the pool saw:
+        its GPUs and the steps since it started)."""
+        entry = self._release(job_id)
+        self.queued.pop(job_id, None)
+        if entry is None or entry[0].features is None:
+            return
+        spec, _, start = entry
+        used = used or JobUsage()
+        gpus = used.gpus or spec.gpus
+        self.forecasts.finished(
+            spec.kind,
+            spec.features,
+            self.hardware(spec.features),
+            gpus,
+            used.duration or max(1, self.now - start),
+            used.peak_memory_gb,
+        )
+
+    def size_job(self, kind: str, features: Any, gpus: int | None, duration: int | None) -> JobForecast:
+        """A job's GPU count and duration from its features (given values win); SizeError with
+        the field and the rule when it cannot be sized."""
+        return self.forecasts.size(kind, features, self.hardware(features), gpus, duration)
+
+    def hardware(self, features: Any) -> Hardware:
+        return pool_hardware(features, self.config)
+
+    def fail(self, job_id: str) -> None:
+        """The job failed (or could not bind): it goes back to the queue if it allows it."""
+        entry = self._release(job_id)
+        spec = entry[0] if entry else self.queued.get(job_id)
+        if spec is None:
+            return
+        if spec.requeue:
+            self.queued[job_id] = spec
+        else:
+            self.queued.pop(job_id, None)
+
+    def floor_problem(self, app: AppSpec) -> str:
+        """Why `app`'s bounds cannot be kept from the next commit on, or "" when they can. Running
+        work is never moved and holds its GPUs at least until the next commit, so an app whose
+        floor does not fit beside it, the GPUs of down or drained nodes and the other apps'
+        floors could not be kept within its bounds; nor could one whose bounds are further from
+        the GPUs it holds than its swap cap moves in a step. It is refused instead of committed
+        outside them."""
+        cap = self.config.swap_cap if app.swap_cap is None else app.swap_cap
+        old = self.apps.get(app.id)
+        held = (old.held if old is not None else app.held) & ~(self.down | self.drained)
+        if held >= 0:  # it holds GPUs now: R4 lets it gain or give up `cap` of them a step
+            n = held.bit_count()
+            if app.min_gpus > n + cap:
+                return (
+                    f"min_gpus: {app.min_gpus} cannot be reached at the next step: the app holds {n} GPUs and its "
+                    f"swap_cap lets it take at most {cap} more a step (R4); register a floor of at most {n + cap}"
+                )
+            if app.max_gpus is not None and app.max_gpus < n - cap:
+                return (
+                    f"max_gpus: {app.max_gpus} cannot be reached at the next step: the app holds {n} GPUs and its "
+                    f"swap_cap lets it give up at most {cap} a step (R4); register a ceiling of at least {n - cap}"
+                )
+        need = self._next_floor(app, held)
+        if need == 0:
+            return ""
+        others = sum(self._next_floor(a, a.held) for a_id, a in self.apps.items() if a_id != app.id)
+        taken = (self._running_mask() | self.down | self.drained).bit_count()
+        room = self.config.gpus - taken - others
+        if need <= room:
+            return ""
+        return (
+            f"min_gpus: {need} GPUs cannot be kept from the next step on: running jobs and "
+            f"unavailable nodes take {taken} of the pool's {self.config.gpus} GPUs and the other apps' "
+            f"floors {others}, leaving {max(room, 0)} (running work is never moved; register with a "
+            "lower floor, or once work ends)"
+        )
+
+    def _next_floor(self, app: AppSpec, held: int) -> int:
+        """The GPUs `app` holds at the next commit at least: its floor, or, holding `held` now,
+        what its swap cap lets it give up of those in one step, whichever is more."""
+        if held < 0:
+            return app.min_gpus
+        cap = self.config.swap_cap if app.swap_cap is None else app.swap_cap
+        return max(app.min_gpus, (held & ~(self.down | self.drained)).bit_count() - cap)
+
+    def register_app(self, app: AppSpec) -> None:
+        """Register (or update) an app. Its floor is reserved at once in the current plan
+        (`_reserve_floor`), so no arrival inserted before the next boundary's replan can start
+        on the GPUs the floor needs (`floor_problem` says whether it fits at all). A cut waiting
+        for its plan is dropped: that plan could not be carried over, and its boundary need not
+        wait for it."""
+        old = self.apps.get(app.id)
+        if old is not None:
+            app.observed, app.held = old.observed, old.held
+        self.apps[app.id] = app
+        self.ahead = None  # a plan cut before knew other app rules: the boundary replans (`carry_over`)
+        if self.busy is not None:
+            self._reserve_floor(app, app.min_gpus - (old.min_gpus if old is not None else 0), old is None)
+
+    def _reserve_floor(self, app: AppSpec, extra: int, new: bool) -> None:
+        """Hold `extra` more GPUs for `app` at every step of the current plan (and, for a new app
+        holding GPUs, that set first, so its swap cap lets it keep them): the plan made before it
+        registered gives it nothing, and the floors must not be taken by work started before the
+        boundary replans with it. Where a step has too few free GPUs, they are held by work
+        planned there, not running (`floor_problem`), which the boundary's replan moves."""
+        pool = (1 << self.config.gpus) - 1
+        blocked = self.down | self.drained
+        own = app.held & pool & ~blocked if new and app.held >= 0 else 0
+        for t, busy in enumerate(self.busy):
+            kept = own & ~busy
+            need = extra - kept.bit_count()
+            free = pool & ~(busy | blocked | kept)
+            while need > 0 and free:
+                top = 1 << (free.bit_length() - 1)  # from the top: inserted blocks fill from GPU 0
+                kept |= top
+                free ^= top
+                need -= 1
+            self.busy[t] = busy | kept
+
+    def observe_traffic(self, app_id: str, step: int, gpus: int, load: float | None = None) -> None:
+        """`gpus` needed at `step` (`load`: the same, unrounded, when the observation gave requests/s)."""
+        app = self.apps[app_id]
+        app.observed[step] = max(gpus, app.observed.get(step, 0))
+        self.forecasts.observed(app_id, self.hour_of(step), gpus if load is None else load)
+
+    def hour_of(self, step: int) -> int:
+        """The pool hour `step` begins in (hour 0: the Monday 00:00 UTC before step 0)."""
+        return pool_hour(self.week_minute, step, self.config.step_minutes)
+
+    def node_status(self, node: int, state: str) -> list[str]:
+        """Mark a node up, drained or down; returns the running jobs that fail with it."""
+        N = self.config.node_size
+        mask = ((1 << N) - 1) << (node * N)
+        self.down &= ~mask
+        self.drained &= ~mask
+        if state == "down":
+            self.down |= mask
+        elif state == "drained":
+            self.drained |= mask
+        failed = [jid for jid, (_, gpus, _) in sorted(self.running.items()) if state == "down" and gpus & mask]
+        for jid in failed:
+            self.fail(jid)
+        return failed
+
+    def resize_problem(self, config: PoolConfig) -> str:
+        """Why the pool cannot take `config`'s shape now ("" when it can): a node size under
+        which a running job's block would break R3's node rule (running work is never moved),
+        or too few GPUs for the registered apps' floors beside the running work that stays."""
+        ns = config.node_size
+        for job_id, (_, mask, _) in sorted(self.running.items()):
+            first, last = (mask & -mask).bit_length() - 1, mask.bit_length() - 1
+            if last < config.gpus and not obeys_node_rule(first, last - first + 1, ns):
+                return (
+                    f"gpus_per_node: running job {job_id!r} holds GPUs {first}-{last}, across nodes of "
+                    f"{ns} GPUs (R3's node rule); change the node size once it ends"
+                )
+        pool = (1 << config.gpus) - 1
+        floors = sum(self._next_floor(a, a.held & pool if a.held >= 0 else -1) for a in self.apps.values())
+        staying = (self._running_mask() | self.down | self.drained) & pool
+        if floors > config.gpus - staying.bit_count():
+            return (
+                f"gpus: {config.gpus} GPUs cannot hold the registered apps' floors ({floors} GPUs) beside the "
+                f"{staying.bit_count()} that running jobs and unavailable nodes keep there (running work is "
+                "never moved; drain the nodes that leave first, or lower the floors)"
+            )
+        return ""
+
+    def resize(self, config: PoolConfig) -> list[tuple[str, str]]:
+        """Take a new configuration (`resize_problem` said it can): a pool that shrinks fails
+        the running jobs on the GPUs it loses, as a node going down does (re-queued if they
+        allow it), drops the queued jobs that no longer fit it anywhere, and trims what apps
+        and node states held there. Returns (job id, why) for each job failed or dropped. The
+        next arrivals and boundary get a fresh plan (the window may have changed shape)."""
+        pool = (1 << config.gpus) - 1
+        out = []
+        for job_id, (_, mask, _) in sorted(self.running.items()):
+            if mask & ~pool:
+                self.fail(job_id)
+                out.append((job_id, f"the pool shrank to {config.gpus} GPUs and its GPUs left it"))
+        failed = {job_id for job_id, _ in out}
+        for job_id, spec in sorted(self.queued.items()):
+            if next(block_size_problems(spec.gpus, config.gpus, config.node_size, "job"), None):
+                self.queued.pop(job_id)
+                if job_id not in failed:  # one that was running is failed once, with why it left
+                    out.append((job_id, f"its {spec.gpus} GPUs no longer fit the pool of {config.gpus} GPUs"))
+        for app in self.apps.values():
+            if app.held >= 0:
+                app.held &= pool
+        self.down, self.drained, self.committed = self.down & pool, self.drained & pool, self.committed & pool
+        self.config = config
+        self.busy = None
+        self.ahead = None
+        return out
+
+    # ---- decisions ----------------------------------------------------------------------
+    def plan(self, problem: Problem | None = None) -> tuple[Problem, Schedule]:
+        """The hot path's plan for the window [now, now + horizon): made on the window with
+        starving jobs put first (`scheduling_problem`); the window itself, with the contract's
+        priorities, is what the plan is committed and weighed on."""
+        problem = self.window_problem() if problem is None else problem  # `problem`: the current window, made already
+        return problem, self.scheduler(self.scheduling_problem(problem))
+
+    def cut(self) -> Problem:
+        """Cut the window for the next boundary's plan, made ahead of it (`gpualloc.solvers.planner.ahead`):
+        the problem to solve with the hot path's scheduler, its plan handed back by `planned_ahead`."""
+        window = self.window_problem()
+        problem = self.scheduling_problem(window)
+        self.ahead = Ahead(self.now, frozenset(self.queued), app_rules(window), problem)
+        return problem
+
+    def planned_ahead(self, schedule: Schedule) -> None:
+        """The plan of the problem `cut` gave, made (ignored when no cut waits for it)."""
+        if self.ahead is not None and self.ahead.schedule is None:
+            self.ahead = replace(self.ahead, schedule=schedule)
+
+    def ahead_ready(self) -> bool:
+        """Will the next commit carry a plan made ahead onto its window (else it replans)?"""
+        return self.ahead is not None and self.ahead.schedule is not None and self.ahead.now == self.now
+
+    def boundary_plan(self) -> tuple[Problem, Schedule]:
+        """The hot path's plan at a step boundary: the plan made ahead of it carried onto the
+        window (`ahead_ready`), else a fresh one (`plan`), on the same window either way."""
+        problem = self.window_problem()
+        carried = carry_over(problem, self.ahead, self.by_arrival) if self.ahead_ready() else None
+        return (problem, carried) if carried is not None else self.plan(problem)
+
+    def starving(self) -> dict[str, int]:
+        """The oldest of the queued jobs that have waited at least `starvation_steps`, with the
+        steps beyond it: oldest first while their GPUs fit the pool once (at least one job). The
+        others wait their turn with their own priority and backfill around these, as Slurm's
+        backfill reserves for its top jobs only, so a crowd of starving jobs does not turn the
+        plan into FIFO; each reaches the front in its turn."""
+        bound = self.config.starvation_steps
+        if bound is None:
+            return {}
+        waiting = sorted(
+            (spec.submitted, job_id, spec.gpus)
+            for job_id, spec in self.queued.items()
+            if self.now - spec.submitted >= bound
+        )
+        out, gpus = {}, 0
+        for submitted, job_id, size in waiting:
+            if out and gpus + size > self.config.gpus:
+                break
+            out[job_id] = self.now - submitted - bound
+            gpus += size
+        return out
+
+    def scheduling_problem(self, problem: Problem) -> Problem:
+        """`problem` with each starving job's priority (`starving`: the oldest past the bound)
+        raised above every other job's, the longer it has starved the higher, so every planner
+        (the hot path's seed orders and search, full mode's MILP) places it first, at its
+        earliest feasible block: an arrival that has waited less cannot delay it. Real-time apps keep their floors (hard) and, in the
+        hot path, their service: a raised priority stays below what a GPU-step short costs the
+        cheapest app (`starving_priority`)."""
+        starving = self.starving()
+        if not starving:
+            return problem
+        raise_ = starving_priority(problem)
+        batch = tuple(
+            replace(b, priority=raised)
+            if b.id in starving and not b.running_mask and (raised := raise_(b.priority, starving[b.id])) > b.priority
+            else b
+            for b in problem.batch
+        )
+        return replace(problem, batch=batch)
+
+    def window_demand(self, app_id: str) -> list[int]:
+        """An app's GPUs needed in each step of the window, as the plan sees them."""
+        return self._demand(self.apps[app_id])
+
+    def _decision(self, problem: Problem, schedule: Schedule, job: JobSpec) -> Decision:
+        """`start` only when its block is idle in the committed step too, so a node agent can
+        bind it at once; a block still held there (by work ending at this boundary, say) makes
+        it `planned` for the boundary."""
+        placed = schedule.batch.get(job.id)
+        if placed is None:
+            return Decision(
+                job.id, "queued", (), None, _noted(self._why_waiting(problem, schedule, job), job), job.forecast
+            )
+        start, mask = placed
+        gpus = tuple(bits_of(mask))
+        if start == 0 and not mask & self.committed:
+            return Decision(
+                job.id, "start", gpus, self.now, _noted(f"starts now on GPUs {gpus[0]}-{gpus[-1]}", job), job.forecast
+            )
+        why = (
+            self._holders(problem, schedule, mask, start)
+            if start
+            else "its GPUs are held in the current step and free up at the boundary"
+        )
+        return Decision(
+            job.id,
+            "planned",
+            gpus,
+            self.now + start,
+            _noted(f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why, job),
+            job.forecast,
+        )
+
+    def _insert(self, job: JobSpec) -> Decision:
+        """`job` decided into the current plan: its earliest block free of everything the plan
+        holds and of GPUs that may take no new work, lowest GPUs first; `queued` when the window
+        has none (the next boundary's replan looks again)."""
+        busy, T = self.busy, self.config.horizon
+        blocked = self.down | self.drained
+        cfg = self.config
+        placed = earliest_block(
+            _geometry(cfg.gpus, cfg.node_size, T),
+            Batch(0, job.id, job.priority, job.gpus, job.duration, 0, 0, 0),
+            [b | blocked for b in busy],
+        )
+        if placed is None:
+            return Decision(
+                job.id,
+                "queued",
+                (),
+                None,
+                _noted(
+                    f"no {job.gpus}-GPU block is free for {job.duration} steps within the {T}-step window beside "
+                    "the current plan; it stays queued and is replanned at every step boundary",
+                    job,
+                ),
+                job.forecast,
+            )
+        start, mask = placed
+        for t in range(start, min(start + job.duration, T)):
+            busy[t] |= mask
+        gpus = tuple(bits_of(mask))
+        if start == 0 and not mask & self.committed:
+            self._start(job.id, mask)
+            return Decision(
+                job.id, "start", gpus, self.now, _noted(f"starts now on GPUs {gpus[0]}-{gpus[-1]}", job), job.forecast
+            )
+        why = (
+            "its GPUs are held in the current step and free up at the boundary"
+            if start == 0
+            else self._running_holders(mask, start)
+        )
+        return Decision(
+            job.id,
+            "planned",
+            gpus,
+            self.now + start,
+            _noted(f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why, job),
+            job.forecast,
+        )
+
+    def _running_holders(self, mask: int, start: int) -> str:
+        """Why an inserted job waits for `start`: the running jobs on its block until then, and
+        the work planned ahead of it."""
+        held = [
+            f"{job_id} (priority {entry[0].priority:g}) until step {self.now + left}"
+            for job_id, entry in sorted(self.running.items())
+            if entry[1] & mask and (left := self._steps_left(entry)) <= start
+        ]
+        ahead = "the earliest block the current plan leaves free, no decision already given moving for it"
+        return f"its block is held by {', '.join(held)}; {ahead}" if held else ahead
+
+    def _start(self, job_id: str, mask: int) -> None:
+        """A `start` decision: the job runs from this step on `mask`."""
+        self.running[job_id] = (self.queued.pop(job_id), mask, self.now)
+
+    def _plan_busy(self, schedule: Schedule, shift: int) -> list[int]:
+        """Per step of the window at `now`, the GPUs held by running jobs (for as long as the
+        window counts them, overrunning ones included), by `schedule`'s blocks of jobs still
+        queued and by its app sets, `schedule` being a plan made `shift` steps ago (its last app
+        sets held on): the plan arrivals are inserted into."""
+        T = self.config.horizon
+        busy = [0] * T
+        for entry in self.running.values():
+            for t in range(self._steps_left(entry)):
+                busy[t] |= entry[1]
+        for job_id, (start, mask) in schedule.batch.items():
+            spec = self.queued.get(job_id)
+            if spec is not None:
+                for t in range(max(0, start - shift), min(start - shift + spec.duration, T)):
+                    busy[t] |= mask
+        for masks in schedule.realtime.values():
+            for t in range(T):
+                busy[t] |= masks[min(t + shift, len(masks) - 1)]
+        return busy
+
+    def adopt(self, plan: FullModePlan) -> Adoption:
+        """At a step boundary: `plan` carried onto the current window (`gpualloc.solvers.planner.reconcile`),
+        offered for `tick` only when the validator passes it and it beats the hot path."""
+        shift = self.now - plan.made_at
+        if not 0 <= shift < self.config.horizon:
+            return Adoption(None, f"made for step {plan.made_at}, the window is at step {self.now}")
+        problem, hot = self.boundary_plan()
+        hot_objective = objective_of(problem, hot)
+        best: tuple[float, Schedule] | None = None
+        why = "its blocks force real-time apps past their swap caps once reconciled"
+        starving = self.starving()
+        for candidate in reconcile(problem, plan.schedule, shift):
+            violations = check_plan(problem, to_grid(problem, candidate))
+            if violations:
+                why = f"illegal once reconciled: {violations[0]}"
+                continue
+            late = _delayed(starving, hot, candidate)
+            if late:
+                why = f"it starts starving job {late!r} later than the hot path does"
+                continue
+            objective = objective_of(problem, candidate)
+            if best is None or objective > best[0] + 1e-9:
+                best = (objective, candidate)
+        if best is None:
+            return Adoption(None, why, None, hot_objective, (problem, hot))
+        if best[0] <= hot_objective + 1e-6:
+            return Adoption(
+                None,
+                f"no better than the hot path ({best[0]:.2f} <= {hot_objective:.2f})",
+                best[0],
+                hot_objective,
+                (problem, hot),
+            )
+        return Adoption(
+            best[1],
+            f"adopted: {best[0]:.2f} against the hot path's {hot_objective:.2f}",
+            best[0],
+            hot_objective,
+            (problem, hot),
+        )
+
+    def tick_after(self, adoption: Adoption) -> Commit:
+        """`tick` at the boundary where `adoption` was decided: its plan when adopted, else the
+        hot path's plan it was weighed against (made once, not again)."""
+        if adoption.hot is None:
+            return self.tick()
+        problem, hot = adoption.hot
+        if adoption.schedule is not None:
+            return self._commit(problem, adoption.schedule, FULL_MODE)
+        return self._commit(problem, hot, HOT_PATH)
+
+    def tick(self, adopted: Schedule | None = None) -> Commit:
+        """Commit the current step of a fresh plan (or of `adopted`, a plan of this same window
+        from `adopt`, or recorded in a commit being replayed), then advance the clock one step."""
+        if adopted is not None:
+            return self._commit(self.window_problem(), adopted, FULL_MODE)
+        return self._commit(*self.boundary_plan(), HOT_PATH)
+
+    def _commit(self, problem: Problem, schedule: Schedule, source: str) -> Commit:
+        """Step 0 of `schedule` (a plan of the window `problem`) committed; the clock advances,
+        and the plan, one step on, is what the next step's arrivals are inserted into."""
+        assignments: dict[str, tuple[int, ...]] = {}
+        for job_id, (start, mask) in sorted(schedule.batch.items()):
+            if job_id == BLOCKER or (job_id not in self.running and job_id not in self.queued):
+                continue
+            if job_id in self.running:
+                assignments[job_id] = tuple(bits_of(self.running[job_id][1]))
+            elif start == 0:
+                self._start(job_id, mask)
+                assignments[job_id] = tuple(bits_of(mask))
+        started = tuple(
+            sorted(
+                job_id for job_id, (_, _, start) in self.running.items() if start == self.now and job_id in assignments
+            )
+        )
+        for app_id, masks in sorted(schedule.realtime.items()):
+            self.apps[app_id].held = masks[0]
+            assignments[app_id] = tuple(bits_of(masks[0]))
+        for app in self.apps.values():  # past observations are no longer planned for: only the latest is
+            latest = max(app.observed, default=None)
+            app.observed = {s: g for s, g in app.observed.items() if s > self.now or s == latest}
+        self.committed = 0
+        for owned in assignments.values():
+            for g in owned:
+                self.committed |= 1 << g
+        commit = Commit(self.now, assignments, started, problem, schedule, source)
+        self.now += 1
+        self.ahead = None
+        self.busy = self._plan_busy(schedule, 1)
+        return commit
+
+    # ---- the window as a Problem ----------------------------------------------------------
+    def window_problem(self) -> Problem:
+        cfg, T = self.config, self.config.horizon
+        batch: list[Batch] = []
+        index = 0
+        blocked = (self.down | self.drained) & ~self._running_mask()
+        if blocked:
+            batch.append(Batch(index, BLOCKER, 1e-9, blocked.bit_count(), T, 0, blocked, T))
+            index += 1
+        for job_id, (spec, mask, start) in sorted(self.running.items()):
+            remaining = max(1, start + spec.duration - self.now)  # overrunning jobs keep running
+            batch.append(Batch(index, job_id, spec.priority, spec.gpus, spec.duration, 0, mask, remaining))
+            index += 1
+        for job_id, spec in sorted(self.queued.items(), key=lambda kv: (kv[1].submitted, kv[0])):
+            batch.append(
+                Batch(index, job_id, spec.priority, spec.gpus, spec.duration, max(0, spec.submitted - self.now), 0, 0)
+            )
+            index += 1
+        realtime = []
+        floors = self._floors(blocked | self._running_mask())
+        for app_id, app in sorted(self.apps.items()):
+            hi = cfg.gpus if app.max_gpus is None else min(app.max_gpus, cfg.gpus)
+            # GPUs of down or drained nodes are held by the blocker: an app leaves them (as work
+            # may, unlike a batch block), so they are not its to keep (else nothing can meet its floor)
+            current = app.held & ~(self.down | self.drained) if app.held >= 0 else -1
+            cap = cfg.swap_cap if app.swap_cap is None else app.swap_cap
+            lo = floors[app_id]
+            if current >= 0:  # bounds one step cannot reach (`floor_problem` refuses them) are approached
+                lo, hi = min(lo, current.bit_count() + cap), max(hi, current.bit_count() - cap)
+            realtime.append(Realtime(index, app_id, app.priority, tuple(self._demand(app)), lo, hi, cap, current))
+            index += 1
+        weights = tuple(cfg.time_decay**t for t in range(T))
+        return Problem(
+            f"window@{self.now}",
+            cfg.gpus,
+            cfg.node_size,
+            T,
+            cfg.time_decay,
+            cfg.realtime_penalty,
+            weights,
+            tuple(batch),
+            tuple(realtime),
+        )
+
+    def _floors(self, held: int) -> dict[str, int]:
+        """Each app's floor for the window, lowered (least valuable app first) when GPUs lost to
+        down or drained nodes leave too few beside the running jobs (`held`) for every floor:
+        no plan could keep them, so the apps take the shortfall instead of the planner failing."""
+        floors = {app_id: app.min_gpus for app_id, app in self.apps.items()}
+        excess = sum(floors.values()) - (self.config.gpus - held.bit_count())
+        for app_id in sorted(floors, key=lambda a: (self.apps[a].priority, a)):
+            if excess <= 0:
+                break
+            cut = min(excess, floors[app_id])
+            floors[app_id] -= cut
+            excess -= cut
+        return floors
+
+    def _demand(self, app: AppSpec) -> list[int]:
+        """Demand for the window: a step's own observation where there is one (the current
+        step's, say), else the traffic forecaster's for its hour, else (nothing observed yet at
+        that hour of day) the registered profile by hour of day, else the latest observation
+        held flat."""
+        cfg = self.config
+        latest = app.observed[max(app.observed)] if app.observed else 0
+        out = []
+        for t in range(cfg.horizon):
+            step = self.now + t
+            if step in app.observed:
+                out.append(app.observed[step])
+                continue
+            hour = self.hour_of(step)
+            forecast = self.forecasts.demand(app.id, hour)
+            if forecast is not None:
+                out.append(min(cfg.gpus, forecast))
+            elif app.profile:
+                out.append(app.profile[hour % 24])
+            else:
+                out.append(latest)
+        return out
+
+    def _running_mask(self) -> int:
+        mask = 0
+        for _, gpus, _ in self.running.values():
+            mask |= gpus
+        return mask
+
+    def _unplaceable(self, job: JobSpec) -> str:
+        problems = list(block_size_problems(job.gpus, self.config.gpus, self.config.node_size, "job"))
+        if job.duration < 1:
+            problems.append(f"job.duration: must be >= 1 (got {job.duration})")
+        return "; ".join(problems)
+
+    def _holders(self, problem: Problem, schedule: Schedule, mask: int, start: int) -> str:
+        """Who holds `mask` before `start`: "held by train-3 (priority 9) until step 12"."""
+        held = []
+        for job in problem.batch:
+            placed = schedule.batch.get(job.id)
+            if job.id == BLOCKER or placed is None:
+                continue
+            s, m = placed
+            end = min(job.remaining, problem.horizon) if job.running_mask else problem.end_of(job, s)
+            if m & mask and s < start:
+                held.append(f"{job.id} (priority {job.priority:g}) until step {self.now + end}")
+        if not held:
+            return "the GPUs go to real-time demand or higher-value work until then"
+        return "its block is held by " + ", ".join(held)
+
+    def _why_waiting(self, problem: Problem, schedule: Schedule, job: JobSpec) -> str:
+        return (
+            f"no {job.gpus}-GPU block is free for {job.duration} steps within the "
+            f"{problem.horizon}-step window before higher-value work and real-time demand "
+            f"({len(schedule.batch)} jobs placed); it stays queued and is replanned every step"
+        )
+
+
+@functools.cache
+def _geometry(gpus: int, node_size: int, horizon: int) -> Problem:
+    """A pool's shape as a Problem with no jobs, for block searches (one a shape: its block
+    tables are built once)."""
+    return Problem("geometry", gpus, node_size, horizon, 1.0, 0.0, (1.0,) * horizon, (), ())
+
+
+def starving_priority(problem: Problem) -> Callable[[float, int], float]:
+    """`raised(priority, beyond)`: the priority a job of `problem` is planned on after starving
+    `beyond` steps past the bound: above every batch job's, rising with `beyond`; below
+    `realtime_penalty` x the lowest app priority (what a GPU-step short costs that app), so a
+    starving job outranks other batch work but never takes a GPU an app needs. Where that ceiling
+    is at or below the top batch priority, the job keeps its own (the pool's weights put apps
+    first). The window's top priority and ceiling are read once."""
+    top = max([1.0] + [b.priority for b in problem.batch if b.id != BLOCKER])
+    if not problem.realtime:
+        return lambda priority, beyond: priority + STARVING_WEIGHT * top * (1 + beyond)
+    ceiling = STARVING_CEILING * problem.penalty * min(a.priority for a in problem.realtime)
+    if ceiling <= top:
+        return lambda priority, beyond: priority
+    return lambda priority, beyond: top + (ceiling - top) * (1 - 1 / (2 + beyond))
+
+
+def _delayed(starving: dict[str, int], hot: Schedule, candidate: Schedule) -> str | None:
+    """A starving job that `candidate` starts later than the hot path's plan (or not at all):
+    the starvation bound holds for full mode too, whatever its objective."""
+    for job_id in sorted(starving):
+        ours = hot.batch.get(job_id)
+        theirs = candidate.batch.get(job_id)
+        if ours is not None and (theirs is None or theirs[0] > ours[0]):
+            return job_id
+    return None
+
+
+def _noted(reason: str, job: JobSpec) -> str:
+    """A decision's reason, with what was forecast of the job when something was."""
+    f = job.forecast
+    if f is None:
+        return reason
+    return (
+        f"{reason} (forecast {' and '.join(f.forecast)}: {f.gpus} GPUs, {f.duration} steps planned at the "
+        f"{f.quantile:.0%} quantile; median {f.median:.1f}, {f.coverage:.0%} interval {f.low:.1f}-{f.high:.1f})"
+    )
+
+
+def applied(commits: list[Commit], gpus: int) -> list[list[str | None]]:
+    """The executed grid (GPU x committed step) rebuilt from commits, for audits and tests."""
+    grid: list[list[str | None]] = [[None] * len(commits) for _ in range(gpus)]
+    for k, commit in enumerate(commits):
+        for owner, owned in commit.assignments.items():
+            for g in owned:
+                grid[g][k] = owner
+    return grid

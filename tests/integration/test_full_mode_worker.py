@@ -1,0 +1,42 @@
+"""Full mode in a solver process while the hot path keeps deciding arrivals on the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from support.planner_states import loaded_planner
+
+from gpualloc.agent.service.full_mode_worker import FullModeWorker
+from gpualloc.schemas.settings import FullModeOptions
+from gpualloc.solvers.grid import to_grid
+from gpualloc.solvers.legality import check_plan
+from gpualloc.solvers.planner.planner import JobSpec
+from gpualloc.solvers.policies.fifo import fifo_schedule
+
+
+@pytest.mark.slow
+async def test_arrivals_are_decided_while_full_mode_solves_and_its_plan_is_adopted_at_the_boundary():
+    planner = loaded_planner(scheduler=fifo_schedule)  # a weak hot path, so full mode's plan is better
+    worker = FullModeWorker(FullModeOptions(time_limit=30, node_limit=50), max_jobs=12)
+    try:
+        assert worker.launch(planner) and not worker.launch(planner)  # one solve at a time
+        decided_while_busy = 0
+        for k in range(40):
+            if not worker.busy:
+                break
+            decision = planner.submit(JobSpec(f"late{k}", "training", 3, 1, 2, planner.now))
+            decided_while_busy += decision.job_id == f"late{k}"
+            await asyncio.sleep(0.01)
+        await worker.wait()
+        plan = worker.take()
+        assert worker.take() is None and worker.last_error is None
+    finally:
+        worker.close()
+    assert decided_while_busy > 0
+    assert plan is not None and plan.made_at == planner.now
+    adoption = planner.adopt(plan)
+    assert adoption.schedule is not None, adoption.reason
+    commit = planner.tick(adoption.schedule)
+    assert commit.source == "milp"
+    assert not check_plan(commit.window, to_grid(commit.window, commit.schedule))

@@ -1,0 +1,217 @@
+"""`gpualloc status`: the text Gantt of a commit's grid, the pure view of a pool, and the live
+view read back from a real broker while an agent runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from support.kafka_broker import unique_topic
+
+from gpualloc.agent.bus.topics import Topics
+from gpualloc.agent.operator.status import SHOWN, gantt, gpu_rows, lines, read_status, summary, view
+from gpualloc.agent.service.agent_service import AgentService
+from gpualloc.client import Client
+from gpualloc.schemas.settings import AgentSettings, RollingFullMode
+from gpualloc.solvers.planner.planner import AppSpec, JobSpec, Planner, PoolConfig
+
+
+def test_the_gantt_groups_gpus_with_the_same_plan_and_names_each_holder():
+    grid = [["a", "a", None], ["a", "a", None], ["chat", None, "b"], ["chat", None, "b"]]
+    out = gantt(grid, first_step=10, width=48)
+    assert out[0].startswith("step") and "|0  |" in out[0] and "from step 10" in out[0]
+    assert out[1:3] == ["GPUs 0-1 |aa.|", "GPUs 2-3 |c.b|"]
+    assert out[3] == "legend: a=a, b=b, c=chat"
+    assert gantt(grid, 0, width=2)[1] == "GPUs 0-1 |aa|"  # the window cut to the width shown
+    assert gantt([], 0) == ["(no commit yet)"]
+    assert gantt(grid[2:], 0, first_gpu=2)[1:3] == ["GPUs 2-3 |b.a|", "legend: a=b, b=chat"]
+
+
+def test_the_summary_sums_each_group_of_nodes_up_and_merges_groups_alike():
+    plan = {"gpus": 32, "steps": 6, "holders": {"a": [[0, 6, 0, 2]], "app": [[6, 10, 0, 6]], "b": [[16, 32, 1, 3]]}}
+    out = summary(plan, nodes=4, node_size=8, width=4)
+    assert out == {
+        "steps": 4,
+        "nodes_per_group": 1,
+        "rows": [
+            {"nodes": [0, 0], "gpus_per_group": 8, "busy": [8, 8, 2, 2], "holders_now": 2},
+            {"nodes": [1, 1], "gpus_per_group": 8, "busy": [2, 2, 2, 2], "holders_now": 1},
+            {"nodes": [2, 3], "gpus_per_group": 8, "busy": [0, 8, 8, 0], "holders_now": 0},
+        ],
+    }
+    big = summary({"gpus": 4096, "steps": 336, "holders": {"x": [[0, 4096, 0, 336]]}}, 512, 8, 48)
+    assert big["nodes_per_group"] == 8 and big["rows"] == [
+        {"nodes": [0, 511], "gpus_per_group": 64, "busy": [64] * 48, "holders_now": 1}
+    ]  # 64 groups alike: one row
+
+
+def test_the_view_tells_each_queued_job_its_promised_start_and_why():
+    planner = Planner(PoolConfig(gpus=8, gpus_per_node=4, horizon=6))
+    planner.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=4))
+    planner.observe_traffic("chat", 0, 2)
+    first = planner.submit_all([JobSpec("big", "training", 9, 4, 3, 0), JobSpec("wide", "training", 1, 8, 2, 0)])
+    assert [d.action for d in first] == ["start", "queued"]
+    commit = planner.tick()
+    planner.drained = 0b11110000  # node 1 drained after the commit
+    reports = [
+        {
+            "type": "binding.reported",
+            "occurred_at": "2026-12-01T00:00:00Z",
+            "payload": {"node": 0, "job_id": "big", "status": "bound", "gpus": [0, 1, 2, 3]},
+        }
+    ]
+    holders = {owner: [[g, g + 1, 0, 1] for g in gpus] for owner, gpus in commit.assignments.items()}
+    status = view(
+        "p",
+        planner,
+        {
+            "step": 0,
+            "seq": 1,
+            "source": "heuristic",
+            "objective": 1.0,
+            "assignments": {k: list(v) for k, v in commit.assignments.items()},
+            "plan": {"gpus": 8, "steps": 6, "holders": holders},
+        },
+        reports,
+        gpu_range=(0, 4),
+    )
+    assert [r["id"] for r in status["running"]] == ["big"] and status["running"][0]["gpus"] == "0-3"
+    (wide,) = status["queue"]
+    assert wide["id"] == "wide" and wide["action"] == "queued" and wide["promised_start"] is None
+    assert "8-GPU block" in wide["reason"]
+    (chat,) = status["apps"]
+    assert chat["demand"] == 2 and chat["held"] == len(commit.assignments["chat"]) and chat["shortfall"] == 0
+    assert [n["state"] for n in status["nodes"]] == ["up", "drained"]
+    assert status["nodes"][0]["last_report"]["status"] == "bound" and status["nodes"][1]["last_report"] is None
+    assert status["usage"]["batch"] == 4 and status["usage"]["realtime"] == len(commit.assignments["chat"])
+    assert status["detail"] == {"gpus": [0, 4], "steps": 6, "holders": {"big": [[g, g + 1, 0, 1] for g in range(4)]}}
+    assert gpu_rows(status["detail"]) == [["big"] + [None] * 5] * 4
+    text = "\n".join(lines(status))
+    assert "queue (1):" in text and "wide" in text and "drained" in text and "legend:" in text
+    assert "node 0 (GPUs 0-3) |#" in text and "nodes 1 drained: " not in text and "node 1 drained" in text
+    json.dumps(status)  # plain data, as --json prints it
+
+
+def test_the_queue_reads_each_jobs_promise_from_the_latest_commits_plan():
+    planner = Planner(PoolConfig(gpus=16, gpus_per_node=8, horizon=6))
+    planner.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=4))
+    planner.submit_all(
+        [
+            JobSpec("a", "training", 9, 8, 3, 0),
+            JobSpec("b", "training", 2, 8, 2, 0),
+            JobSpec("c", "training", 1, 16, 2, 0),
+        ]
+    )
+    planner.tick()
+    planner.submit_all([JobSpec("late", "training", 1, 16, 1, 1)])
+    plan = {
+        "gpus": 16,
+        "steps": 6,
+        "holders": {"a": [[0, 8, 0, 3]], "chat": [[8, 10, 0, 2], [8, 9, 2, 6]], "b": [[8, 16, 3, 5]]},
+    }
+    commit = {
+        "step": 0,
+        "seq": 1,
+        "source": "heuristic",
+        "objective": 1.0,
+        "assignments": {"a": list(range(8))},
+        "plan": plan,
+    }
+    queue = {q["id"]: q for q in view("p", planner, commit, [])["queue"]}
+    assert (queue["b"]["action"], queue["b"]["promised_start"], queue["b"]["promised_gpus"]) == ("planned", 3, "8-15")
+    assert queue["b"]["reason"] == "planned at step 3 on GPUs 8-15: its block is held by chat (priority 5) until step 3"
+    assert (
+        queue["c"]["action"] == "queued" and "no 16-GPU block for 2 steps in the 6-step window" in queue["c"]["reason"]
+    )
+    assert queue["late"]["promised_start"] is None and "arrived after the latest commit" in queue["late"]["reason"]
+
+
+def test_the_text_lists_the_first_jobs_and_says_how_many_more():
+    planner = Planner(PoolConfig(gpus=8, gpus_per_node=4, horizon=6))
+    planner.submit_all([JobSpec(f"j{k}", "training", 1, 8, 2, 0) for k in range(SHOWN + 6)])  # one starts
+    text = "\n".join(lines(view("p", planner, None, [])))
+    assert f"queue ({SHOWN + 5}):" in text and "  ... and 5 more (`--json` lists all)" in text
+    assert text.count("GPUs x 2  priority 1") == SHOWN
+    assert "(no commit yet)" in text and "nodes 0-1 up: 0 of 8 GPUs busy" in text
+
+
+def test_the_text_says_a_pool_whose_agent_stopped_publishing_is_stalled():
+    planner = Planner(PoolConfig(gpus=8, gpus_per_node=4, horizon=6))
+    status = view("p", planner, None, [])
+    assert not any(line.startswith("stalled:") for line in lines(status))
+    status |= {"waiting": 1200, "stalled": True}
+    assert lines(status)[1] == (
+        "stalled: 1,200 input records past its ledger, whose last pass is over 300 s old: its agent publishes nothing"
+    )
+
+
+@pytest.mark.kafka
+async def test_status_reads_the_live_pool_back_from_the_bus(kafka_bootstrap):
+    prefix = unique_topic("status") + "."
+    topics = Topics.with_prefix(prefix)
+    agent = AgentService(
+        kafka_bootstrap,
+        AgentSettings(step_seconds=1.0, full_mode=RollingFullMode(every=0), group_id=unique_topic("g")),
+        topics,
+        pool="p",
+    )
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(agent.run(stop, ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 30)
+        async with Client(kafka_bootstrap, pool="p", topics=topics) as client:
+            await client.send("pool.configured", {"gpus": 8, "gpus_per_node": 4, "horizon": 6})
+            await client.register_app({"id": "chat", "priority": 5, "min_gpus": 1, "max_gpus": 4})
+            await client.report_traffic("chat", gpus=2)
+            a = await client.submit_job({"id": "a", "kind": "training", "priority": 5, "gpus": 4, "duration": 4})
+            b = await client.submit_job({"id": "b", "kind": "training", "priority": 1, "gpus": 8, "duration": 2})
+        assert a.action == "start" and b.action in ("planned", "queued")
+        for _ in range(50):  # until a commit holds `a`
+            status = await read_status(kafka_bootstrap, topics, "p", gpu_range=(0, 8))
+            if status and status["commit"] and "a" in status["detail"]["holders"]:
+                break  # `a` runs from its start decision; its first commit is what the plan shows
+            await asyncio.sleep(0.3)
+        assert {r["id"] for r in status["running"]} == {"a"}
+        assert status["stalled"] is False  # a live agent: nothing waits long past its ledger
+        assert [q["id"] for q in status["queue"]] == ["b"] and status["queue"][0]["reason"]
+        assert status["apps"][0]["id"] == "chat" and status["apps"][0]["demand"] == 2
+        assert sum(row[0] == "a" for row in gpu_rows(status["detail"])) == 4
+        assert status["plan"]["rows"][0]["busy"][0] >= 4
+        assert await read_status(kafka_bootstrap, topics, "nobody") is None
+        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
+        run = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "gpualloc", "status", "--pool", "p", "--topic-prefix", prefix],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert run.returncode == 0, run.stderr
+        assert "queue (1):" in run.stdout and "chat" in run.stdout and "GPUs taken a group" in run.stdout
+        assert "legend:" not in run.stdout  # the per-GPU Gantt only on request
+        run = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "gpualloc", "status", "--pool", "p", "--topic-prefix", prefix, "--gpus", "0-7"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert run.returncode == 0 and "legend:" in run.stdout and "=a" in run.stdout, run.stderr
+        run = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "gpualloc", "status", "--pool", "nobody", "--topic-prefix", prefix, "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert run.returncode == 2 and "--pool" in run.stderr and "Traceback" not in run.stderr
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)

@@ -1,0 +1,152 @@
+"""Floors first: registered apps keep `min_gpus` at every commit, whatever order their
+registrations and the arrivals come in (the same pass, either order, across boundaries, with
+plans made ahead), because work that starts before a boundary's replan never takes the GPUs an
+app's floor needs; an app whose floor cannot fit beside running work is refused with the reason."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.builders import T0, ev
+
+from gpualloc.solvers.legality import R3_REALTIME, online_violations
+from gpualloc.solvers.planner.interpreter import Decided, Pool, Rejected
+
+STEP = timedelta(minutes=60)
+
+
+def configured(gpus: int, horizon: int, node: int = 8) -> Pool:
+    pool = Pool()
+    pool.apply(
+        [ev("pool.configured", {"gpus": gpus, "gpus_per_node": node, "horizon": horizon, "step_minutes": 60})], T0
+    )
+    return pool
+
+
+APP = st.tuples(st.integers(0, 6), st.integers(1, 9), st.integers(0, 9), st.booleans())  # floor, priority,
+# GPUs it says it holds now (`current`, new apps), registered again (an app already known, with new bounds)
+JOB = st.tuples(st.integers(1, 9), st.sampled_from([1, 2, 4, 8, 16]), st.integers(1, 8))
+PASS = st.tuples(
+    st.lists(APP, max_size=4),
+    st.lists(JOB, max_size=12),
+    st.booleans(),
+    st.integers(0, 3),
+    st.sampled_from(["none", "commit", "ahead"]),
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from([16, 32, 64, 128]),
+    st.sampled_from([4, 8]),
+    st.integers(2, 12),
+    st.lists(PASS, min_size=1, max_size=8),
+    st.randoms(),
+)
+def test_every_commit_keeps_every_registered_floor(gpus, node, horizon, passes, rnd):
+    """Passes of app registrations (new apps holding GPUs or not, known apps with new bounds)
+    and arrivals shuffled together (completions now and then), boundaries between some of them,
+    the next boundary's plan made ahead before some: every commit keeps each app the pool
+    accepted within the bounds in force then, and the swap caps and one owner per GPU across
+    commits; what the pool refuses, it refuses with the field."""
+    pool = configured(gpus, horizon, node)
+    planner, commits, limits, bounds, n = pool.planner, [], {}, [], 0
+    for apps, jobs, leave, order, boundary in passes:
+        now = T0 + planner.now * STEP
+        events = []
+        for floor, priority, holds, again in apps:
+            name = rnd.choice(sorted(limits)) if again and limits else f"rt-{n}"
+            taken = [m for _, m, _ in planner.running.values()] + [a.held for a in planner.apps.values() if a.held > 0]
+            free = [g for g in range(gpus) if not any(m >> g & 1 for m in taken)]
+            payload = {"id": name, "priority": priority, "min_gpus": floor, "max_gpus": max(floor, 8)}
+            if holds and free and name not in limits:
+                payload["current"] = free[-min(len(free), holds) :]
+            events.append(ev("app.registered", payload, minutes=planner.now * 60, ref=("app", name, floor)))
+            n += 1
+        events += [
+            ev(
+                "job.submitted",
+                {"id": f"j{n}-{k}", "kind": "training", "priority": p, "gpus": g, "duration": d},
+                minutes=planner.now * 60,
+                ref=f"j{n}-{k}",
+            )
+            for k, (p, g, d) in enumerate(jobs)
+        ]
+        n += 1
+        if leave and planner.running:
+            events.append(ev("job.completed", {"id": rnd.choice(sorted(planner.running))}, minutes=planner.now * 60))
+        events = events if order == 0 else events[::-1] if order == 1 else rnd.sample(events, len(events))
+        effects = pool.apply(events, now)
+        refused = {e.ref: e.reason for e in effects if isinstance(e, Rejected)}
+        assert all(r.split(":")[0] in ("min_gpus", "max_gpus", "current") for r in refused.values()), refused
+        for e in events:
+            if e.type == "app.registered" and e.ref not in refused:
+                limits[e.ref[1]] = (e.ref[2], max(e.ref[2], 8), planner.config.swap_cap)
+        assert all(e.decision.action != "rejected" for e in effects if isinstance(e, Decided))
+        if boundary == "ahead":
+            problem = planner.cut()
+            planner.planned_ahead(planner.scheduler(problem))
+        if boundary != "none":
+            commits.append(pool.commit().commit)
+            bounds.append(dict(limits))
+    commits.append(pool.commit().commit)
+    bounds.append(dict(limits))
+    assert online_violations(commits, limits, set(limits), node_size=node, exempt={R3_REALTIME}) == []
+    for commit, limit in zip(commits, bounds):
+        for app, (lo, hi, _) in limit.items():
+            assert lo <= len(commit.assignments[app]) <= hi, (commit.step, app, commit.assignments[app], lo, hi)
+
+
+def test_an_app_registered_after_the_backlog_gets_its_floor_at_the_next_commit():
+    pool = configured(64, 24)
+    pool.apply(
+        [
+            ev("job.submitted", {"id": f"j{k}", "kind": "training", "priority": 9, "gpus": 8, "duration": 10}, ref=k)
+            for k in range(4)
+        ],
+        T0,
+    )  # running now, on 32 GPUs, and a plan without apps
+    pool.apply(
+        [ev("app.registered", {"id": "rt", "priority": 1, "min_gpus": 4, "max_gpus": 8}, ref="rt")]
+        + [
+            ev("job.submitted", {"id": f"k{k}", "kind": "training", "priority": 9, "gpus": 8, "duration": 10}, ref=k)
+            for k in range(8)
+        ],
+        T0,
+    )
+    started = [job for job, (_, _, s) in pool.planner.running.items() if s == 0]
+    assert len(started) == 7  # 56 of the 64 GPUs: 8 stay free, 4 of them for rt's floor
+    commit = pool.commit().commit
+    assert len(commit.assignments["rt"]) >= 4
+
+
+def test_an_app_whose_floor_cannot_fit_beside_running_work_is_refused_with_the_reason():
+    pool = configured(16, 8)
+    pool.apply(
+        [ev("job.submitted", {"id": "big", "kind": "training", "priority": 5, "gpus": 16, "duration": 4}, ref="big")],
+        T0,
+    )
+    effects = pool.apply([ev("app.registered", {"id": "rt", "priority": 5, "min_gpus": 2}, ref="rt")], T0)
+    assert [type(e) for e in effects] == [Rejected]
+    assert (
+        effects[0].reason.startswith("min_gpus: 2 GPUs cannot be kept") and "16 of the pool's 16" in effects[0].reason
+    )
+    assert "rt" not in pool.planner.apps
+    effects = pool.apply([ev("app.registered", {"id": "lean", "priority": 5, "min_gpus": 0, "max_gpus": 4})], T0)
+    assert effects == [] and "lean" in pool.planner.apps
+
+
+def test_an_app_cannot_claim_gpus_a_running_job_holds():
+    pool = configured(16, 8)
+    pool.apply(
+        [ev("job.submitted", {"id": "a", "kind": "training", "priority": 5, "gpus": 8, "duration": 4}, ref="a")], T0
+    )
+    held = sorted(g for g in range(16) if pool.planner.running["a"][1] >> g & 1)
+    effects = pool.apply([ev("app.registered", {"id": "rt", "priority": 5, "min_gpus": 1, "current": [held[0]]})], T0)
+    assert [type(e) for e in effects] == [Rejected] and effects[
+        0
+    ].reason == f"current: GPU {held[0]} is held by running job 'a'"

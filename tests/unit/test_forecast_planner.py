@@ -1,0 +1,221 @@
+"""Forecasts in the planner: jobs given by their features are sized and say so in their
+decisions, completions and traffic teach the forecasters, the window's real-time curves come
+from the traffic forecaster, and all of it survives snapshots and replays and stays legal."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta, timezone
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.feature_jobs import feature_job, training_features
+
+from gpualloc.agent.bus.topics import Record
+from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.schemas.events import AllocationDecided, parse_event
+from gpualloc.solvers.generators.synthetic import forecast_trace
+from gpualloc.solvers.grid import to_grid
+from gpualloc.solvers.legality import check_plan
+from gpualloc.solvers.planner.interpreter import Decided, Event, Pool
+from gpualloc.solvers.planner.snapshot import dump_pool, load_pool
+from gpualloc.solvers.simulation.report import executed_violations, forecast_price, report, spikes
+from gpualloc.solvers.simulation.simulator import SimOptions, simulate
+
+T0 = datetime(2026, 1, 5, tzinfo=timezone.utc)  # a Monday
+POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "gpu_type": "a100-80gb"}
+RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": None, "every": 0}
+
+
+def ev(kind: str, payload: dict, hours: float = 0, ref=None) -> Event:
+    env, p = parse_event(
+        {
+            "event_id": f"e-{kind}-{hours}-{ref}",
+            "type": kind,
+            "pool": "default",
+            "occurred_at": (T0 + timedelta(hours=hours)).isoformat(),
+            "payload": payload,
+        }
+    )
+    return Event(env.type, p, env.occurred_at, ref)
+
+
+def configured() -> Pool:
+    pool = Pool()
+    pool.apply([ev("pool.configured", POOL)], T0)
+    return pool
+
+
+LORA = {
+    "variant": "lora",
+    "params_b": 7,
+    "layers": 32,
+    "hidden_size": 4096,
+    "seq_len": 2048,
+    "dataset_tokens_m": 200,
+    "epochs": 1,
+    "global_batch": 64,
+    "micro_batch": 4,
+    "lora_rank": 16,
+}
+
+
+def test_a_job_given_by_its_features_is_sized_and_its_decision_says_so():
+    pool = configured()
+    [effect] = pool.apply([ev("job.submitted", {"id": "f", "kind": "training", "priority": 5, "features": LORA})], T0)
+    d = effect.decision
+    assert isinstance(effect, Decided) and d.action == "start" and d.forecast.forecast == ("gpus", "duration")
+    assert len(d.gpus) == d.forecast.gpus
+    assert pool.planner.running["f"][0].duration == d.forecast.duration >= round(d.forecast.median)  # runs from now
+    assert "forecast gpus and duration" in d.reason and "80% interval" in d.reason
+    given = pool.apply(
+        [ev("job.submitted", {"id": "g", "kind": "training", "priority": 5, "gpus": 2, "features": LORA})], T0
+    )[0].decision
+    assert given.forecast.forecast == ("duration",) and len(given.gpus) == 2
+
+
+def test_the_dispatcher_publishes_the_forecast_with_its_interval():
+    d = Dispatcher("default", interpreter=Pool())
+    d.use(RUN)
+
+    def body(kind: str, payload: dict, n: int) -> bytes:
+        return orjson.dumps({"event_id": f"e{n}", "type": kind, "occurred_at": T0.isoformat(), "payload": payload})
+
+    out = d.handle(
+        [
+            Record("gpualloc.config", 0, 0, None, body("pool.configured", POOL, 0)),
+            Record(
+                "gpualloc.jobs",
+                0,
+                0,
+                None,
+                body("job.submitted", {"id": "f", "kind": "training", "priority": 5, "features": LORA}, 1),
+            ),
+        ],
+        T0,
+    )
+    [decided] = [
+        AllocationDecided.model_validate(o.message["payload"]) for o in out if o.message["type"] == "allocation.decided"
+    ]
+    f = decided.forecast
+    assert f.forecast == ["gpus", "duration"] and f.interval[0] < f.median < f.interval[1] and f.coverage == 0.8
+    assert f.quantile == 0.7 and f.duration >= f.median and len(decided.gpus) == f.gpus
+
+
+def test_completions_teach_the_duration_and_the_next_forecast_follows():
+    pool, hours = configured(), 0
+    first = pool.apply([ev("job.submitted", {"id": "probe", "kind": "training", "priority": 5, "features": LORA})], T0)[
+        0
+    ].decision.forecast
+    pool.apply([ev("job.cancelled", {"id": "probe"})], T0)
+    for k in range(40):  # each such job really takes three times the forecast
+        pool.apply(
+            [ev("job.submitted", {"id": f"j{k}", "kind": "training", "priority": 5, "features": LORA}, hours)],
+            T0 + timedelta(hours=hours),
+        )
+        pool.commit()
+        for _ in range(3 * round(first.median)):
+            pool.commit()
+        hours += 3 * round(first.median) + 1
+        pool.apply([ev("job.completed", {"id": f"j{k}"}, hours)], T0 + timedelta(hours=hours))
+    model = pool.planner.forecasts.jobs.models["training"]
+    assert model.duration.examples == 40
+    later = pool.apply(
+        [ev("job.submitted", {"id": "again", "kind": "training", "priority": 5, "features": LORA}, hours)],
+        T0 + timedelta(hours=hours),
+    )[0].decision.forecast
+    assert later.median > 2.5 * first.median
+
+
+def traffic_pool(weeks: int, profile: list[int]) -> Pool:
+    """A pool with one app whose demand is 6 GPUs on weekday afternoons and 1 otherwise."""
+    pool = configured()
+    pool.apply([ev("app.registered", {"id": "chat", "priority": 8, "max_gpus": 8, "profile": profile})], T0)
+    for h in range(weeks * 168):
+        busy = (h // 24) % 7 < 5 and 12 <= h % 24 < 18
+        pool.apply([ev("traffic.observed", {"app": "chat", "gpus": 6 if busy else 1}, h)], T0 + timedelta(hours=h))
+        pool.commit()
+    return pool
+
+
+def test_the_window_takes_real_time_demand_from_the_traffic_forecaster_not_the_profile():
+    pool = traffic_pool(2, [3] * 24)  # the registered prior says 3 all day
+    assert pool.planner.now == 2 * 168  # Monday 00:00 again
+    [app] = pool.planner.window_problem().realtime
+    assert app.demand[:12] == (1,) * 12  # the night and morning as observed, not the profile's 3
+    pool.commit(), pool.commit()
+    [app] = pool.planner.window_problem().realtime
+    assert app.demand[10:12] == (6, 6)  # steps 12-13: the weekday afternoon
+    fresh = configured()
+    fresh.apply([ev("app.registered", {"id": "chat", "priority": 8, "max_gpus": 8, "profile": [3] * 24})], T0)
+    assert fresh.planner.window_problem().realtime[0].demand == (3,) * 12  # no history: the prior
+
+
+def test_a_restored_pool_forecasts_and_decides_as_the_original():
+    pool = traffic_pool(1, [2] * 24)
+    rng = random.Random(7)
+    for k in range(30):
+        pool.apply(
+            [
+                ev(
+                    "job.submitted",
+                    {"id": f"t{k}", "kind": "training", "priority": 5, "features": training_features(rng)},
+                    168,
+                )
+            ],
+            T0 + timedelta(hours=168),
+        )
+        pool.commit()
+    for job_id in list(pool.planner.running)[:10]:
+        pool.apply(
+            [ev("job.completed", {"id": job_id, "used": {"peak_memory_gb": 33.0}}, 170)], T0 + timedelta(hours=170)
+        )
+    assert pool.planner.forecasts.jobs.models["training"].memory.examples > 0
+    state = orjson.loads(orjson.dumps(dump_pool(pool)))
+    twin = load_pool(state, Pool())
+    arrivals = [ev("job.submitted", feature_job(rng, f"n{k}"), 171) for k in range(8)]
+    mine = [e.decision for e in pool.apply(arrivals, T0 + timedelta(hours=171))]
+    theirs = [e.decision for e in twin.apply(arrivals, T0 + timedelta(hours=171))]
+    assert mine == theirs and any(d.forecast for d in mine)
+    assert pool.planner.window_problem() == twin.planner.window_problem()
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), steps=st.integers(1, 12))
+def test_plans_with_forecast_jobs_are_legal(seed, steps):
+    rng, pool = random.Random(seed), configured()
+    for step in range(steps):
+        at = T0 + timedelta(hours=step)
+        pool.apply([ev("job.submitted", feature_job(rng, f"s{step}-{k}"), step) for k in range(rng.randint(0, 4))], at)
+        problem, schedule = pool.planner.plan()
+        assert check_plan(problem, to_grid(problem, schedule)) == []
+        commit = pool.commit().commit
+        assert check_plan(commit.window, to_grid(commit.window, commit.schedule)) == []
+
+
+@pytest.mark.slow
+def test_the_simulator_prices_forecast_error_against_an_oracle():
+    events = [parse_event(e) for e in forecast_trace(seed=3, weeks=2, gpus=16, gpus_per_node=8)]
+    sim = simulate(events, SimOptions(policies=("fifo", "heuristic"), forecast=True, days=10))
+    assert list(sim.runs) == ["fifo/oracle", "fifo/forecast", "heuristic/oracle", "heuristic/forecast"]
+    for run in sim.runs.values():
+        assert executed_violations(sim, run) == []
+    oracle, forecast = sim.runs["heuristic/oracle"], sim.runs["heuristic/forecast"]
+    assert all(d.forecast is None for d in oracle.decisions)
+    sized = [d for d in forecast.decisions if d.forecast is not None]
+    assert len(sized) > 0.9 * len(forecast.decisions) and all(
+        d.forecast.forecast == ("gpus", "duration") for d in sized
+    )
+    price = forecast_price(report(sim), sim)["heuristic"]
+    assert price["oracle_value"] > price["fifo_oracle_value"] and price["gain_kept"] is not None
+    again = simulate(events, SimOptions(policies=("heuristic",), forecast=True, days=10))
+    assert [c.assignments for c in again.runs["heuristic/forecast"].commits] == [
+        c.assignments for c in forecast.commits
+    ]
+
+
+def test_one_step_spikes_are_told_from_ramps_and_plateaus():
+    demand = {"a": [4, 4, 20, 4, 4, 6, 9, 13, 13, 13, 1, 3, 1], "b": [0, 0, 3, 0]}
+    assert spikes(demand) == {("a", 2), ("a", 11), ("b", 2)}  # not the ramp 4-13, not the drop to 1

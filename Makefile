@@ -26,6 +26,8 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	mkdir -p build/mypy && ln -sfn ../.. build/mypy/gpualloc  # mypy sees the repository root as the package gpualloc
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(VENV)/bin/gpualloc bench

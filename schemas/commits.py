@@ -102,7 +102,7 @@ def split(message: dict[str, Any], limit: int = PART_BYTES) -> list[dict[str, An
         raise ValueError(f"plan.committed: its fields but the holders take {limit - room} bytes, more than {limit}")
     holders, assignments, started = plan["holders"], p["assignments"], set(p.get("started", ()))
     ids = list(dict.fromkeys([*holders, *assignments, *p.get("started", ())]))
-    parts: list[tuple[dict, list, dict]] = [({}, [], {})]
+    parts: list[tuple[dict[str, Any], list[str], dict[str, list[Any]]]] = [({}, [], {})]
     used = 0
 
     def close() -> None:
@@ -170,7 +170,7 @@ def merge(parts: list[Mapping[str, Any]]) -> dict[str, Any]:
         )
     assignments: dict[str, Any] = {}
     started: list[str] = []
-    holders: dict[str, list] = {}
+    holders: dict[str, list[Any]] = {}
     for p in parts:
         assignments.update(p["assignments"])
         started += p.get("started", [])

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 _UNION_TAGS = {"training", "batch_inference", "quantization", "realtime"}
 
 
-def _field_path(loc: tuple) -> str:
+def _field_path(loc: tuple[int | str, ...]) -> str:
     """`('jobs', 3, 'training', 'priority')` -> `jobs[3].priority` (the union tag is noise)."""
     out = ""
     for part in loc:

@@ -5,12 +5,13 @@ producers; unknown ones are ignored."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field, ValidationError, model_validator
 
-from gpualloc.schemas.features import FEATURES, GPU_TYPES, QuantizationFeatures, TrainingFeatures
+from gpualloc.schemas.features import FEATURES, GpuType, QuantizationFeatures, TrainingFeatures
 from gpualloc.schemas.limits import LIMITS, POOL
 from gpualloc.schemas.scenario import BlockSize, Count, GpuIndex, Id, PoolFields, StrictInt, Text, Weight
 
@@ -28,7 +29,7 @@ class PoolConfigured(PoolFields):
     """`pool.configured`: the scenario's pool fields, without jobs; and the pool's GPU type and
     memory, which size jobs that carry `features` (added fields, optional)."""
 
-    gpu_type: Literal[GPU_TYPES] | None = None
+    gpu_type: GpuType | None = None
     gpu_memory_gb: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)
     # added: the starvation bound: the oldest jobs queued this many steps (while their GPUs fit the
     # pool once) are planned ahead of every other job (their start no later arrival can delay)
@@ -99,7 +100,7 @@ class JobSubmitted(BaseModel):
         return FEATURES[self.kind].model_validate(self.features) if self.features and self.kind in FEATURES else None
 
 
-def _feature_problems(error: ValidationError):
+def _feature_problems(error: ValidationError) -> Iterator[str]:
     """One "features.<field>: <rule>" line per problem of a features object."""
     for err in error.errors():
         msg = err["msg"].removeprefix("Value error, ")
@@ -140,11 +141,17 @@ class TrafficObserved(BaseModel):
 
     def gpus_needed(self, rps_per_gpu: float) -> int:
         """GPUs needed: given, or ceil(requests_per_s / rps_per_gpu) as the contract says."""
-        return self.gpus if self.gpus is not None else math.ceil(self.requests_per_s / rps_per_gpu)
+        if self.gpus is not None:
+            return self.gpus
+        assert self.requests_per_s is not None  # _measured: one of them is given
+        return math.ceil(self.requests_per_s / rps_per_gpu)
 
     def load(self, rps_per_gpu: float) -> float:
         """GPUs needed before rounding up: what a traffic forecaster learns from."""
-        return float(self.gpus) if self.gpus is not None else self.requests_per_s / rps_per_gpu
+        if self.gpus is not None:
+            return float(self.gpus)
+        assert self.requests_per_s is not None  # _measured: one of them is given
+        return self.requests_per_s / rps_per_gpu
 
     @model_validator(mode="after")
     def _measured(self) -> "TrafficObserved":

@@ -10,15 +10,20 @@ feature set yet: such a job gives `gpus` and `duration`.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
-TRAINING_VARIANTS = ("full", "lora", "qlora", "dora", "adapter", "prefix", "prompt", "ia3", "dpo", "cpt")
+# Each set of names once, as the Literal type the models use; its tuple for the one-hot encodings.
+TrainingVariant = Literal["full", "lora", "qlora", "dora", "adapter", "prefix", "prompt", "ia3", "dpo", "cpt"]
+TRAINING_VARIANTS: tuple[TrainingVariant, ...] = get_args(TrainingVariant)
 ADAPTER_VARIANTS = ("lora", "qlora", "dora")  # the ones that take `lora_rank` and `lora_targets`
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
-OPTIMIZERS = ("adamw", "adamw_8bit", "adafactor", "sgd", "lion")
-QUANT_ALGORITHMS = ("awq", "gptq", "smoothquant", "bnb_nf4", "bnb_int8", "fp8", "gguf_k")
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
+Optimizer = Literal["adamw", "adamw_8bit", "adafactor", "sgd", "lion"]
+OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
+QuantAlgorithm = Literal["awq", "gptq", "smoothquant", "bnb_nf4", "bnb_int8", "fp8", "gguf_k"]
+QUANT_ALGORITHMS: tuple[QuantAlgorithm, ...] = get_args(QuantAlgorithm)
 QUANT_BITS = {
     "awq": (3, 4),
     "gptq": (2, 3, 4, 8),
@@ -28,7 +33,7 @@ QUANT_BITS = {
     "fp8": (8,),
     "gguf_k": (2, 3, 4, 5, 6, 8),
 }
-GPU_TYPES = (
+GpuType = Literal[
     "v100-32gb",
     "a10-24gb",
     "l40s-48gb",
@@ -38,7 +43,8 @@ GPU_TYPES = (
     "h200-141gb",
     "b200-192gb",
     "mi300x-192gb",
-)
+]
+GPU_TYPES: tuple[GpuType, ...] = get_args(GpuType)
 
 
 ParallelDegree = Annotated[
@@ -53,7 +59,7 @@ class _Features(BaseModel):
 class TrainingFeatures(_Features):
     """A training job: the model, the data, the method, the parallel layout, the hardware."""
 
-    variant: Literal[TRAINING_VARIANTS]
+    variant: TrainingVariant
     params_b: float = Field(gt=0, le=2000, allow_inf_nan=False)  # model parameters, billions
     active_params_b: float | None = Field(default=None, gt=0, le=2000, allow_inf_nan=False)  # MoE: per token
     layers: int = Field(strict=True, ge=1, le=1024)
@@ -63,8 +69,8 @@ class TrainingFeatures(_Features):
     epochs: float = Field(gt=0, le=1000, allow_inf_nan=False)
     global_batch: int = Field(strict=True, ge=1, le=1 << 20)  # samples a step
     micro_batch: int = Field(strict=True, ge=1, le=1 << 14)  # samples a GPU a forward pass
-    precision: Literal[PRECISIONS] = "bf16"
-    optimizer: Literal[OPTIMIZERS] = "adamw"
+    precision: Precision = "bf16"
+    optimizer: Optimizer = "adamw"
     lora_rank: int | None = Field(default=None, strict=True, ge=1, le=4096)
     lora_targets: Literal["attention", "attention_mlp", "all_linear"] | None = None
     gradient_checkpointing: bool = False
@@ -72,7 +78,7 @@ class TrainingFeatures(_Features):
     tensor_parallel: ParallelDegree = 1
     pipeline_parallel: ParallelDegree = 1
     flash_attention: bool = True
-    gpu_type: Literal[GPU_TYPES] | None = None  # default: the pool's
+    gpu_type: GpuType | None = None  # default: the pool's
     gpu_memory_gb: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)  # default: the pool's
     reference_model: bool = False  # DPO and distillation hold a frozen copy of the model too
 
@@ -103,12 +109,12 @@ class QuantizationFeatures(_Features):
     """A post-training quantization job: the model, the method, its calibration, the hardware."""
 
     params_b: float = Field(gt=0, le=2000, allow_inf_nan=False)
-    algorithm: Literal[QUANT_ALGORITHMS]
+    algorithm: QuantAlgorithm
     bits: int = Field(strict=True, ge=2, le=8)
     calibration_samples: int = Field(default=128, strict=True, ge=0, le=1_000_000)
     seq_len: int = Field(default=2048, strict=True, ge=1, le=1 << 21)  # tokens a calibration sample
     group_size: int | None = Field(default=None, strict=True, ge=8, le=4096)
-    gpu_type: Literal[GPU_TYPES] | None = None
+    gpu_type: GpuType | None = None
     gpu_memory_gb: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)
 
     @model_validator(mode="after")
@@ -121,4 +127,7 @@ class QuantizationFeatures(_Features):
         return self
 
 
-FEATURES = {"training": TrainingFeatures, "quantization": QuantizationFeatures}
+FEATURES: dict[str, type[TrainingFeatures] | type[QuantizationFeatures]] = {
+    "training": TrainingFeatures,
+    "quantization": QuantizationFeatures,
+}

@@ -8,6 +8,7 @@ are checked in one model validator that names the field and the rule of every br
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Annotated, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
@@ -139,7 +140,7 @@ class Scenario(PoolFields):
         return self
 
 
-def _cross_field_problems(sc: Scenario):
+def _cross_field_problems(sc: Scenario) -> Iterator[str]:
     """Yield one message per breach of the contract's cross-field rejection rules."""
     G, N, T = sc.gpus, sc.node_size, sc.horizon
     if G % N:
@@ -160,7 +161,7 @@ def _cross_field_problems(sc: Scenario):
     yield from _capacity_problems(sc, running_by_step)
 
 
-def block_size_problems(n: int, gpus: int, node_size: int, where: str):
+def block_size_problems(n: int, gpus: int, node_size: int, where: str) -> Iterator[str]:
     """Why an n-GPU block can never be placed in this pool (nothing when it can)."""
     if n < 1 or n & (n - 1):
         yield f"{where}.gpus: must be a power of two (got {n})"
@@ -173,7 +174,9 @@ def block_size_problems(n: int, gpus: int, node_size: int, where: str):
         )
 
 
-def _batch_problems(sc, job: BatchJob, where, running_owner, running_by_step):
+def _batch_problems(
+    sc: Scenario, job: BatchJob, where: str, running_owner: dict[int, str], running_by_step: list[int]
+) -> Iterator[str]:
     G, T = sc.gpus, sc.horizon
     n = job.gpus
     yield from block_size_problems(n, G, sc.node_size, where)
@@ -195,7 +198,7 @@ def _batch_problems(sc, job: BatchJob, where, running_owner, running_by_step):
         running_by_step[t] += len(set(gpus))
 
 
-def _realtime_problems(sc, app: RealtimeApp, where, running_owner):
+def _realtime_problems(sc: Scenario, app: RealtimeApp, where: str, running_owner: dict[int, str]) -> Iterator[str]:
     G, T = sc.gpus, sc.horizon
     if len(app.demand) != T:
         yield f"{where}.demand: must have horizon={T} entries (got {len(app.demand)})"
@@ -226,7 +229,7 @@ def _realtime_problems(sc, app: RealtimeApp, where, running_owner):
             yield f"{where}.current: GPU {g} is held by running job {running_owner[g]!r}"
 
 
-def _capacity_problems(sc: Scenario, running_by_step: list[int]):
+def _capacity_problems(sc: Scenario, running_by_step: list[int]) -> Iterator[str]:
     """Floors plus running jobs must fit at every step; `current` GPUs must not be shared.
 
     Step 0 also counts what each app cannot shed at once: with `current` given it keeps at least

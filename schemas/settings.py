@@ -173,10 +173,12 @@ class KafkaSecurity(_Frozen):
     made, so a rotated secret reaches the next one. Errors name the field (`kafka.sasl_username`)."""
 
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(None, validate_default=True)
-    sasl_username: str | None = Field(None, validate_default=True)
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        default=None, validate_default=True
+    )
+    sasl_username: str | None = Field(default=None, validate_default=True)
     sasl_password_file: FilePath | None = None  # before the password, whose check needs it
-    sasl_password: SecretStr | None = Field(None, validate_default=True)
+    sasl_password: SecretStr | None = Field(default=None, validate_default=True)
     ssl_cafile: FilePath | None = None  # CA bundle the broker's certificate is checked against; None: the system's
     ssl_certfile: FilePath | None = None  # this client's certificate (mutual TLS); may hold its key too
     ssl_keyfile: FilePath | None = None
@@ -200,6 +202,7 @@ class KafkaSecurity(_Frozen):
     def _fits_protocol(cls, value: Any, info: ValidationInfo) -> Any:
         """A SASL or TLS setting the protocol does not use is a mistake (a forgotten protocol)."""
         protocol = info.data.get("security_protocol")
+        assert info.field_name is not None  # a field validator's
         wanted = SASL_PROTOCOLS if info.field_name.startswith("sasl") else SSL_PROTOCOLS
         if value is not None and protocol is not None and protocol not in wanted:
             raise PydanticCustomError(
@@ -344,4 +347,5 @@ def load_settings(flags: Mapping[str, Any] | None = None, file: str | Path | Non
     try:
         return cls(**dict(flags or {}))
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
+        assert path is not None  # only a settings file is decoded
         raise ValueError(f"{path}: not {'TOML' if path.suffix == '.toml' else 'JSON'} ({e})") from None

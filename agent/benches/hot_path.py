@@ -15,7 +15,8 @@ import time
 from dataclasses import asdict, dataclass
 
 from gpualloc.schemas.settings import AgentSettings
-from gpualloc.solvers.planner.planner import AppSpec, JobSpec, Planner, PoolConfig
+from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.simulation.report import quantiles
 

@@ -97,7 +97,7 @@ class AgentService:
 
     def __init__(
         self,
-        bootstrap: str,
+        bootstrap: clients.Broker | str,
         settings: AgentSettings = AgentSettings(),
         topics: Topics = Topics(),
         pool: str = "default",
@@ -349,7 +349,7 @@ class AgentService:
         d = self.dispatcher
         self._sent = []
         if ready:  # the state after an earlier transaction: recovery replays the ledger entries after it
-            records, self._snapshot = self._snapshot.result(), None  # the snapshot, then its parts
+            records, self._snapshot = d.snapshot_taken(self._snapshot.result()), None  # the snapshot, then its parts
             try:
                 self._snapshot_bytes = 0
                 for snap in records:
@@ -375,7 +375,7 @@ class AgentService:
         )
         # events waiting for the pool's configuration stay in the ledger; one snapshot at a time;
         # none while a cut waits for its boundary (a snapshot holds no plan made ahead)
-        if due and d.planner is not None and d.planner.ahead is None and self._snapshot is None:
+        if due and d.planner is not None and not d.interpreter.cut_pending and self._snapshot is None:
             # where recovery reads the ledger from: at or before this entry (it skips the
             # entries the snapshot holds by their txn), known without waiting for this entry's
             # offset, a round trip inside the pass that commits a step
@@ -489,7 +489,7 @@ class AgentService:
         """When the window is to be cut for the next boundary's plan (None: not to be, or cut)."""
         d = self.dispatcher
         boundary = d.next_boundary()
-        if self.ahead is None or boundary is None or d.planner.ahead is not None or self.ahead.process.busy:
+        if self.ahead is None or boundary is None or d.interpreter.cut_pending or self.ahead.process.busy:
             return None
         return self.ahead.cut_time(boundary, d.step_length)
 
@@ -518,7 +518,7 @@ class AgentService:
                 log.warning("full mode failed: %s", self.worker.last_error)
                 self.worker.last_error = None
             skipped = self.worker.skipped if self.worker is not None else None
-            carried, began = d.planner.ahead_ready(), time.perf_counter()
+            carried, began = d.interpreter.ahead_ready(), time.perf_counter()
             out += d.commit(now, plan, full_mode=None if skipped is None else f"skipped: {skipped}")  # its parts
             # what replaying this commit will cost: its pass, and the plan made ahead that it carried
             self._replay_s += time.perf_counter() - began + (self.ahead.plan_s if carried and self.ahead else 0.0)
@@ -539,7 +539,7 @@ class AgentService:
                 memory,
                 s.full_mode_max_nonzeros,
             )
-        self.worker.launch(self.dispatcher.planner)
+        self.worker.launch(self.dispatcher.full_mode_problem(self.worker.max_jobs))
         if self.worker.skipped is not None and not self._skip_said:  # each commit says it after this
             log.warning("pool %s: full mode not started: %s", self.pool, self.worker.skipped)
         self._skip_said = self.worker.skipped is not None

@@ -38,11 +38,11 @@ from gpualloc.schemas.events import (
     parse_event,
 )
 from gpualloc.schemas.limits import LIMITS
-from gpualloc.schemas.settings import AgentSettings, ForecastSettings, SolveOptions
+from gpualloc.schemas.settings import AgentSettings, ForecastSettings
 from gpualloc.solvers.grid import Schedule, batch_spans
 from gpualloc.solvers.metrics import objective_of
-from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Pool, Rejected
-from gpualloc.solvers.planner.planner import BLOCKER, FULL_MODE, Commit, FullModePlan, Planner
+from gpualloc.solvers.planner.interpreter import Cut, Decided, Effect, Event, Failed, Pool, Rejected
+from gpualloc.solvers.planner.records import BLOCKER, FULL_MODE, Commit, FullModePlan
 from gpualloc.solvers.planner.snapshot import READABLE as SNAPSHOT_READABLE
 from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
 from gpualloc.solvers.planner.snapshot import (
@@ -55,7 +55,7 @@ from gpualloc.solvers.planner.snapshot import (
     pack_json,
     unpack,
 )
-from gpualloc.solvers.policies import online_policy
+from gpualloc.solvers.planner.view import PoolView
 from gpualloc.solvers.problem import Problem
 
 SNAPSHOT_BYTES = 900_000  # a snapshot record's piece of the state: under the broker's default message limit (1 MiB)
@@ -84,6 +84,16 @@ def run_settings(settings: AgentSettings) -> dict[str, Any]:
         "keyed": settings.group is not None,
         "forecast": settings.forecast.model_dump(),
     }
+
+
+@dataclass(frozen=True)
+class SnapshotRecords:
+    """A snapshot's records, with what it kept: the de-duplication ids that fitted (None: all)
+    and the number of its records."""
+
+    records: list[Output]
+    seen_fit: int | None
+    parts: int
 
 
 @dataclass
@@ -122,8 +132,20 @@ class Dispatcher:
     _snapshot_parts: int = 1  # the records of the last snapshot taken or restored
 
     @property
-    def planner(self) -> Planner | None:
+    def planner(self) -> PoolView | None:
+        """The pool's planner, to read (None before the pool is configured)."""
         return self.interpreter.planner
+
+    @property
+    def step(self) -> int | None:
+        """The step to commit next (None before the pool is configured)."""
+        return None if self.interpreter.planner is None else self.interpreter.planner.now
+
+    def waiting_cut(self) -> Cut | None:
+        return self.interpreter.waiting_cut()
+
+    def full_mode_problem(self, max_jobs: int) -> Cut:
+        return self.interpreter.full_mode_problem(max_jobs)
 
     @property
     def step_length(self) -> timedelta:
@@ -137,35 +159,27 @@ class Dispatcher:
         return self.interpreter.full_mode_due()
 
     def cut(self, now: datetime) -> Problem | None:
-        """Cut the window for the next boundary's plan, made ahead of it by whoever solves the
-        returned problem with the hot path (`planned_ahead` takes the plan); None before the pool
-        is configured or while a cut waits. Recorded in the ledger, so a replay cuts here too."""
-        planner = self.planner
-        if planner is None or planner.ahead is not None:
+        """Cut the window for the next boundary's plan (`Pool.cut`): the problem to plan with the
+        hot path, its plan handed back by `planned_ahead`; recorded in the ledger, so a replay
+        cuts here too."""
+        cut = self.interpreter.cut()
+        if cut is None:
             return None
         self._log.begun(now)
         self._log.cut = True
-        return planner.cut()
+        return cut.problem
 
     def planned_ahead(self, step: int, schedule: Schedule) -> None:
         """The plan of the cut made at `step` (ignored unless that cut still waits for it)."""
-        planner = self.planner
-        if planner is not None and planner.ahead is not None and planner.ahead.now == step:
-            planner.planned_ahead(schedule)
+        self.interpreter.planned_ahead(step, schedule)
 
     def use(self, run: dict[str, Any]) -> None:
         """Plan as a recorded `run` did (`run_settings`): hot path, clock, full-mode cadence,
         de-duplication. `replay` takes up each entry's own run, so a replay plans as the agent
         that made the entry did, whatever its settings are now."""
-        pool, online = self.interpreter, online_policy(run["policy"])
-        pool.scheduler = online.hot.bind(SolveOptions(effort=run["effort"]))
-        pool.by_arrival = online.hot.by_arrival
-        pool.step_seconds = run["step_seconds"]
-        pool.full_mode_every = run["every"] if online.full_mode is not None else 0
-        pool.forecast = ForecastSettings(**run.get("forecast", {}))
-        if pool.planner is not None:
-            pool.planner.scheduler, pool.planner.by_arrival = pool.scheduler, pool.by_arrival
-            pool.planner.forecasts.use(pool.forecast)
+        self.interpreter.use(
+            run["policy"], run["effort"], run["step_seconds"], run["every"], ForecastSettings(**run.get("forecast", {}))
+        )
         self.dedup_steps = run.get("dedup_steps", self.dedup_steps)
         self.seen_limit = run.get("seen_limit", self.seen_limit)
         self.keyed = run.get("keyed", False)
@@ -282,16 +296,11 @@ class Dispatcher:
         plan from this step on; too large for one message, it is split into parts (`commits.split`),
         returned in order, all for the same transaction."""
         if recorded is not None:
-            cut = self.planner.ahead
-            if not recorded.ahead:
-                self.planner.ahead = None  # the agent replanned here: its plan made ahead came too late
-            elif cut is not None and cut.schedule is None:  # the cut's plan, made when first needed
-                self.planner.planned_ahead(self.planner.scheduler(cut.problem))
             schedule = load_schedule(recorded.schedule) if recorded.schedule is not None else None
-            committed = self.interpreter.replay_commit(schedule, recorded.full_mode, recorded.bound)
+            committed = self.interpreter.replay_commit(schedule, recorded.full_mode, recorded.bound, recorded.ahead)
             ahead = recorded.ahead
         else:
-            ahead = self.planner.ahead_ready()
+            ahead = self.interpreter.ahead_ready()
             committed = self.interpreter.commit(plan, admit=_recordable, full_mode=full_mode)
         commit = committed.commit
         self.last_commit, self.seq = commit, self.seq + 1
@@ -376,14 +385,21 @@ class Dispatcher:
     def snapshot(self, now: datetime, ledger_partition: int, ledger_next: int, state_partition: int) -> list[Output]:
         """The pool's state after the sealed transaction, for the compacted state topic (see
         `snapshot_job`)."""
-        return self.snapshot_job(now, ledger_partition, ledger_next, state_partition)()
+        return self.snapshot_taken(self.snapshot_job(now, ledger_partition, ledger_next, state_partition)())
+
+    def snapshot_taken(self, taken: SnapshotRecords) -> list[Output]:
+        """Note what a snapshot made by `snapshot_job` kept (on the thread that owns the
+        dispatcher); its records, to send in one transaction."""
+        self._seen_fit, self._snapshot_parts = taken.seen_fit, taken.parts
+        return taken.records
 
     def snapshot_job(
         self, now: datetime, ledger_partition: int, ledger_next: int, state_partition: int
-    ) -> Callable[[], list[Output]]:
+    ) -> Callable[[], SnapshotRecords]:
         """The snapshot of the state after the sealed transaction, as a function that may run in
-        another thread while the pool goes on: the state is serialized now, compression (most of
-        the cost) is left to the call, which gives its records, all for `state_partition` (the
+        another thread while the pool goes on (it reads and writes nothing of the dispatcher; hand
+        its result to `snapshot_taken`): the state is serialized now, compression (most of the
+        cost) is left to the call, which gives its records, all for `state_partition` (the
         pool's): the `pool.snapshot` keyed `<pool>` with the first piece of the packed state and
         their number, then `pool.snapshot.part` records keyed `<pool>` NUL `<i>` with the others,
         pieces of at most `SNAPSHOT_BYTES` (the first the largest, so a size limit refuses the
@@ -392,9 +408,9 @@ class Dispatcher:
         later snapshot. It carries the de-duplication window, as much of it as fits in the room
         the pool's state leaves in the records it needs (the newest ids; a restart may then take
         an old duplicate for new)."""
-        if self.planner is not None and self.planner.ahead is not None:
+        if self.interpreter.cut_pending:
             raise ValueError("a snapshot holds no plan made ahead: take it after the cut's boundary has committed")
-        window = len(self.seen)
+        window, before = len(self.seen), self._snapshot_parts
         seen = self.seen.newest(self._seen_fit)  # trimmed to what fitted last time: one compression, usually
         state = orjson.dumps(dump_pool(self.interpreter))
         txn, pool = self.txn, self.pool
@@ -410,7 +426,7 @@ class Dispatcher:
         def packed(kept: list) -> str:
             return pack_json(b'{"pool":' + state + b',"seen":' + orjson.dumps(kept) + b"}")
 
-        def build() -> list[Output]:
+        def build() -> SnapshotRecords:
             kept, text = seen, packed(seen)
             if len(text) > SNAPSHOT_BYTES and kept:
                 room = SNAPSHOT_BYTES * -(-len(packed([])) // SNAPSHOT_BYTES)  # the records the pool's state needs
@@ -419,12 +435,11 @@ class Dispatcher:
                     text = packed(kept)
             # what fits, to trim to at once next time; all again once the state leaves room for more
             roomy = len(text) <= SNAPSHOT_BYTES * max(1, -(-len(text) // SNAPSHOT_BYTES)) // 2
-            self._seen_fit = len(kept) if len(kept) < window and not roomy else None
+            seen_fit = len(kept) if len(kept) < window and not roomy else None
             parts = max(1, -(-len(text) // SNAPSHOT_BYTES))
             size = -(-len(text) // parts)
             pieces = [text[i * size : (i + 1) * size] for i in range(parts)]
-            before, self._snapshot_parts = self._snapshot_parts, parts
-            return (
+            records = (
                 [
                     Output(
                         self.topics.state,
@@ -459,6 +474,7 @@ class Dispatcher:
                     for i in range(parts, before)
                 ]
             )  # parts beyond this one's: dropped by compaction
+            return SnapshotRecords(records, seen_fit, parts)
 
         return build
 

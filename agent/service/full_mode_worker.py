@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from gpualloc.agent.service.solve_process import SolveProcess
 from gpualloc.schemas.settings import FullModeOptions, RollingFullMode, SolveOptions
-from gpualloc.solvers.planner.full_mode import not_worth_starting, snapshot, solve_snapshot
-from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.full_mode import not_worth_starting, solve_snapshot
+from gpualloc.solvers.planner.records import Cut
 
 DEADLINE_GRACE_S = 15.0  # past the time limit: starting the process, the warm start, realizing the plan
 
@@ -33,22 +33,21 @@ class FullModeWorker(SolveProcess):
         self.max_nonzeros = max_nonzeros
         self.skipped: str | None = None  # why the last launch did not solve its snapshot
 
-    def launch(self, planner: Planner) -> bool:
-        """Solve a snapshot of the planner's current window; False while a solve is running or
-        when the snapshot is not worth solving (`skipped`). `take` gives its FullModePlan (None
-        when it found nothing better)."""
+    def launch(self, window: Cut) -> bool:
+        """Solve `window` (the pool's current window, its queue cut to `max_jobs`:
+        `Pool.full_mode_problem`); False while a solve is running or when it is not worth
+        solving (`skipped`). `take` gives its FullModePlan (None when it found nothing better)."""
         self.skipped = None
         if self.busy:
             return False
-        problem = snapshot(planner, self.max_jobs)
-        self.skipped = not_worth_starting(problem, self.options.full_mode, self.memory_bytes, self.max_nonzeros)
+        self.skipped = not_worth_starting(window.problem, self.options.full_mode, self.memory_bytes, self.max_nonzeros)
         if self.skipped is not None:
             return False
         limit = self.options.full_mode.time_limit
         return self.submit(
             solve_snapshot,
-            problem,
-            planner.now,
+            window.problem,
+            window.step,
             self.policy,
             self.options,
             deadline_s=None if limit is None else limit + DEADLINE_GRACE_S,

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
+from typing import Protocol
 
-from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.solve_process import SolveProcess
 from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.records import Cut
 from gpualloc.solvers.policies import online_policy
 from gpualloc.solvers.problem import Problem
 
@@ -40,6 +40,20 @@ def _warm(policy: str) -> None:
     online_policy(policy)
 
 
+class Cuts(Protocol):
+    """What plans made ahead need of a pool: its cuts, and where their plans go (the dispatcher,
+    which records each cut in the ledger)."""
+
+    @property
+    def step(self) -> int | None: ...  # the step to commit next (None before the pool is configured)
+
+    def cut(self, now: datetime) -> Problem | None: ...
+
+    def waiting_cut(self) -> Cut | None: ...
+
+    def planned_ahead(self, step: int, schedule: Schedule) -> None: ...
+
+
 class PlanAhead:
     def __init__(self, policy: str, effort: float):
         self.policy, self.effort = policy, effort
@@ -53,53 +67,45 @@ class PlanAhead:
     def cut_time(self, boundary: datetime, step_length: timedelta) -> datetime:
         return boundary - timedelta(seconds=min(self.lead_s, LEAD_SHARE * step_length.total_seconds()))
 
-    def awaited(self, dispatcher: Dispatcher, boundary: datetime, step_length: timedelta, now: datetime) -> bool:
+    def awaited(self, pool: Cuts, boundary: datetime, step_length: timedelta, now: datetime) -> bool:
         """Should the boundary at `boundary` wait for the plan being made for it? Yes while it is
         being made and the boundary is less than `LEAD_SHARE` of a step past: replanning in the
         pass instead would hold up every arrival behind it for the whole replan (seconds at
         thousands of GPUs), while waiting keeps deciding arrivals, inserted into the current
         plan, and commits the step a little late. The commit is the one a replay makes: the cut,
         the inputs after it, then the commit carrying its plan, in the ledger's order."""
-        planner = dispatcher.planner
+        waiting = pool.waiting_cut()
         return (
             self._launched is not None
-            and planner is not None
-            and planner.ahead is not None
-            and planner.ahead.schedule is None
-            and self._launched[0] == planner.now
+            and waiting is not None
+            and self._launched[0] == waiting.step
             and now < boundary + LEAD_SHARE * step_length
         )
 
-    def launch(self, dispatcher: Dispatcher, now: datetime) -> bool:
+    def launch(self, pool: Cuts, now: datetime) -> bool:
         """Cut the window and start its plan (not while one is still being made)."""
-        if self.process.busy or dispatcher.cut(now) is None:
+        if self.process.busy:
             return False
-        return self._start(dispatcher.planner)
+        problem = pool.cut(now)
+        return problem is not None and self._start(Cut(pool.step, problem))
 
-    def resume(self, dispatcher: Dispatcher) -> bool:
+    def resume(self, pool: Cuts) -> bool:
         """Start the plan of a cut the pool holds without one (a cut replayed by recovery, its
         boundary still to come), so that boundary carries it over as the first agent's would
         have; the replay itself does not wait for it."""
-        planner = dispatcher.planner
-        if (
-            self.process.busy
-            or self._launched is not None
-            or planner is None
-            or planner.ahead is None
-            or planner.ahead.schedule is not None
-            or planner.ahead.problem is None
-        ):
+        waiting = pool.waiting_cut()
+        if self.process.busy or self._launched is not None or waiting is None:
             return False
-        return self._start(planner)
+        return self._start(waiting)
 
-    def _start(self, planner: Planner) -> bool:
-        """Make the plan of the cut `planner` holds, timed from now."""
-        self._launched = (planner.now, time.perf_counter())
-        return self.process.submit(hot_plan, planner.ahead.problem, self.policy, self.effort)
+    def _start(self, cut: Cut) -> bool:
+        """Make the plan of `cut`, timed from now."""
+        self._launched = (cut.step, time.perf_counter())
+        return self.process.submit(hot_plan, cut.problem, self.policy, self.effort)
 
-    def deliver(self, dispatcher: Dispatcher) -> None:
-        """Hand a plan that has been made to the dispatcher (kept there for its boundary; one
-        made too late, after its boundary, is dropped) and time it for the next lead."""
+    def deliver(self, pool: Cuts) -> None:
+        """Hand a plan that has been made to the pool (kept there for its boundary; one made too
+        late, after its boundary, is dropped) and time it for the next lead."""
         if not self.process.done:
             return
         if self._launched is None:  # the warm-up
@@ -111,9 +117,9 @@ class PlanAhead:
         self.lead_s = max(LEAD_FLOOR_S, LEAD_TIMES * self.plan_s)
         if schedule is None:
             return
-        in_time = dispatcher.planner is not None and dispatcher.planner.now == step
+        in_time = pool.step == step
         self.made, self.late = self.made + in_time, self.late + (not in_time)
-        dispatcher.planned_ahead(step, schedule)
+        pool.planned_ahead(step, schedule)
 
     def close(self) -> None:
         self.process.close()

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 
 from gpualloc.schemas.settings import FullModeOptions, SolveOptions
 from gpualloc.solvers.metrics import objective_of, relative_gap
-from gpualloc.solvers.planner.planner import FullModePlan, Planner
+from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.records import Cut, FullModePlan
 from gpualloc.solvers.policies import policy
 from gpualloc.solvers.policies.milp.data import SETUP_S_PER_NONZERO, model_size
 from gpualloc.solvers.problem import Problem
@@ -23,6 +24,11 @@ SETUP_SHARE = 0.25  # of the time limit the model's setup may take; the rest is 
 # of `model_size` (940 MB resident at 2 M nonzeros after a 20 s search with HiGHS on a 2-core VM)
 PROCESS_BYTES = 512 << 20
 BYTES_PER_NONZERO = 300
+
+
+def full_mode_window(planner: Planner, max_jobs: int) -> Cut:
+    """The window full mode solves now: `snapshot` of the current step."""
+    return Cut(planner.now, snapshot(planner, max_jobs))
 
 
 def snapshot(planner: Planner, max_jobs: int) -> Problem:

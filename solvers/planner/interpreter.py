@@ -26,18 +26,21 @@ from gpualloc.forecasting.jobs import SizeError
 from gpualloc.forecasting.traffic import week_minute
 from gpualloc.schemas.events import AppRegistered, BindingReported, JobSubmitted, NodeStatus, PoolConfigured
 from gpualloc.schemas.limits import LIMITS
-from gpualloc.schemas.settings import ForecastSettings
+from gpualloc.schemas.settings import ForecastSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.planner.planner import (
+from gpualloc.solvers.planner.full_mode import full_mode_window
+from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.records import (
     FULL_MODE,
     AppSpec,
     Commit,
+    Cut,
     Decision,
     FullModePlan,
     JobSpec,
-    Planner,
     PoolConfig,
 )
+from gpualloc.solvers.policies import online_policy
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Problem, bits_of, mask_of
 
@@ -349,10 +352,80 @@ class Pool:
             return Committed(commit, adoption.reason, bound)
         return Committed(self.planner.tick(recorded), full_mode, None)
 
-    def replay_commit(self, schedule: Schedule | None, full_mode: str | None, bound: float | None) -> Committed:
+    def replay_commit(
+        self, schedule: Schedule | None, full_mode: str | None, bound: float | None, carried: bool
+    ) -> Committed:
         """The commit a ledger recorded: its adopted full-mode `schedule` (None: the hot path's
-        plan), with what the commit said of full mode."""
-        return Committed(self.planner.tick(schedule), full_mode, bound)
+        plan), with what the commit said of full mode; `carried`: whether it carried the plan
+        made ahead (when not, the agent replanned there: its cut came too late, and is dropped;
+        when it did, the cut's plan is made here, the same function of the same window)."""
+        planner = self.planner
+        if not carried:
+            planner.drop_cut()
+        elif (waiting := self.waiting_cut()) is not None:
+            planner.planned_ahead(planner.scheduler(waiting.problem))
+        return Committed(planner.tick(schedule), full_mode, bound)
+
+    # ---- plans made elsewhere -------------------------------------------------------------------
+    def cut(self) -> Cut | None:
+        """Cut the window for the next boundary's plan, made ahead of it by whoever solves the
+        cut's problem with the hot path (`planned_ahead` takes the plan); None before the pool is
+        configured or while a cut waits for its boundary."""
+        if self.planner is None or self.planner.ahead is not None:
+            return None
+        problem = self.planner.cut()
+        return Cut(self.planner.now, problem)
+
+    def waiting_cut(self) -> Cut | None:
+        """The cut whose plan has not come back yet (a cut replayed by recovery, say), if any."""
+        ahead = None if self.planner is None else self.planner.ahead
+        if ahead is None or ahead.schedule is not None or ahead.problem is None:
+            return None
+        return Cut(ahead.now, ahead.problem)
+
+    @property
+    def cut_pending(self) -> bool:
+        """Does a cut wait for its boundary (with or without its plan)?"""
+        return self.planner is not None and self.planner.ahead is not None
+
+    def planned_ahead(self, step: int, schedule: Schedule) -> None:
+        """The plan of the cut made at `step` (ignored unless that cut still waits for it)."""
+        if self.planner is not None and self.planner.ahead is not None and self.planner.ahead.now == step:
+            self.planner.planned_ahead(schedule)
+
+    def ahead_ready(self) -> bool:
+        """Will the next commit carry a plan made ahead onto its window (else it replans)?"""
+        return self.planner is not None and self.planner.ahead_ready()
+
+    def full_mode_problem(self, max_jobs: int) -> Cut:
+        """The current window for full mode, as the hot path plans it, its queue cut to the
+        `max_jobs` most valuable jobs (`gpualloc.solvers.planner.full_mode.full_mode_window`)."""
+        return full_mode_window(self.planner, max_jobs)
+
+    # ---- run settings ---------------------------------------------------------------------------
+    def use(
+        self, policy: str, effort: float, step_seconds: float | None, every: int, forecast: ForecastSettings
+    ) -> None:
+        """Plan with registered policy `policy` (its hot path at `effort`; its full mode every
+        `every` steps, when it has one), on a step of `step_seconds` (None: the pool's own), the
+        forecasters set by `forecast`. The one writer of the hot path, here and in the planner."""
+        online = online_policy(policy)
+        self.step_seconds = step_seconds
+        self.full_mode_every = every if online.full_mode is not None else 0
+        self.forecast = forecast
+        self._use_hot(online.hot.bind(SolveOptions(effort=effort)), online.hot.by_arrival)
+        if self.planner is not None:
+            self.planner.forecasts.use(forecast)
+
+    def _use_hot(self, scheduler: Callable[[Problem], Schedule], by_arrival: bool) -> None:
+        self.scheduler, self.by_arrival = scheduler, by_arrival
+        if self.planner is not None:
+            self.planner.scheduler, self.planner.by_arrival = scheduler, by_arrival
+
+    def adopt_planner(self, planner: Planner | None) -> None:
+        """Take up `planner` (a snapshot's) with this pool's hot path."""
+        self.planner = planner
+        self._use_hot(self.scheduler, self.by_arrival)
 
     def full_mode_due(self) -> bool:
         """Solve full mode for the current step? Every `full_mode_every` steps, from step 0."""

@@ -17,107 +17,30 @@ from typing import Any, Callable
 from gpualloc.forecasting.forecasters import Forecasters, pool_hardware
 from gpualloc.forecasting.jobs import Hardware, JobForecast
 from gpualloc.forecasting.traffic import pool_hour
-from gpualloc.schemas.events import Action, JobUsage
-from gpualloc.schemas.limits import POOL
+from gpualloc.schemas.events import JobUsage
 from gpualloc.schemas.scenario import block_size_problems
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over
 from gpualloc.solvers.planner.reconcile import reconcile
+from gpualloc.solvers.planner.records import (
+    BLOCKER,
+    FULL_MODE,
+    HOT_PATH,
+    Adoption,
+    AppSpec,
+    Commit,
+    Decision,
+    FullModePlan,
+    JobSpec,
+    PoolConfig,
+)
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, earliest_block, obeys_node_rule
 
-BLOCKER = "\x00unavailable"  # pseudo running job holding GPUs that may take no new work
 STARVING_WEIGHT = 10.0  # without apps: a starving job's priority is raised by this times the top priority, per step
 STARVING_CEILING = 0.9  # with apps: raised priorities stay below this share of the cheapest app's shortfall cost
-HOT_PATH, FULL_MODE = "heuristic", "milp"  # a commit's `source`, in the events contract's words
-
-
-@dataclass(frozen=True)
-class PoolConfig:
-    gpus: int
-    gpus_per_node: int | None = None
-    horizon: int = POOL.horizon
-    step_minutes: int = POOL.step_minutes
-    time_decay: float = POOL.time_decay
-    realtime_penalty: float = POOL.realtime_penalty
-    swap_cap: int = POOL.swap_cap
-    gpu_type: str | None = None  # what jobs given by their features are sized for
-    gpu_memory_gb: float | None = None
-    starvation_steps: int | None = None  # the starvation bound B (`Planner.starving`); None: off
-
-    @property
-    def node_size(self) -> int:
-        return self.gpus_per_node or self.gpus
-
-
-@dataclass
-class JobSpec:
-    id: str
-    kind: str
-    priority: float
-    gpus: int
-    duration: int
-    submitted: int  # step of arrival
-    requeue: bool = True
-    features: Any = None  # the validated features, when the job gave them (its completion teaches the forecasters)
-    forecast: JobForecast | None = None  # when its GPUs or duration were forecast
-
-
-@dataclass
-class AppSpec:
-    id: str
-    priority: float
-    min_gpus: int = 0
-    max_gpus: int | None = None
-    swap_cap: int | None = None
-    profile: list[int] | None = None  # GPUs by hour of day, before traffic history exists
-    rps_per_gpu: float = 1.0  # requests per second one GPU serves
-    observed: dict[int, int] = field(default_factory=dict)  # step -> largest GPUs observed
-    held: int = -1  # GPU mask held in the last committed step (-1: never committed)
-
-
-@dataclass(frozen=True)
-class Decision:
-    job_id: str
-    action: Action
-    gpus: tuple[int, ...]
-    start_step: int | None
-    reason: str
-    forecast: JobForecast | None = None  # when the job's GPUs or duration were forecast
-
-
-@dataclass(frozen=True)
-class Commit:
-    step: int
-    assignments: dict[str, tuple[int, ...]]  # job or app id -> GPUs binding for this step
-    started: tuple[str, ...]  # jobs that start running at this step
-    window: Problem  # the window this step was planned in
-    schedule: Schedule  # the plan over that window (its step 0 is this commit)
-    source: str = HOT_PATH  # HOT_PATH, or FULL_MODE: an adopted full-mode plan
-
-
-@dataclass(frozen=True)
-class FullModePlan:
-    """A full-mode plan of the window at step `made_at` (a snapshot of the planner's state)."""
-
-    made_at: int
-    schedule: Schedule
-    objective: float
-    bound: float | None = None
-
-
-@dataclass(frozen=True)
-class Adoption:
-    """What became of a full-mode plan at a step boundary: the schedule to commit, or None
-    with the reason (stale, illegal once reconciled, or no better than the hot path)."""
-
-    schedule: Schedule | None
-    reason: str
-    objective: float | None = None  # the reconciled plan's, on the current window
-    hot_objective: float | None = None  # the hot path's, on the same window
-    hot: tuple[Problem, Schedule] | None = None  # the hot path's window and plan, for `tick_after`
 
 
 @dataclass
@@ -411,6 +334,10 @@ class Planner:
         """The plan of the problem `cut` gave, made (ignored when no cut waits for it)."""
         if self.ahead is not None and self.ahead.schedule is None:
             self.ahead = replace(self.ahead, schedule=schedule)
+
+    def drop_cut(self) -> None:
+        """Forget the cut: the next boundary replans (its plan came too late)."""
+        self.ahead = None
 
     def ahead_ready(self) -> bool:
         """Will the next commit carry a plan made ahead onto its window (else it replans)?"""

@@ -25,7 +25,8 @@ from gpualloc.schemas.gpu_runs import gpu_runs, mask_of_runs
 from gpualloc.schemas.settings import ForecastSettings
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.interpreter import Pool
-from gpualloc.solvers.planner.planner import AppSpec, JobSpec, Planner, PoolConfig
+from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig
 from gpualloc.solvers.problem import Problem
 
 # 2: the forecasters' state, the pool's GPU type, jobs' features; 3: apps' held GPUs in hex, the GPUs the
@@ -145,9 +146,7 @@ def load_pool(data: dict[str, Any], pool: Pool) -> Pool:
     try:
         pool.origin = datetime.fromisoformat(data["origin"]) if data["origin"] else None
         pool.passes = data["passes"]
-        pool.planner = load_planner(data["planner"], pool.scheduler, pool.forecast) if data["planner"] else None
-        if pool.planner is not None:
-            pool.planner.by_arrival = pool.by_arrival
+        pool.adopt_planner(load_planner(data["planner"], pool.scheduler, pool.forecast) if data["planner"] else None)
     except (KeyError, TypeError, ValueError) as e:
         raise SnapshotError(f"snapshot: damaged ({type(e).__name__}: {e})") from None
     return pool

@@ -33,7 +33,8 @@ from gpualloc.schemas.settings import ForecastSettings, RollingFullMode, Simulat
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.full_mode import FullModeRun, run_snapshot, snapshot
 from gpualloc.solvers.planner.interpreter import Decided, Ended, Event, Failed, Pool, Rejected
-from gpualloc.solvers.planner.planner import FULL_MODE, Commit, Decision, Planner, PoolConfig
+from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.records import FULL_MODE, Commit, Decision, PoolConfig
 from gpualloc.solvers.policies import OnlinePolicy, online_policy
 
 

@@ -12,8 +12,9 @@ from support.planner_states import PROFILE
 
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
 from gpualloc.schemas.settings import FullModeOptions, SolveOptions
-from gpualloc.solvers.planner.full_mode import SETUP_SHARE, not_worth_starting, snapshot
-from gpualloc.solvers.planner.planner import AppSpec, JobSpec, Planner, PoolConfig
+from gpualloc.solvers.planner.full_mode import SETUP_SHARE, full_mode_window, not_worth_starting, snapshot
+from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig
 from gpualloc.solvers.policies.milp import solve
 from gpualloc.solvers.policies.milp.data import SETUP_S_PER_NONZERO, milp_data, model_size
 from gpualloc.solvers.policies.milp.model import build_model, solve_model
@@ -86,7 +87,7 @@ def test_a_model_that_would_not_fit_the_process_memory_is_not_started():
 async def test_the_worker_skips_such_a_snapshot_without_starting_a_process():
     worker = FullModeWorker(FullModeOptions(time_limit=0.01), max_jobs=20)
     try:
-        assert not worker.launch(planner(64, 20, 24))
+        assert not worker.launch(full_mode_window(planner(64, 20, 24), 20))
         assert worker.skipped is not None and "time limit" in worker.skipped
         assert worker.pid is None and not worker.busy
     finally:

@@ -11,7 +11,8 @@ from gpualloc.agent.service.full_mode_worker import FullModeWorker
 from gpualloc.schemas.settings import FullModeOptions
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
-from gpualloc.solvers.planner.planner import JobSpec
+from gpualloc.solvers.planner.full_mode import full_mode_window
+from gpualloc.solvers.planner.records import JobSpec
 from gpualloc.solvers.policies.fifo import fifo_schedule
 
 
@@ -20,7 +21,9 @@ async def test_arrivals_are_decided_while_full_mode_solves_and_its_plan_is_adopt
     planner = loaded_planner(scheduler=fifo_schedule)  # a weak hot path, so full mode's plan is better
     worker = FullModeWorker(FullModeOptions(time_limit=30, node_limit=50), max_jobs=12)
     try:
-        assert worker.launch(planner) and not worker.launch(planner)  # one solve at a time
+        assert worker.launch(full_mode_window(planner, 12)) and not worker.launch(
+            full_mode_window(planner, 12)
+        )  # one solve at a time
         decided_while_busy = 0
         for k in range(40):
             if not worker.busy:

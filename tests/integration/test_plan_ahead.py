@@ -26,7 +26,8 @@ from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.planner.ahead import carry_over
 from gpualloc.solvers.planner.interpreter import Pool
-from gpualloc.solvers.planner.planner import AppSpec, JobSpec, Planner
+from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.records import AppSpec, JobSpec
 
 RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0}
 

@@ -17,7 +17,8 @@ from gpualloc.agent.operator.status import SHOWN, gantt, gpu_rows, lines, read_s
 from gpualloc.agent.service.agent_service import AgentService
 from gpualloc.client import Client
 from gpualloc.schemas.settings import AgentSettings, RollingFullMode
-from gpualloc.solvers.planner.planner import AppSpec, JobSpec, Planner, PoolConfig
+from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig
 
 
 def test_the_gantt_groups_gpus_with_the_same_plan_and_names_each_holder():

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gpualloc.solvers.planner.planner import AppSpec, JobSpec, Planner, PoolConfig
+from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 
 CONFIG = PoolConfig(gpus=16, gpus_per_node=8, horizon=12, swap_cap=2)

@@ -29,7 +29,7 @@ from gpualloc.solvers import compile_scenario
 from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import batch_spans, to_grid
 from gpualloc.solvers.planner.interpreter import Pool
-from gpualloc.solvers.planner.planner import BLOCKER
+from gpualloc.solvers.planner.records import BLOCKER
 from gpualloc.solvers.policies import policy
 
 T0 = datetime(2026, 12, 2, tzinfo=UTC)

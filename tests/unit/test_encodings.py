@@ -26,7 +26,8 @@ from gpualloc.schemas.features import FEATURES
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.interpreter import Pool
-from gpualloc.solvers.planner.planner import AppSpec, FullModePlan, JobSpec, Planner, PoolConfig
+from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.records import AppSpec, FullModePlan, JobSpec, PoolConfig
 from gpualloc.solvers.planner.snapshot import dump_planner, dump_pool, dump_schedule, load_planner, load_schedule
 from gpualloc.solvers.policies.fifo import fifo_schedule
 from gpualloc.solvers.policies.heuristic import heuristic_schedule

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan, online_violations
-from gpualloc.solvers.planner.planner import AppSpec, JobSpec, Planner, PoolConfig
+from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig
 from gpualloc.solvers.planner.snapshot import dump_planner, load_planner
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import mask_of

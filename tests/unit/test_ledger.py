@@ -18,7 +18,7 @@ from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.plan_ahead import hot_plan
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart
 from gpualloc.solvers.planner.interpreter import Pool
-from gpualloc.solvers.planner.planner import FullModePlan
+from gpualloc.solvers.planner.records import FullModePlan
 from gpualloc.solvers.planner.snapshot import SnapshotError, dump_pool, unpack
 from gpualloc.solvers.policies.fifo import fifo_schedule
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import random
 
 from gpualloc.solvers.legality import online_violations
-from gpualloc.solvers.planner.planner import AppSpec, JobSpec, Planner, PoolConfig, applied
+from gpualloc.solvers.planner.planner import Planner, applied
+from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig
 
 CONFIG = PoolConfig(gpus=16, gpus_per_node=8, horizon=12, swap_cap=2)
 PROFILE = [1, 1, 1, 1, 1, 2, 2, 3, 4, 5, 5, 5, 5, 5, 4, 4, 4, 3, 3, 2, 2, 2, 1, 1]

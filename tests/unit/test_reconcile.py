@@ -12,8 +12,9 @@ from support.planner_states import loaded_planner as loaded
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of
-from gpualloc.solvers.planner.planner import FullModePlan, JobSpec, Planner
+from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.reconcile import reconcile
+from gpualloc.solvers.planner.records import FullModePlan, JobSpec
 from gpualloc.solvers.policies.fifo import fifo_schedule
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 

@@ -9,7 +9,7 @@ from support.builders import T0, ev
 
 from gpualloc.solvers.legality import online_violations
 from gpualloc.solvers.planner.interpreter import Failed, Pool, Rejected
-from gpualloc.solvers.planner.planner import JobSpec
+from gpualloc.solvers.planner.records import JobSpec
 from gpualloc.solvers.problem import mask_of
 
 

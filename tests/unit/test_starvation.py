@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.legality import check_plan, online_violations
 from gpualloc.solvers.metrics import objective_of
-from gpualloc.solvers.planner.planner import FullModePlan, JobSpec, Planner, PoolConfig
+from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.records import FullModePlan, JobSpec, PoolConfig
 
 
 def flooded(bound: int | None, steps: int = 30) -> tuple[Planner, list]:

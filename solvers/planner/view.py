@@ -1,0 +1,41 @@
+"""What the shell may read of a pool's planner: a read-only view (status, explain, audits, metrics).
+
+The shell never writes the planner's state: it hands events and commits to `Pool`, whose verbs
+are the only writers. This protocol is what the shell is given to read; the planner satisfies it
+as it is, so reading costs nothing, and a type checker refuses a write through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig
+from gpualloc.solvers.problem import Problem
+
+
+class PoolView(Protocol):
+    @property
+    def now(self) -> int: ...  # the step to commit next
+
+    @property
+    def config(self) -> PoolConfig: ...
+
+    @property
+    def queued(self) -> Mapping[str, JobSpec]: ...
+
+    @property
+    def running(self) -> Mapping[str, tuple[JobSpec, int, int]]: ...  # id -> (spec, GPU mask, start step)
+
+    @property
+    def apps(self) -> Mapping[str, AppSpec]: ...
+
+    @property
+    def down(self) -> int: ...  # GPUs of nodes that are down (a mask)
+
+    @property
+    def drained(self) -> int: ...  # GPUs of drained nodes (a mask)
+
+    def window_demand(self, app_id: str) -> list[int]: ...
+
+    def window_problem(self) -> Problem: ...

@@ -19,16 +19,23 @@ from __future__ import annotations
 import heapq
 import math
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar, cast
 
 from gpualloc.forecasting.forecasters import Forecasters, pool_hardware
-from gpualloc.forecasting.jobs import SizeError
+from gpualloc.forecasting.jobs import Features, SizeError
 from gpualloc.forecasting.traffic import WEEK, pool_hour, week_minute
+from gpualloc.schemas.events import Envelope, JobUsage, PoolConfigured
 from gpualloc.schemas.features import FEATURES
 from gpualloc.schemas.settings import ForecastSettings
 
 PEAK_QUANTILE = 0.99  # of the training weeks' demand: the peak reservation baseline
+
+# A trace: each event's envelope and its payload, whose model the envelope's type decides (Any here).
+Events = list[tuple[Envelope, Any]]
+T = TypeVar("T")
 
 
 @dataclass
@@ -48,21 +55,21 @@ class JobResult:
 
 @dataclass
 class _PoolState:
-    config: object  # its PoolConfigured payload
+    config: PoolConfigured
     origin: datetime
     forecasters: Forecasters
 
 
-def job_backtest(events: list, settings: ForecastSettings = ForecastSettings()) -> list[JobResult]:
+def job_backtest(events: Events, settings: ForecastSettings = ForecastSettings()) -> list[JobResult]:
     """Per job given by its features, in submission order: the forecast and the truth."""
     events = sorted(events, key=lambda e: e[0].occurred_at)
     completed = {(env.pool, p.id) for env, p in events if env.type == "job.completed"}
     pools: dict[str, _PoolState] = {}
-    jobs: dict[tuple[str, str], tuple[object, JobResult]] = {}  # (pool, id) -> (features, result)
+    jobs: dict[tuple[str, str], tuple[Features, JobResult]] = {}  # (pool, id) -> (features, result)
     due: list[tuple[datetime, int, str, str]] = []  # completions the trace leaves implicit
     results: list[JobResult] = []
 
-    def learn(key: tuple[str, str], used=None) -> None:
+    def learn(key: tuple[str, str], used: JobUsage | None = None) -> None:
         entry = jobs.pop(key, None)
         if entry is None:
             return
@@ -108,7 +115,7 @@ def job_backtest(events: list, settings: ForecastSettings = ForecastSettings()) 
     return results
 
 
-def job_summary(results: list[JobResult], share: float = 0.2) -> dict:
+def job_summary(results: list[JobResult], share: float = 0.2) -> dict[str, Any]:
     """Figures of the last `share` of the jobs: duration median APE per kind and group and in
     all, interval coverage, the share finishing within the planned steps, GPU counts right."""
     held = results[len(results) - math.ceil(share * len(results)) :] if results else []
@@ -125,8 +132,18 @@ def job_summary(results: list[JobResult], share: float = 0.2) -> dict:
     }
 
 
-def _figures(rs: list[JobResult]) -> dict:
-    timed = [r for r in rs if r.actual and r.median is not None]
+class _Timed(Protocol):
+    """A result that was sized and ran: its forecast and its steps are all set."""
+
+    median: float
+    low: float
+    high: float
+    planned: int
+    actual: int
+
+
+def _figures(rs: list[JobResult]) -> dict[str, Any]:
+    timed = cast(list[_Timed], [r for r in rs if r.actual and r.median is not None])
     counted = [r for r in rs if r.true_gpus is not None]
     return {
         "jobs": len(rs),
@@ -140,7 +157,7 @@ def _figures(rs: list[JobResult]) -> dict:
     }
 
 
-def _share(rs: list, ok) -> float | None:
+def _share(rs: Sequence[T], ok: Callable[[T], bool]) -> float | None:
     return sum(1 for r in rs if ok(r)) / len(rs) if rs else None
 
 
@@ -161,11 +178,11 @@ class _AppSeries:
     loads: list[tuple[int, float, int]] = field(default_factory=list)  # (step, load, GPUs) in time order
 
 
-def traffic_backtest(events: list, settings: ForecastSettings = ForecastSettings()) -> dict:
+def traffic_backtest(events: Events, settings: ForecastSettings = ForecastSettings()) -> dict[str, dict[str, Any]]:
     """Per app: the held-out week's under-provisioned steps and over-provisioning, for the
     forecaster and the two baselines (see the module docstring)."""
     events = sorted(events, key=lambda e: e[0].occurred_at)
-    configs: dict[str, tuple[object, datetime]] = {}
+    configs: dict[str, tuple[PoolConfigured, datetime]] = {}
     series: dict[tuple[str, str], _AppSeries] = {}
     for env, p in events:
         if env.type == "pool.configured":
@@ -184,21 +201,24 @@ def traffic_backtest(events: list, settings: ForecastSettings = ForecastSettings
             gpus = p.gpus_needed(s.rps)
             s.demand[step] = max(gpus, s.demand.get(step, 0))
             s.loads.append((step, p.load(s.rps), gpus))
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for (pool, app), s in sorted(series.items()):
         config, origin = configs[pool]
         out[f"{pool}/{app}"] = _app_backtest(s, config.step_minutes, week_minute(origin), settings)
     return out
 
 
-def _app_backtest(s: _AppSeries, step_minutes: int, start_minute: int, settings: ForecastSettings) -> dict:
+def _app_backtest(s: _AppSeries, step_minutes: int, start_minute: int, settings: ForecastSettings) -> dict[str, Any]:
     week = WEEK * 60 // step_minutes
     end = max(s.demand, default=-1) + 1
     if end < 2 * week:
         return {"steps": 0, "note": f"needs at least two weeks of traffic ({end} steps of {2 * week})"}
     held_from = end - week
     forecasters = Forecasters(settings)
-    hour = lambda step: pool_hour(start_minute, step, step_minutes)  # noqa: E731
+
+    def hour(step: int) -> int:
+        return pool_hour(start_minute, step, step_minutes)
+
     made: dict[int, int] = {}
     latest = 0
     for step, load, gpus in s.loads:
@@ -220,7 +240,7 @@ def _app_backtest(s: _AppSeries, step_minutes: int, start_minute: int, settings:
     }
 
 
-def _provisioning(planned: list[int], actual: list[int]) -> dict:
+def _provisioning(planned: list[int], actual: list[int]) -> dict[str, float]:
     """The share of steps planned below demand, and GPUs planned above it as a share of demand."""
     under = sum(1 for f, a in zip(planned, actual) if f < a) / len(actual)
     over = sum(max(0, f - a) for f, a in zip(planned, actual)) / max(1, sum(actual))

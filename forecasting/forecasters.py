@@ -21,7 +21,7 @@ from gpualloc.schemas.settings import ForecastSettings
 class Forecasters:
     settings: ForecastSettings = ForecastSettings()
     jobs: JobForecaster = field(default_factory=JobForecaster)
-    traffic: TrafficForecaster | None = None
+    traffic: TrafficForecaster = None  # type: ignore[assignment]  # None only until __post_init__ makes it
 
     def __post_init__(self) -> None:
         if self.traffic is None:
@@ -64,11 +64,11 @@ class Forecasters:
         return None if load is None else math.ceil(load - 1e-9)
 
     # ---- state --------------------------------------------------------------------------------
-    def dump(self) -> dict:
+    def dump(self) -> dict[str, Any]:
         return {"jobs": self.jobs.dump(), "traffic": self.traffic.dump()}
 
     @classmethod
-    def load(cls, data: dict, settings: ForecastSettings) -> "Forecasters":
+    def load(cls, data: dict[str, Any], settings: ForecastSettings) -> "Forecasters":
         return cls(
             settings,
             JobForecaster.load(data["jobs"]),

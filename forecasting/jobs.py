@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Generic, TypeVar, cast
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import ForecastSettings
 
 Features = TrainingFeatures | QuantizationFeatures
+F = TypeVar("F", TrainingFeatures, QuantizationFeatures)  # a baseline's own kind of features
 
 
 @dataclass(frozen=True)
@@ -63,14 +64,14 @@ class JobForecast:
 
 
 @dataclass(frozen=True)
-class Baseline:
+class Baseline(Generic[F]):
     """A kind's physics: memory a GPU and hours at a count, the fewest GPUs, and the design row."""
 
-    memory: Callable[[Features, int], float]
-    parts: Callable[[Features, int], dict[str, float]]  # the same by what holds it
-    hours: Callable[[Features, str, int], float]
-    smallest: Callable[[Features], int]
-    design: Callable[[Features, str, int, float, float], list[float]]
+    memory: Callable[[F, int], float]
+    parts: Callable[[F, int], dict[str, float]]  # the same by what holds it
+    hours: Callable[[F, str, int], float]
+    smallest: Callable[[F], int]
+    design: Callable[[F, str, int, float, float], list[float]]
 
 
 def _one_hot(value: str, choices: tuple[str, ...]) -> list[float]:
@@ -130,7 +131,8 @@ def _quantization_design(f: QuantizationFeatures, gpu_type: str, gpus: int, hour
     ]
 
 
-BASELINES: dict[str, Baseline] = {
+# Any: the kind picks the baseline, and the features are of that kind
+BASELINES: dict[str, Baseline[Any]] = {
     "training": Baseline(
         physics.memory_per_gpu_gb,
         physics.memory_parts_gb,
@@ -156,11 +158,11 @@ class KindModel:
     duration: OnlineRidge
     errors: ErrorWindow = field(default_factory=ErrorWindow)
 
-    def dump(self) -> dict:
+    def dump(self) -> dict[str, Any]:
         return {"memory": self.memory.dump(), "duration": self.duration.dump(), "errors": self.errors.errors}
 
     @classmethod
-    def load(cls, data: dict) -> "KindModel":
+    def load(cls, data: dict[str, Any]) -> "KindModel":
         return cls(
             OnlineRidge.load(data["memory"]),
             OnlineRidge.load(data["duration"]),
@@ -180,7 +182,11 @@ def _memory_row(kind: str, f: Features, gpu_type: str, gpus: int, accounted: flo
     """What the memory correction is linear in: each part of the baseline's accounting (so a part
     it under- or over-counts is corrected in proportion), fixed GB (the runtime's, by GPU type;
     buffers once there are peers) and GB by variant or algorithm (each holds memory its own way)."""
-    group = _one_hot(f.variant, TRAINING_VARIANTS) if kind == "training" else _one_hot(f.algorithm, QUANT_ALGORITHMS)
+    group = (
+        _one_hot(cast(TrainingFeatures, f).variant, TRAINING_VARIANTS)
+        if kind == "training"
+        else _one_hot(cast(QuantizationFeatures, f).algorithm, QUANT_ALGORITHMS)
+    )
     parts = [gb / MEMORY_SCALE for gb in BASELINES[kind].parts(f, gpus).values()]
     return np.array(
         [
@@ -221,7 +227,7 @@ def _sane(x: np.ndarray, y: float) -> bool:
     return bool(np.all(np.isfinite(x))) and math.isfinite(y) and float(np.max(np.abs(x))) <= SANE and abs(y) <= SANE
 
 
-def _hours(base: Baseline, f: Features, gpu_type: str, gpus: int) -> float:
+def _hours(base: Baseline[Any], f: Features, gpu_type: str, gpus: int) -> float:
     """The baseline's hours, at least a microsecond's worth (a log of them is taken)."""
     return max(base.hours(f, gpu_type, gpus), 1e-9)
 
@@ -274,7 +280,10 @@ class JobForecaster:
         hours, memory = _hours(base, f, hw.gpu_type, n), base.memory(f, n)
         x = np.array(base.design(f, hw.gpu_type, n, hours, memory))
         centre = math.log(hours * 60.0 / hw.step_minutes) + model.duration.predict(x)
-        at = lambda p: math.exp(centre + model.errors.quantile(p))  # noqa: E731 - pool steps at quantile p
+
+        def at(p: float) -> float:  # pool steps at quantile p
+            return math.exp(centre + model.errors.quantile(p))
+
         tail = (1.0 - coverage) / 2
         planned = duration if duration is not None else min(LIMITS.duration, max(1, math.ceil(at(quantile) - 1e-9)))
         made = tuple(name for name, given in (("gpus", gpus), ("duration", duration)) if given is None)
@@ -348,9 +357,9 @@ class JobForecaster:
             )
         return n
 
-    def dump(self) -> dict:
+    def dump(self) -> dict[str, Any]:
         return {kind: model.dump() for kind, model in self.models.items()}
 
     @classmethod
-    def load(cls, data: dict) -> "JobForecaster":
+    def load(cls, data: dict[str, Any]) -> "JobForecaster":
         return cls({kind: KindModel.load(m) for kind, m in data.items()})

@@ -47,7 +47,8 @@ def memory_gb(f: QuantizationFeatures) -> float:
 
 def hidden_size(params_b: float) -> float:
     """A transformer's width from its parameters: 12 x layers x width^2 at the usual ratio."""
-    return (params_b * 1e9 / (12 * LAYERS_PER_WIDTH)) ** (1 / 3)
+    width: float = (params_b * 1e9 / (12 * LAYERS_PER_WIDTH)) ** (1 / 3)  # float ** float is Any to typeshed
+    return width
 
 
 def memory_parts_gb(f: QuantizationFeatures, gpus: int) -> dict[str, float]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -22,8 +23,9 @@ MIN_ERRORS = 20  # errors needed before their own quantiles replace the assumed 
 class OnlineRidge:
     dims: int
     penalty: float = 1.0
-    xtx: np.ndarray = field(default=None)  # type: ignore[assignment]
-    xty: np.ndarray = field(default=None)  # type: ignore[assignment]
+    # None only until __post_init__ sizes them by dims (load passes both)
+    xtx: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    xty: np.ndarray = field(default=None)  # type: ignore[arg-type]
     examples: int = 0
     _weights: np.ndarray | None = field(default=None, repr=False)
 
@@ -45,11 +47,11 @@ class OnlineRidge:
             self._weights = np.linalg.solve(self.xtx + self.penalty * np.eye(self.dims), self.xty)
         return float(x @ self._weights)
 
-    def dump(self) -> dict:
+    def dump(self) -> dict[str, Any]:
         return {"xtx": self.xtx.tolist(), "xty": self.xty.tolist(), "examples": self.examples}
 
     @classmethod
-    def load(cls, data: dict, penalty: float = 1.0) -> "OnlineRidge":
+    def load(cls, data: dict[str, Any], penalty: float = 1.0) -> "OnlineRidge":
         xty = np.array(data["xty"], dtype=float)
         return cls(len(xty), penalty, np.array(data["xtx"], dtype=float), xty, data["examples"])
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 WEEK = 168
 RECENT = 3  # observations whose ratio to the forecast says live traffic runs above it
@@ -120,7 +121,7 @@ class TrafficForecaster:
         cap = median + SPREADS * spread
         return _weighted_quantile([(min(v, cap), w) for v, w in weighted], q)
 
-    def dump(self) -> dict:
+    def dump(self) -> dict[str, Any]:
         return {
             app_id: {
                 "hours": sorted([h, v] for hours in a.by_hour_of_day.values() for h, v in hours.items()),
@@ -132,7 +133,7 @@ class TrafficForecaster:
         }
 
     @classmethod
-    def load(cls, data: dict, weeks: int, forgetting: float) -> "TrafficForecaster":
+    def load(cls, data: dict[str, Any], weeks: int, forgetting: float) -> "TrafficForecaster":
         out = cls(weeks, forgetting)
         for app_id, a in data.items():
             app = out.apps[app_id] = AppTraffic(recent=list(a["recent"]), last=a["last"], level=a["level"])

@@ -1,5 +1,5 @@
 """`gpualloc config`: the effective settings with secrets masked, and the table of every option
-that the README carries."""
+that docs/configuration.md carries."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from gpualloc.agent.cli import build_parser, main
 from gpualloc.agent.operator.config_table import markdown, options
 from gpualloc.schemas.settings import Settings
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 def test_show_applies_the_environment_and_masks_secrets(monkeypatch, capsys):
@@ -45,4 +45,4 @@ def test_the_readme_carries_the_table():
     text = README.read_text(encoding="utf-8")
     start, end = "<!-- gpualloc config options -->\n", "<!-- end gpualloc config options -->"
     table = text[text.index(start) + len(start) : text.index(end)]
-    assert table == markdown(options(build_parser())), "run `gpualloc config options` and paste it into README.md"
+    assert table == markdown(options(build_parser())), "run `gpualloc config options` and paste it into docs/configuration.md"

@@ -118,11 +118,14 @@ def corpus_scenario(i: int) -> dict[str, Any]:
     }
 
 
-def _area(job: dict, T: int) -> int:
+def _area(job: dict[str, Any], T: int) -> int:
     """A batch job's GPU-steps inside the horizon."""
-    if "running" in job:
-        return job["gpus"] * min(job["running"]["remaining"], T)
-    return job["gpus"] * max(0, min(job["duration"], T - job["arrival"]))
+    area: int = (
+        job["gpus"] * min(job["running"]["remaining"], T)
+        if "running" in job
+        else job["gpus"] * max(0, min(job["duration"], T - job["arrival"]))
+    )
+    return area
 
 
 def _curve(rng: random.Random, shape: str, peak: int, T: int) -> list[int]:
@@ -137,13 +140,14 @@ def _curve(rng: random.Random, shape: str, peak: int, T: int) -> list[int]:
             for u in range(t, min(T, t + rng.randint(1, 3))):
                 out[u] = peak
         return out
-    phase, base = rng.uniform(0, 24), rng.uniform(0.1, 0.5)
+    phase, base_share = rng.uniform(0, 24), rng.uniform(0.1, 0.5)
     return [
-        round(peak * (base + (1 - base) * (0.5 + 0.5 * math.cos(2 * math.pi * (t - phase) / 24)))) for t in range(T)
+        round(peak * (base_share + (1 - base_share) * (0.5 + 0.5 * math.cos(2 * math.pi * (t - phase) / 24))))
+        for t in range(T)
     ]
 
 
-def _apps(rng: random.Random, i: int, G: int, T: int, cap: int, n: int, mode: str) -> list[dict]:
+def _apps(rng: random.Random, i: int, G: int, T: int, cap: int, n: int, mode: str) -> list[dict[str, Any]]:
     """n apps whose peaks add up to 20-50% of the pool; floors sum to at most a quarter of it."""
     if n == 0:
         return []
@@ -178,8 +182,8 @@ def _apps(rng: random.Random, i: int, G: int, T: int, cap: int, n: int, mode: st
 
 
 def _running(
-    rng: random.Random, i: int, G: int, node: int, T: int, mode: str, apps: list[dict], cap: int
-) -> list[dict]:
+    rng: random.Random, i: int, G: int, node: int, T: int, mode: str, apps: list[dict[str, Any]], cap: int
+) -> list[dict[str, Any]]:
     """1-3 jobs already running at step 0 on the lowest nodes, leaving the apps' floors room."""
     if not has_shape(i, "running_jobs"):
         return []
@@ -206,7 +210,9 @@ def _running(
     return out
 
 
-def _queue(rng: random.Random, i: int, G: int, node: int, T: int, mode: str, target: float, start: int) -> list[dict]:
+def _queue(
+    rng: random.Random, i: int, G: int, node: int, T: int, mode: str, target: float, start: int
+) -> list[dict[str, Any]]:
     """Queued jobs until their GPU-steps inside the horizon reach `target`.
 
     Sizes are log-uniform over the blocks within a node (and whole-node multiples with the
@@ -218,7 +224,7 @@ def _queue(rng: random.Random, i: int, G: int, node: int, T: int, mode: str, tar
     wide = [s for s in block_sizes(G, node) if s > node] if has_shape(i, "beyond_node") else []
     late = has_shape(i, "late_arrivals")
     kinds = ("training", "batch_inference", "quantization")
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     area = 0.0
     if has_shape(i, "dominant_long_job"):
         top = 100.0 if mode == "wide" else 9.0 if mode == "narrow" else 5.0

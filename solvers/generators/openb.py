@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from gpualloc.schemas.events import envelope
 from gpualloc.solvers.generators.traces import T0
@@ -26,7 +26,7 @@ STEP_MINUTES = 10
 
 def openb_events(
     rows: Iterable[Mapping[str, str]], gpus: int = 64, days: int = 2, end_day: int = 148, max_steps: int = 144
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The pods created in [end_day - days, end_day) days as job.submitted events on a pool of
     `gpus` (nodes of 8)."""
     lo, hi = (end_day - days) * 86400, end_day * 86400
@@ -43,9 +43,9 @@ def openb_events(
             (created, row["name"], size, min(max_steps, max(1, math.ceil(duration))), QOS_PRIORITY.get(row["qos"], 4))
         )
     pods.sort()
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
 
-    def emit(seconds: float, kind: str, payload: dict) -> None:
+    def emit(seconds: float, kind: str, payload: dict[str, Any]) -> None:
         out.append(envelope(kind, payload, T0 + timedelta(seconds=seconds), f"openb-{len(out)}"))
 
     emit(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from gpualloc.schemas.events import envelope
 from gpualloc.solvers.generators.traces import T0
@@ -22,12 +22,12 @@ POLLUX_APPS = {
 }
 
 
-def pollux_events(rows: Iterable[Mapping[str, str]], gpus: int = 64, gpus_per_node: int = 8) -> list[dict]:
+def pollux_events(rows: Iterable[Mapping[str, str]], gpus: int = 64, gpus_per_node: int = 8) -> list[dict[str, Any]]:
     """Each row (name, time, application, num_replicas) becomes a job asking for its initial
     replica count rounded up to a power of two (at most a node), running its application's duration."""
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
 
-    def emit(seconds: float, kind: str, payload: dict) -> None:
+    def emit(seconds: float, kind: str, payload: dict[str, Any]) -> None:
         out.append(envelope(kind, payload, T0 + timedelta(seconds=seconds), f"pollux-{len(out)}"))
 
     emit(

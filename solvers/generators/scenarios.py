@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator
 from typing import Any
 
 KIND_PREFIX = {"training": "train", "batch_inference": "infer", "quantization": "quant"}
@@ -106,7 +107,15 @@ def generate_scenario(
     return out
 
 
-def _check_args(gpus, jobs, horizon, node, swap_cap, realtime, load) -> None:
+def _check_args(
+    gpus: int,
+    jobs: int,
+    horizon: int,
+    node: int | None,
+    swap_cap: int,
+    realtime: int | None,
+    load: tuple[float, float],
+) -> None:
     if gpus < 1 or jobs < 1 or horizon < 1:
         raise ValueError("gpus, jobs and horizon must be >= 1")
     if node is not None and (node < 1 or gpus % node):
@@ -155,7 +164,16 @@ def _diurnal(rng: random.Random, peak: int, T: int, step_minutes: int) -> list[i
     return out
 
 
-def _realtime_apps(rng, gpus, n_rt, T, step_minutes, swap_cap, app_caps, floors) -> list[dict]:
+def _realtime_apps(
+    rng: random.Random,
+    gpus: int,
+    n_rt: int,
+    T: int,
+    step_minutes: int,
+    swap_cap: int,
+    app_caps: bool,
+    floors: bool,
+) -> list[dict[str, Any]]:
     peaks = _split(rng, round(gpus * rng.uniform(0.30, 0.40)), n_rt)
     apps = []
     for i, peak in enumerate(peaks):
@@ -186,18 +204,20 @@ def _realtime_apps(rng, gpus, n_rt, T, step_minutes, swap_cap, app_caps, floors)
     return apps
 
 
-def _cap(app: dict, default_cap: int) -> int:
-    return app.get("swap_cap", default_cap)
+def _cap(app: dict[str, Any], default_cap: int) -> int:
+    cap: int = app.get("swap_cap", default_cap)
+    return cap
 
 
-def _must_keep(app: dict, default_cap: int) -> int:
+def _must_keep(app: dict[str, Any], default_cap: int) -> int:
     """GPUs an app must hold at step 0: min_gpus, and what R4 stops it shedding from `current`."""
+    floor: int = app.get("min_gpus", 0)
     if "current" not in app:
-        return app.get("min_gpus", 0)
-    return max(app.get("min_gpus", 0), len(app["current"]) - _cap(app, default_cap))
+        return floor
+    return max(floor, len(app["current"]) - _cap(app, default_cap))
 
 
-def _add_currents(rng: random.Random, gpus: int, apps: list[dict], default_cap: int) -> None:
+def _add_currents(rng: random.Random, gpus: int, apps: list[dict[str, Any]], default_cap: int) -> None:
     """Give some apps the GPUs they hold before step 0 (disjoint, within R3/R4's reach)."""
     free = list(range(gpus))
     rng.shuffle(free)
@@ -218,7 +238,17 @@ def _add_currents(rng: random.Random, gpus: int, apps: list[dict], default_cap: 
         del free[:want]
 
 
-def _running_jobs(rng, gpus, node, sizes, apps, default_cap, T, n_batch, counter) -> list[dict]:
+def _running_jobs(
+    rng: random.Random,
+    gpus: int,
+    node: int,
+    sizes: list[int],
+    apps: list[dict[str, Any]],
+    default_cap: int,
+    T: int,
+    n_batch: int,
+    counter: Iterator[int],
+) -> list[dict[str, Any]]:
     """A few jobs already running at step 0, on GPUs no app holds and within the floors' room."""
     if n_batch < 2 or rng.random() < 0.35:
         return []
@@ -255,7 +285,7 @@ def _running_jobs(rng, gpus, node, sizes, apps, default_cap, T, n_batch, counter
     return out
 
 
-def _free_block(rng, gpus, node, n, taken) -> list[int] | None:
+def _free_block(rng: random.Random, gpus: int, node: int, n: int, taken: set[int]) -> list[int] | None:
     starts = [p for p in range(gpus - n + 1) if p % node + n <= node and not taken.intersection(range(p, p + n))]
     if not starts:
         return None
@@ -272,7 +302,16 @@ def _pick_kind(rng: random.Random) -> str:
     return _KIND_WEIGHTS[-1][0]
 
 
-def _batch_jobs(rng, count, sizes, node, T, late, target, counter) -> list[dict]:
+def _batch_jobs(
+    rng: random.Random,
+    count: int,
+    sizes: list[int],
+    node: int,
+    T: int,
+    late: bool,
+    target: float,
+    counter: Iterator[int],
+) -> list[dict[str, Any]]:
     """Queued batch jobs whose GPU-steps add up to roughly `target`."""
     if count <= 0:
         return []
@@ -303,7 +342,7 @@ def _batch_jobs(rng, count, sizes, node, T, late, target, counter) -> list[dict]
     return jobs
 
 
-def _fit_load(rng, jobs, target, d_max, in_node) -> None:
+def _fit_load(rng: random.Random, jobs: list[dict[str, Any]], target: float, d_max: int, in_node: list[int]) -> None:
     """Scale durations (then sizes) so total GPU-steps land near `target`."""
     total = sum(j["gpus"] * j["duration"] for j in jobs)
     factor = target / total

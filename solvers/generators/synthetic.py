@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 from datetime import timedelta
+from typing import Any
 
 from gpualloc.solvers.generators.synthetic_jobs import (
     GPUS,
@@ -16,7 +17,6 @@ from gpualloc.solvers.generators.synthetic_jobs import (
     sample_job,
 )
 from gpualloc.solvers.generators.synthetic_traffic import (
-    T0,
     expected_demand,
     pool_record,
     to_events,
@@ -24,6 +24,7 @@ from gpualloc.solvers.generators.synthetic_traffic import (
     traffic_records,
     traffic_trace,
 )
+from gpualloc.solvers.generators.traces import T0
 
 __all__ = ["duration_noise_floor", "forecast_trace", "job_trace", "noise_floor_last", "traffic_trace"]
 
@@ -47,7 +48,7 @@ def forecast_trace(
     jobs_per_day: float | None = None,
     apps: int = 3,
     gpu_type: str = "h100-80gb",
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """One pool ("default"): apps and traffic as `traffic_trace`, jobs as `job_trace` with their
     true `gpus`, `duration` (= actual_duration) and `actual_used`. Without `jobs_per_day`, jobs
     are drawn until they offer LOAD times the GPU-steps the traffic's true level leaves free."""

@@ -13,6 +13,7 @@ import random
 import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, TypeVar, cast
 
 from gpualloc.schemas.features import (
     ADAPTER_VARIANTS,
@@ -22,7 +23,10 @@ from gpualloc.schemas.features import (
     TrainingFeatures,
 )
 from gpualloc.schemas.limits import LIMITS
-from gpualloc.solvers.generators.synthetic_traffic import T0, Record, pool_record, to_events
+from gpualloc.solvers.generators.synthetic_traffic import Record, pool_record, to_events
+from gpualloc.solvers.generators.traces import T0
+
+K = TypeVar("K")  # a weighted table's keys
 
 DURATION_SIGMA = 0.15  # actual_hours = expected_hours x exp(N(0, sigma^2)), per job
 MEMORY_SIGMA = 0.05  # model memory (all but the CUDA context) x exp(N(0, sigma^2)), per job
@@ -125,7 +129,9 @@ def trainable_b(f: TrainingFeatures) -> float:
     h, layers = f.hidden_size, f.layers
     if f.variant in ADAPTER_VARIANTS:
         rank = f.lora_rank or LORA_DEFAULT[0]
-        per_layer = LORA_MATRICES[f.lora_targets or LORA_DEFAULT[1]] * h * rank + (2 * h if f.variant == "dora" else 0)
+        per_layer: float = LORA_MATRICES[f.lora_targets or LORA_DEFAULT[1]] * h * rank + (
+            2 * h if f.variant == "dora" else 0
+        )
     else:
         per_layer = {
             "adapter": 4 * 64 * h,
@@ -264,21 +270,26 @@ def peak_memory_gb(
     kind: str, f: TrainingFeatures | QuantizationFeatures, gpu_type: str, n: int, noise: float = 1.0
 ) -> float:
     """The true peak a GPU at n GPUs (noise: the job's `memory_noise` from the truth)."""
-    return (training_peak_gb if kind == "training" else quant_peak_gb)(f, GPUS[gpu_type], n, noise)
+    if kind == "training":
+        return training_peak_gb(cast(TrainingFeatures, f), GPUS[gpu_type], n, noise)
+    return quant_peak_gb(cast(QuantizationFeatures, f), GPUS[gpu_type], n, noise)
 
 
 def expected_hours(kind: str, f: TrainingFeatures | QuantizationFeatures, gpu_type: str, n: int) -> float:
     """The noise-free duration in hours at n GPUs."""
-    return (training_hours if kind == "training" else quant_hours)(f, GPUS[gpu_type], n)
+    if kind == "training":
+        return training_hours(cast(TrainingFeatures, f), GPUS[gpu_type], n)
+    return quant_hours(cast(QuantizationFeatures, f), GPUS[gpu_type], n)
 
 
 def fitting_gpus(
     kind: str, f: TrainingFeatures | QuantizationFeatures, gpu_type: str, noise: float, limit: int
 ) -> int | None:
     """The smallest power of two >= tp x pp at which the peak fits the GPU, None above `limit`."""
-    if kind == "quantization" and f.algorithm == "gguf_k":
+    if kind == "quantization" and cast(QuantizationFeatures, f).algorithm == "gguf_k":
         return 1 if peak_memory_gb(kind, f, gpu_type, 1, noise) <= GPUS[gpu_type].memory_gb else None
-    n = f.tensor_parallel * f.pipeline_parallel if kind == "training" else 1
+    t = cast(TrainingFeatures, f)  # read only when kind is training
+    n = t.tensor_parallel * t.pipeline_parallel if kind == "training" else 1
     while n <= limit:
         if peak_memory_gb(kind, f, gpu_type, n, noise) <= GPUS[gpu_type].memory_gb:
             return n
@@ -290,7 +301,7 @@ def fitting_gpus(
 class SampledJob:
     kind: str
     priority: int
-    features: dict
+    features: dict[str, Any]
     gpus: int
     peak_memory_gb: float
     memory_noise: float
@@ -298,7 +309,7 @@ class SampledJob:
     actual_duration: int
     label: tuple[str, str]  # ("variant" | "algorithm", its value)
 
-    def truth(self, gpu_type: str) -> dict:
+    def truth(self, gpu_type: str) -> dict[str, Any]:
         return {
             "expected_steps": self.expected_steps,
             "gpus": self.gpus,
@@ -308,15 +319,15 @@ class SampledJob:
             "memory_noise": self.memory_noise,
         }
 
-    def used(self) -> dict:
+    def used(self) -> dict[str, Any]:
         return {"gpus": self.gpus, "peak_memory_gb": self.peak_memory_gb, "duration": self.actual_duration}
 
 
-def _pick(rng: random.Random, table: dict):
+def _pick(rng: random.Random, table: dict[K, float]) -> K:
     return rng.choices(list(table), weights=list(table.values()))[0]
 
 
-def _training_features(rng: random.Random, gpu_type: str) -> dict:
+def _training_features(rng: random.Random, gpu_type: str) -> dict[str, Any]:
     variant = _pick(
         rng,
         {
@@ -381,7 +392,7 @@ def _training_features(rng: random.Random, gpu_type: str) -> dict:
     return f
 
 
-def _quant_features(rng: random.Random) -> dict:
+def _quant_features(rng: random.Random) -> dict[str, Any]:
     algorithm = rng.choice(QUANT_ALGORITHMS)
     params = rng.choices(MODELS, weights=[m[4] for m in MODELS])[0][0]
     f = {
@@ -419,7 +430,11 @@ def sample_job(
         actual = max(1, math.ceil(hours * duration_noise * 60 / step_minutes))
         lo, hi = HOURS
         if lo <= hours <= hi and actual <= LIMITS.duration:
-            label = ("algorithm", f.algorithm) if kind == "quantization" else ("variant", f.variant)
+            label = (
+                ("algorithm", cast(QuantizationFeatures, f).algorithm)
+                if kind == "quantization"
+                else ("variant", cast(TrainingFeatures, f).variant)
+            )
             peak = round(peak_memory_gb(kind, f, gpu_type, n, memory_noise), 3)
             return SampledJob(
                 kind, rng.randint(1, 10), raw, n, peak, memory_noise, hours * 60 / step_minutes, actual, label
@@ -432,7 +447,9 @@ JOB_WEEKS = 3
 QUEUE_MEAN_MIN = 90  # mean of the exponential delay between submission and start
 
 
-def job_trace(seed: int = 0, jobs: int = 600, step_minutes: int = 30) -> tuple[list[dict], dict[str, dict]]:
+def job_trace(
+    seed: int = 0, jobs: int = 600, step_minutes: int = 30
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """Three pools of 64 GPUs of different types; jobs arriving over three weeks, each submitted
     with features only and completed with what it used. Also the truth by job id."""
     rng = random.Random(seed)
@@ -440,7 +457,7 @@ def job_trace(seed: int = 0, jobs: int = 600, step_minutes: int = 30) -> tuple[l
         pool_record(POOL_GPUS, step_minutes, 48, pool, gpu_type=gpu_type, gpu_memory_gb=float(GPUS[gpu_type].memory_gb))
         for pool, gpu_type in POOLS
     ]
-    truth: dict[str, dict] = {}
+    truth: dict[str, dict[str, Any]] = {}
     gap_s = JOB_WEEKS * 7 * 86400 / jobs
     at: datetime = T0
     for i in range(jobs):
@@ -470,7 +487,7 @@ def job_trace(seed: int = 0, jobs: int = 600, step_minutes: int = 30) -> tuple[l
     return to_events(records, f"j{seed}"), truth
 
 
-def _errors(events: list[dict], truth: dict[str, dict]) -> list[tuple[str, float]]:
+def _errors(events: list[dict[str, Any]], truth: dict[str, dict[str, Any]]) -> list[tuple[str, float]]:
     """(submission time, |expected - actual| / actual) per job, in submission order."""
     out = []
     for e in events:
@@ -481,12 +498,12 @@ def _errors(events: list[dict], truth: dict[str, dict]) -> list[tuple[str, float
     return out
 
 
-def duration_noise_floor(events: list[dict], truth: dict[str, dict]) -> float:
+def duration_noise_floor(events: list[dict[str, Any]], truth: dict[str, dict[str, Any]]) -> float:
     """Median absolute percentage error of the noise-free truth: no forecaster does better."""
     return statistics.median(err for _, err in _errors(events, truth))
 
 
-def noise_floor_last(events: list[dict], truth: dict[str, dict], share: float = 0.2) -> float:
+def noise_floor_last(events: list[dict[str, Any]], truth: dict[str, dict[str, Any]], share: float = 0.2) -> float:
     """The same over the last `share` of jobs by submission (where forecasters are scored)."""
     errors = _errors(events, truth)
     return statistics.median(err for _, err in errors[-max(1, round(share * len(errors))) :])

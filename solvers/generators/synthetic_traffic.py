@@ -12,11 +12,12 @@ import math
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from gpualloc.schemas.events import envelope
 from gpualloc.solvers.generators.traces import T0
 
-Record = tuple[datetime, str, dict, str]  # occurred_at, type, payload, pool
+Record = tuple[datetime, str, dict[str, Any], str]  # occurred_at, type, payload, pool
 
 NOISE_SIGMA = 0.08  # lognormal sigma of every observation around the true level
 PEAK_SHARE = 0.40  # the apps' weekday peaks add up to this share of the pool (they peak apart)
@@ -116,7 +117,9 @@ def traffic_plan(seed: int = 0, weeks: int = 5, apps: int = 3, step_minutes: int
     weekdays = [d for d in range(7 if days > 7 else 1, days) if d % 7 < 5]
     holidays = tuple(sorted(rng.sample(weekdays, min(len(weekdays), 1 if weeks < 4 else 2))))
     start = round(24 * per_hour)  # the first day is always whole: something to learn from
-    bursts, gaps, outliers = [], set(), {}
+    bursts: list[tuple[str, int, int, float]] = []
+    gaps: set[tuple[str, int]] = set()
+    outliers: dict[tuple[str, int], float] = {}
     for app in truths:
         for _ in range(max(1, round(BURSTS_PER_WEEK * weeks))):
             length = max(1, round(rng.randint(2, 6) * per_hour))
@@ -190,7 +193,12 @@ def traffic_records(plan: TrafficPlan, seed: int, pool: str = "default") -> list
 
 
 def pool_record(
-    gpus: int, step_minutes: int, horizon: int = 24, pool: str = "default", gpus_per_node: int | None = None, **extra
+    gpus: int,
+    step_minutes: int,
+    horizon: int = 24,
+    pool: str = "default",
+    gpus_per_node: int | None = None,
+    **extra: Any,
 ) -> Record:
     """The pool's `pool.configured` at T0 (by default nodes of 8 when 8 divides the pool)."""
     node = gpus_per_node or (8 if gpus % 8 == 0 else gpus)
@@ -198,7 +206,7 @@ def pool_record(
     return (T0, "pool.configured", payload, pool)
 
 
-def to_events(records: list[Record], prefix: str) -> list[dict]:
+def to_events(records: list[Record], prefix: str) -> list[dict[str, Any]]:
     """Contract envelopes in time order (stable), ids `<prefix>-<n>` in that order."""
     ordered = sorted(records, key=lambda r: r[0])
     return [
@@ -206,7 +214,9 @@ def to_events(records: list[Record], prefix: str) -> list[dict]:
     ]
 
 
-def traffic_trace(seed: int = 0, weeks: int = 5, apps: int = 3, step_minutes: int = 60, gpus: int = 64) -> list[dict]:
+def traffic_trace(
+    seed: int = 0, weeks: int = 5, apps: int = 3, step_minutes: int = 60, gpus: int = 64
+) -> list[dict[str, Any]]:
     """A pool, its apps and their observed traffic (docs/synthetic-data.md, "Traffic")."""
     plan = traffic_plan(seed, weeks, apps, step_minutes, gpus)
     return to_events([pool_record(gpus, step_minutes)] + traffic_records(plan, seed), f"t{seed}")

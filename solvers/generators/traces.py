@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from gpualloc.schemas.events import envelope
 
@@ -27,13 +28,13 @@ def generate_trace(
     seed: int = 0,
     gpus_per_node: int = 8,
     step_minutes: int = 60,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Events (envelope dicts) in time order. Real-time peaks add up to about a third of the
     pool; batch demand is about one and a half times what is left."""
     rng = random.Random(seed)
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
 
-    def emit(at: datetime, kind: str, payload: dict) -> None:
+    def emit(at: datetime, kind: str, payload: dict[str, Any]) -> None:
         out.append(envelope(kind, payload, at, f"s{seed}-{len(out)}"))
 
     emit(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gpualloc.solvers.problem import Problem, bits_of
@@ -57,7 +58,7 @@ def occupancy(grid: Grid) -> dict[str, list[tuple[int, int]]]:
     return cells
 
 
-def step_masks(cells: list[tuple[int, int]], horizon: int) -> list[int]:
+def step_masks(cells: Iterable[tuple[int, int]], horizon: int) -> list[int]:
     """Per step, the bitmask of GPUs among `cells`."""
     masks = [0] * horizon
     for g, t in cells:

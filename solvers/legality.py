@@ -8,8 +8,9 @@ exempt from R3's real-time floors and ceilings (`R3_REALTIME`) and from R4. The 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from gpualloc.solvers.grid import Grid, occupancy, step_masks
 from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, obeys_node_rule
@@ -146,8 +147,18 @@ def _check_realtime(problem: Problem, app: Realtime, masks: list[int], exempt: C
     return out
 
 
+class CommittedStep(Protocol):
+    """A committed step as `online_violations` reads it: its step and who holds which GPUs."""
+
+    @property
+    def step(self) -> int: ...
+
+    @property
+    def assignments(self) -> Mapping[str, Sequence[int]]: ...
+
+
 def online_violations(
-    commits,
+    commits: Iterable[CommittedStep],
     limits: dict[str, tuple[int, int, int]],
     apps: set[str],
     down: list[int] | None = None,
@@ -196,7 +207,12 @@ def online_violations(
 
 
 def _app_violations(
-    limits: tuple[int, int, int], app: str, commit, before, down: int, exempt: Collection[str]
+    limits: tuple[int, int, int],
+    app: str,
+    commit: CommittedStep,
+    before: tuple[int, tuple[int, ...]] | None,
+    down: int,
+    exempt: Collection[str],
 ) -> list[str]:
     """R3 and R4 for one app at one commit; GPUs lost to a node going down do not count as swaps."""
     lo, hi, cap = limits

@@ -14,7 +14,7 @@ from functools import cached_property
 from gpualloc.schemas import BatchJob, Scenario
 
 
-def mask_of(gpus) -> int:
+def mask_of(gpus: Iterable[int]) -> int:
     """Bitmask with bit g set for every GPU g."""
     m = 0
     for g in gpus:

@@ -3,6 +3,8 @@ the heuristic's plans that held some apps below their demand so batch work could
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from gpualloc.solvers.policies.heuristic.realtime import free_levels, target_curves
 from gpualloc.solvers.problem import Problem, bits_of
 
@@ -66,7 +68,7 @@ def grow_to_demand(
     return out
 
 
-def _longest_free_first(free: int, taken: list[int], t: int):
+def _longest_free_first(free: int, taken: list[int], t: int) -> Iterator[int]:
     """The GPUs of `free` (at step t), those that stay untaken longest first (fewest leaves
     later), lowest index among equals; computed level by level on bitmasks, lazily."""
     below = 0

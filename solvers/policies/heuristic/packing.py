@@ -140,7 +140,19 @@ class PackState:
 
     __slots__ = ("busy", "blocked", "slack", "tslack", "placed", "count", "value", "curves", "traded", "room")
 
-    def __init__(self, busy, blocked, slack, tslack, placed, count, value, curves=None, traded=0.0, room=None):
+    def __init__(
+        self,
+        busy: list[int],
+        blocked: list[int],
+        slack: list[int],
+        tslack: list[int],
+        placed: list[tuple[str, int, int]],
+        count: int,
+        value: float,
+        curves: list[list[int]] | None = None,
+        traded: float = 0.0,
+        room: list[int] | None = None,
+    ) -> None:
         self.busy: list[int] = busy  # per step: GPUs held by batch work (running jobs included)
         self.blocked: list[int] = blocked  # busy plus the real-time zone
         self.slack: list[int] = slack  # GPUs a new block may still take at each step
@@ -163,8 +175,11 @@ class PackState:
             tslack = [2 * problem.gpus * (T + 1)] * T
         else:
             tslack = [0] + [(full & ~(busy[t - 1] | busy[t])).bit_count() - res.keep[t] for t in range(1, T)]
-        curves = [list(c) for c in res.trade.curves] if res.trade is not None else None
-        room = res.trade.room(curves, range(T)) if res.trade is not None else None
+        curves: list[list[int]] | None = None
+        room: list[int] | None = None
+        if res.trade is not None:
+            curves = [list(c) for c in res.trade.curves]
+            room = res.trade.room(curves, range(T))
         state = cls(busy, blocked, slack, tslack, [], 0, 0.0, curves, 0.0, room)
         for job in problem.batch:
             if job.running_mask:
@@ -202,6 +217,7 @@ class PackState:
             return PackState(
                 self.busy[:], self.blocked[:], self.slack[:], self.tslack[:], self.placed, self.count, self.value
             )
+        assert self.room is not None  # set with the curves (a trade)
         return PackState(
             self.busy[:],
             self.blocked[:],

@@ -13,6 +13,7 @@ state's, and what they cost comes off the state's value so the search sees the t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpualloc.solvers.policies.heuristic.packing import PackState, fit_at
@@ -68,6 +69,7 @@ class Trade:
         if value * problem.interval_weight(job.arrival, min(job.arrival + job.duration, T)) <= base + 1e-9:
             return False
         reach = min(end + job.duration, T)
+        assert state.room is not None  # a trading state: its curves and room are set
         hard = [a + b for a, b in zip(state.slack[job.arrival : reach], state.room[job.arrival : reach])]
         tries, s = 0, job.arrival
         while s < end and tries < TRIES:
@@ -93,6 +95,7 @@ class Trade:
             return False
         curves, cost, freed = cut
         state_curves = state.curves
+        assert state_curves is not None and state.room is not None  # a trading state
         slack = [x + f for x, f in zip(state.slack, freed)]
         tslack = self._tslack(state, curves)
         first, _ = fit_at(problem, job, s, state.blocked, state.busy, slack, tslack)
@@ -108,7 +111,7 @@ class Trade:
         state.traded += cost
         return True
 
-    def room(self, curves: list[list[int]], steps) -> list[int]:
+    def room(self, curves: list[list[int]], steps: Iterable[int]) -> list[int]:
         """Per step of `steps`: the reserved GPUs the apps could give up (above their floors
         and pins)."""
         out = []
@@ -129,6 +132,7 @@ class Trade:
         """Curves with the cheapest apps cut where a block of n GPUs over [s, e) needs their
         reserved GPUs, the weighted shortfall the cuts add, and the reserved GPUs they free at
         each step; None when floors forbid it or the shortfall reaches `gain`."""
+        assert state.curves is not None  # a trading state
         curves = list(state.curves)  # rows are copied when first cut
         copied = [False] * len(curves)
         freed = [0] * len(state.slack)
@@ -172,6 +176,7 @@ class Trade:
     def _tslack(self, state: PackState, curves: list[list[int]]) -> list[int]:
         """The state's step-to-step slack under `curves` (what apps keep across a step)."""
         tslack = state.tslack[:]
+        assert state.curves is not None  # a trading state
         for a in self.cheapest:
             old, new = state.curves[a], curves[a]
             if new is old:  # rows are copied only when cut

@@ -7,6 +7,7 @@ a ledger's replay makes the same forecasts and hence the same decisions.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,32 @@ class Forecasters:
     def __post_init__(self) -> None:
         if self.traffic is None:
             self.traffic = TrafficForecaster(self.settings.traffic_weeks, self.settings.traffic_forgetting)
+
+    # what a pass changed, as it was before (`begin`): the models and apps it taught, copied at
+    # their first lesson, so a failed pass is undone at the cost of what it touched
+    _before: dict[tuple[str, str], Any] | None = field(default=None, repr=False, compare=False)
+
+    def begin(self) -> None:
+        """Start a pass that `rollback` can undo (`keep` ends it)."""
+        self._before = {}
+
+    def keep(self) -> None:
+        self._before = None
+
+    def rollback(self) -> None:
+        """Forget what was learned since `begin`."""
+        for (part, key), was in (self._before or {}).items():
+            if part == "jobs":
+                self.jobs.models[key] = was
+            elif was is None:
+                self.traffic.apps.pop(key, None)
+            else:
+                self.traffic.apps[key] = was
+        self._before = None
+
+    def _changing(self, part: str, key: str, now: Any) -> None:
+        if self._before is not None and (part, key) not in self._before:
+            self._before[part, key] = copy.deepcopy(now)
 
     def use(self, settings: ForecastSettings) -> None:
         """Forecast by `settings` from now on (a replay takes up each ledger entry's own)."""
@@ -52,10 +79,12 @@ class Forecasters:
     def finished(
         self, kind: str, f: Features, hw: Hardware, gpus: int, steps: int, peak_memory_gb: float | None
     ) -> None:
+        self._changing("jobs", kind, self.jobs.models[kind])
         self.jobs.learn(kind, f, hw, gpus, steps, peak_memory_gb)
 
     # ---- traffic ------------------------------------------------------------------------------
     def observed(self, app_id: str, hour: int, load: float, learn: bool = True) -> None:
+        self._changing("traffic", app_id, self.traffic.apps.get(app_id))
         self.traffic.observe(app_id, hour, load, self.settings.realtime_quantile, learn)
 
     def demand(self, app_id: str, hour: int) -> int | None:

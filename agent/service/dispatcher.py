@@ -107,6 +107,9 @@ class TxnLog:
     commits: list[RecordedCommit] = field(default_factory=list)
     cut: bool = False
 
+    def copy(self) -> TxnLog:
+        return TxnLog(self.now, [run[:] for run in self.inputs], dict(self.inline), list(self.commits), self.cut)
+
     def begun(self, now: datetime) -> None:
         if self.now is None:
             self.now = now
@@ -188,7 +191,20 @@ class Dispatcher:
     def handle(self, records: list[Record], now: datetime) -> list[Output]:
         """Apply a poll's records in one planning pass; the messages to publish. A keyed pool
         (one of a shared group's) reads a partition it shares with other pools: their records
-        are passed over, moving only the frontier."""
+        are passed over, moving only the frontier. All or nothing: a pass that raises leaves the
+        pool, the de-duplication window, the frontier and the transaction's log as it found
+        them, so the same records handed in again are planned afresh."""
+        frontier, log, seen = dict(self.frontier), self._log.copy(), len(self.seen)
+        try:
+            out = self._handle(records, now)
+        except BaseException:
+            self.seen.drop_newest(len(self.seen) - seen)
+            self.frontier, self._log = frontier, log
+            raise
+        self.seen.keep_newest(self.seen_limit)
+        return out
+
+    def _handle(self, records: list[Record], now: datetime) -> list[Output]:
         if self.keyed:
             for rec in records:
                 if rec.key != self.pool:
@@ -250,7 +266,6 @@ class Dispatcher:
             )
             return None
         self.seen.add(env.event_id, self.planner.now if self.planner else 0, digest)
-        self.seen.keep_newest(self.seen_limit)
         return Event(env.type, payload, env.occurred_at, (rec, env.event_id))
 
     def _outputs(self, effect: Effect, now: datetime) -> list[Output]:

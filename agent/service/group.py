@@ -51,7 +51,7 @@ class _Running:
 class GroupAgent:
     """This process's share of the pools of consumer group `settings.group` on `bootstrap`."""
 
-    def __init__(self, bootstrap: str, settings: AgentSettings, topics: Topics = Topics()):
+    def __init__(self, bootstrap: clients.Broker | str, settings: AgentSettings, topics: Topics = Topics()):
         if not settings.group:
             raise ValueError("a group agent needs settings.group")
         self.bootstrap, self.settings, self.topics = bootstrap, settings, topics

@@ -120,7 +120,25 @@ class Pool:
 
     # ---- events -------------------------------------------------------------------------------
     def apply(self, events: list[Event], now: datetime) -> list[Effect]:
-        """One planning pass over `events` (see the module docstring); what they caused, in order."""
+        """One planning pass over `events` (see the module docstring); what they caused, in order.
+        All or nothing: a pass that raises (a scheduler's bug, say) leaves the pool as it found
+        it, and the exception goes to the caller."""
+        planner, origin, passes = self.planner, self.origin, self.passes
+        pending, waiting = self.pending, len(self.pending)
+        mark = planner.mark() if planner is not None else None
+        try:
+            out = self._pass(events, now)
+        except BaseException:
+            del pending[waiting:]
+            self.planner, self.origin, self.passes, self.pending = planner, origin, passes, pending
+            if planner is not None and mark is not None:
+                planner.undo(mark)
+            raise
+        if planner is not None:
+            planner.kept()
+        return out
+
+    def _pass(self, events: list[Event], now: datetime) -> list[Effect]:
         out: list[Effect] = []
         arrivals: list[Event] = []
         for event in sorted(events, key=lambda e: e.type not in FIRST):  # stable

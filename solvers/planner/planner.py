@@ -43,6 +43,21 @@ STARVING_WEIGHT = 10.0  # without apps: a starving job's priority is raised by t
 STARVING_CEILING = 0.9  # with apps: raised priorities stay below this share of the cheapest app's shortfall cost
 
 
+@dataclass(frozen=True)
+class Mark:
+    """What a pass may change of the planner, as the pass found it (`Planner.mark`)."""
+
+    config: PoolConfig
+    queued: dict[str, JobSpec]
+    running: dict[str, tuple[JobSpec, int, int]]
+    apps: dict[str, AppSpec]
+    down: int
+    drained: int
+    committed: int
+    busy: list[int] | None
+    ahead: Ahead | None
+
+
 @dataclass
 class Planner:
     config: PoolConfig
@@ -59,6 +74,37 @@ class Planner:
     busy: list[int] | None = None  # the current plan, per step of the window: the GPUs it holds (`submit_all`)
     by_arrival: bool = False  # a pass's arrivals inserted in arrival order (FIFO's), else most valuable first
     ahead: Ahead | None = None  # the next boundary's plan, cut before it (`cut`)
+
+    # ---- a pass, all or nothing ------------------------------------------------------------
+    def mark(self) -> Mark:
+        """The state as a pass finds it, for `undo` should the pass fail. Shallow: the containers
+        a pass changes are copied, their immutable entries shared (apps, which a pass changes in
+        place, with their observations); the forecasters copy what a pass teaches when it does."""
+        self.forecasts.begin()
+        apps = {app_id: replace(app, observed=dict(app.observed)) for app_id, app in self.apps.items()}
+        busy = None if self.busy is None else list(self.busy)
+        return Mark(
+            self.config,
+            dict(self.queued),
+            dict(self.running),
+            apps,
+            self.down,
+            self.drained,
+            self.committed,
+            busy,
+            self.ahead,
+        )
+
+    def undo(self, mark: Mark) -> None:
+        """Back to the state at `mark`: a failed pass leaves nothing behind."""
+        self.config, self.queued, self.running, self.apps = mark.config, mark.queued, mark.running, mark.apps
+        self.down, self.drained, self.committed = mark.down, mark.drained, mark.committed
+        self.busy, self.ahead = mark.busy, mark.ahead
+        self.forecasts.rollback()
+
+    def kept(self) -> None:
+        """The pass since `mark` succeeded: its changes stay."""
+        self.forecasts.keep()
 
     # ---- events -------------------------------------------------------------------------
     def submit(self, job: JobSpec) -> Decision:

@@ -65,7 +65,7 @@ class _Lp:
         if not self.costs:  # nothing to place (HiGHS calls an empty model a status of its own)
             return 0.0
         with _stdout_to_stderr():
-            h = highspy.Highs()
+            h = highspy.Highs()  # type: ignore[no-untyped-call]  # highspy leaves Highs.__init__ unannotated
         h.setOptionValue("output_flag", False)
         h.setOptionValue("threads", 1)
         empty = np.array([], dtype=np.int32)
@@ -144,10 +144,13 @@ def capacity_bound(problem: Problem) -> float | None:
         ]
         for t in range(T):
             entries = [(capacity[t], 1.0), (served[t], 1.0)]
-            if moves[t] is not None:
-                entries.append((moves[t], 1.0))
+            move = moves[t]
+            if move is not None:
+                entries.append((move, 1.0))
             if t + 1 < T:
-                entries.append((moves[t + 1], -1.0))
+                later = moves[t + 1]
+                assert later is not None  # only step 0 may have no move row
+                entries.append((later, -1.0))
             lp.column(0.0, float(app.min_gpus), float(app.max_gpus), entries)
             lp.column(-problem.penalty * app.priority * problem.weights[t], 0.0, INF, [(served[t], 1.0)])
     best = lp.maximum()

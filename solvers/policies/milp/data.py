@@ -9,6 +9,7 @@ instead of exploring their permutations.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpualloc.solvers.problem import Problem, bits_of
 
@@ -28,12 +29,12 @@ class MilpData:
     horizon: int
     weights: list[float]
     penalty: float
-    jobs: list[dict]  # id, priority, gpus, duration, arrival (queued jobs only)
+    jobs: list[dict[str, Any]]  # id, priority, gpus, duration, arrival (queued jobs only)
     options: list[BlockOption]
     cover: dict[tuple[int, int], list[int]]  # (gpu, step) -> options holding that cell
     running_cells: set[tuple[int, int]]  # (gpu, step) held by running jobs
     running_value: float  # the running jobs' fixed reward
-    apps: list[dict]  # id, priority, demand, min, max, cap, current (GPU list or None)
+    apps: list[dict[str, Any]]  # id, priority, demand, min, max, cap, current (GPU list or None)
     twins: list[list[int]] = field(default_factory=list)  # groups of interchangeable jobs
 
 
@@ -83,7 +84,8 @@ def milp_data(problem: Problem) -> MilpData:
             end = min(job.remaining, T)
             running_cells.update((g, t) for g in bits_of(job.running_mask) for t in range(end))
             running_value += job.priority * job.gpus * problem.interval_weight(0, end)
-    jobs, options = [], []
+    jobs: list[dict[str, Any]] = []
+    options: list[BlockOption] = []
     cover: dict[tuple[int, int], list[int]] = {}
     for job in problem.batch:
         if job.running_mask:
@@ -119,9 +121,9 @@ def milp_data(problem: Problem) -> MilpData:
         }
         for a in problem.realtime
     ]
-    groups: dict[tuple, list[int]] = {}
-    for j, job in enumerate(jobs):
-        groups.setdefault((job["gpus"], job["duration"], job["arrival"], job["priority"]), []).append(j)
+    groups: dict[tuple[int, int, int, float], list[int]] = {}
+    for j, row in enumerate(jobs):
+        groups.setdefault((row["gpus"], row["duration"], row["arrival"], row["priority"]), []).append(j)
     twins = [g for g in groups.values() if len(g) > 1]
     return MilpData(
         G, T, list(problem.weights), problem.penalty, jobs, options, cover, running_cells, running_value, apps, twins

@@ -15,6 +15,8 @@ sets, so R3 and R4 hold as they did in the warm start.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from typing import cast
 
 import pyomo.environ as pyo
 
@@ -47,7 +49,8 @@ def solve_lns(
             left = None if options.time_limit is None else options.time_limit - (time.perf_counter() - began)
             if left is not None and left <= 0:
                 break
-            share = None if left is None else min(left, options.time_limit / len(windows))  # no window eats the budget
+            limit = cast(float, options.time_limit)  # left is set only under a time limit
+            share = None if left is None else min(left, limit / len(windows))  # no window eats the budget
             candidate = _improve(problem, best, window, options.model_copy(update={"time_limit": share}))
             solved += 1
             if candidate is None:
@@ -135,7 +138,7 @@ def _improve(problem: Problem, plan: Schedule, window: int, options: FullModeOpt
     return Schedule(batch=batch, realtime=plan.realtime)
 
 
-def _blocks(problem: Problem, job: Batch, window: int, busy: list[int]):
+def _blocks(problem: Problem, job: Batch, window: int, busy: list[int]) -> Iterator[tuple[int, int]]:
     """Every legal (start, block) of `job` inside `window` and clear of `busy` over its run."""
     outside = problem.full & ~window
     for s in range(job.arrival, problem.horizon):

@@ -29,7 +29,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import get_args
+from typing import Any, get_args, overload
 
 import pyomo.environ as pyo
 from pyomo.common.log import LoggingIntercept
@@ -104,7 +104,7 @@ def build_model(data: MilpData, *, symmetry: bool = True) -> pyo.ConcreteModel:
     m.short = pyo.Var(m.A, m.T, within=pyo.NonNegativeReals)
     m.demand = pyo.Constraint(m.A, m.T, rule=lambda m, a, t: m.short[a, t] >= apps[a]["demand"][t] - m.n[a, t])
 
-    def ramp(m, a, t, sign):
+    def ramp(m: pyo.ConcreteModel, a: int, t: int, sign: int) -> Any:  # a pyomo expression or Skip
         cap = apps[a]["cap"]
         if t == 0:
             cur = apps[a]["current"]
@@ -179,23 +179,23 @@ def build_model(data: MilpData, *, symmetry: bool = True) -> pyo.ConcreteModel:
     return m
 
 
-def _keep_rule(m, app: dict, a: int, t: int):
+def _keep_rule(m: pyo.ConcreteModel, app: dict[str, Any], a: int, t: int) -> Any:  # a pyomo expression or Skip
     if t == 0:
         cur = app["current"]
         return pyo.Constraint.Skip if cur is None else 2 * m.k[a, 0] >= len(cur) + m.n[a, 0] - app["cap"]
     return 2 * m.k[a, t] >= m.n[a, t - 1] + m.n[a, t] - app["cap"]
 
 
-def _order_twins(m, data: MilpData, by_job: list[list[int]]) -> None:
+def _order_twins(m: pyo.ConcreteModel, data: MilpData, by_job: list[list[int]]) -> None:
     """Interchangeable jobs: the earlier one is scheduled if the later one is, and not later."""
     T = data.horizon
     pairs = [(g[i], g[i + 1]) for g in data.twins for i in range(len(g) - 1) if by_job[g[i]]]
     m.P = pyo.Set(initialize=range(len(pairs)))
 
-    def placed(j):
+    def placed(j: int) -> Any:  # a pyomo expression
         return sum(m.x[o] for o in by_job[j])
 
-    def start(j):
+    def start(j: int) -> Any:  # a pyomo expression
         return sum(data.options[o].start * m.x[o] for o in by_job[j])
 
     m.twin_placed = pyo.Constraint(m.P, rule=lambda m, i: placed(pairs[i][0]) >= placed(pairs[i][1]))
@@ -340,7 +340,7 @@ def _solve_once(problem: Problem, options: FullModeOptions, warm: Schedule, exac
     warm_objective = objective_of(problem, warm)
     t0 = time.perf_counter()
     deadline = None if options.time_limit is None else t0 + options.time_limit
-    if deadline is not None:
+    if options.time_limit is not None:  # the deadline's
         nonzeros = model_size(problem, exact).nonzeros
         if nonzeros * SETUP_S_PER_NONZERO > options.time_limit:
             return _unsolved(
@@ -407,6 +407,10 @@ def _unsolved(warm: Schedule, warm_objective: float, build_seconds: float, why: 
     )
 
 
+@overload
+def _left(deadline: float) -> float: ...
+@overload
+def _left(deadline: None) -> None: ...
 def _left(deadline: float | None) -> float | None:
     """Seconds until `deadline` (None: no deadline)."""
     return None if deadline is None else deadline - time.perf_counter()
@@ -424,7 +428,7 @@ def add_exact_realtime(m: pyo.ConcreteModel, data: MilpData, problem: Problem) -
     m.D = pyo.Set(initialize=[(a, g, t) for a, g, t in m.Y if t > 0 or apps[a].current_mask >= 0], dimen=3)
     m.d = pyo.Var(m.D, bounds=(0, 1))  # the GPU enters or leaves the app's set at step t
 
-    def held(a: int, g: int, t: int):
+    def held(a: int, g: int, t: int) -> Any:  # a pyomo expression, or 0 or 1
         if t < 0:
             return (apps[a].current_mask >> g) & 1
         return m.y[a, g, t] if (a, g, t) in m.Y else 0
@@ -439,7 +443,7 @@ def add_exact_realtime(m: pyo.ConcreteModel, data: MilpData, problem: Problem) -
     m.enter = pyo.Constraint(m.D, rule=lambda m, a, g, t: m.d[a, g, t] >= held(a, g, t) - held(a, g, t - 1))
     m.leave = pyo.Constraint(m.D, rule=lambda m, a, g, t: m.d[a, g, t] >= held(a, g, t - 1) - held(a, g, t))
 
-    def moved(a: int, g: int, t: int):
+    def moved(a: int, g: int, t: int) -> Any:  # a pyomo expression, or 0 or 1
         """Whether GPU g enters or leaves app a's set at t (a cell a running job holds at t is
         left by the app if it had it before)."""
         if (a, g, t) in m.D:
@@ -475,9 +479,9 @@ def _batch_of(problem: Problem, data: MilpData, m: pyo.ConcreteModel) -> tuple[d
             batch[job.id] = (0, job.running_mask)
     for o, opt in enumerate(data.options):
         if (m.x[o].value or 0) > 0.5:
-            job = data.jobs[opt.job]
-            block = problem.block(opt.first_gpu, job["gpus"])
-            batch[job["id"]] = (opt.start, block)
+            row = data.jobs[opt.job]
+            block = problem.block(opt.first_gpu, row["gpus"])
+            batch[row["id"]] = (opt.start, block)
             for t in range(opt.start, opt.end):
                 busy[t] |= block
     return batch, busy
@@ -520,8 +524,8 @@ def _exact_realtime(problem: Problem, busy: list[int], options: FullModeOptions)
     m.Y = pyo.Set(initialize=[(a, g, t) for a in range(len(apps)) for g, t in free], dimen=3)
     m.y = pyo.Var(m.Y, within=pyo.Binary)
     m.short = pyo.Var(range(len(apps)), range(T), within=pyo.NonNegativeReals)
-    by_cell: dict[tuple[int, int], list] = {}
-    by_app_step: dict[tuple[int, int], list] = {}
+    by_cell: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    by_app_step: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
     for a, g, t in m.Y:
         by_cell.setdefault((g, t), []).append((a, g, t))
         by_app_step.setdefault((a, t), []).append((a, g, t))

@@ -2,7 +2,7 @@
 #   make demo   -> bench on the bundled scenarios + Gantt SVGs in demo-out/
 #   make check  -> the fast tier: no broker, no Docker, nothing slow (well under a minute)
 #   make test   -> the pytest suite, every tier
-#   make lint   -> ruff (lint and format check) and mypy; settings in pyproject.toml
+#   make lint   -> ruff (lint and format check), mypy and the layer contracts; settings in pyproject.toml
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.gpualloc-installed
@@ -28,6 +28,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	mkdir -p build/mypy && ln -sfn ../.. build/mypy/gpualloc  # mypy sees the repository root as the package gpualloc
 	$(VENV)/bin/mypy
+	PYTHONPATH=build/mypy $(VENV)/bin/lint-imports
 
 bench: $(STAMP)
 	$(VENV)/bin/gpualloc bench

@@ -14,6 +14,7 @@ import orjson
 from pydantic import ValidationError
 
 from gpualloc.schemas import Plan, Scenario, describe
+from gpualloc.solvers.policies import plan_names
 
 
 class InputError(Exception):
@@ -55,7 +56,7 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def parse_plan(text: str | bytes, source: str = "plan") -> Plan:
     try:
-        return Plan.model_validate_json(text)
+        return Plan.model_validate_json(text, context={"schedulers": plan_names()})
     except ValidationError as e:
         raise InputError(source, describe(e)) from None
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 
 class Metrics(BaseModel):
@@ -30,11 +30,11 @@ class Plan(BaseModel):
 
     @field_validator("scheduler")
     @classmethod
-    def _registered(cls, name: str) -> str:
-        from gpualloc.solvers.policies import plan_names  # the registry imports this module
-
-        known = plan_names()
-        if name not in known:
+    def _registered(cls, name: str, info: ValidationInfo) -> str:
+        """A plan file names a registered policy: the reader passes the registry's plan names as
+        the validation context's `schedulers` (`gpualloc.agent.loading.parse_plan`)."""
+        known = (info.context or {}).get("schedulers")
+        if known and name not in known:
             choices = ", ".join(repr(n) for n in known[:-1]) + f" or {known[-1]!r}"
             raise ValueError(f"scheduler: Input should be a registered policy: {choices} (got {name!r})")
         return name

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gpualloc.solvers.legality import online_violations
 from gpualloc.solvers.metrics import objective_of, relative_gap
@@ -109,12 +111,15 @@ def _spread(gaps: list[float]) -> dict[str, float]:
     return {k: round(v, 4) for k, v in quantiles(gaps).items() if k != "p99"} if gaps else {}
 
 
-def quantiles(values: list[float]) -> dict[str, float]:
+def quantiles(values: Sequence[float]) -> dict[str, float]:
     """Nearest-rank p50, p90, p99 and the max (empty: none)."""
     if not values:
         return {}
     ordered = sorted(values)
-    at = lambda q: ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]  # noqa: E731
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
     return {"p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": ordered[-1]}
 
 
@@ -125,7 +130,7 @@ def jain(values: list[float]) -> float | None:
     return round(sum(values) ** 2 / (len(values) * sum(v * v for v in values)), 4)
 
 
-def _summary(sim: Simulation, run: PolicyRun, day, lo: int, hi: int) -> DayReport:
+def _summary(sim: Simulation, run: PolicyRun, day: int | None, lo: int, hi: int) -> DayReport:
     used = value = timely = 0.0
     short = 0
     decay = sim.config.time_decay
@@ -172,7 +177,7 @@ def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
     )
 
 
-def forecast_price(rows: list[DayReport], sim: Simulation) -> dict[str, dict]:
+def forecast_price(rows: list[DayReport], sim: Simulation) -> dict[str, dict[str, Any]]:
     """Per policy run both ways (`SimOptions.forecast`): the share of the oracle's value gain over
     the FIFO oracle that the forecast-driven run keeps, and its real-time shortfall beside the
     oracle's, in all and away from one-step `spikes`. Empty without a `fifo/oracle` run to

@@ -26,8 +26,9 @@ forecast error.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
+from gpualloc.schemas.events import Envelope, JobSubmitted
 from gpualloc.schemas.features import FEATURES
 from gpualloc.schemas.settings import ForecastSettings, RollingFullMode, SimulationSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
@@ -72,7 +73,7 @@ class PolicyRun:
     failed: dict[str, list[int]] = field(default_factory=dict)  # job id -> steps it failed at (then re-queued)
     rejected: list[tuple[int, str]] = field(default_factory=list)  # (step, reason): events the pool refused
     down: list[int] = field(default_factory=list)  # per committed step: GPUs of nodes that are down
-    full_mode: list[tuple[int, str]] = field(default_factory=list)  # (step, what became of its plan)
+    full_mode: list[tuple[int, str | None]] = field(default_factory=list)  # (step, what became of its plan)
     run_steps: dict[str, int] = field(default_factory=dict)  # job id -> steps its last start runs for
     full_mode_runs: list[FullModeRun] = field(default_factory=list)  # every solve: warm, own objective, bound
 
@@ -101,8 +102,14 @@ class Simulation:
     apps_until: int | None = None
 
 
+# A trace's events, (envelope, payload), and the same with each one's step in front; the
+# envelope's type decides the payload's model (Any here).
+Events = list[tuple[Envelope, Any]]
+Timed = list[tuple[int, Envelope, Any]]
+
+
 def simulate(
-    events: list,
+    events: Events,
     options: SimOptions = SimOptions(),
     recorded: dict[int, Schedule] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
@@ -116,7 +123,7 @@ def simulate(
     first = next((e for e in events if e[0].type == "pool.configured"), None)
     if first is None:
         raise ValueError("trace: needs a pool.configured event (it sets the pool and step 0)")
-    timed = [e for e in events if e is not first]
+    rest = [e for e in events if e is not first]
     if options.starvation_steps is not None:
         bound = options.starvation_steps or None
         first = (
@@ -125,8 +132,9 @@ def simulate(
         )
     clock = Pool()  # only to read the trace's steps the way every run's interpreter reads them
     clock.apply([Event(first[0].type, first[1], first[0].occurred_at)], first[0].occurred_at)
+    assert clock.planner is not None  # pool.configured makes the planner
     config = clock.planner.config
-    timed = [(clock.step_at(e[0].occurred_at), *e) for e in timed]
+    timed: Timed = [(clock.step_at(e[0].occurred_at), *e) for e in rest]
     last = max((s for s, _, _ in timed), default=0)
     steps = options.days * 24 * 60 // config.step_minutes if options.days else drain_cap(timed, last)
     demand, priorities = _observed(timed, steps)
@@ -167,7 +175,7 @@ def simulate(
     )
 
 
-def drain_cap(timed: list, last: int) -> int:
+def drain_cap(timed: Timed, last: int) -> int:
     """Steps a whole-trace run may take: past the last event, twice the longest declared
     duration, for the jobs still queued or running to finish (those that cannot by then are
     reported as never started or unfinished)."""
@@ -177,7 +185,7 @@ def drain_cap(timed: list, last: int) -> int:
     return last + 1 + 2 * longest
 
 
-def _informed(timed: list, mode: str | None, config: PoolConfig) -> list:
+def _informed(timed: Timed, mode: str | None, config: PoolConfig) -> Timed:
     """The events as a run with `mode`'s information meets them: (delivery step, envelope,
     payload). Forecast: sizes withheld from jobs that give features. Oracle: true sizes, and
     traffic delivered a window (horizon - 1 steps) before the step it is for."""
@@ -201,7 +209,7 @@ def _informed(timed: list, mode: str | None, config: PoolConfig) -> list:
     return sorted(out, key=lambda e: e[0])  # stable
 
 
-def _observed(timed, steps: int) -> tuple[dict[str, list[int]], dict[str, float]]:
+def _observed(timed: Timed, steps: int) -> tuple[dict[str, list[int]], dict[str, float]]:
     """Per app, demand per step as observed (held flat between observations), and priorities."""
     demand: dict[str, list[int]] = {}
     rps: dict[str, float] = {}
@@ -225,8 +233,8 @@ def _observed(timed, steps: int) -> tuple[dict[str, list[int]], dict[str, float]
 def _run(
     label: str,
     online: OnlinePolicy,
-    first,
-    timed,
+    first: tuple[Envelope, Any],
+    timed: Timed,
     steps: int,
     drain_after: int | None,
     options: SimOptions,
@@ -245,8 +253,9 @@ def _run(
     origin = first[0].occurred_at
     pool.apply([Event(first[0].type, first[1], origin)], origin)
     planner = pool.planner
+    assert planner is not None  # pool.configured makes the planner
     run = PolicyRun(label, online.hot.exempt)
-    actual: dict[str, object] = {}  # job -> its payload, for what it really runs and uses
+    actual: dict[str, JobSubmitted] = {}  # job -> its payload, for what it really runs and uses
     ends: dict[str, int] = {}  # running job -> step at which its completion is processed
     i = 0
     for step in range(steps):
@@ -294,7 +303,7 @@ def _run(
     return run
 
 
-def _record(run: PolicyRun, actual: dict[str, object], ends: dict[str, int], step: int, effect) -> None:
+def _record(run: PolicyRun, actual: dict[str, JobSubmitted], ends: dict[str, int], step: int, effect: object) -> None:
     """The simulator's bookkeeping of what an event caused."""
     if isinstance(effect, Decided):
         job = effect.ref

@@ -9,6 +9,10 @@ the contract says, and sent by an idempotent producer with `acks=all`.
         print(decision.action, decision.gpus, decision.start_step)
         await client.complete("train-1")
 
+A broker that wants TLS or a SASL login takes `security=KafkaSecurity(...)`
+(`gpualloc.schemas.settings`; e.g. `security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512",
+sasl_username=..., sasl_password=...`); without it the client speaks PLAINTEXT.
+
 `submit_job` awaits the job's `allocation.decided` (or raises `Rejected` when the agent
 dead-letters the submission, `TimeoutError` when no answer comes in time). To hear answers it
 reads the decisions and dead-letter topics from their end as they were at its first such call
@@ -30,6 +34,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpualloc.agent.bus import clients
 from gpualloc.agent.bus.admin import partition_counts
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.topics import Topics, decode, encode, key_of
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (
@@ -42,6 +47,7 @@ from gpualloc.schemas.events import (
     TrafficObserved,
     envelope,
 )
+from gpualloc.schemas.settings import KafkaSecurity
 
 log = logging.getLogger("gpualloc.client")
 
@@ -58,12 +64,20 @@ class Rejected(Exception):
 
 class Client:
     """A producer of one pool's input events, and a listener for the answers to its submissions.
-    Use it as an async context manager (or `start` / `stop`)."""
+    Use it as an async context manager (or `start` / `stop`). `bootstrap`: the broker's
+    `HOST:PORT[,...]` (or a `Broker`); `security`: how to log in to it (TLS, SASL), PLAINTEXT
+    when not given."""
 
     def __init__(
-        self, bootstrap: str, pool: str = "default", topics: Topics = Topics(), source: str = "client"
+        self,
+        bootstrap: Broker | str,
+        pool: str = "default",
+        topics: Topics = Topics(),
+        source: str = "client",
+        security: KafkaSecurity | None = None,
     ) -> None:
-        self.bootstrap, self.pool, self.topics, self.source = bootstrap, pool, topics, source
+        self.bootstrap = clients.broker(bootstrap, security)
+        self.pool, self.topics, self.source = pool, topics, source
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._listening = False

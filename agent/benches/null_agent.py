@@ -21,12 +21,13 @@ from aiokafka import TopicPartition
 
 from gpualloc.agent.bus import clients
 from gpualloc.agent.bus.admin import ensure_topics
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.history import reader
 from gpualloc.agent.bus.topics import Topics
 from gpualloc.schemas.settings import AgentSettings
 
 
-async def serve(bootstrap: str, topics: Topics, pool: str = "default") -> None:
+async def serve(bootstrap: Broker | str, topics: Topics, pool: str = "default") -> None:
     settings = AgentSettings()
     counts = await ensure_topics(bootstrap, topics, settings.partitions, settings.retention_ms)
     producer = clients.producer(

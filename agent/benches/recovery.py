@@ -25,6 +25,7 @@ from aiokafka import AIOKafkaProducer
 
 from gpualloc.agent.benches.throughput import POOL, Decisions, stop_all
 from gpualloc.agent.bus import clients
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.topics import Topics
 from gpualloc.schemas.events import envelope
 
@@ -54,7 +55,7 @@ def _job(n: int, tag: str, gpus: int = 8, duration: int = 40) -> bytes:
     )
 
 
-async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) -> RecoveryResult:
+async def measure_recovery(bootstrap: Broker | str, queued: int = 1000, repeat: int = 3) -> RecoveryResult:
     prefix = f"recovery-{uuid.uuid4().hex[:8]}."
     topics = Topics.with_prefix(prefix)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -65,7 +66,7 @@ async def measure_recovery(bootstrap: str, queued: int = 1000, repeat: int = 3) 
         "gpualloc",
         "agent",
         "--bootstrap",
-        bootstrap,
+        str(bootstrap),
         "--topic-prefix",
         prefix,
         "--config",

@@ -47,6 +47,7 @@ from gpualloc.agent.benches.soak import memory_mb
 from gpualloc.agent.benches.throughput import Decisions, Follower, Upstream, drop_topics, paced, spread
 from gpualloc.agent.bus import clients
 from gpualloc.agent.bus.admin import ensure_topics, partition_counts
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.history import partitions, read_range, reader
 from gpualloc.agent.bus.topics import Topics
 from gpualloc.schemas.events import PassRecorded, envelope
@@ -234,7 +235,7 @@ class Commits(Follower):
     """The commits: the largest record, the most parts, and for each commit complete, its step's
     start and the seconds from it to the wall time its last part was read."""
 
-    def __init__(self, bootstrap: str, topics: Topics):
+    def __init__(self, bootstrap: Broker | str, topics: Topics):
         super().__init__(bootstrap, topics.commits, time.time)
         self.max_bytes, self.parts_max = 0, 0
         self.ready: list[tuple[datetime, float]] = []
@@ -258,7 +259,7 @@ class Commits(Follower):
 class DeadLetters(Follower):
     """The input records the agent refused: how many, and the first reasons."""
 
-    def __init__(self, bootstrap: str, topics: Topics):
+    def __init__(self, bootstrap: Broker | str, topics: Topics):
         super().__init__(bootstrap, topics.deadletter)
         self.count, self.reasons = 0, []
 
@@ -272,7 +273,7 @@ class DeadLetters(Follower):
 class Frontier(Follower):
     """How far the agent's ledger says it consumed each input partition ("topic:partition")."""
 
-    def __init__(self, bootstrap: str, topics: Topics):
+    def __init__(self, bootstrap: Broker | str, topics: Topics):
         super().__init__(bootstrap, topics.ledger)
         self.next: dict[str, int] = {}
 
@@ -329,7 +330,7 @@ async def bounded(
 
 
 async def measure_scale(
-    bootstrap: str,
+    bootstrap: Broker | str,
     gpus: int,
     apps: int = 3,
     queued: int = 2000,
@@ -358,7 +359,7 @@ async def measure_scale(
         "gpualloc",
         "agent",
         "--bootstrap",
-        bootstrap,
+        str(bootstrap),
         "--topic-prefix",
         prefix,
         "--config",
@@ -500,9 +501,9 @@ async def _arrivals(
         )
 
 
-async def _status(result: ScaleResult, bootstrap: str, prefix: str) -> None:
+async def _status(result: ScaleResult, bootstrap: Broker | str, prefix: str) -> None:
     """`gpualloc status` as a user runs it, while the agent runs."""
-    command = [sys.executable, "-m", "gpualloc", "status", "--bootstrap", bootstrap, "--topic-prefix", prefix]
+    command = [sys.executable, "-m", "gpualloc", "status", "--bootstrap", str(bootstrap), "--topic-prefix", prefix]
     began = time.perf_counter()
     try:
         done = await asyncio.to_thread(
@@ -572,7 +573,7 @@ async def _sigterm(result: ScaleResult, agent: Agent, children: Children) -> Non
     result.left_after_sigterm = sum(running(pid, started) for pid, started in kids.items())
 
 
-async def _bytes(result: ScaleResult, bootstrap: str, topics: Topics) -> None:
+async def _bytes(result: ScaleResult, bootstrap: Broker | str, topics: Topics) -> None:
     """The largest record of the ledger and of the state topic, the snapshots written, and the
     steps committed (those planned ahead among them)."""
     counts = await partition_counts(bootstrap, [topics.ledger, topics.state])
@@ -592,7 +593,7 @@ async def _bytes(result: ScaleResult, bootstrap: str, topics: Topics) -> None:
     result.snapshots = sum(orjson.loads(r.value)["type"] == "pool.snapshot" for r in state)
 
 
-async def measure_sizes(bootstrap: str, sizes: tuple[int, ...] = SIZES, **options) -> ScaleReport:
+async def measure_sizes(bootstrap: Broker | str, sizes: tuple[int, ...] = SIZES, **options) -> ScaleReport:
     """`measure_scale` at each size in turn."""
     return ScaleReport([await measure_scale(bootstrap, gpus, **options) for gpus in sizes])
 

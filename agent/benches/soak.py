@@ -36,6 +36,7 @@ from gpualloc.agent.benches.recovery import until
 from gpualloc.agent.benches.throughput import FETCH_WAIT_MS, POOL, stop_all, submitted_message
 from gpualloc.agent.bus import clients
 from gpualloc.agent.bus.admin import ensure_topics
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.operator.publish import completed_message
 from gpualloc.schemas.events import envelope
@@ -213,7 +214,7 @@ def memory_mb(pid: int) -> tuple[float, float]:
 
 
 async def soak(
-    bootstrap: str,
+    bootstrap: Broker | str,
     events: int = 100_000,
     rate: float = 1000,
     step_seconds: float = 2.0,
@@ -237,7 +238,7 @@ async def soak(
             "gpualloc",
             "agent",
             "--bootstrap",
-            bootstrap,
+            str(bootstrap),
             "--topic-prefix",
             prefix,
             "--policy",

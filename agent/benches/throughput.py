@@ -28,6 +28,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from gpualloc.agent.bus import clients
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.history import read_range, reader
 from gpualloc.agent.bus.topics import Topics, partition_of
 from gpualloc.schemas.events import PassRecorded, RecordedCommit, envelope
@@ -77,7 +78,7 @@ async def stop_all(
     consumer: AIOKafkaConsumer,
     producer: AIOKafkaProducer,
     agent: subprocess.Popen,
-    bootstrap: str,
+    bootstrap: Broker | str,
     topics: Topics,
 ) -> None:
     """A bench's teardown: its reader task, its clients, the agent process it started, and the
@@ -91,7 +92,7 @@ async def stop_all(
     await drop_topics(bootstrap, topics.prefix)
 
 
-async def drop_topics(bootstrap: str, prefix: str) -> None:
+async def drop_topics(bootstrap: Broker | str, prefix: str) -> None:
     """Delete the topics named with `prefix` (a bench's own); a broker that cannot be reached
     keeps them, and the bench still reports."""
     admin = clients.admin(bootstrap)
@@ -181,7 +182,7 @@ class Follower:
     """A topic read back from its start as its records become readable (`read_committed`), by a
     task of its own: `take` gets each record's value and when its fetch came back (`clock`)."""
 
-    def __init__(self, bootstrap: str, topic: str, clock: Callable[[], float] = time.perf_counter):
+    def __init__(self, bootstrap: Broker | str, topic: str, clock: Callable[[], float] = time.perf_counter):
         self.consumer = clients.consumer(
             topic,
             bootstrap=bootstrap,
@@ -211,7 +212,7 @@ class Follower:
 class Decisions(Follower):
     """The pool's decisions: when each job's was read (`perf_counter`), and what it said."""
 
-    def __init__(self, bootstrap: str, topics: Topics):
+    def __init__(self, bootstrap: Broker | str, topics: Topics):
         super().__init__(bootstrap, topics.decisions)
         self.at: dict[str, float] = {}
         self.agent_ms: dict[str, float] = {}  # inside the agent: its poll's records received -> decision sent
@@ -253,7 +254,7 @@ def spread(values: list[float]) -> tuple[float, float, float]:
 
 
 async def measure(
-    bootstrap: str,
+    bootstrap: Broker | str,
     rate: float = 1000,
     seconds: float = 20,
     queue: int = 200,
@@ -266,14 +267,14 @@ async def measure(
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(POOL, f)
     command = (
-        ["-m", "gpualloc.agent.benches.null_agent", bootstrap, f"bench-{prefix}."]
+        ["-m", "gpualloc.agent.benches.null_agent", str(bootstrap), f"bench-{prefix}."]
         if null_agent
         else [
             "-m",
             "gpualloc",
             "agent",
             "--bootstrap",
-            bootstrap,
+            str(bootstrap),
             "--topic-prefix",
             f"bench-{prefix}.",
             "--config",
@@ -336,7 +337,7 @@ async def measure(
     )
 
 
-async def recorded_commits(bootstrap: str, topics: Topics) -> list[RecordedCommit]:
+async def recorded_commits(bootstrap: Broker | str, topics: Topics) -> list[RecordedCommit]:
     """The commits the agent's ledger recorded, in order."""
     consumer = await clients.started(reader(bootstrap), "bench: ledger reader")
     try:

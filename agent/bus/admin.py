@@ -9,12 +9,13 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from gpualloc.agent.bus import clients
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.topics import Topics
 
 LEADER_WAIT_S = 15.0
 
 
-async def ensure_topics(bootstrap: str, topics: Topics, partitions: int, retention_ms: int) -> dict[str, int]:
+async def ensure_topics(bootstrap: Broker | str, topics: Topics, partitions: int, retention_ms: int) -> dict[str, int]:
     """Create the bus's topics that do not exist yet, all with `partitions` partitions (a pool's
     records share one partition number on every input topic): the state topic compacted, the
     ledger and the inputs kept `retention_ms` (-1: forever), as long as audits and recovery must
@@ -37,7 +38,7 @@ async def ensure_topics(bootstrap: str, topics: Topics, partitions: int, retenti
         await admin.close()
 
 
-async def partition_counts(bootstrap: str, names: list[str]) -> dict[str, int]:
+async def partition_counts(bootstrap: Broker | str, names: list[str]) -> dict[str, int]:
     """How many partitions each existing topic of `names` has (absent ones are left out)."""
     admin = await clients.started(clients.admin(bootstrap), "admin")
     try:

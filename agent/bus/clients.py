@@ -1,12 +1,17 @@
 """Every Kafka client of the process is made here, so the listener's security (TLS, SASL) is set
 in one place, and started here, so a broker that is not up yet is retried the same way everywhere.
 
-`configure` sets the process-wide `KafkaSecurity` (the CLI calls it once from the settings); the
-default is PLAINTEXT, so the pure core and tests need nothing. `started` starts a client,
-retrying an unreachable broker with exponential backoff up to `connect_timeout_s` (then
-`Unreachable`, a KafkaConnectionError); a broker that refuses the login or the TLS handshake is
-not retried (`Refused`: a setting to fix). Either way a client that did not start is closed
-before the error is raised.
+A `Broker` is where the bus is and how to log in to it: the bootstrap servers and the listener's
+`KafkaSecurity`, made once by the CLI from the settings (`cli.arguments.bootstrap_of`) and passed
+wherever the bus is reached; nothing here is process-wide. The factories take a `Broker` or a
+plain bootstrap string (PLAINTEXT, the default, so the pure core and tests need nothing), and
+each client they make carries the security it was made with, for `started` to judge and report
+its failures.
+
+`started` starts a client, retrying an unreachable broker with exponential backoff up to
+`connect_timeout_s` (then `Unreachable`, a KafkaConnectionError); a broker that refuses the login
+or the TLS handshake is not retried (`Refused`: a setting to fix). Either way a client that did
+not start is closed before the error is raised.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import asyncio
 import contextvars
 import logging
 import ssl
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -32,7 +37,28 @@ MAX_BACKOFF_S = 5.0
 
 Client = TypeVar("Client", AIOKafkaProducer, AIOKafkaConsumer, AIOKafkaAdminClient)
 
-_security = KafkaSecurity()
+PLAINTEXT = KafkaSecurity()
+_SECURITY = "_gpualloc_security"  # the attribute of a client made here that holds its security
+
+
+@dataclass(frozen=True)
+class Broker:
+    """The bus: its bootstrap servers (`HOST:PORT[,HOST:PORT...]`, what `str` gives) and how
+    every client logs in to it."""
+
+    servers: str
+    security: KafkaSecurity = PLAINTEXT
+
+    def __str__(self) -> str:
+        return self.servers
+
+
+def broker(where: Broker | str, security: KafkaSecurity | None = None) -> Broker:
+    """`where` as a Broker: a bootstrap string with `security` (default PLAINTEXT), or a Broker,
+    its security replaced by `security` when that is given."""
+    if isinstance(where, Broker):
+        return where if security is None else replace(where, security=security)
+    return Broker(where, PLAINTEXT if security is None else security)
 
 
 class Unreachable(KafkaConnectionError):
@@ -54,28 +80,35 @@ class Refused(Exception):
         return f"{self.setting}: {self.detail}"
 
 
-def configure(security: KafkaSecurity) -> None:
-    """Use `security` for every client made from now on."""
-    global _security
-    _security = security
+def producer(bootstrap: Broker | str, **kwargs: Any) -> AIOKafkaProducer:
+    b = broker(bootstrap)
+    return _made(AIOKafkaProducer(bootstrap_servers=b.servers, **kwargs, **_options(b.security)), b.security)
 
 
-def producer(bootstrap: str, **kwargs: Any) -> AIOKafkaProducer:
-    return AIOKafkaProducer(bootstrap_servers=bootstrap, **kwargs, **_options())
+def consumer(*topics: str, bootstrap: Broker | str, **kwargs: Any) -> AIOKafkaConsumer:
+    b = broker(bootstrap)
+    return _made(AIOKafkaConsumer(*topics, bootstrap_servers=b.servers, **kwargs, **_options(b.security)), b.security)
 
 
-def consumer(*topics: str, bootstrap: str, **kwargs: Any) -> AIOKafkaConsumer:
-    return AIOKafkaConsumer(*topics, bootstrap_servers=bootstrap, **kwargs, **_options())
+def admin(bootstrap: Broker | str) -> AIOKafkaAdminClient:
+    b = broker(bootstrap)
+    return _made(AIOKafkaAdminClient(bootstrap_servers=b.servers, **_options(b.security)), b.security)
 
 
-def admin(bootstrap: str) -> AIOKafkaAdminClient:
-    return AIOKafkaAdminClient(bootstrap_servers=bootstrap, **_options())
+def _made(client: Client, security: KafkaSecurity) -> Client:
+    setattr(client, _SECURITY, security)
+    return client
 
 
-def _options() -> dict[str, Any]:
-    """The aiokafka keyword arguments of the configured security (a fresh TLS context each time,
-    and the password files read now)."""
-    s = _security
+def _security_of(client: object) -> KafkaSecurity:
+    """The security `client` was made with (PLAINTEXT for one not made here)."""
+    security = getattr(client, _SECURITY, PLAINTEXT)
+    return security if isinstance(security, KafkaSecurity) else PLAINTEXT
+
+
+def _options(s: KafkaSecurity) -> dict[str, Any]:
+    """The aiokafka keyword arguments of security `s` (a fresh TLS context each time, and the
+    password files read now)."""
     out: dict[str, Any] = {"security_protocol": s.security_protocol}
     if s.security_protocol in SASL_PROTOCOLS:
         out.update(
@@ -128,20 +161,21 @@ async def started(client: Client, what: str, deadline_s: float | None = None) ->
     to MAX_BACKOFF_S) until `deadline_s` (default: the configured connect_timeout_s), then
     `Unreachable`; a refused login or TLS handshake raises `Refused` at once. `what`
     names the client in the log and the error. A client that did not start is closed."""
+    security = _security_of(client)
     loop = asyncio.get_running_loop()
     began = loop.time()
-    deadline = began + (_security.connect_timeout_s if deadline_s is None else deadline_s)
+    deadline = began + (security.connect_timeout_s if deadline_s is None else deadline_s)
     delay = FIRST_BACKOFF_S
     try:
         while (cause := await _start_once(client)) is not None:
-            _raise_if_refused(what, cause)
+            _raise_if_refused(what, cause, security)
             wait = min(delay, deadline - loop.time())
             if wait <= 0:
                 raise Unreachable(
-                    f"{what}: {_reason(cause)} (retried for {loop.time() - began:.1f} s: "
+                    f"{what}: {_reason(cause, security)} (retried for {loop.time() - began:.1f} s: "
                     "kafka.connect_timeout_s, GPUALLOC_KAFKA__CONNECT_TIMEOUT_S)"
                 )
-            log.warning("%s: cannot reach Kafka (%s); retrying in %.2f s", what, _reason(cause), wait)
+            log.warning("%s: cannot reach Kafka (%s); retrying in %.2f s", what, _reason(cause, security), wait)
             await asyncio.sleep(wait)
             delay = min(2 * delay, MAX_BACKOFF_S)
         return client
@@ -179,7 +213,7 @@ async def _start_once(client: Client) -> BaseException | None:
         _attempt.reset(token)
 
 
-def _reason(error: BaseException) -> str:
+def _reason(error: BaseException, security: KafkaSecurity) -> str:
     """Why an attempt failed, with a hint when the broker answered and then hung up (a listener
     that wants another security protocol)."""
     name, text = type(error).__name__, str(error)
@@ -187,13 +221,12 @@ def _reason(error: BaseException) -> str:
     if isinstance(error, ConnectionResetError) or (isinstance(error, KafkaConnectionError) and "closed" in text):
         reason += (
             f"; the broker hung up: does its listener want another kafka.security_protocol "
-            f"(GPUALLOC_KAFKA__SECURITY_PROTOCOL, now {_security.security_protocol})?"
+            f"(GPUALLOC_KAFKA__SECURITY_PROTOCOL, now {security.security_protocol})?"
         )
     return reason
 
 
-def _raise_if_refused(what: str, error: BaseException) -> None:
-    s = _security
+def _raise_if_refused(what: str, error: BaseException, s: KafkaSecurity) -> None:
     if isinstance(error, SaslAuthenticationFailed):
         raise Refused(
             "kafka.sasl_password",

@@ -16,6 +16,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from gpualloc.agent.bus import clients
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.topics import Record, Topics, decode, partition_of
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart
 
@@ -24,7 +25,7 @@ log = logging.getLogger("gpualloc.agent")
 POLL_MS = 200
 
 
-def reader(bootstrap: str, fetch_wait_ms: int = 500) -> AIOKafkaConsumer:
+def reader(bootstrap: Broker | str, fetch_wait_ms: int = 500) -> AIOKafkaConsumer:
     """A consumer for reading history back: no group, committed transactions only. The agent's
     live input reader passes a short `fetch_wait_ms` (`agent.fetch_wait_ms`)."""
     return clients.consumer(

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from gpualloc.agent.bus.clients import configure
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.loading import InputError
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.settings import Settings, load_settings
@@ -156,13 +156,12 @@ def settings_of(args: argparse.Namespace) -> Settings:
         raise InputError("settings", [str(e)]) from None
 
 
-def bootstrap_of(settings: Settings) -> str:
-    """The broker of a bus command, whose Kafka clients are configured with `settings.kafka` from
-    here on (the one place every bus command passes)."""
-    configure(settings.kafka)
+def bootstrap_of(settings: Settings) -> Broker:
+    """The broker of a bus command: the bootstrap servers, with the security (`settings.kafka`)
+    every one of its Kafka clients uses (the one place every bus command passes)."""
     if not settings.bootstrap:
         raise InputError(
             "--bootstrap",
             ["give HOST:PORT, or set KAFKA_BOOTSTRAP_SERVERS (make kafka-up starts a broker on 127.0.0.1:9092)"],
         )
-    return settings.bootstrap
+    return Broker(settings.bootstrap, settings.kafka)

@@ -14,6 +14,7 @@ import orjson
 from pydantic import ValidationError
 
 from gpualloc.agent import logs
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.cli.arguments import (
     bootstrap_of,
@@ -261,7 +262,7 @@ def _gpu_range(text: str) -> tuple[int, int]:
     return lo, hi + 1
 
 
-def _no_pool(bootstrap: str, topics: Topics, pool: str) -> int:
+def _no_pool(bootstrap: Broker, topics: Topics, pool: str) -> int:
     """`status` of a pool no transaction of whose agent is on the bus: stalled when inputs for it
     are (exit 1), else bad input (no such pool)."""
     from gpualloc.agent.operator.audit import stalled_line, waiting_inputs

@@ -10,11 +10,11 @@ from typing import Awaitable, Callable
 
 from aiokafka.errors import KafkaConnectionError
 
-from gpualloc.agent.bus.clients import Refused
+from gpualloc.agent.bus.clients import Broker, Refused
 from gpualloc.agent.loading import InputError
 
 
-def run_until_signal(body: Callable[[asyncio.Event], Awaitable[None]], bootstrap: str) -> None:
+def run_until_signal(body: Callable[[asyncio.Event], Awaitable[None]], bootstrap: Broker | str) -> None:
     """Run `body(stop)`; SIGTERM/SIGINT set `stop`, and the body finishes its pass and closes its
     clients. A broker that cannot be reached (after the retries of `clients.started`) or
     that refuses the login or TLS setup is bad input (exit 2)."""

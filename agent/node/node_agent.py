@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from gpualloc.agent import logs
 from gpualloc.agent.bus import clients
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.topics import Topics, decode, encode
 from gpualloc.agent.metrics import HealthServer, NodeMetrics
 from gpualloc.agent.node.binders import Binder
@@ -52,7 +53,7 @@ class NodeAgent:
 
     def __init__(
         self,
-        bootstrap: str,
+        bootstrap: Broker | str,
         node: int,
         gpus_range: range,
         binder: Binder,

@@ -14,6 +14,7 @@ from aiokafka import AIOKafkaConsumer
 
 from gpualloc.agent.bus import clients
 from gpualloc.agent.bus.admin import partition_counts
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.history import partitions, read_history, read_range, reader
 from gpualloc.agent.bus.topics import Topics, decode
 from gpualloc.agent.service.dispatcher import Dispatcher
@@ -110,7 +111,7 @@ def pool_inputs(records, pool: str) -> list:
     return out
 
 
-async def waiting_inputs(bootstrap: str, topics: Topics, pool: str) -> int:
+async def waiting_inputs(bootstrap: Broker | str, topics: Topics, pool: str) -> int:
     """The pool's input records on the bus (for a pool whose agent has recorded no transaction:
     all of them are waiting)."""
     counts = await partition_counts(bootstrap, list(topics.inputs))
@@ -160,7 +161,7 @@ async def published(consumer: AIOKafkaConsumer, topics: Topics, counts: dict[str
     return out
 
 
-async def audit(bootstrap: str, topics: Topics, pool: str, bounds: Bounds = Bounds()) -> AuditResult:
+async def audit(bootstrap: Broker | str, topics: Topics, pool: str, bounds: Bounds = Bounds()) -> AuditResult:
     """The ledger is read before the outputs, so every output of an audited transaction is read
     too; outputs of transactions after it (an agent still running) are told apart by `_after`."""
     names = [topics.state, topics.ledger, *topics.inputs, topics.decisions, topics.commits, topics.deadletter]

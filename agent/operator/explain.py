@@ -8,13 +8,14 @@ from typing import Any
 
 from gpualloc.agent.bus import clients
 from gpualloc.agent.bus.admin import partition_counts
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.history import partitions, read_range, reader
 from gpualloc.agent.bus.topics import Topics, decode
 from gpualloc.agent.operator.tail import span as _span
 from gpualloc.schemas.commits import latest
 
 
-async def history_of(bootstrap: str, topics: Topics, pool: str, job_id: str) -> list[dict[str, Any]]:
+async def history_of(bootstrap: Broker | str, topics: Topics, pool: str, job_id: str) -> list[dict[str, Any]]:
     """Every message of `pool` naming `job_id` (inputs, decisions, commits that start it), and the
     pool's latest commit, in publication order per topic."""
     names = [topics.jobs, topics.decisions, topics.commits]

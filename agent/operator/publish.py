@@ -15,13 +15,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gpualloc.agent.bus import clients
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.topics import Topics, decode
 from gpualloc.client import Client
 from gpualloc.schemas.events import JobRef, envelope, timestamp
 
 
 async def publish_trace(
-    bootstrap: str,
+    bootstrap: Broker | str,
     events: list[dict[str, Any]],
     topics: Topics,
     step_seconds: float | None = None,
@@ -62,7 +63,11 @@ async def publish_trace(
 
 
 async def complete_jobs(
-    bootstrap: str, topics: Topics, durations: dict[str, int], stop: asyncio.Event | None = None, pool: str = "default"
+    bootstrap: Broker | str,
+    topics: Topics,
+    durations: dict[str, int],
+    stop: asyncio.Event | None = None,
+    pool: str = "default",
 ) -> set[str]:
     """Play the platform running the jobs: each job of `durations` that a commit starts gets its
     job.completed (through a `Client`) once the commit of its last step is out. Runs until

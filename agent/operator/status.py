@@ -24,6 +24,7 @@ from aiokafka import TopicPartition
 
 from gpualloc.agent.bus import clients
 from gpualloc.agent.bus.admin import partition_counts
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.history import partitions, read_history, read_range, reader
 from gpualloc.agent.bus.topics import Topics, decode
 from gpualloc.agent.metrics import gpu_states
@@ -44,7 +45,7 @@ SHOWN = 20  # running jobs, queued jobs and node reports listed in the text (`--
 
 
 async def read_status(
-    bootstrap: str, topics: Topics, pool: str, width: int = 48, gpu_range: tuple[int, int] | None = None
+    bootstrap: Broker | str, topics: Topics, pool: str, width: int = 48, gpu_range: tuple[int, int] | None = None
 ) -> dict[str, Any] | None:
     """The pool's `view` from the bus (`width` steps of the plan, the Gantt of GPUs [from, to)
     `gpu_range` when given); None when the ledger has never seen the pool."""

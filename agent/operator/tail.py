@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from gpualloc.agent.bus import clients
+from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.topics import Topics, decode
 
 
@@ -72,7 +73,7 @@ def span(gpus: list[int]) -> str:
 
 
 async def tail(
-    bootstrap: str,
+    bootstrap: Broker | str,
     topics: Topics,
     stop: asyncio.Event,
     from_beginning: bool,

@@ -44,7 +44,6 @@ def plaintext_again(monkeypatch) -> Iterator[None]:
     for name in [n for n in os.environ if n.startswith("GPUALLOC_KAFKA__")] + ["GPUALLOC_SETTINGS"]:
         monkeypatch.delenv(name, raising=False)
     yield
-    clients.configure(KafkaSecurity())
 
 
 def run_cli(monkeypatch, capsys, env: dict[str, str], *args: str) -> tuple[int, str]:
@@ -225,13 +224,11 @@ async def test_a_pool_runs_through_sasl(secure_kafka, tmp_path):
         logs["tail"],
     )
     procs = [agent, node, tail]
-    clients.configure(
-        KafkaSecurity(
-            security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_username="admin", sasl_password=PASSWORD
-        )
+    login = KafkaSecurity(
+        security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_username="admin", sasl_password=PASSWORD
     )
     try:
-        producer = await clients.started(clients.producer(secure_kafka.bootstrap), "upstream")
+        producer = await clients.started(clients.producer(clients.Broker(secure_kafka.bootstrap, login)), "upstream")
         try:
             job = envelope(
                 "job.submitted",
@@ -244,7 +241,9 @@ async def test_a_pool_runs_through_sasl(secure_kafka, tmp_path):
             await producer.stop()
         await until(lambda: "decided   train-1: start" in logs["tail"].read_text(), 60, "tail's decision line")
         await until(lambda: "train-1" in FileBinder(tmp_path / "node0").bound(), 30, "the node agent's binding")
-        decisions = [m["payload"] for m in await read_all(secure_kafka.bootstrap, topics.decisions)]
+        decisions = [
+            m["payload"] for m in await read_all(clients.Broker(secure_kafka.bootstrap, login), topics.decisions)
+        ]
         assert [(d["job_id"], d["action"]) for d in decisions] == [("train-1", "start")]
     finally:
         for proc in procs:

@@ -1,4 +1,4 @@
-"""`gpualloc bench --corpus`: the heuristic against proven optima on the benchmark corpus.
+"""`gpualloc bench corpus`: the heuristic against proven optima on the benchmark corpus.
 
 Per scenario of the chosen split: the heuristic and the greedy, each timed over `repeat` runs
 and checked by the validator, and the ratio heuristic / reference, where the reference is the

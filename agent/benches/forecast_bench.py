@@ -1,4 +1,4 @@
-"""`gpualloc bench --forecast`: the forecasters' backtests over seeds of the ground-truth
+"""`gpualloc bench forecast`: the forecasters' backtests over seeds of the ground-truth
 generators the shipped data came from (seed 0) and others no tuning saw, against the issue's
 targets: duration median APE within 1.5x of the generator's noise floor, 80% intervals covering
 75-85%, GPU counts right for 95% of jobs; on the held-out week each app under-provisioned at most

@@ -1,4 +1,4 @@
-"""The full-mode bench (`gpualloc bench --full-mode`): objective, bound, gap and time per scenario, and
+"""The full-mode bench (`gpualloc bench full-mode`): objective, bound, gap and time per scenario, and
 recording better objectives and bounds in the bundled best-known.json."""
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""The floor under `gpualloc bench --agent`: an agent that plans nothing.
+"""The floor under `gpualloc bench agent`: an agent that plans nothing.
 
 It reads the pool's inputs as the agent does (partitions assigned by hand, committed data only,
 the same short fetch wait) and answers each `job.submitted` with an `allocation.decided` (action
 `queued`), one Kafka transaction a poll holding the answers and a ledger record, as the agent's
 passes do. What the bench measures through it is what the broker, the clients, the load
-generator and the machine cost with no planning at all: `bench --agent --null-agent`, run beside
+generator and the machine cost with no planning at all: `bench agent --null-agent`, run beside
 the real one, says how much of an arrival-to-decision figure is the agent's.
 
 Run by the bench: `python -m gpualloc.agent.benches.null_agent BOOTSTRAP TOPIC_PREFIX`.

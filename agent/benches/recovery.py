@@ -1,4 +1,4 @@
-"""How fast a killed agent is back: `gpualloc bench --recovery`. The agent (its own process, as
+"""How fast a killed agent is back: `gpualloc bench recovery`. The agent (its own process, as
 the CLI runs it) plans a 64-GPU pool until `queued` jobs wait, is killed with SIGKILL, and is
 started again with the same command; the figure is the time from that start to the decision on
 a job submitted at the same moment (the process's imports, the broker's fencing, reading the

@@ -1,4 +1,4 @@
-"""The agent at the sizes users run: `gpualloc bench --scale`. For each pool size (8 GPUs a
+"""The agent at the sizes users run: `gpualloc bench scale`. For each pool size (8 GPUs a
 node), `gpualloc agent` runs in its own process, as a user starts it, on a compressed clock (the
 pool's 30-minute steps every `step_seconds`), through the real broker: apps register (first,
 as operators do: the backlog goes once the ledger shows them consumed), a backlog of `queued`

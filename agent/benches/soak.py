@@ -1,4 +1,4 @@
-"""A long run of the agent on a compressed clock: `gpualloc bench --soak`. A leak or a backlog
+"""A long run of the agent on a compressed clock: `gpualloc bench soak`. A leak or a backlog
 that builds slowly passes every short test; this runs `gpualloc agent` (its own process, started
 as a user starts it) through `events` input records at a steady `rate`, and checks that its RSS
 grows by at most 50 MB from the `baseline_at`-th record to the last, and that at the end it is
@@ -6,7 +6,7 @@ less than a second of input behind.
 
 The mix, keyed by pool as the contract says: job arrivals (1-8 GPUs, short) and completions
 that keep a standing queue of about `queue` jobs (each completion ends the oldest outstanding
-job, as `gpualloc bench --agent` does), traffic for two real-time apps, a node drained now and
+job, as `gpualloc bench agent` does), traffic for two real-time apps, a node drained now and
 then and back up at its next report, and 1% malformed records. The
 accounting counts what the agent published (read_committed): one decision per arrival and one
 dead letter per malformed record.

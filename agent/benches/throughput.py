@@ -4,7 +4,7 @@ Steady state at 64 GPUs: a standing queue of about `queue` jobs, every arrival b
 completion of the oldest outstanding job, a commit every `step_seconds`. Latency is measured
 here, from just before a `job.submitted` is handed to the producer to the moment its
 `allocation.decided` is read back: broker both ways, the agent's poll, its planning pass and
-its produce. Run: `gpualloc bench --agent --bootstrap HOST:PORT` (make kafka-up starts a broker).
+its produce. Run: `gpualloc bench agent --bootstrap HOST:PORT` (make kafka-up starts a broker).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`gpualloc bench --traces`: FIFO against the heuristic, with and without the starvation bound,
+"""`gpualloc bench traces`: FIFO against the heuristic, with and without the starvation bound,
 over whole traces nobody tuned for: the eight Pollux workloads (bundled in
 benchmarks/traces/pollux) and the bundled week, each on a pool sized so that the work offered is
 `load` times what the pool can serve over the trace's span (jobs' GPU-steps over GPUs x steps

@@ -1,7 +1,8 @@
 """`gpualloc`: a thin argparse layer over the core and the shell, one module per command group:
-`offline` (solve, check, generate, bench, demo, simulate, trace) and `bus` (agent, node-agent,
-publish, tail, audit, explain); `arguments` holds the shared argument types and the flags that set
-configuration fields, `running` the one run-until-signal helper.
+`offline` (solve, check, generate, demo, simulate, trace, ...), `bench` (`gpualloc bench NAME`,
+one subcommand a bench) and `bus` (agent, node-agent, publish, tail, audit, explain); `arguments`
+holds the shared argument types, the flags that set configuration fields and the broker of the
+bus commands, `running` the one run-until-signal helper.
 
 Exit codes, one per kind of failure whatever the command: 0 success (a legal plan, a passing
 bench or audit, a bus command stopped by SIGTERM/SIGINT); 1 an illegal plan, a failing bench or
@@ -19,6 +20,7 @@ import os
 import sys
 
 from gpualloc import __version__
+from gpualloc.agent.cli.bench import implied
 from gpualloc.agent.cli.bus import add_bus_commands
 from gpualloc.agent.cli.offline import add_offline_commands
 from gpualloc.agent.loading import InputError
@@ -41,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(implied(sys.argv[1:] if argv is None else argv))
     except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
         return e.code if isinstance(e.code, int) else EXIT_INPUT
     try:

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.loading import InputError
 from gpualloc.schemas.errors import describe
-from gpualloc.schemas.settings import Settings, load_settings
+from gpualloc.schemas.settings import Settings, SolveOptions, load_settings
 
 SETTING = "setting:"  # argparse dest prefix of the flags that set a configuration field
 
@@ -165,3 +165,71 @@ def bootstrap_of(settings: Settings) -> Broker:
             ["give HOST:PORT, or set KAFKA_BOOTSTRAP_SERVERS (make kafka-up starts a broker on 127.0.0.1:9092)"],
         )
     return Broker(settings.bootstrap, settings.kafka)
+
+
+# ---- the solve options (solve, bench full-mode) ------------------------------------------------
+
+FULL_MODE_FLAGS = {
+    "--solver": "solve.full_mode.solver",
+    "--time-limit": "solve.full_mode.time_limit",
+    "--node-limit": "solve.full_mode.node_limit",
+    "--threads": "solve.full_mode.threads",
+    "--seed": "solve.full_mode.seed",
+    "--progress": "solve.full_mode.progress",
+}
+
+
+def full_mode_arguments(p: argparse.ArgumentParser) -> None:
+    """The full-mode (MILP) solve options, the heuristic's effort and --settings."""
+    g = p.add_argument_group("full mode (MILP)")
+    setting(g, "--solver", path="solve.full_mode.solver", choices=("highs", "cbc"), help="MILP solver")
+    setting(
+        g, "--time-limit", path="solve.full_mode.time_limit", type=seconds_or_none, help="seconds per solve (0: none)"
+    )
+    setting(
+        g,
+        "--node-limit",
+        path="solve.full_mode.node_limit",
+        type=positive_int,
+        help="branch-and-bound nodes: with --time-limit 0 a reproducible work limit",
+    )
+    setting(g, "--threads", path="solve.full_mode.threads", type=positive_int, help="solver threads")
+    setting(g, "--seed", path="solve.full_mode.seed", type=int, help="solver random seed")
+    setting(
+        g,
+        "--lns",
+        path="solve.full_mode.lns",
+        action="store_const",
+        const=True,
+        help="full mode as a large-neighbourhood search: exact sub-models over windows of two nodes",
+    )
+    setting(
+        g,
+        "--progress",
+        path="solve.full_mode.progress",
+        action="store_const",
+        const=True,
+        help="stream the solver log (incumbent and bound) to stderr",
+    )
+    setting(g, "--effort", path="solve.effort", type=float, help="heuristic local-search effort (placements, not time)")
+    settings_arguments(p)
+
+
+def solve_options(args: argparse.Namespace, full_mode: bool) -> SolveOptions:
+    """The configured solve options; with full mode, its solver must be installed here, and
+    without it a full-mode flag is a mistake, not something to ignore."""
+    options = settings_of(args).solve
+    given = sorted(flag for flag, dest in FULL_MODE_FLAGS.items() if SETTING + dest in vars(args))
+    if given and not full_mode:
+        raise InputError(
+            ", ".join(given),
+            ["full-mode options: give --scheduler full-mode, or drop them"],
+        )
+    if full_mode:
+        from gpualloc.solvers.policies.milp.model import solver_available
+
+        name = options.full_mode.solver
+        if not solver_available(name):
+            hint = "apt-get install coinor-cbc" if name == "cbc" else "pip install highspy"
+            raise InputError("--solver", [f"{name} is not available on this machine ({hint})"])
+    return options

@@ -1,6 +1,6 @@
-"""The commands of files and reports: solve, check, generate (plans); bench, corpus, demo,
-simulate, forecast, trace (reports); config and schemas. None needs a broker but the benches
-that drive an agent through one (`bench --agent`, `--recovery`, `--soak`, `--scale`)."""
+"""The commands of files and reports: solve, check, generate (plans); bench (agent/cli/bench.py),
+corpus, demo, simulate, forecast, trace (reports); config and schemas. None needs a broker but
+the benches that drive an agent through one (`bench agent`, `recovery`, `soak`, `scale`)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,17 @@ import time
 from pathlib import Path
 
 from gpualloc.agent.cli.arguments import (
-    SETTING,
-    checked,
-    generated_spec,
+    full_mode_arguments,
     nonnegative_int,
     positive_int,
     seconds_or_none,
     setting,
     settings_arguments,
     settings_of,
+    solve_options,
 )
+from gpualloc.agent.cli.bench import add_bench_command
 from gpualloc.agent.loading import InputError, dump_json, dump_plan, load_plan, load_scenario, write_text
-from gpualloc.schemas.limits import LIMITS
-from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.policies import POLICIES, names, online_policy, policy
 
 EXIT_OK, EXIT_ILLEGAL = 0, 1
@@ -35,32 +33,12 @@ def _emit(text: str, out: str | None) -> None:
         sys.stdout.write(text)
 
 
-def _solve_options(args: argparse.Namespace, full_mode: bool) -> SolveOptions:
-    """The configured solve options; with full mode, its solver must be installed here, and
-    without it a full-mode flag is a mistake, not something to ignore."""
-    options = settings_of(args).solve
-    given = sorted(flag for flag, dest in FULL_MODE_FLAGS.items() if SETTING + dest in vars(args))
-    if given and not full_mode:
-        raise InputError(
-            ", ".join(given),
-            ["full-mode options: give --scheduler full-mode (or --full-mode with bench), or drop them"],
-        )
-    if full_mode:
-        from gpualloc.solvers.policies.milp.model import solver_available
-
-        name = options.full_mode.solver
-        if not solver_available(name):
-            hint = "apt-get install coinor-cbc" if name == "cbc" else "pip install highspy"
-            raise InputError("--solver", [f"{name} is not available on this machine ({hint})"])
-    return options
-
-
 def cmd_solve(args: argparse.Namespace) -> int:
     from gpualloc.solvers import build_plan, compile_scenario
 
     chosen = policy(args.scheduler)
     problem = compile_scenario(load_scenario(args.scenario))
-    options = _solve_options(args, chosen.hot_path is not None)
+    options = solve_options(args, chosen.hot_path is not None)
     t0 = time.perf_counter()
     solution = chosen.solve(problem, options)
     plan = build_plan(problem, chosen, solution, (time.perf_counter() - t0) * 1000.0)
@@ -109,118 +87,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     Scenario.model_validate(data)  # the generator's promise; a breach is an internal error
     _emit(dump_json(data), args.out)
     return EXIT_OK
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    from gpualloc.agent.benches.scenarios import run_bench
-
-    if not args.full_mode:
-        _solve_options(args, False)  # full-mode flags without --full-mode are refused
-    if args.agent or args.recovery or args.soak or args.scale:
-        return _bench_agent(args)
-    if args.corpus:
-        return _bench_corpus(args)
-    if args.hot_path:
-        from gpualloc.agent.benches.hot_path import measure_hot_path
-
-        hot = measure_hot_path(queued=args.queued or 240)
-        sys.stdout.write(dump_json(hot.as_dict()) if args.json else hot.line() + "\n")
-        return EXIT_OK
-    if args.traces:
-        from gpualloc.agent.benches import trace_bench
-        from gpualloc.agent.renderers.progress import Progress
-
-        rows = trace_bench.run_trace_bench(
-            args.load,
-            tuple(args.starvation_steps or (48, 24, 12)),
-            args.week,
-            progress=Progress("bench --traces", "traces"),
-            include_openb=args.openb,
-        )
-        sys.stdout.write(dump_json(trace_bench.as_dict(rows)) if args.json else trace_bench.table(rows) + "\n")
-        if args.chart:
-            write_text(args.chart, trace_bench.chart(rows))
-        return EXIT_OK
-    if args.forecast:
-        from gpualloc.agent.benches.forecast_bench import run_forecast_bench
-
-        bench = run_forecast_bench(args.seeds, settings_of(args).simulation.forecast)
-        sys.stdout.write(dump_json(bench.as_dict()) if args.json else bench.table() + "\n")
-        return EXIT_OK
-    report, scenarios = run_bench(args.dir, args.repeat, args.generated)
-    if args.full_mode:
-        from gpualloc.agent.benches.full_mode import bench_full_mode, record_best_known
-
-        report.full_mode = bench_full_mode(scenarios, _solve_options(args, True))
-        if args.update_best_known:
-            for line in record_best_known(report.full_mode):
-                print(line, file=sys.stderr)
-    sys.stdout.write(dump_json(report.as_dict()) if args.json else report.table() + "\n")
-    return report.exit_code
-
-
-def _bench_agent(args: argparse.Namespace) -> int:
-    """Through a real broker: sustained arrivals (agent/benches/throughput.py), restarts
-    (agent/benches/recovery.py), a long run (agent/benches/soak.py, which exits 1 when it misses
-    its targets) or pools of thousands of GPUs (agent/benches/scale.py)."""
-    import asyncio
-    from dataclasses import asdict
-
-    from gpualloc.agent.benches.throughput import measure
-    from gpualloc.agent.cli.arguments import bootstrap_of
-
-    bootstrap = bootstrap_of(settings_of(args))
-    if args.recovery:
-        from gpualloc.agent.benches.recovery import measure_recovery
-
-        result = asyncio.run(measure_recovery(bootstrap, args.queued or 1000, args.repeat))
-    elif args.soak:
-        from gpualloc.agent.benches.soak import soak
-
-        try:
-            result = asyncio.run(soak(bootstrap, args.events, args.rate or 1000))
-        except ValueError as e:
-            raise InputError("--events", [str(e)]) from None
-    elif args.scale:
-        from gpualloc.agent.benches.scale import SIZES, measure_sizes
-
-        result = asyncio.run(
-            measure_sizes(
-                bootstrap,
-                tuple(args.gpus or SIZES),
-                apps=args.apps,
-                queued=args.queued or 2000,
-                rate=args.rate or 100,
-                seconds=args.seconds or 20,
-                step_seconds=args.step_seconds or 10.0,
-                horizon=args.horizon,
-                full_mode=args.full_mode,
-                id_chars=args.id_chars,
-                node_gpus=args.gpus_per_node,
-            )
-        )
-    else:
-        result = asyncio.run(
-            measure(
-                bootstrap,
-                args.rate or 1000,
-                args.seconds or 20,
-                step_seconds=args.step_seconds or 2.0,
-                null_agent=args.null_agent,
-            )
-        )
-    sys.stdout.write(dump_json(asdict(result)) if args.json else result.line() + "\n")
-    return EXIT_ILLEGAL if args.soak and not result.ok else EXIT_OK
-
-
-def _bench_corpus(args: argparse.Namespace) -> int:
-    """The heuristic against the corpus's proven optima (agent/benches/corpus_bench.py)."""
-    from gpualloc.agent.benches.corpus_bench import run_corpus_bench
-    from gpualloc.agent.renderers.progress import Progress
-
-    report = run_corpus_bench(args.split, args.repeat, progress=Progress("bench --corpus", "scenarios"))
-    sys.stdout.write(dump_json(report.as_dict()) if args.json else report.table() + "\n")
-    return report.exit_code
 
 
 def cmd_corpus(args: argparse.Namespace) -> int:
@@ -375,51 +241,6 @@ def _online(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-FULL_MODE_FLAGS = {
-    "--solver": "solve.full_mode.solver",
-    "--time-limit": "solve.full_mode.time_limit",
-    "--node-limit": "solve.full_mode.node_limit",
-    "--threads": "solve.full_mode.threads",
-    "--seed": "solve.full_mode.seed",
-    "--progress": "solve.full_mode.progress",
-}
-
-
-def _full_mode_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("full mode (MILP)")
-    setting(g, "--solver", path="solve.full_mode.solver", choices=("highs", "cbc"), help="MILP solver")
-    setting(
-        g, "--time-limit", path="solve.full_mode.time_limit", type=seconds_or_none, help="seconds per solve (0: none)"
-    )
-    setting(
-        g,
-        "--node-limit",
-        path="solve.full_mode.node_limit",
-        type=positive_int,
-        help="branch-and-bound nodes: with --time-limit 0 a reproducible work limit",
-    )
-    setting(g, "--threads", path="solve.full_mode.threads", type=positive_int, help="solver threads")
-    setting(g, "--seed", path="solve.full_mode.seed", type=int, help="solver random seed")
-    setting(
-        g,
-        "--lns",
-        path="solve.full_mode.lns",
-        action="store_const",
-        const=True,
-        help="full mode as a large-neighbourhood search: exact sub-models over windows of two nodes",
-    )
-    setting(
-        g,
-        "--progress",
-        path="solve.full_mode.progress",
-        action="store_const",
-        const=True,
-        help="stream the solver log (incumbent and bound) to stderr",
-    )
-    setting(g, "--effort", path="solve.effort", type=float, help="heuristic local-search effort (placements, not time)")
-    settings_arguments(p)
-
-
 def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="plan a scenario and print (or write) the plan JSON")
     p.add_argument("scenario", help="scenario JSON file")
@@ -430,7 +251,7 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
         help=f"a registered policy ({', '.join(POLICIES)}; default heuristic)",
     )
     p.add_argument("--out", help="write the plan here instead of stdout")
-    _full_mode_arguments(p)
+    full_mode_arguments(p)
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("check", help="list the legality rules (R1-R5) a plan breaks")
@@ -438,166 +259,7 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("plan", help="plan JSON file")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("bench", help="FIFO vs heuristic on a folder of scenarios")
-    p.add_argument("dir", nargs="?", default=None, help="folder of *.json scenarios (default: the bundled seven)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--repeat", type=positive_int, default=5, help="timed runs per scheduler (p50 reported)")
-    p.add_argument(
-        "--generated",
-        type=generated_spec,
-        action="append",
-        default=[],
-        metavar="GPUSxJOBS[:SEED]",
-        help="also bench a generated scenario (seed 7 unless given), e.g. 1024x1000; repeatable",
-    )
-    p.add_argument(
-        "--full-mode",
-        "--milp",
-        dest="full_mode",
-        action="store_true",
-        help="also run full mode: objective, bound, gap, heuristic/full mode",
-    )
-    p.add_argument(
-        "--agent", action="store_true", help="instead: arrivals per second through a real broker, with latency"
-    )
-    p.add_argument(
-        "--recovery",
-        action="store_true",
-        help="instead: seconds from a killed agent's restart to its first decision (--repeat restarts)",
-    )
-    p.add_argument(
-        "--queued",
-        type=positive_int,
-        default=None,
-        help="--recovery: jobs waiting in the pool (default 1000); --hot-path: likewise (default 240); "
-        "--scale: the backlog (default 2000)",
-    )
-    p.add_argument(
-        "--hot-path",
-        action="store_true",
-        help="instead: one arrival's decision in the planner core, 64 GPUs and a standing queue (p50, p99)",
-    )
-    p.add_argument(
-        "--soak",
-        action="store_true",
-        help="instead: a long compressed-clock run; the agent's RSS growth and its lag at the end",
-    )
-    p.add_argument("--events", type=positive_int, default=100_000, help="--soak: input records sent (default 100000)")
-    p.add_argument(
-        "--scale",
-        action="store_true",
-        help="instead: the agent on pools of 256 to 4,096 GPUs with apps and a backlog (30%% given by "
-        "features) through a real broker: decision latency, boundaries, record bytes, RSS, status, "
-        "recovery after SIGKILL, SIGTERM (with --full-mode: the agent's full mode on)",
-    )
-    p.add_argument(
-        "--gpus",
-        type=positive_int,
-        action="append",
-        metavar="N",
-        help="--scale: a pool size; repeatable (default 256, 1024, 4096)",
-    )
-    p.add_argument(
-        "--apps",
-        type=checked(int, lambda v: v >= 0, "0 or more"),
-        default=3,
-        help="--scale: real-time apps registered (default 3)",
-    )
-    p.add_argument("--horizon", type=positive_int, default=48, help="--scale: the pool's horizon in steps (default 48)")
-    p.add_argument(
-        "--gpus-per-node",
-        type=positive_int,
-        default=8,
-        help="--scale: GPUs a node (a power of two dividing every --gpus; default 8)",
-    )
-    p.add_argument(
-        "--id-chars",
-        type=checked(int, lambda v: 0 <= v <= LIMITS.id_chars, f"0 to {LIMITS.id_chars}"),
-        default=0,
-        help="--scale: pad the backlog's job ids to this many characters (the contract's limit is the most)",
-    )
-    setting(
-        p,
-        "--bootstrap",
-        path="bootstrap",
-        metavar="HOST:PORT",
-        shown="$KAFKA_BOOTSTRAP_SERVERS",
-        help="the broker for --agent, --recovery, --soak and --scale",
-    )
-    p.add_argument(
-        "--rate",
-        type=float,
-        default=None,
-        help="--agent: arrivals per second offered; --soak: records per second (default 1000); "
-        "--scale: arrivals per second (default 100)",
-    )
-    p.add_argument(
-        "--seconds",
-        type=float,
-        default=None,
-        help="--agent: measured seconds (default 20); --scale: seconds of arrivals a size (default 20)",
-    )
-    p.add_argument(
-        "--step-seconds",
-        type=checked(float, lambda v: v > 0, "seconds > 0"),
-        default=None,
-        help="--agent: the agent's compressed step, a commit every this many seconds (default 2); "
-        "--scale: likewise (default 10: a quarter step leaves the plan made ahead of a boundary its time)",
-    )
-    p.add_argument(
-        "--null-agent",
-        action="store_true",
-        help="--agent: through an agent that plans nothing (one transaction a poll): the floor the "
-        "broker, the clients and the machine set",
-    )
-    p.add_argument(
-        "--corpus", action="store_true", help="instead: the heuristic and the greedy against the corpus's proven optima"
-    )
-    p.add_argument(
-        "--split",
-        choices=("tune", "heldout", "all"),
-        default="heldout",
-        help="--corpus: which half (default heldout: the half no tuning saw)",
-    )
-    p.add_argument(
-        "--forecast",
-        action="store_true",
-        help="instead: the forecasters' backtests over seeds of the ground-truth generators, against targets",
-    )
-    p.add_argument("--seeds", type=positive_int, default=8, help="--forecast: generator seeds 0..N-1 (default 8)")
-    p.add_argument(
-        "--traces",
-        action="store_true",
-        help="instead: FIFO, the heuristic and the heuristic with starvation bounds over whole traces "
-        "(the eight Pollux workloads; --week adds the bundled week), on pools sized to --load",
-    )
-    p.add_argument(
-        "--load",
-        type=float,
-        default=1.25,
-        help="--traces: offered work over the pool's capacity up to the last arrival (default 1.25)",
-    )
-    p.add_argument(
-        "--starvation-steps",
-        type=positive_int,
-        action="append",
-        metavar="B",
-        help="--traces: a starvation bound to run the heuristic with; repeatable (default 48, 24, 12)",
-    )
-    p.add_argument("--week", action="store_true", help="--traces: add the bundled week (1,000 jobs; minutes)")
-    p.add_argument(
-        "--openb",
-        action="store_true",
-        help="--traces: add the bundled openb window (486 pods of the Alibaba 2023 trace over 2 days)",
-    )
-    p.add_argument("--chart", help="--traces: write the trade-off (value kept against p99 wait, per bound) here (SVG)")
-    p.add_argument(
-        "--update-best-known",
-        action="store_true",
-        help="with --full-mode: record better objectives and bounds in the bundled best-known.json",
-    )
-    _full_mode_arguments(p)
-    p.set_defaults(func=cmd_bench)
+    add_bench_command(sub)
 
     p = sub.add_parser("corpus", help="build the benchmark corpus: scenario files, optima and plans (resumable)")
     p.add_argument(

@@ -139,7 +139,7 @@ def test_bench_json_on_a_folder(tmp_path, capsys):
     for seed in range(2):
         main(["generate", "--gpus", "8", "--jobs", "6", "--seed", str(seed), "--out", str(tmp_path / f"s{seed}.json")])
     capsys.readouterr()
-    assert main(["bench", str(tmp_path), "--json", "--repeat", "1"]) == 0
+    assert main(["bench", "scenarios", str(tmp_path), "--json", "--repeat", "1"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] and data["repeat"] == 1 and len(data["scenarios"]) == 2
 
@@ -147,19 +147,19 @@ def test_bench_json_on_a_folder(tmp_path, capsys):
 def test_bench_adds_generated_scenarios(tmp_path, capsys):
     main(["generate", "--gpus", "8", "--jobs", "6", "--seed", "1", "--out", str(tmp_path / "s.json")])
     capsys.readouterr()
-    assert main(["bench", str(tmp_path), "--json", "--repeat", "1", "--generated", "16x12:3"]) == 0
+    assert main(["bench", "scenarios", str(tmp_path), "--json", "--repeat", "1", "--generated", "16x12:3"]) == 0
     names = [row["scenario"] for row in json.loads(capsys.readouterr().out)["scenarios"]]
     assert names[1] == "gen-g16-j12-s3" and len(names) == 2
 
 
 def test_bench_rejects_a_malformed_generated_spec(capsys):
-    assert main(["bench", "--generated", "16by12"]) == 2
+    assert main(["bench", "scenarios", "--generated", "16by12"]) == 2
     assert "GPUSxJOBS" in capsys.readouterr().err
 
 
 def test_bench_with_an_invalid_scenario_exits_2(tmp_path, capsys):
     (tmp_path / "bad.json").write_text('{"name": "bad", "gpus": 2, "jobs": [{"id": "a"}]}')
-    assert main(["bench", str(tmp_path)]) == 2
+    assert main(["bench", "scenarios", str(tmp_path)]) == 2
     assert "jobs[0]" in capsys.readouterr().err
 
 
@@ -191,7 +191,7 @@ def test_full_mode_options_without_full_mode_are_refused_not_ignored(capsys):
     assert main(["solve", scenario, "--scheduler", "heuristic", "--time-limit", "5", "--threads", "2"]) == 2
     err = capsys.readouterr().err
     assert "--threads, --time-limit: full-mode options" in err and "Traceback" not in err
-    assert main(["bench", "--repeat", "1", "--node-limit", "3"]) == 2
+    assert main(["bench", "scenarios", "--repeat", "1", "--node-limit", "3"]) == 2
     assert main(["solve", scenario, "--scheduler", "heuristic", "--effort", "0.1"]) == 0  # the heuristic's own
 
 

@@ -115,9 +115,9 @@ def test_a_corrupt_record_fails_the_bench(tmp_path):
 
 @pytest.mark.slow
 def test_cli_bench_corpus_json_and_a_bad_split(capsys):
-    assert main(["bench", "--corpus", "--split", "tune", "--repeat", "1", "--json"]) == 0
+    assert main(["bench", "corpus", "--split", "tune", "--repeat", "1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["split"] == "tune" and data["ok"]
     with pytest.raises(SystemExit):
-        raise SystemExit(main(["bench", "--corpus", "--split", "nope"]))
+        raise SystemExit(main(["bench", "corpus", "--split", "nope"]))
     assert "invalid choice" in capsys.readouterr().err

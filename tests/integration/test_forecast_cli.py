@@ -19,7 +19,7 @@ def test_a_seed_is_backtested_against_its_own_noise_floor():
 
 
 def test_the_bench_prints_a_row_a_seed_and_json(capsys):
-    assert main(["bench", "--forecast", "--seeds", "2", "--json"]) == 0
+    assert main(["bench", "forecast", "--seeds", "2", "--json"]) == 0
     seeds = json.loads(capsys.readouterr().out)["seeds"]
     assert [s["seed"] for s in seeds] == [0, 1] and all("targets" in s for s in seeds)
 

@@ -86,7 +86,7 @@ def test_the_command_prints_json_and_writes_the_chart(tmp_path, capsys, monkeypa
     everything = trace_bench.traces
     monkeypatch.setattr(trace_bench, "traces", lambda *include: everything(*include)[:1])  # one, for time
     chart = tmp_path / "tradeoff.svg"
-    assert main(["bench", "--traces", "--starvation-steps", "12", "--json", "--chart", str(chart)]) == 0
+    assert main(["bench", "traces", "--starvation-steps", "12", "--json", "--chart", str(chart)]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [t["trace"] for t in data["traces"]] == ["pollux-1"]
     assert {p["label"] for p in data["tradeoff"]} == {"heuristic", "heuristic default", "heuristic B=12"}

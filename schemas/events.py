@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field, ValidationError, model_validator
@@ -318,24 +319,44 @@ class PoolSnapshotPart(BaseModel):
     state: str
 
 
-PAYLOADS: dict[str, type[BaseModel]] = {
-    "pool.configured": PoolConfigured,
-    "node.status": NodeStatus,
-    "job.submitted": JobSubmitted,
-    "job.cancelled": JobRef,
-    "job.completed": JobCompleted,
-    "job.failed": JobRef,
-    "app.registered": AppRegistered,
-    "traffic.observed": TrafficObserved,
-    "binding.reported": BindingReported,
+class EventType(StrEnum):
+    """Every event type of the contract (docs/contract/events.md), as the envelope's `type` says it."""
+
+    POOL_CONFIGURED = "pool.configured"
+    NODE_STATUS = "node.status"
+    JOB_SUBMITTED = "job.submitted"
+    JOB_CANCELLED = "job.cancelled"
+    JOB_COMPLETED = "job.completed"
+    JOB_FAILED = "job.failed"
+    APP_REGISTERED = "app.registered"
+    TRAFFIC_OBSERVED = "traffic.observed"
+    BINDING_REPORTED = "binding.reported"
+    ALLOCATION_DECIDED = "allocation.decided"
+    PLAN_COMMITTED = "plan.committed"
+    INPUT_REJECTED = "input.rejected"
+    PASS_RECORDED = "pass.recorded"
+    POOL_SNAPSHOT = "pool.snapshot"
+    POOL_SNAPSHOT_PART = "pool.snapshot.part"
+
+
+PAYLOADS: dict[str, type[BaseModel]] = {  # the input events
+    EventType.POOL_CONFIGURED: PoolConfigured,
+    EventType.NODE_STATUS: NodeStatus,
+    EventType.JOB_SUBMITTED: JobSubmitted,
+    EventType.JOB_CANCELLED: JobRef,
+    EventType.JOB_COMPLETED: JobCompleted,
+    EventType.JOB_FAILED: JobRef,
+    EventType.APP_REGISTERED: AppRegistered,
+    EventType.TRAFFIC_OBSERVED: TrafficObserved,
+    EventType.BINDING_REPORTED: BindingReported,
 }
-OUTPUTS: dict[str, type[BaseModel]] = {
-    "allocation.decided": AllocationDecided,
-    "plan.committed": PlanCommitted,
-    "input.rejected": InputRejected,
-    "pass.recorded": PassRecorded,
-    "pool.snapshot": PoolSnapshot,
-    "pool.snapshot.part": PoolSnapshotPart,
+OUTPUTS: dict[str, type[BaseModel]] = {  # what the agent publishes
+    EventType.ALLOCATION_DECIDED: AllocationDecided,
+    EventType.PLAN_COMMITTED: PlanCommitted,
+    EventType.INPUT_REJECTED: InputRejected,
+    EventType.PASS_RECORDED: PassRecorded,
+    EventType.POOL_SNAPSHOT: PoolSnapshot,
+    EventType.POOL_SNAPSHOT_PART: PoolSnapshotPart,
 }
 
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.forecasting.jobs import SizeError
 from gpualloc.forecasting.traffic import week_minute
-from gpualloc.schemas.events import AppRegistered, BindingReported, JobSubmitted, NodeStatus, PoolConfigured
+from gpualloc.schemas.events import AppRegistered, BindingReported, EventType, JobSubmitted, NodeStatus, PoolConfigured
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import ForecastSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
@@ -44,7 +44,7 @@ from gpualloc.solvers.policies import online_policy
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Problem, bits_of, mask_of
 
-FIRST = ("pool.configured", "node.status")  # applied before the rest of their pass
+FIRST = (EventType.POOL_CONFIGURED, EventType.NODE_STATUS)  # applied before the rest of their pass
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ class Pool:
         out: list[Effect] = []
         arrivals: list[Event] = []
         for event in sorted(events, key=lambda e: e.type not in FIRST):  # stable
-            if self.planner is None and event.type != "pool.configured":
+            if self.planner is None and event.type != EventType.POOL_CONFIGURED:
                 if len(self.pending) < self.pending_limit:
                     self.pending.append(event)
                 else:
@@ -156,7 +156,7 @@ class Pool:
             if ahead:
                 out.append(Rejected(event.ref, ahead))
                 continue
-            if event.type == "job.submitted":
+            if event.type == EventType.JOB_SUBMITTED:
                 arrivals.append(event)
                 continue
             if arrivals and _names_one_of(event.payload, {a.payload.id for a in arrivals}):
@@ -168,64 +168,71 @@ class Pool:
         return out
 
     def _apply(self, event: Event, now: datetime) -> list[Effect]:
-        kind, p, planner = event.type, event.payload, self.planner
-        if kind == "pool.configured":
-            return self._configure(event, p, now)
-        if kind == "job.failed" and p.source is not None:  # gpualloc's own notice for upstream: it acted already
-            return []
-        if (
-            kind in ("job.cancelled", "job.completed", "job.failed")
-            and p.id not in planner.queued
-            and p.id not in planner.running
-        ):
-            return [
-                Rejected(
-                    event.ref,
-                    f"id: job {p.id!r} is neither queued nor running in this pool "
-                    "(never submitted, rejected, or ended already)",
-                )
-            ]
-        if kind in ("job.cancelled", "job.completed"):
-            was_running = p.id in planner.running
-            if kind == "job.completed":
-                planner.complete(p.id, p.used)
-            else:
-                planner.cancel(p.id)
-            return [Ended(p.id)] if was_running else []
-        if kind == "job.failed":
-            planner.fail(p.id)
-            return [Failed(p.id, p.detail, by_gpualloc=False)]
-        if kind == "binding.reported":
-            return self._binding(p)
-        if kind == "app.registered":
-            app = AppSpec(
-                p.id,
-                p.priority,
-                p.min_gpus,
-                p.max_gpus,
-                p.swap_cap,
-                p.profile,
-                rps_per_gpu=p.rps_per_gpu,
-                held=mask_of(p.current) if p.current is not None else -1,
-            )
-            problem = self._app_problem(p) or planner.floor_problem(app)
-            if problem:
-                return [Rejected(event.ref, problem)]
-            planner.register_app(app)
-            return []
-        if kind == "traffic.observed":
-            app = planner.apps.get(p.app)
-            if app is None:
-                return [Rejected(event.ref, f"app: {p.app!r} is not registered (app.registered comes first)")]
-            planner.observe_traffic(
-                p.app, self.step_at(event.occurred_at), p.gpus_needed(app.rps_per_gpu), p.load(app.rps_per_gpu)
-            )
-            return []
-        if kind == "node.status":
-            return self._node(event, p)
-        raise ValueError(f"type: {kind!r} is not an input event type")
+        handler = _HANDLERS.get(event.type)
+        if handler is None:
+            raise ValueError(f"type: {event.type!r} is not an input event type")
+        return handler(self, event, now)
 
-    def _configure(self, event: Event, p: PoolConfigured, now: datetime) -> list[Effect]:
+    def _unknown_job(self, event: Event) -> list[Effect]:
+        """A job event naming a job the pool does not hold: rejected, naming the field."""
+        return [
+            Rejected(
+                event.ref,
+                f"id: job {event.payload.id!r} is neither queued nor running in this pool "
+                "(never submitted, rejected, or ended already)",
+            )
+        ]
+
+    def _ended(self, event: Event, now: datetime) -> list[Effect]:
+        p, planner = event.payload, self.planner
+        if p.id not in planner.queued and p.id not in planner.running:
+            return self._unknown_job(event)
+        was_running = p.id in planner.running
+        if event.type == EventType.JOB_COMPLETED:
+            planner.complete(p.id, p.used)
+        else:
+            planner.cancel(p.id)
+        return [Ended(p.id)] if was_running else []
+
+    def _job_failed(self, event: Event, now: datetime) -> list[Effect]:
+        p, planner = event.payload, self.planner
+        if p.source is not None:  # gpualloc's own notice for upstream: it acted already
+            return []
+        if p.id not in planner.queued and p.id not in planner.running:
+            return self._unknown_job(event)
+        planner.fail(p.id)
+        return [Failed(p.id, p.detail, by_gpualloc=False)]
+
+    def _app_registered(self, event: Event, now: datetime) -> list[Effect]:
+        p = event.payload
+        app = AppSpec(
+            p.id,
+            p.priority,
+            p.min_gpus,
+            p.max_gpus,
+            p.swap_cap,
+            p.profile,
+            rps_per_gpu=p.rps_per_gpu,
+            held=mask_of(p.current) if p.current is not None else -1,
+        )
+        problem = self._app_problem(p) or self.planner.floor_problem(app)
+        if problem:
+            return [Rejected(event.ref, problem)]
+        self.planner.register_app(app)
+        return []
+
+    def _traffic(self, event: Event, now: datetime) -> list[Effect]:
+        p, planner = event.payload, self.planner
+        app = planner.apps.get(p.app)
+        if app is None:
+            return [Rejected(event.ref, f"app: {p.app!r} is not registered (app.registered comes first)")]
+        planner.observe_traffic(
+            p.app, self.step_at(event.occurred_at), p.gpus_needed(app.rps_per_gpu), p.load(app.rps_per_gpu)
+        )
+        return []
+
+    def _configure(self, event: Event, now: datetime) -> list[Effect]:
+        p: PoolConfigured = event.payload
         config = PoolConfig(
             p.gpus,
             p.gpus_per_node,
@@ -251,22 +258,24 @@ class Pool:
             checked = [(e, self._too_far_ahead(e, now)) for e in waiting]
             out: list[Effect] = [Rejected(e.ref, ahead) for e, ahead in checked if ahead]
             waiting = [e for e, ahead in checked if not ahead]
-            settled = [e for e in waiting if e.type != "job.submitted"]
+            settled = [e for e in waiting if e.type != EventType.JOB_SUBMITTED]
             out += [effect for e in settled for effect in self._apply(e, now)]
-            arrivals = [e for e in waiting if e.type == "job.submitted"]
+            arrivals = [e for e in waiting if e.type == EventType.JOB_SUBMITTED]
             return out + (self._decide(arrivals) if arrivals else [])
         problem = self.planner.resize_problem(config)
         if problem:
             return [Rejected(event.ref, problem)]
         return [Failed(job_id, why, by_gpualloc=True) for job_id, why in self.planner.resize(config)]
 
-    def _binding(self, p: BindingReported) -> list[Effect]:
+    def _binding(self, event: Event, now: datetime) -> list[Effect]:
+        p: BindingReported = event.payload
         if p.status != "failed" or p.job_id not in self.planner.running:
             return []
         self.planner.fail(p.job_id)
         return [Failed(p.job_id, f"binding failed on node {p.node}: {p.detail}", by_gpualloc=True)]
 
-    def _node(self, event: Event, p: NodeStatus) -> list[Effect]:
+    def _node(self, event: Event, now: datetime) -> list[Effect]:
+        p: NodeStatus = event.payload
         nodes = self.planner.config.gpus // self.planner.config.node_size
         if p.node >= nodes:
             return [Rejected(event.ref, f"node: must be below {nodes}, the pool's node count (got {p.node})")]
@@ -338,7 +347,7 @@ class Pool:
         """Why an event stamped more than one horizon after `now` is refused ("" when it is not):
         no clock is that far off, and a traffic observation there would be planned for steps
         the window cannot reach."""
-        config = event.payload if event.type == "pool.configured" else self.planner.config
+        config = event.payload if event.type == EventType.POOL_CONFIGURED else self.planner.config
         steps, step = config.horizon, self._step_of(config.step_minutes)
         if event.occurred_at <= now + steps * step:
             return ""
@@ -466,6 +475,19 @@ class Pool:
     def next_boundary(self) -> datetime | None:
         """Time of the next step to commit (None before the pool is configured)."""
         return None if self.planner is None else self.origin + self.planner.now * self.step_length
+
+
+# what each input event does (`Pool._apply`); `job.submitted` is decided by the pass (`Pool._decide`)
+_HANDLERS: dict[str, Callable[[Pool, Event, datetime], list[Effect]]] = {
+    EventType.POOL_CONFIGURED: Pool._configure,
+    EventType.NODE_STATUS: Pool._node,
+    EventType.JOB_CANCELLED: Pool._ended,
+    EventType.JOB_COMPLETED: Pool._ended,
+    EventType.JOB_FAILED: Pool._job_failed,
+    EventType.BINDING_REPORTED: Pool._binding,
+    EventType.APP_REGISTERED: Pool._app_registered,
+    EventType.TRAFFIC_OBSERVED: Pool._traffic,
+}
 
 
 def _names_one_of(payload: BaseModel, job_ids: set[str]) -> bool:

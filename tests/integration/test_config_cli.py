@@ -45,4 +45,6 @@ def test_the_readme_carries_the_table():
     text = README.read_text(encoding="utf-8")
     start, end = "<!-- gpualloc config options -->\n", "<!-- end gpualloc config options -->"
     table = text[text.index(start) + len(start) : text.index(end)]
-    assert table == markdown(options(build_parser())), "run `gpualloc config options` and paste it into docs/configuration.md"
+    assert table == markdown(options(build_parser())), (
+        "run `gpualloc config options` and paste it into docs/configuration.md"
+    )

@@ -98,7 +98,9 @@ def run(pool: Pool, plan: list[list[Event]], commits: set[int]) -> list[list[Eff
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), failing=st.integers(0, 7), fuse=st.integers(0, 12), commits=st.sets(st.integers(0, 7)))
+@given(
+    seed=st.integers(0, 10_000), failing=st.integers(0, 7), fuse=st.integers(0, 12), commits=st.sets(st.integers(0, 7))
+)
 def test_a_failed_pass_changes_nothing_and_its_retry_decides_as_if_it_never_failed(seed, failing, fuse, commits):
     setup = [ev("pool.configured", POOL), ev("app.registered", APP)]
     plan = [setup] + passes(seed, 8)

@@ -34,8 +34,8 @@ from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.recovery import rebuild
 from gpualloc.schemas.commits import latest
 from gpualloc.solvers.planner.interpreter import Pool
-from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.snapshot import SnapshotError
+from gpualloc.solvers.planner.view import PoolView
 from gpualloc.solvers.problem import bits_of
 
 TAIL = 500  # records read back per partition of the commits and bindings topics
@@ -107,7 +107,7 @@ async def _tails(consumer, tps: list[TopicPartition]) -> list[dict[str, Any]]:
 
 def view(
     pool: str,
-    planner: Planner,
+    planner: PoolView,
     commit: dict[str, Any] | None,
     reports: list[dict[str, Any]],
     origin: datetime | None = None,
@@ -192,7 +192,7 @@ def view(
     }
 
 
-def promises(planner: Planner, commit: dict[str, Any] | None) -> list[dict[str, Any]]:
+def promises(planner: PoolView, commit: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Each queued job where the latest (whole) commit's plan puts it: `planned` at its first step
     there, on its block, with who holds that block before then; else `queued`, with why (no block
     in the commit's window, or it arrived after the commit, which the next commit plans)."""

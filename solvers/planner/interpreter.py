@@ -17,14 +17,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Union
+from typing import Any, Callable, Union, cast
 
 from pydantic import BaseModel
 
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.forecasting.jobs import SizeError
 from gpualloc.forecasting.traffic import week_minute
-from gpualloc.schemas.events import AppRegistered, BindingReported, EventType, JobSubmitted, NodeStatus, PoolConfigured
+from gpualloc.schemas.events import (
+    AppRegistered,
+    BindingReported,
+    EventType,
+    JobCompleted,
+    JobRef,
+    JobSubmitted,
+    NodeStatus,
+    PoolConfigured,
+    TrafficObserved,
+)
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import ForecastSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
@@ -118,6 +128,16 @@ class Pool:
     passes: int = 0  # planning passes over arrivals
     pending: list[Event] = field(default_factory=list)
 
+    @property
+    def _planner(self) -> Planner:
+        """The planner, where the pool is configured already: the event handlers (`_pass` holds
+        every event but `pool.configured` until that has made the planner, and `_configure` makes
+        it before handling the events that waited), commits and the clock, which callers use only
+        once the pool is configured (`next_boundary` is None before)."""
+        planner = self.planner
+        assert planner is not None, "pool: not configured yet"
+        return planner
+
     # ---- events -------------------------------------------------------------------------------
     def apply(self, events: list[Event], now: datetime) -> list[Effect]:
         """One planning pass over `events` (see the module docstring); what they caused, in order.
@@ -159,7 +179,7 @@ class Pool:
             if event.type == EventType.JOB_SUBMITTED:
                 arrivals.append(event)
                 continue
-            if arrivals and _names_one_of(event.payload, {a.payload.id for a in arrivals}):
+            if arrivals and _names_one_of(event.payload, {cast(JobSubmitted, a.payload).id for a in arrivals}):
                 out += self._decide(arrivals)
                 arrivals = []
             out += self._apply(event, now)
@@ -178,24 +198,24 @@ class Pool:
         return [
             Rejected(
                 event.ref,
-                f"id: job {event.payload.id!r} is neither queued nor running in this pool "
+                f"id: job {cast(JobRef, event.payload).id!r} is neither queued nor running in this pool "
                 "(never submitted, rejected, or ended already)",
             )
         ]
 
     def _ended(self, event: Event, now: datetime) -> list[Effect]:
-        p, planner = event.payload, self.planner
+        p, planner = cast(JobRef, event.payload), self._planner
         if p.id not in planner.queued and p.id not in planner.running:
             return self._unknown_job(event)
         was_running = p.id in planner.running
         if event.type == EventType.JOB_COMPLETED:
-            planner.complete(p.id, p.used)
+            planner.complete(p.id, cast(JobCompleted, p).used)
         else:
             planner.cancel(p.id)
         return [Ended(p.id)] if was_running else []
 
     def _job_failed(self, event: Event, now: datetime) -> list[Effect]:
-        p, planner = event.payload, self.planner
+        p, planner = cast(JobRef, event.payload), self._planner
         if p.source is not None:  # gpualloc's own notice for upstream: it acted already
             return []
         if p.id not in planner.queued and p.id not in planner.running:
@@ -204,7 +224,7 @@ class Pool:
         return [Failed(p.id, p.detail, by_gpualloc=False)]
 
     def _app_registered(self, event: Event, now: datetime) -> list[Effect]:
-        p = event.payload
+        p, planner = cast(AppRegistered, event.payload), self._planner
         app = AppSpec(
             p.id,
             p.priority,
@@ -215,14 +235,14 @@ class Pool:
             rps_per_gpu=p.rps_per_gpu,
             held=mask_of(p.current) if p.current is not None else -1,
         )
-        problem = self._app_problem(p) or self.planner.floor_problem(app)
+        problem = self._app_problem(p) or planner.floor_problem(app)
         if problem:
             return [Rejected(event.ref, problem)]
-        self.planner.register_app(app)
+        planner.register_app(app)
         return []
 
     def _traffic(self, event: Event, now: datetime) -> list[Effect]:
-        p, planner = event.payload, self.planner
+        p, planner = cast(TrafficObserved, event.payload), self._planner
         app = planner.apps.get(p.app)
         if app is None:
             return [Rejected(event.ref, f"app: {p.app!r} is not registered (app.registered comes first)")]
@@ -232,7 +252,7 @@ class Pool:
         return []
 
     def _configure(self, event: Event, now: datetime) -> list[Effect]:
-        p: PoolConfigured = event.payload
+        p = cast(PoolConfigured, event.payload)
         config = PoolConfig(
             p.gpus,
             p.gpus_per_node,
@@ -268,22 +288,23 @@ class Pool:
         return [Failed(job_id, why, by_gpualloc=True) for job_id, why in self.planner.resize(config)]
 
     def _binding(self, event: Event, now: datetime) -> list[Effect]:
-        p: BindingReported = event.payload
-        if p.status != "failed" or p.job_id not in self.planner.running:
+        p, planner = cast(BindingReported, event.payload), self._planner
+        if p.status != "failed" or p.job_id not in planner.running:
             return []
-        self.planner.fail(p.job_id)
+        planner.fail(p.job_id)
         return [Failed(p.job_id, f"binding failed on node {p.node}: {p.detail}", by_gpualloc=True)]
 
     def _node(self, event: Event, now: datetime) -> list[Effect]:
-        p: NodeStatus = event.payload
-        nodes = self.planner.config.gpus // self.planner.config.node_size
+        p, planner = cast(NodeStatus, event.payload), self._planner
+        nodes = planner.config.gpus // planner.config.node_size
         if p.node >= nodes:
             return [Rejected(event.ref, f"node: must be below {nodes}, the pool's node count (got {p.node})")]
         detail = f"node {p.node} is down: {p.detail}".rstrip(": ")
-        return [Failed(job_id, detail, by_gpualloc=True) for job_id in self.planner.node_status(p.node, p.state)]
+        return [Failed(job_id, detail, by_gpualloc=True) for job_id in planner.node_status(p.node, p.state)]
 
     def _app_problem(self, p: AppRegistered) -> str:
-        gpus, apps = self.planner.config.gpus, self.planner.apps
+        planner = self._planner
+        gpus, apps = planner.config.gpus, planner.apps
         if p.id not in apps and len(apps) >= LIMITS.apps:
             return f"id: the pool has {len(apps)} apps registered, the limit"
         bad = [g for g in p.current or () if not 0 <= g < gpus]
@@ -297,7 +318,7 @@ class Pool:
             return ""
         holders = {
             g: f"running job {job_id!r}"
-            for job_id, (_, mask, _) in sorted(self.planner.running.items())
+            for job_id, (_, mask, _) in sorted(planner.running.items())
             for g in bits_of(mask)
         }
         holders.update(
@@ -314,9 +335,10 @@ class Pool:
         decided `rejected` with the reason."""
         out: list[Effect] = []
         jobs: list[tuple[Event, JobSpec | Decision]] = []
+        planner = self._planner
         for event in arrivals:
-            p: JobSubmitted = event.payload
-            if len(self.planner.queued) + len(jobs) >= LIMITS.queued_jobs and p.id not in self.planner.queued:
+            p = cast(JobSubmitted, event.payload)
+            if len(planner.queued) + len(jobs) >= LIMITS.queued_jobs and p.id not in planner.queued:
                 out.append(Rejected(event.ref, f"id: the pool has {LIMITS.queued_jobs} jobs queued, the limit"))
                 continue
             try:
@@ -327,7 +349,7 @@ class Pool:
             return out
         self.passes += 1
         specs = [job for _, job in jobs if isinstance(job, JobSpec)]
-        decided = iter(self.planner.submit_all(specs) if specs else ())
+        decided = iter(planner.submit_all(specs) if specs else ())
         return out + [
             Decided(event.ref, job if isinstance(job, Decision) else next(decided), self.passes, len(jobs))
             for event, job in jobs
@@ -335,19 +357,22 @@ class Pool:
 
     def _spec(self, p: JobSubmitted) -> JobSpec:
         """The job as the planner plans it: the sizes given, the rest from the forecasters."""
+        planner = self._planner
         features = p.feature_model()
         forecast = None
         gpus, duration = p.gpus, p.duration
         if gpus is None or duration is None:
-            forecast = self.planner.size_job(p.kind, features, gpus, duration)
+            forecast = planner.size_job(p.kind, features, gpus, duration)
             gpus, duration = forecast.gpus, forecast.duration
-        return JobSpec(p.id, p.kind, p.priority, gpus, duration, self.planner.now, p.requeue, features, forecast)
+        return JobSpec(p.id, p.kind, p.priority, gpus, duration, planner.now, p.requeue, features, forecast)
 
     def _too_far_ahead(self, event: Event, now: datetime) -> str:
         """Why an event stamped more than one horizon after `now` is refused ("" when it is not):
         no clock is that far off, and a traffic observation there would be planned for steps
         the window cannot reach."""
-        config = event.payload if event.type == EventType.POOL_CONFIGURED else self.planner.config
+        config: PoolConfigured | PoolConfig = (
+            cast(PoolConfigured, event.payload) if event.type == EventType.POOL_CONFIGURED else self._planner.config
+        )
         steps, step = config.horizon, self._step_of(config.step_minutes)
         if event.occurred_at <= now + steps * step:
             return ""
@@ -368,16 +393,17 @@ class Pool:
         the hot path on the current window, and let through by `admit`, which gives the reason
         it refuses a schedule, None when it does not), or `recorded` (a plan a commit recorded,
         when replaying), else the hot path's plan, saying `full_mode` of full mode."""
+        planner = self._planner
         if plan is not None:
-            adoption = self.planner.adopt(plan)
+            adoption = planner.adopt(plan)
             refused = admit(adoption.schedule) if admit is not None and adoption.schedule is not None else None
             if refused:
                 adoption = replace(adoption, schedule=None, reason=refused)
-            starving = bool(self.planner.starving())  # the plan's bound is on the boosted objective then
-            commit = self.planner.tick_after(adoption)
+            starving = bool(planner.starving())  # the plan's bound is on the boosted objective then
+            commit = planner.tick_after(adoption)
             bound = plan.bound if commit.source == FULL_MODE and not starving else None
             return Committed(commit, adoption.reason, bound)
-        return Committed(self.planner.tick(recorded), full_mode, None)
+        return Committed(planner.tick(recorded), full_mode, None)
 
     def replay_commit(
         self, schedule: Schedule | None, full_mode: str | None, bound: float | None, carried: bool
@@ -386,7 +412,7 @@ class Pool:
         plan), with what the commit said of full mode; `carried`: whether it carried the plan
         made ahead (when not, the agent replanned there: its cut came too late, and is dropped;
         when it did, the cut's plan is made here, the same function of the same window)."""
-        planner = self.planner
+        planner = self._planner
         if not carried:
             planner.drop_cut()
         elif (waiting := self.waiting_cut()) is not None:
@@ -427,7 +453,7 @@ class Pool:
     def full_mode_problem(self, max_jobs: int) -> Cut:
         """The current window for full mode, as the hot path plans it, its queue cut to the
         `max_jobs` most valuable jobs (`gpualloc.solvers.planner.full_mode.full_mode_window`)."""
-        return full_mode_window(self.planner, max_jobs)
+        return full_mode_window(self._planner, max_jobs)
 
     # ---- run settings ---------------------------------------------------------------------------
     def use(
@@ -462,7 +488,7 @@ class Pool:
     # ---- the clock ------------------------------------------------------------------------------
     @property
     def step_length(self) -> timedelta:
-        return self._step_of(self.planner.config.step_minutes)
+        return self._step_of(self._planner.config.step_minutes)
 
     def _step_of(self, step_minutes: int) -> timedelta:
         """A step's wall length: the compressed clock's, else the pool's `step_minutes`."""
@@ -470,11 +496,17 @@ class Pool:
 
     def step_at(self, at: datetime) -> int:
         """The step `at` falls in (0 before the origin)."""
-        return max(0, math.floor((at - self.origin) / self.step_length))
+        origin = self.origin
+        assert origin is not None, "pool: not configured yet"  # set with the planner, by pool.configured
+        return max(0, math.floor((at - origin) / self.step_length))
 
     def next_boundary(self) -> datetime | None:
         """Time of the next step to commit (None before the pool is configured)."""
-        return None if self.planner is None else self.origin + self.planner.now * self.step_length
+        if self.planner is None:
+            return None
+        origin = self.origin
+        assert origin is not None  # set with the planner (`_configure`, a snapshot's `load_pool`)
+        return origin + self.planner.now * self.step_length
 
 
 # what each input event does (`Pool._apply`); `job.submitted` is decided by the pass (`Pool._decide`)

@@ -274,7 +274,9 @@ class Planner:
         pool = (1 << self.config.gpus) - 1
         blocked = self.down | self.drained
         own = app.held & pool & ~blocked if new and app.held >= 0 else 0
-        for t, busy in enumerate(self.busy):
+        plan = self.busy
+        assert plan is not None  # `register_app` reserves only in a current plan
+        for t, busy in enumerate(plan):
             kept = own & ~busy
             need = extra - kept.bit_count()
             free = pool & ~(busy | blocked | kept)
@@ -283,7 +285,7 @@ class Planner:
                 kept |= top
                 free ^= top
                 need -= 1
-            self.busy[t] = busy | kept
+            plan[t] = busy | kept
 
     def observe_traffic(self, app_id: str, step: int, gpus: int, load: float | None = None) -> None:
         """`gpus` needed at `step` (`load`: the same, unrounded, when the observation gave requests/s)."""
@@ -393,7 +395,8 @@ class Planner:
         """The hot path's plan at a step boundary: the plan made ahead of it carried onto the
         window (`ahead_ready`), else a fresh one (`plan`), on the same window either way."""
         problem = self.window_problem()
-        carried = carry_over(problem, self.ahead, self.by_arrival) if self.ahead_ready() else None
+        ahead = self.ahead if self.ahead_ready() else None  # ready: not None
+        carried = carry_over(problem, ahead, self.by_arrival) if ahead is not None else None
         return (problem, carried) if carried is not None else self.plan(problem)
 
     def starving(self) -> dict[str, int]:
@@ -410,7 +413,8 @@ class Planner:
             for job_id, spec in self.queued.items()
             if self.now - spec.submitted >= bound
         )
-        out, gpus = {}, 0
+        out: dict[str, int] = {}
+        gpus = 0
         for submitted, job_id, size in waiting:
             if out and gpus + size > self.config.gpus:
                 break
@@ -475,6 +479,7 @@ class Planner:
         holds and of GPUs that may take no new work, lowest GPUs first; `queued` when the window
         has none (the next boundary's replan looks again)."""
         busy, T = self.busy, self.config.horizon
+        assert busy is not None  # `submit_all` inserts only into a current plan
         blocked = self.down | self.drained
         cfg = self.config
         placed = earliest_block(

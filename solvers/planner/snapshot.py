@@ -45,12 +45,12 @@ def _hex(mask: int) -> str:
     return format(mask, "x")
 
 
-def _job(spec: JobSpec) -> list:
+def _job(spec: JobSpec) -> list[Any]:
     features = spec.features.model_dump(mode="json") if spec.features is not None else None
     return [spec.kind, spec.priority, spec.gpus, spec.duration, spec.submitted, spec.requeue, features]
 
 
-def _spec(job_id: str, data: list) -> JobSpec:
+def _spec(job_id: str, data: list[Any]) -> JobSpec:
     kind, priority, gpus, duration, submitted, requeue, features = data
     return JobSpec(
         job_id,
@@ -176,7 +176,7 @@ def _runs_over_steps(masks: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _steps(runs: list, read: Callable[[Any], int]) -> list[int]:
+def _steps(runs: list[Any], read: Callable[[Any], int]) -> list[int]:
     """`_runs_over_steps`'s runs [steps, GPU set] back to a mask per step (`read` reads a set)."""
     out: list[int] = []
     for n, gpus in runs:

@@ -30,6 +30,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError, ProducerFenced, RecordTooLargeError
@@ -349,6 +350,7 @@ class AgentService:
         d = self.dispatcher
         self._sent = []
         if ready:  # the state after an earlier transaction: recovery replays the ledger entries after it
+            assert self._snapshot is not None  # ready: a snapshot was made
             records, self._snapshot = d.snapshot_taken(self._snapshot.result()), None  # the snapshot, then its parts
             try:
                 self._snapshot_bytes = 0
@@ -363,7 +365,7 @@ class AgentService:
             await self._send(producer, o)
         size, sent = await self._send(producer, entry)
         self._ledger_bytes += size
-        committed = any(o.message["type"] == "plan.committed" for o in outputs)
+        committed = any(_message(o)["type"] == "plan.committed" for o in outputs)
         # a snapshot once replaying the ledger since the last would cost about as much as reading
         # it (its bytes), and, between commits, not before `snapshot_every` transactions; not at
         # every commit, where it would serialize the whole state in the pass that holds up the
@@ -379,6 +381,7 @@ class AgentService:
             # where recovery reads the ledger from: at or before this entry (it skips the
             # entries the snapshot holds by their txn), known without waiting for this entry's
             # offset, a round trip inside the pass that commits a step
+            assert self._ledger_next is not None  # found by `_recover`, before the first pass
             job = d.snapshot_job(
                 now,
                 partition_of(self.pool, self._counts[entry.topic]),
@@ -424,7 +427,8 @@ class AgentService:
         return size, delivery
 
     def _count(self, o: Output) -> None:
-        kind, p = o.message["type"], o.message["payload"]
+        message = _message(o)
+        kind, p = message["type"], message["payload"]
         if kind == "allocation.decided":
             self.stats.decisions += 1
             self.metrics.decided(p["action"], p["latency_ms"] / 1000)
@@ -451,13 +455,14 @@ class AgentService:
             self.metrics.dead_lettered(p["reason"])
             log.warning(
                 "dead-lettered %s: %s",
-                o.message["event_id"],
+                message["event_id"],
                 p["reason"],
-                extra={"event_id": o.message["event_id"], "input": f"{p['topic']}:{p['partition']}@{p['offset']}"},
+                extra={"event_id": message["event_id"], "input": f"{p['topic']}:{p['partition']}@{p['offset']}"},
             )
 
     def _committed(self, payload: dict) -> None:
         planner, commit = self.dispatcher.planner, self.dispatcher.last_commit
+        assert planner is not None  # a pool that commits is configured
         demand = (
             {app.id: app.demand[0] for app in commit.window.realtime}
             if commit is not None and commit.step == payload["step"]
@@ -496,9 +501,10 @@ class AgentService:
     def _cut(self, now: datetime) -> None:
         """Cut the window for the next boundary's plan once its time has come (not when the
         boundary has too: a pool behind its clock replans)."""
-        at = self._cut_time()
-        if at is not None and at <= now < self.dispatcher.next_boundary():
-            self.ahead.launch(self.dispatcher, now)
+        at, ahead, boundary = self._cut_time(), self.ahead, self.dispatcher.next_boundary()
+        # `_cut_time` gives a time only with plans made ahead and a boundary to come
+        if at is not None and ahead is not None and boundary is not None and at <= now < boundary:
+            ahead.launch(self.dispatcher, now)
 
     def _boundaries(self, now: datetime) -> list[Output]:
         """Commit the steps whose start has come, at most `catch_up_steps` a pass (a pool found
@@ -530,12 +536,14 @@ class AgentService:
     def _launch_full_mode(self) -> None:
         s = self.settings
         if self.worker is None:
+            full_mode = self.policy.full_mode
+            assert full_mode is not None  # full mode is due only for a policy that has one (`Pool.use`)
             limit = s.full_mode_time_limit(self.dispatcher.step_length.total_seconds())
             memory = None if s.full_mode_memory_mb is None else s.full_mode_memory_mb << 20
             self.worker = FullModeWorker(
                 s.full_mode.options.model_copy(update={"time_limit": limit}),
                 s.full_mode.max_jobs,
-                self.policy.full_mode.name,
+                full_mode.name,
                 memory,
                 s.full_mode_max_nonzeros,
             )
@@ -547,8 +555,16 @@ class AgentService:
 
 def _stamp(o: Output, received: float) -> None:
     """A decision's latency: from its poll's records received to its sending."""
-    if o.message["type"] == "allocation.decided":
-        o.message["payload"]["latency_ms"] = round((time.perf_counter() - received) * 1000, 3)
+    message = _message(o)
+    if message["type"] == "allocation.decided":
+        message["payload"]["latency_ms"] = round((time.perf_counter() - received) * 1000, 3)
+
+
+def _message(o: Output) -> dict[str, Any]:
+    """The message of one of a pass's outputs: they all carry one (only a snapshot's records
+    clear keys, with tombstones, and those are sent apart)."""
+    assert o.message is not None, f"a tombstone for {o.key!r} on {o.topic} among a pass's outputs"
+    return o.message
 
 
 def _offsets(frontier: dict[str, int]) -> dict[TopicPartition, int]:

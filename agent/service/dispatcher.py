@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Literal, cast
 
 import orjson
 from pydantic import ValidationError
@@ -41,8 +41,8 @@ from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import AgentSettings, ForecastSettings
 from gpualloc.solvers.grid import Schedule, batch_spans
 from gpualloc.solvers.metrics import objective_of
-from gpualloc.solvers.planner.interpreter import Cut, Decided, Effect, Event, Failed, Pool, Rejected
-from gpualloc.solvers.planner.records import BLOCKER, FULL_MODE, Commit, FullModePlan
+from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Pool, Rejected
+from gpualloc.solvers.planner.records import BLOCKER, FULL_MODE, Commit, Cut, FullModePlan
 from gpualloc.solvers.planner.snapshot import READABLE as SNAPSHOT_READABLE
 from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
 from gpualloc.solvers.planner.snapshot import (
@@ -319,7 +319,9 @@ class Dispatcher:
             committed = self.interpreter.commit(plan, admit=_recordable, full_mode=full_mode)
         commit = committed.commit
         self.last_commit, self.seq = commit, self.seq + 1
-        self._forget_before(self.planner.now - self.dedup_steps)
+        planner, origin = self.planner, self.interpreter.origin
+        assert planner is not None and origin is not None  # a pool that commits is configured
+        self._forget_before(planner.now - self.dedup_steps)
         if self.on_commit is not None:
             self.on_commit(commit)
         window, schedule = commit.window, commit.schedule
@@ -328,9 +330,10 @@ class Dispatcher:
         payload = PlanCommitted(
             step=commit.step,
             seq=self.seq,
-            step_start=self.interpreter.origin + commit.step * self.step_length,
+            step_start=origin + commit.step * self.step_length,
             assignments={k: list(v) for k, v in commit.assignments.items()},
-            plan=tentative_plan(window.gpus, window.horizon, batch, schedule.realtime),
+            # the plan's fields, which the model validates into its TentativePlan
+            plan=tentative_plan(window.gpus, window.horizon, batch, schedule.realtime),  # type: ignore[arg-type]
             source=commit.source,
             objective=round(objective, 6),
             bound=committed.bound,
@@ -364,6 +367,7 @@ class Dispatcher:
         runs = self._log.inputs
         for rec in records:
             if rec.topic not in self.topics.inputs:
+                assert rec.value is not None  # an inline record (`--config`, a replay's) carries its text
                 self._log.inline[f"{rec.topic}:{rec.partition}:{rec.offset}"] = rec.value.decode("utf-8", "replace")
                 runs.append([rec.topic, rec.partition, rec.offset, rec.offset])
                 continue
@@ -384,7 +388,7 @@ class Dispatcher:
         entry = PassRecorded(
             txn=self.txn,
             now=log.now,
-            inputs=log.inputs,
+            inputs=log.inputs,  # type: ignore[arg-type]  # runs [topic, partition, first, last], validated into tuples
             inline=log.inline,
             commits=log.commits,
             cut=log.cut,
@@ -429,7 +433,7 @@ class Dispatcher:
         seen = self.seen.newest(self._seen_fit)  # trimmed to what fitted last time: one compression, usually
         state = orjson.dumps(dump_pool(self.interpreter))
         txn, pool = self.txn, self.pool
-        meta = dict(
+        meta: dict[str, Any] = dict(  # PoolSnapshot's fields, with `parts` and `state`
             version=SNAPSHOT_VERSION,
             txn=txn,
             seq=self.seq,
@@ -536,7 +540,9 @@ class Dispatcher:
 
     def _job_failed(self, job_id: str, detail: str, now: datetime) -> Output:
         """The notice the contract asks for on gpualloc.jobs when gpualloc fails a job itself."""
-        step = self.planner.now
+        planner = self.planner
+        assert planner is not None  # only a configured pool fails a job
+        step = planner.now
         return Output(
             self.topics.jobs,
             self.pool,
@@ -603,7 +609,7 @@ def _forecast_made(f: JobForecast | None) -> ForecastMade | None:
     if f is None:
         return None
     return ForecastMade(
-        forecast=list(f.forecast),
+        forecast=cast(list[Literal["gpus", "duration"]], list(f.forecast)),  # the values JobForecast says
         gpus=f.gpus,
         duration=f.duration,
         quantile=f.quantile,

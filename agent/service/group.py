@@ -218,6 +218,7 @@ class GroupAgent:
                 _pool_named(m.value) or key or "",
                 source=f"group:{self.settings.group}",
             )
+            assert out.message is not None  # a dead letter, never a tombstone
             await producer.send_and_wait(out.topic, encode(out.message), key=out.key.encode())
             log.warning("dead-lettered %s[%d]@%d: %s", tp.topic, tp.partition, m.offset, reason)
         elif tp.topic == self.topics.config and m.value is not None and _names_pool(m.value, key):

@@ -87,7 +87,11 @@ class PlanAhead:
         if self.process.busy:
             return False
         problem = pool.cut(now)
-        return problem is not None and self._start(Cut(pool.step, problem))
+        if problem is None:
+            return False
+        step = pool.step
+        assert step is not None  # a pool that cut its window is configured
+        return self._start(Cut(step, problem))
 
     def resume(self, pool: Cuts) -> bool:
         """Start the plan of a cut the pool holds without one (a cut replayed by recovery, its

@@ -112,6 +112,7 @@ class SolveProcess:
         if not self.done:
             return None
         future, self._future = self._future, None
+        assert future is not None  # done: a solve was submitted
         try:
             return future.result()
         except SolveError as exc:  # a solver crash must not take the agent down
@@ -148,6 +149,9 @@ class SolveProcess:
     async def _call(self, solve: Callable[..., Any], args: tuple) -> Any:
         conn, loop = self._conn, asyncio.get_running_loop()
         try:
+            # opened by `submit`'s `_start`; closed since only by a kill (past the deadline), which raises
+            # here as a SolveError, as the pipe's use did before it was checked
+            assert conn is not None, "the solver process ended before the call was handed over"
             # in a thread: a large call fills the pipe until the process (perhaps still starting) reads it
             await loop.run_in_executor(None, conn.send, (solve, args))
             self._reply = _receive(conn)
@@ -202,6 +206,7 @@ def _reap(process: multiprocessing.process.BaseProcess, first_wait: float) -> No
     for sig in (signal.SIGTERM, signal.SIGKILL):
         if not process.is_alive():
             break
+        assert process.pid is not None  # alive: started
         _signal(process.pid, sig)
         process.join(TERMINATE_GRACE_S if sig == signal.SIGTERM else None)
     process.close()

@@ -35,6 +35,7 @@ from gpualloc.solvers.planner.records import (
     FullModePlan,
     JobSpec,
     PoolConfig,
+    Source,
 )
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, earliest_block, obeys_node_rule
@@ -616,7 +617,7 @@ class Planner:
             return self._commit(self.window_problem(), adopted, FULL_MODE)
         return self._commit(*self.boundary_plan(), HOT_PATH)
 
-    def _commit(self, problem: Problem, schedule: Schedule, source: str) -> Commit:
+    def _commit(self, problem: Problem, schedule: Schedule, source: Source) -> Commit:
         """Step 0 of `schedule` (a plan of the window `problem`) committed; the clock advances,
         and the plan, one step on, is what the next step's arrivals are inserted into."""
         assignments: dict[str, tuple[int, ...]] = {}

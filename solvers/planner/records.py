@@ -5,7 +5,7 @@ the shell reads and passes back; the planner (`planner.py`) is the one to change
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from gpualloc.forecasting.jobs import JobForecast
 from gpualloc.schemas.events import Action
@@ -14,7 +14,9 @@ from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.problem import Problem
 
 BLOCKER = "\x00unavailable"  # pseudo running job holding GPUs that may take no new work
-HOT_PATH, FULL_MODE = "heuristic", "milp"  # a commit's `source`, in the events contract's words
+Source = Literal["heuristic", "milp"]  # a commit's `source`, in the events contract's words (`PlanCommitted`)
+HOT_PATH: Source = "heuristic"
+FULL_MODE: Source = "milp"
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ class Commit:
     started: tuple[str, ...]  # jobs that start running at this step
     window: Problem  # the window this step was planned in
     schedule: Schedule  # the plan over that window (its step 0 is this commit)
-    source: str = HOT_PATH  # HOT_PATH, or FULL_MODE: an adopted full-mode plan
+    source: Source = HOT_PATH  # HOT_PATH, or FULL_MODE: an adopted full-mode plan
 
 
 @dataclass(frozen=True)

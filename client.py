@@ -239,6 +239,7 @@ class Client:
         return True
 
     async def _read(self) -> None:
+        assert self._consumer is not None  # started by _start_listening once the consumer is; stop() cancels it first
         while True:
             batch = await self._consumer.getmany(timeout_ms=200)
             for tp, records in batch.items():

@@ -114,10 +114,10 @@ class CorpusReport:
             "scenarios": len(cases),
             "proven": sum(c.proven for c in cases),
             "dropped_nonpositive_reference": len(cases) - len(rated),
-            "heuristic": _distribution([c.ratio for c in rated]),
+            "heuristic": _distribution([c.ratio for c in rated if c.ratio is not None]),
             "greedy": _distribution([c.greedy_ratio for c in rated if c.greedy_ratio is not None]),
             "below_greedy": sorted(c.name for c in cases if c.below_greedy),
-            "above_reference": sorted(c.name for c in rated if c.ratio > 1 + 1e-9),
+            "above_reference": sorted(c.name for c in rated if c.ratio is not None and c.ratio > 1 + 1e-9),
         }
 
     def worst(self, k: int = 10) -> list[Case]:

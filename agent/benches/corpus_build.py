@@ -100,7 +100,7 @@ def solve_scenario(
         model = "exact"
     seconds = time.perf_counter() - t0
     finite = result.bound is not None and math.isfinite(result.bound)  # HiGHS says inf when it found none
-    bound = max(result.bound, result.objective) if finite else None
+    bound = max(result.bound, result.objective) if result.bound is not None and finite else None
     gap = relative_gap(bound, result.objective) if bound is not None else None
     record = {
         "name": problem.name,

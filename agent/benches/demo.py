@@ -20,7 +20,7 @@ def run_demo(out_dir: str | Path = "demo-out", repeat: int = 5) -> tuple[Report,
     report, scenarios = run_bench(None, repeat)
     written = []
     for row, scenario in zip(report.rows, scenarios):
-        plans = [row.runs[s].plan for s in BENCH_SCHEDULERS if row.runs[s].plan is not None]
+        plans = [plan for s in BENCH_SCHEDULERS if (plan := row.runs[s].plan) is not None]
         path = out / f"{Path(row.source).stem}.svg"
         try:
             written.append(write_gantt(path, scenario, plans))

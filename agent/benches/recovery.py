@@ -82,6 +82,7 @@ async def measure_recovery(bootstrap: Broker | str, queued: int = 1000, repeat: 
     agent = subprocess.Popen(command, stderr=subprocess.DEVNULL)
     await producer.start()
     await decisions.start()
+    assert decisions.task is not None  # start() made it
     times = []
     try:
         for n in range(queued):

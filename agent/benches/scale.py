@@ -259,6 +259,9 @@ class Commits(Follower):
 class DeadLetters(Follower):
     """The input records the agent refused: how many, and the first reasons."""
 
+    count: int
+    reasons: list[str]
+
     def __init__(self, bootstrap: Broker | str, topics: Topics):
         super().__init__(bootstrap, topics.deadletter)
         self.count, self.reasons = 0, []
@@ -310,6 +313,7 @@ class Agent:
 
     def stop(self) -> None:
         if not self.exited():
+            assert self.process is not None  # exited() says so
             self.process.kill()
             self.process.wait()
         self.log.close()
@@ -377,6 +381,7 @@ async def measure_scale(
         await producer.start()
         for follower in (decisions, commits, refused, frontier):
             await follower.start()
+        assert agent.process is not None  # Agent() started it
         sampler = asyncio.create_task(children.sample(agent.process.pid))
         now = datetime.now(timezone.utc)
         sent = [
@@ -427,6 +432,7 @@ async def measure_scale(
         )
         await _status(result, bootstrap, prefix)
         if not agent.exited():
+            assert agent.process is not None  # exited() says so
             with contextlib.suppress(OSError, KeyError):
                 result.agent_rss_mb = round(memory_mb(agent.process.pid)[1], 1)
         sampler.cancel()
@@ -484,6 +490,7 @@ async def _arrivals(
         agent,
     )
     if agent.exited():
+        assert agent.process is not None  # only _recovery, later, drops it
         result.errors["agent"] = f"exited ({agent.process.returncode}) before the bench stopped it: {agent.errors()}"
     decided = [(decisions.at[j] - sent_at[j]) * 1000 for j in sent_at if j in decisions.at]
     result.arrivals, result.decided = len(sent_at), len(decided)
@@ -529,6 +536,7 @@ async def _recovery(
 ) -> None:
     """SIGKILL and restart: the seconds to a job submitted with the restart decided, and the
     killed agent's child processes still running ORPHAN_S after the kill."""
+    assert agent.process is not None  # dropped only below, after a failed restart
     if agent.exited():
         result.errors["recovery"] = f"the agent had exited ({agent.process.returncode}): {agent.errors()}"
         return
@@ -559,6 +567,7 @@ async def _sigterm(result: ScaleResult, agent: Agent, children: Children) -> Non
     if agent.exited():
         result.errors.setdefault("sigterm", "no agent running to stop")
         return
+    assert agent.process is not None  # exited() says so
     kids = descendants(agent.process.pid)
     children.seen.update(kids)
     began = time.perf_counter()

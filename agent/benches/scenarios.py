@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,7 +184,7 @@ def scenario_files(folder: str | Path | None = None) -> list[Path]:
 
 
 def run_bench(
-    folder: str | Path | None = None, repeat: int = 5, generated: list[tuple[int, int, int]] = ()
+    folder: str | Path | None = None, repeat: int = 5, generated: Sequence[tuple[int, int, int]] = ()
 ) -> tuple[Report, list[Scenario]]:
     """Bench every scenario of `folder` (all files validated before any is solved), then one
     generated scenario per (gpus, jobs, seed) of `generated`."""

@@ -290,6 +290,7 @@ async def measure(
     decisions = Decisions(bootstrap, topics)
     await producer.start()
     await decisions.start()
+    assert decisions.task is not None  # start() made it
     sent_at: dict[str, float] = {}
     got = decisions.at
     outstanding: list[str] = []

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
 from gpualloc.agent.bus import clients
@@ -41,7 +41,7 @@ def partitions(counts: dict[str, int], topic: str) -> list[TopicPartition]:
     return [TopicPartition(topic, p) for p in range(counts.get(topic, 0))]
 
 
-async def read_range(consumer: AIOKafkaConsumer, starts: dict[TopicPartition, int]) -> list:
+async def read_range(consumer: AIOKafkaConsumer, starts: dict[TopicPartition, int]) -> list[ConsumerRecord]:
     """Every committed record from each partition's start offset to its end (as of now)."""
     if not starts:
         return []
@@ -52,7 +52,7 @@ async def read_range(consumer: AIOKafkaConsumer, starts: dict[TopicPartition, in
         consumer.seek(tp, start)
         if ends[tp] > start:
             pending.add(tp)
-    out = []
+    out: list[ConsumerRecord] = []
     while pending:
         for tp, records in (await consumer.getmany(*pending, timeout_ms=POLL_MS)).items():
             out.extend(r for r in records if r.offset < ends[tp])

@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError, KafkaTimeoutError
@@ -165,6 +165,7 @@ class NodeAgent:
                     found = self._commit_of(r)
                     whole = parts.add(found[1]) if found else None
                     if whole is not None and (best is None or whole["seq"] > best[1].seq):
+                        assert found is not None  # `whole` came from it
                         best = found[0], PlanCommitted.model_validate(whole)
             pending = {tp for tp in pending if await consumer.position(tp) < ends[tp]}
             if asyncio.get_running_loop().time() > deadline:
@@ -241,7 +242,7 @@ class NodeAgent:
         except Exception as e:
             log.warning("node %d: release after a failed bind of %r failed too: %s", self.state.node, job_id, e)
 
-    async def _report(self, a: Action, status: str, detail: str) -> None:
+    async def _report(self, a: Action, status: Literal["bound", "released", "failed"], detail: str) -> None:
         step = a.step if a.step is not None else self.step
         try:
             payload = BindingReported(

@@ -6,6 +6,7 @@ order they were used, its commits and the adopted full-mode plans."""
 from __future__ import annotations
 
 import time
+from collections.abc import Set
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,7 @@ from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan, online_violations
 from gpualloc.solvers.planner.interpreter import Pool
+from gpualloc.solvers.planner.records import Commit
 
 STALLED_AFTER_S = 300.0  # inputs waiting past the ledger this long: the pool's agent publishes nothing
 AUDITED = ("allocation.decided", "plan.committed", "input.rejected", "job.failed")
@@ -195,15 +197,17 @@ def compare(
     history,
     recorded: dict[str, dict],
     bounds: Bounds = Bounds(),
-    later: set[str] = frozenset(),
+    later: Set[str] = frozenset(),
 ) -> AuditResult:
     """Replay `history` (the whole ledger) and hold what it makes against `recorded`; `later`:
     ids of the input events after the ledger's frontier (what a running agent took since)."""
     result = AuditResult(pool, transactions=len(history.entries))
-    commits, down = [], []
+    commits: list[Commit] = []
+    down: list[int] = []  # the GPUs down at each commit (a mask)
 
-    def seen(commit) -> None:
+    def seen(commit: Commit) -> None:
         commits.append(commit)
+        assert d.planner is not None  # Dispatcher.commit: a pool that commits is configured
         down.append(d.planner.down)
         if bounds.holds(commit.step, d.interpreter.step_at):
             for v in check_plan(commit.window, to_grid(commit.window, commit.schedule)):
@@ -220,6 +224,7 @@ def compare(
             break
         for o in outputs:
             m = o.message
+            assert m is not None  # a replay makes no tombstones (only snapshots do)
             event_id, kind = m["event_id"], m["type"]
             at = m["payload"]["step"] if kind == "plan.committed" else step
             within = d.planner is None or bounds.holds(at, d.interpreter.step_at)
@@ -275,7 +280,7 @@ def _event_ids(records) -> set[str]:
     return out
 
 
-def _after(message: dict[str, Any], d: Dispatcher, later: set[str]) -> bool:
+def _after(message: dict[str, Any], d: Dispatcher, later: Set[str]) -> bool:
     """Was `message` published by a transaction after the audited ledger (an agent still running
     while the audit reads)? Its cause lies beyond what the replay consumed or committed."""
     p, kind = message.get("payload") or {}, message.get("type")

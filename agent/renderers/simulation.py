@@ -63,6 +63,7 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
         figures = full_mode_figures(run)
         if figures:
             gap = figures["hot_gap"]
+            assert isinstance(gap, dict)  # full_mode_figures: hot_gap is _spread's dict[str, float]
             lines.append(
                 f"{policy}: full mode solved {figures['solves']} snapshots, beat the hot path's plan on "
                 f"{figures['improved']} (by {figures['improvement_mean'] or 0:.2%} on average), adopted "

@@ -261,6 +261,8 @@ class Planner:
         old = self.apps.get(app.id)
         if old is not None:
             app.observed, app.held = old.observed, old.held
+        elif app.held > 0:  # a new app's `current`: bound to it now, as a committed step's GPUs are
+            self.committed |= app.held & ((1 << self.config.gpus) - 1)
         self.apps[app.id] = app
         self.ahead = None  # a plan cut before knew other app rules: the boundary replans (`carry_over`)
         if self.busy is not None:

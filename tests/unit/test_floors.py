@@ -150,3 +150,18 @@ def test_an_app_cannot_claim_gpus_a_running_job_holds():
     assert [type(e) for e in effects] == [Rejected] and effects[
         0
     ].reason == f"current: GPU {held[0]} is held by running job 'a'"
+
+
+def test_no_job_starts_now_on_the_gpus_a_new_app_holds_before_the_first_commit():
+    """An app registering the GPUs it holds now (`current`) before the pool's first commit keeps
+    them: arrivals are planned beside them (a job may be planned there for the boundary, never
+    started there now), so a floor it registers later still finds them at the commit."""
+    pool = configured(16, 2, node=4)
+    app = {"id": "rt", "priority": 1, "min_gpus": 0, "max_gpus": 8, "current": [12, 13, 14, 15]}
+    jobs = [{"id": f"j{k}", "kind": "training", "priority": 1, "gpus": 1, "duration": 1} for k in range(9)]
+    jobs.append({"id": "wide", "kind": "training", "priority": 1, "gpus": 4, "duration": 1})
+    effects = pool.apply([ev("app.registered", app)] + [ev("job.submitted", j, ref=j["id"]) for j in jobs], T0)
+    started = [e.decision for e in effects if isinstance(e, Decided) and e.decision.action == "start"]
+    assert started and all(max(d.gpus) < 12 for d in started)
+    assert pool.apply([ev("app.registered", app | {"min_gpus": 3})], T0) == []
+    assert len(pool.commit().commit.assignments["rt"]) >= 3

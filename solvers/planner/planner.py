@@ -449,38 +449,18 @@ class Planner:
         return self._demand(self.apps[app_id])
 
     def _decision(self, problem: Problem, schedule: Schedule, job: JobSpec) -> Decision:
-        """`start` only when its block is idle in the committed step too, so a node agent can
-        bind it at once; a block still held there (by work ending at this boundary, say) makes
-        it `planned` for the boundary."""
+        """`job`'s decision from a fresh plan of the window (`_placed`; `queued` when the plan
+        leaves it out)."""
         placed = schedule.batch.get(job.id)
         if placed is None:
-            return Decision(
-                job.id, "queued", (), None, _noted(self._why_waiting(problem, schedule, job), job), job.forecast
-            )
+            return _waiting(job, self._why_waiting(problem, schedule, job))
         start, mask = placed
-        gpus = tuple(bits_of(mask))
-        if start == 0 and not mask & self.committed:
-            return Decision(
-                job.id, "start", gpus, self.now, _noted(f"starts now on GPUs {gpus[0]}-{gpus[-1]}", job), job.forecast
-            )
-        why = (
-            self._holders(problem, schedule, mask, start)
-            if start
-            else "its GPUs are held in the current step and free up at the boundary"
-        )
-        return Decision(
-            job.id,
-            "planned",
-            gpus,
-            self.now + start,
-            _noted(f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why, job),
-            job.forecast,
-        )
+        return self._placed(job, start, mask, lambda: self._holders(problem, schedule, mask, start))
 
     def _insert(self, job: JobSpec) -> Decision:
         """`job` decided into the current plan: its earliest block free of everything the plan
         holds and of GPUs that may take no new work, lowest GPUs first; `queued` when the window
-        has none (the next boundary's replan looks again)."""
+        has none (the next boundary's replan looks again). A `start` runs from now."""
         busy, T = self.busy, self.config.horizon
         assert busy is not None  # `submit_all` inserts only into a current plan
         blocked = self.down | self.drained
@@ -491,32 +471,30 @@ class Planner:
             [b | blocked for b in busy],
         )
         if placed is None:
-            return Decision(
-                job.id,
-                "queued",
-                (),
-                None,
-                _noted(
-                    f"no {job.gpus}-GPU block is free for {job.duration} steps within the {T}-step window beside "
-                    "the current plan; it stays queued and is replanned at every step boundary",
-                    job,
-                ),
-                job.forecast,
+            return _waiting(
+                job,
+                f"no {job.gpus}-GPU block is free for {job.duration} steps within the {T}-step window beside "
+                "the current plan; it stays queued and is replanned at every step boundary",
             )
         start, mask = placed
         for t in range(start, min(start + job.duration, T)):
             busy[t] |= mask
+        decision = self._placed(job, start, mask, lambda: self._running_holders(mask, start))
+        if decision.action == "start":
+            self._start(job.id, mask)
+        return decision
+
+    def _placed(self, job: JobSpec, start: int, mask: int, holders: Callable[[], str]) -> Decision:
+        """The decision of `job` placed on `mask` from window step `start`: `start` only when its
+        block is idle in the committed step too, so a node agent can bind it at once; a block
+        still held there (by work ending at this boundary, say) makes it `planned` for the
+        boundary, and a later block `planned` with what holds it until then (`holders`)."""
         gpus = tuple(bits_of(mask))
         if start == 0 and not mask & self.committed:
-            self._start(job.id, mask)
             return Decision(
                 job.id, "start", gpus, self.now, _noted(f"starts now on GPUs {gpus[0]}-{gpus[-1]}", job), job.forecast
             )
-        why = (
-            "its GPUs are held in the current step and free up at the boundary"
-            if start == 0
-            else self._running_holders(mask, start)
-        )
+        why = holders() if start else "its GPUs are held in the current step and free up at the boundary"
         return Decision(
             job.id,
             "planned",
@@ -800,6 +778,11 @@ def _delayed(starving: dict[str, int], hot: Schedule, candidate: Schedule) -> st
         if ours is not None and (theirs is None or theirs[0] > ours[0]):
             return job_id
     return None
+
+
+def _waiting(job: JobSpec, why: str) -> Decision:
+    """`job` stays queued, saying why."""
+    return Decision(job.id, "queued", (), None, _noted(why, job), job.forecast)
 
 
 def _noted(reason: str, job: JobSpec) -> str:

@@ -42,8 +42,10 @@ from gpualloc.agent.bus.history import partitions, read_history, reader
 from gpualloc.agent.bus.topics import Record, Topics, encode, partition_of
 from gpualloc.agent.metrics import AgentMetrics, HealthServer
 from gpualloc.agent.service.clock import Clock
-from gpualloc.agent.service.dispatcher import Dispatcher, Output, run_settings
+from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
+from gpualloc.agent.service.ledger import run_settings
+from gpualloc.agent.service.outbox import Output
 from gpualloc.agent.service.plan_ahead import PlanAhead
 from gpualloc.agent.service.recovery import rebuild
 from gpualloc.schemas.commits import Parts

@@ -11,28 +11,26 @@ planning pass, named in their decisions (`pass_seq`, `pass_size`) so a replay ca
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, Literal, cast
+from typing import Any, Callable
 
 import orjson
 from pydantic import ValidationError
 
 from gpualloc.agent.bus.topics import Record, Topics, decode
+from gpualloc.agent.service.ledger import SCHEDULE_BYTES, TxnLog, recordable
+from gpualloc.agent.service.outbox import Output, decided, job_failed, rejection
 from gpualloc.agent.service.seen_ids import SeenIds
-from gpualloc.forecasting.jobs import JobForecast
+from gpualloc.agent.service.snapshots import SNAPSHOT_BYTES, SnapshotRecords, snapshot_records
 from gpualloc.schemas.commits import PART_BYTES, split, tentative_plan
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (
-    AllocationDecided,
-    ForecastMade,
-    InputRejected,
-    JobRef,
     PassRecorded,
     PlanCommitted,
     PoolSnapshot,
-    PoolSnapshotPart,
     RecordedCommit,
     envelope,
     parse_event,
@@ -52,67 +50,10 @@ from gpualloc.solvers.planner.snapshot import (
     joined,
     load_pool,
     load_schedule,
-    pack_json,
     unpack,
 )
 from gpualloc.solvers.planner.view import PoolView
 from gpualloc.solvers.problem import Problem
-
-SNAPSHOT_BYTES = 900_000  # a snapshot record's piece of the state: under the broker's default message limit (1 MiB)
-# an adopted full-mode schedule in its ledger entry: with the entry's other fields (up to 2,000 input runs,
-# the frontier, the run) under 1 MiB; a schedule that would take more is not adopted
-SCHEDULE_BYTES = 600_000
-
-
-@dataclass(frozen=True)
-class Output:
-    topic: str
-    key: str
-    message: dict[str, Any] | None  # None: a tombstone (a compacted topic then drops the key)
-    partition: int | None = None  # None: the key's partition (Kafka's default partitioner)
-
-
-def run_settings(settings: AgentSettings) -> dict[str, Any]:
-    """What a replay needs to plan as this agent did; recorded in every ledger entry."""
-    return {
-        "policy": settings.policy,
-        "effort": settings.hot_path_effort,
-        "step_seconds": settings.step_seconds,
-        "every": settings.full_mode.every,
-        "dedup_steps": settings.dedup_steps,
-        "seen_limit": settings.seen_limit,
-        "keyed": settings.group is not None,
-        "forecast": settings.forecast.model_dump(),
-    }
-
-
-@dataclass(frozen=True)
-class SnapshotRecords:
-    """A snapshot's records, with what it kept: the de-duplication ids that fitted (None: all)
-    and the number of its records."""
-
-    records: list[Output]
-    seen_fit: int | None
-    parts: int
-
-
-@dataclass
-class TxnLog:
-    """What the transaction under way did, for its ledger entry (`now`: its clock, set by its
-    first input or commit; None while it did nothing)."""
-
-    now: datetime | None = None
-    inputs: list[list] = field(default_factory=list)  # runs [topic, partition, first, last]
-    inline: dict[str, str] = field(default_factory=dict)
-    commits: list[RecordedCommit] = field(default_factory=list)
-    cut: bool = False
-
-    def copy(self) -> TxnLog:
-        return TxnLog(self.now, [run[:] for run in self.inputs], dict(self.inline), list(self.commits), self.cut)
-
-    def begun(self, now: datetime) -> None:
-        if self.now is None:
-            self.now = now
 
 
 @dataclass
@@ -270,32 +211,12 @@ class Dispatcher:
 
     def _outputs(self, effect: Effect, now: datetime) -> list[Output]:
         if isinstance(effect, Decided):
-            return [self._decision_output(effect, now)]
+            return [decided(self.topics, self.pool, effect, now)]
         if isinstance(effect, Rejected):
             return [self._reject(effect.ref[0], effect.reason, now)]
         if isinstance(effect, Failed) and effect.by_gpualloc:
             return [self._job_failed(effect.job_id, effect.detail, now)]
         return []
-
-    def _decision_output(self, effect: Decided, now: datetime) -> Output:
-        d, input_id = effect.decision, effect.ref[1]
-        payload = AllocationDecided(
-            job_id=d.job_id,
-            action=d.action,
-            gpus=list(d.gpus),
-            start_step=d.start_step,
-            reason=d.reason,
-            input_event_id=input_id,
-            latency_ms=0.0,
-            pass_seq=effect.pass_seq,
-            pass_size=effect.pass_size,
-            forecast=_forecast_made(d.forecast),
-        )
-        return Output(
-            self.topics.decisions,
-            d.job_id,
-            envelope("allocation.decided", payload, now, f"{input_id}:decided", self.pool),
-        )
 
     # ---- steps ----------------------------------------------------------------------------
     def commit(
@@ -442,60 +363,19 @@ class Dispatcher:
             frontier=dict(self.frontier),
         )
 
-        def packed(kept: list) -> str:
-            return pack_json(b'{"pool":' + state + b',"seen":' + orjson.dumps(kept) + b"}")
-
-        def build() -> SnapshotRecords:
-            kept, text = seen, packed(seen)
-            if len(text) > SNAPSHOT_BYTES and kept:
-                room = SNAPSHOT_BYTES * -(-len(packed([])) // SNAPSHOT_BYTES)  # the records the pool's state needs
-                while len(text) > room and kept:
-                    kept = kept[(len(kept) + 1) // 2 :]  # keep the newer half
-                    text = packed(kept)
-            # what fits, to trim to at once next time; all again once the state leaves room for more
-            roomy = len(text) <= SNAPSHOT_BYTES * max(1, -(-len(text) // SNAPSHOT_BYTES)) // 2
-            seen_fit = len(kept) if len(kept) < window and not roomy else None
-            parts = max(1, -(-len(text) // SNAPSHOT_BYTES))
-            size = -(-len(text) // parts)
-            pieces = [text[i * size : (i + 1) * size] for i in range(parts)]
-            records = (
-                [
-                    Output(
-                        self.topics.state,
-                        pool,
-                        envelope(
-                            "pool.snapshot",
-                            PoolSnapshot(**meta, parts=parts, state=pieces[0]),
-                            now,
-                            f"{pool}:snapshot:{txn}",
-                            pool,
-                        ),
-                        state_partition,
-                    )
-                ]
-                + [
-                    Output(
-                        self.topics.state,
-                        f"{pool}\x00{i}",
-                        envelope(
-                            "pool.snapshot.part",
-                            PoolSnapshotPart(txn=txn, part=i, state=piece),
-                            now,
-                            f"{pool}:snapshot:{txn}:{i}",
-                            pool,
-                        ),
-                        state_partition,
-                    )
-                    for i, piece in enumerate(pieces[1:], 1)
-                ]
-                + [
-                    Output(self.topics.state, f"{pool}\x00{i}", None, state_partition)  # an older snapshot's
-                    for i in range(parts, before)
-                ]
-            )  # parts beyond this one's: dropped by compaction
-            return SnapshotRecords(records, seen_fit, parts)
-
-        return build
+        return functools.partial(
+            snapshot_records,
+            self.topics.state,
+            pool,
+            now,
+            state,
+            seen,
+            window,
+            before,
+            meta,
+            state_partition,
+            SNAPSHOT_BYTES,
+        )
 
     def restore(self, snap: PoolSnapshot, pieces: dict[int, str] | None = None) -> None:
         """Take up the state a snapshot holds, with `pieces`, its parts' pieces by part number
@@ -539,65 +419,9 @@ class Dispatcher:
         return rejection(self.topics, rec, reason, now, self.pool)
 
     def _job_failed(self, job_id: str, detail: str, now: datetime) -> Output:
-        """The notice the contract asks for on gpualloc.jobs when gpualloc fails a job itself."""
         planner = self.planner
         assert planner is not None  # only a configured pool fails a job
-        step = planner.now
-        return Output(
-            self.topics.jobs,
-            self.pool,
-            envelope(
-                "job.failed",
-                JobRef(id=job_id, detail=detail, source="agent"),
-                now,
-                f"{self.pool}:failed:{job_id}:{step}",
-                self.pool,
-            ),
-        )
-
-
-def rejection(topics: Topics, rec: Record, reason: str, now: datetime, pool: str, source: str | None = None) -> Output:
-    """The dead letter of `rec`: its original text and where it was, with the field and rule it
-    broke; its event id names the record, so a redelivered rejection is recognisable. Bounded
-    whatever the record: the text is cut to `LIMITS.original_chars` (its length and SHA-256 kept),
-    the reason and the key to a few thousand characters."""
-    value = rec.value or b""
-    text = value[: LIMITS.original_chars * 4].decode("utf-8", "replace")
-    payload = InputRejected(
-        reason=_cut(reason, LIMITS.text_chars),
-        original=text[: LIMITS.original_chars],
-        topic=rec.topic,
-        partition=rec.partition,
-        offset=rec.offset,
-        source=source,
-        original_bytes=None if rec.value is None else len(value),
-        original_sha256=hashlib.sha256(value).hexdigest(),
-        truncated=len(text) > LIMITS.original_chars or len(value) > LIMITS.original_chars * 4,
-    )
-    return Output(
-        topics.deadletter,
-        _cut(rec.key or "", LIMITS.id_chars),
-        envelope(
-            "input.rejected",
-            payload,
-            now,
-            f"{rec.topic}:{rec.partition}:{rec.offset}:rejected",
-            _cut(pool, LIMITS.id_chars),
-        ),
-    )
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _recordable(schedule: Schedule) -> str | None:
-    """Why a full-mode schedule is not adopted for its size (None: its ledger record fits): an
-    adopted plan is recorded whole, and a ledger entry must stay one message."""
-    size = len(orjson.dumps(dump_schedule(schedule)))
-    if size <= SCHEDULE_BYTES:
-        return None
-    return f"not adopted: its ledger record would take {size:,} bytes, more than {SCHEDULE_BYTES:,}"
+        return job_failed(self.topics, self.pool, job_id, detail, now, planner.now)
 
 
 def _digest(kind: str, payload: dict[str, Any]) -> str:
@@ -605,16 +429,6 @@ def _digest(kind: str, payload: dict[str, Any]) -> str:
     return hashlib.blake2b(orjson.dumps([kind, payload], option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
 
 
-def _forecast_made(f: JobForecast | None) -> ForecastMade | None:
-    if f is None:
-        return None
-    return ForecastMade(
-        forecast=cast(list[Literal["gpus", "duration"]], list(f.forecast)),  # the values JobForecast says
-        gpus=f.gpus,
-        duration=f.duration,
-        quantile=f.quantile,
-        median=round(f.median, 3),
-        interval=(round(f.low, 3), round(f.high, 3)),
-        coverage=f.coverage,
-        peak_memory_gb=round(f.peak_memory_gb, 3),
-    )
+def _recordable(schedule: Schedule) -> str | None:
+    """`recordable` against this module's SCHEDULE_BYTES."""
+    return recordable(schedule, SCHEDULE_BYTES)

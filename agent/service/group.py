@@ -34,7 +34,7 @@ from gpualloc.agent.bus.topics import Record, Topics, decode, encode, partition_
 from gpualloc.agent.loading import InputError
 from gpualloc.agent.metrics import HealthServer, PoolsCollector
 from gpualloc.agent.service.agent_service import AgentFenced, AgentService, AgentStats
-from gpualloc.agent.service.dispatcher import rejection
+from gpualloc.agent.service.outbox import rejection
 from gpualloc.schemas.settings import AgentSettings
 
 log = logging.getLogger("gpualloc.agent")

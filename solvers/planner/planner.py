@@ -23,6 +23,7 @@ from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over
+from gpualloc.solvers.planner.reasons import HELD_NOW, holders, noted, running_holders, waiting, why_waiting
 from gpualloc.solvers.planner.reconcile import reconcile
 from gpualloc.solvers.planner.records import (
     BLOCKER,
@@ -37,11 +38,10 @@ from gpualloc.solvers.planner.records import (
     PoolConfig,
     Source,
 )
+from gpualloc.solvers.planner.starvation import delayed, raised, starving
+from gpualloc.solvers.planner.window import demand, running_mask, window
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
-from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, earliest_block, obeys_node_rule
-
-STARVING_WEIGHT = 10.0  # without apps: a starving job's priority is raised by this times the top priority, per step
-STARVING_CEILING = 0.9  # with apps: raised priorities stay below this share of the cheapest app's shortfall cost
+from gpualloc.solvers.problem import Batch, Problem, bits_of, earliest_block, obeys_node_rule
 
 
 @dataclass(frozen=True)
@@ -403,46 +403,12 @@ class Planner:
         return (problem, carried) if carried is not None else self.plan(problem)
 
     def starving(self) -> dict[str, int]:
-        """The oldest of the queued jobs that have waited at least `starvation_steps`, with the
-        steps beyond it: oldest first while their GPUs fit the pool once (at least one job). The
-        others wait their turn with their own priority and backfill around these, as Slurm's
-        backfill reserves for its top jobs only, so a crowd of starving jobs does not turn the
-        plan into FIFO; each reaches the front in its turn."""
-        bound = self.config.starvation_steps
-        if bound is None:
-            return {}
-        waiting = sorted(
-            (spec.submitted, job_id, spec.gpus)
-            for job_id, spec in self.queued.items()
-            if self.now - spec.submitted >= bound
-        )
-        out: dict[str, int] = {}
-        gpus = 0
-        for submitted, job_id, size in waiting:
-            if out and gpus + size > self.config.gpus:
-                break
-            out[job_id] = self.now - submitted - bound
-            gpus += size
-        return out
+        """The queued jobs past the starvation bound, with the steps beyond it (`starvation.starving`)."""
+        return starving(self.queued, self.now, self.config.starvation_steps, self.config.gpus)
 
     def scheduling_problem(self, problem: Problem) -> Problem:
-        """`problem` with each starving job's priority (`starving`: the oldest past the bound)
-        raised above every other job's, the longer it has starved the higher, so every planner
-        (the hot path's seed orders and search, full mode's MILP) places it first, at its
-        earliest feasible block: an arrival that has waited less cannot delay it. Real-time apps keep their floors (hard) and, in the
-        hot path, their service: a raised priority stays below what a GPU-step short costs the
-        cheapest app (`starving_priority`)."""
-        starving = self.starving()
-        if not starving:
-            return problem
-        raise_ = starving_priority(problem)
-        batch = tuple(
-            replace(b, priority=raised)
-            if b.id in starving and not b.running_mask and (raised := raise_(b.priority, starving[b.id])) > b.priority
-            else b
-            for b in problem.batch
-        )
-        return replace(problem, batch=batch)
+        """`problem` with the starving jobs' priorities raised (`starvation.raised`)."""
+        return raised(problem, self.starving())
 
     def window_demand(self, app_id: str) -> list[int]:
         """An app's GPUs needed in each step of the window, as the plan sees them."""
@@ -453,9 +419,9 @@ class Planner:
         leaves it out)."""
         placed = schedule.batch.get(job.id)
         if placed is None:
-            return _waiting(job, self._why_waiting(problem, schedule, job))
+            return waiting(job, why_waiting(problem, schedule, job))
         start, mask = placed
-        return self._placed(job, start, mask, lambda: self._holders(problem, schedule, mask, start))
+        return self._placed(job, start, mask, lambda: holders(problem, schedule, mask, start, self.now))
 
     def _insert(self, job: JobSpec) -> Decision:
         """`job` decided into the current plan: its earliest block free of everything the plan
@@ -471,7 +437,7 @@ class Planner:
             [b | blocked for b in busy],
         )
         if placed is None:
-            return _waiting(
+            return waiting(
                 job,
                 f"no {job.gpus}-GPU block is free for {job.duration} steps within the {T}-step window beside "
                 "the current plan; it stays queued and is replanned at every step boundary",
@@ -479,41 +445,43 @@ class Planner:
         start, mask = placed
         for t in range(start, min(start + job.duration, T)):
             busy[t] |= mask
-        decision = self._placed(job, start, mask, lambda: self._running_holders(mask, start))
+        decision = self._placed(
+            job,
+            start,
+            mask,
+            lambda: running_holders(
+                (
+                    (job_id, entry[0].priority, entry[1], self._steps_left(entry))
+                    for job_id, entry in sorted(self.running.items())
+                ),
+                mask,
+                start,
+                self.now,
+            ),
+        )
         if decision.action == "start":
             self._start(job.id, mask)
         return decision
 
-    def _placed(self, job: JobSpec, start: int, mask: int, holders: Callable[[], str]) -> Decision:
+    def _placed(self, job: JobSpec, start: int, mask: int, held_by: Callable[[], str]) -> Decision:
         """The decision of `job` placed on `mask` from window step `start`: `start` only when its
         block is idle in the committed step too, so a node agent can bind it at once; a block
         still held there (by work ending at this boundary, say) makes it `planned` for the
-        boundary, and a later block `planned` with what holds it until then (`holders`)."""
+        boundary, and a later block `planned` with what holds it until then (`held_by`)."""
         gpus = tuple(bits_of(mask))
         if start == 0 and not mask & self.committed:
             return Decision(
-                job.id, "start", gpus, self.now, _noted(f"starts now on GPUs {gpus[0]}-{gpus[-1]}", job), job.forecast
+                job.id, "start", gpus, self.now, noted(f"starts now on GPUs {gpus[0]}-{gpus[-1]}", job), job.forecast
             )
-        why = holders() if start else "its GPUs are held in the current step and free up at the boundary"
+        why = held_by() if start else HELD_NOW
         return Decision(
             job.id,
             "planned",
             gpus,
             self.now + start,
-            _noted(f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why, job),
+            noted(f"planned at step {self.now + start} on GPUs {gpus[0]}-{gpus[-1]}: " + why, job),
             job.forecast,
         )
-
-    def _running_holders(self, mask: int, start: int) -> str:
-        """Why an inserted job waits for `start`: the running jobs on its block until then, and
-        the work planned ahead of it."""
-        held = [
-            f"{job_id} (priority {entry[0].priority:g}) until step {self.now + left}"
-            for job_id, entry in sorted(self.running.items())
-            if entry[1] & mask and (left := self._steps_left(entry)) <= start
-        ]
-        ahead = "the earliest block the current plan leaves free, no decision already given moving for it"
-        return f"its block is held by {', '.join(held)}; {ahead}" if held else ahead
 
     def _start(self, job_id: str, mask: int) -> None:
         """A `start` decision: the job runs from this step on `mask`."""
@@ -555,7 +523,7 @@ class Planner:
             if violations:
                 why = f"illegal once reconciled: {violations[0]}"
                 continue
-            late = _delayed(starving, hot, candidate)
+            late = delayed(starving, hot, candidate)
             if late:
                 why = f"it starts starving job {late!r} later than the hot path does"
                 continue
@@ -632,90 +600,16 @@ class Planner:
 
     # ---- the window as a Problem ----------------------------------------------------------
     def window_problem(self) -> Problem:
-        cfg, T = self.config, self.config.horizon
-        batch: list[Batch] = []
-        index = 0
-        blocked = (self.down | self.drained) & ~self._running_mask()
-        if blocked:
-            batch.append(Batch(index, BLOCKER, 1e-9, blocked.bit_count(), T, 0, blocked, T))
-            index += 1
-        for job_id, (spec, mask, start) in sorted(self.running.items()):
-            remaining = max(1, start + spec.duration - self.now)  # overrunning jobs keep running
-            batch.append(Batch(index, job_id, spec.priority, spec.gpus, spec.duration, 0, mask, remaining))
-            index += 1
-        for job_id, spec in sorted(self.queued.items(), key=lambda kv: (kv[1].submitted, kv[0])):
-            batch.append(
-                Batch(index, job_id, spec.priority, spec.gpus, spec.duration, max(0, spec.submitted - self.now), 0, 0)
-            )
-            index += 1
-        realtime = []
-        floors = self._floors(blocked | self._running_mask())
-        for app_id, app in sorted(self.apps.items()):
-            hi = cfg.gpus if app.max_gpus is None else min(app.max_gpus, cfg.gpus)
-            # GPUs of down or drained nodes are held by the blocker: an app leaves them (as work
-            # may, unlike a batch block), so they are not its to keep (else nothing can meet its floor)
-            current = app.held & ~(self.down | self.drained) if app.held >= 0 else -1
-            cap = cfg.swap_cap if app.swap_cap is None else app.swap_cap
-            lo = floors[app_id]
-            if current >= 0:  # bounds one step cannot reach (`floor_problem` refuses them) are approached
-                lo, hi = min(lo, current.bit_count() + cap), max(hi, current.bit_count() - cap)
-            realtime.append(Realtime(index, app_id, app.priority, tuple(self._demand(app)), lo, hi, cap, current))
-            index += 1
-        weights = tuple(cfg.time_decay**t for t in range(T))
-        return Problem(
-            f"window@{self.now}",
-            cfg.gpus,
-            cfg.node_size,
-            T,
-            cfg.time_decay,
-            cfg.realtime_penalty,
-            weights,
-            tuple(batch),
-            tuple(realtime),
+        """The window [now, now + horizon) as a Problem (`window.window`)."""
+        return window(
+            self.config, self.now, self.running, self.queued, self.apps, self.down | self.drained, self._demand
         )
 
-    def _floors(self, held: int) -> dict[str, int]:
-        """Each app's floor for the window, lowered (least valuable app first) when GPUs lost to
-        down or drained nodes leave too few beside the running jobs (`held`) for every floor:
-        no plan could keep them, so the apps take the shortfall instead of the planner failing."""
-        floors = {app_id: app.min_gpus for app_id, app in self.apps.items()}
-        excess = sum(floors.values()) - (self.config.gpus - held.bit_count())
-        for app_id in sorted(floors, key=lambda a: (self.apps[a].priority, a)):
-            if excess <= 0:
-                break
-            cut = min(excess, floors[app_id])
-            floors[app_id] -= cut
-            excess -= cut
-        return floors
-
     def _demand(self, app: AppSpec) -> list[int]:
-        """Demand for the window: a step's own observation where there is one (the current
-        step's, say), else the traffic forecaster's for its hour, else (nothing observed yet at
-        that hour of day) the registered profile by hour of day, else the latest observation
-        held flat."""
-        cfg = self.config
-        latest = app.observed[max(app.observed)] if app.observed else 0
-        out = []
-        for t in range(cfg.horizon):
-            step = self.now + t
-            if step in app.observed:
-                out.append(app.observed[step])
-                continue
-            hour = self.hour_of(step)
-            forecast = self.forecasts.demand(app.id, hour)
-            if forecast is not None:
-                out.append(min(cfg.gpus, forecast))
-            elif app.profile:
-                out.append(app.profile[hour % 24])
-            else:
-                out.append(latest)
-        return out
+        return demand(app, self.config, self.now, self.forecasts, self.hour_of)
 
     def _running_mask(self) -> int:
-        mask = 0
-        for _, gpus, _ in self.running.values():
-            mask |= gpus
-        return mask
+        return running_mask(self.running)
 
     def _unplaceable(self, job: JobSpec) -> str:
         problems = list(block_size_problems(job.gpus, self.config.gpus, self.config.node_size, "job"))
@@ -723,77 +617,12 @@ class Planner:
             problems.append(f"job.duration: must be >= 1 (got {job.duration})")
         return "; ".join(problems)
 
-    def _holders(self, problem: Problem, schedule: Schedule, mask: int, start: int) -> str:
-        """Who holds `mask` before `start`: "held by train-3 (priority 9) until step 12"."""
-        held = []
-        for job in problem.batch:
-            placed = schedule.batch.get(job.id)
-            if job.id == BLOCKER or placed is None:
-                continue
-            s, m = placed
-            end = min(job.remaining, problem.horizon) if job.running_mask else problem.end_of(job, s)
-            if m & mask and s < start:
-                held.append(f"{job.id} (priority {job.priority:g}) until step {self.now + end}")
-        if not held:
-            return "the GPUs go to real-time demand or higher-value work until then"
-        return "its block is held by " + ", ".join(held)
-
-    def _why_waiting(self, problem: Problem, schedule: Schedule, job: JobSpec) -> str:
-        return (
-            f"no {job.gpus}-GPU block is free for {job.duration} steps within the "
-            f"{problem.horizon}-step window before higher-value work and real-time demand "
-            f"({len(schedule.batch)} jobs placed); it stays queued and is replanned every step"
-        )
-
 
 @functools.cache
 def _geometry(gpus: int, node_size: int, horizon: int) -> Problem:
     """A pool's shape as a Problem with no jobs, for block searches (one a shape: its block
     tables are built once)."""
     return Problem("geometry", gpus, node_size, horizon, 1.0, 0.0, (1.0,) * horizon, (), ())
-
-
-def starving_priority(problem: Problem) -> Callable[[float, int], float]:
-    """`raised(priority, beyond)`: the priority a job of `problem` is planned on after starving
-    `beyond` steps past the bound: above every batch job's, rising with `beyond`; below
-    `realtime_penalty` x the lowest app priority (what a GPU-step short costs that app), so a
-    starving job outranks other batch work but never takes a GPU an app needs. Where that ceiling
-    is at or below the top batch priority, the job keeps its own (the pool's weights put apps
-    first). The window's top priority and ceiling are read once."""
-    top = max([1.0] + [b.priority for b in problem.batch if b.id != BLOCKER])
-    if not problem.realtime:
-        return lambda priority, beyond: priority + STARVING_WEIGHT * top * (1 + beyond)
-    ceiling = STARVING_CEILING * problem.penalty * min(a.priority for a in problem.realtime)
-    if ceiling <= top:
-        return lambda priority, beyond: priority
-    return lambda priority, beyond: top + (ceiling - top) * (1 - 1 / (2 + beyond))
-
-
-def _delayed(starving: dict[str, int], hot: Schedule, candidate: Schedule) -> str | None:
-    """A starving job that `candidate` starts later than the hot path's plan (or not at all):
-    the starvation bound holds for full mode too, whatever its objective."""
-    for job_id in sorted(starving):
-        ours = hot.batch.get(job_id)
-        theirs = candidate.batch.get(job_id)
-        if ours is not None and (theirs is None or theirs[0] > ours[0]):
-            return job_id
-    return None
-
-
-def _waiting(job: JobSpec, why: str) -> Decision:
-    """`job` stays queued, saying why."""
-    return Decision(job.id, "queued", (), None, _noted(why, job), job.forecast)
-
-
-def _noted(reason: str, job: JobSpec) -> str:
-    """A decision's reason, with what was forecast of the job when something was."""
-    f = job.forecast
-    if f is None:
-        return reason
-    return (
-        f"{reason} (forecast {' and '.join(f.forecast)}: {f.gpus} GPUs, {f.duration} steps planned at the "
-        f"{f.quantile:.0%} quantile; median {f.median:.1f}, {f.coverage:.0%} interval {f.low:.1f}-{f.high:.1f})"
-    )
 
 
 def applied(commits: list[Commit], gpus: int) -> list[list[str | None]]:

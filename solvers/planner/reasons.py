@@ -1,0 +1,64 @@
+"""A decision's reason, in words an operator reads: what holds a job's block until it starts,
+why it waits, and what was forecast of it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.planner.records import BLOCKER, Decision, JobSpec
+from gpualloc.solvers.problem import Problem
+
+HELD_NOW = "its GPUs are held in the current step and free up at the boundary"
+FREE_AHEAD = "the earliest block the current plan leaves free, no decision already given moving for it"
+
+
+def holders(problem: Problem, schedule: Schedule, mask: int, start: int, now: int) -> str:
+    """Who holds `mask` before `start` in a fresh plan: "held by train-3 (priority 9) until step 12"."""
+    held = []
+    for job in problem.batch:
+        placed = schedule.batch.get(job.id)
+        if job.id == BLOCKER or placed is None:
+            continue
+        s, m = placed
+        end = min(job.remaining, problem.horizon) if job.running_mask else problem.end_of(job, s)
+        if m & mask and s < start:
+            held.append(f"{job.id} (priority {job.priority:g}) until step {now + end}")
+    if not held:
+        return "the GPUs go to real-time demand or higher-value work until then"
+    return "its block is held by " + ", ".join(held)
+
+
+def running_holders(running: Iterable[tuple[str, float, int, int]], mask: int, start: int, now: int) -> str:
+    """Why a job inserted into the current plan waits for `start`: the running jobs (id,
+    priority, GPUs, steps left) on its block until then, and the work planned ahead of it."""
+    held = [
+        f"{job_id} (priority {priority:g}) until step {now + left}"
+        for job_id, priority, gpus, left in running
+        if gpus & mask and left <= start
+    ]
+    return f"its block is held by {', '.join(held)}; {FREE_AHEAD}" if held else FREE_AHEAD
+
+
+def why_waiting(problem: Problem, schedule: Schedule, job: JobSpec) -> str:
+    return (
+        f"no {job.gpus}-GPU block is free for {job.duration} steps within the "
+        f"{problem.horizon}-step window before higher-value work and real-time demand "
+        f"({len(schedule.batch)} jobs placed); it stays queued and is replanned every step"
+    )
+
+
+def waiting(job: JobSpec, why: str) -> Decision:
+    """`job` stays queued, saying why."""
+    return Decision(job.id, "queued", (), None, noted(why, job), job.forecast)
+
+
+def noted(reason: str, job: JobSpec) -> str:
+    """A decision's reason, with what was forecast of the job when something was."""
+    f = job.forecast
+    if f is None:
+        return reason
+    return (
+        f"{reason} (forecast {' and '.join(f.forecast)}: {f.gpus} GPUs, {f.duration} steps planned at the "
+        f"{f.quantile:.0%} quantile; median {f.median:.1f}, {f.coverage:.0%} interval {f.low:.1f}-{f.high:.1f})"
+    )

@@ -1,0 +1,109 @@
+"""The window [now, now + horizon) as a Problem: running jobs inherited on their GPUs, queued
+jobs by arrival, each app's bounds and demand (its floor lowered only when lost nodes leave too
+few GPUs), and GPUs that may take no new work held by a blocker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from gpualloc.forecasting.forecasters import Forecasters
+from gpualloc.solvers.planner.records import BLOCKER, AppSpec, JobSpec, PoolConfig
+from gpualloc.solvers.problem import Batch, Problem, Realtime
+
+
+def window(
+    cfg: PoolConfig,
+    now: int,
+    running: Mapping[str, tuple[JobSpec, int, int]],
+    queued: Mapping[str, JobSpec],
+    apps: Mapping[str, AppSpec],
+    unavailable: int,
+    demand_of: Callable[[AppSpec], list[int]],
+) -> Problem:
+    """The window at step `now`; `unavailable`: the GPUs of down or drained nodes."""
+    T = cfg.horizon
+    batch: list[Batch] = []
+    index = 0
+    held = running_mask(running)
+    blocked = unavailable & ~held
+    if blocked:
+        batch.append(Batch(index, BLOCKER, 1e-9, blocked.bit_count(), T, 0, blocked, T))
+        index += 1
+    for job_id, (spec, mask, start) in sorted(running.items()):
+        remaining = max(1, start + spec.duration - now)  # overrunning jobs keep running
+        batch.append(Batch(index, job_id, spec.priority, spec.gpus, spec.duration, 0, mask, remaining))
+        index += 1
+    for job_id, spec in sorted(queued.items(), key=lambda kv: (kv[1].submitted, kv[0])):
+        batch.append(Batch(index, job_id, spec.priority, spec.gpus, spec.duration, max(0, spec.submitted - now), 0, 0))
+        index += 1
+    realtime = []
+    lows = floors(apps, cfg.gpus, blocked | held)
+    for app_id, app in sorted(apps.items()):
+        hi = cfg.gpus if app.max_gpus is None else min(app.max_gpus, cfg.gpus)
+        # GPUs of down or drained nodes are held by the blocker: an app leaves them (as work
+        # may, unlike a batch block), so they are not its to keep (else nothing can meet its floor)
+        current = app.held & ~unavailable if app.held >= 0 else -1
+        cap = cfg.swap_cap if app.swap_cap is None else app.swap_cap
+        lo = lows[app_id]
+        if current >= 0:  # bounds one step cannot reach (`floor_problem` refuses them) are approached
+            lo, hi = min(lo, current.bit_count() + cap), max(hi, current.bit_count() - cap)
+        realtime.append(Realtime(index, app_id, app.priority, tuple(demand_of(app)), lo, hi, cap, current))
+        index += 1
+    weights = tuple(cfg.time_decay**t for t in range(T))
+    return Problem(
+        f"window@{now}",
+        cfg.gpus,
+        cfg.node_size,
+        T,
+        cfg.time_decay,
+        cfg.realtime_penalty,
+        weights,
+        tuple(batch),
+        tuple(realtime),
+    )
+
+
+def floors(apps: Mapping[str, AppSpec], gpus: int, held: int) -> dict[str, int]:
+    """Each app's floor for the window, lowered (least valuable app first) when GPUs lost to
+    down or drained nodes leave too few beside the running jobs (`held`) for every floor:
+    no plan could keep them, so the apps take the shortfall instead of the planner failing."""
+    out = {app_id: app.min_gpus for app_id, app in apps.items()}
+    excess = sum(out.values()) - (gpus - held.bit_count())
+    for app_id in sorted(out, key=lambda a: (apps[a].priority, a)):
+        if excess <= 0:
+            break
+        cut = min(excess, out[app_id])
+        out[app_id] -= cut
+        excess -= cut
+    return out
+
+
+def demand(app: AppSpec, cfg: PoolConfig, now: int, forecasts: Forecasters, hour_of: Callable[[int], int]) -> list[int]:
+    """Demand for the window: a step's own observation where there is one (the current
+    step's, say), else the traffic forecaster's for its hour, else (nothing observed yet at
+    that hour of day) the registered profile by hour of day, else the latest observation
+    held flat."""
+    latest = app.observed[max(app.observed)] if app.observed else 0
+    out = []
+    for t in range(cfg.horizon):
+        step = now + t
+        if step in app.observed:
+            out.append(app.observed[step])
+            continue
+        hour = hour_of(step)
+        forecast = forecasts.demand(app.id, hour)
+        if forecast is not None:
+            out.append(min(cfg.gpus, forecast))
+        elif app.profile:
+            out.append(app.profile[hour % 24])
+        else:
+            out.append(latest)
+    return out
+
+
+def running_mask(running: Mapping[str, tuple[JobSpec, int, int]]) -> int:
+    """The GPUs running jobs hold."""
+    mask = 0
+    for _, gpus, _ in running.values():
+        mask |= gpus
+    return mask

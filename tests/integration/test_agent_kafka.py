@@ -15,6 +15,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from jsonschema import Draft202012Validator
+from support.feature_jobs import LORA_7B
 from support.kafka_broker import read_all, unique_topic
 
 from gpualloc.agent.bus import clients
@@ -32,18 +33,7 @@ pytestmark = pytest.mark.kafka
 
 STEP = 0.5  # seconds per step: a 24-step day in 12 s
 POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "swap_cap": 2, "gpu_type": "a100-80gb"}
-LORA = {
-    "variant": "lora",
-    "params_b": 7,
-    "layers": 32,
-    "hidden_size": 4096,
-    "seq_len": 2048,
-    "dataset_tokens_m": 20,
-    "epochs": 1,
-    "global_batch": 64,
-    "micro_batch": 4,
-    "lora_rank": 16,
-}
+LORA = LORA_7B | {"dataset_tokens_m": 20, "lora_rank": 16}
 PROFILE = [1, 1, 1, 1, 2, 2, 3, 4, 5, 5, 5, 5, 5, 5, 4, 4, 4, 3, 3, 2, 2, 2, 1, 1]
 
 

@@ -20,6 +20,7 @@ from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
+from support.feature_jobs import LORA_7B
 from support.kafka_broker import read_all, unique_topic
 
 from gpualloc.agent.bus.topics import Topics, encode
@@ -36,17 +37,7 @@ GPUS, NODE, JOBS = 1024, 8, 2000
 STEP = 4.0  # seconds per step: a boundary's replan of 2,000 jobs takes about one on a loaded machine
 NODES = (0, 64, 127)
 WAIT_S = 240
-LORA = {
-    "variant": "lora",
-    "params_b": 7,
-    "layers": 32,
-    "hidden_size": 4096,
-    "seq_len": 2048,
-    "dataset_tokens_m": 50,
-    "epochs": 1,
-    "global_batch": 64,
-    "micro_batch": 4,
-}
+LORA = LORA_7B
 APPS = {"chat": (8, 64), "search": (4, 32), "voice": (2, 16)}  # floor, ceiling
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
+from support.feature_jobs import LORA_7B
 
 from gpualloc.agent.cli import main
 from gpualloc.benchmarks import DATA_DIR
@@ -73,17 +74,7 @@ def event(kind: str, payload: dict, **envelope) -> dict:
 
 
 JOB = {"id": "j", "kind": "training", "priority": 3, "gpus": 4, "duration": 2}
-LORA = {
-    "variant": "lora",
-    "params_b": 7,
-    "layers": 32,
-    "hidden_size": 4096,
-    "seq_len": 2048,
-    "dataset_tokens_m": 50,
-    "epochs": 1,
-    "global_batch": 64,
-    "micro_batch": 4,
-}
+LORA = LORA_7B
 
 
 @pytest.mark.parametrize(

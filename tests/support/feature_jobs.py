@@ -6,6 +6,19 @@ import random
 
 from gpualloc.schemas.features import ADAPTER_VARIANTS, QUANT_BITS, TRAINING_VARIANTS
 
+# a valid 7B LoRA fine-tune, the features the tests' jobs are sized by (with overrides where they say)
+LORA_7B = {
+    "variant": "lora",
+    "params_b": 7,
+    "layers": 32,
+    "hidden_size": 4096,
+    "seq_len": 2048,
+    "dataset_tokens_m": 50,
+    "epochs": 1,
+    "global_batch": 64,
+    "micro_batch": 4,
+}
+
 MODELS = ((0.5, 24, 1024), (1.5, 28, 1536), (7, 32, 4096), (13, 40, 5120), (34, 48, 7168))  # params_b, layers, hidden
 
 

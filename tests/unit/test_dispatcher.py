@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import orjson
+from support.feature_jobs import LORA_7B
 
 from gpualloc.agent.bus.topics import Record
 from gpualloc.agent.service.dispatcher import Dispatcher
@@ -84,17 +85,7 @@ def test_redelivered_and_other_pools_events_are_ignored():
     )
 
 
-FEATURES = {
-    "variant": "lora",
-    "params_b": 7,
-    "layers": 32,
-    "hidden_size": 4096,
-    "seq_len": 2048,
-    "dataset_tokens_m": 50,
-    "epochs": 1,
-    "global_batch": 64,
-    "micro_batch": 4,
-}  # valid; this pool names no GPU type to size them for
+FEATURES = LORA_7B  # valid; this pool names no GPU type to size them for
 
 
 def test_bad_messages_are_dead_lettered_with_the_field_and_the_rule():

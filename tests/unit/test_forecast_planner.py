@@ -11,7 +11,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.feature_jobs import feature_job, training_features
+from support.feature_jobs import LORA_7B, feature_job, training_features
 
 from gpualloc.agent.bus.topics import Record
 from gpualloc.agent.service.dispatcher import Dispatcher
@@ -48,18 +48,7 @@ def configured() -> Pool:
     return pool
 
 
-LORA = {
-    "variant": "lora",
-    "params_b": 7,
-    "layers": 32,
-    "hidden_size": 4096,
-    "seq_len": 2048,
-    "dataset_tokens_m": 200,
-    "epochs": 1,
-    "global_batch": 64,
-    "micro_batch": 4,
-    "lora_rank": 16,
-}
+LORA = LORA_7B | {"dataset_tokens_m": 200, "lora_rank": 16}
 
 
 def test_a_job_given_by_its_features_is_sized_and_its_decision_says_so():

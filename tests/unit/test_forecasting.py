@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.feature_jobs import LORA_7B
 
 from gpualloc.forecasting import physics
 from gpualloc.forecasting.forecasters import Forecasters, hardware
@@ -22,18 +23,7 @@ from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import ForecastSettings
 from gpualloc.solvers.generators.synthetic_jobs import sample_job
 
-LORA = {
-    "variant": "lora",
-    "params_b": 7,
-    "layers": 32,
-    "hidden_size": 4096,
-    "seq_len": 2048,
-    "dataset_tokens_m": 50,
-    "epochs": 1,
-    "global_batch": 64,
-    "micro_batch": 4,
-    "lora_rank": 16,
-}
+LORA = LORA_7B | {"lora_rank": 16}
 H100 = Hardware("h100-80gb", 80.0, 64, 30)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from support.builders import T0, ev
+from support.feature_jobs import LORA_7B
 
 from gpualloc.schemas.events import parse_event
 from gpualloc.solvers.planner.interpreter import Decided, Ended, Event, Failed, Pool, Rejected
@@ -44,17 +45,7 @@ def test_an_event_naming_a_waiting_arrival_is_applied_after_its_pass():
     assert "j1" not in pool.planner.running
 
 
-FEATURES = {
-    "variant": "lora",
-    "params_b": 7,
-    "layers": 32,
-    "hidden_size": 4096,
-    "seq_len": 2048,
-    "dataset_tokens_m": 50,
-    "epochs": 1,
-    "global_batch": 64,
-    "micro_batch": 4,
-}  # valid; this pool names no GPU type to size them for
+FEATURES = LORA_7B  # valid; this pool names no GPU type to size them for
 
 
 def test_what_the_pool_cannot_act_on_is_rejected_with_the_field():

@@ -11,7 +11,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -27,6 +26,7 @@ from gpualloc.agent.benches.throughput import POOL, Decisions, stop_all
 from gpualloc.agent.bus import clients
 from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.topics import Topics
+from gpualloc.agent.cli.running import agent_argv
 from gpualloc.schemas.events import envelope
 
 
@@ -60,22 +60,7 @@ async def measure_recovery(bootstrap: Broker | str, queued: int = 1000, repeat: 
     topics = Topics.with_prefix(prefix)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(POOL, f)
-    command = [
-        sys.executable,
-        "-m",
-        "gpualloc",
-        "agent",
-        "--bootstrap",
-        str(bootstrap),
-        "--topic-prefix",
-        prefix,
-        "--config",
-        f.name,
-        "--step-seconds",
-        "30",
-        "--full-mode-every",
-        "0",
-    ]
+    command = agent_argv(bootstrap, prefix, "--config", f.name, "--step-seconds", "30", "--full-mode-every", "0")
     producer = clients.producer(bootstrap, linger_ms=5)
     decisions = Decisions(bootstrap, topics)
     decided = decisions.at

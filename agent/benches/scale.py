@@ -50,6 +50,7 @@ from gpualloc.agent.bus.admin import ensure_topics, partition_counts
 from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.history import partitions, read_range, reader
 from gpualloc.agent.bus.topics import Topics
+from gpualloc.agent.cli.running import agent_argv
 from gpualloc.schemas.events import PassRecorded, envelope
 from gpualloc.schemas.settings import AgentSettings
 from gpualloc.solvers.generators.synthetic_jobs import sample_job
@@ -357,21 +358,15 @@ async def measure_scale(
         json.dump(pool_payload(gpus, horizon, node_gpus), f)
     settings = AgentSettings()
     await ensure_topics(bootstrap, topics, settings.partitions, settings.retention_ms)  # as the agent makes them
-    command = [
-        sys.executable,
-        "-m",
-        "gpualloc",
-        "agent",
-        "--bootstrap",
-        str(bootstrap),
-        "--topic-prefix",
+    command = agent_argv(
+        bootstrap,
         prefix,
         "--config",
         f.name,
         "--step-seconds",
         str(step_seconds),
         *([] if full_mode else ["--full-mode-every", "0"]),
-    ]
+    )
     agent = Agent(command)
     producer = clients.producer(bootstrap, linger_ms=2, acks=1)
     decisions, commits = Decisions(bootstrap, topics), Commits(bootstrap, topics)

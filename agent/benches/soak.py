@@ -22,7 +22,6 @@ import contextlib
 import random
 import re
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter, deque
@@ -38,6 +37,7 @@ from gpualloc.agent.bus import clients
 from gpualloc.agent.bus.admin import ensure_topics
 from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.topics import Topics
+from gpualloc.agent.cli.running import agent_argv
 from gpualloc.agent.operator.publish import completed_message
 from gpualloc.schemas.events import envelope
 from gpualloc.schemas.settings import AgentSettings
@@ -232,20 +232,7 @@ async def soak(
     counts = await ensure_topics(bootstrap, topics, settings.partitions, settings.retention_ms)
     inputs = [TopicPartition(t, p) for t in topics.inputs for p in range(counts[t])]
     agent = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpualloc",
-            "agent",
-            "--bootstrap",
-            str(bootstrap),
-            "--topic-prefix",
-            prefix,
-            "--policy",
-            "heuristic",
-            "--step-seconds",
-            str(step_seconds),
-        ],
+        agent_argv(bootstrap, prefix, "--policy", "heuristic", "--step-seconds", str(step_seconds)),
         stderr=subprocess.DEVNULL,
     )
     producer = clients.producer(bootstrap, enable_idempotence=True, acks="all", linger_ms=2)

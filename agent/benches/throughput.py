@@ -31,6 +31,7 @@ from gpualloc.agent.bus import clients
 from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.history import read_range, reader
 from gpualloc.agent.bus.topics import Topics, partition_of
+from gpualloc.agent.cli.running import agent_argv
 from gpualloc.schemas.events import PassRecorded, RecordedCommit, envelope
 
 POOL = {"gpus": 64, "gpus_per_node": 8, "horizon": 24, "step_minutes": 60, "swap_cap": 2}
@@ -269,13 +270,8 @@ async def measure(
     command = (
         ["-m", "gpualloc.agent.benches.null_agent", str(bootstrap), f"bench-{prefix}."]
         if null_agent
-        else [
-            "-m",
-            "gpualloc",
-            "agent",
-            "--bootstrap",
-            str(bootstrap),
-            "--topic-prefix",
+        else agent_argv(
+            bootstrap,
             f"bench-{prefix}.",
             "--config",
             f.name,
@@ -283,7 +279,7 @@ async def measure(
             str(step_seconds),
             "--full-mode-every",
             "0",
-        ]
+        )[1:]
     )
     agent = subprocess.Popen([sys.executable, *command], stderr=subprocess.DEVNULL)
     producer = clients.producer(bootstrap, linger_ms=2, acks=1)

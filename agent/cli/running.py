@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from typing import Awaitable, Callable
 
 from aiokafka.errors import KafkaConnectionError
@@ -32,3 +33,9 @@ def run_until_signal(body: Callable[[asyncio.Event], Awaitable[None]], bootstrap
         raise InputError("--bootstrap", [f"cannot reach Kafka at {bootstrap}: {e}"]) from None
     except Refused as e:
         raise InputError(e.setting, [f"Kafka at {bootstrap}: {e.detail}"]) from None
+
+
+def agent_argv(bootstrap: Broker | str, prefix: str, *flags: str) -> list[str]:
+    """The command line that starts `gpualloc agent` in a process of its own (as benches and
+    tests run it) on `bootstrap` with topic prefix `prefix`, and `flags`."""
+    return [sys.executable, "-m", "gpualloc", "agent", "--bootstrap", str(bootstrap), "--topic-prefix", prefix, *flags]

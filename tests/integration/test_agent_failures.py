@@ -28,6 +28,7 @@ from test_solve_process import children
 
 from gpualloc.agent.bus import clients
 from gpualloc.agent.bus.topics import Topics, key_of
+from gpualloc.agent.cli.running import agent_argv
 from gpualloc.agent.operator.audit import audit
 from gpualloc.agent.service import agent_service
 from gpualloc.agent.service.agent_service import AgentService
@@ -247,14 +248,8 @@ def test_sigterm_ends_the_agent_within_seconds_while_full_mode_solves(kafka_boot
     asyncio.run(publish(kafka_bootstrap, topics, inputs(jobs=30)))
     log = (tmp_path / "agent.log").open("wb")
     agent = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpualloc",
-            "agent",
-            "--bootstrap",
+        agent_argv(
             kafka_bootstrap,
-            "--topic-prefix",
             topics.prefix,
             "--step-seconds",
             "1",
@@ -262,7 +257,7 @@ def test_sigterm_ends_the_agent_within_seconds_while_full_mode_solves(kafka_boot
             "1",
             "--full-mode-time-limit",
             "300",
-        ],
+        ),
         stderr=log,
     )
     try:

@@ -23,6 +23,7 @@ from support.kafka_broker import _free_ports, read_all, unique_topic
 
 from gpualloc.agent.bus.admin import ensure_topics
 from gpualloc.agent.bus.topics import Topics, key_of, partition_of
+from gpualloc.agent.cli.running import agent_argv
 from gpualloc.schemas.events import JobSubmitted, PoolConfigured, envelope
 from gpualloc.solvers.legality import online_violations
 
@@ -81,14 +82,8 @@ async def test_two_agents_share_pools_and_a_pool_moves_with_its_state(kafka_boot
     prefix = unique_topic("group") + "."
     topics = Topics.with_prefix(prefix)
     pools = one_pool_per_partition(prefix.replace(".", "-"))
-    command = [
-        sys.executable,
-        "-m",
-        "gpualloc",
-        "agent",
-        "--bootstrap",
+    command = agent_argv(
         kafka_bootstrap,
-        "--topic-prefix",
         prefix,
         "--group",
         f"{prefix}agents",
@@ -98,7 +93,7 @@ async def test_two_agents_share_pools_and_a_pool_moves_with_its_state(kafka_boot
         str(STEP),
         "--policy",
         "heuristic",
-    ]
+    )
     env = {**os.environ, "GPUALLOC_AGENT__SESSION_TIMEOUT_MS": "6000"}
     logs = {name: tmp_path / f"{name}.log" for name in ("a", "b")}
     await ensure_topics(kafka_bootstrap, topics, PARTITIONS, -1)  # as operators would, before producers write

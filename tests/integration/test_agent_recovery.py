@@ -17,6 +17,7 @@ import pytest
 from support.kafka_broker import read_all, unique_topic
 
 from gpualloc.agent.bus.topics import Topics
+from gpualloc.agent.cli.running import agent_argv
 from gpualloc.agent.operator.publish import complete_jobs, publish_trace
 from gpualloc.solvers.generators.traces import generate_trace
 from gpualloc.solvers.legality import online_violations
@@ -28,14 +29,8 @@ KILLS = 20
 
 
 def agent_command(bootstrap: str, prefix: str, config: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "gpualloc",
-        "agent",
-        "--bootstrap",
+    return agent_argv(
         bootstrap,
-        "--topic-prefix",
         prefix,
         "--config",
         config,
@@ -45,7 +40,7 @@ def agent_command(bootstrap: str, prefix: str, config: str) -> list[str]:
         "3",
         "--full-mode-time-limit",
         "0.3",
-    ]
+    )
 
 
 async def play(bootstrap: str, prefix: str, config: str, cwd, kills: int, seed: int) -> dict:

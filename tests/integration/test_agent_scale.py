@@ -24,6 +24,7 @@ from support.feature_jobs import LORA_7B
 from support.kafka_broker import read_all, unique_topic
 
 from gpualloc.agent.bus.topics import Topics, encode
+from gpualloc.agent.cli.running import agent_argv
 from gpualloc.agent.node.binders import FileBinder
 from gpualloc.agent.node.node_agent import NodeAgent
 from gpualloc.agent.operator.publish import complete_jobs, publish_trace
@@ -99,20 +100,7 @@ async def test_a_1024_gpu_pool_with_apps_and_a_backlog_survives_sigkill_and_audi
             }
         )
     )
-    command = [
-        sys.executable,
-        "-m",
-        "gpualloc",
-        "agent",
-        "--bootstrap",
-        kafka_bootstrap,
-        "--topic-prefix",
-        prefix,
-        "--config",
-        str(config),
-        "--step-seconds",
-        str(STEP),
-    ]
+    command = agent_argv(kafka_bootstrap, prefix, "--config", str(config), "--step-seconds", str(STEP))
     log = open(tmp_path / "agent.log", "ab")
     events, durations = backlog(seed=3)
     stop, nodes = asyncio.Event(), {}

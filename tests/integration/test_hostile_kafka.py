@@ -23,6 +23,7 @@ from support.hostile import HOSTILE_IDS, envelope, hostile, job, topic_of
 from support.kafka_broker import read_all, unique_topic
 
 from gpualloc.agent.bus.topics import Topics
+from gpualloc.agent.cli.running import agent_argv
 
 pytestmark = pytest.mark.kafka
 
@@ -114,20 +115,7 @@ async def one_run(bootstrap: str, bad: int, tmp_path) -> dict:
     env = {**os.environ, "GPUALLOC_AGENT__DEDUP_STEPS": "10000"}  # reused ids stay recognisable all run long
     log = tmp_path / f"agent-{bad}.log"
     agent = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpualloc",
-            "agent",
-            "--bootstrap",
-            bootstrap,
-            "--topic-prefix",
-            prefix,
-            "--policy",
-            "heuristic",
-            "--step-seconds",
-            "1",
-        ],
+        agent_argv(bootstrap, prefix, "--policy", "heuristic", "--step-seconds", "1"),
         env=env,
         stderr=log.open("wb"),
     )

@@ -1,4 +1,4 @@
-"""`gpualloc bench --hot-path`: how long one arrival's decision takes in the planner core (the
+"""`gpualloc bench hot-path`: how long one arrival's decision takes in the planner core (the
 hot path's target: p99 <= 0.5 ms at 64 GPUs and about 240 queued jobs), and what the step
 boundary it leaves the replan to costs. A pool of `gpus`
 GPUs in 8-GPU nodes is filled with `queued` waiting jobs and a full pool of running ones (seeded
@@ -101,7 +101,7 @@ def measure_hot_path(
         planner = copy.deepcopy(base)
         planner.planned_ahead(planner.scheduler(planner.cut()))  # made elsewhere in the agent: not timed
         late = random.Random(seed + 2 + k)
-        for n in range(since_cut):  # each arrival balanced by a job leaving, as in `bench --agent`
+        for n in range(since_cut):  # each arrival balanced by a job leaving, as in `bench agent`
             planner.submit(
                 JobSpec(
                     f"late-{n}", "training", late.randint(1, 9), late.choice(SIZES), late.randint(1, 12), planner.now

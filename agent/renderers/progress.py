@@ -1,4 +1,4 @@
-"""Progress of a long run on stderr (`simulate`, `bench --corpus`), for the person waiting: one
+"""Progress of a long run on stderr (`simulate`, `bench corpus`), for the person waiting: one
 line when a part ends, and in between at most one line every `every_s` seconds. The pure core
 only counts (`progress(what, done, total)`); the clock is here."""
 

@@ -201,7 +201,7 @@ async def test_the_throughput_benchmark_decides_every_arrival(kafka_bootstrap):
 
 
 async def test_the_benchmarks_floor_answers_every_arrival_without_planning(kafka_bootstrap):
-    """`bench --agent --null-agent`: the same harness through the agent that plans nothing."""
+    """`bench agent --null-agent`: the same harness through the agent that plans nothing."""
     from gpualloc.agent.benches.throughput import measure
 
     before = set(await listed_topics(kafka_bootstrap))

@@ -1,6 +1,6 @@
 """The benchmark corpus: a fixed family (deterministic, contract-valid, the stated shares), files
 that match their generator, records whose plans are legal and whose optima the heuristic never
-beats, and `gpualloc bench --corpus` over them."""
+beats, and `gpualloc bench corpus` over them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`gpualloc bench --forecast`: the backtests over generator seeds, checked against the targets."""
+"""`gpualloc bench forecast`: the backtests over generator seeds, checked against the targets."""
 
 from __future__ import annotations
 

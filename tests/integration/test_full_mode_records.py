@@ -1,4 +1,4 @@
-"""Recording better objectives and tighter bounds into best-known.json (bench --update-best-known)."""
+"""Recording better objectives and tighter bounds into best-known.json (bench full-mode --update-best-known)."""
 
 from __future__ import annotations
 

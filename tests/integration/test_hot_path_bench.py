@@ -1,4 +1,4 @@
-"""`gpualloc bench --hot-path`: one arrival's decision timed on a loaded pool."""
+"""`gpualloc bench hot-path`: one arrival's decision timed on a loaded pool."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`gpualloc bench --scale` (agent/benches/scale.py): its phases at a tiny size through the real
+"""`gpualloc bench scale` (agent/benches/scale.py): its phases at a tiny size through the real
 broker, and failures reported as figures rather than raised. The figures at 256 to 4,096 GPUs
 live in docs/results.md; this checks the harness, not the speed."""
 

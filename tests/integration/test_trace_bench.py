@@ -1,4 +1,4 @@
-"""`gpualloc bench --traces`: pools sized to the offered load, whole-trace runs of FIFO and the
+"""`gpualloc bench traces`: pools sized to the offered load, whole-trace runs of FIFO and the
 heuristic with and without the starvation bound, and the trade-off they make."""
 
 from __future__ import annotations

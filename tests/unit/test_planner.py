@@ -145,7 +145,7 @@ def test_a_node_going_down_under_the_floors_lowers_them_instead_of_failing():
 def test_draining_the_node_under_an_app_moves_the_app_instead_of_failing():
     """The app holds GPUs of a node that is drained while the rest of the pool is busy: it
     leaves them (the blocker takes them) rather than the planner failing to meet its floor.
-    Found by the soak benchmark (`gpualloc bench --soak`) with two apps and a full queue."""
+    Found by the soak benchmark (`gpualloc bench soak`) with two apps and a full queue."""
     rng = random.Random(0)
     planner = Planner(PoolConfig(gpus=64, gpus_per_node=8, horizon=24))
     for app in ("a", "b"):

@@ -185,7 +185,7 @@ async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
 
 
 async def test_the_throughput_benchmark_decides_every_arrival(kafka_bootstrap):
-    """The harness behind `gpualloc bench --agent`, briefly and gently (figures live in docs/results.md)."""
+    """The harness behind `gpualloc bench agent`, briefly and gently (figures live in docs/results.md)."""
     from gpualloc.agent.benches.throughput import measure
 
     before = set(await listed_topics(kafka_bootstrap))

@@ -85,7 +85,7 @@ def test_folder_of_generated_scenarios(tmp_path):
 
 @pytest.mark.kafka
 async def test_the_soak_accounts_for_every_event(kafka_bootstrap):
-    """The harness behind `gpualloc bench --soak`, briefly (the 100,000-event figures live in docs/results.md)."""
+    """The harness behind `gpualloc bench soak`, briefly (the 100,000-event figures live in docs/results.md)."""
     from gpualloc.agent.benches.soak import soak
 
     result = await soak(kafka_bootstrap, events=3000, rate=500, step_seconds=1.0, baseline_at=1000, sample_s=1.0)

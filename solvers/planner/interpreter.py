@@ -115,7 +115,19 @@ class Committed:
 
 @dataclass
 class Pool:
-    """One pool's planner behind the event contract."""
+    """One pool's planner behind the event contract: the core's one face to the shell.
+
+    Verbs: `apply` (a pass of events), `commit` / `replay_commit` (a step), `cut`, `waiting_cut`,
+    `planned_ahead`, `ahead_ready` (the next boundary's plan, made elsewhere), `full_mode_problem`
+    (the window full mode solves), `use` (the run settings; the one writer of the hot path).
+
+    Contract:
+    - Read-only: callers read the planner through `PoolView` (`gpualloc.solvers.planner.view`);
+      only these verbs change it, each field through one of them.
+    - A failure leaves nothing behind: a pass that raises leaves the pool as it found it.
+    - Never concurrent: the verbs run one at a time on the caller's thread; work done elsewhere
+      takes values out (a `Cut`) and hands values back through a verb.
+    """
 
     scheduler: Callable[[Problem], Schedule] = heuristic_schedule  # the hot path
     by_arrival: bool = False  # the hot path's order is arrival order (`Planner.by_arrival`)

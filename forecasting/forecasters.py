@@ -14,7 +14,7 @@ from typing import Any
 
 from gpualloc.forecasting.jobs import Features, Hardware, JobForecast, JobForecaster, SizeError
 from gpualloc.forecasting.physics import GPU_MEMORY_GB
-from gpualloc.forecasting.traffic import TrafficForecaster
+from gpualloc.forecasting.traffic import AppTraffic, TrafficForecaster
 from gpualloc.schemas.settings import ForecastSettings
 
 
@@ -51,8 +51,9 @@ class Forecasters:
         self._before = None
 
     def _changing(self, part: str, key: str, now: Any) -> None:
+        """Keep `now` (a kind's model, an app's traffic or None) as the pass found it, once a pass."""
         if self._before is not None and (part, key) not in self._before:
-            self._before[part, key] = copy.deepcopy(now)
+            self._before[part, key] = now.copy() if isinstance(now, AppTraffic) else copy.deepcopy(now)
 
     def use(self, settings: ForecastSettings) -> None:
         """Forecast by `settings` from now on (a replay takes up each ledger entry's own)."""

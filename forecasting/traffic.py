@@ -60,6 +60,11 @@ class AppTraffic:
     last: int | None = None  # the latest hour observed
     cache: dict[tuple[int, float], float | None] = field(default_factory=dict, repr=False)
 
+    def copy(self) -> AppTraffic:
+        """The history and corrections, copied; the cache (derived from them) starts empty."""
+        hours = {hour: dict(loads) for hour, loads in self.by_hour_of_day.items()}
+        return AppTraffic(hours, list(self.recent), self.level, self.last)
+
 
 @dataclass
 class TrafficForecaster:

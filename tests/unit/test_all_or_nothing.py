@@ -18,6 +18,7 @@ from gpualloc.agent.bus.topics import Record
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.interpreter import Effect, Event, Pool
+from gpualloc.solvers.planner.records import JobSpec
 from gpualloc.solvers.planner.snapshot import dump_pool
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Problem
@@ -176,3 +177,34 @@ def test_the_dispatcher_keeps_no_trace_of_a_failed_pass():
     assert (len(faulty.seen), faulty.frontier, faulty._log) == (seen, frontier, log)
     assert faulty.handle(jobs, T0) == twin.handle(jobs, T0)
     assert faulty.seal(runs) == twin.seal(runs)
+
+
+def test_a_failed_pass_at_the_contracts_limits_changes_nothing():
+    """4,096 GPUs, a 336-step window, 10,000 queued jobs with 200-character ids and 64 apps with a
+    week of traffic each: a pass of traffic for every app, a completion and arrivals that fails at
+    its decisions leaves the pool as it was."""
+    gpus, horizon = 4096, 336
+    pool = Faulty()
+    pool.apply([ev("pool.configured", {"gpus": gpus, "gpus_per_node": 8, "horizon": horizon, "step_minutes": 60})], T0)
+    planner = pool.planner
+    for a in range(64):
+        pool.apply([ev("app.registered", {"id": f"app-{a}", "priority": 5, "min_gpus": 1, "max_gpus": 16})], T0)
+        for h in range(0, 168, 24):
+            planner.observe_traffic(f"app-{a}", h, 2, 2.5)
+    rng = random.Random(0)
+    for k in range(10_000):
+        job_id = f"{'q' * 190}{k:010d}"
+        planner.queued[job_id] = JobSpec(job_id, "training", rng.randint(1, 9), rng.choice([8, 16]), 5, 0)
+    planner.busy = [0] * horizon
+    events = [ev("traffic.observed", {"app": f"app-{a}", "gpus": 3}, 30, ref=a) for a in range(64)]
+    events += [ev("job.cancelled", {"id": f"{'q' * 190}{7:010d}"}, 30, ref="c")]
+    events += [
+        ev("job.submitted", {"id": f"new-{k}", "kind": "training", "priority": 3, "gpus": 8, "duration": 4}, 30, ref=k)
+        for k in range(5)
+    ]
+    before = state(pool)
+    pool.fuse = 65  # after every app's traffic and the cancellation: at the arrivals' decisions
+    with pytest.raises(Boom):
+        pool.apply(events, T0 + timedelta(minutes=30))
+    assert state(pool) == before
+    assert len(pool.apply(events, T0 + timedelta(minutes=30))) == 5  # and the pass, again, decides them

@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import IO, TypeVar
@@ -320,6 +320,19 @@ class Agent:
         self.log.close()
 
 
+async def all_decided(
+    result: ScaleResult, name: str, jobs: Collection[str], decisions: Decisions, agent: Agent, seconds: float
+) -> None:
+    """Wait (`bounded`) until every one of `jobs` has its decision, or the agent has exited."""
+    await bounded(
+        result,
+        name,
+        until(lambda: agent.exited() or all(j in decisions.at for j in jobs), seconds),
+        seconds + 1,
+        agent,
+    )
+
+
 async def bounded(
     result: ScaleResult, name: str, work: Awaitable[T], seconds: float, agent: Agent | None = None
 ) -> T | None:
@@ -404,13 +417,7 @@ async def measure_scale(
             [orjson.dumps(envelope("job.submitted", j, now, f"{prefix}q{n}")) for n, j in enumerate(backlog)]
         )
         ids = [j["id"] for j in backlog]
-        await bounded(
-            result,
-            "backlog",
-            until(lambda: agent.exited() or all(j in decisions.at for j in ids), WAIT_S["backlog"]),
-            WAIT_S["backlog"] + 1,
-            agent,
-        )
+        await all_decided(result, "backlog", ids, decisions, agent, WAIT_S["backlog"])
         if all(j in decisions.at for j in ids):
             result.backlog_s = round(max(decisions.at[j] for j in ids) - began, 2)
         result.backlog_decided = sum(j in decisions.at for j in ids)
@@ -477,13 +484,7 @@ async def _arrivals(
         agent,
     )
     await producer.flush()
-    await bounded(
-        result,
-        "decisions",
-        until(lambda: agent.exited() or all(j in decisions.at for j in sent_at), WAIT_S["drain"]),
-        WAIT_S["drain"] + 1,
-        agent,
-    )
+    await all_decided(result, "decisions", sent_at, decisions, agent, WAIT_S["drain"])
     if agent.exited():
         assert agent.process is not None  # only _recovery, later, drops it
         result.errors["agent"] = f"exited ({agent.process.returncode}) before the bench stopped it: {agent.errors()}"

@@ -83,6 +83,11 @@ class Forecasters:
         self._changing("jobs", kind, self.jobs.models[kind])
         self.jobs.learn(kind, f, hw, gpus, steps, peak_memory_gb)
 
+    def out_of_memory(self, kind: str, f: Features, hw: Hardware, gpus: int) -> None:
+        """A job ran out of memory on `gpus` GPUs: it needs more than a GPU holds at that count."""
+        self._changing("jobs", kind, self.jobs.models[kind])
+        self.jobs.learn_out_of_memory(kind, f, hw, gpus)
+
     # ---- traffic ------------------------------------------------------------------------------
     def observed(self, app_id: str, hour: int, load: float, learn: bool = True) -> None:
         self._changing("traffic", app_id, self.traffic.apps.get(app_id))

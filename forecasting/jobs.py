@@ -220,6 +220,7 @@ TOLERANCE = 0.15  # over a GPU's memory: a forecast peak this close may still fi
 KNEE = 0.02  # of a GPU's memory: a doubling of the GPUs that lowers the forecast peak by less barely helps
 
 
+OOM_PEAK = 1.05  # of a GPU's memory: the peak an out-of-memory failure is learned as
 SANE = 1e4  # the largest magnitude a design value or target of a real job has (a 500 TB memory part)
 
 
@@ -317,6 +318,15 @@ class JobForecaster:
             row, target = _memory_row(kind, f, hw.gpu_type, gpus, accounted), peak_memory_gb - accounted
             if _sane(row, target):
                 model.memory.learn(row, target)
+
+    def learn_out_of_memory(self, kind: str, f: Features, hw: Hardware, gpus: int) -> None:
+        """A job's peak at `gpus` GPUs passed the GPU's memory: learned as a peak of OOM_PEAK of
+        it (a lower bound taken as the value, so the count it is sized at next time grows)."""
+        model, memory = self.models[kind], BASELINES[kind].memory(f, gpus)
+        accounted = memory / physics.HEADROOM
+        row, target = _memory_row(kind, f, hw.gpu_type, gpus, accounted), OOM_PEAK * hw.memory_gb - accounted
+        if _sane(row, target):
+            model.memory.learn(row, target)
 
     def _peak(self, kind: str, f: Features, gpu_type: str, n: int, memory: float) -> float:
         """Forecast peak GB a GPU at `n` GPUs (the baseline over its headroom, corrected)."""

@@ -7,11 +7,12 @@ completion's `used` (GPUs, duration), else the submission's `actual_duration` an
 figures are those of the last `share` of the jobs, by submission, once the models have learned
 from what came before.
 
-Traffic: each pool's forecaster learns from every observation but those of the last week, then
-forecasts each step of that week one step ahead: its seasonal profile stays as trained, and only
-the short-term correction sees the held-out week's observations (up to the step before). Beside
-it, the two baselines a platform would otherwise use: the registered profile and a reservation
-at the peak demand of the training weeks (its `PEAK_QUANTILE`, so one glitch does not set it).
+Traffic: each app's forecaster learns from every observation as it comes (as the agent does) and,
+from `WARMUP_WEEKS` on, forecasts each step before its first observation (one step ahead); a
+step is under-provisioned when the GPUs forecast are fewer than the GPUs its largest observation
+needs. Beside it, the two baselines a platform would otherwise use: the registered profile and a
+reservation at the peak demand of the warm-up weeks (its `PEAK_QUANTILE`, so one glitch does not
+set it).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from gpualloc.schemas.events import Envelope, JobUsage, PoolConfigured
 from gpualloc.schemas.features import FEATURES
 from gpualloc.schemas.settings import ForecastSettings
 
-PEAK_QUANTILE = 0.99  # of the training weeks' demand: the peak reservation baseline
+PEAK_QUANTILE = 0.99  # of the warm-up weeks' demand: the peak reservation baseline
+WARMUP_WEEKS = 2  # of traffic learned before its steps are scored
 
 # A trace: each event's envelope and its payload, whose model the envelope's type decides (Any here).
 Events = list[tuple[Envelope, Any]]
@@ -51,6 +53,7 @@ class JobResult:
     planned: int | None = None  # steps, at the kind's quantile
     actual: int | None = None  # steps it ran
     true_gpus: int | None = None
+    learned: int = 0  # completions of its kind and group its pool's forecasters had learned from
 
 
 @dataclass
@@ -68,6 +71,7 @@ def job_backtest(events: Events, settings: ForecastSettings = ForecastSettings()
     jobs: dict[tuple[str, str], tuple[Features, JobResult]] = {}  # (pool, id) -> (features, result)
     due: list[tuple[datetime, int, str, str]] = []  # completions the trace leaves implicit
     results: list[JobResult] = []
+    learned: dict[tuple[str, str, str], int] = {}  # (pool, kind, group) -> completions learned
 
     def learn(key: tuple[str, str], used: JobUsage | None = None) -> None:
         entry = jobs.pop(key, None)
@@ -86,6 +90,7 @@ def job_backtest(events: Events, settings: ForecastSettings = ForecastSettings()
         state.forecasters.finished(
             r.kind, f, hw, r.true_gpus or r.gpus or 1, r.actual, used.peak_memory_gb if used else None
         )
+        learned[r.pool, r.kind, r.group] = learned.get((r.pool, r.kind, r.group), 0) + 1
 
     for env, p in events:
         while due and due[0][0] <= env.occurred_at:
@@ -100,6 +105,7 @@ def job_backtest(events: Events, settings: ForecastSettings = ForecastSettings()
             f, state = p.feature_model(), pools[env.pool]
             group = f.variant if p.kind == "training" else f.algorithm
             r = JobResult(p.id, env.pool, p.kind, group, None, actual=p.actual_duration, true_gpus=p.gpus)
+            r.learned = learned.get((env.pool, p.kind, group), 0)
             try:
                 made = state.forecasters.size(p.kind, f, pool_hardware(f, state.config), None, None)
                 r.gpus, r.median, r.low, r.high, r.planned = made.gpus, made.median, made.low, made.high, made.duration
@@ -178,9 +184,15 @@ class _AppSeries:
     loads: list[tuple[int, float, int]] = field(default_factory=list)  # (step, load, GPUs) in time order
 
 
-def traffic_backtest(events: Events, settings: ForecastSettings = ForecastSettings()) -> dict[str, dict[str, Any]]:
-    """Per app: the held-out week's under-provisioned steps and over-provisioning, for the
-    forecaster and the two baselines (see the module docstring)."""
+def traffic_backtest(
+    events: Events,
+    settings: ForecastSettings = ForecastSettings(),
+    quantiles: Sequence[float] = (),
+    by_step: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """Per app: the scored steps' under-provisioned share and over-provisioning, for the
+    forecaster (at the settings' quantile and at each of `quantiles`) and the two baselines (see
+    the module docstring); with `by_step`, also each scored step's forecasts and demand."""
     events = sorted(events, key=lambda e: e[0].occurred_at)
     configs: dict[str, tuple[PoolConfigured, datetime]] = {}
     series: dict[tuple[str, str], _AppSeries] = {}
@@ -204,43 +216,56 @@ def traffic_backtest(events: Events, settings: ForecastSettings = ForecastSettin
     out: dict[str, dict[str, Any]] = {}
     for (pool, app), s in sorted(series.items()):
         config, origin = configs[pool]
-        out[f"{pool}/{app}"] = _app_backtest(s, config.step_minutes, week_minute(origin), settings)
+        out[f"{pool}/{app}"] = _app_backtest(s, config.step_minutes, week_minute(origin), settings, quantiles)
+        if not by_step:
+            out[f"{pool}/{app}"].pop("by_step", None)
     return out
 
 
-def _app_backtest(s: _AppSeries, step_minutes: int, start_minute: int, settings: ForecastSettings) -> dict[str, Any]:
+def _app_backtest(
+    s: _AppSeries, step_minutes: int, start_minute: int, settings: ForecastSettings, quantiles: Sequence[float]
+) -> dict[str, Any]:
     week = WEEK * 60 // step_minutes
     end = max(s.demand, default=-1) + 1
-    if end < 2 * week:
-        return {"steps": 0, "note": f"needs at least two weeks of traffic ({end} steps of {2 * week})"}
-    held_from = end - week
+    if end < (WARMUP_WEEKS + 1) * week:
+        return {"steps": 0, "note": f"needs at least {WARMUP_WEEKS + 1} weeks of traffic ({end} steps of {3 * week})"}
+    scored_from = WARMUP_WEEKS * week
     forecasters = Forecasters(settings)
+    levels = (settings.realtime_quantile, *quantiles)
 
     def hour(step: int) -> int:
         return pool_hour(start_minute, step, step_minutes)
 
-    made: dict[int, int] = {}
+    made: dict[int, list[int]] = {}  # step -> GPUs forecast at each of `levels`
     latest = 0
     for step, load, gpus in s.loads:
-        if step >= held_from and step not in made:
-            forecast = forecasters.demand(s.app, hour(step))
-            made[step] = forecast if forecast is not None else (s.profile[hour(step) % 24] if s.profile else latest)
-        forecasters.observed(s.app, hour(step), load, learn=step < held_from)
+        if step >= scored_from and step not in made:
+            fallback = s.profile[hour(step) % 24] if s.profile else latest
+            made[step] = [_or(forecasters.demand(s.app, hour(step), q), fallback) for q in levels]
+        forecasters.observed(s.app, hour(step), load)
         latest = gpus
-    trained = sorted(g for step, g in s.demand.items() if step < held_from)
+    trained = sorted(g for step, g in s.demand.items() if step < scored_from)
     peak = trained[math.ceil(PEAK_QUANTILE * len(trained)) - 1]
     steps = sorted(made)
     actual = [s.demand[t] for t in steps]
     return {
         "steps": len(steps),
         "weeks": round(end / week, 1),
-        "forecast": _provisioning([made[t] for t in steps], actual),
-        "profile": _provisioning([s.profile[hour(t) % 24] for t in steps], actual) if s.profile else None,
-        "peak": _provisioning([peak] * len(steps), actual),
+        "scored_from": scored_from,
+        "step_minutes": step_minutes,
+        "forecast": provisioning([made[t][0] for t in steps], actual),
+        "quantiles": {f"{q:g}": provisioning([made[t][i + 1] for t in steps], actual) for i, q in enumerate(quantiles)},
+        "profile": provisioning([s.profile[hour(t) % 24] for t in steps], actual) if s.profile else None,
+        "peak": provisioning([peak] * len(steps), actual),
+        "by_step": {t: (made[t][1:], s.demand[t]) for t in steps},
     }
 
 
-def _provisioning(planned: list[int], actual: list[int]) -> dict[str, float]:
+def _or(value: int | None, fallback: int) -> int:
+    return fallback if value is None else value
+
+
+def provisioning(planned: list[int], actual: list[int]) -> dict[str, float]:
     """The share of steps planned below demand, and GPUs planned above it as a share of demand."""
     under = sum(1 for f, a in zip(planned, actual) if f < a) / len(actual)
     over = sum(max(0, f - a) for f, a in zip(planned, actual)) / max(1, sum(actual))

@@ -89,13 +89,14 @@ class Forecasters:
         self.jobs.learn_out_of_memory(kind, f, hw, gpus)
 
     # ---- traffic ------------------------------------------------------------------------------
-    def observed(self, app_id: str, hour: int, load: float, learn: bool = True) -> None:
+    def observed(self, app_id: str, hour: int, load: float) -> None:
         self._changing("traffic", app_id, self.traffic.apps.get(app_id))
-        self.traffic.observe(app_id, hour, load, self.settings.realtime_quantile, learn)
+        self.traffic.observe(app_id, hour, load)
 
-    def demand(self, app_id: str, hour: int) -> int | None:
-        """GPUs app `app_id` needs in pool hour `hour` (None: nothing observed to go by)."""
-        load = self.traffic.forecast(app_id, hour, self.settings.realtime_quantile)
+    def demand(self, app_id: str, hour: int, quantile: float | None = None) -> int | None:
+        """GPUs app `app_id` needs in pool hour `hour` at `quantile` (the settings' by default;
+        None: nothing observed to go by)."""
+        load = self.traffic.forecast(app_id, hour, quantile or self.settings.realtime_quantile)
         return None if load is None else math.ceil(load - 1e-9)
 
     # ---- state --------------------------------------------------------------------------------

@@ -1,22 +1,24 @@
-"""Real-time demand by hour of week, learned from `traffic.observed`.
+"""Real-time demand by hour of week, learned from `traffic.observed`, calibrated as it goes.
 
 An app's history is the largest load (GPUs, fractional: requests/s over `rps_per_gpu`) seen in
-each hour of the pool's clock, kept for `weeks` weeks. The forecast for an hour is a weighted
-upper quantile of the same hour of day on days of the same type (weekdays, Saturdays, Sundays):
-- weights forget exponentially (`forgetting` a week), and the same day of the week counts
-  double, so a drifting level and a weekly rhythm both come through;
-- samples far above the others (a burst, a sensor glitch: above the median by more than
-  `SPREADS` robust spreads) are clipped before the quantile is taken, and low ones (holidays,
-  outages) fall below an upper quantile anyway;
-- hours never observed (gaps) are simply absent; with no sample of the day type, the same hour
-  of every day is used; with none at all the caller falls back on the registered profile.
-Two corrections lift the forecast when live traffic runs above it, never lower it (a holiday
-must not leave the next working day short):
-- short-term: the median of the last `RECENT` observations' log ratios to their forecasts, when
-  positive, decaying by `DECAY` an hour ahead (a surge under way);
-- level: a moving average, about a day long, of the log ratio of loads to their seasonal
-  median, when positive (a level drifting up faster than the forgetting follows).
-Pure: a function of the observations in order.
+each hour of the pool's clock, kept for `weeks` weeks. The model, in logs:
+
+    log load(h) = seasonal(day type, hour of day) + trend x (h - now) + level + error
+
+- trend: the Theil-Sen slope of daily medians between days of the same type at most a week
+  apart (so weekends, a holiday or a launch's one step do not set it), bounded by `MAX_TREND`;
+- seasonal: per day type (weekdays, Saturdays, Sundays) and hour of day, the median of the
+  detrended history, weighted to forget `forgetting` a week (the hour of day over all days
+  where a day type has no sample yet);
+- level: how far the latest observations run above or below that: the larger of the last week's
+  median (a holiday or an outage drags it down for a day at most) and the last `RECENT`
+  observations' median (a launch or a new customer lifts it within hours);
+- the quantile: the point forecast times the `quantile` of its own one-step-ahead errors (the
+  last `ERRORS`), plus a correction per quantile kept by quantile tracking: each hour whose
+  largest load needed more GPUs than the forecast gave raises it, each other hour lowers it, so
+  the share of under-provisioned hours comes to 1 - quantile on any stream (whole GPUs
+  included), whatever the model misses.
+Pure and deterministic: a function of the observations in order; `dump` and `load` carry all of it.
 """
 
 from __future__ import annotations
@@ -24,15 +26,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from statistics import NormalDist
 from typing import Any
 
+import numpy as np
+
 WEEK = 168
-RECENT = 3  # observations whose ratio to the forecast says live traffic runs above it
-DECAY = 0.8  # of that lift, an hour further ahead
-LEVEL_RATE = 1 / 24  # of the level's moving average, an observation: about a day's memory
-LEVEL_CAP = math.log(2.0)  # one observation moves the level by at most this (a glitch, a burst)
-SPREADS = 6.0  # robust spreads above the median past which a sample is clipped
-MIN_SPREAD = 0.05  # of the median: the spread's floor (a flat history has none)
+RECENT = 6  # observations whose median is the short-term level
+ERRORS = 2 * WEEK  # one-step-ahead errors kept for the quantiles
+MIN_ERRORS = 24  # errors needed before their own quantiles replace the assumed spread
+PRIOR_SPREAD = 0.15  # log-error spread assumed before that
+QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)  # levels the tracker keeps a correction for
+TRACK_RATE = 0.02  # log units a correction moves a tracked hour
+MAX_TREND = 0.2 / WEEK  # log units an hour: a trend steeper than about 22% a week is not believed
+DAY_SPAN = 7  # days at most between two daily medians whose slope counts
+MIN_DAY = 6  # observations a day needs for its median to count
 
 
 def week_minute(at: datetime) -> int:
@@ -52,18 +60,53 @@ def day_type(hour: int) -> int:
     return min(2, max(0, (hour % WEEK) // 24 - 4))
 
 
+@dataclass(frozen=True)
+class Fit:
+    """The model fitted to an app's history as of its latest hour `last` (logs throughout)."""
+
+    seasonal: dict[tuple[int, int], float]  # (day type, hour of day) -> log load at `last`'s level
+    by_hour: dict[int, float]  # hour of day -> the same over all days
+    trend: float  # log units an hour
+    level: float  # the latest observations' offset from seasonal
+    last: int
+
+    def point(self, hour: int) -> float:
+        """The log load expected in `hour` (no error)."""
+        key = (day_type(hour), hour % 24)
+        base = self.seasonal.get(key, self.by_hour.get(hour % 24))
+        if base is None:
+            base = float(np.median(list(self.by_hour.values())))
+        return base + self.trend * (hour - self.last) + self.level
+
+
+@dataclass
+class Pending:
+    """The hour being observed: its point forecast and GPUs at each tracked quantile, made before
+    any of its observations was learned."""
+
+    hour: int
+    point: float
+    gpus: list[int]
+
+
 @dataclass
 class AppTraffic:
-    by_hour_of_day: dict[int, dict[int, float]] = field(default_factory=dict)  # hour of day -> {hour: load}
-    recent: list[float] = field(default_factory=list)  # log(load / forecast) of the last observations
-    level: float = 0.0  # moving average of log(load / seasonal median): the level's drift since history
-    last: int | None = None  # the latest hour observed
-    cache: dict[tuple[int, float], float | None] = field(default_factory=dict, repr=False)
+    loads: dict[int, float] = field(default_factory=dict)  # hour -> largest load seen in it
+    errors: list[float] = field(default_factory=list)  # one-step-ahead log errors, oldest first
+    offsets: list[float] = field(default_factory=lambda: [0.0] * len(QUANTILES))  # tracked, by QUANTILES
+    pending: Pending | None = None
+    cache: dict[str, Fit | None] = field(default_factory=dict, repr=False)
 
     def copy(self) -> AppTraffic:
-        """The history and corrections, copied; the cache (derived from them) starts empty."""
-        hours = {hour: dict(loads) for hour, loads in self.by_hour_of_day.items()}
-        return AppTraffic(hours, list(self.recent), self.level, self.last)
+        """The history and calibration, copied; the cache (derived from them) starts empty."""
+        pending = (
+            None if self.pending is None else Pending(self.pending.hour, self.pending.point, list(self.pending.gpus))
+        )
+        return AppTraffic(dict(self.loads), list(self.errors), list(self.offsets), pending)
+
+    @property
+    def last(self) -> int | None:
+        return max(self.loads) if self.loads else None
 
 
 @dataclass
@@ -72,67 +115,67 @@ class TrafficForecaster:
     forgetting: float = 0.7
     apps: dict[str, AppTraffic] = field(default_factory=dict)
 
-    def observe(self, app_id: str, hour: int, load: float, quantile: float, learn: bool = True) -> None:
-        """`load` GPUs needed in pool hour `hour` (its largest observation counts). Without
-        `learn` only the short-term correction sees it (a backtest's held-out week)."""
+    def observe(self, app_id: str, hour: int, load: float) -> None:
+        """`load` GPUs needed in pool hour `hour` (its largest observation counts). The first
+        observation of a new hour settles the hour before: its error and the tracked corrections."""
         app = self.apps.setdefault(app_id, AppTraffic())
-        expected, typical = self.seasonal(app_id, hour, quantile), self.seasonal(app_id, hour, 0.5)
-        if expected:
-            app.recent = (app.recent + [math.log(max(load, 1e-6) / expected)])[-RECENT:]
-        if typical:
-            app.level += LEVEL_RATE * (min(LEVEL_CAP, math.log(max(load, 1e-6) / typical)) - app.level)
-        app.last = hour if app.last is None else max(app.last, hour)
-        if not learn:
-            return
-        same = app.by_hour_of_day.setdefault(hour % 24, {})
-        same[hour] = max(load, same.get(hour, 0.0))
+        if app.pending is None or hour > app.pending.hour:
+            self._settle(app)
+            fit = self.fit(app_id)
+            if fit is not None:
+                point = fit.point(hour)
+                gpus = [_gpus(point + self._margin(app, q)) for q in QUANTILES]
+                app.pending = Pending(hour, point, gpus)
+        app.loads[hour] = max(load, app.loads.get(hour, 0.0))
         oldest = hour - self.weeks * WEEK
-        for hours in app.by_hour_of_day.values():
-            for h in [h for h in hours if h <= oldest]:
-                del hours[h]
+        for h in [h for h in app.loads if h <= oldest]:
+            del app.loads[h]
         app.cache.clear()
 
+    def _settle(self, app: AppTraffic) -> None:
+        """The pending hour is over: learn its error and move each quantile's correction."""
+        p = app.pending
+        if p is None or p.hour not in app.loads:
+            return
+        load = app.loads[p.hour]
+        app.errors = (app.errors + [math.log(max(load, 1e-6)) - p.point])[-ERRORS:]
+        needed = math.ceil(load - 1e-9)
+        for i, q in enumerate(QUANTILES):
+            app.offsets[i] += TRACK_RATE * ((1.0 if needed > p.gpus[i] else 0.0) - (1.0 - q))
+        app.pending = None
+
     def forecast(self, app_id: str, hour: int, quantile: float) -> float | None:
-        """GPUs needed in pool hour `hour` (None: no history to go by)."""
-        base = self.seasonal(app_id, hour, quantile)
-        if base is None:
+        """GPUs needed in pool hour `hour` at `quantile` (None: no history to go by)."""
+        fit = self.fit(app_id)
+        if fit is None:
             return None
-        app = self.apps[app_id]
-        lift = sorted(app.recent)[len(app.recent) // 2] if app.recent else 0.0
-        if lift > 0 and app.last is not None and hour > app.last:
-            base *= math.exp(lift * DECAY ** (hour - app.last))
-        return base * math.exp(max(0.0, app.level))
+        return math.exp(fit.point(hour) + self._margin(self.apps[app_id], quantile))
 
-    def seasonal(self, app_id: str, hour: int, quantile: float) -> float | None:
-        """The weighted upper quantile of earlier loads at this hour of day (see the module)."""
+    def _margin(self, app: AppTraffic, q: float) -> float:
+        """Log units above the point forecast for quantile `q`: the errors' own quantile and the
+        tracked correction (interpolated between tracked levels)."""
+        if len(app.errors) < MIN_ERRORS:
+            base = PRIOR_SPREAD * NormalDist().inv_cdf(min(max(q, 0.01), 0.99))
+        else:
+            base = float(np.quantile(app.errors, q))
+        return base + float(np.interp(q, QUANTILES, app.offsets))
+
+    def fit(self, app_id: str) -> Fit | None:
+        """The app's model on its history (cached until it learns more; None: no history)."""
         app = self.apps.get(app_id)
-        if app is None:
+        if app is None or not app.loads:
             return None
-        key = (hour, quantile)
-        if key not in app.cache:
-            earlier = [(h, v) for h, v in app.by_hour_of_day.get(hour % 24, {}).items() if h < hour]
-            alike = [(h, v) for h, v in earlier if day_type(h) == day_type(hour)]
-            app.cache[key] = self._quantile(alike or earlier, hour, quantile)
-        return app.cache[key]
-
-    def _quantile(self, samples: list[tuple[int, float]], hour: int, q: float) -> float | None:
-        if not samples:
-            return None
-        weighted = [
-            (v, self.forgetting ** ((hour - h) / WEEK) * (2.0 if (hour - h) % WEEK == 0 else 1.0)) for h, v in samples
-        ]
-        median = _weighted_quantile(weighted, 0.5)
-        spread = max(_weighted_quantile([(abs(v - median), w) for v, w in weighted], 0.5), MIN_SPREAD * median)
-        cap = median + SPREADS * spread
-        return _weighted_quantile([(min(v, cap), w) for v, w in weighted], q)
+        if "fit" not in app.cache:
+            app.cache["fit"] = _fit(app.loads, self.forgetting)
+        return app.cache["fit"]
 
     def dump(self) -> dict[str, Any]:
         return {
             app_id: {
-                "hours": sorted([h, v] for hours in a.by_hour_of_day.values() for h, v in hours.items()),
-                "recent": a.recent,
-                "last": a.last,
-                "level": a.level,
+                "hours": sorted([h, v] for h, v in a.loads.items()),
+                "errors": a.errors,
+                "offsets": a.offsets,
+                "pending": None if a.pending is None else [a.pending.hour, a.pending.point, a.pending.gpus],
             }
             for app_id, a in self.apps.items()
         }
@@ -141,19 +184,60 @@ class TrafficForecaster:
     def load(cls, data: dict[str, Any], weeks: int, forgetting: float) -> "TrafficForecaster":
         out = cls(weeks, forgetting)
         for app_id, a in data.items():
-            app = out.apps[app_id] = AppTraffic(recent=list(a["recent"]), last=a["last"], level=a["level"])
-            for h, v in a["hours"]:
-                app.by_hour_of_day.setdefault(h % 24, {})[h] = v
+            pending = a.get("pending")
+            out.apps[app_id] = AppTraffic(
+                {int(h): float(v) for h, v in a["hours"]},
+                [float(e) for e in a.get("errors", [])],
+                [float(o) for o in a.get("offsets", [0.0] * len(QUANTILES))],
+                None if pending is None else Pending(int(pending[0]), float(pending[1]), [int(g) for g in pending[2]]),
+            )
         return out
 
 
-def _weighted_quantile(pairs: list[tuple[float, float]], q: float) -> float:
-    """The smallest value whose cumulative weight reaches q of the total."""
-    ordered = sorted(pairs)
-    total = sum(w for _, w in ordered)
-    reached = 0.0
-    for value, weight in ordered:
-        reached += weight
-        if reached >= q * total - 1e-12:
-            return value
-    return ordered[-1][0]
+def _gpus(log_load: float) -> int:
+    return math.ceil(math.exp(log_load) - 1e-9)
+
+
+def _fit(loads: dict[int, float], forgetting: float) -> Fit:
+    hours = np.array(sorted(loads), dtype=np.int64)
+    y = np.log(np.maximum([loads[int(h)] for h in hours], 1e-6))
+    last = int(hours[-1])
+    trend = _trend(hours, y)
+    z = y - trend * (hours - last)
+    weights = forgetting ** ((last - hours) / WEEK)
+    types = np.clip((hours % WEEK) // 24 - 4, 0, 2)
+    of_day = hours % 24
+    by_hour = {int(d): _weighted_median(z[of_day == d], weights[of_day == d]) for d in np.unique(of_day)}
+    seasonal: dict[tuple[int, int], float] = {}
+    for t in np.unique(types):
+        for d in np.unique(of_day[types == t]):
+            pick = (types == t) & (of_day == d)
+            seasonal[int(t), int(d)] = _weighted_median(z[pick], weights[pick])
+    base = np.array([seasonal[int(t), int(d)] for t, d in zip(types, of_day)])
+    offset = z - base
+    week = offset[hours > last - WEEK]
+    level = max(float(np.median(week)), float(np.median(offset[-RECENT:])))
+    return Fit(seasonal, by_hour, trend, level, last)
+
+
+def _trend(hours: np.ndarray, y: np.ndarray) -> float:
+    """Theil-Sen slope (log units an hour) of daily medians, over pairs of days of the same type
+    at most DAY_SPAN days apart; 0 when no such pair."""
+    days = hours // 24
+    medians = {int(d): float(np.median(y[days == d])) for d in np.unique(days) if np.sum(days == d) >= MIN_DAY}
+    slopes = [
+        (medians[j] - medians[i]) / ((j - i) * 24)
+        for i in medians
+        for j in medians
+        if i < j <= i + DAY_SPAN and day_type(i * 24) == day_type(j * 24)
+    ]
+    if not slopes:
+        return 0.0
+    return float(np.clip(np.median(slopes), -MAX_TREND, MAX_TREND))
+
+
+def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
+    """The smallest value whose cumulative weight reaches half the total."""
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    return float(values[order][np.searchsorted(cumulative, 0.5 * cumulative[-1] - 1e-12)])

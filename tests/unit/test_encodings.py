@@ -20,7 +20,7 @@ from support.planner_states import loaded_planner
 from gpualloc.agent.bus.topics import Record, encode
 from gpualloc.agent.service import dispatcher
 from gpualloc.agent.service.dispatcher import Dispatcher
-from gpualloc.forecasting.traffic import AppTraffic
+from gpualloc.forecasting.traffic import ERRORS, QUANTILES, AppTraffic, Pending
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart, RecordedCommit
 from gpualloc.schemas.features import FEATURES
 from gpualloc.solvers.grid import Schedule
@@ -218,11 +218,11 @@ def limits_planner(seed: int = 0) -> Planner:
             {p.now + t: rng.randint(1, 32) for t in range(horizon)},
             ((1 << app_gpus) - 1) << (gpus - app_gpus * (k + 1)),
         )
-        p.forecasts.traffic.apps[app_id] = AppTraffic(
-            by_hour_of_day={h: {w * 168 + h: rng.uniform(0, 40) for w in range(42)} for h in range(24)},
-            recent=[rng.uniform(-1, 1) for _ in range(24)],
-            level=rng.uniform(-0.1, 0.1),
-            last=42 * 168,
+        p.forecasts.traffic.apps[app_id] = AppTraffic(  # six weeks of hours, two of errors
+            loads={h: rng.uniform(0, 40) for h in range(6 * 168)},
+            errors=[rng.uniform(-1, 1) for _ in range(ERRORS)],
+            offsets=[rng.uniform(-0.1, 0.1) for _ in QUANTILES],
+            pending=Pending(6 * 168, rng.uniform(0, 4), [rng.randint(1, 40) for _ in QUANTILES]),
         )
     g = 0
     while g < gpus - 64 * app_gpus:

@@ -136,7 +136,9 @@ def test_the_window_takes_real_time_demand_from_the_traffic_forecaster_not_the_p
     assert app.demand[:12] == (1,) * 12  # the night and morning as observed, not the profile's 3
     pool.commit(), pool.commit()
     [app] = pool.planner.window_problem().realtime
-    assert app.demand[10:12] == (6, 6)  # steps 12-13: the weekday afternoon
+    # steps 12-13, the weekday afternoon: 6 GPUs, or 5 on the hours the 0.9 quantile, calibrated
+    # on whole GPUs, leaves short (about a tenth of all hours, on a stream this regular its peaks)
+    assert all(5 <= d <= 6 for d in app.demand[10:12]) and app.demand[:10] == (1,) * 10
     fresh = configured()
     fresh.apply([ev("app.registered", {"id": "chat", "priority": 8, "max_gpus": 8, "profile": [3] * 24})], T0)
     assert fresh.planner.window_problem().realtime[0].demand == (3,) * 12  # no history: the prior

@@ -75,13 +75,14 @@ class Forecasters:
             gpus,
             duration,
             self.settings.max_pool_share,
+            self.settings.oom_risk,
         )
 
     def finished(
         self, kind: str, f: Features, hw: Hardware, gpus: int, steps: int, peak_memory_gb: float | None
     ) -> None:
         self._changing("jobs", kind, self.jobs.models[kind])
-        self.jobs.learn(kind, f, hw, gpus, steps, peak_memory_gb)
+        self.jobs.learn(kind, f, hw, gpus, steps, peak_memory_gb, self.settings.interval)
 
     def out_of_memory(self, kind: str, f: Features, hw: Hardware, gpus: int) -> None:
         """A job ran out of memory on `gpus` GPUs: it needs more than a GPU holds at that count."""

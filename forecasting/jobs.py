@@ -1,43 +1,51 @@
 """GPU counts and durations of training and quantization jobs from their features: the physics
-baseline (`physics`, `quantization`) times a correction learned online from what finished jobs
-really used, with a prediction interval from the correction's recent out-of-sample errors.
+baseline (`physics`, `quantization`) times corrections learned online from what finished jobs
+really used, pooled by kind and refined by group (`groups`), with intervals and memory margins
+from their recent out-of-sample errors.
 
-Two corrections a kind, both ridge regressions on log features (`ridge.OnlineRidge`):
-- memory: the GB a GPU a job's reported peak exceeds the baseline's (over its headroom) by, on
-  the design row and the row scaled by the baseline's GB, so both fixed overheads a GPU (the
-  runtime's context, communication buffers) and proportional ones (allocator fragmentation) are
-  learnable; the GPU count is the smallest power of two at which the corrected peak fits the GPU.
-  Before it learns anything, the baseline's own headroom stands in for what it misses;
+Two corrections a kind, both ridge regressions (`ridge.OnlineRidge`, rows in `designs`), and a
+smaller pair a group (a variant or an algorithm on a GPU type) fitted to what the kind's left:
+- memory: the GB a GPU a job's reported peak exceeds the baseline's (over its headroom) by;
 - duration: log of the hours a job ran over the baseline's hours at its GPU count.
-A forecast's duration quantiles are the correction's point forecast plus the quantiles of its
-last errors (`ridge.ErrorWindow`). Everything is a deterministic function of what was learned, in
-the order it was learned.
+GPU counts are chosen by risk: the smallest count whose forecast peak, raised to the
+`1 - oom_risk` quantile of the group's memory errors (log actual over forecast, at the count the
+job ran), stays within the usable share of a GPU: the largest share finished jobs were seen to
+peak at (a platform's own fitting rule shows there), all of it before any. Duration
+quantiles are the point forecast plus the quantiles of the group's recent errors (its kind's until
+it has enough); the interval's tails are moved by adaptive conformal tracking, so its coverage
+holds as errors drift. Everything is a deterministic function of what was learned, in order.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, TypeVar, cast
+from typing import Any, Callable
 
 import numpy as np
 
-from gpualloc.forecasting import physics, quantization
-from gpualloc.forecasting.ridge import ErrorWindow, OnlineRidge
-from gpualloc.schemas.features import (
-    GPU_TYPES,
-    OPTIMIZERS,
-    PRECISIONS,
-    QUANT_ALGORITHMS,
-    TRAINING_VARIANTS,
-    QuantizationFeatures,
-    TrainingFeatures,
+from gpualloc.forecasting import physics
+from gpualloc.forecasting.designs import (
+    BASELINES,
+    PROBES,
+    Baseline,
+    Features,
+    architecture,
+    group_duration_row,
+    group_memory_row,
+    memory_row,
 )
+from gpualloc.forecasting.groups import GroupModel, Residual, errors_of, predict, taught
+from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow, OnlineRidge
+from gpualloc.schemas.features import GPU_TYPES
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import ForecastSettings
 
-Features = TrainingFeatures | QuantizationFeatures
-F = TypeVar("F", TrainingFeatures, QuantizationFeatures)  # a baseline's own kind of features
+__all__ = ["Features", "Hardware", "JobForecast", "JobForecaster", "SizeError"]
+
+MEMORY_PRIOR = 0.0  # log spread of memory errors assumed before any is seen: the baseline's headroom stands in
+INTERVAL_RATE = 0.01  # of the interval's tails, a completion inside or outside it
+UTILIZATION = 200  # finished jobs' peak shares of a GPU kept
 
 
 @dataclass(frozen=True)
@@ -63,103 +71,28 @@ class JobForecast:
     peak_memory_gb: float  # forecast a GPU at `gpus`
 
 
-@dataclass(frozen=True)
-class Baseline(Generic[F]):
-    """A kind's physics: memory a GPU and hours at a count, the fewest GPUs, and the design row."""
-
-    memory: Callable[[F, int], float]
-    parts: Callable[[F, int], dict[str, float]]  # the same by what holds it
-    hours: Callable[[F, str, int], float]
-    smallest: Callable[[F], int]
-    design: Callable[[F, str, int, float, float], list[float]]
-
-
-def _one_hot(value: str, choices: tuple[str, ...]) -> list[float]:
-    return [1.0 if value == c else 0.0 for c in choices]
-
-
-def _common(gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
-    """Terms every design shares: the hardware, the count, and the baseline's own answers (so a
-    correction can grow or shrink with them: fixed overheads weigh most on small jobs)."""
-    return [
-        1.0,
-        math.log2(gpus),
-        math.log(hours),
-        1.0 / (1.0 + hours),
-        math.log1p(memory),
-        1.0 / (1.0 + memory),
-        *_one_hot(gpu_type, GPU_TYPES),
-    ]
-
-
-def _training_design(f: TrainingFeatures, gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
-    return [
-        *_common(gpu_type, gpus, hours, memory),
-        math.log(f.params_b),
-        math.log(f.params_b) ** 2,
-        math.log(f.micro_batch) ** 2,
-        math.log2(gpus) ** 2,
-        math.log((f.active_params_b or f.params_b) / f.params_b),
-        math.log(f.layers),
-        math.log(f.hidden_size),
-        math.log(f.seq_len),
-        math.log(f.dataset_tokens_m * f.epochs),
-        math.log(f.global_batch),
-        math.log(f.micro_batch),
-        math.log(f.lora_rank or 1),
-        float(f.gradient_checkpointing),
-        f.zero_stage / 3,
-        math.log2(f.tensor_parallel),
-        math.log2(f.pipeline_parallel),
-        float(f.flash_attention),
-        float(f.reference_model),
-        *_one_hot(f.variant, TRAINING_VARIANTS),
-        *_one_hot(f.precision, PRECISIONS),
-        *_one_hot(f.optimizer, OPTIMIZERS),
-    ]
-
-
-def _quantization_design(f: QuantizationFeatures, gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
-    return [
-        *_common(gpu_type, gpus, hours, memory),
-        math.log(f.params_b),
-        math.log(f.bits),
-        math.log1p(f.calibration_samples),
-        math.log(f.seq_len),
-        math.log(f.group_size or 1),
-        *_one_hot(f.algorithm, QUANT_ALGORITHMS),
-    ]
-
-
-# Any: the kind picks the baseline, and the features are of that kind
-BASELINES: dict[str, Baseline[Any]] = {
-    "training": Baseline(
-        physics.memory_per_gpu_gb,
-        physics.memory_parts_gb,
-        physics.training_hours,
-        physics.smallest_count,
-        _training_design,
-    ),
-    "quantization": Baseline(
-        quantization.memory_per_gpu_gb,
-        quantization.memory_parts_gb,
-        quantization.quantization_hours,
-        lambda f: 1,
-        _quantization_design,
-    ),
-}
-
-
 @dataclass
 class KindModel:
-    """One kind's two corrections and its duration errors."""
+    """One kind's two pooled corrections, their errors, its groups and its interval's shift."""
 
     memory: OnlineRidge
     duration: OnlineRidge
-    errors: ErrorWindow = field(default_factory=ErrorWindow)
+    errors: ErrorWindow = field(default_factory=ErrorWindow)  # log duration, out of sample
+    memory_errors: ErrorWindow = field(default_factory=lambda: ErrorWindow(prior=MEMORY_PRIOR))  # log peak
+    groups: dict[str, GroupModel] = field(default_factory=dict)
+    architectures: dict[str, Residual] = field(default_factory=dict)  # the most recently taught last
+    shift: float = 0.0  # of the interval's tails: up while completions fall outside more than they should
 
     def dump(self) -> dict[str, Any]:
-        return {"memory": self.memory.dump(), "duration": self.duration.dump(), "errors": self.errors.errors}
+        return {
+            "memory": self.memory.dump(),
+            "duration": self.duration.dump(),
+            "errors": self.errors.errors,
+            "memory_errors": self.memory_errors.errors,
+            "groups": {key: g.dump() for key, g in self.groups.items()},
+            "architectures": [[key, r.dump()] for key, r in self.architectures.items()],
+            "shift": self.shift,
+        }
 
     @classmethod
     def load(cls, data: dict[str, Any]) -> "KindModel":
@@ -167,59 +100,25 @@ class KindModel:
             OnlineRidge.load(data["memory"]),
             OnlineRidge.load(data["duration"]),
             ErrorWindow(errors=list(data["errors"])),
+            ErrorWindow(errors=list(data.get("memory_errors", [])), prior=MEMORY_PRIOR),
+            {key: GroupModel.load(g) for key, g in data.get("groups", {}).items()},
+            {key: Residual.load(r) for key, r in data.get("architectures", [])},
+            float(data.get("shift", 0.0)),
         )
 
 
 def _fresh(kind: str) -> KindModel:
-    probe = BASELINES[kind].design(_PROBES[kind], GPU_TYPES[0], 1, 1.0, 1.0)
-    return KindModel(OnlineRidge(len(_memory_row(kind, _PROBES[kind], GPU_TYPES[0], 1, 1.0))), OnlineRidge(len(probe)))
+    probe = BASELINES[kind].design(PROBES[kind], GPU_TYPES[0], 1, 1.0, 1.0)
+    return KindModel(OnlineRidge(len(memory_row(kind, PROBES[kind], GPU_TYPES[0], 1, 1.0))), OnlineRidge(len(probe)))
 
 
-MEMORY_SCALE = 50.0  # GB: keeps the proportional terms of the memory row near the others' magnitude
-
-
-def _memory_row(kind: str, f: Features, gpu_type: str, gpus: int, accounted: float) -> np.ndarray:
-    """What the memory correction is linear in: each part of the baseline's accounting (so a part
-    it under- or over-counts is corrected in proportion), fixed GB (the runtime's, by GPU type;
-    buffers once there are peers) and GB by variant or algorithm (each holds memory its own way)."""
-    group = (
-        _one_hot(cast(TrainingFeatures, f).variant, TRAINING_VARIANTS)
-        if kind == "training"
-        else _one_hot(cast(QuantizationFeatures, f).algorithm, QUANT_ALGORITHMS)
-    )
-    parts = [gb / MEMORY_SCALE for gb in BASELINES[kind].parts(f, gpus).values()]
-    return np.array(
-        [
-            *parts,
-            1.0,
-            float(gpus > 1),
-            *group,
-            *(g * accounted / MEMORY_SCALE for g in group),
-            *_one_hot(gpu_type, GPU_TYPES),
-        ]
-    )
-
-
-_PROBES: dict[str, Features] = {
-    "training": TrainingFeatures(
-        variant="full",
-        params_b=1,
-        layers=1,
-        hidden_size=64,
-        seq_len=1,
-        dataset_tokens_m=1,
-        epochs=1,
-        global_batch=1,
-        micro_batch=1,
-    ),
-    "quantization": QuantizationFeatures(params_b=1, algorithm="awq", bits=4),
-}
+def group_key(f: Features, gpu_type: str) -> str:
+    """A job's group: its variant (training) or algorithm (quantization) on its GPU type."""
+    return f"{getattr(f, 'variant', None) or getattr(f, 'algorithm')}/{gpu_type}"
 
 
 TOLERANCE = 0.15  # over a GPU's memory: a forecast peak this close may still fit (the forecast's error)
 KNEE = 0.02  # of a GPU's memory: a doubling of the GPUs that lowers the forecast peak by less barely helps
-
-
 OOM_PEAK = 1.05  # of a GPU's memory: the peak an out-of-memory failure is learned as
 SANE = 1e4  # the largest magnitude a design value or target of a real job has (a 500 TB memory part)
 
@@ -234,25 +133,28 @@ def _hours(base: Baseline[Any], f: Features, gpu_type: str, gpus: int) -> float:
 
 
 def _choose(
-    counts: list[int], peak: Callable[[int], float], baseline_fits: Callable[[int], bool], memory_gb: float
-) -> int | None:
-    """Of `counts` (ascending powers of two): the smallest whose forecast peak fits a GPU, else
-    whose baseline fits (a correction learned from other jobs may overreach), else the smallest
-    whose peak is within TOLERANCE of fitting, doubled while a doubling lowers the peak by at
-    least KNEE of the GPU's memory. Past that knee the peak barely falls (what is left is not
+    counts: list[int],
+    peak: Callable[[int], float],
+    rules: tuple[Callable[[int], bool], ...],
+    memory_gb: float,
+) -> tuple[int, bool] | None:
+    """Of `counts` (ascending powers of two): the smallest that the first rule that any count
+    meets allows (and True: the forecast shows it fitting), else the smallest whose peak is
+    within TOLERANCE of fitting, doubled while a doubling lowers the peak by at least KNEE of the
+    GPU's memory (and False). Past that knee the peak barely falls (what is left is not
     sharded), so more GPUs would not make the job fit, only keep them from others. None: no
     count comes within TOLERANCE."""
-    for rule in (lambda n: peak(n) <= memory_gb, baseline_fits):
+    for rule in rules:
         n = next((n for n in counts if rule(n)), None)
         if n is not None:
-            return n
+            return n, True
     near = [i for i, n in enumerate(counts) if peak(n) <= memory_gb * (1 + TOLERANCE)]
     if not near:
         return None
     i = near[0]
     while i + 1 < len(counts) and peak(counts[i]) - peak(counts[i + 1]) >= KNEE * memory_gb:
         i += 1
-    return counts[i]
+    return counts[i], False
 
 
 class SizeError(ValueError):
@@ -262,6 +164,7 @@ class SizeError(ValueError):
 @dataclass
 class JobForecaster:
     models: dict[str, KindModel] = field(default_factory=lambda: {kind: _fresh(kind) for kind in BASELINES})
+    utilization: list[float] = field(default_factory=list)  # finished jobs' peak over their GPU's memory
 
     def forecast(
         self,
@@ -273,19 +176,20 @@ class JobForecaster:
         gpus: int | None = None,
         duration: int | None = None,
         share: float = ForecastSettings().max_pool_share,
+        risk: float = ForecastSettings().oom_risk,
     ) -> JobForecast:
-        """The job's GPUs (given, else forecast within `share` of the pool) and duration (given,
-        else the `quantile`)."""
-        model, base = self.models[kind], BASELINES[kind]
-        n = gpus if gpus is not None else self._count(kind, f, hw, share)
-        hours, memory = _hours(base, f, hw.gpu_type, n), base.memory(f, n)
-        x = np.array(base.design(f, hw.gpu_type, n, hours, memory))
-        centre = math.log(hours * 60.0 / hw.step_minutes) + model.duration.predict(x)
+        """The job's GPUs (given, else forecast within `share` of the pool at `risk` of running
+        out of memory) and duration (given, else the `quantile`)."""
+        model = self.models[kind]
+        group = self._levels(kind, f, hw.gpu_type)[0]
+        n = gpus if gpus is not None else self._count(kind, f, hw, share, risk)
+        centre = self._centre(kind, f, hw, n)
+        errors = errors_of(group, model.errors)
 
         def at(p: float) -> float:  # pool steps at quantile p
-            return math.exp(centre + model.errors.quantile(p))
+            return math.exp(centre + errors.quantile(p))
 
-        tail = (1.0 - coverage) / 2
+        tail = _tail(coverage, model.shift)
         planned = duration if duration is not None else min(LIMITS.duration, max(1, math.ceil(at(quantile) - 1e-9)))
         made = tuple(name for name, given in (("gpus", gpus), ("duration", duration)) if given is None)
         return JobForecast(
@@ -297,47 +201,121 @@ class JobForecaster:
             coverage,
             quantile,
             made,
-            self._peak(kind, f, hw.gpu_type, n, memory),
+            self._peak(kind, f, hw.gpu_type, n),
         )
 
     def learn(
-        self, kind: str, f: Features, hw: Hardware, gpus: int, steps: int, peak_memory_gb: float | None = None
+        self,
+        kind: str,
+        f: Features,
+        hw: Hardware,
+        gpus: int,
+        steps: int,
+        peak_memory_gb: float | None = None,
+        coverage: float = ForecastSettings().interval,
     ) -> None:
         """A finished job ran `steps` pool steps on `gpus` GPUs (peaking at `peak_memory_gb` a GPU).
-        A job beyond anything a GPU holds (`_sane`) teaches nothing: one such example would
-        outweigh every real one."""
+        Each level learns what the levels above it left, and the errors are taken, before any
+        learns from it; a job beyond anything a GPU holds (`_sane`) teaches nothing: one such
+        example would outweigh every real one."""
         model, base = self.models[kind], BASELINES[kind]
+        group, arch = self._levels(kind, f, hw.gpu_type, teach=True)
+        assert group is not None and arch is not None
         hours, memory = _hours(base, f, hw.gpu_type, gpus), base.memory(f, gpus)
         x = np.array(base.design(f, hw.gpu_type, gpus, hours, memory))
+        xd = group_duration_row(f, gpus, hours)
         y = math.log(steps * hw.step_minutes / 60.0 / hours)
-        if _sane(x, y):
-            model.errors.add(y - model.duration.predict(x))
+        if _sane(x, y) and _sane(xd, y):
+            pooled = model.duration.predict(x)
+            own = group.residual.duration.predict(xd)
+            error = y - pooled - own - arch.duration.predict(xd)
+            errors = errors_of(group, model.errors)
+            tail = _tail(coverage, model.shift)
+            outside = not errors.quantile(tail) <= error <= errors.quantile(1 - tail)
+            model.shift += INTERVAL_RATE * ((1.0 if outside else 0.0) - (1.0 - coverage))
+            model.errors.add(error)
+            group.errors.add(error)
+            arch.duration.learn(xd, y - pooled - own)
+            group.residual.duration.learn(xd, y - pooled)
             model.duration.learn(x, y)
-        if peak_memory_gb is not None:
-            accounted = memory / physics.HEADROOM
-            row, target = _memory_row(kind, f, hw.gpu_type, gpus, accounted), peak_memory_gb - accounted
-            if _sane(row, target):
-                model.memory.learn(row, target)
+        if peak_memory_gb is not None and peak_memory_gb > 0:
+            self._learn_peak(kind, f, hw, gpus, peak_memory_gb, group, arch)
+            self.utilization = (self.utilization + [peak_memory_gb / hw.memory_gb])[-UTILIZATION:]
+
+    def _learn_peak(
+        self, kind: str, f: Features, hw: Hardware, gpus: int, peak: float, group: GroupModel, arch: Residual
+    ) -> None:
+        """Each level's memory correction learns the job's `peak` at `gpus` (errors first)."""
+        model = self.models[kind]
+        accounted = BASELINES[kind].memory(f, gpus) / physics.HEADROOM
+        row, xm = memory_row(kind, f, hw.gpu_type, gpus, accounted), group_memory_row(kind, f, gpus)
+        target = peak - accounted
+        if not (_sane(row, target) and _sane(xm, target)):
+            return
+        pooled = model.memory.predict(row)
+        own = group.residual.memory.predict(xm)
+        forecast = accounted + pooled + own + arch.memory.predict(xm)
+        if forecast > 0 and peak > 0:
+            error = math.log(peak / forecast)
+            model.memory_errors.add(error)
+            group.memory_errors.add(error)
+        arch.memory.learn(xm, target - pooled - own)
+        group.residual.memory.learn(xm, target - pooled)
+        model.memory.learn(row, target)
 
     def learn_out_of_memory(self, kind: str, f: Features, hw: Hardware, gpus: int) -> None:
         """A job's peak at `gpus` GPUs passed the GPU's memory: learned as a peak of OOM_PEAK of
         it (a lower bound taken as the value, so the count it is sized at next time grows)."""
-        model, memory = self.models[kind], BASELINES[kind].memory(f, gpus)
-        accounted = memory / physics.HEADROOM
-        row, target = _memory_row(kind, f, hw.gpu_type, gpus, accounted), OOM_PEAK * hw.memory_gb - accounted
-        if _sane(row, target):
-            model.memory.learn(row, target)
+        group, arch = self._levels(kind, f, hw.gpu_type, teach=True)
+        assert group is not None and arch is not None
+        self._learn_peak(kind, f, hw, gpus, OOM_PEAK * hw.memory_gb, group, arch)
 
-    def _peak(self, kind: str, f: Features, gpu_type: str, n: int, memory: float) -> float:
+    def _levels(
+        self, kind: str, f: Features, gpu_type: str, teach: bool = False
+    ) -> tuple[GroupModel | None, Residual | None]:
+        """The job's group and model corrections (made, when `teach`, if new)."""
+        model = self.models[kind]
+        key, name = group_key(f, gpu_type), architecture(kind, f)
+        if not teach:
+            return model.groups.get(key), model.architectures.get(name)
+        dims = (len(group_duration_row(f, 1, 1.0)), len(group_memory_row(kind, f, 1)))
+        group = model.groups.setdefault(key, GroupModel(Residual.fresh(*dims)))
+        return group, taught(model.architectures, name, Residual.fresh(*dims))
+
+    def usable(self) -> float:
+        """The share of a GPU's memory a job may peak at: the most finished jobs were seen to (all
+        of it before any is seen: the baseline's own headroom is in the forecast peak then)."""
+        if len(self.utilization) < MIN_ERRORS:
+            return 1.0
+        return min(1.0, max(self.utilization))
+
+    def _centre(self, kind: str, f: Features, hw: Hardware, n: int) -> float:
+        """Log pool steps the job runs at `n` GPUs, by its kind's, group's and model's corrections."""
+        model, base = self.models[kind], BASELINES[kind]
+        hours = _hours(base, f, hw.gpu_type, n)
+        x = np.array(base.design(f, hw.gpu_type, n, hours, base.memory(f, n)))
+        xd, xm = group_duration_row(f, n, hours), group_memory_row(kind, f, n)
+        group, arch = self._levels(kind, f, hw.gpu_type)
+        own = predict(group.residual if group else None, xd, xm)[0] + predict(arch, xd, xm)[0]
+        return math.log(hours * 60.0 / hw.step_minutes) + model.duration.predict(x) + own
+
+    def _peak(self, kind: str, f: Features, gpu_type: str, n: int) -> float:
         """Forecast peak GB a GPU at `n` GPUs (the baseline over its headroom, corrected)."""
-        accounted = memory / physics.HEADROOM
-        return accounted + self.models[kind].memory.predict(_memory_row(kind, f, gpu_type, n, accounted))
+        model, base = self.models[kind], BASELINES[kind]
+        accounted = base.memory(f, n) / physics.HEADROOM
+        xd, xm = group_duration_row(f, n, 1.0), group_memory_row(kind, f, n)
+        group, arch = self._levels(kind, f, gpu_type)
+        own = predict(group.residual if group else None, xd, xm)[1] + predict(arch, xd, xm)[1]
+        return accounted + model.memory.predict(memory_row(kind, f, gpu_type, n, accounted)) + own
 
-    def _count(self, kind: str, f: Features, hw: Hardware, share: float) -> int:
-        """`_choose` over the powers of two from the layout's floor to the pool's size; a count
-        above `share` of the pool (the layout's floor always allowed) is refused, so no forecast
-        gives one job the pool: a job that needs that much says so with `gpus`."""
-        base, floor = BASELINES[kind], BASELINES[kind].smallest(f)
+    def _count(self, kind: str, f: Features, hw: Hardware, share: float, risk: float) -> int:
+        """`_choose` over the powers of two from the layout's floor to the pool's size, by risk
+        first, then by the forecast peak alone, then by the baseline alone. A job these show
+        fitting gets its count, the whole pool if it must; one sized past them (no count fits by
+        the forecast) gets at most `share` of the pool (the layout's floor always allowed), so no
+        forecast error gives one job the pool: above that it is refused, and a job that needs it
+        says so with `gpus`."""
+        model, base, floor = self.models[kind], BASELINES[kind], BASELINES[kind].smallest(f)
         if floor > hw.max_gpus:
             raise SizeError(
                 f"features.tensor_parallel, features.pipeline_parallel: the layout needs {floor} GPUs, "
@@ -349,27 +327,42 @@ class JobForecaster:
 
         def peak(n: int) -> float:
             if n not in peaks:
-                peaks[n] = self._peak(kind, f, hw.gpu_type, n, base.memory(f, n))
+                peaks[n] = self._peak(kind, f, hw.gpu_type, n)
             return peaks[n]
 
-        n = _choose(counts, peak, lambda n: base.memory(f, n) <= hw.memory_gb * physics.HEADROOM, hw.memory_gb)
-        if n is None:
+        group = model.groups.get(group_key(f, hw.gpu_type))
+        margin = math.exp(errors_of(group, model.memory_errors, memory=True).quantile(1 - risk))
+        usable = self.usable() * hw.memory_gb
+        rules = (
+            lambda n: peak(n) * margin <= usable,
+            lambda n: peak(n) <= hw.memory_gb,
+            lambda n: base.memory(f, n) <= hw.memory_gb * physics.HEADROOM,
+        )
+        chosen = _choose(counts, peak, rules, hw.memory_gb)
+        if chosen is None:
             least, at = min((peak(n), n) for n in counts)
             raise SizeError(
                 f"features: no count of the pool's {hw.max_gpus} GPUs holds the job (it needs about "
                 f"{least:.0f} GB a GPU at best, at {at}; a {hw.gpu_type} has {hw.memory_gb:g} GB)"
             )
-        if n > cap:
+        n, fits = chosen
+        if n > cap and not fits:
             raise SizeError(
-                f"features: the forecast sizes the job at {n} GPUs, more than forecast.max_pool_share "
-                f"({share:g}) of the pool's {hw.max_gpus} allows ({cap}); give gpus to run it at a count "
-                f"of your own"
+                f"features: the forecast puts the job over a GPU's memory at every count and sizes it at "
+                f"{n} GPUs, more than forecast.max_pool_share ({share:g}) of the pool's {hw.max_gpus} allows "
+                f"({cap}); give gpus to run it at a count of your own"
             )
         return n
 
     def dump(self) -> dict[str, Any]:
-        return {kind: model.dump() for kind, model in self.models.items()}
+        return {"kinds": {kind: model.dump() for kind, model in self.models.items()}, "utilization": self.utilization}
 
     @classmethod
     def load(cls, data: dict[str, Any]) -> "JobForecaster":
-        return cls({kind: KindModel.load(m) for kind, m in data.items()})
+        kinds = data.get("kinds", data)  # a state of the kinds alone (no utilization kept) loads too
+        return cls({kind: KindModel.load(m) for kind, m in kinds.items()}, list(data.get("utilization", [])))
+
+
+def _tail(coverage: float, shift: float) -> float:
+    """The interval's lower tail: half of what it leaves out, less the tracked shift."""
+    return min(0.49, max(0.001, (1.0 - coverage) / 2 - shift))

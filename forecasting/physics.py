@@ -25,9 +25,14 @@ from dataclasses import dataclass
 from gpualloc.schemas.features import TrainingFeatures
 
 GIB = 1024**3
-BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}  # a weight, by compute precision
-OPTIMIZER_BYTES = {"adamw": 12, "adamw_8bit": 6, "adafactor": 6, "sgd": 8, "lion": 8}  # a trainable parameter:
-# fp32 master copy (4) and the optimizer's moments (adamw 4 + 4; 8-bit 1 + 1; factored ~2; momentum 4)
+# a weight or gradient, by compute precision: fp8 training (Transformer Engine) keeps its weights and
+# gradients in bf16 and casts to fp8 for the matrix multiplies
+BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+# the optimizer's state a trainable parameter: adamw 4 + 4; 8-bit Adam 1 + 1 (Dettmers et al. 2022);
+# Adafactor's factored second moment and no first moment (Shazeer and Stern 2018), about nothing; one
+# momentum for SGD and Lion
+OPTIMIZER_BYTES = {"adamw": 8, "adamw_8bit": 2, "adafactor": 0, "sgd": 4, "lion": 4}
+MASTER_BYTES = 4  # the fp32 master copy of a trainable parameter, under mixed precision (16-bit or fp8)
 FROZEN_BACKWARD = ("lora", "qlora", "dora", "adapter", "prefix", "prompt", "ia3")  # no gradients of base weights
 PEAK_TFLOPS = {  # dense tensor-core peak by GPU type: (16-bit, fp8, fp32/tf32)
     "v100-32gb": (125, 125, 15.7),
@@ -46,6 +51,7 @@ HEADROOM = 0.90  # the share of a GPU's memory a plan may count on (allocator, k
 ADAPTER_MODULES = {"attention": 4, "attention_mlp": 7, "all_linear": 7}  # projection matrices a layer
 VOCABULARY = 50_000  # tokens of a typical LLM vocabulary (GPT-2's 50,257; Llama's 32,000 to 128,000)
 LOGIT_BYTES = 6  # a 16-bit logit and its fp32 softmax
+HEAD_DIM = 128  # hidden units an attention head (Llama, Mistral, Qwen, Falcon-40B): heads = hidden / 128
 
 
 @dataclass(frozen=True)
@@ -84,15 +90,18 @@ def memory_parts_gb(f: TrainingFeatures, gpus: int) -> dict[str, float]:
     weights = f.params_b * 1e9 * weight_bytes
     trainable = trainable_params(f)
     grads = trainable * BYTES[f.precision]
-    state = trainable * OPTIMIZER_BYTES[f.optimizer]
+    state = trainable * (OPTIMIZER_BYTES[f.optimizer] + (MASTER_BYTES if BYTES[f.precision] < 4 else 0))
     if f.zero_stage >= 1:
         state /= replicas
     if f.zero_stage >= 2:
         grads /= replicas
-    if f.zero_stage >= 3:
-        weights /= replicas
     reference = f.params_b * 1e9 * BYTES[f.precision] if f.variant == "dpo" or f.reference_model else 0.0
-    full_layer = 34 if f.flash_attention else 46  # bytes a token a hidden unit, a layer's activations
+    if f.zero_stage >= 3:  # the frozen reference is wrapped by the same engine, so sharded alike
+        weights /= replicas
+        reference /= replicas
+    # bytes a token a hidden unit of a layer's activations (Korthikanti et al. 2022): 34, plus the
+    # attention scores and their softmax and dropout, 5 a s / h, unless FlashAttention recomputes them
+    full_layer = 34 + (0 if f.flash_attention else 5 * f.seq_len / HEAD_DIM)
     per_token_layer = 2 if f.gradient_checkpointing else full_layer
     tokens = f.micro_batch * (2 if f.variant == "dpo" else 1) * f.seq_len
     accumulation = math.ceil(f.global_batch / (f.micro_batch * replicas))

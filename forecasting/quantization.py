@@ -2,11 +2,13 @@
 quantized, and the time the calibration passes and the model's loading and saving take.
 
 - memory: methods that calibrate in full precision (AWQ, GPTQ, SmoothQuant, FP8) hold the
-  16-bit model across the GPUs, and on each GPU the calibration set's inputs to the layer being
-  calibrated (samples x sequence x hidden, 16-bit; the width estimated from the parameter count
-  at a usual depth-to-width ratio), GPTQ also its layer's Hessian (the MLP's input width squared,
-  fp32); bitsandbytes quantizes as it loads, so it holds the quantized weights; GGUF k-quants
-  run layer by layer, one GPU at most;
+  16-bit model across the GPUs. GPTQ and AWQ go block by block and keep, on each GPU, the whole
+  calibration set's inputs to the block (samples x sequence x hidden, 16-bit; the width estimated
+  from the parameter count at a usual depth-to-width ratio), GPTQ also its layer's Hessian (the
+  MLP's input width squared, fp32); SmoothQuant and FP8 gather their statistics (per-channel
+  maxima, per-tensor scales) batch by batch, so they hold one batch's activations of a layer
+  whatever the calibration set's size; bitsandbytes quantizes as it loads, so it holds the
+  quantized weights; GGUF k-quants run layer by layer, one GPU at most;
 - time: forward passes over the calibration set (2 FLOPs a parameter and token), times the passes
   the method makes (AWQ searches scales, GPTQ solves per layer), plus reading the 16-bit
   checkpoint and writing the result at storage speed.
@@ -31,6 +33,9 @@ CALIBRATION_PASSES = {
 STORAGE_GB_S = 1.0  # checkpoint read and write speed
 GGUF_S_PER_B = 60.0  # CPU k-quant conversion, seconds a billion parameters
 CALIBRATING = ("awq", "gptq", "smoothquant", "fp8")
+STREAMING = ("smoothquant", "fp8")  # statistics gathered batch by batch
+STREAM_BATCH = 16  # samples a calibration batch of a streaming method
+ACTIVATION_BYTES = 34  # a token a hidden unit of one layer's activations (Korthikanti et al. 2022)
 LAYERS_PER_WIDTH = 1 / 128  # a usual depth-to-width ratio: 32 layers at 4096, 80 at about 10,000
 MLP_WIDTH = 4  # the MLP's inner width over the model's
 
@@ -55,7 +60,10 @@ def memory_parts_gb(f: QuantizationFeatures, gpus: int) -> dict[str, float]:
     """GB a GPU holds: its share of the model, the calibration inputs, the Hessian."""
     calibrating = f.algorithm in CALIBRATING
     width = hidden_size(f.params_b)
-    inputs = f.calibration_samples * f.seq_len * width * 2 if calibrating else 0.0
+    if f.algorithm in STREAMING:
+        inputs = min(f.calibration_samples, STREAM_BATCH) * f.seq_len * width * ACTIVATION_BYTES
+    else:
+        inputs = f.calibration_samples * f.seq_len * width * 2 if calibrating else 0.0
     hessian = (MLP_WIDTH * width) ** 2 * 4 if f.algorithm == "gptq" else 0.0
     return {"model": memory_gb(f) / gpus, "calibration": inputs / GIB, "hessian": hessian / GIB}
 

@@ -65,6 +65,7 @@ class ErrorWindow:
 
     size: int = 150
     errors: list[float] = field(default_factory=list)  # oldest first
+    prior: float = PRIOR_SPREAD  # the normal spread assumed while fewer than MIN_ERRORS are known
 
     def add(self, error: float) -> None:
         self.errors.append(error)
@@ -72,9 +73,9 @@ class ErrorWindow:
 
     def quantile(self, p: float) -> float:
         """The p-quantile of the errors (linear between order statistics); a normal spread of
-        `PRIOR_SPREAD` while fewer than `MIN_ERRORS` are known."""
+        `prior` while fewer than `MIN_ERRORS` are known."""
         if len(self.errors) < MIN_ERRORS:
-            return PRIOR_SPREAD * NormalDist().inv_cdf(p)
+            return self.prior * NormalDist().inv_cdf(min(max(p, 1e-6), 1 - 1e-6))
         ordered = sorted(self.errors[-max(MIN_ERRORS, len(self.errors) // 2) :])
         at = p * (len(ordered) - 1)
         lo = math.floor(at)

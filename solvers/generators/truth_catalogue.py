@@ -95,6 +95,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -521,6 +522,12 @@ class Sized:
     peak_gb: float
     median_steps: float
     train_steps: int
+    noise_free_gpus: int  # the count without the job's memory noise
+
+
+def _first(counts: list[int], fits: Callable[[int], bool]) -> int:
+    """The smallest of `counts` that fits, else the largest."""
+    return next((c for c in counts if fits(c)), counts[-1])
 
 
 def _size(rng: random.Random, pool: PoolSpec) -> Sized | None:
@@ -532,22 +539,26 @@ def _size(rng: random.Random, pool: PoolSpec) -> Sized | None:
         noise = math.exp(rng.gauss(0.0, 0.03))
         if method in QUANT:
             f = _quant_features(rng, m, method)
-            for n in _counts(pool, 1, pool.per_node):
+            counts = _counts(pool, 1, pool.per_node)
+            for n in counts:
                 peak = quant_peak_gb(f, m, n) * noise
                 if peak <= SAFETY * gpu.memory_gb:
                     steps = quant_seconds(f, m, gpu, n) / (60 * pool.step_minutes)
-                    return Sized("quantization", method, m.name, f, n, peak, steps, f["calibration_samples"])
+                    clean = _first(counts, lambda c: quant_peak_gb(f, m, c) <= SAFETY * gpu.memory_gb)
+                    return Sized("quantization", method, m.name, f, n, peak, steps, f["calibration_samples"], clean)
             continue
         f = _training_features(rng, pool, m, method)
         layout = f.get("tensor_parallel", 1) * f.get("pipeline_parallel", 1)
-        for n in _counts(pool, layout, pool.gpus):
+        counts = _counts(pool, layout, pool.gpus)
+        for n in counts:
             peak = training_peak_gb(f, m, gpu, n) * noise
             if peak <= SAFETY * gpu.memory_gb:
                 steps = training_seconds(f, m, gpu, n, pool.per_node) / (60 * pool.step_minutes)
                 optimizer_steps = math.ceil(
                     f["dataset_tokens_m"] * 1e6 * f["epochs"] / (f["global_batch"] * f["seq_len"])
                 )
-                return Sized("training", method, m.name, f, n, peak, steps, optimizer_steps)
+                clean = _first(counts, lambda c: training_peak_gb(f, m, gpu, c) <= SAFETY * gpu.memory_gb)
+                return Sized("training", method, m.name, f, n, peak, steps, optimizer_steps, clean)
     return None
 
 
@@ -686,6 +697,7 @@ def trace(seed: int = 0, weeks: int = 4) -> tuple[list[dict[str, Any]], dict[str
                 "gpu_type": gpu.name,
                 "median_steps": round(job.median_steps, 4),
                 "gpus": job.gpus,
+                "noise_free_gpus": job.noise_free_gpus,
                 "peak_memory_gb": round(job.peak_gb, 2),
             }
     truth_apps = _traffic(random.Random(rng.getrandbits(64)), weeks, timed)

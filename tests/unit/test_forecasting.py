@@ -170,27 +170,24 @@ def test_a_job_just_over_a_gpu_at_every_count_is_not_given_the_pool():
     while a doubling lowers the peak by at least 2% of the GPU's memory (1.6 GB): 64, or a
     refusal where 64 is more than half the pool."""
     fc = JobForecaster()
-    peaks = {
-        n: fc._peak("training", ZERO3_CPT, "h100-80gb", n, physics.memory_per_gpu_gb(ZERO3_CPT, n))
-        for n in (8, 16, 32, 64, 128, 4096)
-    }
+    peaks = {n: fc._peak("training", ZERO3_CPT, "h100-80gb", n) for n in (8, 16, 32, 64, 128, 4096)}
     assert all(80 < p for p in peaks.values()) and peaks[16] < 80 * 1.15 < peaks[8]
     assert peaks[32] - peaks[64] >= 1.6 > peaks[64] - peaks[128]
     for pool in (128, 1024, 4096):
         assert fc.forecast("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, pool, 30), 0.7, 0.8).gpus == 64
     with pytest.raises(
         SizeError,
-        match=r"features: the forecast sizes the job at 64 GPUs, more than "
-        r"forecast.max_pool_share \(0.5\) of the pool's 64 allows \(32\); give gpus",
+        match=r"features: the forecast puts the job over a GPU's memory at every count and sizes it at 64 "
+        r"GPUs, more than forecast.max_pool_share \(0.5\) of the pool's 64 allows \(32\); give gpus",
     ):
         fc.forecast("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, 64, 30), 0.7, 0.8)
     whole = Forecasters(ForecastSettings(max_pool_share=1.0))  # the setting an operator raises
     assert whole.size("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, 64, 30), None, None).gpus == 64
 
 
-def test_a_job_that_fits_only_above_the_pools_share_is_refused_naming_the_setting():
-    """The baseline fits a 70B full fine-tune at 16 GPUs: a 16-GPU pool does not give it all of
-    them unless its share allows, or the job gives `gpus`; a layout's own floor is allowed."""
+def test_a_job_the_forecast_shows_fitting_only_on_the_whole_pool_gets_it():
+    """The baseline fits a 70B full fine-tune at 16 GPUs: a 16-GPU pool holds it, so it is not
+    refused, whatever the share (the share bounds only counts the forecast cannot show fitting)."""
     big = training(
         variant="full",
         lora_rank=None,
@@ -204,15 +201,11 @@ def test_a_job_that_fits_only_above_the_pools_share_is_refused_naming_the_settin
     )
     assert physics.size_training(big, "h100-80gb").gpus == 16
     hw = Hardware("h100-80gb", 80.0, 16, 30)
-    with pytest.raises(
-        SizeError,
-        match=r"features: the forecast sizes the job at 16 GPUs, more than "
-        r"forecast.max_pool_share \(0.5\) of the pool's 16 allows \(8\)",
-    ):
-        JobForecaster().forecast("training", big, hw, 0.7, 0.8)
-    assert JobForecaster().forecast("training", big, hw, 0.7, 0.8, share=1.0).gpus == 16
+    assert JobForecaster().forecast("training", big, hw, 0.7, 0.8).gpus == 16
     assert JobForecaster().forecast("training", big, hw, 0.7, 0.8, gpus=16).gpus == 16
     assert JobForecaster().forecast("training", big, Hardware("h100-80gb", 80.0, 32, 30), 0.7, 0.8).gpus == 16
+    with pytest.raises(SizeError, match="features: no count of the pool's 8 GPUs holds the job"):
+        JobForecaster().forecast("training", big, Hardware("h100-80gb", 80.0, 8, 30), 0.7, 0.8)
     layout = training(tensor_parallel=8, pipeline_parallel=2)
     assert JobForecaster().forecast("training", layout, hw, 0.7, 0.8).gpus == 16
 

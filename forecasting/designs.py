@@ -1,0 +1,178 @@
+"""What the job corrections are linear in: each kind's physics baseline and its design rows.
+
+The duration correction's row (`Baseline.design`) holds log features and the baseline's own
+answers; the memory correction's (`memory_row`) holds the baseline's accounting part by part, so
+a part it under- or over-counts is corrected in proportion. Group rows (`group_row`) are the few
+terms a group's own correction adds on top of its kind's (`groups`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, TypeVar, cast
+
+import numpy as np
+
+from gpualloc.forecasting import physics, quantization
+from gpualloc.schemas.features import (
+    GPU_TYPES,
+    OPTIMIZERS,
+    PRECISIONS,
+    QUANT_ALGORITHMS,
+    TRAINING_VARIANTS,
+    QuantizationFeatures,
+    TrainingFeatures,
+)
+
+Features = TrainingFeatures | QuantizationFeatures
+F = TypeVar("F", TrainingFeatures, QuantizationFeatures)  # a baseline's own kind of features
+
+
+@dataclass(frozen=True)
+class Baseline(Generic[F]):
+    """A kind's physics: memory a GPU and hours at a count, the fewest GPUs, and the design row."""
+
+    memory: Callable[[F, int], float]
+    parts: Callable[[F, int], dict[str, float]]  # the same by what holds it
+    hours: Callable[[F, str, int], float]
+    smallest: Callable[[F], int]
+    design: Callable[[F, str, int, float, float], list[float]]
+
+
+def one_hot(value: str, choices: tuple[str, ...]) -> list[float]:
+    return [1.0 if value == c else 0.0 for c in choices]
+
+
+def _common(gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
+    """Terms every design shares: the hardware, the count, and the baseline's own answers (so a
+    correction can grow or shrink with them: fixed overheads weigh most on small jobs)."""
+    return [
+        1.0,
+        math.log2(gpus),
+        math.log(hours),
+        1.0 / (1.0 + hours),
+        math.log1p(memory),
+        1.0 / (1.0 + memory),
+        *one_hot(gpu_type, GPU_TYPES),
+    ]
+
+
+def _training_design(f: TrainingFeatures, gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
+    return [
+        *_common(gpu_type, gpus, hours, memory),
+        math.log(f.params_b),
+        math.log(f.params_b) ** 2,
+        math.log(f.micro_batch) ** 2,
+        math.log2(gpus) ** 2,
+        math.log((f.active_params_b or f.params_b) / f.params_b),
+        math.log(f.layers),
+        math.log(f.hidden_size),
+        math.log(f.seq_len),
+        math.log(f.dataset_tokens_m * f.epochs),
+        math.log(f.global_batch),
+        math.log(f.micro_batch),
+        math.log(f.lora_rank or 1),
+        float(f.gradient_checkpointing),
+        f.zero_stage / 3,
+        math.log2(f.tensor_parallel),
+        math.log2(f.pipeline_parallel),
+        float(f.flash_attention),
+        float(f.reference_model),
+        *one_hot(f.variant, TRAINING_VARIANTS),
+        *one_hot(f.precision, PRECISIONS),
+        *one_hot(f.optimizer, OPTIMIZERS),
+    ]
+
+
+def _quantization_design(f: QuantizationFeatures, gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
+    return [
+        *_common(gpu_type, gpus, hours, memory),
+        math.log(f.params_b),
+        math.log(f.bits),
+        math.log1p(f.calibration_samples),
+        math.log(f.seq_len),
+        math.log(f.group_size or 1),
+        *one_hot(f.algorithm, QUANT_ALGORITHMS),
+    ]
+
+
+# Any: the kind picks the baseline, and the features are of that kind
+BASELINES: dict[str, Baseline[Any]] = {
+    "training": Baseline(
+        physics.memory_per_gpu_gb,
+        physics.memory_parts_gb,
+        physics.training_hours,
+        physics.smallest_count,
+        _training_design,
+    ),
+    "quantization": Baseline(
+        quantization.memory_per_gpu_gb,
+        quantization.memory_parts_gb,
+        quantization.quantization_hours,
+        lambda f: 1,
+        _quantization_design,
+    ),
+}
+
+
+MEMORY_SCALE = 50.0  # GB: keeps the proportional terms of the memory row near the others' magnitude
+
+
+def memory_row(kind: str, f: Features, gpu_type: str, gpus: int, accounted: float) -> np.ndarray:
+    """What the memory correction is linear in: each part of the baseline's accounting (so a part
+    it under- or over-counts is corrected in proportion), fixed GB (the runtime's, by GPU type;
+    buffers once there are peers) and GB by variant or algorithm (each holds memory its own way)."""
+    group = (
+        one_hot(cast(TrainingFeatures, f).variant, TRAINING_VARIANTS)
+        if kind == "training"
+        else one_hot(cast(QuantizationFeatures, f).algorithm, QUANT_ALGORITHMS)
+    )
+    parts = [gb / MEMORY_SCALE for gb in BASELINES[kind].parts(f, gpus).values()]
+    return np.array(
+        [
+            *parts,
+            1.0,
+            float(gpus > 1),
+            *group,
+            *(g * accounted / MEMORY_SCALE for g in group),
+            *one_hot(gpu_type, GPU_TYPES),
+        ]
+    )
+
+
+PROBES: dict[str, Features] = {
+    "training": TrainingFeatures(
+        variant="full",
+        params_b=1,
+        layers=1,
+        hidden_size=64,
+        seq_len=1,
+        dataset_tokens_m=1,
+        epochs=1,
+        global_batch=1,
+        micro_batch=1,
+    ),
+    "quantization": QuantizationFeatures(params_b=1, algorithm="awq", bits=4),
+}
+
+
+def group_duration_row(f: Features, gpus: int, hours: float) -> np.ndarray:
+    """A group's own duration terms: its level, and its slopes in the baseline's hours, the
+    count and the model's size (what a variant's or an algorithm's cost law bends with)."""
+    return np.array([1.0, math.log(hours), math.log2(gpus), math.log(f.params_b)])
+
+
+def group_memory_row(kind: str, f: Features, gpus: int) -> np.ndarray:
+    """A group's own memory terms: fixed GB, GB with peers, and GB in proportion to each part of
+    the baseline's accounting (in GB, so the penalty weighs a part by its size) (a model's vocabulary or MLP width, which features do not give,
+    shows as a part it holds more of)."""
+    return np.array([1.0, float(gpus > 1), *BASELINES[kind].parts(f, gpus).values()])
+
+
+def architecture(kind: str, f: Features) -> str:
+    """The model a job trains or quantizes, as its features tell it apart."""
+    if kind == "training":
+        t = cast(TrainingFeatures, f)
+        return f"{t.params_b:g}/{t.layers}/{t.hidden_size}"
+    return f"{f.params_b:g}"

@@ -2,8 +2,8 @@
 
 The duration correction's row (`Baseline.design`) holds log features and the baseline's own
 answers; the memory correction's (`memory_row`) holds the baseline's accounting part by part, so
-a part it under- or over-counts is corrected in proportion. Group rows (`group_row`) are the few
-terms a group's own correction adds on top of its kind's (`groups`).
+a part it under- or over-counts is corrected in proportion. Group rows (`group_memory_row`) are the
+few terms a group's or a model's own memory correction adds on top of its kind's (`groups`).
 """
 
 from __future__ import annotations
@@ -155,12 +155,6 @@ PROBES: dict[str, Features] = {
     ),
     "quantization": QuantizationFeatures(params_b=1, algorithm="awq", bits=4),
 }
-
-
-def group_duration_row(f: Features, gpus: int, hours: float) -> np.ndarray:
-    """A group's own duration terms: its level, and its slopes in the baseline's hours, the
-    count and the model's size (what a variant's or an algorithm's cost law bends with)."""
-    return np.array([1.0, math.log(hours), math.log2(gpus), math.log(f.params_b)])
 
 
 def group_memory_row(kind: str, f: Features, gpus: int) -> np.ndarray:

@@ -1,12 +1,12 @@
 """Corrections of a group and of a model on top of their kind's: shrinkage from pooled to own.
 
 A group is a training variant or a quantization algorithm on a GPU type; a model is the
-architecture a job trains or quantizes (`designs.architecture`). Each has small ridge regressions
-(`designs.group_duration_row`, `designs.group_memory_row`) fitted to what the levels above it
-left over, each example's residual taken before those levels learned from it. The penalty
-shrinks them to zero, so a group or model with few completions is forecast as the level above
-and one with a few dozen by its own law. A group also keeps its errors: its intervals and memory
-margins once they hold `MIN_ERRORS`.
+architecture a job trains or quantizes (`designs.architecture`). A group's duration is its kind's
+plus its mean residual under the kind's correction as it stands (`Offset`); its memory and a
+model's add small ridge regressions (`designs.group_memory_row`) fitted to what the levels above
+left over. The penalty shrinks each towards zero, so a group or model with few completions is
+forecast as the level above and one with a few dozen by its own. A group also keeps its errors:
+its intervals and memory margins once they hold `MIN_ERRORS`.
 """
 
 from __future__ import annotations
@@ -24,37 +24,58 @@ MODELS = 256  # models a kind keeps corrections for (the least recently taught i
 
 
 @dataclass
-class Residual:
-    """What a level adds to the forecasts of the levels above it."""
+class Offset:
+    """A level's mean residual under its kind's correction as it is now: the sums of its
+    examples' targets and design rows, so it is exact whatever the order they came in (a residual
+    taken against the kind's correction at the time would keep what the kind learned later)."""
 
-    duration: OnlineRidge  # log steps
-    memory: OnlineRidge  # GB a GPU
+    count: int = 0
+    sum_y: float = 0.0
+    sum_x: list[float] = field(default_factory=list)
 
-    @classmethod
-    def fresh(cls, duration_dims: int, memory_dims: int) -> "Residual":
-        return cls(OnlineRidge(duration_dims, PENALTY), OnlineRidge(memory_dims, PENALTY))
+    def learn(self, x: np.ndarray, y: float) -> None:
+        self.count += 1
+        self.sum_y += y
+        self.sum_x = list(x) if not self.sum_x else [a + b for a, b in zip(self.sum_x, x)]
+
+    def value(self, kind: OnlineRidge) -> float:
+        """The mean of (target - the kind's forecast), shrunk by PENALTY examples of zero."""
+        if not self.count:
+            return 0.0
+        return (self.sum_y - kind.predict(np.array(self.sum_x))) / (self.count + PENALTY)
 
     def dump(self) -> dict[str, Any]:
-        return {"duration": self.duration.dump(), "memory": self.memory.dump()}
+        return {"count": self.count, "sum_y": self.sum_y, "sum_x": self.sum_x}
 
     @classmethod
-    def load(cls, data: dict[str, Any]) -> "Residual":
-        return cls(OnlineRidge.load(data["duration"], PENALTY), OnlineRidge.load(data["memory"], PENALTY))
+    def load(cls, data: dict[str, Any]) -> "Offset":
+        return cls(int(data["count"]), float(data["sum_y"]), [float(v) for v in data["sum_x"]])
 
 
 @dataclass
 class GroupModel:
-    residual: Residual
+    memory: OnlineRidge  # GB a GPU, on `designs.group_memory_row`
+    duration: Offset = field(default_factory=Offset)  # log steps
     errors: ErrorWindow = field(default_factory=lambda: ErrorWindow(GROUP_ERRORS))  # log duration
     memory_errors: ErrorWindow = field(default_factory=lambda: ErrorWindow(GROUP_ERRORS))  # log peak
 
+    @classmethod
+    def fresh(cls, memory_dims: int) -> "GroupModel":
+        return cls(OnlineRidge(memory_dims, PENALTY, relative=True))
+
     def dump(self) -> dict[str, Any]:
-        return {**self.residual.dump(), "errors": self.errors.errors, "memory_errors": self.memory_errors.errors}
+        return {
+            "memory": self.memory.dump(),
+            "duration": self.duration.dump(),
+            "errors": self.errors.errors,
+            "memory_errors": self.memory_errors.errors,
+        }
 
     @classmethod
     def load(cls, data: dict[str, Any]) -> "GroupModel":
         return cls(
-            Residual.load(data),
+            OnlineRidge.load(data["memory"], PENALTY, relative=True),
+            Offset.load(data["duration"]),
             ErrorWindow(GROUP_ERRORS, list(data["errors"])),
             ErrorWindow(GROUP_ERRORS, list(data["memory_errors"])),
         )
@@ -66,17 +87,10 @@ def errors_of(group: GroupModel | None, pooled: ErrorWindow, memory: bool = Fals
     return own if own is not None and len(own.errors) >= MIN_ERRORS else pooled
 
 
-def taught(models: dict[str, Residual], key: str, fresh: Residual) -> Residual:
-    """The model's corrections, made the most recently taught (the oldest dropped past MODELS)."""
-    residual = models.pop(key, None) or fresh
-    models[key] = residual
+def taught(models: dict[str, OnlineRidge], key: str, dims: int) -> OnlineRidge:
+    """A model's memory correction, made the most recently taught (the oldest dropped past MODELS)."""
+    ridge = models.pop(key, None) or OnlineRidge(dims, PENALTY, relative=True)
+    models[key] = ridge
     while len(models) > MODELS:
         del models[next(iter(models))]
-    return residual
-
-
-def predict(residual: Residual | None, duration_row: np.ndarray, memory_row: np.ndarray) -> tuple[float, float]:
-    """(log steps, GB) a level adds; nothing for a level that has not learned."""
-    if residual is None:
-        return 0.0, 0.0
-    return residual.duration.predict(duration_row), residual.memory.predict(memory_row)
+    return ridge

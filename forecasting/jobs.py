@@ -31,11 +31,10 @@ from gpualloc.forecasting.designs import (
     Baseline,
     Features,
     architecture,
-    group_duration_row,
     group_memory_row,
     memory_row,
 )
-from gpualloc.forecasting.groups import GroupModel, Residual, errors_of, predict, taught
+from gpualloc.forecasting.groups import PENALTY, GroupModel, errors_of, taught
 from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow, OnlineRidge
 from gpualloc.schemas.features import GPU_TYPES
 from gpualloc.schemas.limits import LIMITS
@@ -80,7 +79,7 @@ class KindModel:
     errors: ErrorWindow = field(default_factory=ErrorWindow)  # log duration, out of sample
     memory_errors: ErrorWindow = field(default_factory=lambda: ErrorWindow(prior=MEMORY_PRIOR))  # log peak
     groups: dict[str, GroupModel] = field(default_factory=dict)
-    architectures: dict[str, Residual] = field(default_factory=dict)  # the most recently taught last
+    architectures: dict[str, OnlineRidge] = field(default_factory=dict)  # memory; the most recently taught last
     shift: float = 0.0  # of the interval's tails: up while completions fall outside more than they should
 
     def dump(self) -> dict[str, Any]:
@@ -102,7 +101,7 @@ class KindModel:
             ErrorWindow(errors=list(data["errors"])),
             ErrorWindow(errors=list(data.get("memory_errors", [])), prior=MEMORY_PRIOR),
             {key: GroupModel.load(g) for key, g in data.get("groups", {}).items()},
-            {key: Residual.load(r) for key, r in data.get("architectures", [])},
+            {key: OnlineRidge.load(r, PENALTY, relative=True) for key, r in data.get("architectures", [])},
             float(data.get("shift", 0.0)),
         )
 
@@ -223,27 +222,23 @@ class JobForecaster:
         assert group is not None and arch is not None
         hours, memory = _hours(base, f, hw.gpu_type, gpus), base.memory(f, gpus)
         x = np.array(base.design(f, hw.gpu_type, gpus, hours, memory))
-        xd = group_duration_row(f, gpus, hours)
         y = math.log(steps * hw.step_minutes / 60.0 / hours)
-        if _sane(x, y) and _sane(xd, y):
-            pooled = model.duration.predict(x)
-            own = group.residual.duration.predict(xd)
-            error = y - pooled - own - arch.duration.predict(xd)
+        if _sane(x, y):
+            error = y - model.duration.predict(x) - group.duration.value(model.duration)
             errors = errors_of(group, model.errors)
             tail = _tail(coverage, model.shift)
             outside = not errors.quantile(tail) <= error <= errors.quantile(1 - tail)
             model.shift += INTERVAL_RATE * ((1.0 if outside else 0.0) - (1.0 - coverage))
             model.errors.add(error)
             group.errors.add(error)
-            arch.duration.learn(xd, y - pooled - own)
-            group.residual.duration.learn(xd, y - pooled)
+            group.duration.learn(x, y)
             model.duration.learn(x, y)
         if peak_memory_gb is not None and peak_memory_gb > 0:
             self._learn_peak(kind, f, hw, gpus, peak_memory_gb, group, arch)
             self.utilization = (self.utilization + [peak_memory_gb / hw.memory_gb])[-UTILIZATION:]
 
     def _learn_peak(
-        self, kind: str, f: Features, hw: Hardware, gpus: int, peak: float, group: GroupModel, arch: Residual
+        self, kind: str, f: Features, hw: Hardware, gpus: int, peak: float, group: GroupModel, arch: OnlineRidge
     ) -> None:
         """Each level's memory correction learns the job's `peak` at `gpus` (errors first)."""
         model = self.models[kind]
@@ -253,14 +248,14 @@ class JobForecaster:
         if not (_sane(row, target) and _sane(xm, target)):
             return
         pooled = model.memory.predict(row)
-        own = group.residual.memory.predict(xm)
-        forecast = accounted + pooled + own + arch.memory.predict(xm)
+        own = group.memory.predict(xm)
+        forecast = accounted + pooled + own + arch.predict(xm)
         if forecast > 0 and peak > 0:
             error = math.log(peak / forecast)
             model.memory_errors.add(error)
             group.memory_errors.add(error)
-        arch.memory.learn(xm, target - pooled - own)
-        group.residual.memory.learn(xm, target - pooled)
+        arch.learn(xm, target - pooled - own)
+        group.memory.learn(xm, target - pooled)
         model.memory.learn(row, target)
 
     def learn_out_of_memory(self, kind: str, f: Features, hw: Hardware, gpus: int) -> None:
@@ -272,15 +267,15 @@ class JobForecaster:
 
     def _levels(
         self, kind: str, f: Features, gpu_type: str, teach: bool = False
-    ) -> tuple[GroupModel | None, Residual | None]:
-        """The job's group and model corrections (made, when `teach`, if new)."""
+    ) -> tuple[GroupModel | None, OnlineRidge | None]:
+        """The job's group and its model's memory correction (made, when `teach`, if new)."""
         model = self.models[kind]
         key, name = group_key(f, gpu_type), architecture(kind, f)
         if not teach:
             return model.groups.get(key), model.architectures.get(name)
-        dims = (len(group_duration_row(f, 1, 1.0)), len(group_memory_row(kind, f, 1)))
-        group = model.groups.setdefault(key, GroupModel(Residual.fresh(*dims)))
-        return group, taught(model.architectures, name, Residual.fresh(*dims))
+        dims = len(group_memory_row(kind, f, 1))
+        group = model.groups.setdefault(key, GroupModel.fresh(dims))
+        return group, taught(model.architectures, name, dims)
 
     def usable(self) -> float:
         """The share of a GPU's memory a job may peak at: the most finished jobs were seen to (all
@@ -290,22 +285,21 @@ class JobForecaster:
         return min(1.0, max(self.utilization))
 
     def _centre(self, kind: str, f: Features, hw: Hardware, n: int) -> float:
-        """Log pool steps the job runs at `n` GPUs, by its kind's, group's and model's corrections."""
+        """Log pool steps the job runs at `n` GPUs, by its kind's and its group's corrections."""
         model, base = self.models[kind], BASELINES[kind]
         hours = _hours(base, f, hw.gpu_type, n)
         x = np.array(base.design(f, hw.gpu_type, n, hours, base.memory(f, n)))
-        xd, xm = group_duration_row(f, n, hours), group_memory_row(kind, f, n)
-        group, arch = self._levels(kind, f, hw.gpu_type)
-        own = predict(group.residual if group else None, xd, xm)[0] + predict(arch, xd, xm)[0]
+        group = self._levels(kind, f, hw.gpu_type)[0]
+        own = group.duration.value(model.duration) if group else 0.0
         return math.log(hours * 60.0 / hw.step_minutes) + model.duration.predict(x) + own
 
     def _peak(self, kind: str, f: Features, gpu_type: str, n: int) -> float:
         """Forecast peak GB a GPU at `n` GPUs (the baseline over its headroom, corrected)."""
         model, base = self.models[kind], BASELINES[kind]
         accounted = base.memory(f, n) / physics.HEADROOM
-        xd, xm = group_duration_row(f, n, 1.0), group_memory_row(kind, f, n)
+        xm = group_memory_row(kind, f, n)
         group, arch = self._levels(kind, f, gpu_type)
-        own = predict(group.residual if group else None, xd, xm)[1] + predict(arch, xd, xm)[1]
+        own = (group.memory.predict(xm) if group else 0.0) + (arch.predict(xm) if arch else 0.0)
         return accounted + model.memory.predict(memory_row(kind, f, gpu_type, n, accounted)) + own
 
     def _count(self, kind: str, f: Features, hw: Hardware, share: float, risk: float) -> int:

@@ -27,6 +27,9 @@ class OnlineRidge:
     xtx: np.ndarray = field(default=None)  # type: ignore[arg-type]
     xty: np.ndarray = field(default=None)  # type: ignore[arg-type]
     examples: int = 0
+    # the penalty in examples' worth: scaled by each term's mean square, so a term of large values
+    # (GB of a part) is held back as much as a small one (for corrections learned from few examples)
+    relative: bool = False
     _weights: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -44,16 +47,17 @@ class OnlineRidge:
         if self.examples == 0:
             return 0.0
         if self._weights is None:
-            self._weights = np.linalg.solve(self.xtx + self.penalty * np.eye(self.dims), self.xty)
+            scale = np.diag(self.xtx) / self.examples if self.relative else np.ones(self.dims)
+            self._weights = np.linalg.solve(self.xtx + self.penalty * np.diag(np.maximum(scale, 1e-12)), self.xty)
         return float(x @ self._weights)
 
     def dump(self) -> dict[str, Any]:
         return {"xtx": self.xtx.tolist(), "xty": self.xty.tolist(), "examples": self.examples}
 
     @classmethod
-    def load(cls, data: dict[str, Any], penalty: float = 1.0) -> "OnlineRidge":
+    def load(cls, data: dict[str, Any], penalty: float = 1.0, relative: bool = False) -> "OnlineRidge":
         xty = np.array(data["xty"], dtype=float)
-        return cls(len(xty), penalty, np.array(data["xtx"], dtype=float), xty, data["examples"])
+        return cls(len(xty), penalty, np.array(data["xtx"], dtype=float), xty, data["examples"], relative)
 
 
 @dataclass

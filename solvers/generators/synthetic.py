@@ -9,9 +9,12 @@ import random
 from datetime import timedelta
 from typing import Any
 
+from gpualloc.schemas.features import QuantizationFeatures, TrainingFeatures
 from gpualloc.solvers.generators.synthetic_jobs import (
     GPUS,
+    POOL_GPUS,
     duration_noise_floor,
+    fitting_gpus,
     job_trace,
     noise_floor_last,
     sample_job,
@@ -26,7 +29,17 @@ from gpualloc.solvers.generators.synthetic_traffic import (
 )
 from gpualloc.solvers.generators.traces import T0
 
-__all__ = ["duration_noise_floor", "forecast_trace", "job_trace", "noise_floor_last", "traffic_trace"]
+__all__ = [
+    "duration_noise_floor",
+    "forecast_trace",
+    "ground_truth",
+    "job_trace",
+    "noise_free_gpus",
+    "noise_floor_last",
+    "traffic_trace",
+]
+
+NAME = "synthetic"
 
 LOAD = 1.35  # offered GPU-steps of the jobs / GPU-steps real-time traffic leaves free
 
@@ -97,3 +110,38 @@ def forecast_trace(
             )
         )
     return to_events(records, f"f{seed}")
+
+
+def ground_truth(seed: int = 0, weeks: int = 5) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """`job_trace` and `traffic_trace` of `seed` as one trace, with their truth in the format the
+    ground-truth generators share (docs/ground-truth.md)."""
+    jobs, job_truth = job_trace(seed)
+    traffic = traffic_trace(seed, weeks)
+    features = {e["payload"]["id"]: e["payload"] for e in jobs if e["type"] == "job.submitted"}
+    pools = {e["payload"]["id"]: e["pool"] for e in jobs if e["type"] == "job.submitted"}
+    truth_jobs = {
+        job_id: {
+            "pool": pools[job_id],
+            "kind": features[job_id]["kind"],
+            "group": t.get("variant") or t.get("algorithm"),
+            "gpu_type": t["gpu_type"],
+            "median_steps": t["expected_steps"],
+            "gpus": t["gpus"],
+            "noise_free_gpus": noise_free_gpus(features[job_id]["kind"], features[job_id]["features"], t["gpu_type"]),
+            "peak_memory_gb": t["peak_memory_gb"],
+        }
+        for job_id, t in job_truth.items()
+    }
+    plan = traffic_plan(seed, weeks)
+    apps = {
+        app_id: {"pool": "default", "demand": {str(step): round(v, 4) for step, v in enumerate(levels)}}
+        for app_id, levels in expected_demand(plan).items()
+    }
+    events = sorted(jobs + traffic, key=lambda e: e["occurred_at"])
+    return events, {"generator": NAME, "seed": seed, "jobs": truth_jobs, "apps": apps}
+
+
+def noise_free_gpus(kind: str, features: dict[str, Any], gpu_type: str) -> int | None:
+    """The count a job would run on without its memory noise."""
+    model = QuantizationFeatures if kind == "quantization" else TrainingFeatures
+    return fitting_gpus(kind, model.model_validate(features), gpu_type, 1.0, POOL_GPUS)

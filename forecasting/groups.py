@@ -35,8 +35,9 @@ class Offset:
 
     def learn(self, x: np.ndarray, y: float) -> None:
         self.count += 1
-        self.sum_y += y
-        self.sum_x = list(x) if not self.sum_x else [a + b for a, b in zip(self.sum_x, x)]
+        self.sum_y += float(y)
+        row = [float(v) for v in x]
+        self.sum_x = row if not self.sum_x else [a + b for a, b in zip(self.sum_x, row)]
 
     def value(self, kind: OnlineRidge) -> float:
         """The mean of (target - the kind's forecast), shrunk by PENALTY examples of zero."""

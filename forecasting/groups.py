@@ -4,8 +4,9 @@ A group is a training variant or a quantization algorithm on a GPU type; a model
 architecture a job trains or quantizes (`designs.architecture`). A group's duration is its kind's
 plus its mean residual under the kind's correction as it stands (`Offset`); its memory and a
 model's add small ridge regressions (`designs.group_memory_row`) fitted to what the levels above
-left over. The penalty shrinks each towards zero, so a group or model with few completions is
-forecast as the level above and one with a few dozen by its own. A group also keeps its errors:
+left over, each used once its out-of-sample errors show it helps (`Refinement`). The penalty
+shrinks each towards zero, so a group or model with few completions is forecast as the level
+above and one with a few dozen by its own. A group also keeps its errors:
 its intervals and memory margins once they hold `MIN_ERRORS`.
 """
 
@@ -54,15 +55,40 @@ class Offset:
 
 
 @dataclass
+class Refinement:
+    """A level's memory correction (GB a GPU, on `designs.group_memory_row`) and whether it has
+    earned its place: `gain` sums, over the level's completions and before each was learned, the
+    squared log error of the forecast without it less that with it. It is used while that is
+    positive, so a level whose few examples would mislead more than inform is left out."""
+
+    ridge: OnlineRidge
+    gain: float = 0.0
+
+    @classmethod
+    def fresh(cls, dims: int) -> "Refinement":
+        return cls(OnlineRidge(dims, PENALTY, relative=True))
+
+    def value(self, row: np.ndarray) -> float:
+        return self.ridge.predict(row) if self.gain > 0 else 0.0
+
+    def dump(self) -> dict[str, Any]:
+        return {**self.ridge.dump(), "gain": self.gain}
+
+    @classmethod
+    def load(cls, data: dict[str, Any]) -> "Refinement":
+        return cls(OnlineRidge.load(data, PENALTY, relative=True), float(data.get("gain", 0.0)))
+
+
+@dataclass
 class GroupModel:
-    memory: OnlineRidge  # GB a GPU, on `designs.group_memory_row`
+    memory: Refinement
     duration: Offset = field(default_factory=Offset)  # log steps
     errors: ErrorWindow = field(default_factory=lambda: ErrorWindow(GROUP_ERRORS))  # log duration
     memory_errors: ErrorWindow = field(default_factory=lambda: ErrorWindow(GROUP_ERRORS))  # log peak
 
     @classmethod
     def fresh(cls, memory_dims: int) -> "GroupModel":
-        return cls(OnlineRidge(memory_dims, PENALTY, relative=True))
+        return cls(Refinement.fresh(memory_dims))
 
     def dump(self) -> dict[str, Any]:
         return {
@@ -75,7 +101,7 @@ class GroupModel:
     @classmethod
     def load(cls, data: dict[str, Any]) -> "GroupModel":
         return cls(
-            OnlineRidge.load(data["memory"], PENALTY, relative=True),
+            Refinement.load(data["memory"]),
             Offset.load(data["duration"]),
             ErrorWindow(GROUP_ERRORS, list(data["errors"])),
             ErrorWindow(GROUP_ERRORS, list(data["memory_errors"])),
@@ -88,10 +114,10 @@ def errors_of(group: GroupModel | None, pooled: ErrorWindow, memory: bool = Fals
     return own if own is not None and len(own.errors) >= MIN_ERRORS else pooled
 
 
-def taught(models: dict[str, OnlineRidge], key: str, dims: int) -> OnlineRidge:
+def taught(models: dict[str, Refinement], key: str, dims: int) -> Refinement:
     """A model's memory correction, made the most recently taught (the oldest dropped past MODELS)."""
-    ridge = models.pop(key, None) or OnlineRidge(dims, PENALTY, relative=True)
-    models[key] = ridge
+    level = models.pop(key, None) or Refinement.fresh(dims)
+    models[key] = level
     while len(models) > MODELS:
         del models[next(iter(models))]
-    return ridge
+    return level

@@ -34,7 +34,7 @@ from gpualloc.forecasting.designs import (
     group_memory_row,
     memory_row,
 )
-from gpualloc.forecasting.groups import PENALTY, GroupModel, errors_of, taught
+from gpualloc.forecasting.groups import GroupModel, Refinement, errors_of, taught
 from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow, OnlineRidge
 from gpualloc.schemas.features import GPU_TYPES
 from gpualloc.schemas.limits import LIMITS
@@ -79,7 +79,7 @@ class KindModel:
     errors: ErrorWindow = field(default_factory=ErrorWindow)  # log duration, out of sample
     memory_errors: ErrorWindow = field(default_factory=lambda: ErrorWindow(prior=MEMORY_PRIOR))  # log peak
     groups: dict[str, GroupModel] = field(default_factory=dict)
-    architectures: dict[str, OnlineRidge] = field(default_factory=dict)  # memory; the most recently taught last
+    architectures: dict[str, Refinement] = field(default_factory=dict)  # memory; the most recently taught last
     shift: float = 0.0  # of the interval's tails: up while completions fall outside more than they should
 
     def dump(self) -> dict[str, Any]:
@@ -101,7 +101,7 @@ class KindModel:
             ErrorWindow(errors=list(data["errors"])),
             ErrorWindow(errors=list(data.get("memory_errors", [])), prior=MEMORY_PRIOR),
             {key: GroupModel.load(g) for key, g in data.get("groups", {}).items()},
-            {key: OnlineRidge.load(r, PENALTY, relative=True) for key, r in data.get("architectures", [])},
+            {key: Refinement.load(r) for key, r in data.get("architectures", [])},
             float(data.get("shift", 0.0)),
         )
 
@@ -238,7 +238,7 @@ class JobForecaster:
             self.utilization = (self.utilization + [peak_memory_gb / hw.memory_gb])[-UTILIZATION:]
 
     def _learn_peak(
-        self, kind: str, f: Features, hw: Hardware, gpus: int, peak: float, group: GroupModel, arch: OnlineRidge
+        self, kind: str, f: Features, hw: Hardware, gpus: int, peak: float, group: GroupModel, arch: Refinement
     ) -> None:
         """Each level's memory correction learns the job's `peak` at `gpus` (errors first)."""
         model = self.models[kind]
@@ -248,14 +248,17 @@ class JobForecaster:
         if not (_sane(row, target) and _sane(xm, target)):
             return
         pooled = model.memory.predict(row)
-        own = group.memory.predict(xm)
-        forecast = accounted + pooled + own + arch.predict(xm)
-        if forecast > 0 and peak > 0:
-            error = math.log(peak / forecast)
+        own, extra = group.memory.ridge.predict(xm), arch.ridge.predict(xm)
+        alone, grouped, both = (accounted + pooled, accounted + pooled + own, accounted + pooled + own + extra)
+        used = accounted + pooled + group.memory.value(xm) + arch.value(xm)
+        if min(alone, grouped, both, used) > 0:
+            error = math.log(peak / used)
             model.memory_errors.add(error)
             group.memory_errors.add(error)
-        arch.learn(xm, target - pooled - own)
-        group.memory.learn(xm, target - pooled)
+            group.memory.gain += math.log(peak / alone) ** 2 - math.log(peak / grouped) ** 2
+            arch.gain += math.log(peak / grouped) ** 2 - math.log(peak / both) ** 2
+        arch.ridge.learn(xm, target - pooled - own)
+        group.memory.ridge.learn(xm, target - pooled)
         model.memory.learn(row, target)
 
     def learn_out_of_memory(self, kind: str, f: Features, hw: Hardware, gpus: int) -> None:
@@ -267,7 +270,7 @@ class JobForecaster:
 
     def _levels(
         self, kind: str, f: Features, gpu_type: str, teach: bool = False
-    ) -> tuple[GroupModel | None, OnlineRidge | None]:
+    ) -> tuple[GroupModel | None, Refinement | None]:
         """The job's group and its model's memory correction (made, when `teach`, if new)."""
         model = self.models[kind]
         key, name = group_key(f, gpu_type), architecture(kind, f)
@@ -299,7 +302,7 @@ class JobForecaster:
         accounted = base.memory(f, n) / physics.HEADROOM
         xm = group_memory_row(kind, f, n)
         group, arch = self._levels(kind, f, gpu_type)
-        own = (group.memory.predict(xm) if group else 0.0) + (arch.predict(xm) if arch else 0.0)
+        own = (group.memory.value(xm) if group else 0.0) + (arch.value(xm) if arch else 0.0)
         return accounted + model.memory.predict(memory_row(kind, f, gpu_type, n, accounted)) + own
 
     def _count(self, kind: str, f: Features, hw: Hardware, share: float, risk: float) -> int:

@@ -85,7 +85,7 @@ class ForecastSettings(_Frozen):
     max_pool_share: float = Field(default=0.5, gt=0, le=1)
     # the chance of running out of memory a forecast GPU count accepts: an out-of-memory start costs a
     # failed job and its queue time, a GPU too many only that GPU, so counts are sized on the safe side
-    oom_risk: float = Field(default=0.1, gt=0, lt=0.5)
+    oom_risk: float = Field(default=0.2, gt=0, lt=0.5)
 
     def quantile(self, kind: str) -> float:
         return self.quantization_quantile if kind == "quantization" else self.training_quantile

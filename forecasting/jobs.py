@@ -116,7 +116,8 @@ def group_key(f: Features, gpu_type: str) -> str:
     return f"{getattr(f, 'variant', None) or getattr(f, 'algorithm')}/{gpu_type}"
 
 
-TOLERANCE = 0.15  # over a GPU's memory: a forecast peak this close may still fit (the forecast's error)
+TOLERANCE = 0.15  # over a GPU's memory: a forecast peak this close may still fit, before errors are known
+OVERSHOOT = 0.02  # the share of forecasts the borderline tolerance lets overshoot by more than it
 KNEE = 0.02  # of a GPU's memory: a doubling of the GPUs that lowers the forecast peak by less barely helps
 OOM_PEAK = 1.05  # of a GPU's memory: the peak an out-of-memory failure is learned as
 SANE = 1e4  # the largest magnitude a design value or target of a real job has (a 500 TB memory part)
@@ -136,18 +137,19 @@ def _choose(
     peak: Callable[[int], float],
     rules: tuple[Callable[[int], bool], ...],
     memory_gb: float,
+    tolerance: float,
 ) -> tuple[int, bool] | None:
     """Of `counts` (ascending powers of two): the smallest that the first rule that any count
     meets allows (and True: the forecast shows it fitting), else the smallest whose peak is
-    within TOLERANCE of fitting, doubled while a doubling lowers the peak by at least KNEE of the
-    GPU's memory (and False). Past that knee the peak barely falls (what is left is not
+    within `tolerance` of fitting, doubled while a doubling lowers the peak by at least KNEE of
+    the GPU's memory (and False). Past that knee the peak barely falls (what is left is not
     sharded), so more GPUs would not make the job fit, only keep them from others. None: no
-    count comes within TOLERANCE."""
+    count comes within `tolerance`."""
     for rule in rules:
         n = next((n for n in counts if rule(n)), None)
         if n is not None:
             return n, True
-    near = [i for i, n in enumerate(counts) if peak(n) <= memory_gb * (1 + TOLERANCE)]
+    near = [i for i, n in enumerate(counts) if peak(n) <= memory_gb * (1 + tolerance)]
     if not near:
         return None
     i = near[0]
@@ -308,10 +310,11 @@ class JobForecaster:
     def _count(self, kind: str, f: Features, hw: Hardware, share: float, risk: float) -> int:
         """`_choose` over the powers of two from the layout's floor to the pool's size, by risk
         first, then by the forecast peak alone, then by the baseline alone. A job these show
-        fitting gets its count, the whole pool if it must; one sized past them (no count fits by
-        the forecast) gets at most `share` of the pool (the layout's floor always allowed), so no
-        forecast error gives one job the pool: above that it is refused, and a job that needs it
-        says so with `gpus`."""
+        fitting gets its count, the whole pool if it must. A borderline one (over a GPU at every
+        count, but within the tolerance: TOLERANCE, or wider where the forecasts have
+        overshot by more in the past) gets at most `share` of the pool (the layout's floor always
+        allowed), so no forecast error gives one job the pool: should it run out of memory
+        there, it is re-queued at the next count. Only a job no count comes near is refused."""
         model, base, floor = self.models[kind], BASELINES[kind], BASELINES[kind].smallest(f)
         if floor > hw.max_gpus:
             raise SizeError(
@@ -335,7 +338,9 @@ class JobForecaster:
             lambda n: peak(n) <= hw.memory_gb,
             lambda n: base.memory(f, n) <= hw.memory_gb * physics.HEADROOM,
         )
-        chosen = _choose(counts, peak, rules, hw.memory_gb)
+        over = model.memory_errors.errors
+        tolerance = max(TOLERANCE, math.exp(-float(np.quantile(over, OVERSHOOT))) - 1 if len(over) >= MIN_ERRORS else 0)
+        chosen = _choose(counts, peak, rules, hw.memory_gb, tolerance)
         if chosen is None:
             least, at = min((peak(n), n) for n in counts)
             raise SizeError(
@@ -343,13 +348,7 @@ class JobForecaster:
                 f"{least:.0f} GB a GPU at best, at {at}; a {hw.gpu_type} has {hw.memory_gb:g} GB)"
             )
         n, fits = chosen
-        if n > cap and not fits:
-            raise SizeError(
-                f"features: the forecast puts the job over a GPU's memory at every count and sizes it at "
-                f"{n} GPUs, more than forecast.max_pool_share ({share:g}) of the pool's {hw.max_gpus} allows "
-                f"({cap}); give gpus to run it at a count of your own"
-            )
-        return n
+        return n if fits else min(n, cap)
 
     def dump(self) -> dict[str, Any]:
         return {"kinds": {kind: model.dump() for kind, model in self.models.items()}, "utilization": self.utilization}

@@ -17,7 +17,8 @@ each hour of the pool's clock, kept for `weeks` weeks. The model, in logs:
   last `ERRORS`), plus a correction per quantile kept by quantile tracking: each hour whose
   largest load needed more GPUs than the forecast gave raises it, each other hour lowers it, so
   the share of under-provisioned hours comes to 1 - quantile on any stream (whole GPUs
-  included), whatever the model misses.
+  included), whatever the model misses. An hour far below its forecast (`ANOMALY` typical
+  errors: a holiday, an outage) does not lower them: it says nothing of the upper quantiles.
 Pure and deterministic: a function of the observations in order; `dump` and `load` carry all of it.
 """
 
@@ -37,7 +38,9 @@ ERRORS = 2 * WEEK  # one-step-ahead errors kept for the quantiles
 MIN_ERRORS = 24  # errors needed before their own quantiles replace the assumed spread
 PRIOR_SPREAD = 0.15  # log-error spread assumed before that
 QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)  # levels the tracker keeps a correction for
-TRACK_RATE = 0.02  # log units a correction moves a tracked hour
+TRACK_RATE = 0.05  # log units a correction moves a tracked hour
+OFFSET_LIMIT = 1.0  # log units a correction stays within (where the bound above holds it, it goes no further)
+ANOMALY = 4.0  # typical errors below the forecast past which an hour does not move the corrections
 MAX_TREND = 0.2 / WEEK  # log units an hour: a trend steeper than about 22% a week is not believed
 DAY_SPAN = 7  # days at most between two daily medians whose slope counts
 MIN_DAY = 6  # observations a day needs for its median to count
@@ -124,7 +127,7 @@ class TrafficForecaster:
             fit = self.fit(app_id)
             if fit is not None:
                 point = fit.point(hour)
-                gpus = [_gpus(point + self._margin(app, q)) for q in QUANTILES]
+                gpus = [math.ceil(self._load(app, point, q) - 1e-9) for q in QUANTILES]
                 app.pending = Pending(hour, point, gpus)
         app.loads[hour] = max(load, app.loads.get(hour, 0.0))
         oldest = hour - self.weeks * WEEK
@@ -138,27 +141,35 @@ class TrafficForecaster:
         if p is None or p.hour not in app.loads:
             return
         load = app.loads[p.hour]
-        app.errors = (app.errors + [math.log(max(load, 1e-6)) - p.point])[-ERRORS:]
+        error = math.log(max(load, 1e-6)) - p.point
+        spread = float(np.median(np.abs(app.errors))) if len(app.errors) >= MIN_ERRORS else None
+        app.errors = (app.errors + [error])[-ERRORS:]
+        app.pending = None
+        if spread is not None and error < -ANOMALY * spread:
+            return  # a holiday's or an outage's hour: far below, it tells nothing of the upper quantiles
         needed = math.ceil(load - 1e-9)
         for i, q in enumerate(QUANTILES):
-            app.offsets[i] += TRACK_RATE * ((1.0 if needed > p.gpus[i] else 0.0) - (1.0 - q))
-        app.pending = None
+            moved = app.offsets[i] + TRACK_RATE * ((1.0 if needed > p.gpus[i] else 0.0) - (1.0 - q))
+            app.offsets[i] = min(OFFSET_LIMIT, max(-OFFSET_LIMIT, moved))
 
     def forecast(self, app_id: str, hour: int, quantile: float) -> float | None:
         """GPUs needed in pool hour `hour` at `quantile` (None: no history to go by)."""
         fit = self.fit(app_id)
         if fit is None:
             return None
-        return math.exp(fit.point(hour) + self._margin(self.apps[app_id], quantile))
+        return self._load(self.apps[app_id], fit.point(hour), quantile)
 
-    def _margin(self, app: AppTraffic, q: float) -> float:
-        """Log units above the point forecast for quantile `q`: the errors' own quantile and the
-        tracked correction (interpolated between tracked levels)."""
+    def _load(self, app: AppTraffic, point: float, q: float) -> float:
+        """GPUs at quantile `q` around the log point forecast: raised by the errors' own quantile,
+        then moved by the tracked correction (interpolated between tracked levels), which may
+        take back at most one GPU (the slack of whole GPUs), so a stream with little noise is
+        never planned short by more than that at its peaks."""
         if len(app.errors) < MIN_ERRORS:
             base = PRIOR_SPREAD * NormalDist().inv_cdf(min(max(q, 0.01), 0.99))
         else:
             base = float(np.quantile(app.errors, q))
-        return base + float(np.interp(q, QUANTILES, app.offsets))
+        raw = math.exp(point + base)
+        return max(raw * math.exp(float(np.interp(q, QUANTILES, app.offsets))), raw - 1.0)
 
     def fit(self, app_id: str) -> Fit | None:
         """The app's model on its history (cached until it learns more; None: no history)."""
@@ -192,10 +203,6 @@ class TrafficForecaster:
                 None if pending is None else Pending(int(pending[0]), float(pending[1]), [int(g) for g in pending[2]]),
             )
         return out
-
-
-def _gpus(log_load: float) -> int:
-    return math.ceil(math.exp(log_load) - 1e-9)
 
 
 def _fit(loads: dict[int, float], forgetting: float) -> Fit:

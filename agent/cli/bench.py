@@ -73,9 +73,19 @@ def cmd_corpus(args: argparse.Namespace) -> int:
 def cmd_forecast(args: argparse.Namespace) -> int:
     from gpualloc.agent.benches.forecast_bench import run_forecast_bench
 
-    bench = run_forecast_bench(args.seeds, settings_of(args).simulation.forecast)
+    bench = run_forecast_bench(args.seeds, settings_of(args).simulation.forecast, args.generators)
     sys.stdout.write(dump_json(bench.as_dict()) if args.json else bench.table() + "\n")
     return EXIT_OK
+
+
+def _generator_names(text: str) -> list[str]:
+    from gpualloc.agent.benches.forecast_bench import GENERATORS
+
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in GENERATORS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown generator {unknown or text!r}; known: {', '.join(GENERATORS)}")
+    return names
 
 
 def cmd_hot_path(args: argparse.Namespace) -> int:
@@ -284,7 +294,13 @@ def add_bench_command(sub: argparse._SubParsersAction) -> None:
         "the forecasters' backtests over seeds of the ground-truth generators, against targets",
         cmd_forecast,
     )
-    _number(p, "--seeds", 8, "generator seeds 0..N-1")
+    _number(p, "--seeds", 3, "generator seeds 0..N-1")
+    p.add_argument(
+        "--generators",
+        type=_generator_names,
+        default=None,
+        help="comma-separated ground-truth generators (default all: synthetic, truth_catalogue, truth_heldout)",
+    )
     settings_arguments(p)
     _json(p, "the backtests", "a table")
 

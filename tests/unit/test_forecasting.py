@@ -165,22 +165,17 @@ ZERO3_CPT = training(
 
 def test_a_job_just_over_a_gpu_at_every_count_is_not_given_the_pool():
     """ZeRO-3 shards all but the activations and logits: past a few GPUs its forecast peak
-    stays just over the GPU's 80 GB (97 GB at 8, 89 at 16, 81 at 4,096), and the count with the
-    least peak was the whole pool. It is the first count within the tolerance (16), doubled
-    while a doubling lowers the peak by at least 2% of the GPU's memory (1.6 GB): 64, or a
-    refusal where 64 is more than half the pool."""
+    stays just over the GPU's 80 GB, and the count with the least peak would be the whole pool.
+    It is the first count within the tolerance, doubled while a doubling lowers the peak by at
+    least 2% of the GPU's memory (1.6 GB): 64, or half the pool where 64 is more than half (a
+    borderline job is tried, not refused: should it run out of memory, it is re-queued larger)."""
     fc = JobForecaster()
     peaks = {n: fc._peak("training", ZERO3_CPT, "h100-80gb", n) for n in (8, 16, 32, 64, 128, 4096)}
     assert all(80 < p for p in peaks.values()) and peaks[16] < 80 * 1.15 < peaks[8]
     assert peaks[32] - peaks[64] >= 1.6 > peaks[64] - peaks[128]
     for pool in (128, 1024, 4096):
         assert fc.forecast("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, pool, 30), 0.7, 0.8).gpus == 64
-    with pytest.raises(
-        SizeError,
-        match=r"features: the forecast puts the job over a GPU's memory at every count and sizes it at 64 "
-        r"GPUs, more than forecast.max_pool_share \(0.5\) of the pool's 64 allows \(32\); give gpus",
-    ):
-        fc.forecast("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, 64, 30), 0.7, 0.8)
+    assert fc.forecast("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, 64, 30), 0.7, 0.8).gpus == 32
     whole = Forecasters(ForecastSettings(max_pool_share=1.0))  # the setting an operator raises
     assert whole.size("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, 64, 30), None, None).gpus == 64
 

@@ -7,7 +7,6 @@ a ledger's replay makes the same forecasts and hence the same decisions.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,32 +27,29 @@ class Forecasters:
         if self.traffic is None:
             self.traffic = TrafficForecaster(self.settings.traffic_weeks, self.settings.traffic_forgetting)
 
-    # what a pass changed, as it was before (`begin`): the models and apps it taught, copied at
-    # their first lesson, so a failed pass is undone at the cost of what it touched
-    _before: dict[tuple[str, str], Any] | None = field(default=None, repr=False, compare=False)
+    # what a pass changed, as it was before (`begin`): the apps it taught, copied at their first
+    # lesson, so a failed pass is undone at the cost of what it touched (the job forecasters
+    # keep their own)
+    _before: dict[str, AppTraffic | None] | None = field(default=None, repr=False, compare=False)
 
     def begin(self) -> None:
         """Start a pass that `rollback` can undo (`keep` ends it)."""
         self._before = {}
+        self.jobs.begin()
 
     def keep(self) -> None:
         self._before = None
+        self.jobs.keep()
 
     def rollback(self) -> None:
         """Forget what was learned since `begin`."""
-        for (part, key), was in (self._before or {}).items():
-            if part == "jobs":
-                self.jobs.models[key] = was
-            elif was is None:
-                self.traffic.apps.pop(key, None)
+        for app_id, was in (self._before or {}).items():
+            if was is None:
+                self.traffic.apps.pop(app_id, None)
             else:
-                self.traffic.apps[key] = was
+                self.traffic.apps[app_id] = was
         self._before = None
-
-    def _changing(self, part: str, key: str, now: Any) -> None:
-        """Keep `now` (a kind's model, an app's traffic or None) as the pass found it, once a pass."""
-        if self._before is not None and (part, key) not in self._before:
-            self._before[part, key] = now.copy() if isinstance(now, AppTraffic) else copy.deepcopy(now)
+        self.jobs.rollback()
 
     def use(self, settings: ForecastSettings) -> None:
         """Forecast by `settings` from now on (a replay takes up each ledger entry's own)."""
@@ -81,17 +77,17 @@ class Forecasters:
     def finished(
         self, kind: str, f: Features, hw: Hardware, gpus: int, steps: int, peak_memory_gb: float | None
     ) -> None:
-        self._changing("jobs", kind, self.jobs.models[kind])
         self.jobs.learn(kind, f, hw, gpus, steps, peak_memory_gb, self.settings.interval)
 
     def out_of_memory(self, kind: str, f: Features, hw: Hardware, gpus: int) -> None:
         """A job ran out of memory on `gpus` GPUs: it needs more than a GPU holds at that count."""
-        self._changing("jobs", kind, self.jobs.models[kind])
         self.jobs.learn_out_of_memory(kind, f, hw, gpus)
 
     # ---- traffic ------------------------------------------------------------------------------
     def observed(self, app_id: str, hour: int, load: float) -> None:
-        self._changing("traffic", app_id, self.traffic.apps.get(app_id))
+        if self._before is not None and app_id not in self._before:
+            now = self.traffic.apps.get(app_id)
+            self._before[app_id] = None if now is None else now.copy()
         self.traffic.observe(app_id, hour, load)
 
     def demand(self, app_id: str, hour: int, quantile: float | None = None) -> int | None:

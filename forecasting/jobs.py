@@ -18,6 +18,7 @@ holds as errors drift. Everything is a deterministic function of what was learne
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -163,9 +164,75 @@ class SizeError(ValueError):
 
 
 @dataclass
+class _KindBefore:
+    """A kind's model as a pass found it: its pooled parts copied, its groups and models as they
+    were listed (shared), and copies of those the pass touched (None: made by the pass)."""
+
+    memory: OnlineRidge
+    duration: OnlineRidge
+    errors: ErrorWindow
+    memory_errors: ErrorWindow
+    shift: float
+    groups: dict[str, GroupModel]
+    architectures: dict[str, Refinement]
+    touched_groups: dict[str, GroupModel | None] = field(default_factory=dict)
+    touched_architectures: dict[str, Refinement | None] = field(default_factory=dict)
+
+
+@dataclass
 class JobForecaster:
     models: dict[str, KindModel] = field(default_factory=lambda: {kind: _fresh(kind) for kind in BASELINES})
     utilization: list[float] = field(default_factory=list)  # finished jobs' peak over their GPU's memory
+    # what a pass changed, as it was before (`begin`), so a failed pass is undone at the cost of
+    # what it touched: the kinds' pooled parts, the groups and models it taught, the utilization
+    _before: dict[str, _KindBefore] | None = field(default=None, repr=False, compare=False)
+    _utilization_before: list[float] | None = field(default=None, repr=False, compare=False)
+
+    def begin(self) -> None:
+        self._before, self._utilization_before = {}, None
+
+    def keep(self) -> None:
+        self._before, self._utilization_before = None, None
+
+    def rollback(self) -> None:
+        for kind, was in (self._before or {}).items():
+            model = self.models[kind]
+            model.memory, model.duration, model.shift = was.memory, was.duration, was.shift
+            model.errors, model.memory_errors = was.errors, was.memory_errors
+            model.groups, model.architectures = was.groups, was.architectures
+            for key, group in was.touched_groups.items():
+                if group is not None:
+                    model.groups[key] = group
+            for key, arch in was.touched_architectures.items():
+                if arch is not None:
+                    model.architectures[key] = arch
+        if self._utilization_before is not None:
+            self.utilization = self._utilization_before
+        self.keep()
+
+    def _touching(self, kind: str, f: Features, gpu_type: str) -> None:
+        """Keep what a lesson of this job changes as the pass found it, once a pass."""
+        if self._before is None:
+            return
+        model = self.models[kind]
+        if kind not in self._before:
+            self._before[kind] = _KindBefore(
+                copy.deepcopy(model.memory),
+                copy.deepcopy(model.duration),
+                ErrorWindow(model.errors.size, list(model.errors.errors), model.errors.prior),
+                ErrorWindow(model.memory_errors.size, list(model.memory_errors.errors), model.memory_errors.prior),
+                model.shift,
+                dict(model.groups),
+                dict(model.architectures),
+            )
+        was = self._before[kind]
+        key, name = group_key(f, gpu_type), architecture(kind, f)
+        if key not in was.touched_groups:
+            was.touched_groups[key] = copy.deepcopy(model.groups.get(key))
+        if name not in was.touched_architectures:
+            was.touched_architectures[name] = copy.deepcopy(model.architectures.get(name))
+        if self._utilization_before is None:
+            self._utilization_before = list(self.utilization)
 
     def forecast(
         self,
@@ -219,6 +286,7 @@ class JobForecaster:
         Each level learns what the levels above it left, and the errors are taken, before any
         learns from it; a job beyond anything a GPU holds (`_sane`) teaches nothing: one such
         example would outweigh every real one."""
+        self._touching(kind, f, hw.gpu_type)
         model, base = self.models[kind], BASELINES[kind]
         group, arch = self._levels(kind, f, hw.gpu_type, teach=True)
         assert group is not None and arch is not None
@@ -266,6 +334,7 @@ class JobForecaster:
     def learn_out_of_memory(self, kind: str, f: Features, hw: Hardware, gpus: int) -> None:
         """A job's peak at `gpus` GPUs passed the GPU's memory: learned as a peak of OOM_PEAK of
         it (a lower bound taken as the value, so the count it is sized at next time grows)."""
+        self._touching(kind, f, hw.gpu_type)
         group, arch = self._levels(kind, f, hw.gpu_type, teach=True)
         assert group is not None and arch is not None
         self._learn_peak(kind, f, hw, gpus, OOM_PEAK * hw.memory_gb, group, arch)

@@ -4,24 +4,45 @@ from __future__ import annotations
 
 import json
 
-from gpualloc.agent.benches.forecast_bench import bench_seed
+from gpualloc.agent.benches.forecast_bench import run_forecast_bench
 from gpualloc.agent.cli import main
 from gpualloc.benchmarks import DATA_DIR
 from gpualloc.schemas.settings import ForecastSettings
 
 
-def test_a_seed_is_backtested_against_its_own_noise_floor():
-    r = bench_seed(4, ForecastSettings())  # a seed never looked at while the forecasters were built
-    assert 0.05 < r.floor < 0.25 and r.mdape >= r.floor * 0.8  # nothing beats the noise by much
-    assert r.ratio < 2.0 and 0.6 < r.coverage < 0.95 and r.gpus_right > 0.85
-    assert r.worst_under <= 0.15 and r.worst_over <= 0.35 and r.beats_peak
-    assert set(r.targets) == {"mdape", "coverage", "gpus", "under", "over", "vs profile", "vs peak"}
+def test_a_generator_is_scored_against_its_own_noise_floor_and_count_ceiling():
+    [run] = run_forecast_bench(1, ForecastSettings(), ["synthetic"]).runs
+    jobs = run.result["jobs"]
+    a = jobs["all"]
+    assert (
+        0.05 < a["noise_floor"] < 0.25 and a["duration_mdape"] >= a["noise_floor"] * 0.8
+    )  # nothing beats the noise by much
+    assert a["ratio"] < 1.6 and 0.7 < a["interval_coverage"] < 0.9 and a["gpus_right"] > 0.85 and a["refused"] == 0
+    assert a["gpus_ceiling"] >= a["gpus_right"] - 0.05 and a["under_sized"] <= 0.05
+    assert jobs["cold_start"]["jobs"] > 0 and all(g["completions"] > 0 for g in jobs["groups"])
+    apps = [x for x in run.result["traffic"].values() if x["steps"]]
+    assert len(apps) == 3
+    for x in apps:
+        for q in ("0.8", "0.9", "0.95"):
+            assert abs(x["quantiles"][q]["under_share"] - (1 - float(q))) <= 0.05
+    assert set(run.targets) == {
+        "duration",
+        "coverage",
+        "counts",
+        "under-sized",
+        "refused",
+        "calibrated",
+        "q0.9",
+        "after launch",
+    }
 
 
 def test_the_bench_prints_a_row_a_seed_and_json(capsys):
-    assert main(["bench", "forecast", "--seeds", "2", "--json"]) == 0
-    seeds = json.loads(capsys.readouterr().out)["seeds"]
-    assert [s["seed"] for s in seeds] == [0, 1] and all("targets" in s for s in seeds)
+    assert main(["bench", "forecast", "--seeds", "1", "--generators", "synthetic", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [(r["generator"], r["seed"]) for r in runs] == [("synthetic", 0)] and all("targets" in r for r in runs)
+    assert main(["bench", "forecast", "--generators", "nobody"]) == 2
+    assert "unknown generator ['nobody']" in capsys.readouterr().err
 
 
 TRACES = DATA_DIR / "traces"

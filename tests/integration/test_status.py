@@ -85,7 +85,11 @@ def test_the_view_tells_each_queued_job_its_promised_start_and_why():
     assert wide["id"] == "wide" and wide["action"] == "queued" and wide["promised_start"] is None
     assert "8-GPU block" in wide["reason"]
     (chat,) = status["apps"]
-    assert chat["demand"] == 2 and chat["held"] == len(commit.assignments["chat"]) and chat["shortfall"] == 0
+    # one observation of 2 GPUs: the forecast above it by the prior spread until errors are known
+    assert chat["demand"] == planner.window_demand("chat")[0] in (2, 3)
+    assert chat["held"] == len(commit.assignments["chat"]) and chat["shortfall"] == max(
+        0, chat["demand"] - chat["held"]
+    )
     assert [n["state"] for n in status["nodes"]] == ["up", "drained"]
     assert status["nodes"][0]["last_report"]["status"] == "bound" and status["nodes"][1]["last_report"] is None
     assert status["usage"]["batch"] == 4 and status["usage"]["realtime"] == len(commit.assignments["chat"])

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.feature_jobs import feature_job
+from support.forecaster_states import largest_job_forecaster
 from support.planner_states import loaded_planner
 
 from gpualloc.agent.bus.topics import Record, encode
@@ -194,7 +195,8 @@ def _ident(rng: random.Random, prefix: str) -> str:
 
 def limits_planner(seed: int = 0) -> Planner:
     """4,096 GPUs (8 a node), horizon 336; 64 apps of 16 GPUs each on the highest GPUs, with a
-    traffic history of six weeks and demand observed for every step ahead; the other GPUs run
+    traffic history of six weeks and demand observed for every step ahead; job forecasters with
+    every group on every GPU type and the most model corrections they keep; the other GPUs run
     jobs ending at many different steps; 10,000 queued jobs, 30% given by features; every id 200
     characters. Built directly: planning 10,000 arrivals one by one would take minutes."""
     rng = random.Random(seed)
@@ -250,6 +252,7 @@ def limits_planner(seed: int = 0) -> Planner:
             rng.random() < 0.5,
             features,
         )
+    p.forecasts.jobs = largest_job_forecaster(seed)
     p.down, p.drained = 0xFF << 800, 0xFFFF << 1600
     p.committed = (1 << gpus) - 1 - p.down
     p.busy = p._plan_busy(Schedule(), 0)

@@ -404,3 +404,29 @@ def test_any_valid_features_get_a_bounded_forecast_or_a_named_refusal(kind_f, st
             assert 1 <= made.duration <= LIMITS.duration and made.gpus & (made.gpus - 1) == 0 and made.gpus <= 64
             assert all(math.isfinite(v) and v > 0 for v in (made.median, made.low, made.high))
         fc.finished(kind, f, H100, 1, steps, peak)
+
+
+def test_a_forecaster_state_of_the_older_form_is_read_with_what_it_learned():
+    """The older form: the kinds' models at the top, no groups, models, memory errors or
+    utilization; traffic as hours with a level and recent ratios, no errors or corrections."""
+    fc = Forecasters()
+    for k in range(30):
+        fc.finished("training", training(), H100, 1, 5 + k % 3, 30.0)
+    for h in range(400):
+        fc.observed("app", h, 3.0 + (h % 24) / 10)
+    new = fc.dump()
+    older = {
+        "jobs": {
+            kind: {"memory": m["memory"], "duration": m["duration"], "errors": m["errors"]}
+            for kind, m in new["jobs"]["kinds"].items()
+        },
+        "traffic": {
+            app: {"hours": a["hours"], "recent": [0.1], "last": 399, "level": 0.0} for app, a in new["traffic"].items()
+        },
+    }
+    again = Forecasters.load(json.loads(json.dumps(older)), fc.settings)
+    assert again.jobs.models["training"].duration.examples == 30 and again.jobs.utilization == []
+    assert again.size("training", training(), H100, 1, None).median == pytest.approx(
+        fc.size("training", training(), H100, 1, None).median, rel=0.3
+    )
+    assert again.traffic.apps["app"].loads == fc.traffic.apps["app"].loads and again.demand("app", 410) is not None

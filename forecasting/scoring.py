@@ -39,12 +39,13 @@ def score(events: Events, truth: dict[str, Any], settings: ForecastSettings, sha
 
 def traffic_scores(events: Events, apps: dict[str, Any], settings: ForecastSettings) -> dict[str, Any]:
     """Per app, at each of `QUANTILES`: the scored steps' under-provisioned share and
-    over-provisioning, and the same over the week after its launch when the truth has one."""
+    over-provisioning, and the same over the week after its launch when the truth has one and
+    it falls in the scored steps."""
     out: dict[str, Any] = {}
     for key, r in traffic_backtest(events, settings, QUANTILES, by_step=True).items():
         steps = r.pop("by_step", {})
         launch = ((apps.get(key.split("/", 1)[1]) or {}).get("launch") or {}).get("step")
-        if launch is not None and steps:
+        if launch is not None and r["steps"] and launch >= r["scored_from"]:  # a launch scored from its first step
             week = sorted(t for t in steps if launch <= t < launch + WEEK * 60 // r["step_minutes"])
             r["after_launch"] = (
                 {

@@ -67,19 +67,14 @@ def day_type(hour: int) -> int:
 class Fit:
     """The model fitted to an app's history as of its latest hour `last` (logs throughout)."""
 
-    seasonal: dict[tuple[int, int], float]  # (day type, hour of day) -> log load at `last`'s level
-    by_hour: dict[int, float]  # hour of day -> the same over all days
+    profile: tuple[float, ...]  # by hour of the week: the seasonal log load at `last`'s level
     trend: float  # log units an hour
-    level: float  # the latest observations' offset from seasonal
+    level: float  # the latest observations' offset from the profile
     last: int
 
     def point(self, hour: int) -> float:
         """The log load expected in `hour` (no error)."""
-        key = (day_type(hour), hour % 24)
-        base = self.seasonal.get(key, self.by_hour.get(hour % 24))
-        if base is None:
-            base = float(np.median(list(self.by_hour.values())))
-        return base + self.trend * (hour - self.last) + self.level
+        return self.profile[hour % WEEK] + self.trend * (hour - self.last) + self.level
 
 
 @dataclass
@@ -98,7 +93,7 @@ class AppTraffic:
     errors: list[float] = field(default_factory=list)  # one-step-ahead log errors, oldest first
     offsets: list[float] = field(default_factory=lambda: [0.0] * len(QUANTILES))  # tracked, by QUANTILES
     pending: Pending | None = None
-    cache: dict[str, Fit | None] = field(default_factory=dict, repr=False)
+    cache: dict[str, Any] = field(default_factory=dict, repr=False)  # the fit and the margins, derived
 
     def copy(self) -> AppTraffic:
         """The history and calibration, copied; the cache (derived from them) starts empty."""
@@ -145,6 +140,7 @@ class TrafficForecaster:
         spread = float(np.median(np.abs(app.errors))) if len(app.errors) >= MIN_ERRORS else None
         app.errors = (app.errors + [error])[-ERRORS:]
         app.pending = None
+        app.cache.clear()
         if spread is not None and error < -ANOMALY * spread:
             return  # a holiday's or an outage's hour: far below, it tells nothing of the upper quantiles
         needed = math.ceil(load - 1e-9)
@@ -164,12 +160,21 @@ class TrafficForecaster:
         then moved by the tracked correction (interpolated between tracked levels), which may
         take back at most one GPU (the slack of whole GPUs), so a stream with little noise is
         never planned short by more than that at its peaks."""
-        if len(app.errors) < MIN_ERRORS:
-            base = PRIOR_SPREAD * NormalDist().inv_cdf(min(max(q, 0.01), 0.99))
-        else:
-            base = float(np.quantile(app.errors, q))
+        base, moved = self._margins(app, q)
         raw = math.exp(point + base)
-        return max(raw * math.exp(float(np.interp(q, QUANTILES, app.offsets))), raw - 1.0)
+        return max(raw * math.exp(moved), raw - 1.0)
+
+    def _margins(self, app: AppTraffic, q: float) -> tuple[float, float]:
+        """(the errors' own q-quantile, the tracked correction at q), cached until either changes."""
+        key = f"margin {q!r}"
+        if key not in app.cache:
+            if len(app.errors) < MIN_ERRORS:
+                base = PRIOR_SPREAD * NormalDist().inv_cdf(min(max(q, 0.01), 0.99))
+            else:
+                base = float(np.quantile(app.errors, q))
+            app.cache[key] = (base, float(np.interp(q, QUANTILES, app.offsets)))
+        margins: tuple[float, float] = app.cache[key]
+        return margins
 
     def fit(self, app_id: str) -> Fit | None:
         """The app's model on its history (cached until it learns more; None: no history)."""
@@ -178,7 +183,8 @@ class TrafficForecaster:
             return None
         if "fit" not in app.cache:
             app.cache["fit"] = _fit(app.loads, self.forgetting)
-        return app.cache["fit"]
+        fit: Fit = app.cache["fit"]
+        return fit
 
     def dump(self) -> dict[str, Any]:
         return {
@@ -212,39 +218,47 @@ def _fit(loads: dict[int, float], forgetting: float) -> Fit:
     trend = _trend(hours, y)
     z = y - trend * (hours - last)
     weights = forgetting ** ((last - hours) / WEEK)
-    types = np.clip((hours % WEEK) // 24 - 4, 0, 2)
     of_day = hours % 24
-    by_hour = {int(d): _weighted_median(z[of_day == d], weights[of_day == d]) for d in np.unique(of_day)}
-    seasonal: dict[tuple[int, int], float] = {}
-    for t in np.unique(types):
-        for d in np.unique(of_day[types == t]):
-            pick = (types == t) & (of_day == d)
-            seasonal[int(t), int(d)] = _weighted_median(z[pick], weights[pick])
-    base = np.array([seasonal[int(t), int(d)] for t, d in zip(types, of_day)])
-    offset = z - base
-    week = offset[hours > last - WEEK]
-    level = max(float(np.median(week)), float(np.median(offset[-RECENT:])))
-    return Fit(seasonal, by_hour, trend, level, last)
+    bucket = np.clip((hours % WEEK) // 24 - 4, 0, 2) * 24 + of_day  # day type x hour of day
+    seasonal = dict(zip(*_medians(bucket, z, weights)[:2]))
+    by_hour = dict(zip(*_medians(of_day, z, weights)[:2]))
+    overall = float(np.median(z))
+    profile = tuple(
+        float(seasonal.get(day_type(h) * 24 + h % 24, by_hour.get(h % 24, overall))) for h in range(WEEK)
+    )
+    offset = z - np.array([profile[int(h % WEEK)] for h in hours])
+    level = max(float(np.median(offset[hours > last - WEEK])), float(np.median(offset[-RECENT:])))
+    return Fit(profile, trend, level, last)
 
 
 def _trend(hours: np.ndarray, y: np.ndarray) -> float:
     """Theil-Sen slope (log units an hour) of daily medians, over pairs of days of the same type
-    at most DAY_SPAN days apart; 0 when no such pair."""
-    days = hours // 24
-    medians = {int(d): float(np.median(y[days == d])) for d in np.unique(days) if np.sum(days == d) >= MIN_DAY}
-    slopes = [
-        (medians[j] - medians[i]) / ((j - i) * 24)
-        for i in medians
-        for j in medians
-        if i < j <= i + DAY_SPAN and day_type(i * 24) == day_type(j * 24)
-    ]
-    if not slopes:
+    at most DAY_SPAN days apart (days of fewer than MIN_DAY observations left out); 0 when no
+    such pair."""
+    days, medians, counts = _medians(hours // 24, y)
+    days, medians = days[counts >= MIN_DAY], medians[counts >= MIN_DAY]
+    types = np.array([day_type(int(d) * 24) for d in days])
+    apart = days[None, :] - days[:, None]
+    pairs = (apart > 0) & (apart <= DAY_SPAN) & (types[None, :] == types[:, None])
+    if not pairs.any():
         return 0.0
+    slopes = ((medians[None, :] - medians[:, None]) / (np.maximum(apart, 1) * 24))[pairs]
     return float(np.clip(np.median(slopes), -MAX_TREND, MAX_TREND))
 
 
-def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
-    """The smallest value whose cumulative weight reaches half the total."""
-    order = np.argsort(values, kind="stable")
-    cumulative = np.cumsum(weights[order])
-    return float(values[order][np.searchsorted(cumulative, 0.5 * cumulative[-1] - 1e-12)])
+def _medians(
+    keys: np.ndarray, values: np.ndarray, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per distinct key (ascending): the median of its values (with `weights`, the smallest value
+    whose cumulative weight reaches half its total), and its count."""
+    order = np.lexsort((values, keys))
+    k, v = keys[order], values[order]
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    ends = np.r_[starts[1:], len(k)]
+    if weights is None:
+        middle = (v[starts + (ends - starts - 1) // 2] + v[starts + (ends - starts) // 2]) / 2
+    else:
+        cumulative = np.cumsum(weights[order])
+        before = np.where(starts > 0, cumulative[starts - 1], 0.0)
+        middle = v[np.searchsorted(cumulative, before + 0.5 * (cumulative[ends - 1] - before) - 1e-12)]
+    return k[starts], middle, ends - starts

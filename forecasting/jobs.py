@@ -379,7 +379,9 @@ class JobForecaster:
     def _count(self, kind: str, f: Features, hw: Hardware, share: float, risk: float) -> int:
         """`_choose` over the powers of two from the layout's floor to the pool's size, by risk
         first, then by the forecast peak alone, then by the baseline alone. A job these show
-        fitting gets its count, the whole pool if it must. A borderline one (over a GPU at every
+        fitting gets its count, the whole pool if it must; but one the forecast peak alone fits
+        within `share` of the pool, and only the risk's margin takes further, gets that share (a
+        forecast error must not give one job the pool). A borderline one (over a GPU at every
         count, but within the tolerance: TOLERANCE, or wider where the forecasts have
         overshot by more in the past) gets at most `share` of the pool (the layout's floor always
         allowed), so no forecast error gives one job the pool: should it run out of memory
@@ -417,6 +419,8 @@ class JobForecaster:
                 f"{least:.0f} GB a GPU at best, at {at}; a {hw.gpu_type} has {hw.memory_gb:g} GB)"
             )
         n, fits = chosen
+        if n > cap and fits and any(peak(c) <= usable for c in counts if c <= cap):
+            return cap  # the margin alone takes it past the share: as safe as the share allows
         return n if fits else min(n, cap)
 
     def dump(self) -> dict[str, Any]:

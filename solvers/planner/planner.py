@@ -194,7 +194,11 @@ class Planner:
         return self.forecasts.size(kind, features, self.hardware(features), gpus, duration)
 
     def hardware(self, features: Any) -> Hardware:
-        return pool_hardware(features, self.config)
+        """What a job given by `features` runs on; the most GPUs it can ever be given are those
+        the real-time apps' floors leave, so no forecast sizes a job that could never start."""
+        hw = pool_hardware(features, self.config)
+        floors = sum(app.min_gpus for app in self.apps.values())
+        return replace(hw, max_gpus=max(1, hw.max_gpus - floors))
 
     def fail(self, job_id: str) -> None:
         """The job failed (or could not bind): it goes back to the queue if it allows it."""

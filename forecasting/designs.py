@@ -128,7 +128,14 @@ def memory_row(kind: str, f: Features, gpu_type: str, gpus: int, accounted: floa
         if kind == "training"
         else one_hot(cast(QuantizationFeatures, f).algorithm, QUANT_ALGORITHMS)
     )
-    parts = [gb / MEMORY_SCALE for gb in BASELINES[kind].parts(f, gpus).values()]
+    split = BASELINES[kind].parts(f, gpus)
+    parts = [gb / MEMORY_SCALE for gb in split.values()]
+    # the model's states in proportion, by precision (how many bytes a platform's fp8 or fp32
+    # training really keeps a parameter); last, so a row learned without them extends with zeros
+    states = (split.get("weights", 0.0) + split.get("gradients", 0.0) + split.get("optimizer", 0.0)) / MEMORY_SCALE
+    by_precision = (
+        [p * states for p in one_hot(cast(TrainingFeatures, f).precision, PRECISIONS)] if kind == "training" else []
+    )
     return np.array(
         [
             *parts,
@@ -137,6 +144,7 @@ def memory_row(kind: str, f: Features, gpu_type: str, gpus: int, accounted: floa
             *group,
             *(g * accounted / MEMORY_SCALE for g in group),
             *one_hot(gpu_type, GPU_TYPES),
+            *by_precision,
         ]
     )
 

@@ -95,9 +95,9 @@ class KindModel:
         }
 
     @classmethod
-    def load(cls, data: dict[str, Any]) -> "KindModel":
+    def load(cls, data: dict[str, Any], kind: str) -> "KindModel":
         return cls(
-            OnlineRidge.load(data["memory"]),
+            OnlineRidge.load(data["memory"], dims=len(memory_row(kind, PROBES[kind], GPU_TYPES[0], 1, 1.0))),
             OnlineRidge.load(data["duration"]),
             ErrorWindow(errors=list(data["errors"])),
             ErrorWindow(errors=list(data.get("memory_errors", [])), prior=MEMORY_PRIOR),
@@ -429,7 +429,7 @@ class JobForecaster:
     @classmethod
     def load(cls, data: dict[str, Any]) -> "JobForecaster":
         kinds = data.get("kinds", data)  # a state of the kinds alone (no utilization kept) loads too
-        return cls({kind: KindModel.load(m) for kind, m in kinds.items()}, list(data.get("utilization", [])))
+        return cls({kind: KindModel.load(m, kind) for kind, m in kinds.items()}, list(data.get("utilization", [])))
 
 
 def _tail(coverage: float, shift: float) -> float:

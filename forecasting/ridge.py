@@ -55,9 +55,17 @@ class OnlineRidge:
         return {"xtx": self.xtx.tolist(), "xty": self.xty.tolist(), "examples": self.examples}
 
     @classmethod
-    def load(cls, data: dict[str, Any], penalty: float = 1.0, relative: bool = False) -> "OnlineRidge":
+    def load(
+        cls, data: dict[str, Any], penalty: float = 1.0, relative: bool = False, dims: int | None = None
+    ) -> "OnlineRidge":
+        """From `dump`; with `dims` above the dump's, the terms added since extend it with zeros
+        (what was learned stays, the new terms start unlearned)."""
         xty = np.array(data["xty"], dtype=float)
-        return cls(len(xty), penalty, np.array(data["xtx"], dtype=float), xty, data["examples"], relative)
+        xtx = np.array(data["xtx"], dtype=float)
+        if dims is not None and dims > len(xty):
+            xty = np.concatenate([xty, np.zeros(dims - len(xty))])
+            xtx = np.pad(xtx, ((0, dims - len(xtx)), (0, dims - len(xtx))))
+        return cls(len(xty), penalty, xtx, xty, data["examples"], relative)
 
 
 @dataclass

@@ -223,9 +223,7 @@ def _fit(loads: dict[int, float], forgetting: float) -> Fit:
     seasonal = dict(zip(*_medians(bucket, z, weights)[:2]))
     by_hour = dict(zip(*_medians(of_day, z, weights)[:2]))
     overall = float(np.median(z))
-    profile = tuple(
-        float(seasonal.get(day_type(h) * 24 + h % 24, by_hour.get(h % 24, overall))) for h in range(WEEK)
-    )
+    profile = tuple(float(seasonal.get(day_type(h) * 24 + h % 24, by_hour.get(h % 24, overall))) for h in range(WEEK))
     offset = z - np.array([profile[int(h % WEEK)] for h in hours])
     level = max(float(np.median(offset[hours > last - WEEK])), float(np.median(offset[-RECENT:])))
     return Fit(profile, trend, level, last)

@@ -220,10 +220,12 @@ def _fit(loads: dict[int, float], forgetting: float) -> Fit:
     weights = forgetting ** ((last - hours) / WEEK)
     of_day = hours % 24
     bucket = np.clip((hours % WEEK) // 24 - 4, 0, 2) * 24 + of_day  # day type x hour of day
-    seasonal = dict(zip(*_medians(bucket, z, weights)[:2]))
-    by_hour = dict(zip(*_medians(of_day, z, weights)[:2]))
+    keys, values, _ = _medians(bucket, z, weights)
+    seasonal: dict[int, float] = {int(k): float(v) for k, v in zip(keys, values)}
+    keys, values, _ = _medians(of_day, z, weights)
+    by_hour: dict[int, float] = {int(k): float(v) for k, v in zip(keys, values)}
     overall = float(np.median(z))
-    profile = tuple(float(seasonal.get(day_type(h) * 24 + h % 24, by_hour.get(h % 24, overall))) for h in range(WEEK))
+    profile = tuple(seasonal.get(day_type(h) * 24 + h % 24, by_hour.get(h % 24, overall)) for h in range(WEEK))
     offset = z - np.array([profile[int(h % WEEK)] for h in hours])
     level = max(float(np.median(offset[hours > last - WEEK])), float(np.median(offset[-RECENT:])))
     return Fit(profile, trend, level, last)

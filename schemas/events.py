@@ -118,6 +118,13 @@ class JobRef(BaseModel):
     # reports the failure (a notice for upstream; the agent acts on node.status and bindings)
 
 
+class JobFailed(JobRef):
+    """`job.failed`: a `JobRef`, and optionally why (added field): `out_of_memory` when the job
+    ran out of GPU memory at the count it was given, `error` for any other failure."""
+
+    reason: Literal["out_of_memory", "error"] | None = None
+
+
 class JobCompleted(JobRef):
     """`job.completed`: a `JobRef`, and optionally what the job used (added field)."""
 
@@ -345,7 +352,7 @@ PAYLOADS: dict[str, type[BaseModel]] = {  # the input events
     EventType.JOB_SUBMITTED: JobSubmitted,
     EventType.JOB_CANCELLED: JobRef,
     EventType.JOB_COMPLETED: JobCompleted,
-    EventType.JOB_FAILED: JobRef,
+    EventType.JOB_FAILED: JobFailed,
     EventType.APP_REGISTERED: AppRegistered,
     EventType.TRAFFIC_OBSERVED: TrafficObserved,
     EventType.BINDING_REPORTED: BindingReported,

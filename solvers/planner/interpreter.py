@@ -29,6 +29,7 @@ from gpualloc.schemas.events import (
     BindingReported,
     EventType,
     JobCompleted,
+    JobFailed,
     JobRef,
     JobSubmitted,
     NodeStatus,
@@ -227,13 +228,20 @@ class Pool:
         return [Ended(p.id)] if was_running else []
 
     def _job_failed(self, event: Event, now: datetime) -> list[Effect]:
-        p, planner = cast(JobRef, event.payload), self._planner
+        p, planner = cast(JobFailed, event.payload), self._planner
         if p.source is not None:  # gpualloc's own notice for upstream: it acted already
             return []
         if p.id not in planner.queued and p.id not in planner.running:
             return self._unknown_job(event)
-        planner.fail(p.id)
-        return [Failed(p.id, p.detail, by_gpualloc=False)]
+        if p.reason != "out_of_memory":
+            planner.fail(p.id)
+            return [Failed(p.id, p.detail, by_gpualloc=False)]
+        again, note = planner.out_of_memory(p.id)
+        failed = Failed(p.id, "; ".join(x for x in (p.detail, note) if x), by_gpualloc=False)
+        if again is None:
+            return [failed]
+        self.passes += 1  # decided anew at its new count, as an arrival is
+        return [failed, Decided(event.ref, planner.submit(again), self.passes, 1)]
 
     def _app_registered(self, event: Event, now: datetime) -> list[Effect]:
         p, planner = cast(AppRegistered, event.payload), self._planner

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from gpualloc.forecasting.forecasters import Forecasters, pool_hardware
-from gpualloc.forecasting.jobs import Hardware, JobForecast
+from gpualloc.forecasting.jobs import Hardware, JobForecast, SizeError
 from gpualloc.forecasting.traffic import pool_hour
 from gpualloc.schemas.events import JobUsage
 from gpualloc.schemas.scenario import block_size_problems
@@ -204,12 +204,47 @@ class Planner:
         """The job failed (or could not bind): it goes back to the queue if it allows it."""
         entry = self._release(job_id)
         spec = entry[0] if entry else self.queued.get(job_id)
-        if spec is None:
-            return
+        if spec is not None:
+            self._requeue(spec)
+
+    def _requeue(self, spec: JobSpec) -> None:
+        """A failed job goes back to the queue if it allows it, else leaves the pool."""
         if spec.requeue:
-            self.queued[job_id] = spec
+            self.queued[spec.id] = spec
         else:
-            self.queued.pop(job_id, None)
+            self.queued.pop(spec.id, None)
+
+    def out_of_memory(self, job_id: str) -> tuple[JobSpec | None, str]:
+        """The job ran out of GPU memory at the count it was given. One given by its features
+        teaches the forecasters that it needs more there; one whose count was forecast and that
+        allows re-queueing is sized again, at least the next count up, and returned (off the
+        queue) to be decided anew; one the pool cannot give more GPUs is dropped. Else as `fail`.
+        Also what became of it, for the record."""
+        entry = self._release(job_id)
+        spec = entry[0] if entry else self.queued.get(job_id)
+        if spec is None:
+            return None, ""
+        ran = entry[1].bit_count() if entry else spec.gpus
+        if spec.features is None:
+            self._requeue(spec)
+            return None, ""
+        hw = self.hardware(spec.features)
+        self.forecasts.out_of_memory(spec.kind, spec.features, hw, ran)
+        if spec.forecast is None or "gpus" not in spec.forecast.forecast or not spec.requeue:
+            self._requeue(spec)
+            return None, ""
+        self.queued.pop(job_id, None)
+        if 2 * ran > hw.max_gpus:
+            return None, f"out of memory at {ran} GPUs, the most the pool can give it: dropped"
+        try:
+            again = self.size_job(spec.kind, spec.features, None, None)
+        except SizeError as e:
+            return None, f"out of memory at {ran} GPUs and no count is forecast to hold it ({e}): dropped"
+        gpus = max(again.gpus, 2 * ran)
+        sized = again if again.gpus == gpus else self.size_job(spec.kind, spec.features, gpus, None)
+        return replace(spec, gpus=gpus, duration=sized.duration, forecast=sized), (
+            f"re-queued at {gpus} GPUs after running out of memory at {ran}"
+        )
 
     def floor_problem(self, app: AppSpec) -> str:
         """Why `app`'s bounds cannot be kept from the next commit on, or "" when they can. Running

@@ -45,7 +45,9 @@ def table(result: dict) -> str:
     traffic = result["traffic"]
     if traffic:
         lines.append("")
-        lines.append("traffic: from the third week on, each step forecast one step ahead, learning online as the agent does")
+        lines.append(
+            "traffic: from the third week on, each step forecast one step ahead, learning online as the agent does"
+        )
         head = (
             f"{'app':<24} {'weeks':>5}  {'forecast under':>14} {'over':>6}  {'profile under':>13} {'over':>6}  "
             f"{'peak under':>10} {'over':>6}"

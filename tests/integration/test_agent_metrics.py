@@ -129,8 +129,10 @@ async def test_the_agent_serves_its_metrics_through_a_real_broker(kafka_bootstra
         assert got[("gpualloc_dead_letters_total", (("pool", "default"), ("reason", "priority")))] == 1
         assert got[("gpualloc_decision_latency_seconds_count", (("pool", "default"),))] == 1
         assert got[("gpualloc_gpus", (("pool", "default"), ("state", "batch")))] == 4
-        assert got[("gpualloc_gpus", (("pool", "default"), ("state", "realtime")))] == 3
-        assert got[("gpualloc_utilization", (("pool", "default"),))] == pytest.approx(7 / 8)
+        # the 3 observed, or above them by the forecaster's prior spread once the step moves on
+        realtime = got[("gpualloc_gpus", (("pool", "default"), ("state", "realtime")))]
+        assert realtime in (3, 4)
+        assert got[("gpualloc_utilization", (("pool", "default"),))] == pytest.approx((4 + realtime) / 8)
         assert got[("gpualloc_realtime_shortfall_gpus", (("pool", "default"),))] == 0
         lags = [v for (name, labels), v in got.items() if name == "gpualloc_consumer_lag"]
         assert lags and all(v == 0 for v in lags)

@@ -8,7 +8,8 @@ generator (docs/ground-truth.md), seed by seed, per group and at cold start, aga
   0.9 and 0.95; at 0.9 at most 10% under with at most 25% over, in the week after a launch too.
 
 `synthetic` is the project's own generator, `truth_catalogue` the one the forecasters were tuned
-on, `truth_heldout` the one no tuning looked at.
+on, `truth_heldout` the one no tuning looked at. Then the cold forecasts beside published
+measured points (`measured_points`): real runs, not a generator's model of them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpualloc.agent.benches import measured_points
 from gpualloc.forecasting.scoring import QUANTILES, score
 from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.settings import ForecastSettings
@@ -78,17 +80,19 @@ class Run:
 @dataclass
 class ForecastBench:
     runs: list[Run] = field(default_factory=list)
+    points: list[measured_points.Checked] = field(default_factory=list)
 
     def table(self) -> str:
         lines: list[str] = []
         for name in dict.fromkeys(r.generator for r in self.runs):
             runs = [r for r in self.runs if r.generator == name]
             lines += [f"{name} ({ROLES.get(name, 'other')})", *_seed_rows(runs), *_group_rows(runs), ""]
-        return "\n".join(lines).rstrip()
+        return "\n".join([*lines, measured_points.table(self.points)])
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "runs": [{"generator": r.generator, "seed": r.seed, "targets": r.targets, **r.result} for r in self.runs]
+            "runs": [{"generator": r.generator, "seed": r.seed, "targets": r.targets, **r.result} for r in self.runs],
+            "measured_points": measured_points.as_dicts(self.points),
         }
 
 
@@ -148,7 +152,7 @@ def _median(rows: list[dict[str, Any]], key: str, spec: str) -> str:
 
 
 def run_forecast_bench(seeds: int, settings: ForecastSettings, generators: list[str] | None = None) -> ForecastBench:
-    bench = ForecastBench()
+    bench = ForecastBench(points=measured_points.check_all())
     for name in generators or list(GENERATORS):
         for seed in range(seeds):
             events, truth = GENERATORS[name](seed)

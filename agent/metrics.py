@@ -67,6 +67,9 @@ class AgentMetrics:
         )
         self.adopted = Counter("gpualloc_full_mode_adopted", "Commits whose plan came from full mode", p, registry=r)
         self.commits = Counter("gpualloc_commits", "Steps committed", p, registry=r)
+        self.reactive = Counter(
+            "gpualloc_reactive_commits", "Reactive commits: idle GPUs granted to apps within a step", p, registry=r
+        )
         self.lag = Gauge(
             "gpualloc_consumer_lag", "Input records not consumed yet", p + ["topic", "partition"], registry=r
         )
@@ -92,6 +95,7 @@ class AgentMetrics:
             self.gap,
             self.adopted,
             self.commits,
+            self.reactive,
             self.publish_failing,
         ):
             metric.labels(pool)
@@ -111,8 +115,8 @@ class AgentMetrics:
         self.dead_letters.labels(self.pool, reason_label(reason)).inc()
 
     def committed(self, payload: dict, gpus: int, down: int, queued: int, demand: dict[str, int]) -> None:
-        """A `plan.committed` payload and the pool's state after it; `demand`: each app's in the
-        committed step."""
+        """A `plan.committed` payload (a reactive one folded into its step's: `commits.folded`)
+        and the pool's state after it; `demand`: each app's in the committed step."""
         assignments = payload["assignments"]
         states = gpu_states(assignments, demand, gpus, down)
         shortfall = sum(max(0, need - len(assignments.get(app, ()))) for app, need in demand.items())
@@ -121,7 +125,7 @@ class AgentMetrics:
         self.utilization.labels(self.pool).set((states["batch"] + states["realtime"]) / gpus if gpus else 0.0)
         self.queue.labels(self.pool).set(queued)
         self.shortfall.labels(self.pool).set(shortfall)
-        self.commits.labels(self.pool).inc()
+        (self.reactive if payload.get("reactive") else self.commits).labels(self.pool).inc()
         if payload["source"] == "milp":
             self.adopted.labels(self.pool).inc()
             bound = payload.get("bound")

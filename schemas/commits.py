@@ -210,14 +210,38 @@ class Parts:
         return merge(list(got.values()))
 
 
+def folded(base: Mapping[str, Any], reactive: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` (a step's commit, whole) with a later reactive commit of the same step applied: the
+    holders it names take its sets, the rest keep theirs; its seq, reasons added."""
+    return {
+        **base,
+        "seq": reactive["seq"],
+        "assignments": {**base["assignments"], **reactive["assignments"]},
+        "reasons": {**base.get("reasons", {}), **reactive.get("reasons", {})},
+    }
+
+
+def current(wholes: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Of one pool's whole commits, what holds now: the non-reactive one with the highest seq
+    with the reactive commits of its step that came after it applied (None when there is none)."""
+    ordered = sorted(wholes, key=lambda c: c["seq"])
+    base = next((k for k in range(len(ordered) - 1, -1, -1) if not ordered[k].get("reactive")), None)
+    if base is None:
+        return None
+    out = dict(ordered[base])
+    for c in ordered[base + 1 :]:
+        if c["step"] == out["step"]:
+            out = folded(out, c)
+    return out
+
+
 def latest(payloads: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The whole commit with the highest seq among one pool's `plan.committed` payloads whose
-    parts are all there (None when there is none)."""
+    """What holds now among one pool's `plan.committed` payloads: the latest whole commit (all its
+    parts there) with the reactive commits of its step applied (`current`); None when none is whole."""
     by_seq: dict[int, dict[int, Mapping[str, Any]]] = {}
     for p in payloads:
         by_seq.setdefault(p["seq"], {})[p.get("part", 1)] = p
-    for seq in sorted(by_seq, reverse=True):
-        got = by_seq[seq]
-        if len(got) == next(iter(got.values())).get("parts", 1):
-            return merge(list(got.values()))
-    return None
+    wholes = [
+        merge(list(got.values())) for got in by_seq.values() if len(got) == next(iter(got.values())).get("parts", 1)
+    ]
+    return current(wholes)

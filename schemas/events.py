@@ -249,6 +249,10 @@ class PlanCommitted(BaseModel):
     started: list[str] = []  # added: jobs that start running at this step
     full_mode: str | None = None  # added: what became of the last full-mode plan, when one ended
     frontier: dict[str, int] = {}  # added: per "topic:partition", the next input offset when it was made
+    # added: a reactive commit of the step (a later seq): only the holders it changes, whose sets replace
+    # theirs for the rest of the step; every other holder keeps its set (plan None, started empty)
+    reactive: bool = False
+    reasons: dict[str, str] = {}  # added: per holder, why it holds what it does now (a reactive grant's why)
 
     @model_validator(mode="after")
     def _part_of_parts(self) -> PlanCommitted:

@@ -77,6 +77,9 @@ class ForecastSettings(_Frozen):
     training_quantile: float = Field(default=0.7, gt=0, lt=1)
     quantization_quantile: float = Field(default=0.7, gt=0, lt=1)
     realtime_quantile: float = Field(default=0.9, gt=0, lt=1)
+    # plan each app at the quantile the objective's prices call for (its shortfall penalty against the
+    # batch value a GPU held idle displaces: `gpualloc.solvers.planner.headroom`); false: realtime_quantile
+    realtime_priced: bool = True
     interval: float = Field(default=0.8, gt=0, lt=1)  # the coverage of the interval decisions report
     traffic_weeks: int = Field(default=6, ge=1, le=52)  # weeks of hourly traffic history kept an app
     traffic_forgetting: float = Field(default=0.7, gt=0, le=1)  # a week's weight against the week after it

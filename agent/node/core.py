@@ -12,6 +12,7 @@ Rules (docs/contract/events.md, "Binding"):
   longer assigns here, bind what it newly assigns or whose GPU set changed (real-time apps move
   between steps; their re-bind is one `bind` with the new set, not a release first). A commit
   split into parts is applied once all its parts are in (each holds only some of its holders).
+  A reactive commit (a later seq of the same step) changes only the holders it names.
 - Redelivered events (same event_id) and stale commits yield nothing.
 """
 
@@ -148,12 +149,16 @@ class NodeState:
             for job_id in c.assignments:
                 if job_id not in self.assigned and job_id not in self.jobs:
                     self.apps.add(job_id)
-        desired = {job_id: mine for job_id, gs in c.assignments.items() if (mine := self.on_node(gs))}
+        if c.reactive:  # only the holders it names change; the rest keep what the step's commit gave them
+            desired = {j: gs for j, gs in self.bound.items() if j not in c.assignments}
+            desired.update({job_id: mine for job_id, gs in c.assignments.items() if (mine := self.on_node(gs))})
+        else:
+            desired = {job_id: mine for job_id, gs in c.assignments.items() if (mine := self.on_node(gs))}
         releases = [self.action("release", j, gs, c.step) for j, gs in sorted(self.bound.items()) if j not in desired]
         binds = [self.action("bind", j, gs, c.step) for j, gs in sorted(desired.items()) if self.bound.get(j) != gs]
         self.bound = desired
         self.last = (c.step, c.seq)
-        self.assigned = frozenset(c.assignments)
+        self.assigned = self.assigned | frozenset(c.assignments) if c.reactive else frozenset(c.assignments)
         return releases + binds
 
     def resync(

@@ -39,7 +39,7 @@ from gpualloc.agent.bus.topics import Topics, decode, encode
 from gpualloc.agent.metrics import HealthServer, NodeMetrics
 from gpualloc.agent.node.binders import Binder
 from gpualloc.agent.node.core import Action, NodeState, read_commit
-from gpualloc.schemas.commits import Parts
+from gpualloc.schemas.commits import Parts, current
 from gpualloc.schemas.events import BindingReported, JobRef, PlanCommitted, envelope
 from gpualloc.schemas.settings import NodeAgentSettings
 
@@ -148,15 +148,16 @@ class NodeAgent:
     async def _latest_commit(
         self, consumer: AIOKafkaConsumer, tps: list[TopicPartition], stop: asyncio.Event
     ) -> tuple[str, PlanCommitted] | None:
-        """The highest-seq whole commit of the pool among the last `resync_depth` messages of each
-        commits partition (a commit whose first parts lie before them is passed over); leaves each
-        partition positioned at its end (nothing is skipped)."""
+        """What holds now (`commits.current`: the latest whole commit, the reactive ones of its step
+        applied) among the last `resync_depth` messages of each commits partition (a commit whose
+        first parts lie before them is passed over); leaves each partition positioned at its end
+        (nothing is skipped)."""
         ends = await consumer.end_offsets(tps)
         begins = await consumer.beginning_offsets(tps)
         for tp in tps:
             consumer.seek(tp, max(begins[tp], ends[tp] - self.settings.resync_depth))
         pending = {tp for tp in tps if ends[tp] > begins[tp]}
-        best: tuple[str, PlanCommitted] | None = None
+        wholes: dict[int, tuple[str, dict[str, Any]]] = {}  # seq -> (event id, whole commit)
         parts = Parts(keep=len(tps) * self.settings.resync_depth)
         deadline = asyncio.get_running_loop().time() + self.settings.resync_timeout_s
         while pending and not stop.is_set():
@@ -164,14 +165,15 @@ class NodeAgent:
                 for r in records:
                     found = self._commit_of(r)
                     whole = parts.add(found[1]) if found else None
-                    if whole is not None and (best is None or whole["seq"] > best[1].seq):
+                    if whole is not None:
                         assert found is not None  # `whole` came from it
-                        best = found[0], PlanCommitted.model_validate(whole)
+                        wholes[whole["seq"]] = found[0], whole
             pending = {tp for tp in pending if await consumer.position(tp) < ends[tp]}
             if asyncio.get_running_loop().time() > deadline:
                 log.warning("node %d: resync read timed out; using the latest commit found", self.state.node)
                 break
-        return best
+        now = current(whole for _, whole in wholes.values())
+        return None if now is None else (wholes[now["seq"]][0], PlanCommitted.model_validate(now))
 
     def _commit_of(self, r: ConsumerRecord) -> tuple[str, dict[str, Any]] | None:
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -215,6 +215,7 @@ def compare(
 
     d = Dispatcher(pool, topics, Pool(), on_commit=seen)
     reproduced: set[str] = set()
+    grants: dict[int, dict[str, list[int]]] = {}  # step -> app -> its set after the step's reactive commits
     for entry in history.entries:
         step = d.planner.now if d.planner else 0
         try:
@@ -226,6 +227,8 @@ def compare(
             m = o.message
             assert m is not None  # a replay makes no tombstones (only snapshots do)
             event_id, kind = m["event_id"], m["type"]
+            if kind == "plan.committed" and m["payload"].get("reactive"):
+                grants.setdefault(m["payload"]["step"], {}).update(m["payload"]["assignments"])
             at = m["payload"]["step"] if kind == "plan.committed" else step
             within = d.planner is None or bounds.holds(at, d.interpreter.step_at)
             theirs = recorded.get(event_id)
@@ -257,7 +260,11 @@ def compare(
             )
             for a, s in apps.items()
         }
-        visible = [c for c in commits if bounds.holds(c.step, d.interpreter.step_at)]
+        visible = [
+            replace(c, assignments={**c.assignments, **{a: tuple(g) for a, g in grants.get(c.step, {}).items()}})
+            for c in commits
+            if bounds.holds(c.step, d.interpreter.step_at)
+        ]
         down_at = [0] * (max((c.step for c in commits), default=0) + 1)
         restarts: dict[str, list[int]] = {}
         for c, mask in zip(commits, down):

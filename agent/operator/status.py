@@ -136,9 +136,11 @@ def view(
     queue = promises(planner, commit)
     queue.sort(key=lambda q: (q["promised_start"] is None, q["promised_start"] or 0, -q["priority"], q["id"]))
     apps = []
+    reasons = (commit or {}).get("reasons", {})
     for app_id, app in sorted(planner.apps.items()):
         demand = planner.window_demand(app_id)
         now = demand[0] if demand else 0
+        room = planner.headroom(app)
         apps.append(
             {
                 "id": app_id,
@@ -149,6 +151,8 @@ def view(
                 "held": held.get(app_id, 0),
                 "shortfall": max(0, min(now, app.max_gpus or cfg.gpus) - held.get(app_id, 0)),
                 "demand_ahead": demand,
+                "quantile": None if room is None else room.quantile,
+                "why": reasons.get(app_id) or (None if room is None else room.why),
             }
         )
     state_of = {"down": planner.down, "drained": planner.drained}
@@ -410,6 +414,7 @@ def lines(status: dict[str, Any]) -> list[str]:
         f"  {a['id']:<16} demand {a['demand']}, held {a['held']}"
         + (f", SHORT {a['shortfall']}" if a["shortfall"] else "")
         + f"  (min {a['min_gpus']}, max {a['max_gpus'] if a['max_gpus'] is not None else 'pool'})"
+        + (f"\n    {a['why']}" if a.get("why") else "")
         for a in status["apps"]
     ] or ["  none"]
     out += ["", "nodes:"]

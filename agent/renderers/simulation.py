@@ -18,7 +18,8 @@ from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_po
 
 def table(rows: list[DayReport], sim: Simulation) -> str:
     head = (
-        f"{'policy':<15} {'day':>4}  {'util':>6}  {'value':>10}  {'timely':>10}  {'rt short':>8}  {'started':>7}  "
+        f"{'policy':<15} {'day':>4}  {'util':>6}  {'value':>10}  {'timely':>10}  {'rt short':>8}  {'GPU-min':>8}  "
+        f"{'started':>7}  "
         f"{'done':>5}  {'queue':>6}  {'JCT':>6}"
     )
     lines = [head, "-" * len(head)]
@@ -28,7 +29,7 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
         jct = "-" if r.mean_completion_steps is None else f"{r.mean_completion_steps:.1f}"
         lines.append(
             f"{r.policy:<15} {day:>4}  {r.utilization:>6.1%}  {r.value:>10.1f}  {r.timely_value:>10.1f}  "
-            f"{r.realtime_shortfall:>8}  "
+            f"{r.realtime_shortfall:>8.2f}  {r.realtime_shortfall_minutes:>8.0f}  "
             f"{r.started:>7}  {r.completed:>5}  {q:>6}  {jct:>6}"
         )
     scope = (
@@ -71,6 +72,9 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
                 f"({figures['capacity_bounds']} of them the capacity relaxation's): "
                 + (f"p50 {gap['p50']:.2%}, p90 {gap['p90']:.2%}, max {gap['max']:.2%}" if gap else "no bound")
             )
+        if run.grants:
+            granted = sum(len(g.added) for _, g in run.grants)
+            lines.append(f"{policy}: {len(run.grants)} reactive grants within their step, {granted} GPUs")
         refused = refusals(run)
         lines.append(f"{policy}: {len(refused)} inputs refused" + (f", first: {refused[0]}" if refused else ""))
     for policy, price in forecast_price(rows, sim).items():

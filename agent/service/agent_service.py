@@ -48,7 +48,7 @@ from gpualloc.agent.service.ledger import run_settings
 from gpualloc.agent.service.outbox import Output
 from gpualloc.agent.service.plan_ahead import PlanAhead
 from gpualloc.agent.service.recovery import rebuild
-from gpualloc.schemas.commits import Parts
+from gpualloc.schemas.commits import Parts, folded
 from gpualloc.schemas.settings import AgentSettings
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import SnapshotError
@@ -133,6 +133,7 @@ class AgentService:
         self._sent: list[tuple[str, str, int, asyncio.Future]] = []  # the pass's messages: type, key, bytes, delivery
         self._skip_said = False  # full mode's last launch was skipped and the log said why
         self._parts = Parts()  # a split commit's parts, counted once whole
+        self._step_commit: dict | None = None  # the current step's commit as published, its reactive ones folded in
 
     def _fresh(self) -> Dispatcher:
         d = Dispatcher(self.pool, self.topics, Pool(pending_limit=self.settings.pending_limit))
@@ -465,11 +466,18 @@ class AgentService:
     def _committed(self, payload: dict) -> None:
         planner, commit = self.dispatcher.planner, self.dispatcher.last_commit
         assert planner is not None  # a pool that commits is configured
+        if payload.get("reactive"):
+            if self._step_commit is None or self._step_commit["step"] != payload["step"]:
+                return  # its step's commit came before this agent was watching
+            payload = {**folded(self._step_commit, payload), "reactive": True}
+        self._step_commit = payload
         demand = (
             {app.id: app.demand[0] for app in commit.window.realtime}
             if commit is not None and commit.step == payload["step"]
             else dict.fromkeys(planner.apps, 0)
         )
+        for app_id, app in planner.apps.items():  # what a reactive grant answered
+            demand[app_id] = max(demand.get(app_id, 0), app.observed.get(payload["step"], 0))
         self.metrics.committed(payload, planner.config.gpus, planner.down.bit_count(), len(planner.queued), demand)
 
     def _lag(self, consumer: AIOKafkaConsumer) -> None:

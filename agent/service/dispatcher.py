@@ -39,8 +39,8 @@ from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import AgentSettings, ForecastSettings
 from gpualloc.solvers.grid import Schedule, batch_spans
 from gpualloc.solvers.metrics import objective_of
-from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Pool, Rejected
-from gpualloc.solvers.planner.records import BLOCKER, FULL_MODE, Commit, Cut, FullModePlan
+from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Granted, Pool, Rejected
+from gpualloc.solvers.planner.records import BLOCKER, FULL_MODE, Commit, Cut, FullModePlan, Grant
 from gpualloc.solvers.planner.snapshot import READABLE as SNAPSHOT_READABLE
 from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
 from gpualloc.solvers.planner.snapshot import (
@@ -216,7 +216,32 @@ class Dispatcher:
             return [self._reject(effect.ref[0], effect.reason, now)]
         if isinstance(effect, Failed) and effect.by_gpualloc:
             return [self._job_failed(effect.job_id, effect.detail, now)]
+        if isinstance(effect, Granted):
+            return [self._reactive(effect.grant, now)]
         return []
+
+    def _reactive(self, grant: Grant, now: datetime) -> Output:
+        """The reactive commit of `grant`: the step it is for, the next seq, only the app's new set
+        (node agents bind it at once and keep every other holder as the step's commit left it)."""
+        origin, last = self.interpreter.origin, self.last_commit
+        assert origin is not None  # a pool that grants has committed
+        self.seq += 1
+        payload = PlanCommitted(
+            step=grant.step,
+            seq=self.seq,
+            step_start=origin + grant.step * self.step_length,
+            assignments={grant.app_id: list(grant.gpus)},
+            source="heuristic",
+            objective=0.0 if last is None else round(objective_of(last.window, last.schedule), 6),
+            reactive=True,
+            reasons={grant.app_id: grant.reason},
+            frontier=dict(self.frontier),
+        )
+        return Output(
+            self.topics.commits,
+            self.pool,
+            envelope("plan.committed", payload, now, f"{self.pool}:commit:{self.seq}", self.pool),
+        )
 
     # ---- steps ----------------------------------------------------------------------------
     def commit(
@@ -261,6 +286,7 @@ class Dispatcher:
             started=list(commit.started),
             full_mode=committed.full_mode,
             frontier=dict(self.frontier),
+            reasons=commit.reasons,
         )
         self._log.begun(now)
         self._log.commits.append(

@@ -48,6 +48,7 @@ from gpualloc.solvers.planner.records import (
     Cut,
     Decision,
     FullModePlan,
+    Grant,
     JobSpec,
     PoolConfig,
 )
@@ -98,13 +99,21 @@ class Failed:
 
 
 @dataclass(frozen=True)
+class Granted:
+    """Idle GPUs of the committed step granted to a real-time app at once (`Planner.react`):
+    the shell publishes them as a reactive commit of that step."""
+
+    grant: Grant
+
+
+@dataclass(frozen=True)
 class Ended:
     """A running job left its GPUs on a `job.completed` or `job.cancelled`."""
 
     job_id: str
 
 
-Effect = Union[Decided, Rejected, Failed, Ended]
+Effect = Union[Decided, Rejected, Failed, Ended, Granted]
 
 
 @dataclass(frozen=True)
@@ -266,10 +275,10 @@ class Pool:
         app = planner.apps.get(p.app)
         if app is None:
             return [Rejected(event.ref, f"app: {p.app!r} is not registered (app.registered comes first)")]
-        planner.observe_traffic(
-            p.app, self.step_at(event.occurred_at), p.gpus_needed(app.rps_per_gpu), p.load(app.rps_per_gpu)
-        )
-        return []
+        step = self.step_at(event.occurred_at)
+        planner.observe_traffic(p.app, step, p.gpus_needed(app.rps_per_gpu), p.load(app.rps_per_gpu))
+        grant = planner.react(p.app) if step == planner.now - 1 else None  # demand in the committed step
+        return [] if grant is None else [Granted(grant)]
 
     def _configure(self, event: Event, now: datetime) -> list[Effect]:
         p = cast(PoolConfigured, event.payload)

@@ -23,6 +23,7 @@ from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over
+from gpualloc.solvers.planner.headroom import Headroom, displaced_value, priced
 from gpualloc.solvers.planner.reasons import HELD_NOW, holders, noted, running_holders, waiting, why_waiting
 from gpualloc.solvers.planner.reconcile import reconcile
 from gpualloc.solvers.planner.records import (
@@ -34,6 +35,7 @@ from gpualloc.solvers.planner.records import (
     Commit,
     Decision,
     FullModePlan,
+    Grant,
     JobSpec,
     PoolConfig,
     Source,
@@ -335,6 +337,54 @@ class Planner:
         app.observed[step] = max(gpus, app.observed.get(step, 0))
         self.forecasts.observed(app_id, self.hour_of(step), gpus if load is None else load)
 
+    def react(self, app_id: str) -> Grant | None:
+        """The committed step's observed demand of `app_id` above what it holds there, met at once
+        where it can be: GPUs idle in the step (held by no running job, no start decided since
+        the commit, no app, no down or drained node) are granted, up to the app's ceiling and
+        within its swap cap counted against the set it ended the previous step with (GPUs it
+        held then come back free; a grant that moves past the cap is cut to it). Taken first
+        among the GPUs it held then, then those the current plan leaves free next step, lowest
+        first. None when nothing is short or nothing is idle. What it grants it keeps until the
+        next boundary's plan, which starts from it (so the next step's swap cap counts from it)."""
+        step, app = self.now - 1, self.apps.get(app_id)
+        if app is None or app.held < 0 or app.before < 0 or step not in app.observed:
+            return None
+        pool = (1 << self.config.gpus) - 1
+        ceiling = self.config.gpus if app.max_gpus is None else min(app.max_gpus, self.config.gpus)
+        short = min(app.observed[step], ceiling) - app.held.bit_count()
+        if short <= 0:
+            return None
+        taken = self.committed | self._running_mask() | self.down | self.drained
+        for other in self.apps.values():
+            taken |= max(other.held, 0)
+        idle = pool & ~taken
+        cap = self.config.swap_cap if app.swap_cap is None else app.swap_cap
+        spent = (app.held ^ app.before).bit_count()
+        planned = self.busy[0] if self.busy else 0
+        grant = 0
+        for g in sorted(bits_of(idle), key=lambda g: (not app.before >> g & 1, bool(planned >> g & 1), g)):
+            if short == 0:
+                break
+            if app.before >> g & 1:
+                spent -= 1  # held at the end of the previous step: taking it back undoes a swap
+            elif spent < cap:
+                spent += 1
+            else:
+                break
+            grant |= 1 << g
+            short -= 1
+        if not grant:
+            return None
+        app.held |= grant
+        self.committed |= grant
+        n = grant.bit_count()
+        reason = (
+            f"observed demand {app.observed[step]} GPUs in step {step} above the {app.held.bit_count() - n} it held: "
+            f"{n} idle GPU{'s' * (n != 1)} granted at once"
+            + (f", {short} still short (no more idle, or its swap cap)" if short else "")
+        )
+        return Grant(step, app_id, tuple(bits_of(app.held)), tuple(bits_of(grant)), reason)
+
     def hour_of(self, step: int) -> int:
         """The pool hour `step` begins in (hour 0: the Monday 00:00 UTC before step 0)."""
         return pool_hour(self.week_minute, step, self.config.step_minutes)
@@ -607,6 +657,10 @@ class Planner:
     def _commit(self, problem: Problem, schedule: Schedule, source: Source) -> Commit:
         """Step 0 of `schedule` (a plan of the window `problem`) committed; the clock advances,
         and the plan, one step on, is what the next step's arrivals are inserted into."""
+        displaced = displaced_value(self.queued.values())
+        reasons = {
+            app_id: room.why for app_id, app in sorted(self.apps.items()) if (room := self.headroom(app, displaced))
+        }
         assignments: dict[str, tuple[int, ...]] = {}
         for job_id, (start, mask) in sorted(schedule.batch.items()):
             if job_id == BLOCKER or (job_id not in self.running and job_id not in self.queued):
@@ -622,7 +676,8 @@ class Planner:
             )
         )
         for app_id, masks in sorted(schedule.realtime.items()):
-            self.apps[app_id].held = masks[0]
+            app = self.apps[app_id]
+            app.before, app.held = app.held, masks[0]
             assignments[app_id] = tuple(bits_of(masks[0]))
         for app in self.apps.values():  # past observations are no longer planned for: only the latest is
             latest = max(app.observed, default=None)
@@ -631,7 +686,7 @@ class Planner:
         for owned in assignments.values():
             for g in owned:
                 self.committed |= 1 << g
-        commit = Commit(self.now, assignments, started, problem, schedule, source)
+        commit = Commit(self.now, assignments, started, problem, schedule, source, reasons)
         self.now += 1
         self.ahead = None
         self.busy = self._plan_busy(schedule, 1)
@@ -640,12 +695,29 @@ class Planner:
     # ---- the window as a Problem ----------------------------------------------------------
     def window_problem(self) -> Problem:
         """The window [now, now + horizon) as a Problem (`window.window`)."""
+        displaced = displaced_value(self.queued.values())
         return window(
-            self.config, self.now, self.running, self.queued, self.apps, self.down | self.drained, self._demand
+            self.config,
+            self.now,
+            self.running,
+            self.queued,
+            self.apps,
+            self.down | self.drained,
+            lambda app: self._demand(app, displaced),
         )
 
-    def _demand(self, app: AppSpec) -> list[int]:
-        return demand(app, self.config, self.now, self.forecasts, self.hour_of)
+    def headroom(self, app: AppSpec, displaced: float | None = None) -> Headroom | None:
+        """The demand quantile `app` is planned at and why (`headroom.priced`; `displaced`: the
+        queue's `displaced_value`, computed when not given); None when the settings fix it."""
+        if not self.forecasts.settings.realtime_priced:
+            return None
+        if displaced is None:
+            displaced = displaced_value(self.queued.values())
+        return priced(app, self.config.realtime_penalty, displaced)
+
+    def _demand(self, app: AppSpec, displaced: float | None = None) -> list[int]:
+        room = self.headroom(app, displaced)
+        return demand(app, self.config, self.now, self.forecasts, self.hour_of, None if room is None else room.quantile)
 
     def _running_mask(self) -> int:
         return running_mask(self.running)

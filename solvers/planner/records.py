@@ -60,7 +60,8 @@ class AppSpec:
     profile: list[int] | None = None  # GPUs by hour of day, before traffic history exists
     rps_per_gpu: float = 1.0  # requests per second one GPU serves
     observed: dict[int, int] = field(default_factory=dict)  # step -> largest GPUs observed
-    held: int = -1  # GPU mask held in the last committed step (-1: never committed)
+    held: int = -1  # GPU mask held in the last committed step (-1: never committed), reactive grants included
+    before: int = -1  # GPU mask held at the end of the step before it: what R4 counts a step's grants against
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,20 @@ class Commit:
     window: Problem  # the window this step was planned in
     schedule: Schedule  # the plan over that window (its step 0 is this commit)
     source: Source = HOT_PATH  # HOT_PATH, or FULL_MODE: an adopted full-mode plan
+    reasons: dict[str, str] = field(default_factory=dict)  # app id -> the headroom it is planned with, and why
+
+
+@dataclass(frozen=True)
+class Grant:
+    """GPUs idle in the committed step given at once to a real-time app whose observed demand
+    there exceeds what it holds (`Planner.react`): published as a reactive commit of that step,
+    which carries only the app's new set."""
+
+    step: int
+    app_id: str
+    gpus: tuple[int, ...]  # the app's whole set in the step now
+    added: tuple[int, ...]
+    reason: str
 
 
 @dataclass(frozen=True)

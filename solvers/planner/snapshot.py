@@ -94,6 +94,7 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
                 a.rps_per_gpu,
                 [[step, gpus] for step, gpus in a.observed.items()],
                 _hex(a.held),
+                _hex(a.before),
             ]
             for app_id, a in planner.apps.items()
         },
@@ -118,9 +119,13 @@ def load_planner(
     planner.running = {
         job_id: (_spec(job_id, job), int(mask, 16), start) for job_id, (job, mask, start) in data["running"].items()
     }
-    for app_id, (priority, lo, hi, cap, profile, rps, observed, held) in data["apps"].items():
+    for app_id, (priority, lo, hi, cap, profile, rps, observed, held, *rest) in data["apps"].items():
         held = int(held, 16) if isinstance(held, str) else held  # version 2: a JSON integer
-        planner.apps[app_id] = AppSpec(app_id, priority, lo, hi, cap, profile, rps, {s: g for s, g in observed}, held)
+        before = rest[0] if rest else -1  # absent before reactive grants: none this step
+        before = int(before, 16) if isinstance(before, str) else before
+        planner.apps[app_id] = AppSpec(
+            app_id, priority, lo, hi, cap, profile, rps, {s: g for s, g in observed}, held, before
+        )
     planner.down, planner.drained = int(data["down"], 16), int(data["drained"], 16)
     planner.committed = int(data["committed"], 16)
     busy = data.get("busy")  # absent from snapshots made before arrivals were inserted: a fresh plan then

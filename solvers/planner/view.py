@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from gpualloc.solvers.planner.headroom import Headroom
 from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig
 from gpualloc.solvers.problem import Problem
 
@@ -37,5 +38,7 @@ class PoolView(Protocol):
     def drained(self) -> int: ...  # GPUs of drained nodes (a mask)
 
     def window_demand(self, app_id: str) -> list[int]: ...
+
+    def headroom(self, app: AppSpec, displaced: float | None = None) -> Headroom | None: ...
 
     def window_problem(self) -> Problem: ...

@@ -78,11 +78,18 @@ def floors(apps: Mapping[str, AppSpec], gpus: int, held: int) -> dict[str, int]:
     return out
 
 
-def demand(app: AppSpec, cfg: PoolConfig, now: int, forecasts: Forecasters, hour_of: Callable[[int], int]) -> list[int]:
+def demand(
+    app: AppSpec,
+    cfg: PoolConfig,
+    now: int,
+    forecasts: Forecasters,
+    hour_of: Callable[[int], int],
+    quantile: float | None = None,
+) -> list[int]:
     """Demand for the window: a step's own observation where there is one (the current
-    step's, say), else the traffic forecaster's for its hour, else (nothing observed yet at
-    that hour of day) the registered profile by hour of day, else the latest observation
-    held flat."""
+    step's, say), else the traffic forecaster's for its hour at `quantile` (None: the settings'),
+    else (nothing observed yet at that hour of day) the registered profile by hour of day, else
+    the latest observation held flat."""
     latest = app.observed[max(app.observed)] if app.observed else 0
     out = []
     for t in range(cfg.horizon):
@@ -91,7 +98,7 @@ def demand(app: AppSpec, cfg: PoolConfig, now: int, forecasts: Forecasters, hour
             out.append(app.observed[step])
             continue
         hour = hour_of(step)
-        forecast = forecasts.demand(app.id, hour)
+        forecast = forecasts.demand(app.id, hour, quantile)
         if forecast is not None:
             out.append(min(cfg.gpus, forecast))
         elif app.profile:

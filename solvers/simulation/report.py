@@ -22,7 +22,8 @@ class DayReport:
     utilization: float
     value: float  # undiscounted priority x GPU-steps (batch) + priority x served (real-time)
     timely_value: float  # the same, each batch GPU-step discounted by time_decay per step since its job arrived
-    realtime_shortfall: int
+    realtime_shortfall: float  # GPU-steps: demand not held, each step weighted by the share of it that was short
+    realtime_shortfall_minutes: float  # the same in GPU-minutes
     started: int
     completed: int
     mean_queue_steps: float | None
@@ -130,27 +131,52 @@ def jain(values: list[float]) -> float | None:
     return round(sum(values) ** 2 / (len(values) * sum(v * v for v in values)), 4)
 
 
+def held_over_step(run: PolicyRun) -> dict[tuple[int, str], list[tuple[float, int]]]:
+    """Per (step, app) granted within the step: the GPUs it held from each minute of the step on,
+    the commit's set from minute 0, then each reactive grant's from the minute it came."""
+    out: dict[tuple[int, str], list[tuple[float, int]]] = {}
+    first = run.commits[0].step if run.commits else 0
+    for minute, grant in run.grants:
+        k = grant.step - first
+        if not 0 <= k < len(run.commits):
+            continue
+        pieces = out.setdefault(
+            (grant.step, grant.app_id), [(0.0, len(run.commits[k].assignments.get(grant.app_id, ())))]
+        )
+        pieces.append((minute, len(grant.gpus)))
+    return out
+
+
+def _app_minutes(pieces: list[tuple[float, int]], demand: int, step_minutes: int) -> tuple[float, float]:
+    """(GPU-minutes served, GPU-minutes short) of one app over one step held as `pieces`."""
+    served = short = 0.0
+    for (at, n), (end, _) in zip(pieces, [*pieces[1:], (float(step_minutes), 0)]):
+        served += min(n, demand) * (end - at)
+        short += max(0, demand - n) * (end - at)
+    return served, short
+
+
 def _summary(sim: Simulation, run: PolicyRun, day: int | None, lo: int, hi: int) -> DayReport:
-    used = value = timely = 0.0
-    short = 0
-    decay = sim.config.time_decay
+    used = value = timely = short = 0.0
+    decay, minutes = sim.config.time_decay, sim.config.step_minutes
+    within = held_over_step(run)
     for commit in run.commits[lo:hi]:
         apps_count = sim.apps_until is None or commit.step <= sim.apps_until
         for owner, gpus in commit.assignments.items():
             prio = sim.priorities.get(owner, 0.0)
             if owner in sim.demand:
-                if not apps_count:
-                    continue
-                served = min(len(gpus), sim.demand[owner][commit.step])
-                used += served
-                value += prio * served
-                timely += prio * served
-            else:
-                used += len(gpus)
-                value += prio * len(gpus)
-                timely += prio * len(gpus) * decay ** (commit.step - run.submitted.get(owner, commit.step))
+                continue
+            used += len(gpus)
+            value += prio * len(gpus)
+            timely += prio * len(gpus) * decay ** (commit.step - run.submitted.get(owner, commit.step))
         for app_id, curve in sim.demand.items() if apps_count else ():
-            short += max(0, curve[commit.step] - len(commit.assignments.get(app_id, ())))
+            pieces = within.get((commit.step, app_id)) or [(0.0, len(commit.assignments.get(app_id, ())))]
+            served_minutes, short_minutes = _app_minutes(pieces, curve[commit.step], minutes)
+            served = served_minutes / minutes
+            used += served
+            value += sim.priorities.get(app_id, 0.0) * served
+            timely += sim.priorities.get(app_id, 0.0) * served
+            short += short_minutes
     started = [j for j, s in run.started.items() if lo <= s < hi]
     finished = [j for j, s in run.finished.items() if lo <= s < hi]
     queue = [run.started[j] - run.submitted[j] for j in started if j in run.submitted]
@@ -161,7 +187,8 @@ def _summary(sim: Simulation, run: PolicyRun, day: int | None, lo: int, hi: int)
         round(used / (sim.config.gpus * max(hi - lo, 1)), 4),
         round(value, 2),
         round(timely, 2),
-        short,
+        round(short / minutes, 2),
+        round(short, 1),
         len(started),
         len(finished),
         round(statistics.fmean(queue), 2) if queue else None,
@@ -173,7 +200,7 @@ def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
     """The contract's online rules over a simulated run's executed grid (`online_violations`),
     under its policy's exemptions (FIFO's static reservations are exempt from the app rules)."""
     return online_violations(
-        run.commits, sim.limits, set(sim.limits), run.down, run.failed, run.exempt, sim.config.node_size
+        run.executed(), sim.limits, set(sim.limits), run.down, run.failed, run.exempt, sim.config.node_size
     )
 
 
@@ -226,14 +253,20 @@ def spikes(demand: dict[str, list[int]]) -> set[tuple[str, int]]:
     return out
 
 
-def spike_shortfall(sim: Simulation, run: PolicyRun) -> int:
-    """Real-time shortfall (GPU-steps) at the `spikes`."""
-    at = spikes(sim.demand)
-    return sum(
-        max(0, sim.demand[app][c.step] - len(c.assignments.get(app, ())))
-        for c in run.commits
-        for app in sim.demand
-        if (app, c.step) in at
+def spike_shortfall(sim: Simulation, run: PolicyRun) -> float:
+    """Real-time shortfall (GPU-steps, as `DayReport.realtime_shortfall`) at the `spikes`."""
+    at, minutes, within = spikes(sim.demand), sim.config.step_minutes, held_over_step(run)
+    return round(
+        sum(
+            _app_minutes(
+                within.get((c.step, app)) or [(0.0, len(c.assignments.get(app, ())))], sim.demand[app][c.step], minutes
+            )[1]
+            for c in run.commits
+            for app in sim.demand
+            if (app, c.step) in at
+        )
+        / minutes,
+        2,
     )
 
 

@@ -25,7 +25,7 @@ forecast error.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from gpualloc.schemas.events import Envelope, JobSubmitted
@@ -33,9 +33,9 @@ from gpualloc.schemas.features import FEATURES
 from gpualloc.schemas.settings import ForecastSettings, RollingFullMode, SimulationSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.full_mode import FullModeRun, run_snapshot, snapshot
-from gpualloc.solvers.planner.interpreter import Decided, Ended, Event, Failed, Pool, Rejected
+from gpualloc.solvers.planner.interpreter import Decided, Ended, Event, Failed, Granted, Pool, Rejected
 from gpualloc.solvers.planner.planner import Planner
-from gpualloc.solvers.planner.records import FULL_MODE, Commit, Decision, PoolConfig
+from gpualloc.solvers.planner.records import FULL_MODE, Commit, Decision, Grant, PoolConfig
 from gpualloc.solvers.policies import OnlinePolicy, online_policy
 
 
@@ -76,6 +76,17 @@ class PolicyRun:
     full_mode: list[tuple[int, str | None]] = field(default_factory=list)  # (step, what became of its plan)
     run_steps: dict[str, int] = field(default_factory=dict)  # job id -> steps its last start runs for
     full_mode_runs: list[FullModeRun] = field(default_factory=list)  # every solve: warm, own objective, bound
+    grants: list[tuple[float, Grant]] = field(default_factory=list)  # (minute of its step, grant), in order
+
+    def executed(self) -> list[Commit]:
+        """Each step's commit as it ended: its reactive grants applied to the apps' sets."""
+        out = list(self.commits)
+        first = out[0].step if out else 0
+        for _, grant in self.grants:
+            k = grant.step - first
+            if 0 <= k < len(out):
+                out[k] = replace(out[k], assignments={**out[k].assignments, grant.app_id: grant.gpus})
+        return out
 
     @property
     def full_mode_adopted(self) -> list[int]:
@@ -255,6 +266,7 @@ def _run(
     planner = pool.planner
     assert planner is not None  # pool.configured makes the planner
     run = PolicyRun(label, online.hot.exempt)
+    config_minutes = planner.config.step_minutes
     actual: dict[str, JobSubmitted] = {}  # job -> its payload, for what it really runs and uses
     ends: dict[str, int] = {}  # running job -> step at which its completion is processed
     i = 0
@@ -274,9 +286,14 @@ def _run(
             proposal = solved.plan
             if proposal is None:
                 run.full_mode.append((step, "no better than its warm start on its own snapshot"))
+        within: Timed = []  # traffic observed after the step began: it meets the step's commit
         while i < len(timed) and timed[i][0] <= step:
             delivered, env, payload = timed[i]
             early = delivered < pool.step_at(env.occurred_at)  # an oracle's traffic, delivered ahead
+            if env.type == "traffic.observed" and not early and env.occurred_at > origin + step * pool.step_length:
+                within.append(timed[i])
+                i += 1
+                continue
             now = origin + delivered * pool.step_length if early else env.occurred_at
             for effect in pool.apply([Event(env.type, payload, env.occurred_at, payload)], now):
                 _record(run, actual, ends, step, effect)
@@ -291,6 +308,12 @@ def _run(
         if proposal is not None:
             run.full_mode.append((step, committed.full_mode))
         run.commits.append(committed.commit)
+        for _, env, payload in within:
+            minute = (env.occurred_at - origin - step * pool.step_length) / pool.step_length * config_minutes
+            for effect in pool.apply([Event(env.type, payload, env.occurred_at, payload)], env.occurred_at):
+                if isinstance(effect, Granted):
+                    run.grants.append((min(minute, config_minutes), effect.grant))
+                _record(run, actual, ends, step, effect)
         for job_id in committed.commit.started:
             run.started[job_id] = step
             job = actual.get(job_id)

@@ -118,10 +118,12 @@ def test_an_app_never_committed_keeps_held_minus_one_and_version_2_forms_read():
     data = orjson.loads(orjson.dumps(dump_planner(planner)))
     assert data["busy"] == [[2, "ff"], [1, format(1 << 127, "x")], [1, "0"]]  # runs of equal steps
     assert load_planner(data, heuristic_schedule).apps["chat"].held == -1
-    data["apps"]["chat"][-1] = 12  # version 2: a JSON integer
+    assert data["apps"]["chat"][-1] == "-1"  # `before`, the set it ended the step before with
+    data["apps"]["chat"] = data["apps"]["chat"][:8]  # version 2: no `before`...
+    data["apps"]["chat"][-1] = 12  # ...and `held` a JSON integer
     data["busy"] = ["ff", "ff", format(1 << 127, "x"), "0"]  # version 2: a hex mask per step
     old = load_planner(data, heuristic_schedule)
-    assert old.apps["chat"].held == 12 and old.busy == planner.busy
+    assert old.apps["chat"].held == 12 and old.apps["chat"].before == -1 and old.busy == planner.busy
 
 
 def test_ledger_schedules_are_gpu_runs_with_app_sets_once_per_change_and_older_hex_ones_still_read():

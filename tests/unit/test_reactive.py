@@ -1,0 +1,148 @@
+"""Reactive grants: demand observed in the committed step above what an app holds there is met at
+once from GPUs idle in the step, within the app's ceiling and its swap cap across the step."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.builders import T0, ev
+
+from gpualloc.schemas.commits import current
+from gpualloc.solvers.legality import online_violations
+from gpualloc.solvers.planner.interpreter import Granted, Pool
+from gpualloc.solvers.planner.records import Commit
+from gpualloc.solvers.problem import bits_of
+
+STEP = timedelta(minutes=60)
+
+
+def pool_with_app(gpus: int = 16, swap_cap: int = 4, max_gpus: int | None = None, floor: int = 2) -> Pool:
+    pool = Pool()
+    pool.apply(
+        [
+            ev("pool.configured", {"gpus": gpus, "gpus_per_node": 8, "horizon": 6, "step_minutes": 60}),
+            ev(
+                "app.registered",
+                {"id": "rt", "priority": 5, "min_gpus": floor, "max_gpus": max_gpus, "swap_cap": swap_cap},
+            ),
+        ],
+        T0,
+    )
+    return pool
+
+
+def observe(pool: Pool, gpus: int, minute: float) -> list:
+    """`gpus` needed by app rt, observed `minute` minutes into the step last committed."""
+    step = pool.planner.now - 1
+    at = step * 60 + minute
+    return pool.apply([ev("traffic.observed", {"app": "rt", "gpus": gpus}, minutes=at, ref=at)], T0 + at * STEP / 60)
+
+
+def test_demand_above_the_committed_set_is_granted_idle_gpus_at_once():
+    pool = pool_with_app()
+    pool.commit()  # step 0: the app's set from its floor
+    pool.commit()  # step 1: `before` is step 0's set
+    held = pool.planner.apps["rt"].held
+    effects = observe(pool, held.bit_count() + 3, 5)
+    [granted] = [e for e in effects if isinstance(e, Granted)]
+    g = granted.grant
+    assert g.step == 1 and len(g.added) == 3 and not set(g.added) & set(bits_of(held))
+    assert pool.planner.apps["rt"].held == held | sum(1 << x for x in g.added)
+    assert "3 idle GPUs granted" in g.reason
+
+
+def test_no_grant_when_the_app_holds_enough_or_the_step_is_not_the_committed_one():
+    pool = pool_with_app()
+    pool.commit()
+    pool.commit()
+    held = pool.planner.apps["rt"].held.bit_count()
+    assert not [e for e in observe(pool, held, 5) if isinstance(e, Granted)]
+    later = pool.planner.now * 60 + 5  # the step not committed yet: the next commit plans for it
+    effects = pool.apply([ev("traffic.observed", {"app": "rt", "gpus": 12}, minutes=later, ref=later)], T0)
+    assert not [e for e in effects if isinstance(e, Granted)]
+
+
+def test_a_grant_never_takes_a_running_jobs_gpus_and_stops_at_the_ceiling():
+    pool = pool_with_app(gpus=16, max_gpus=6)
+    pool.apply(
+        [ev("job.submitted", {"id": "j", "kind": "training", "priority": 9, "gpus": 8, "duration": 9}, ref="j")], T0
+    )
+    pool.commit()
+    pool.commit()
+    job = pool.planner.running["j"][1]
+    effects = observe(pool, 15, 10)
+    [granted] = [e for e in effects if isinstance(e, Granted)]
+    assert not sum(1 << x for x in granted.grant.gpus) & job
+    assert len(granted.grant.gpus) == 6  # its ceiling, not the 15 observed
+
+
+def test_the_swap_cap_counts_the_boundary_and_the_grants_of_a_step_together():
+    pool = pool_with_app(swap_cap=2, floor=2)
+    pool.commit()
+    pool.commit()
+    app = pool.planner.apps["rt"]
+    spent = (app.held ^ app.before).bit_count()
+    [granted] = [e for e in observe(pool, 12, 1) if isinstance(e, Granted)]
+    assert len(granted.grant.added) == 2 - spent
+    assert "still short" in granted.grant.reason
+    assert (app.held ^ app.before).bit_count() <= 2
+
+
+def _folded(commits: list[Commit], grants: list) -> list[Commit]:
+    by_step = {g.step: g for g in grants}
+    return [
+        replace(c, assignments={**c.assignments, "rt": by_step[c.step].gpus}) if c.step in by_step else c
+        for c in commits
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 3),
+    st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.integers(1, 9), st.sampled_from([1, 2, 4, 8]), st.integers(1, 4)), max_size=3),
+            st.integers(0, 16),
+            st.integers(1, 59),
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+)
+def test_steps_with_reactive_grants_keep_the_online_rules(cap, steps):
+    """Arrivals, then a commit, then an observation within the step (granted or not): every step
+    as it ended (its commit with its grants) keeps one owner per GPU, the app within its bounds
+    and the swap cap between consecutive steps' final sets, jobs unmoved."""
+    pool = pool_with_app(gpus=16, swap_cap=cap, max_gpus=12, floor=1)
+    commits, grants = [], []
+    for k, (jobs, demand, minute) in enumerate(steps):
+        now = T0 + pool.planner.now * STEP
+        pool.apply(
+            [
+                ev(
+                    "job.submitted",
+                    {"id": f"j{k}-{i}", "kind": "training", "priority": p, "gpus": g, "duration": d},
+                    minutes=pool.planner.now * 60,
+                    ref=f"j{k}-{i}",
+                )
+                for i, (p, g, d) in enumerate(jobs)
+            ],
+            now,
+        )
+        commits.append(pool.commit().commit)
+        grants += [e.grant for e in observe(pool, demand, minute) if isinstance(e, Granted)]
+    limits = {"rt": (1, 12, cap)}
+    assert online_violations(_folded(commits, grants), limits, {"rt"}) == []
+
+
+def test_readers_fold_reactive_commits_into_their_steps_commit():
+    base = {"step": 4, "seq": 7, "assignments": {"j": [0, 1], "rt": [8]}, "reasons": {}}
+    grant = {"step": 4, "seq": 8, "reactive": True, "assignments": {"rt": [8, 9, 10]}, "reasons": {"rt": "why"}}
+    stale = {"step": 3, "seq": 6, "reactive": True, "assignments": {"rt": [15]}}
+    now = current([grant, base, stale])
+    assert now is not None and now["seq"] == 8
+    assert now["assignments"] == {"j": [0, 1], "rt": [8, 9, 10]} and now["reasons"] == {"rt": "why"}
+    assert current([grant]) is None  # no step's commit to apply it to

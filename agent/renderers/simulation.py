@@ -11,6 +11,7 @@ from gpualloc.solvers.simulation.report import (
     executed_violations,
     forecast_price,
     full_mode_figures,
+    mistakes,
     outcomes,
 )
 from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_policy
@@ -75,6 +76,12 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
         if run.grants:
             granted = sum(len(g.added) for _, g in run.grants)
             lines.append(f"{policy}: {len(run.grants)} reactive grants within their step, {granted} GPUs")
+        if run.out_of_memory:
+            lost = mistakes(sim, run)
+            lines.append(
+                f"{policy}: {lost['out_of_memory_restarts']} out-of-memory restarts (jobs started below their "
+                f"true GPUs), {lost['gpu_hours_lost']:g} GPU-hours held for nothing"
+            )
         refused = refusals(run)
         lines.append(f"{policy}: {len(refused)} inputs refused" + (f", first: {refused[0]}" if refused else ""))
     for policy, price in forecast_price(rows, sim).items():
@@ -121,6 +128,8 @@ def as_json(rows: list[DayReport], sim: Simulation) -> dict:
         "violations": {p: executed_violations(sim, run) for p, run in sim.runs.items()},
         "refused": {p: refusals(run) for p, run in sim.runs.items()},
         "forecast_price": forecast_price(rows, sim),
+        "sizing": {p: mistakes(sim, run) for p, run in sim.runs.items()},
+        "reactive_grants": {p: len(run.grants) for p, run in sim.runs.items()},
     }
 
 

@@ -244,7 +244,8 @@ class Planner:
             return None, f"out of memory at {ran} GPUs and no count is forecast to hold it ({e}): dropped"
         gpus = max(again.gpus, 2 * ran)
         sized = again if again.gpus == gpus else self.size_job(spec.kind, spec.features, gpus, None)
-        return replace(spec, gpus=gpus, duration=sized.duration, forecast=sized), (
+        made = tuple(dict.fromkeys((*spec.forecast.forecast, *sized.forecast)))  # its count stays a forecast one
+        return replace(spec, gpus=gpus, duration=sized.duration, forecast=replace(sized, forecast=made)), (
             f"re-queued at {gpus} GPUs after running out of memory at {ran}"
         )
 

@@ -288,3 +288,12 @@ def full_mode_figures(run: PolicyRun) -> dict[str, object] | None:
         "improvement_mean": round(statistics.fmean(gains), 4) if gains else None,
         "hot_gap": _spread(gaps),
     }
+
+
+def mistakes(sim: Simulation, run: PolicyRun) -> dict[str, float]:
+    """What GPU counts below the truth cost a run: restarts, and the GPU-hours they held."""
+    steps = sum(lost for *_, lost in run.out_of_memory)
+    return {
+        "out_of_memory_restarts": len(run.out_of_memory),
+        "gpu_hours_lost": round(steps * sim.config.step_minutes / 60, 2),
+    }

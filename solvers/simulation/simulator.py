@@ -9,6 +9,19 @@ completion comes from the trace's `job.completed`, or else `actual_duration` ste
 starts (its declared duration when the trace gives neither). Everything is a pure function of
 the events and the options.
 
+Time within a step is what the agent sees: a step's commit is made at its start, with what
+arrived before it; a traffic observation stamped after the step began reaches the pool after that
+commit (the next commit plans with it), and may be met at once by a reactive grant of idle GPUs
+(`Planner.react`), which serves from the minute it came (`PolicyRun.grants`). Real-time service
+and shortfall are counted in GPU-minutes over each step's pieces. Jobs keep the step they arrive
+in: one decided `start` runs from that step.
+
+A job started on fewer GPUs than the trace says it needs (`actual_used.gpus`) runs out of memory
+after `OUT_OF_MEMORY_AFTER` steps: the run hands the pool the `job.failed` (reason `out_of_memory`)
+the agent would read, which teaches the forecasters and decides it anew at a larger count
+(`PolicyRun.out_of_memory` counts the restarts and the GPU-steps they held for nothing). One given
+more runs as long as on its true count (the traces have no speed-up model).
+
 A run covers the whole trace: it goes on past the last event until every job it was given has
 finished, or until the cap (`drain_cap`: the last event plus twice the longest declared
 duration), so the report can count every job, the ones never started among them. `days` cuts
@@ -28,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from gpualloc.schemas.events import Envelope, JobSubmitted
+from gpualloc.schemas.events import Envelope, JobFailed, JobSubmitted
 from gpualloc.schemas.features import FEATURES
 from gpualloc.schemas.settings import ForecastSettings, RollingFullMode, SimulationSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
@@ -37,6 +50,8 @@ from gpualloc.solvers.planner.interpreter import Decided, Ended, Event, Failed, 
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.records import FULL_MODE, Commit, Decision, Grant, PoolConfig
 from gpualloc.solvers.policies import OnlinePolicy, online_policy
+
+OUT_OF_MEMORY_AFTER = 1  # steps a job given too few GPUs runs before it runs out of memory (loading, first steps)
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,8 @@ class PolicyRun:
     run_steps: dict[str, int] = field(default_factory=dict)  # job id -> steps its last start runs for
     full_mode_runs: list[FullModeRun] = field(default_factory=list)  # every solve: warm, own objective, bound
     grants: list[tuple[float, Grant]] = field(default_factory=list)  # (minute of its step, grant), in order
+    # (job, step it failed at, GPUs it was given, GPU-steps it held for nothing): started below its true need
+    out_of_memory: list[tuple[str, int, int, int]] = field(default_factory=list)
 
     def executed(self) -> list[Commit]:
         """Each step's commit as it ended: its reactive grants applied to the apps' sets."""
@@ -269,6 +286,7 @@ def _run(
     config_minutes = planner.config.step_minutes
     actual: dict[str, JobSubmitted] = {}  # job -> its payload, for what it really runs and uses
     ends: dict[str, int] = {}  # running job -> step at which its completion is processed
+    failing: dict[str, tuple[int, int, int]] = {}  # job started below its need -> (step it fails at, start, GPUs)
     i = 0
     for step in range(steps):
         if (
@@ -302,6 +320,16 @@ def _run(
             planner.complete(job_id, actual[job_id].actual_used if job_id in actual else None)
             run.finished[job_id] = step
             del ends[job_id]
+        for job_id in sorted(j for j, (at, _, _) in failing.items() if at <= step):
+            _, start, given = failing.pop(job_id)
+            if job_id not in planner.running or planner.running[job_id][2] != start:
+                continue  # it left its GPUs otherwise meanwhile (cancelled, its node down)
+            need = _need(actual.get(job_id))
+            failed = JobFailed(id=job_id, reason="out_of_memory", detail=f"needs {need} GPUs, given {given}")
+            at = origin + step * pool.step_length
+            run.out_of_memory.append((job_id, step, given, given * (step - start)))
+            for effect in pool.apply([Event("job.failed", failed, at, ("out_of_memory", job_id))], at):
+                _record(run, actual, ends, step, effect)
         run.down.append(planner.down)
         replayed = recorded.get(step) if full is not None and recorded is not None else None
         committed = pool.commit(proposal, replayed)
@@ -316,7 +344,12 @@ def _run(
                 _record(run, actual, ends, step, effect)
         for job_id in committed.commit.started:
             run.started[job_id] = step
-            job = actual.get(job_id)
+            job, given = actual.get(job_id), len(committed.commit.assignments[job_id])
+            need = _need(job)
+            if need is not None and given < need:  # out of memory once it has loaded and run its first step
+                failing[job_id] = (step + OUT_OF_MEMORY_AFTER, planner.running[job_id][2], given)
+                run.run_steps[job_id] = OUT_OF_MEMORY_AFTER
+                continue
             ends[job_id] = step + (
                 job.actual_duration if job and job.actual_duration else planner.running[job_id][0].duration
             )
@@ -328,7 +361,9 @@ def _run(
 
 def _record(run: PolicyRun, actual: dict[str, JobSubmitted], ends: dict[str, int], step: int, effect: object) -> None:
     """The simulator's bookkeeping of what an event caused."""
-    if isinstance(effect, Decided):
+    if isinstance(effect, Decided) and isinstance(effect.ref, tuple):  # decided anew after running out of memory
+        run.decisions.append(effect.decision)
+    elif isinstance(effect, Decided):
         job = effect.ref
         run.submitted[job.id] = step
         run.run_steps[job.id] = job.actual_duration or job.duration or 1  # until it starts and its plan says
@@ -342,6 +377,11 @@ def _record(run: PolicyRun, actual: dict[str, JobSubmitted], ends: dict[str, int
         run.failed.setdefault(effect.job_id, []).append(step)
     elif isinstance(effect, Rejected):
         run.rejected.append((step, effect.reason))
+
+
+def _need(job: JobSubmitted | None) -> int | None:
+    """The GPUs a job truly needs, where the trace says (`actual_used.gpus`): fewer run out of memory."""
+    return job.actual_used.gpus if job is not None and job.actual_used is not None else None
 
 
 def _full_mode(planner: Planner, policy_name: str, rolling: RollingFullMode) -> FullModeRun:

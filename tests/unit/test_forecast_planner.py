@@ -16,12 +16,13 @@ from support.feature_jobs import LORA_7B, feature_job, training_features
 from gpualloc.agent.bus.topics import Record
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.schemas.events import AllocationDecided, parse_event
+from gpualloc.schemas.settings import ForecastSettings
 from gpualloc.solvers.generators.synthetic import forecast_trace
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.planner.interpreter import Decided, Event, Pool
 from gpualloc.solvers.planner.snapshot import dump_pool, load_pool
-from gpualloc.solvers.simulation.report import executed_violations, forecast_price, report, spikes
+from gpualloc.solvers.simulation.report import executed_violations, forecast_price, mistakes, report, spikes
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 
 T0 = datetime(2026, 1, 5, tzinfo=timezone.utc)  # a Monday
@@ -119,8 +120,10 @@ def test_completions_teach_the_duration_and_the_next_forecast_follows():
 
 
 def traffic_pool(weeks: int, profile: list[int]) -> Pool:
-    """A pool with one app whose demand is 6 GPUs on weekday afternoons and 1 otherwise."""
-    pool = configured()
+    """A pool with one app whose demand is 6 GPUs on weekday afternoons and 1 otherwise, planned
+    at the settings' quantile (an empty queue would price its headroom at the top)."""
+    pool = Pool(forecast=ForecastSettings(realtime_priced=False))
+    pool.apply([ev("pool.configured", POOL)], T0)
     pool.apply([ev("app.registered", {"id": "chat", "priority": 8, "max_gpus": 8, "profile": profile})], T0)
     for h in range(weeks * 168):
         busy = (h // 24) % 7 < 5 and 12 <= h % 24 < 18
@@ -210,3 +213,35 @@ def test_the_simulator_prices_forecast_error_against_an_oracle():
 def test_one_step_spikes_are_told_from_ramps_and_plateaus():
     demand = {"a": [4, 4, 20, 4, 4, 6, 9, 13, 13, 13, 1, 3, 1], "b": [0, 0, 3, 0]}
     assert spikes(demand) == {("a", 2), ("a", 11), ("b", 2)}  # not the ramp 4-13, not the drop to 1
+
+
+def test_a_job_forecast_below_its_true_gpus_runs_out_of_memory_and_is_sized_up_until_it_runs():
+    """The truth says the job needs 4 GPUs; the cold forecast gives it fewer: it runs out of
+    memory a step after each start, the pool reads the job.failed, re-sizes it at least twice the
+    count, and it finally runs on 4; the oracle, told 4, never fails. Every step stays legal."""
+    rng = random.Random(7)
+    job = feature_job(rng, "small") | {"actual_duration": 3, "actual_used": {"gpus": 4}}
+    job["kind"], job["features"] = "training", training_features(rng) | {"tensor_parallel": 1, "pipeline_parallel": 1}
+    config = {"gpus": 16, "gpus_per_node": 8, "horizon": 8, "step_minutes": 60, "gpu_type": "h100-80gb"}
+    events = [parse_event(_raw("pool.configured", config, 0)), parse_event(_raw("job.submitted", job, 1))]
+    sim = simulate(events, SimOptions(policies=("heuristic",), forecast=True))
+    forecast, oracle = sim.runs["heuristic/forecast"], sim.runs["heuristic/oracle"]
+    given = [gpus for _, _, gpus, _ in forecast.out_of_memory]
+    assert given and all(g < 4 for g in given) and given == sorted(given)
+    assert "small" in forecast.finished and not oracle.out_of_memory and "small" in oracle.finished
+    assert forecast.failed["small"] == [step for _, step, _, _ in forecast.out_of_memory]
+    assert mistakes(sim, forecast) == {
+        "out_of_memory_restarts": len(given),
+        "gpu_hours_lost": float(sum(lost for *_, lost in forecast.out_of_memory)),
+    }
+    assert all(executed_violations(sim, run) == [] for run in sim.runs.values())
+
+
+def _raw(kind: str, payload: dict, minutes: int) -> dict:
+    return {
+        "event_id": f"{kind}-{minutes}",
+        "type": kind,
+        "pool": "default",
+        "occurred_at": (T0 + timedelta(minutes=minutes)).isoformat(),
+        "payload": payload,
+    }

@@ -71,6 +71,7 @@ class Fit:
     trend: float  # log units an hour
     level: float  # the latest observations' offset from the profile
     last: int
+    hours_of_day: frozenset[int] = frozenset(range(24))  # those the history has seen
 
     def point(self, hour: int) -> float:
         """The log load expected in `hour` (no error)."""
@@ -149,9 +150,11 @@ class TrafficForecaster:
             app.offsets[i] = min(OFFSET_LIMIT, max(-OFFSET_LIMIT, moved))
 
     def forecast(self, app_id: str, hour: int, quantile: float) -> float | None:
-        """GPUs needed in pool hour `hour` at `quantile` (None: no history to go by)."""
+        """GPUs needed in pool hour `hour` at `quantile` (None: no history to go by, or none yet
+        at that hour of the day: a new app's first day has seen its night, not its morning ramp,
+        and the rest of the day's median says nothing of the ramp; the caller's prior does)."""
         fit = self.fit(app_id)
-        if fit is None:
+        if fit is None or hour % 24 not in fit.hours_of_day:
             return None
         return self._load(self.apps[app_id], fit.point(hour), quantile)
 
@@ -228,7 +231,7 @@ def _fit(loads: dict[int, float], forgetting: float) -> Fit:
     profile = tuple(seasonal.get(day_type(h) * 24 + h % 24, by_hour.get(h % 24, overall)) for h in range(WEEK))
     offset = z - np.array([profile[int(h % WEEK)] for h in hours])
     level = max(float(np.median(offset[hours > last - WEEK])), float(np.median(offset[-RECENT:])))
-    return Fit(profile, trend, level, last)
+    return Fit(profile, trend, level, last, frozenset(int(h) for h in np.unique(of_day)))
 
 
 def _trend(hours: np.ndarray, y: np.ndarray) -> float:

@@ -19,7 +19,8 @@ from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_po
 
 def table(rows: list[DayReport], sim: Simulation) -> str:
     head = (
-        f"{'policy':<15} {'day':>4}  {'util':>6}  {'value':>10}  {'timely':>10}  {'rt short':>8}  {'GPU-min':>8}  "
+        f"{'policy':<15} {'day':>4}  {'util':>6}  {'value':>10}  {'timely':>10}  {'objective':>10}  {'rt short':>8}  "
+        f"{'GPU-min':>8}  "
         f"{'started':>7}  "
         f"{'done':>5}  {'queue':>6}  {'JCT':>6}"
     )
@@ -30,6 +31,7 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
         jct = "-" if r.mean_completion_steps is None else f"{r.mean_completion_steps:.1f}"
         lines.append(
             f"{r.policy:<15} {day:>4}  {r.utilization:>6.1%}  {r.value:>10.1f}  {r.timely_value:>10.1f}  "
+            f"{r.objective:>10.1f}  "
             f"{r.realtime_shortfall:>8.2f}  {r.realtime_shortfall_minutes:>8.0f}  "
             f"{r.started:>7}  {r.completed:>5}  {q:>6}  {jct:>6}"
         )
@@ -86,11 +88,14 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
         lines.append(f"{policy}: {len(refused)} inputs refused" + (f", first: {refused[0]}" if refused else ""))
     for policy, price in forecast_price(rows, sim).items():
         kept = "-" if price["gain_kept"] is None else f"{price['gain_kept']:.1%}"
+        kept_objective = "-" if price["objective_gain_kept"] is None else f"{price['objective_gain_kept']:.1%}"
         ratio = "-" if price["shortfall_ratio"] is None else f"{price['shortfall_ratio']:.2f}x"
         steady = "-" if price["steady_shortfall_ratio"] is None else f"{price['steady_shortfall_ratio']:.2f}x"
         lines.append(
             f"{policy}: forecast-driven keeps {kept} of the oracle's value gain over fifo/oracle "
-            f"({price['forecast_value']:.1f} vs {price['oracle_value']:.1f}, fifo {price['fifo_oracle_value']:.1f}); "
+            f"({price['forecast_value']:.1f} vs {price['oracle_value']:.1f}, fifo {price['fifo_oracle_value']:.1f}) "
+            f"and {kept_objective} of its objective gain ({price['forecast_objective']:.1f} vs "
+            f"{price['oracle_objective']:.1f}, fifo {price['fifo_oracle_objective']:.1f}); "
             f"real-time shortfall {price['forecast_shortfall']} vs {price['oracle_shortfall']} ({ratio}), "
             f"of which at one-step spikes {price['forecast_spike_shortfall']} vs "
             f"{price['oracle_spike_shortfall']} ({steady} away from them)"
@@ -98,7 +103,8 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
     lines.append(
         "queue and JCT in steps (a job never started waits to the run's end); value is undiscounted "
         "priority x GPU-steps (real-time: served only), timely value the same with each batch GPU-step "
-        "discounted by the pool's time_decay per step since its job arrived; fairness: Jain's index over priority classes "
+        "discounted by the pool's time_decay per step since its job arrived, objective the timely value less "
+        "realtime_penalty x priority x real-time GPU-steps short; fairness: Jain's index over priority classes "
         "of mean slowdown (JCT / run time)"
     )
     return "\n".join(lines)

@@ -343,12 +343,13 @@ class Planner:
         where it can be: GPUs idle in the step (held by no running job, no start decided since
         the commit, no app, no down or drained node) are granted, up to the app's ceiling and
         within its swap cap counted against the set it ended the previous step with (GPUs it
-        held then come back free; a grant that moves past the cap is cut to it). Taken first
+        held then come back free; a grant that moves past the cap is cut to it; the app's first
+        committed step has none). Taken first
         among the GPUs it held then, then those the current plan leaves free next step, lowest
         first. None when nothing is short or nothing is idle. What it grants it keeps until the
         next boundary's plan, which starts from it (so the next step's swap cap counts from it)."""
         step, app = self.now - 1, self.apps.get(app_id)
-        if app is None or app.held < 0 or app.before < 0 or step not in app.observed:
+        if app is None or app.held < 0 or step not in app.observed:
             return None
         pool = (1 << self.config.gpus) - 1
         ceiling = self.config.gpus if app.max_gpus is None else min(app.max_gpus, self.config.gpus)
@@ -359,14 +360,16 @@ class Planner:
         for other in self.apps.values():
             taken |= max(other.held, 0)
         idle = pool & ~taken
-        cap = self.config.swap_cap if app.swap_cap is None else app.swap_cap
-        spent = (app.held ^ app.before).bit_count()
+        # its first committed step has no step before it: no swap cap binds it (R4 counts between steps)
+        cap = self.config.gpus if app.before < 0 else self.config.swap_cap if app.swap_cap is None else app.swap_cap
+        before = max(app.before, 0)
+        spent = (app.held ^ before).bit_count()
         planned = self.busy[0] if self.busy else 0
         grant = 0
-        for g in sorted(bits_of(idle), key=lambda g: (not app.before >> g & 1, bool(planned >> g & 1), g)):
+        for g in sorted(bits_of(idle), key=lambda g: (not before >> g & 1, bool(planned >> g & 1), g)):
             if short == 0:
                 break
-            if app.before >> g & 1:
+            if before >> g & 1:
                 spent -= 1  # held at the end of the previous step: taking it back undoes a swap
             elif spent < cap:
                 spent += 1

@@ -22,6 +22,8 @@ class DayReport:
     utilization: float
     value: float  # undiscounted priority x GPU-steps (batch) + priority x served (real-time)
     timely_value: float  # the same, each batch GPU-step discounted by time_decay per step since its job arrived
+    # timely value less the real-time penalty: realtime_penalty x each app's priority x its GPU-steps short
+    objective: float
     realtime_shortfall: float  # GPU-steps: demand not held, each step weighted by the share of it that was short
     realtime_shortfall_minutes: float  # the same in GPU-minutes
     started: int
@@ -157,7 +159,7 @@ def _app_minutes(pieces: list[tuple[float, int]], demand: int, step_minutes: int
 
 
 def _summary(sim: Simulation, run: PolicyRun, day: int | None, lo: int, hi: int) -> DayReport:
-    used = value = timely = short = 0.0
+    used = value = timely = short = penalty = 0.0
     decay, minutes = sim.config.time_decay, sim.config.step_minutes
     within = held_over_step(run)
     for commit in run.commits[lo:hi]:
@@ -177,6 +179,7 @@ def _summary(sim: Simulation, run: PolicyRun, day: int | None, lo: int, hi: int)
             value += sim.priorities.get(app_id, 0.0) * served
             timely += sim.priorities.get(app_id, 0.0) * served
             short += short_minutes
+            penalty += sim.priorities.get(app_id, 0.0) * short_minutes / minutes
     started = [j for j, s in run.started.items() if lo <= s < hi]
     finished = [j for j, s in run.finished.items() if lo <= s < hi]
     queue = [run.started[j] - run.submitted[j] for j in started if j in run.submitted]
@@ -187,6 +190,7 @@ def _summary(sim: Simulation, run: PolicyRun, day: int | None, lo: int, hi: int)
         round(used / (sim.config.gpus * max(hi - lo, 1)), 4),
         round(value, 2),
         round(timely, 2),
+        round(timely - sim.config.realtime_penalty * penalty, 2),
         round(short / minutes, 2),
         round(short, 1),
         len(started),
@@ -230,6 +234,12 @@ def forecast_price(rows: list[DayReport], sim: Simulation) -> dict[str, dict[str
             "forecast_value": forecast.value,
             "fifo_oracle_value": fifo.value,
             "gain_kept": round((forecast.value - fifo.value) / gain, 4) if gain > 0 else None,
+            "oracle_objective": oracle.objective,
+            "forecast_objective": forecast.objective,
+            "fifo_oracle_objective": fifo.objective,
+            "objective_gain_kept": round((forecast.objective - fifo.objective) / (oracle.objective - fifo.objective), 4)
+            if oracle.objective > fifo.objective
+            else None,
             "oracle_shortfall": oracle.realtime_shortfall,
             "forecast_shortfall": forecast.realtime_shortfall,
             "shortfall_ratio": round(forecast.realtime_shortfall / oracle.realtime_shortfall, 4)

@@ -78,8 +78,9 @@ class ForecastSettings(_Frozen):
     quantization_quantile: float = Field(default=0.7, gt=0, lt=1)
     realtime_quantile: float = Field(default=0.9, gt=0, lt=1)
     # plan each app at the quantile the objective's prices call for (its shortfall penalty against the
-    # batch value a GPU held idle displaces: `gpualloc.solvers.planner.headroom`); false: realtime_quantile
-    realtime_priced: bool = True
+    # batch value a GPU held idle displaces: `gpualloc.solvers.planner.headroom`), not realtime_quantile;
+    # off: on the bundled four-week trace it loses objective (docs/results.md)
+    realtime_priced: bool = False
     interval: float = Field(default=0.8, gt=0, lt=1)  # the coverage of the interval decisions report
     traffic_weeks: int = Field(default=6, ge=1, le=52)  # weeks of hourly traffic history kept an app
     traffic_forgetting: float = Field(default=0.7, gt=0, le=1)  # a week's weight against the week after it

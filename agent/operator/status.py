@@ -151,8 +151,8 @@ def view(
                 "held": held.get(app_id, 0),
                 "shortfall": max(0, min(now, app.max_gpus or cfg.gpus) - held.get(app_id, 0)),
                 "demand_ahead": demand,
-                "quantile": None if room is None else room.quantile,
-                "why": reasons.get(app_id) or (None if room is None else room.why),
+                "quantile": room.quantile,
+                "why": reasons.get(app_id) or room.why,
             }
         )
     state_of = {"down": planner.down, "drained": planner.drained}

@@ -23,7 +23,7 @@ from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over
-from gpualloc.solvers.planner.headroom import Headroom, displaced_value, priced
+from gpualloc.solvers.planner.headroom import Headroom, displaced_value, fixed, priced
 from gpualloc.solvers.planner.reasons import HELD_NOW, holders, noted, running_holders, waiting, why_waiting
 from gpualloc.solvers.planner.reconcile import reconcile
 from gpualloc.solvers.planner.records import (
@@ -662,9 +662,7 @@ class Planner:
         """Step 0 of `schedule` (a plan of the window `problem`) committed; the clock advances,
         and the plan, one step on, is what the next step's arrivals are inserted into."""
         displaced = displaced_value(self.queued.values())
-        reasons = {
-            app_id: room.why for app_id, app in sorted(self.apps.items()) if (room := self.headroom(app, displaced))
-        }
+        reasons = {app_id: self.headroom(app, displaced).why for app_id, app in sorted(self.apps.items())}
         assignments: dict[str, tuple[int, ...]] = {}
         for job_id, (start, mask) in sorted(schedule.batch.items()):
             if job_id == BLOCKER or (job_id not in self.running and job_id not in self.queued):
@@ -710,18 +708,19 @@ class Planner:
             lambda app: self._demand(app, displaced),
         )
 
-    def headroom(self, app: AppSpec, displaced: float | None = None) -> Headroom | None:
-        """The demand quantile `app` is planned at and why (`headroom.priced`; `displaced`: the
-        queue's `displaced_value`, computed when not given); None when the settings fix it."""
-        if not self.forecasts.settings.realtime_priced:
-            return None
+    def headroom(self, app: AppSpec, displaced: float | None = None) -> Headroom:
+        """The demand quantile `app` is planned at and why: the settings' (`headroom.fixed`), or
+        with `forecast.realtime_priced` the objective's (`headroom.priced`; `displaced`: the
+        queue's `displaced_value`, computed when not given)."""
+        settings = self.forecasts.settings
+        if not settings.realtime_priced:
+            return fixed(settings.realtime_quantile)
         if displaced is None:
             displaced = displaced_value(self.queued.values())
         return priced(app, self.config.realtime_penalty, displaced)
 
     def _demand(self, app: AppSpec, displaced: float | None = None) -> list[int]:
-        room = self.headroom(app, displaced)
-        return demand(app, self.config, self.now, self.forecasts, self.hour_of, None if room is None else room.quantile)
+        return demand(app, self.config, self.now, self.forecasts, self.hour_of, self.headroom(app, displaced).quantile)
 
     def _running_mask(self) -> int:
         return running_mask(self.running)

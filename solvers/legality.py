@@ -171,8 +171,9 @@ def online_violations(
     per step; a batch job holds one contiguous power-of-two block from its first committed step
     until its completion, without a gap or a move (a failed, re-queued job starts afresh); apps
     in `limits` (min_gpus, max_gpus, swap_cap) within their bounds and their swap cap between
-    consecutive commits, GPUs lost to a node going down (`down`: mask per step) not counting,
-    but for the rules in `exempt`; with `node_size`, blocks obey R3's node rule too."""
+    consecutive commits, GPUs an app leaves on a node down or drained (`down`: mask per step of
+    such GPUs) not counting, but for the rules in `exempt`; with `node_size`, blocks obey R3's
+    node rule too."""
     out = []
     failed = failed or {}
     seen_at: dict[str, tuple[int, tuple[int, ...]]] = {}

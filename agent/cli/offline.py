@@ -172,6 +172,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
         events = synthetic.traffic_trace(args.seed, args.weeks, args.apps, gpus=args.gpus)
     elif args.source == "forecast":
         events = synthetic.forecast_trace(args.seed, args.weeks, args.gpus, apps=args.apps)
+    elif args.source == "serving":
+        from gpualloc.solvers.generators.serving import serving_trace
+
+        events = serving_trace(args.seed, args.days or 3, args.gpus, apps=args.apps)
     elif args.source == "openb":
         if not args.csv:
             raise InputError(
@@ -420,8 +424,11 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("trace", help="write a trace: generated, or derived from a Pollux workload CSV")
     p.add_argument(
         "source",
-        choices=("generate", "pollux", "openb", "jobs", "traffic", "forecast"),
-        help="generate: days of jobs and traffic; jobs: jobs given by features with completions, in "
+        choices=("generate", "pollux", "openb", "jobs", "traffic", "forecast", "serving"),
+        help="generate: days of jobs and traffic; serving: days of real-time apps with morning ramps, "
+        "bursts, flash crowds and one-observation spikes, observed within steps, beside heavy-tailed "
+        "batch work, cancellations and a node down (solvers/generators/serving.py); jobs: jobs given by "
+        "features with completions, in "
         "three pools (and OUT.truth.json, the ground truth); traffic: weeks of real-time traffic; "
         "forecast: weeks of both for `simulate --forecast` (docs/synthetic-data.md); openb: a window "
         "of the Alibaba GPU trace v2023 pod list (solvers/generators/openb.py)",
@@ -432,13 +439,13 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
         "--gpus",
         type=positive_int,
         default=64,
-        help="generate, pollux, traffic, forecast: GPUs in the pool (default 64)",
+        help="generate, pollux, traffic, forecast, serving: GPUs in the pool (default 64)",
     )
     p.add_argument(
         "--days",
         type=positive_int,
         default=None,
-        help="generate: days (default 7); openb: the window's days (default 2)",
+        help="generate: days (default 7); serving: days (default 3); openb: the window's days (default 2)",
     )
     p.add_argument(
         "--end-day",
@@ -449,7 +456,10 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--weeks", type=positive_int, default=4, help="traffic, forecast: weeks (default 4)")
     p.add_argument("--jobs", type=positive_int, default=1000, help="generate, jobs: jobs to draw (default 1000)")
     p.add_argument(
-        "--apps", type=nonnegative_int, default=3, help="generate, traffic, forecast: real-time apps (default 3)"
+        "--apps",
+        type=nonnegative_int,
+        default=3,
+        help="generate, traffic, forecast, serving: real-time apps (default 3)",
     )
     p.add_argument("--seed", type=int, default=0, help="random seed: the same seed writes the same trace (default 0)")
     p.set_defaults(func=cmd_trace)

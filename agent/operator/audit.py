@@ -203,12 +203,12 @@ def compare(
     ids of the input events after the ledger's frontier (what a running agent took since)."""
     result = AuditResult(pool, transactions=len(history.entries))
     commits: list[Commit] = []
-    down: list[int] = []  # the GPUs down at each commit (a mask)
+    down: list[int] = []  # the GPUs of nodes down or drained at each commit (a mask)
 
     def seen(commit: Commit) -> None:
         commits.append(commit)
         assert d.planner is not None  # Dispatcher.commit: a pool that commits is configured
-        down.append(d.planner.down)
+        down.append(d.planner.down | d.planner.drained)
         if bounds.holds(commit.step, d.interpreter.step_at):
             for v in check_plan(commit.window, to_grid(commit.window, commit.schedule)):
                 result.illegal.append(f"step {commit.step}: {v}")

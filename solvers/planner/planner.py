@@ -41,7 +41,7 @@ from gpualloc.solvers.planner.records import (
     Source,
 )
 from gpualloc.solvers.planner.starvation import delayed, raised, starving
-from gpualloc.solvers.planner.window import demand, running_mask, window
+from gpualloc.solvers.planner.window import demand, running_mask, steps_left, window
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Batch, Problem, bits_of, earliest_block, obeys_node_rule
 
@@ -168,7 +168,7 @@ class Planner:
     def _steps_left(self, entry: tuple[JobSpec, int, int]) -> int:
         """Steps of the window a running job holds its GPUs for (one at least, when it overruns)."""
         spec, _, start = entry
-        return min(max(1, start + spec.duration - self.now), self.config.horizon)
+        return min(steps_left(spec, start, self.now), self.config.horizon)
 
     def complete(self, job_id: str, used: JobUsage | None = None) -> None:
         """The job exited: its GPUs are free from the next committed step. One that gave its

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import orjson
 
 from gpualloc.forecasting.forecasters import Forecasters
+from gpualloc.forecasting.jobs import JobForecast
 from gpualloc.schemas.features import FEATURES
 from gpualloc.schemas.gpu_runs import gpu_runs, mask_of_runs
 from gpualloc.schemas.settings import ForecastSettings
@@ -47,11 +48,18 @@ def _hex(mask: int) -> str:
 
 def _job(spec: JobSpec) -> list[Any]:
     features = spec.features.model_dump(mode="json") if spec.features is not None else None
-    return [spec.kind, spec.priority, spec.gpus, spec.duration, spec.submitted, spec.requeue, features]
+    f = spec.forecast
+    forecast = (
+        None
+        if f is None
+        else [f.gpus, f.duration, f.median, f.low, f.high, f.coverage, f.quantile, list(f.forecast), f.peak_memory_gb]
+    )
+    return [spec.kind, spec.priority, spec.gpus, spec.duration, spec.submitted, spec.requeue, features, forecast]
 
 
 def _spec(job_id: str, data: list[Any]) -> JobSpec:
-    kind, priority, gpus, duration, submitted, requeue, features = data
+    kind, priority, gpus, duration, submitted, requeue, features, *rest = data
+    forecast = rest[0] if rest else None  # absent from snapshots before forecasts were kept
     return JobSpec(
         job_id,
         kind,
@@ -61,6 +69,7 @@ def _spec(job_id: str, data: list[Any]) -> JobSpec:
         submitted,
         requeue,
         FEATURES[kind].model_validate(features) if features is not None else None,
+        None if forecast is None else JobForecast(*forecast[:7], tuple(forecast[7]), forecast[8]),
     )
 
 

@@ -4,7 +4,9 @@ few GPUs), and GPUs that may take no new work held by a blocker."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
+from statistics import NormalDist
 
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.solvers.planner.records import BLOCKER, AppSpec, JobSpec, PoolConfig
@@ -30,7 +32,7 @@ def window(
         batch.append(Batch(index, BLOCKER, 1e-9, blocked.bit_count(), T, 0, blocked, T))
         index += 1
     for job_id, (spec, mask, start) in sorted(running.items()):
-        remaining = max(1, start + spec.duration - now)  # overrunning jobs keep running
+        remaining = steps_left(spec, start, now)
         batch.append(Batch(index, job_id, spec.priority, spec.gpus, spec.duration, 0, mask, remaining))
         index += 1
     for job_id, spec in sorted(queued.items(), key=lambda kv: (kv[1].submitted, kv[0])):
@@ -106,6 +108,25 @@ def demand(
         else:
             out.append(latest)
     return out
+
+
+def steps_left(spec: JobSpec, start: int, now: int) -> int:
+    """Steps a running job is planned to hold its GPUs from `now` (at least one). Within its
+    planned duration, the rest of it. Past it, a job whose duration was forecast is given the
+    rest of its forecast distribution conditional on having run this long, at the quantile it
+    was planned at (a lognormal through its median and interval): a job that overran its plan
+    is likely long, not about to end, and the GPUs it holds are not planned for the next step.
+    A job that gave its duration, once past it, is planned a step at a time."""
+    elapsed, left = now - start, start + spec.duration - now
+    f = spec.forecast
+    if left >= 1 or f is None or "duration" not in f.forecast or not 0 < f.low < f.median:
+        return max(1, left)
+    z = NormalDist().inv_cdf(0.5 + f.coverage / 2)
+    sigma = max(math.log(f.median / f.low) / z, 1e-6)
+    law = NormalDist(math.log(f.median), sigma)
+    below = law.cdf(math.log(max(elapsed, 1e-9)))
+    p = min(below + f.quantile * (1 - below), 1 - 1e-9)
+    return max(1, math.ceil(math.exp(law.inv_cdf(p)) - elapsed - 1e-9))
 
 
 def running_mask(running: Mapping[str, tuple[JobSpec, int, int]]) -> int:

@@ -87,7 +87,7 @@ class PolicyRun:
     finished: dict[str, int] = field(default_factory=dict)
     failed: dict[str, list[int]] = field(default_factory=dict)  # job id -> steps it failed at (then re-queued)
     rejected: list[tuple[int, str]] = field(default_factory=list)  # (step, reason): events the pool refused
-    down: list[int] = field(default_factory=list)  # per committed step: GPUs of nodes that are down
+    down: list[int] = field(default_factory=list)  # per committed step: GPUs of nodes down or drained
     full_mode: list[tuple[int, str | None]] = field(default_factory=list)  # (step, what became of its plan)
     run_steps: dict[str, int] = field(default_factory=dict)  # job id -> steps its last start runs for
     full_mode_runs: list[FullModeRun] = field(default_factory=list)  # every solve: warm, own objective, bound
@@ -330,7 +330,7 @@ def _run(
             run.out_of_memory.append((job_id, step, given, given * (step - start)))
             for effect in pool.apply([Event("job.failed", failed, at, ("out_of_memory", job_id))], at):
                 _record(run, actual, ends, step, effect)
-        run.down.append(planner.down)
+        run.down.append(planner.down | planner.drained)
         replayed = recorded.get(step) if full is not None and recorded is not None else None
         committed = pool.commit(proposal, replayed)
         if proposal is not None:

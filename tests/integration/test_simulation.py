@@ -226,3 +226,18 @@ def test_simulate_reports_what_the_pool_refused(tmp_path, capsys):
     assert refused == ["job 'odd' rejected: job.gpus: must be a power of two (got 3)"]
     assert main(["simulate", str(trace), "--policy", "heuristic"]) == 0
     assert "heuristic: 1 inputs refused, first: job 'odd' rejected" in capsys.readouterr().out
+
+
+def test_a_serving_trace_with_spikes_a_drain_and_a_node_down_stays_legal_with_reactive_grants():
+    """Apps observed within steps (ramps, bursts, flash crowds, glitches), heavy-tailed batch
+    work, cancellations, a node down and one drained: both policies keep the online rules at
+    every step as it ended (reactive grants folded in), and the hot path grants within steps."""
+    from gpualloc.solvers.generators.serving import serving_trace
+
+    sim = simulate([parse_event(e) for e in serving_trace(0, days=2, gpus=32)], SimOptions(days=2))
+    for run in sim.runs.values():
+        assert executed_violations(sim, run) == [], run.policy
+    grants = sim.runs["heuristic"].grants
+    assert grants and all(0 < minute < sim.config.step_minutes for minute, _ in grants)
+    row = whole_run(sim, sim.runs["heuristic"])
+    assert row.realtime_shortfall_minutes == pytest.approx(row.realtime_shortfall * sim.config.step_minutes, abs=1)

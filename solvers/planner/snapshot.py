@@ -69,8 +69,13 @@ def _spec(job_id: str, data: list[Any]) -> JobSpec:
         submitted,
         requeue,
         FEATURES[kind].model_validate(features) if features is not None else None,
-        None if forecast is None else JobForecast(*forecast[:7], tuple(forecast[7]), forecast[8]),
+        None if forecast is None else _forecast(forecast),
     )
+
+
+def _forecast(data: list[Any]) -> JobForecast:
+    gpus, duration, median, low, high, coverage, quantile, made, peak = data
+    return JobForecast(gpus, duration, median, low, high, coverage, quantile, tuple(made), peak)
 
 
 def dump_planner(planner: Planner) -> dict[str, Any]:

@@ -4,9 +4,7 @@ few GPUs), and GPUs that may take no new work held by a blocker."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
-from statistics import NormalDist
 
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.solvers.planner.records import BLOCKER, AppSpec, JobSpec, PoolConfig
@@ -111,22 +109,10 @@ def demand(
 
 
 def steps_left(spec: JobSpec, start: int, now: int) -> int:
-    """Steps a running job is planned to hold its GPUs from `now` (at least one). Within its
-    planned duration, the rest of it. Past it, a job whose duration was forecast is given the
-    rest of its forecast distribution conditional on having run this long, at the quantile it
-    was planned at (a lognormal through its median and interval): a job that overran its plan
-    is likely long, not about to end, and the GPUs it holds are not planned for the next step.
-    A job that gave its duration, once past it, is planned a step at a time."""
-    elapsed, left = now - start, start + spec.duration - now
-    f = spec.forecast
-    if left >= 1 or f is None or "duration" not in f.forecast or not 0 < f.low < f.median:
-        return max(1, left)
-    z = NormalDist().inv_cdf(0.5 + f.coverage / 2)
-    sigma = max(math.log(f.median / f.low) / z, 1e-6)
-    law = NormalDist(math.log(f.median), sigma)
-    below = law.cdf(math.log(max(elapsed, 1e-9)))
-    p = min(below + f.quantile * (1 - below), 1 - 1e-9)
-    return max(1, math.ceil(math.exp(law.inv_cdf(p)) - elapsed - 1e-9))
+    """Steps a running job is planned to hold its GPUs from `now`: the rest of its planned
+    duration, one at least (a job past it is planned a step at a time: it ends at a boundary the
+    next plan sees)."""
+    return max(1, start + spec.duration - now)
 
 
 def running_mask(running: Mapping[str, tuple[JobSpec, int, int]]) -> int:

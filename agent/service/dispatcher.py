@@ -221,8 +221,8 @@ class Dispatcher:
         return []
 
     def _reactive(self, grant: Grant, now: datetime) -> Output:
-        """The reactive commit of `grant`: the step it is for, the next seq, only the app's new set
-        (node agents bind it at once and keep every other holder as the step's commit left it)."""
+        """The reactive commit of `grant`: the step it is for, the next seq, only the sets it changes
+        (node agents bind them at once and keep every other holder as the step's commit left it)."""
         origin, last = self.interpreter.origin, self.last_commit
         assert origin is not None  # a pool that grants has committed
         self.seq += 1
@@ -230,11 +230,12 @@ class Dispatcher:
             step=grant.step,
             seq=self.seq,
             step_start=origin + grant.step * self.step_length,
-            assignments={grant.app_id: list(grant.gpus)},
+            assignments={app_id: list(gpus) for app_id, gpus in grant.sets.items()},
             source="heuristic",
             objective=0.0 if last is None else round(objective_of(last.window, last.schedule), 6),
             reactive=True,
-            reasons={grant.app_id: grant.reason},
+            reasons={grant.app_id: grant.reason}
+            | {donor: f"gave GPUs above its observed demand to {grant.app_id}" for donor in grant.given},
             frontier=dict(self.frontier),
         )
         return Output(

@@ -341,13 +341,14 @@ class Planner:
     def react(self, app_id: str) -> Grant | None:
         """The committed step's observed demand of `app_id` above what it holds there, met at once
         where it can be: GPUs idle in the step (held by no running job, no start decided since
-        the commit, no app, no down or drained node) are granted, up to the app's ceiling and
-        within its swap cap counted against the set it ended the previous step with (GPUs it
-        held then come back free; a grant that moves past the cap is cut to it; the app's first
-        committed step has none). Taken first
-        among the GPUs it held then, then those the current plan leaves free next step, lowest
-        first. None when nothing is short or nothing is idle. What it grants it keeps until the
-        next boundary's plan, which starts from it (so the next step's swap cap counts from it)."""
+        the commit, no app, no down or drained node) first, then GPUs other apps hold above their
+        own demand observed in the step (least valuable app first; each keeps its demand and its
+        floor), up to the app's ceiling. Every app's swap cap holds across the step, counted
+        against the set it ended the previous step with (a GPU an app held then comes back free,
+        one it took this step leaves free; an app's first committed step has none). Idle GPUs
+        are taken first among those it held then, then those the current plan leaves free next
+        step, lowest first. None when nothing is short or nothing can be had. What it gets it
+        keeps until the next boundary's plan, which starts from it."""
         step, app = self.now - 1, self.apps.get(app_id)
         if app is None or app.held < 0 or step not in app.observed:
             return None
@@ -359,24 +360,37 @@ class Planner:
         taken = self.committed | self._running_mask() | self.down | self.drained
         for other in self.apps.values():
             taken |= max(other.held, 0)
-        idle = pool & ~taken
-        # its first committed step has no step before it: no swap cap binds it (R4 counts between steps)
-        cap = self.config.gpus if app.before < 0 else self.config.swap_cap if app.swap_cap is None else app.swap_cap
-        before = max(app.before, 0)
-        spent = (app.held ^ before).bit_count()
+        cap, before, spent = self._swaps(app)
         planned = self.busy[0] if self.busy else 0
         grant = 0
-        for g in sorted(bits_of(idle), key=lambda g: (not before >> g & 1, bool(planned >> g & 1), g)):
-            if short == 0:
+        for g in sorted(bits_of(pool & ~taken), key=lambda g: (not before >> g & 1, bool(planned >> g & 1), g)):
+            cost = -1 if before >> g & 1 else 1  # held at the end of the previous step: taking it back undoes a swap
+            if short == 0 or spent + cost > cap:
                 break
-            if before >> g & 1:
-                spent -= 1  # held at the end of the previous step: taking it back undoes a swap
-            elif spent < cap:
-                spent += 1
-            else:
-                break
-            grant |= 1 << g
-            short -= 1
+            grant, spent, short = grant | 1 << g, spent + cost, short - 1
+        idle = grant.bit_count()
+        given: dict[str, tuple[int, ...]] = {}
+        donors = (d for d in self.apps.values() if d.id != app_id and d.held > 0 and step in d.observed)
+        for donor in sorted(donors, key=lambda d: (d.priority, d.id)):
+            spare = donor.held.bit_count() - max(donor.observed[step], donor.min_gpus)
+            d_cap, d_before, d_spent = self._swaps(donor)
+            mask = 0
+            for g in sorted(bits_of(donor.held), key=lambda g: (bool(d_before >> g & 1), not before >> g & 1, g)):
+                if short == 0 or spare <= 0:
+                    break
+                d_cost, cost = (1 if d_before >> g & 1 else -1), (-1 if before >> g & 1 else 1)
+                if d_spent + d_cost <= d_cap and spent + cost <= cap:
+                    mask, d_spent, spent, short, spare = (
+                        mask | 1 << g,
+                        d_spent + d_cost,
+                        spent + cost,
+                        short - 1,
+                        spare - 1,
+                    )
+            if mask:
+                donor.held &= ~mask
+                grant |= mask
+                given[donor.id] = tuple(bits_of(donor.held))
         if not grant:
             return None
         app.held |= grant
@@ -384,10 +398,26 @@ class Planner:
         n = grant.bit_count()
         reason = (
             f"observed demand {app.observed[step]} GPUs in step {step} above the {app.held.bit_count() - n} it held: "
-            f"{n} idle GPU{'s' * (n != 1)} granted at once"
-            + (f", {short} still short (no more idle, or its swap cap)" if short else "")
+            + ", ".join(
+                part
+                for part in (
+                    f"{idle} idle GPU{'s' * (idle != 1)}" if idle else "",
+                    f"{n - idle} from {', '.join(given)} above their observed demand" if given else "",
+                )
+                if part
+            )
+            + " granted at once"
+            + (f", {short} still short (nothing more to take, or a swap cap)" if short else "")
         )
-        return Grant(step, app_id, tuple(bits_of(app.held)), tuple(bits_of(grant)), reason)
+        return Grant(step, app_id, tuple(bits_of(app.held)), tuple(bits_of(grant)), reason, given)
+
+    def _swaps(self, app: AppSpec) -> tuple[int, int, int]:
+        """(swap cap, the set it ended the previous step with, swaps spent in this step) of `app`;
+        its first committed step is bound by no cap (R4 counts between steps)."""
+        cap = self.config.swap_cap if app.swap_cap is None else app.swap_cap
+        if app.before < 0:
+            return self.config.gpus, 0, 0
+        return cap, app.before, (app.held ^ app.before).bit_count()
 
     def hour_of(self, step: int) -> int:
         """The pool hour `step` begins in (hour 0: the Monday 00:00 UTC before step 0)."""

@@ -87,15 +87,21 @@ class Commit:
 
 @dataclass(frozen=True)
 class Grant:
-    """GPUs idle in the committed step given at once to a real-time app whose observed demand
-    there exceeds what it holds (`Planner.react`): published as a reactive commit of that step,
-    which carries only the app's new set."""
+    """GPUs given at once to a real-time app whose observed demand in the committed step exceeds
+    what it holds (`Planner.react`): idle ones, and others apps held above their own demand.
+    Published as a reactive commit of that step, which carries only the sets it changes."""
 
     step: int
     app_id: str
     gpus: tuple[int, ...]  # the app's whole set in the step now
     added: tuple[int, ...]
     reason: str
+    given: dict[str, tuple[int, ...]] = field(default_factory=dict)  # app that gave GPUs -> its set now
+
+    @property
+    def sets(self) -> dict[str, tuple[int, ...]]:
+        """Every app whose set it changes, with its set now."""
+        return {self.app_id: self.gpus, **self.given}
 
 
 @dataclass(frozen=True)

@@ -134,18 +134,18 @@ def jain(values: list[float]) -> float | None:
 
 
 def held_over_step(run: PolicyRun) -> dict[tuple[int, str], list[tuple[float, int]]]:
-    """Per (step, app) granted within the step: the GPUs it held from each minute of the step on,
-    the commit's set from minute 0, then each reactive grant's from the minute it came."""
+    """Per (step, app) whose set a reactive grant changed within the step: the GPUs it held from
+    each minute of the step on, the commit's set from minute 0, then each grant's from the minute
+    it came."""
     out: dict[tuple[int, str], list[tuple[float, int]]] = {}
     first = run.commits[0].step if run.commits else 0
     for minute, grant in run.grants:
         k = grant.step - first
         if not 0 <= k < len(run.commits):
             continue
-        pieces = out.setdefault(
-            (grant.step, grant.app_id), [(0.0, len(run.commits[k].assignments.get(grant.app_id, ())))]
-        )
-        pieces.append((minute, len(grant.gpus)))
+        for app_id, gpus in grant.sets.items():  # the app granted, and any that gave it GPUs
+            pieces = out.setdefault((grant.step, app_id), [(0.0, len(run.commits[k].assignments.get(app_id, ())))])
+            pieces.append((minute, len(gpus)))
     return out
 
 

@@ -102,7 +102,7 @@ class PolicyRun:
         for _, grant in self.grants:
             k = grant.step - first
             if 0 <= k < len(out):
-                out[k] = replace(out[k], assignments={**out[k].assignments, grant.app_id: grant.gpus})
+                out[k] = replace(out[k], assignments={**out[k].assignments, **grant.sets})
         return out
 
     @property

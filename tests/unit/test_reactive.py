@@ -91,12 +91,38 @@ def test_the_swap_cap_counts_the_boundary_and_the_grants_of_a_step_together():
     assert (app.held ^ app.before).bit_count() <= 2
 
 
+def test_an_app_short_with_nothing_idle_takes_what_another_holds_above_its_own_demand():
+    pool = Pool()
+    pool.apply(
+        [
+            ev("pool.configured", {"gpus": 8, "gpus_per_node": 8, "horizon": 4, "step_minutes": 60}),
+            ev("app.registered", {"id": "rt", "priority": 9, "min_gpus": 1, "max_gpus": 8, "swap_cap": 4}),
+            ev("app.registered", {"id": "low", "priority": 2, "min_gpus": 1, "max_gpus": 8, "swap_cap": 4}),
+            ev("traffic.observed", {"app": "low", "gpus": 5}, ref="low0"),  # known at the first commit
+            ev("job.submitted", {"id": "j", "kind": "training", "priority": 9, "gpus": 2, "duration": 9}, ref="j"),
+        ],
+        T0,
+    )
+    pool.commit()
+    pool.commit()
+    planner = pool.planner
+    low, rt = planner.apps["low"], planner.apps["rt"]
+    had = low.held.bit_count()
+    assert had >= 3
+    pool.apply([ev("traffic.observed", {"app": "low", "gpus": 1}, minutes=62, ref="low1")], T0 + 62 * STEP / 60)
+    [granted] = [e for e in observe(pool, 8, 30) if isinstance(e, Granted)]
+    g = granted.grant
+    assert set(g.given) == {"low"} and len(g.given["low"]) >= 1  # it keeps its observed demand
+    assert len(g.gpus) == rt.held.bit_count() and not set(g.gpus) & set(g.given["low"])
+    assert had - len(g.given["low"]) > 0 and "from low above their observed demand" in g.reason
+    assert (low.held ^ low.before).bit_count() <= 4 and (rt.held ^ rt.before).bit_count() <= 4
+
+
 def _folded(commits: list[Commit], grants: list) -> list[Commit]:
-    by_step = {g.step: g for g in grants}
-    return [
-        replace(c, assignments={**c.assignments, "rt": by_step[c.step].gpus}) if c.step in by_step else c
-        for c in commits
-    ]
+    by_step: dict[int, dict] = {}
+    for g in grants:
+        by_step.setdefault(g.step, {}).update(g.sets)
+    return [replace(c, assignments={**c.assignments, **by_step.get(c.step, {})}) for c in commits]
 
 
 @settings(max_examples=60, deadline=None)
@@ -117,6 +143,8 @@ def test_steps_with_reactive_grants_keep_the_online_rules(cap, steps):
     as it ended (its commit with its grants) keeps one owner per GPU, the app within its bounds
     and the swap cap between consecutive steps' final sets, jobs unmoved."""
     pool = pool_with_app(gpus=16, swap_cap=cap, max_gpus=12, floor=1)
+    other = {"id": "side", "priority": 2, "min_gpus": 1, "max_gpus": 6, "swap_cap": max(cap, 1)}
+    pool.apply([ev("app.registered", other)], T0)
     commits, grants = [], []
     for k, (jobs, demand, minute) in enumerate(steps):
         now = T0 + pool.planner.now * STEP
@@ -133,9 +161,11 @@ def test_steps_with_reactive_grants_keep_the_online_rules(cap, steps):
             now,
         )
         commits.append(pool.commit().commit)
+        at = (pool.planner.now - 1) * 60 + minute / 2
+        pool.apply([ev("traffic.observed", {"app": "side", "gpus": k % 3}, minutes=at, ref=at)], T0 + at * STEP / 60)
         grants += [e.grant for e in observe(pool, demand, minute) if isinstance(e, Granted)]
-    limits = {"rt": (1, 12, cap)}
-    assert online_violations(_folded(commits, grants), limits, {"rt"}) == []
+    limits = {"rt": (1, 12, cap), "side": (1, 6, max(cap, 1))}
+    assert online_violations(_folded(commits, grants), limits, {"rt", "side"}) == []
 
 
 def test_readers_fold_reactive_commits_into_their_steps_commit():

@@ -625,9 +625,20 @@ class Planner:
             if spec is not None:
                 for t in range(max(0, start - shift), min(start - shift + spec.duration, T)):
                     busy[t] |= mask
+        apps = [0] * T
         for masks in schedule.realtime.values():
             for t in range(T):
-                busy[t] |= masks[min(t + shift, len(masks) - 1)]
+                apps[t] |= masks[min(t + shift, len(masks) - 1)]
+        pool = (1 << self.config.gpus) - 1
+        for t in range(T):
+            # an app set planned on GPUs a job still holds (one that overran the plan) needs as
+            # many others: held from the top, as floors are, so arrivals do not take them
+            clash = (apps[t] & busy[t]).bit_count()
+            busy[t] |= apps[t]
+            free = pool & ~(busy[t] | self.down | self.drained)
+            while clash > 0 and free:
+                top = 1 << (free.bit_length() - 1)
+                busy[t], free, clash = busy[t] | top, free ^ top, clash - 1
         return busy
 
     def adopt(self, plan: FullModePlan) -> Adoption:

@@ -125,7 +125,10 @@ class AgentMetrics:
         self.utilization.labels(self.pool).set((states["batch"] + states["realtime"]) / gpus if gpus else 0.0)
         self.queue.labels(self.pool).set(queued)
         self.shortfall.labels(self.pool).set(shortfall)
-        (self.reactive if payload.get("reactive") else self.commits).labels(self.pool).inc()
+        if payload.get("reactive"):  # folded into its step's commit, already counted
+            self.reactive.labels(self.pool).inc()
+            return
+        self.commits.labels(self.pool).inc()
         if payload["source"] == "milp":
             self.adopted.labels(self.pool).inc()
             bound = payload.get("bound")

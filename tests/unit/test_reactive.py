@@ -162,8 +162,10 @@ def test_steps_with_reactive_grants_keep_the_online_rules(cap, steps):
         )
         commits.append(pool.commit().commit)
         at = (pool.planner.now - 1) * 60 + minute / 2
-        pool.apply([ev("traffic.observed", {"app": "side", "gpus": k % 3}, minutes=at, ref=at)], T0 + at * STEP / 60)
-        grants += [e.grant for e in observe(pool, demand, minute) if isinstance(e, Granted)]
+        side = pool.apply(
+            [ev("traffic.observed", {"app": "side", "gpus": k % 3}, minutes=at, ref=at)], T0 + at * STEP / 60
+        )
+        grants += [e.grant for e in side + observe(pool, demand, minute) if isinstance(e, Granted)]
     limits = {"rt": (1, 12, cap), "side": (1, 6, max(cap, 1))}
     assert online_violations(_folded(commits, grants), limits, {"rt", "side"}) == []
 
@@ -176,3 +178,70 @@ def test_readers_fold_reactive_commits_into_their_steps_commit():
     assert now is not None and now["seq"] == 8
     assert now["assignments"] == {"j": [0, 1], "rt": [8, 9, 10]} and now["reasons"] == {"rt": "why"}
     assert current([grant]) is None  # no step's commit to apply it to
+
+
+def test_registering_again_mid_step_keeps_the_swap_cap_of_the_step():
+    pool = pool_with_app(swap_cap=1)
+    pool.commit(), pool.commit(), pool.commit()
+    app = {"id": "rt", "priority": 7, "min_gpus": 2, "max_gpus": None, "swap_cap": 1}
+    pool.apply([ev("app.registered", app, minutes=pool.planner.now * 60 - 50)], T0)
+    rt = pool.planner.apps["rt"]
+    [granted] = [e for e in observe(pool, 12, 20) if isinstance(e, Granted)]
+    assert (rt.held ^ rt.before).bit_count() <= 1 and len(granted.grant.added) <= 1
+
+
+def test_a_job_started_and_gone_within_the_step_keeps_its_gpus_out_of_grants():
+    pool = pool_with_app(gpus=8, floor=1)
+    pool.commit(), pool.commit()
+    now = pool.planner.now * 60 - 59
+    job = {"id": "j", "kind": "training", "priority": 9, "gpus": 4, "duration": 3}
+    [decided] = [e for e in pool.apply([ev("job.submitted", job, minutes=now, ref="j")], T0) if hasattr(e, "decision")]
+    assert decided.decision.action == "start"
+    pool.apply([ev("job.cancelled", {"id": "j"}, minutes=now + 1)], T0)
+    granted = [e.grant for e in observe(pool, 8, 30) if isinstance(e, Granted)]
+    assert all(not set(g.added) & set(decided.decision.gpus) for g in granted)
+
+
+def test_no_gpu_of_a_drained_node_is_granted_or_given():
+    pool = Pool()
+    pool.apply(
+        [
+            ev("pool.configured", {"gpus": 16, "gpus_per_node": 8, "horizon": 4, "step_minutes": 60}),
+            ev("app.registered", {"id": "hi", "priority": 9, "min_gpus": 1, "max_gpus": 16, "swap_cap": 8}),
+            ev("app.registered", {"id": "lo", "priority": 1, "min_gpus": 1, "max_gpus": 16, "swap_cap": 8}),
+            ev("traffic.observed", {"app": "lo", "gpus": 6}, ref="lo0"),
+        ],
+        T0,
+    )
+    pool.commit(), pool.commit()
+    lo = pool.planner.apps["lo"]
+    node = 0 if lo.held & 0xFF else 1
+    pool.apply([ev("node.status", {"node": node, "state": "drained"}, minutes=65)], T0)
+    pool.apply([ev("traffic.observed", {"app": "lo", "gpus": 1}, minutes=66, ref="lo1")], T0)
+    drained = set(range(8 * node, 8 * node + 8))
+    for g in [e.grant for e in observe(pool, 16, 30) if isinstance(e, Granted)]:
+        assert not set(g.added) & drained
+
+
+def test_a_grant_leaves_every_floor_room_at_the_next_commit():
+    """A floor registered mid-step was accepted on what the apps must keep next step; a grant
+    that would make an app keep more then is cut so the next commit can still keep the floor."""
+    pool = Pool()
+    pool.apply(
+        [
+            ev("pool.configured", {"gpus": 8, "gpus_per_node": 8, "horizon": 4, "step_minutes": 60}),
+            ev("app.registered", {"id": "rt", "priority": 9, "min_gpus": 1, "max_gpus": 8, "swap_cap": 1}),
+            ev("traffic.observed", {"app": "rt", "gpus": 6}, ref="rt0"),
+        ],
+        T0,
+    )
+    pool.commit()
+    pool.apply([ev("traffic.observed", {"app": "rt", "gpus": 1}, minutes=60, ref="rt1")], T0)
+    pool.commit()  # rt shrinks by its cap: 6 -> 5
+    assert pool.planner.apps["rt"].held.bit_count() == 5
+    effects = pool.apply([ev("app.registered", {"id": "b", "priority": 1, "min_gpus": 4}, minutes=61)], T0)
+    assert effects == []  # accepted: rt keeps at least 4 next step, b gets the other 4
+    observe(pool, 8, 30)
+    assert (pool.planner.apps["rt"].held ^ pool.planner.apps["rt"].before).bit_count() <= 1
+    commit = pool.commit().commit  # raises when no plan can keep the floors
+    assert len(commit.assignments["b"]) >= 4

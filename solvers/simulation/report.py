@@ -149,13 +149,24 @@ def held_over_step(run: PolicyRun) -> dict[tuple[int, str], list[tuple[float, in
     return out
 
 
-def _app_minutes(pieces: list[tuple[float, int]], demand: int, step_minutes: int) -> tuple[float, float]:
-    """(GPU-minutes served, GPU-minutes short) of one app over one step held as `pieces`."""
+def _app_minutes(
+    held: list[tuple[float, int]], demand: list[tuple[float, int]], step_minutes: int
+) -> tuple[float, float]:
+    """(GPU-minutes served, GPU-minutes short) of one app over one step: `held` and `demand`, its
+    GPUs and its need from each minute on."""
     served = short = 0.0
-    for (at, n), (end, _) in zip(pieces, [*pieces[1:], (float(step_minutes), 0)]):
-        served += min(n, demand) * (end - at)
-        short += max(0, demand - n) * (end - at)
+    cuts = sorted({0.0, *(at for at, _ in held), *(at for at, _ in demand), float(step_minutes)})
+    for at, end in zip(cuts, cuts[1:]):
+        n = next(v for m, v in reversed(held) if m <= at)  # both start at minute 0
+        d = next(v for m, v in reversed(demand) if m <= at)
+        served += min(n, d) * (end - at)
+        short += max(0, d - n) * (end - at)
     return served, short
+
+
+def _demand(sim: Simulation, app: str, step: int) -> list[tuple[float, int]]:
+    """`app`'s demand over `step` from each minute on (`Simulation.within`, else the step's)."""
+    return sim.within.get((app, step)) or [(0.0, sim.demand[app][step])]
 
 
 def _summary(sim: Simulation, run: PolicyRun, day: int | None, lo: int, hi: int) -> DayReport:
@@ -171,9 +182,9 @@ def _summary(sim: Simulation, run: PolicyRun, day: int | None, lo: int, hi: int)
             used += len(gpus)
             value += prio * len(gpus)
             timely += prio * len(gpus) * decay ** (commit.step - run.submitted.get(owner, commit.step))
-        for app_id, curve in sim.demand.items() if apps_count else ():
+        for app_id in sim.demand if apps_count else ():
             pieces = within.get((commit.step, app_id)) or [(0.0, len(commit.assignments.get(app_id, ())))]
-            served_minutes, short_minutes = _app_minutes(pieces, curve[commit.step], minutes)
+            served_minutes, short_minutes = _app_minutes(pieces, _demand(sim, app_id, commit.step), minutes)
             served = served_minutes / minutes
             used += served
             value += sim.priorities.get(app_id, 0.0) * served
@@ -269,7 +280,9 @@ def spike_shortfall(sim: Simulation, run: PolicyRun) -> float:
     return round(
         sum(
             _app_minutes(
-                within.get((c.step, app)) or [(0.0, len(c.assignments.get(app, ())))], sim.demand[app][c.step], minutes
+                within.get((c.step, app)) or [(0.0, len(c.assignments.get(app, ())))],
+                _demand(sim, app, c.step),
+                minutes,
             )[1]
             for c in run.commits
             for app in sim.demand

@@ -13,7 +13,8 @@ Time within a step is what the agent sees: a step's commit is made at its start,
 arrived before it; a traffic observation stamped after the step began reaches the pool after that
 commit (the next commit plans with it), and may be met at once by a reactive grant of idle GPUs
 (`Planner.react`), which serves from the minute it came (`PolicyRun.grants`). Real-time service
-and shortfall are counted in GPU-minutes over each step's pieces. Jobs keep the step they arrive
+and shortfall are counted in GPU-minutes over each step's pieces, against demand that holds each
+observation until the next (`Simulation.within`). Jobs keep the step they arrive
 in: one decided `start` runs from that step.
 
 A job started on fewer GPUs than the trace says it needs (`actual_used.gpus`) runs out of memory
@@ -39,6 +40,7 @@ forecast error.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any, Callable
 
 from gpualloc.schemas.events import Envelope, JobFailed, JobSubmitted
@@ -119,7 +121,7 @@ class PolicyRun:
 class Simulation:
     config: PoolConfig
     steps: int
-    demand: dict[str, list[int]]  # app id -> demand actually observed per step
+    demand: dict[str, list[int]]  # app id -> demand actually observed per step (its largest observation)
     priorities: dict[str, float]  # job and app id -> priority
     limits: dict[str, tuple[int, int, int]]  # app id -> (min_gpus, max_gpus, swap_cap)
     runs: dict[str, PolicyRun]
@@ -128,6 +130,10 @@ class Simulation:
     # whole-trace: real-time service counts through this step, the last event's; after it the
     # demand is the last observation held, and runs of different lengths would serve it unequally
     apps_until: int | None = None
+    # (app, step) observed within the step -> its demand from each minute on: the last value before
+    # the step until its first observation, then each observation until the next (service and
+    # shortfall count by these; a step absent here has its `demand` throughout)
+    within: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
 
 
 # A trace's events, (envelope, payload), and the same with each one's step in front; the
@@ -165,7 +171,7 @@ def simulate(
     timed: Timed = [(clock.step_at(e[0].occurred_at), *e) for e in rest]
     last = max((s for s, _, _ in timed), default=0)
     steps = options.days * 24 * 60 // config.step_minutes if options.days else drain_cap(timed, last)
-    demand, priorities = _observed(timed, steps)
+    demand, priorities, within = _observed(timed, steps, first[0].occurred_at, clock.step_length, config.step_minutes)
     limits = {
         p.id: (
             p.min_gpus,
@@ -200,6 +206,7 @@ def simulate(
         drained=drain_after is not None,
         cap=steps,
         apps_until=drain_after,
+        within=within,
     )
 
 
@@ -237,11 +244,16 @@ def _informed(timed: Timed, mode: str | None, config: PoolConfig) -> Timed:
     return sorted(out, key=lambda e: e[0])  # stable
 
 
-def _observed(timed: Timed, steps: int) -> tuple[dict[str, list[int]], dict[str, float]]:
-    """Per app, demand per step as observed (held flat between observations), and priorities."""
+def _observed(
+    timed: Timed, steps: int, origin: datetime, step_length: timedelta, step_minutes: int
+) -> tuple[dict[str, list[int]], dict[str, float], dict[tuple[str, int], list[tuple[float, int]]]]:
+    """Per app, demand per step as observed (its largest observation, held flat between
+    observations); priorities; and per (app, step) observed within the step, its demand from each
+    minute on (`Simulation.within`)."""
     demand: dict[str, list[int]] = {}
     rps: dict[str, float] = {}
     priorities: dict[str, float] = {}
+    seen: dict[tuple[str, int], list[tuple[float, int]]] = {}  # (app, step) -> (minute, GPUs) in time order
     for step, env, p in timed:
         if env.type == "app.registered":
             demand.setdefault(p.id, [0] * steps)
@@ -250,12 +262,26 @@ def _observed(timed: Timed, steps: int) -> tuple[dict[str, list[int]], dict[str,
         elif env.type == "job.submitted":
             priorities[p.id] = p.priority
         elif env.type == "traffic.observed" and p.app in demand and step < steps:
-            demand[p.app][step] = max(demand[p.app][step], p.gpus_needed(rps[p.app]))
+            gpus = p.gpus_needed(rps[p.app])
+            demand[p.app][step] = max(demand[p.app][step], gpus)
+            minute = (env.occurred_at - origin - step * step_length) / step_length * step_minutes
+            seen.setdefault((p.app, step), []).append((max(0.0, minute), gpus))
     for curve in demand.values():
         for s in range(1, steps):
             if curve[s] == 0:
                 curve[s] = curve[s - 1]
-    return demand, priorities
+    within: dict[tuple[str, int], list[tuple[float, int]]] = {}
+    for app in demand:
+        last: int | None = None  # the last observation before the step at hand
+        for step in range(steps):
+            points = sorted(seen.get((app, step), ()))
+            if points:
+                carried = [] if points[0][0] == 0 or last is None else [(0.0, last)]
+                within[(app, step)] = carried + ([(0.0, points[0][1])] if last is None else []) + points
+                last = points[-1][1]
+            elif last is not None:
+                within[(app, step)] = [(0.0, last)]
+    return demand, priorities, within
 
 
 def _run(

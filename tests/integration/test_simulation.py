@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -241,3 +242,35 @@ def test_a_serving_trace_with_spikes_a_drain_and_a_node_down_stays_legal_with_re
     assert grants and all(0 < minute < sim.config.step_minutes for minute, _ in grants)
     row = whole_run(sim, sim.runs["heuristic"])
     assert row.realtime_shortfall_minutes == pytest.approx(row.realtime_shortfall * sim.config.step_minutes, abs=1)
+
+
+def test_demand_rising_within_a_step_counts_short_only_until_a_grant_meets_it():
+    """The app needs 1 GPU until minute 40 of step 2, then 5: the step's commit holds 1, the
+    observation reaches the pool at minute 40 and idle GPUs are granted at once, so nothing is
+    short (the step's largest observation applied from minute 0 would charge 160 GPU-minutes)."""
+    t0 = "2026-01-05T00:00:00+00:00"
+    config = {"gpus": 8, "gpus_per_node": 8, "horizon": 4, "step_minutes": 60}
+    app = {"id": "rt", "priority": 5, "min_gpus": 1, "max_gpus": 8, "swap_cap": 8}
+    raw = [("pool.configured", config, 0), ("app.registered", app, 0)]
+    raw += [("traffic.observed", {"app": "rt", "gpus": 1}, 60 * s + 5) for s in range(2)]
+    raw += [
+        ("traffic.observed", {"app": "rt", "gpus": 5}, 120 + 40),
+        ("traffic.observed", {"app": "rt", "gpus": 1}, 185),
+    ]
+    events = [
+        parse_event(
+            {
+                "event_id": f"e{k}",
+                "type": kind,
+                "pool": "default",
+                "occurred_at": (datetime.fromisoformat(t0) + timedelta(minutes=m)).isoformat(),
+                "payload": payload,
+            }
+        )
+        for k, (kind, payload, m) in enumerate(raw)
+    ]
+    sim = simulate(events, SimOptions(policies=("heuristic",), days=1))
+    run = sim.runs["heuristic"]
+    assert [(g.step, len(g.gpus)) for _, g in run.grants] == [(2, 5)]
+    assert sim.within[("rt", 2)] == [(0.0, 1), (40.0, 5)]
+    assert whole_run(sim, run).realtime_shortfall_minutes == 0

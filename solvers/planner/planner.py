@@ -382,8 +382,13 @@ class Planner:
                 if d_spent + d_cost <= d_cap and spent + cost <= cap:
                     order.append((donor.id, g))
                     d_spent, spent, short, spare = d_spent + d_cost, spent + cost, short - 1, spare - 1
-        while order and not self._floors_fit(app_id, order):
-            order.pop()  # the last taken goes back first
+        room = self.config.gpus - (self._running_mask() | dead).bit_count()
+        if order and not self._floors_fit(app_id, order, room):  # the last taken go back first
+            low, high = 0, len(order) - 1  # the longest prefix that fits: taking more only raises floors
+            while low < high:
+                mid = (low + high + 1) // 2
+                low, high = (mid, high) if self._floors_fit(app_id, order[:mid], room) else (low, mid - 1)
+            del order[low:]
         if not order:
             return None
         grant = sum(1 << g for _, g in order)
@@ -410,17 +415,16 @@ class Planner:
         )
         return Grant(step, app_id, tuple(bits_of(app.held)), tuple(bits_of(grant)), reason, given)
 
-    def _floors_fit(self, app_id: str, order: list[tuple[str | None, int]]) -> bool:
+    def _floors_fit(self, app_id: str, order: list[tuple[str | None, int]], room: int) -> bool:
         """Would every app's floor at the next commit (`_next_floor`: what its swap cap makes it
-        keep of its set then) fit beside running work and unavailable nodes, were `app_id` to
-        take the GPUs of `order` (idle ones, or a donor's)?"""
+        keep of its set then) fit in the `room` running work and unavailable nodes leave, were
+        `app_id` to take the GPUs of `order` (idle ones, or a donor's)?"""
         after = {a_id: a.held for a_id, a in self.apps.items()}
         for donor_id, g in order:
             after[app_id] = after[app_id] | 1 << g
             if donor_id is not None:
                 after[donor_id] &= ~(1 << g)
-        need = sum(self._next_floor(a, after[a_id]) for a_id, a in self.apps.items())
-        return need <= self.config.gpus - (self._running_mask() | self.down | self.drained).bit_count()
+        return sum(self._next_floor(a, after[a_id]) for a_id, a in self.apps.items()) <= room
 
     def _swaps(self, app: AppSpec) -> tuple[int, int, int]:
         """(swap cap, the set it ended the previous step with, swaps spent in this step) of `app`;

@@ -245,3 +245,27 @@ def test_a_grant_leaves_every_floor_room_at_the_next_commit():
     assert (pool.planner.apps["rt"].held ^ pool.planner.apps["rt"].before).bit_count() <= 1
     commit = pool.commit().commit  # raises when no plan can keep the floors
     assert len(commit.assignments["b"]) >= 4
+
+
+def test_at_the_contracts_limits_64_apps_react_in_one_pass_and_every_step_stays_legal():
+    """4,096 GPUs, 64 apps and 480 running 8-GPU jobs: half the apps fall to 1 GPU within a
+    step while the other half rise to 60; the risers take idle GPUs and the fallers' surplus, and
+    the steps as they ended keep the online rules."""
+    pool = Pool()
+    apps = [{"id": f"a{k}", "priority": 1 + k % 9, "min_gpus": 1, "max_gpus": 64, "swap_cap": 16} for k in range(64)]
+    jobs = [{"id": f"j{k}", "kind": "training", "priority": 1 + k % 9, "gpus": 8, "duration": 6} for k in range(480)]
+    pool.apply(
+        [ev("pool.configured", {"gpus": 4096, "gpus_per_node": 8, "horizon": 24, "step_minutes": 60})]
+        + [ev("app.registered", a, ref=a["id"]) for a in apps]
+        + [ev("traffic.observed", {"app": a["id"], "gpus": 8}, ref=f"t{a['id']}") for a in apps]
+        + [ev("job.submitted", j, ref=j["id"]) for j in jobs],
+        T0,
+    )
+    commits = [pool.commit().commit, pool.commit().commit]
+    within = [ev("traffic.observed", {"app": f"a{k}", "gpus": 1}, minutes=65, ref=f"d{k}") for k in range(0, 64, 2)]
+    within += [ev("traffic.observed", {"app": f"a{k}", "gpus": 60}, minutes=70, ref=f"u{k}") for k in range(1, 64, 2)]
+    grants = [e.grant for e in pool.apply(within, T0 + 70 * STEP / 60) if isinstance(e, Granted)]
+    commits.append(pool.commit().commit)
+    assert grants and any(g.given for g in grants)  # until the idle GPUs and the surplus run out
+    limits = {a["id"]: (1, 64, 16) for a in apps}
+    assert online_violations(_folded(commits, grants), limits, set(limits), node_size=8) == []

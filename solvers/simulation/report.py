@@ -11,6 +11,7 @@ from typing import Any
 
 from gpualloc.solvers.legality import online_violations
 from gpualloc.solvers.metrics import objective_of, relative_gap
+from gpualloc.solvers.planner.records import Commit
 from gpualloc.solvers.policies.milp.bound import capacity_bound
 from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_policy
 
@@ -44,14 +45,15 @@ def report(sim: Simulation) -> list[DayReport]:
     for policy, run in sim.runs.items():
         steps = len(run.commits)
         days = range(math.ceil(steps / per_day))
-        out += [_summary(sim, run, day, day * per_day, min((day + 1) * per_day, steps)) for day in days]
-        out.append(whole_run(sim, run))
+        held = held_over_step(run)
+        out += [_summary(sim, run, day, day * per_day, min((day + 1) * per_day, steps), held) for day in days]
+        out.append(_summary(sim, run, None, 0, steps, held))
     return out
 
 
 def whole_run(sim: Simulation, run: PolicyRun) -> DayReport:
     """The row of a run's whole length (`day` None)."""
-    return _summary(sim, run, None, 0, len(run.commits))
+    return _summary(sim, run, None, 0, len(run.commits), held_over_step(run))
 
 
 @dataclass(frozen=True)
@@ -164,15 +166,29 @@ def _app_minutes(
     return served, short
 
 
-def _demand(sim: Simulation, app: str, step: int) -> list[tuple[float, int]]:
-    """`app`'s demand over `step` from each minute on (`Simulation.within`, else the step's)."""
-    return sim.within.get((app, step)) or [(0.0, sim.demand[app][step])]
+def _step_minutes(
+    sim: Simulation, held: dict[tuple[int, str], list[tuple[float, int]]], commit: Commit, app: str
+) -> tuple[float, float]:
+    """`_app_minutes` of `app` over `commit`'s step: what it held (`held_over_step`, else the
+    commit's set) against its demand (`Simulation.within`, else the step's)."""
+    step = commit.step
+    return _app_minutes(
+        held.get((step, app)) or [(0.0, len(commit.assignments.get(app, ())))],
+        sim.within.get((app, step)) or [(0.0, sim.demand[app][step])],
+        sim.config.step_minutes,
+    )
 
 
-def _summary(sim: Simulation, run: PolicyRun, day: int | None, lo: int, hi: int) -> DayReport:
+def _summary(
+    sim: Simulation,
+    run: PolicyRun,
+    day: int | None,
+    lo: int,
+    hi: int,
+    held: dict[tuple[int, str], list[tuple[float, int]]],
+) -> DayReport:
     used = value = timely = short = penalty = 0.0
     decay, minutes = sim.config.time_decay, sim.config.step_minutes
-    within = held_over_step(run)
     for commit in run.commits[lo:hi]:
         apps_count = sim.apps_until is None or commit.step <= sim.apps_until
         for owner, gpus in commit.assignments.items():
@@ -183,8 +199,7 @@ def _summary(sim: Simulation, run: PolicyRun, day: int | None, lo: int, hi: int)
             value += prio * len(gpus)
             timely += prio * len(gpus) * decay ** (commit.step - run.submitted.get(owner, commit.step))
         for app_id in sim.demand if apps_count else ():
-            pieces = within.get((commit.step, app_id)) or [(0.0, len(commit.assignments.get(app_id, ())))]
-            served_minutes, short_minutes = _app_minutes(pieces, _demand(sim, app_id, commit.step), minutes)
+            served_minutes, short_minutes = _step_minutes(sim, held, commit, app_id)
             served = served_minutes / minutes
             used += served
             value += sim.priorities.get(app_id, 0.0) * served
@@ -276,21 +291,9 @@ def spikes(demand: dict[str, list[int]]) -> set[tuple[str, int]]:
 
 def spike_shortfall(sim: Simulation, run: PolicyRun) -> float:
     """Real-time shortfall (GPU-steps, as `DayReport.realtime_shortfall`) at the `spikes`."""
-    at, minutes, within = spikes(sim.demand), sim.config.step_minutes, held_over_step(run)
-    return round(
-        sum(
-            _app_minutes(
-                within.get((c.step, app)) or [(0.0, len(c.assignments.get(app, ())))],
-                _demand(sim, app, c.step),
-                minutes,
-            )[1]
-            for c in run.commits
-            for app in sim.demand
-            if (app, c.step) in at
-        )
-        / minutes,
-        2,
-    )
+    at, held = spikes(sim.demand), held_over_step(run)
+    short = sum(_step_minutes(sim, held, c, app)[1] for c in run.commits for app in sim.demand if (app, c.step) in at)
+    return round(short / sim.config.step_minutes, 2)
 
 
 def full_mode_figures(run: PolicyRun) -> dict[str, object] | None:

@@ -34,6 +34,24 @@ def pool_with_app(gpus: int = 16, swap_cap: int = 4, max_gpus: int | None = None
     return pool
 
 
+def two_apps(gpus: int, names: tuple[str, str], swap_cap: int, low_demand: int, more: list = ()) -> Pool:
+    """A pool of `gpus` with a valuable app and a less valuable one (`names`), the second's demand
+    `low_demand` known at the first commit, and `more` events."""
+    high, low = names
+    pool = Pool()
+    pool.apply(
+        [
+            ev("pool.configured", {"gpus": gpus, "gpus_per_node": 8, "horizon": 4, "step_minutes": 60}),
+            ev("app.registered", {"id": high, "priority": 9, "min_gpus": 1, "max_gpus": gpus, "swap_cap": swap_cap}),
+            ev("app.registered", {"id": low, "priority": 2, "min_gpus": 1, "max_gpus": gpus, "swap_cap": swap_cap}),
+            ev("traffic.observed", {"app": low, "gpus": low_demand}, ref=f"{low}0"),
+            *more,
+        ],
+        T0,
+    )
+    return pool
+
+
 def observe(pool: Pool, gpus: int, minute: float) -> list:
     """`gpus` needed by app rt, observed `minute` minutes into the step last committed."""
     step = pool.planner.now - 1
@@ -92,17 +110,8 @@ def test_the_swap_cap_counts_the_boundary_and_the_grants_of_a_step_together():
 
 
 def test_an_app_short_with_nothing_idle_takes_what_another_holds_above_its_own_demand():
-    pool = Pool()
-    pool.apply(
-        [
-            ev("pool.configured", {"gpus": 8, "gpus_per_node": 8, "horizon": 4, "step_minutes": 60}),
-            ev("app.registered", {"id": "rt", "priority": 9, "min_gpus": 1, "max_gpus": 8, "swap_cap": 4}),
-            ev("app.registered", {"id": "low", "priority": 2, "min_gpus": 1, "max_gpus": 8, "swap_cap": 4}),
-            ev("traffic.observed", {"app": "low", "gpus": 5}, ref="low0"),  # known at the first commit
-            ev("job.submitted", {"id": "j", "kind": "training", "priority": 9, "gpus": 2, "duration": 9}, ref="j"),
-        ],
-        T0,
-    )
+    job = {"id": "j", "kind": "training", "priority": 9, "gpus": 2, "duration": 9}
+    pool = two_apps(8, ("rt", "low"), 4, 5, [ev("job.submitted", job, ref="j")])
     pool.commit()
     pool.commit()
     planner = pool.planner
@@ -203,16 +212,7 @@ def test_a_job_started_and_gone_within_the_step_keeps_its_gpus_out_of_grants():
 
 
 def test_no_gpu_of_a_drained_node_is_granted_or_given():
-    pool = Pool()
-    pool.apply(
-        [
-            ev("pool.configured", {"gpus": 16, "gpus_per_node": 8, "horizon": 4, "step_minutes": 60}),
-            ev("app.registered", {"id": "hi", "priority": 9, "min_gpus": 1, "max_gpus": 16, "swap_cap": 8}),
-            ev("app.registered", {"id": "lo", "priority": 1, "min_gpus": 1, "max_gpus": 16, "swap_cap": 8}),
-            ev("traffic.observed", {"app": "lo", "gpus": 6}, ref="lo0"),
-        ],
-        T0,
-    )
+    pool = two_apps(16, ("hi", "lo"), 8, 6)
     pool.commit(), pool.commit()
     lo = pool.planner.apps["lo"]
     node = 0 if lo.held & 0xFF else 1

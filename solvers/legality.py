@@ -165,6 +165,7 @@ def online_violations(
     failed: dict[str, list[int]] | None = None,
     exempt: Collection[str] = (),
     node_size: int | None = None,
+    pool: tuple[int, Mapping[str, float]] | None = None,
 ) -> list[str]:
     """The contract's online rules over committed steps (objects with `step` and `assignments`,
     as the planner makes them or as rebuilt from `plan.committed` messages): one owner per GPU
@@ -173,12 +174,14 @@ def online_violations(
     in `limits` (min_gpus, max_gpus, swap_cap) within their bounds and their swap cap between
     consecutive commits, GPUs an app leaves on a node down or drained (`down`: mask per step of
     such GPUs) not counting, but for the rules in `exempt`; with `node_size`, blocks obey R3's
-    node rule too."""
+    node rule too. With `pool` (its GPUs, the apps' priorities), floors the GPUs beside down
+    nodes and running jobs cannot hold are lowered as the planner lowers them (`lowered_floors`)."""
     out = []
     failed = failed or {}
     seen_at: dict[str, tuple[int, tuple[int, ...]]] = {}
     for commit in commits:
         owner_of: dict[int, str] = {}
+        floor = _floors_at(commit, limits, apps, seen_at, down[commit.step] if down else 0, pool)
         for owner, gpus in commit.assignments.items():
             for g in gpus:
                 if g in owner_of:
@@ -186,9 +189,15 @@ def online_violations(
                 owner_of[g] = owner
             if owner in apps:
                 if owner in limits:
+                    lo, hi, cap = limits[owner]
                     out.extend(
                         _app_violations(
-                            limits[owner], owner, commit, seen_at.get(owner), down[commit.step] if down else 0, exempt
+                            (floor.get(owner, lo), hi, cap),
+                            owner,
+                            commit,
+                            seen_at.get(owner),
+                            down[commit.step] if down else 0,
+                            exempt,
                         )
                     )
                 seen_at[owner] = (commit.step, tuple(gpus))
@@ -204,6 +213,43 @@ def online_violations(
                 out.append(f"step {commit.step}: {owner} is not on a contiguous power-of-two block")
             elif node_size and not obeys_node_rule(gpus[0], n, node_size):
                 out.append(f"step {commit.step}: {owner} spans nodes of {node_size} GPUs (R3's node rule)")
+    return out
+
+
+def _floors_at(
+    commit: CommittedStep,
+    limits: dict[str, tuple[int, int, int]],
+    apps: set[str],
+    seen_at: dict[str, tuple[int, tuple[int, ...]]],
+    down: int,
+    pool: tuple[int, Mapping[str, float]] | None,
+) -> dict[str, int]:
+    """The apps' floors at `commit`: lowered when the GPUs neither down nor held by jobs already
+    running before it (`seen_at`: owners as of the previous commit) cannot hold them all."""
+    if pool is None:
+        return {}
+    gpus, priorities = pool
+    held = down
+    for owner, owned in commit.assignments.items():
+        if owner not in apps and seen_at.get(owner, (None, ()))[0] == commit.step - 1:
+            for g in owned:
+                held |= 1 << g
+    floors = {app: limits[app][0] for app in apps if app in limits and app in commit.assignments}
+    return lowered_floors(floors, priorities, gpus - held.bit_count())
+
+
+def lowered_floors(floors: Mapping[str, int], priorities: Mapping[str, float], room: int) -> dict[str, int]:
+    """`floors` by app, lowered (least valuable app first) when `room` GPUs (beside running jobs
+    and down or drained nodes) cannot hold them all: running work is never moved, so the apps
+    take the shortfall until GPUs come back, instead of the planner failing."""
+    out = dict(floors)
+    excess = sum(out.values()) - room
+    for app_id in sorted(out, key=lambda a: (priorities.get(a, 0.0), a)):
+        if excess <= 0:
+            break
+        cut = min(excess, out[app_id])
+        out[app_id] -= cut
+        excess -= cut
     return out
 
 

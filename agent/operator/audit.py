@@ -272,7 +272,13 @@ def compare(
             for job_id in c.started:  # a job started again after failing is a fresh start
                 restarts.setdefault(job_id, []).append(c.step)
         result.illegal += online_violations(
-            visible, limits, set(apps), down_at, restarts, node_size=d.planner.config.node_size
+            visible,
+            limits,
+            set(apps),
+            down_at,
+            restarts,
+            node_size=d.planner.config.node_size,
+            pool=(d.planner.config.gpus, {a: s.priority for a, s in apps.items()}),
         )
     return result
 

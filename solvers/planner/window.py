@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from gpualloc.forecasting.forecasters import Forecasters
+from gpualloc.solvers.legality import lowered_floors
 from gpualloc.solvers.planner.records import BLOCKER, AppSpec, JobSpec, PoolConfig
 from gpualloc.solvers.problem import Batch, Problem, Realtime
 
@@ -64,18 +65,13 @@ def window(
 
 
 def floors(apps: Mapping[str, AppSpec], gpus: int, held: int) -> dict[str, int]:
-    """Each app's floor for the window, lowered (least valuable app first) when GPUs lost to
-    down or drained nodes leave too few beside the running jobs (`held`) for every floor:
-    no plan could keep them, so the apps take the shortfall instead of the planner failing."""
-    out = {app_id: app.min_gpus for app_id, app in apps.items()}
-    excess = sum(out.values()) - (gpus - held.bit_count())
-    for app_id in sorted(out, key=lambda a: (apps[a].priority, a)):
-        if excess <= 0:
-            break
-        cut = min(excess, out[app_id])
-        out[app_id] -= cut
-        excess -= cut
-    return out
+    """Each app's floor for the window (`lowered_floors`; `held`: the GPUs of running jobs and
+    of down or drained nodes)."""
+    return lowered_floors(
+        {app_id: app.min_gpus for app_id, app in apps.items()},
+        {app_id: app.priority for app_id, app in apps.items()},
+        gpus - held.bit_count(),
+    )
 
 
 def demand(

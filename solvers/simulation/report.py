@@ -230,7 +230,14 @@ def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
     """The contract's online rules over a simulated run's executed grid (`online_violations`),
     under its policy's exemptions (FIFO's static reservations are exempt from the app rules)."""
     return online_violations(
-        run.executed(), sim.limits, set(sim.limits), run.down, run.failed, run.exempt, sim.config.node_size
+        run.executed(),
+        sim.limits,
+        set(sim.limits),
+        run.down,
+        run.failed,
+        run.exempt,
+        sim.config.node_size,
+        (sim.config.gpus, sim.priorities),
     )
 
 

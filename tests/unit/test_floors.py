@@ -5,6 +5,7 @@ app's floor needs; an app whose floor cannot fit beside running work is refused 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.builders import T0, ev
 
-from gpualloc.solvers.legality import R3_REALTIME, online_violations
+from gpualloc.solvers.legality import R3_REALTIME, lowered_floors, online_violations
 from gpualloc.solvers.planner.interpreter import Decided, Pool, Rejected
 
 STEP = timedelta(minutes=60)
@@ -165,3 +166,36 @@ def test_no_job_starts_now_on_the_gpus_a_new_app_holds_before_the_first_commit()
     assert started and all(max(d.gpus) < 12 for d in started)
     assert pool.apply([ev("app.registered", app | {"min_gpus": 3})], T0) == []
     assert len(pool.commit().commit.assignments["rt"]) >= 3
+
+
+def test_floors_a_down_node_leaves_no_room_for_are_lowered_and_the_check_lowers_them_alike():
+    """A node going down while running work holds the rest of the pool: the apps on it hold
+    nothing until GPUs come back (running work is never moved). The online check lowers those
+    floors as the planner does, least valuable app first, and only while no job starts there."""
+    pool = configured(16, 4)
+    apps = [("gold", 9, 2, [8, 9]), ("tin", 1, 1, [10])]
+    pool.apply([ev("app.registered", {"id": a, "priority": p, "min_gpus": m, "current": c}) for a, p, m, c in apps], T0)
+    pool.apply(
+        [ev("job.submitted", {"id": "j", "kind": "training", "priority": 5, "gpus": 8, "duration": 9}, ref="j")], T0
+    )
+    commits = [pool.commit().commit]
+    assert len(commits[0].assignments["j"]) == 8 and set(commits[0].assignments["j"]) <= set(range(8))
+    pool.apply([ev("node.status", {"node": 1, "state": "down", "detail": "fenced"}, minutes=70)], T0 + STEP)
+    commits.append(pool.commit().commit)
+    assert commits[1].assignments["gold"] == () and commits[1].assignments["tin"] == ()
+    limits = {"gold": (2, 8, 4), "tin": (1, 8, 4)}
+    down = [0, 0xFF00]
+    priorities = {"gold": 9.0, "tin": 1.0}
+    assert online_violations(commits, limits, set(limits), down, node_size=8, pool=(16, priorities)) == []
+    unlowered = online_violations(commits, limits, set(limits), down, node_size=8)
+    assert unlowered == [
+        "step 1: gold holds 0 GPUs, outside [2, 8] (R3)",
+        "step 1: tin holds 0 GPUs, outside [1, 8] (R3)",
+    ]
+    # a job started in that step took GPUs a floor could have had: the floors stand
+    started = replace(commits[1], assignments={**commits[1].assignments, "j": (), "k": tuple(range(8))})
+    late = [commits[0], replace(started, assignments={k: v for k, v in started.assignments.items() if k != "j"})]
+    assert "step 1: gold holds 0 GPUs, outside [2, 8] (R3)" in online_violations(
+        late, limits, set(limits), down, node_size=8, pool=(16, priorities)
+    )
+    assert lowered_floors({"gold": 2, "tin": 1}, priorities, 2) == {"gold": 2, "tin": 0}

@@ -1,7 +1,9 @@
 """Real-time demand by hour of week, learned from `traffic.observed`, calibrated as it goes.
 
-An app's history is the largest load (GPUs, fractional: requests/s over `rps_per_gpu`) seen in
-each hour of the pool's clock, kept for `weeks` weeks. The model, in logs:
+An app's history is its load (GPUs, fractional: requests/s over `rps_per_gpu`) in each hour of
+the pool's clock, kept for `weeks` weeks: the median of the hour's observations, each taken as an
+equal share of the hour (telemetry samples), so a glitch observed for minutes does not stand for
+the whole hour. The model, in logs:
 
     log load(h) = seasonal(day type, hour of day) + trend x (h - now) + level + error
 
@@ -13,12 +15,15 @@ each hour of the pool's clock, kept for `weeks` weeks. The model, in logs:
 - level: how far the latest observations run above or below that: the larger of the last week's
   median (a holiday or an outage drags it down for a day at most) and the last `RECENT`
   observations' median (a launch or a new customer lifts it within hours);
-- the quantile: the point forecast times the `quantile` of its own one-step-ahead errors (the
-  last `ERRORS`), plus a correction per quantile kept by quantile tracking: each hour whose
-  largest load needed more GPUs than the forecast gave raises it, each other hour lowers it, so
-  the share of under-provisioned hours comes to 1 - quantile on any stream (whole GPUs
-  included), whatever the model misses. An hour far below its forecast (`ANOMALY` typical
-  errors: a holiday, an outage) does not lower them: it says nothing of the upper quantiles.
+- the quantile: the point forecast raised by the `quantile` of its own one-step-ahead errors
+  (every observation of the last `ERRORS` hours against its hour's forecast, an hour weighing
+  one however many it has: the share of the time under-provisioned is what costs), plus a
+  correction per quantile kept by quantile tracking: an hour moves it by the share of its
+  observations that needed more GPUs than the forecast gave, less 1 - quantile, so that share
+  comes to 1 - quantile on any stream (whole GPUs included), whatever the model misses. An hour
+  far below its forecast (`ANOMALY` typical errors: a holiday, an outage) does not lower them: it
+  says nothing of the upper quantiles. Errors are logs of load and forecast each plus `SLACK`
+  GPUs: a load under one GPU that doubles costs one GPU, not a doubling of the daytime margin.
 Pure and deterministic: a function of the observations in order; `dump` and `load` carry all of it.
 """
 
@@ -44,6 +49,9 @@ ANOMALY = 4.0  # typical errors below the forecast past which an hour does not m
 MAX_TREND = 0.2 / WEEK  # log units an hour: a trend steeper than about 22% a week is not believed
 DAY_SPAN = 7  # days at most between two daily medians whose slope counts
 MIN_DAY = 6  # observations a day needs for its median to count
+SLACK = 1.0  # GPUs added to load and forecast before an error's log is taken
+HOUR_SAMPLES = 64  # observations an hour keeps at most: past it, every other one (evenly in arrival order)
+HOUR_ERRORS = 8  # errors an hour keeps at most: past it, its errors' evenly spaced quantiles
 
 
 def week_minute(at: datetime) -> int:
@@ -90,8 +98,11 @@ class Pending:
 
 @dataclass
 class AppTraffic:
-    loads: dict[int, float] = field(default_factory=dict)  # hour -> largest load seen in it
-    errors: list[float] = field(default_factory=list)  # one-step-ahead log errors, oldest first
+    loads: dict[int, float] = field(default_factory=dict)  # hour -> the median of its observations
+    samples: list[float] = field(default_factory=list)  # the latest hour's observations, every `stride`-th
+    seen: int = 0  # observations of the latest hour
+    stride: int = 1
+    errors: list[tuple[float, ...]] = field(default_factory=list)  # an hour's one-step-ahead errors, oldest first
     offsets: list[float] = field(default_factory=lambda: [0.0] * len(QUANTILES))  # tracked, by QUANTILES
     pending: Pending | None = None
     cache: dict[str, Any] = field(default_factory=dict, repr=False)  # the fit and the margins, derived
@@ -101,7 +112,9 @@ class AppTraffic:
         pending = (
             None if self.pending is None else Pending(self.pending.hour, self.pending.point, list(self.pending.gpus))
         )
-        return AppTraffic(dict(self.loads), list(self.errors), list(self.offsets), pending)
+        return AppTraffic(
+            dict(self.loads), list(self.samples), self.seen, self.stride, list(self.errors), list(self.offsets), pending
+        )
 
     @property
     def last(self) -> int | None:
@@ -115,9 +128,12 @@ class TrafficForecaster:
     apps: dict[str, AppTraffic] = field(default_factory=dict)
 
     def observe(self, app_id: str, hour: int, load: float) -> None:
-        """`load` GPUs needed in pool hour `hour` (its largest observation counts). The first
-        observation of a new hour settles the hour before: its error and the tracked corrections."""
+        """`load` GPUs needed in pool hour `hour` (late ones for an hour already left behind are
+        not learned). The first observation of a new hour settles the hour before: its errors and
+        the tracked corrections."""
         app = self.apps.setdefault(app_id, AppTraffic())
+        if app.last is not None and hour < app.last:
+            return
         if app.pending is None or hour > app.pending.hour:
             self._settle(app)
             fit = self.fit(app_id)
@@ -125,7 +141,14 @@ class TrafficForecaster:
                 point = fit.point(hour)
                 gpus = [math.ceil(self._load(app, point, q) - 1e-9) for q in QUANTILES]
                 app.pending = Pending(hour, point, gpus)
-        app.loads[hour] = max(load, app.loads.get(hour, 0.0))
+        if hour != app.last:
+            app.samples, app.seen, app.stride = [], 0, 1
+        if app.seen % app.stride == 0:
+            app.samples.append(load)
+            if len(app.samples) > HOUR_SAMPLES:
+                app.samples, app.stride = app.samples[::2], 2 * app.stride
+        app.seen += 1
+        app.loads[hour] = float(np.median(app.samples))
         oldest = hour - self.weeks * WEEK
         for h in [h for h in app.loads if h <= oldest]:
             del app.loads[h]
@@ -134,19 +157,20 @@ class TrafficForecaster:
     def _settle(self, app: AppTraffic) -> None:
         """The pending hour is over: learn its error and move each quantile's correction."""
         p = app.pending
-        if p is None or p.hour not in app.loads:
+        if p is None or p.hour != app.last or not app.samples:
             return
-        load = app.loads[p.hour]
-        error = math.log(max(load, 1e-6)) - p.point
-        spread = float(np.median(np.abs(app.errors))) if len(app.errors) >= MIN_ERRORS else None
-        app.errors = (app.errors + [error])[-ERRORS:]
+        expected = math.exp(p.point) + SLACK
+        errors = _evenly(sorted(math.log((load + SLACK) / expected) for load in app.samples), HOUR_ERRORS)
+        spread = _quantile(app.errors, 0.5, absolute=True) if len(app.errors) >= MIN_ERRORS else None
+        app.errors = (app.errors + [errors])[-ERRORS:]
         app.pending = None
         app.cache.clear()
-        if spread is not None and error < -ANOMALY * spread:
+        if spread is not None and float(np.median(errors)) < -ANOMALY * spread:
             return  # a holiday's or an outage's hour: far below, it tells nothing of the upper quantiles
-        needed = math.ceil(load - 1e-9)
+        needed = [math.ceil(load - 1e-9) for load in app.samples]
         for i, q in enumerate(QUANTILES):
-            moved = app.offsets[i] + TRACK_RATE * ((1.0 if needed > p.gpus[i] else 0.0) - (1.0 - q))
+            short = sum(n > p.gpus[i] for n in needed) / len(needed)
+            moved = app.offsets[i] + TRACK_RATE * (short - (1.0 - q))
             app.offsets[i] = min(OFFSET_LIMIT, max(-OFFSET_LIMIT, moved))
 
     def forecast(self, app_id: str, hour: int, quantile: float) -> float | None:
@@ -164,7 +188,7 @@ class TrafficForecaster:
         take back at most one GPU (the slack of whole GPUs), so a stream with little noise is
         never planned short by more than that at its peaks."""
         base, moved = self._margins(app, q)
-        raw = math.exp(point + base)
+        raw = (math.exp(point) + SLACK) * math.exp(base) - SLACK
         return max(raw * math.exp(moved), raw - 1.0)
 
     def _margins(self, app: AppTraffic, q: float) -> tuple[float, float]:
@@ -174,7 +198,7 @@ class TrafficForecaster:
             if len(app.errors) < MIN_ERRORS:
                 base = PRIOR_SPREAD * NormalDist().inv_cdf(min(max(q, 0.01), 0.99))
             else:
-                base = float(np.quantile(app.errors, q))
+                base = _quantile(app.errors, q)
             app.cache[key] = (base, float(np.interp(q, QUANTILES, app.offsets)))
         margins: tuple[float, float] = app.cache[key]
         return margins
@@ -193,7 +217,10 @@ class TrafficForecaster:
         return {
             app_id: {
                 "hours": sorted([h, v] for h, v in a.loads.items()),
-                "errors": a.errors,
+                "samples": a.samples,
+                "seen": a.seen,
+                "stride": a.stride,
+                "errors": [list(e) for e in a.errors],
                 "offsets": a.offsets,
                 "pending": None if a.pending is None else [a.pending.hour, a.pending.point, a.pending.gpus],
             }
@@ -207,11 +234,31 @@ class TrafficForecaster:
             pending = a.get("pending")
             out.apps[app_id] = AppTraffic(
                 {int(h): float(v) for h, v in a["hours"]},
-                [float(e) for e in a.get("errors", [])],
+                [float(v) for v in a.get("samples", [])],
+                int(a.get("seen", len(a.get("samples", [])))),
+                int(a.get("stride", 1)),
+                [tuple(float(x) for x in e) if isinstance(e, list) else (float(e),) for e in a.get("errors", [])],
                 [float(o) for o in a.get("offsets", [0.0] * len(QUANTILES))],
                 None if pending is None else Pending(int(pending[0]), float(pending[1]), [int(g) for g in pending[2]]),
             )
         return out
+
+
+def _evenly(ordered: list[float], most: int) -> tuple[float, ...]:
+    """`ordered` as it is, or, when longer than `most`, its values at `most` evenly spaced ranks
+    (each standing for an equal share)."""
+    n = len(ordered)
+    if n <= most:
+        return tuple(ordered)
+    return tuple(ordered[(2 * i + 1) * n // (2 * most)] for i in range(most))
+
+
+def _quantile(errors: list[tuple[float, ...]], q: float, absolute: bool = False) -> float:
+    """The `q` quantile of the hours' errors (of their magnitudes with `absolute`), each hour
+    weighing one, shared among its observations."""
+    values = np.array([e for hour in errors for e in hour])
+    weights = np.array([1.0 / len(hour) for hour in errors for _ in hour])
+    return float(np.quantile(np.abs(values) if absolute else values, q, weights=weights, method="inverted_cdf"))
 
 
 def _fit(loads: dict[int, float], forgetting: float) -> Fit:

@@ -76,8 +76,12 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
                 + (f"p50 {gap['p50']:.2%}, p90 {gap['p90']:.2%}, max {gap['max']:.2%}" if gap else "no bound")
             )
         if run.grants:
-            granted = sum(len(g.added) for _, g in run.grants)
-            lines.append(f"{policy}: {len(run.grants)} reactive grants within their step, {granted} GPUs")
+            given = [g for _, g in run.grants if g.added]
+            back = [g for _, g in run.grants if g.released]
+            lines.append(
+                f"{policy}: {len(given)} reactive grants within their step, {sum(len(g.added) for g in given)} GPUs; "
+                f"{len(back)} handed back idle, {sum(len(g.released) for g in back)} GPUs"
+            )
         if run.out_of_memory:
             lost = mistakes(sim, run)
             lines.append(
@@ -135,7 +139,8 @@ def as_json(rows: list[DayReport], sim: Simulation) -> dict:
         "refused": {p: refusals(run) for p, run in sim.runs.items()},
         "forecast_price": forecast_price(rows, sim),
         "sizing": {p: mistakes(sim, run) for p, run in sim.runs.items()},
-        "reactive_grants": {p: len(run.grants) for p, run in sim.runs.items()},
+        "reactive_grants": {p: sum(1 for _, g in run.grants if g.added) for p, run in sim.runs.items()},
+        "reactive_releases": {p: sum(1 for _, g in run.grants if g.released) for p, run in sim.runs.items()},
     }
 
 

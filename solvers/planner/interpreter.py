@@ -100,8 +100,8 @@ class Failed:
 
 @dataclass(frozen=True)
 class Granted:
-    """Idle GPUs of the committed step granted to a real-time app at once (`Planner.react`):
-    the shell publishes them as a reactive commit of that step."""
+    """A real-time app's set changed within the committed step (`Planner.react` granted it GPUs,
+    or `Planner.release` handed some back): the shell publishes it as a reactive commit of that step."""
 
     grant: Grant
 
@@ -277,7 +277,9 @@ class Pool:
             return [Rejected(event.ref, f"app: {p.app!r} is not registered (app.registered comes first)")]
         step = self.step_at(event.occurred_at)
         planner.observe_traffic(p.app, step, p.gpus_needed(app.rps_per_gpu), p.load(app.rps_per_gpu))
-        grant = planner.react(p.app) if step == planner.now - 1 else None  # demand in the committed step
+        if step != planner.now - 1:  # not demand in the committed step
+            return []
+        grant = planner.react(p.app) or planner.release(p.app)
         return [] if grant is None else [Granted(grant)]
 
     def _configure(self, event: Event, now: datetime) -> list[Effect]:

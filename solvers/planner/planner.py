@@ -41,7 +41,7 @@ from gpualloc.solvers.planner.records import (
     Source,
 )
 from gpualloc.solvers.planner.starvation import delayed, raised, starving
-from gpualloc.solvers.planner.window import demand, running_mask, steps_left, window
+from gpualloc.solvers.planner.window import demand, observed_in, running_mask, steps_left, window
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Batch, Problem, bits_of, earliest_block, obeys_node_rule
 
@@ -302,7 +302,13 @@ class Planner:
         wait for it."""
         old = self.apps.get(app.id)
         if old is not None:
-            app.observed, app.held, app.before = old.observed, old.held, old.before
+            app.observed, app.held, app.before, app.latest, app.granted = (
+                old.observed,
+                old.held,
+                old.before,
+                old.latest,
+                old.granted,
+            )
         elif app.held > 0:  # a new app's `current`: bound to it now, as a committed step's GPUs are
             self.committed |= app.held & ((1 << self.config.gpus) - 1)
         self.apps[app.id] = app
@@ -336,10 +342,12 @@ class Planner:
         """`gpus` needed at `step` (`load`: the same, unrounded, when the observation gave requests/s)."""
         app = self.apps[app_id]
         app.observed[step] = max(gpus, app.observed.get(step, 0))
+        if app.latest is None or step >= app.latest[0]:
+            app.latest = (step, gpus)
         self.forecasts.observed(app_id, self.hour_of(step), gpus if load is None else load)
 
     def react(self, app_id: str) -> Grant | None:
-        """The committed step's observed demand of `app_id` above what it holds there, met at once
+        """The demand `app_id` needs now in the committed step (`_needs`) above what it holds there, met at once
         where it can be: GPUs idle in the step (held by no running job, no start decided since
         the commit, no app, no down or drained node) first, then GPUs other apps hold above their
         own demand observed in the step (least valuable app first; each keeps its demand and its
@@ -351,11 +359,12 @@ class Planner:
         current plan leaves free next step, lowest first. None when nothing is short or nothing
         can be had. What it gets it keeps until the next boundary's plan, which starts from it."""
         step, app = self.now - 1, self.apps.get(app_id)
-        if app is None or app.held < 0 or step not in app.observed:
+        wanted = None if app is None else self._needs(app)
+        if app is None or app.held < 0 or wanted is None:
             return None
         pool, dead = (1 << self.config.gpus) - 1, self.down | self.drained
         ceiling = self.config.gpus if app.max_gpus is None else min(app.max_gpus, self.config.gpus)
-        short = min(app.observed[step], ceiling) - (app.held & ~dead).bit_count()
+        short = min(wanted, ceiling) - (app.held & ~dead).bit_count()
         if short <= 0:
             return None
         taken = self.committed | self._running_mask() | dead
@@ -370,10 +379,10 @@ class Planner:
                 break
             order.append((None, g))
             spent, short = spent + cost, short - 1
-        donors = (d for d in self.apps.values() if d.id != app_id and d.held > 0 and step in d.observed)
+        donors = (d for d in self.apps.values() if d.id != app_id and d.held > 0 and observed_in(d, step) is not None)
         for donor in sorted(donors, key=lambda d: (d.priority, d.id)):
             live = donor.held & ~dead
-            spare = live.bit_count() - max(donor.observed[step], donor.min_gpus)
+            spare = live.bit_count() - max(observed_in(donor, step) or 0, donor.min_gpus)
             d_cap, d_before, d_spent = self._swaps(donor)
             for g in sorted(bits_of(live), key=lambda g: (bool(d_before >> g & 1), not before >> g & 1, g)):
                 if short == 0 or spare <= 0:
@@ -396,12 +405,18 @@ class Planner:
             if donor_id is not None:
                 self.apps[donor_id].held &= ~(1 << g)
         app.held |= grant
+        app.granted |= grant
         self.committed |= grant
         given = {d: tuple(bits_of(self.apps[d].held)) for d in dict.fromkeys(d for d, _ in order if d is not None)}
         n, idle = grant.bit_count(), sum(1 for d, _ in order if d is None)
-        still = min(app.observed[step], ceiling) - (app.held & ~dead).bit_count()
+        still = min(wanted, ceiling) - (app.held & ~dead).bit_count()
+        seen = (
+            f"in step {step}"
+            if app.latest and app.latest[0] == step
+            else f"in step {step - 1}, holding into step {step}"
+        )
         reason = (
-            f"observed demand {app.observed[step]} GPUs in step {step} above the {app.held.bit_count() - n} it held: "
+            f"observed demand {wanted} GPUs {seen} above the {app.held.bit_count() - n} it held: "
             + ", ".join(
                 part
                 for part in (
@@ -414,6 +429,45 @@ class Planner:
             + (f", {still} still short (nothing more to take, a swap cap, or the floors next step)" if still else "")
         )
         return Grant(step, app_id, tuple(bits_of(app.held)), tuple(bits_of(grant)), reason, given)
+
+    def release(self, app_id: str) -> Grant | None:
+        """GPUs given to `app_id` within the committed step (`react`) above what it needs now
+        (`_needs`, its floor at least) handed back as idle, so arrivals of the step and other
+        apps' grants may take them: those it took from the set it ended the previous step with
+        first (each undoes a swap), then the others its swap cap lets go, highest first. None
+        when it needs them all, or nothing was given in the step."""
+        step, app = self.now - 1, self.apps.get(app_id)
+        wanted = None if app is None else self._needs(app)
+        if app is None or wanted is None or not app.granted & app.held:
+            return None
+        dead = self.down | self.drained
+        surplus = (app.held & ~dead).bit_count() - max(wanted, app.min_gpus)
+        cap, before, spent = self._swaps(app)
+        freed = 0
+        for g in sorted(bits_of(app.granted & app.held), key=lambda g: (bool(before >> g & 1), -g)):
+            cost = 1 if before >> g & 1 else -1  # given back, a GPU it held then is a swap again
+            if surplus <= 0 or spent + cost > cap:
+                break
+            freed, spent, surplus = freed | 1 << g, spent + cost, surplus - 1
+        if not freed:
+            return None
+        app.held &= ~freed
+        app.granted &= ~freed
+        self.committed &= ~freed
+        reason = (
+            f"observed demand {wanted} GPUs in step {step}: {freed.bit_count()} GPU{'s' * (freed.bit_count() != 1)} "
+            "granted in the step handed back idle"
+        )
+        return Grant(step, app_id, tuple(bits_of(app.held)), (), reason, {}, tuple(bits_of(freed)))
+
+    def _needs(self, app: AppSpec) -> int | None:
+        """GPUs `app` needs now in the committed step: its last observation, when it was made in
+        that step or the step before (an observation holds until the next), else the largest one
+        known ahead for that step; None: none."""
+        step = self.now - 1
+        if app.latest is not None and step - 1 <= app.latest[0] <= step:
+            return app.latest[1]
+        return app.observed.get(step)
 
     def _floors_fit(self, app_id: str, order: list[tuple[str | None, int]], room: int) -> bool:
         """Would every app's floor at the next commit (`_next_floor`: what its swap cap makes it
@@ -737,7 +791,7 @@ class Planner:
         )
         for app_id, masks in sorted(schedule.realtime.items()):
             app = self.apps[app_id]
-            app.before, app.held = app.held, masks[0]
+            app.before, app.held, app.granted = app.held, masks[0], 0
             assignments[app_id] = tuple(bits_of(masks[0]))
         for app in self.apps.values():  # past observations are no longer planned for: only the latest is
             latest = max(app.observed, default=None)
@@ -746,11 +800,16 @@ class Planner:
         for owned in assignments.values():
             for g in owned:
                 self.committed |= 1 << g
-        commit = Commit(self.now, assignments, started, problem, schedule, source, reasons)
         self.now += 1
         self.ahead = None
         self.busy = self._plan_busy(schedule, 1)
-        return commit
+        for app_id in sorted(self.apps, key=lambda a: (-self.apps[a].priority, a)):
+            grant = self.react(app_id)  # demand observed before the boundary holds into the step
+            if grant is not None:
+                reasons[app_id] = f"{reasons[app_id]}; {grant.reason}"
+        for app_id in schedule.realtime:
+            assignments[app_id] = tuple(bits_of(self.apps[app_id].held))
+        return Commit(self.now - 1, assignments, started, problem, schedule, source, reasons)
 
     # ---- the window as a Problem ----------------------------------------------------------
     def window_problem(self) -> Problem:

@@ -62,6 +62,8 @@ class AppSpec:
     observed: dict[int, int] = field(default_factory=dict)  # step -> largest GPUs observed
     held: int = -1  # GPU mask held in the last committed step (-1: never committed), reactive grants included
     before: int = -1  # GPU mask held at the end of the step before it: what R4 counts a step's grants against
+    latest: tuple[int, int] | None = None  # (step, GPUs) of its last observation, of the latest step observed
+    granted: int = 0  # GPUs of `held` granted within the committed step (its commit's own set excluded)
 
 
 @dataclass(frozen=True)
@@ -87,9 +89,11 @@ class Commit:
 
 @dataclass(frozen=True)
 class Grant:
-    """GPUs given at once to a real-time app whose observed demand in the committed step exceeds
-    what it holds (`Planner.react`): idle ones, and others apps held above their own demand.
-    Published as a reactive commit of that step, which carries only the sets it changes."""
+    """A real-time app's set changed within the committed step: GPUs given at once when its
+    observed demand exceeds what it holds (`Planner.react`: idle ones, and others apps held above
+    their own demand), or GPUs so given handed back as idle when its demand falls again
+    (`Planner.release`). Published as a reactive commit of that step, which carries only the
+    sets it changes."""
 
     step: int
     app_id: str
@@ -97,6 +101,7 @@ class Grant:
     added: tuple[int, ...]
     reason: str
     given: dict[str, tuple[int, ...]] = field(default_factory=dict)  # app that gave GPUs -> its set now
+    released: tuple[int, ...] = ()
 
     @property
     def sets(self) -> dict[str, tuple[int, ...]]:

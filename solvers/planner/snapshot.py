@@ -109,6 +109,8 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
                 [[step, gpus] for step, gpus in a.observed.items()],
                 _hex(a.held),
                 _hex(a.before),
+                None if a.latest is None else list(a.latest),
+                _hex(a.granted),
             ]
             for app_id, a in planner.apps.items()
         },
@@ -137,8 +139,10 @@ def load_planner(
         held = int(held, 16) if isinstance(held, str) else held  # version 2: a JSON integer
         before = rest[0] if rest else held  # absent before reactive grants: its set is what the step began with
         before = int(before, 16) if isinstance(before, str) else before
+        latest = tuple(rest[1]) if len(rest) > 1 and rest[1] is not None else None  # absent before releases
+        granted = int(rest[2], 16) if len(rest) > 2 else 0
         planner.apps[app_id] = AppSpec(
-            app_id, priority, lo, hi, cap, profile, rps, {s: g for s, g in observed}, held, before
+            app_id, priority, lo, hi, cap, profile, rps, {s: g for s, g in observed}, held, before, latest, granted
         )
     planner.down, planner.drained = int(data["down"], 16), int(data["drained"], 16)
     planner.committed = int(data["committed"], 16)

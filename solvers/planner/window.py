@@ -104,6 +104,12 @@ def demand(
     return out
 
 
+def observed_in(app: AppSpec, step: int) -> int | None:
+    """GPUs `app` was seen to need in `step`: its largest observation there, else the previous
+    step's, which holds until the next observation comes (None: neither was observed)."""
+    return app.observed.get(step, app.observed.get(step - 1))
+
+
 def steps_left(spec: JobSpec, start: int, now: int) -> int:
     """Steps a running job is planned to hold its GPUs from `now`: the rest of its planned
     duration, one at least (a job past it is planned a step at a time: it ends at a boundary the

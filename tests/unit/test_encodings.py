@@ -21,7 +21,7 @@ from support.planner_states import loaded_planner
 from gpualloc.agent.bus.topics import Record, encode
 from gpualloc.agent.service import dispatcher
 from gpualloc.agent.service.dispatcher import Dispatcher
-from gpualloc.forecasting.traffic import ERRORS, QUANTILES, AppTraffic, Pending
+from gpualloc.forecasting.traffic import ERRORS, HOUR_ERRORS, HOUR_SAMPLES, QUANTILES, AppTraffic, Pending
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart, RecordedCommit
 from gpualloc.schemas.features import FEATURES
 from gpualloc.solvers.grid import Schedule
@@ -118,7 +118,7 @@ def test_an_app_never_committed_keeps_held_minus_one_and_version_2_forms_read():
     data = orjson.loads(orjson.dumps(dump_planner(planner)))
     assert data["busy"] == [[2, "ff"], [1, format(1 << 127, "x")], [1, "0"]]  # runs of equal steps
     assert load_planner(data, heuristic_schedule).apps["chat"].held == -1
-    assert data["apps"]["chat"][-1] == "-1"  # `before`, the set it ended the step before with
+    assert data["apps"]["chat"][-3:] == ["-1", None, "0"]  # `before`, its last observation, GPUs granted
     data["apps"]["chat"] = data["apps"]["chat"][:8]  # version 2: no `before`...
     data["apps"]["chat"][-1] = 12  # ...and `held` a JSON integer
     data["busy"] = ["ff", "ff", format(1 << 127, "x"), "0"]  # version 2: a hex mask per step
@@ -222,9 +222,12 @@ def limits_planner(seed: int = 0) -> Planner:
             {p.now + t: rng.randint(1, 32) for t in range(horizon)},
             ((1 << app_gpus) - 1) << (gpus - app_gpus * (k + 1)),
         )
-        p.forecasts.traffic.apps[app_id] = AppTraffic(  # six weeks of hours, two of errors
+        p.forecasts.traffic.apps[app_id] = AppTraffic(  # six weeks of hours, two of errors, every hour's most
             loads={h: rng.uniform(0, 40) for h in range(6 * 168)},
-            errors=[rng.uniform(-1, 1) for _ in range(ERRORS)],
+            samples=[rng.uniform(0, 40) for _ in range(HOUR_SAMPLES)],
+            seen=10**6,
+            stride=2**14,
+            errors=[tuple(rng.uniform(-1, 1) for _ in range(HOUR_ERRORS)) for _ in range(ERRORS)],
             offsets=[rng.uniform(-0.1, 0.1) for _ in QUANTILES],
             pending=Pending(6 * 168, rng.uniform(0, 4), [rng.randint(1, 40) for _ in QUANTILES]),
         )

@@ -18,7 +18,7 @@ from gpualloc.forecasting import physics
 from gpualloc.forecasting.forecasters import Forecasters, hardware
 from gpualloc.forecasting.jobs import Hardware, JobForecaster, SizeError
 from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow, OnlineRidge
-from gpualloc.forecasting.traffic import WEEK, TrafficForecaster, day_type
+from gpualloc.forecasting.traffic import HOUR_ERRORS, HOUR_SAMPLES, WEEK, TrafficForecaster, day_type
 from gpualloc.schemas.features import QUANT_BITS, TRAINING_VARIANTS, QuantizationFeatures, TrainingFeatures
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import ForecastSettings
@@ -345,6 +345,60 @@ def test_the_traffic_state_reloads_to_the_same_forecasts_and_learns_alike():
             model.observe("app", h, weekly(h) * 1.3)
     later = range(2 * WEEK + 48, 2 * WEEK + 96)
     assert [again.forecast("app", h, 0.8) for h in later] == [tf.forecast("app", h, 0.8) for h in later]
+
+
+def sampled(glitch: float, seed: int = 3, per_hour: int = 12, weeks: int = 3) -> tuple[TrafficForecaster, float]:
+    """`per_hour` observations an hour of the weekly curve, one in `per_hour` of every fifth
+    hour `glitch` times higher (a glitch seen for minutes); and the share of the observations of
+    the last week above the q=0.9 forecast made before its hour."""
+    rng, tf = random.Random(seed), TrafficForecaster()
+    above = seen = 0
+    for h in range(weeks * WEEK):
+        bound = tf.forecast("app", h, 0.9)
+        for k in range(per_hour):
+            load = 3 * weekly(h) * math.exp(rng.gauss(0, 0.05)) * (glitch if h % 5 == 0 and k == 7 else 1.0)
+            if h >= (weeks - 1) * WEEK and bound is not None:
+                seen, above = seen + 1, above + (math.ceil(load - 1e-9) > math.ceil(bound - 1e-9))
+            tf.observe("app", h, load)
+    return tf, above / seen
+
+
+def test_a_glitch_seen_for_minutes_does_not_stand_for_its_hour():
+    """An hour is the median of its observations and its errors weigh as shares of it: glitches
+    x5 in a twelfth of every fifth hour leave the forecast near the clean one, and the share of
+    observations above the q=0.9 forecast still comes to about 0.1."""
+    (clean, _), (glitchy, share) = sampled(1.0), sampled(5.0)
+    h = 3 * WEEK + 14
+    assert glitchy.forecast("app", h, 0.9) < 1.2 * clean.forecast("app", h, 0.9)
+    assert share == pytest.approx(0.1, abs=0.03)
+
+
+def test_a_night_glitch_of_a_gpu_or_two_does_not_widen_the_day():
+    """Errors are taken on load plus a GPU: nights under one GPU that jump by two in a tenth of
+    all hours do not make the day's margin a multiple of its load (errors of the load alone
+    would: x5 at night, so 50 GPUs for a day of 10)."""
+    rng, tf = random.Random(5), TrafficForecaster()
+    for h in range(3 * WEEK):
+        night = h % 24 < 8
+        load = (0.5 + (2.0 if rng.random() < 0.3 else 0.0)) if night else 10 * math.exp(rng.gauss(0, 0.05))
+        tf.observe("app", h, load)
+    assert tf.forecast("app", 3 * WEEK + 14, 0.9) < 20
+
+
+def test_an_hour_of_many_observations_keeps_a_bounded_state_that_reloads_alike():
+    tf = TrafficForecaster()
+    for h in range(30):
+        for k in range(1000):
+            tf.observe("app", h, 5 + (k % 7))
+            if h == 29 and k == 500:
+                mid = TrafficForecaster.load(json.loads(json.dumps(tf.dump())), tf.weeks, tf.forgetting)
+    app = tf.apps["app"]
+    assert len(app.samples) <= HOUR_SAMPLES and all(len(e) <= HOUR_ERRORS for e in app.errors)
+    for k in range(501, 1000):
+        mid.observe("app", 29, 5 + (k % 7))
+    for model in (tf, mid):
+        model.observe("app", 30, 6.0)
+    assert mid.dump() == tf.dump() and mid.forecast("app", 31, 0.9) == tf.forecast("app", 31, 0.9)
 
 
 # ---- hostile features ----------------------------------------------------------------------

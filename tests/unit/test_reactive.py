@@ -269,3 +269,53 @@ def test_at_the_contracts_limits_64_apps_react_in_one_pass_and_every_step_stays_
     assert grants and any(g.given for g in grants)  # until the idle GPUs and the surplus run out
     limits = {a["id"]: (1, 64, 16) for a in apps}
     assert online_violations(_folded(commits, grants), limits, set(limits), node_size=8) == []
+
+
+def test_demand_seen_before_the_boundary_holds_into_the_step_and_idle_gpus_meet_it_at_the_commit():
+    """A day of an app needing 2 GPUs, then 9 late in a step: the forecast plans the next step
+    low, but the latest observation holds until the next one, so the commit itself grants the
+    idle GPUs the plan leaves (within the swap cap), and takes none a running job holds."""
+    pool = pool_with_app(gpus=16, swap_cap=8, floor=1)
+    for _ in range(26):
+        observe(pool, 2, 30)
+        pool.commit()
+    observe(pool, 9, 50)
+    planned = pool.planner.window_problem()
+    [rt] = [r for r in planned.realtime if r.id == "rt"]
+    commit = pool.commit().commit
+    assert rt.demand[0] < 9 and len(commit.assignments["rt"]) == 9
+    assert f"observed demand 9 GPUs in step {commit.step - 1}, holding into step {commit.step}" in commit.reasons["rt"]
+    busy = pool_with_app(gpus=8, swap_cap=8, floor=1)
+    busy.apply(
+        [ev("job.submitted", {"id": "j", "kind": "training", "priority": 5, "gpus": 4, "duration": 40}, ref="j")], T0
+    )
+    commits = [busy.commit().commit]
+    for _ in range(26):
+        observe(busy, 2, 30)
+        commits.append(busy.commit().commit)
+    observe(busy, 9, 50)
+    commits.append(busy.commit().commit)
+    assert len(commits[-1].assignments["rt"]) == 4 and commits[-1].assignments["j"] == commits[0].assignments["j"]
+    assert online_violations(commits, {"rt": (1, 8, 8)}, {"rt"}, node_size=8) == []
+
+
+def test_gpus_granted_in_the_step_go_back_idle_when_demand_falls_and_come_again_when_it_rises():
+    pool = pool_with_app()
+    pool.commit()
+    pool.commit()
+    app = pool.planner.apps["rt"]
+    own = app.held  # the commit's set
+    [up] = [e.grant for e in observe(pool, own.bit_count() + 3, 5) if isinstance(e, Granted)]
+    assert len(up.added) == 3 and not up.released
+    [down] = [e.grant for e in observe(pool, own.bit_count() + 1, 20) if isinstance(e, Granted)]
+    assert len(down.released) == 2 and set(down.released) <= set(up.added) and not down.added
+    assert app.held.bit_count() == own.bit_count() + 1 and not pool.planner.committed & sum(
+        1 << g for g in down.released
+    )
+    assert "2 GPUs granted in the step handed back idle" in down.reason
+    [below] = [e.grant for e in observe(pool, 0, 30) if isinstance(e, Granted)]
+    assert app.held == own  # the commit's own set stays: only what the step granted goes back
+    assert below.gpus == tuple(bits_of(own))
+    assert not [e for e in observe(pool, 0, 35) if isinstance(e, Granted)]  # nothing more to give back
+    [again] = [e.grant for e in observe(pool, own.bit_count() + 2, 40) if isinstance(e, Granted)]
+    assert len(again.added) == 2 and app.held.bit_count() == own.bit_count() + 2

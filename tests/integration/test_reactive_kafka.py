@@ -1,5 +1,6 @@
 """A traffic spike within a step on a real broker: the agent grants idle GPUs in the same pass as
-a reactive commit of the committed step, node agents bind them, and `audit` reproduces it."""
+a reactive commit of the committed step, hands them back idle when the next observation shows the
+spike over, node agents bind and release them, and `audit` reproduces both."""
 
 from __future__ import annotations
 
@@ -61,32 +62,37 @@ async def test_a_spike_within_the_step_is_granted_bound_and_audited(kafka_bootst
             held = planner.apps["chat"].held.bit_count()
             at = origin + timedelta(seconds=SETTINGS.step_seconds * step + 0.5)
             spike = message("traffic.observed", {"app": "chat", "gpus": 6}, at, "spike")
-            await publish(kafka_bootstrap, topics.traffic, [spike], key=b"default")
+            calm = message("traffic.observed", {"app": "chat", "gpus": 1}, at + timedelta(seconds=0.1), "calm")
+            await publish(kafka_bootstrap, topics.traffic, [spike, calm], key=b"default")
 
-            async def granted() -> bool:
+            async def reacted() -> bool:
                 commits = [m for _, m in await read_all(kafka_bootstrap, topics.commits)]
-                return any(m["payload"].get("reactive") for m in commits)
+                return sum(1 for m in commits if m["payload"].get("reactive")) == 2
 
-            await wait_until(granted, "a reactive commit")
+            await wait_until(reacted, "two reactive commits")
             commits = [m["payload"] for _, m in await read_all(kafka_bootstrap, topics.commits)]
-            [reactive] = [c for c in commits if c.get("reactive")]
-            assert reactive["step"] == step and set(reactive["assignments"]) == {"chat"}
-            gpus = reactive["assignments"]["chat"]
-            assert len(gpus) == 6 > held and "granted at once" in reactive["reasons"]["chat"]
-            assert reactive["seq"] == max(c["seq"] for c in commits if c["step"] == step)
+            granted, back = [c for c in commits if c.get("reactive")]
+            assert granted["step"] == back["step"] == step and set(granted["assignments"]) == {"chat"}
+            gpus = granted["assignments"]["chat"]
+            assert len(gpus) == 6 > held and "granted at once" in granted["reasons"]["chat"]
+            kept = back["assignments"]["chat"]
+            assert len(kept) == held and set(kept) < set(gpus) and "handed back idle" in back["reasons"]["chat"]
+            assert back["seq"] == granted["seq"] + 1 == max(c["seq"] for c in commits if c["step"] == step)
 
-            async def bound() -> bool:
+            async def follow() -> bool:
+                """Each node whose part changed bound its part of the grant, then its part of what was kept."""
                 got = await read_all(kafka_bootstrap, topics.bindings)
-                mine = {
-                    g
-                    for node in (0, 1)
-                    for status, holder, owned in reports(got, node)
-                    if status == "bound" and holder == "chat"
-                    for g in owned
-                }
-                return set(gpus) <= mine
+                for node in (0, 1):
+                    grant, keep = ([g for g in gs if g // 8 == node] for gs in (gpus, kept))
+                    held = [
+                        owned if status == "bound" else [] for status, h, owned in reports(got, node) if h == "chat"
+                    ]
+                    first = next((k for k, owned in enumerate(held) if sorted(owned) == grant), None)
+                    if grant != keep and (first is None or sorted(keep) not in [sorted(o) for o in held[first + 1 :]]):
+                        return False
+                return True
 
-            await wait_until(bound, f"node agents binding chat on {gpus}")
+            await wait_until(follow, f"node agents binding chat on {gpus}, then on {kept}")
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)

@@ -137,7 +137,7 @@ class TrafficForecaster:
         if app.pending is None or hour > app.pending.hour:
             self._settle(app)
             fit = self.fit(app_id)
-            if fit is not None:
+            if fit is not None and hour % 24 in fit.hours_of_day:  # else no forecast was made: no error to learn
                 point = fit.point(hour)
                 gpus = [math.ceil(self._load(app, point, q) - 1e-9) for q in QUANTILES]
                 app.pending = Pending(hour, point, gpus)

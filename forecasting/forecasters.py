@@ -90,10 +90,16 @@ class Forecasters:
             self._before[app_id] = None if now is None else now.copy()
         self.traffic.observe(app_id, hour, load)
 
-    def demand(self, app_id: str, hour: int, quantile: float | None = None) -> int | None:
+    def demand(
+        self, app_id: str, hour: int, quantile: float | None = None, profile: list[int] | None = None
+    ) -> int | None:
         """GPUs app `app_id` needs in pool hour `hour` at `quantile` (the settings' by default;
-        None: nothing observed to go by)."""
-        load = self.traffic.forecast(app_id, hour, quantile or self.settings.realtime_quantile)
+        None: nothing observed to go by); an hour of day not seen yet takes the registered
+        `profile` scaled by the observations' own level (`TrafficForecaster.scaled_profile`)."""
+        q = quantile or self.settings.realtime_quantile
+        load = self.traffic.forecast(app_id, hour, q)
+        if load is None and profile:
+            load = self.traffic.scaled_profile(app_id, hour, q, profile)
         return None if load is None else math.ceil(load - 1e-9)
 
     # ---- state --------------------------------------------------------------------------------

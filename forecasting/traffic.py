@@ -24,6 +24,10 @@ the whole hour. The model, in logs:
   far below its forecast (`ANOMALY` typical errors: a holiday, an outage) does not lower them: it
   says nothing of the upper quantiles. Errors are logs of load and forecast each plus `SLACK`
   GPUs: a load under one GPU that doubles costs one GPU, not a doubling of the daytime margin.
+- further ahead: a forecast made `LEADS` hours or more before its hour is raised by that lead's
+  own tracked correction (never below the one-step forecast), kept the same way against what the
+  hour then needed, so plans that commit GPUs for hours (a batch job's block) see the error of
+  forecasts that far ahead, which grows with the lead, not the one-step error.
 Pure and deterministic: a function of the observations in order; `dump` and `load` carry all of it.
 """
 
@@ -52,6 +56,7 @@ MIN_DAY = 6  # observations a day needs for its median to count
 SLACK = 1.0  # GPUs added to load and forecast before an error's log is taken
 HOUR_SAMPLES = 64  # observations an hour keeps at most: past it, every other one (evenly in arrival order)
 HOUR_ERRORS = 8  # errors an hour keeps at most: past it, its errors' evenly spaced quantiles
+LEADS = (4, 16, 64)  # hours ahead from which a forecast takes a lead's own tracked correction
 
 
 def week_minute(at: datetime) -> int:
@@ -105,6 +110,8 @@ class AppTraffic:
     errors: list[tuple[float, ...]] = field(default_factory=list)  # an hour's one-step-ahead errors, oldest first
     offsets: list[float] = field(default_factory=lambda: [0.0] * len(QUANTILES))  # tracked, by QUANTILES
     pending: Pending | None = None
+    lead_offsets: list[list[float]] = field(default_factory=lambda: [[0.0] * len(QUANTILES) for _ in LEADS])
+    lead_pending: list[dict[int, list[int]]] = field(default_factory=lambda: [{} for _ in LEADS])  # hour -> GPUs
     cache: dict[str, Any] = field(default_factory=dict, repr=False)  # the fit and the margins, derived
 
     def copy(self) -> AppTraffic:
@@ -113,7 +120,15 @@ class AppTraffic:
             None if self.pending is None else Pending(self.pending.hour, self.pending.point, list(self.pending.gpus))
         )
         return AppTraffic(
-            dict(self.loads), list(self.samples), self.seen, self.stride, list(self.errors), list(self.offsets), pending
+            dict(self.loads),
+            list(self.samples),
+            self.seen,
+            self.stride,
+            list(self.errors),
+            list(self.offsets),
+            pending,
+            [list(o) for o in self.lead_offsets],
+            [{h: list(g) for h, g in p.items()} for p in self.lead_pending],
         )
 
     @property
@@ -141,6 +156,13 @@ class TrafficForecaster:
                 point = fit.point(hour)
                 gpus = [math.ceil(self._load(app, point, q) - 1e-9) for q in QUANTILES]
                 app.pending = Pending(hour, point, gpus)
+                for i, lead in enumerate(LEADS):  # forecasts made now for the hour `lead` ahead
+                    target = hour + lead - 1
+                    if target % 24 in fit.hours_of_day:
+                        ahead = fit.point(target)
+                        app.lead_pending[i][target] = [
+                            math.ceil(self._load(app, ahead, q, i) - 1e-9) for q in QUANTILES
+                        ]
         if hour != app.last:
             app.samples, app.seen, app.stride = [], 0, 1
         if app.seen % app.stride == 0:
@@ -166,12 +188,17 @@ class TrafficForecaster:
         app.pending = None
         app.cache.clear()
         if spread is not None and float(np.median(errors)) < -ANOMALY * spread:
+            for pending in app.lead_pending:
+                pending.pop(p.hour, None)
             return  # a holiday's or an outage's hour: far below, it tells nothing of the upper quantiles
         needed = [math.ceil(load - 1e-9) for load in app.samples]
-        for i, q in enumerate(QUANTILES):
-            short = sum(n > p.gpus[i] for n in needed) / len(needed)
-            moved = app.offsets[i] + TRACK_RATE * (short - (1.0 - q))
-            app.offsets[i] = min(OFFSET_LIMIT, max(-OFFSET_LIMIT, moved))
+        _track(app.offsets, p.gpus, needed, -OFFSET_LIMIT)
+        for offsets, pending in zip(app.lead_offsets, app.lead_pending):
+            made = pending.pop(p.hour, None)
+            for h in [h for h in pending if h < p.hour]:
+                del pending[h]
+            if made is not None:
+                _track(offsets, made, needed, 0.0)
 
     def forecast(self, app_id: str, hour: int, quantile: float) -> float | None:
         """GPUs needed in pool hour `hour` at `quantile` (None: no history to go by, or none yet
@@ -180,16 +207,33 @@ class TrafficForecaster:
         fit = self.fit(app_id)
         if fit is None or hour % 24 not in fit.hours_of_day:
             return None
-        return self._load(self.apps[app_id], fit.point(hour), quantile)
+        lead = sum(1 for ahead in LEADS if hour - fit.last >= ahead) - 1
+        return self._load(self.apps[app_id], fit.point(hour), quantile, lead if lead >= 0 else None)
 
-    def _load(self, app: AppTraffic, point: float, q: float) -> float:
+    def scaled_profile(self, app_id: str, hour: int, quantile: float, profile: list[int]) -> float | None:
+        """GPUs at `quantile` in an hour of day the history has not seen yet (a new app's first
+        day): the registered `profile` (24 GPU counts by hour of day, a shape declared before
+        any traffic) raised by the `quantile` of the ratios the hours seen so far ran at against
+        it (logs of load and profile each plus `SLACK`); None: no hour seen."""
+        app = self.apps.get(app_id)
+        if app is None or not app.loads:
+            return None
+        hours = sorted(app.loads)
+        ratios = [math.log((app.loads[h] + SLACK) / (profile[h % 24] + SLACK)) for h in hours]
+        return (profile[hour % 24] + SLACK) * math.exp(float(np.quantile(ratios, quantile))) - SLACK
+
+    def _load(self, app: AppTraffic, point: float, q: float, lead: int | None = None) -> float:
         """GPUs at quantile `q` around the log point forecast: raised by the errors' own quantile,
         then moved by the tracked correction (interpolated between tracked levels), which may
         take back at most one GPU (the slack of whole GPUs), so a stream with little noise is
-        never planned short by more than that at its peaks."""
+        never planned short by more than that at its peaks; `lead` (an index of `LEADS`): raised
+        by that lead's tracked correction too."""
         base, moved = self._margins(app, q)
         raw = (math.exp(point) + SLACK) * math.exp(base) - SLACK
-        return max(raw * math.exp(moved), raw - 1.0)
+        one_step = max(raw * math.exp(moved), raw - 1.0)
+        if lead is None:
+            return one_step
+        return (one_step + SLACK) * math.exp(float(np.interp(q, QUANTILES, app.lead_offsets[lead]))) - SLACK
 
     def _margins(self, app: AppTraffic, q: float) -> tuple[float, float]:
         """(the errors' own q-quantile, the tracked correction at q), cached until either changes."""
@@ -223,6 +267,8 @@ class TrafficForecaster:
                 "errors": [list(e) for e in a.errors],
                 "offsets": a.offsets,
                 "pending": None if a.pending is None else [a.pending.hour, a.pending.point, a.pending.gpus],
+                "lead_offsets": a.lead_offsets,
+                "lead_pending": [sorted([h, g] for h, g in p.items()) for p in a.lead_pending],
             }
             for app_id, a in self.apps.items()
         }
@@ -240,8 +286,22 @@ class TrafficForecaster:
                 [tuple(float(x) for x in e) if isinstance(e, list) else (float(e),) for e in a.get("errors", [])],
                 [float(o) for o in a.get("offsets", [0.0] * len(QUANTILES))],
                 None if pending is None else Pending(int(pending[0]), float(pending[1]), [int(g) for g in pending[2]]),
+                [
+                    [float(o) for o in offsets]
+                    for offsets in a.get("lead_offsets", [[0.0] * len(QUANTILES)] * len(LEADS))
+                ],
+                [{int(h): [int(x) for x in g] for h, g in p} for p in a.get("lead_pending", [[] for _ in LEADS])],
             )
         return out
+
+
+def _track(offsets: list[float], gpus: list[int], needed: list[int], lowest: float) -> None:
+    """Quantile tracking: each level's correction moves by the share of the hour's observations
+    that needed more than the forecast's `gpus` at that level gave, less 1 - q, within
+    [`lowest`, OFFSET_LIMIT]."""
+    for i, q in enumerate(QUANTILES):
+        short = sum(n > gpus[i] for n in needed) / len(needed)
+        offsets[i] = min(OFFSET_LIMIT, max(lowest, offsets[i] + TRACK_RATE * (short - (1.0 - q))))
 
 
 def _evenly(ordered: list[float], most: int) -> tuple[float, ...]:

@@ -9,7 +9,7 @@ makes the expected cost of the last GPU held equal either way. Pure: the same qu
 the same quantile, so replays plan alike.
 
 It is off by default (`forecast.realtime_priced`): measured on the bundled four-week trace it
-loses objective against the fixed 0.9 quantile (docs/results.md). A GPU held for an app is priced
+loses objective against the fixed quantile (docs/results.md). A GPU held for an app is priced
 here as one GPU-step of average batch value, but in a packed pool one GPU can keep an 8-GPU block
 from starting, and a future step planned short is replanned at every boundary before it is a
 shortfall; the per-step newsvendor prices neither.

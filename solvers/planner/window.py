@@ -83,9 +83,10 @@ def demand(
     quantile: float | None = None,
 ) -> list[int]:
     """Demand for the window: a step's own observation where there is one (the current
-    step's, say), else the traffic forecaster's for its hour at `quantile` (None: the settings'),
-    else (nothing observed yet at that hour of day) the registered profile by hour of day, else
-    the latest observation held flat."""
+    step's, say), else the traffic forecaster's for its hour at `quantile` (None: the settings';
+    an hour of day not observed yet: the registered profile scaled by the level the observed
+    hours ran at against it), else the profile as registered (nothing observed), else the
+    latest observation held flat."""
     latest = app.observed[max(app.observed)] if app.observed else 0
     out = []
     for t in range(cfg.horizon):
@@ -94,7 +95,7 @@ def demand(
             out.append(app.observed[step])
             continue
         hour = hour_of(step)
-        forecast = forecasts.demand(app.id, hour, quantile)
+        forecast = forecasts.demand(app.id, hour, quantile, app.profile)
         if forecast is not None:
             out.append(min(cfg.gpus, forecast))
         elif app.profile:

@@ -32,7 +32,7 @@ def test_commits_say_each_apps_quantile_and_why():
     config = {"gpus": 8, "gpus_per_node": 8, "horizon": 4, "step_minutes": 60}
     for setting, expected in (
         (True, "planned at demand quantile 0.99: a GPU-step short costs 24"),  # nothing waits: the top
-        (False, "planned at demand quantile 0.90 (forecast.realtime_quantile)"),
+        (False, "planned at demand quantile 0.99 (forecast.realtime_quantile)"),
     ):
         pool = Pool(forecast=ForecastSettings(realtime_priced=setting))
         pool.apply([ev("pool.configured", config), ev("app.registered", {"id": "chat", "priority": 3})], T0)

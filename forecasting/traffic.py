@@ -149,8 +149,9 @@ class TrafficForecaster:
         app = self.apps.setdefault(app_id, AppTraffic())
         if app.last is not None and hour < app.last:
             return
-        if app.pending is None or hour > app.pending.hour:
+        if app.last is None or hour > app.last:  # a new hour: its forecast, if one can be made, before any of it
             self._settle(app)
+            app.pending = None
             fit = self.fit(app_id)
             if fit is not None and hour % 24 in fit.hours_of_day:  # else no forecast was made: no error to learn
                 point = fit.point(hour)
@@ -220,7 +221,7 @@ class TrafficForecaster:
             return None
         hours = sorted(app.loads)
         ratios = [math.log((app.loads[h] + SLACK) / (profile[h % 24] + SLACK)) for h in hours]
-        return (profile[hour % 24] + SLACK) * math.exp(float(np.quantile(ratios, quantile))) - SLACK
+        return max(0.0, (profile[hour % 24] + SLACK) * math.exp(float(np.quantile(ratios, quantile))) - SLACK)
 
     def _load(self, app: AppTraffic, point: float, q: float, lead: int | None = None) -> float:
         """GPUs at quantile `q` around the log point forecast: raised by the errors' own quantile,
@@ -230,7 +231,7 @@ class TrafficForecaster:
         by that lead's tracked correction too."""
         base, moved = self._margins(app, q)
         raw = (math.exp(point) + SLACK) * math.exp(base) - SLACK
-        one_step = max(raw * math.exp(moved), raw - 1.0)
+        one_step = max(raw * math.exp(moved), raw - 1.0, 0.0)
         if lead is None:
             return one_step
         return (one_step + SLACK) * math.exp(float(np.interp(q, QUANTILES, app.lead_offsets[lead]))) - SLACK

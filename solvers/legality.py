@@ -224,30 +224,42 @@ def _floors_at(
     down: int,
     pool: tuple[int, Mapping[str, float]] | None,
 ) -> dict[str, int]:
-    """The apps' floors at `commit`: lowered when the GPUs neither down nor held by jobs already
-    running before it (`seen_at`: owners as of the previous commit) cannot hold them all."""
+    """The apps' floors at `commit`, as the planner sets them: lowered when the GPUs neither down
+    nor held by batch jobs cannot hold them all beside what each app's swap cap makes it keep of
+    its previous set (`seen_at`), and never above what that cap lets it reach from there."""
     if pool is None:
         return {}
     gpus, priorities = pool
     held = down
     for owner, owned in commit.assignments.items():
-        if owner not in apps and seen_at.get(owner, (None, ()))[0] == commit.step - 1:
+        if owner not in apps:
             for g in owned:
                 held |= 1 << g
     floors = {app: limits[app][0] for app in apps if app in limits and app in commit.assignments}
-    return lowered_floors(floors, priorities, gpus - held.bit_count())
+    left = {
+        app: sum(1 for g in seen_at[app][1] if not (down >> g) & 1)
+        for app in floors
+        if app in seen_at and seen_at[app][0] == commit.step - 1
+    }
+    kept = {app: max(0, n - limits[app][2]) for app, n in left.items()}
+    lowered = lowered_floors(floors, priorities, gpus - held.bit_count(), kept)
+    return {app: min(f, left[app] + limits[app][2]) if app in left else f for app, f in lowered.items()}
 
 
-def lowered_floors(floors: Mapping[str, int], priorities: Mapping[str, float], room: int) -> dict[str, int]:
+def lowered_floors(
+    floors: Mapping[str, int], priorities: Mapping[str, float], room: int, kept: Mapping[str, int] | None = None
+) -> dict[str, int]:
     """`floors` by app, lowered (least valuable app first) when `room` GPUs (beside running jobs
-    and down or drained nodes) cannot hold them all: running work is never moved, so the apps
-    take the shortfall until GPUs come back, instead of the planner failing."""
+    and down or drained nodes) cannot hold them all beside what each app's swap cap makes it
+    keep of its set (`kept`, which stays: R4): running work is never moved, so the apps take the
+    shortfall until GPUs come back, instead of the planner failing."""
+    kept = kept or {}
     out = dict(floors)
-    excess = sum(out.values()) - room
+    excess = sum(max(f, kept.get(a, 0)) for a, f in out.items()) - room
     for app_id in sorted(out, key=lambda a: (priorities.get(a, 0.0), a)):
         if excess <= 0:
             break
-        cut = min(excess, out[app_id])
+        cut = min(excess, max(0, out[app_id] - kept.get(app_id, 0)))
         out[app_id] -= cut
         excess -= cut
     return out

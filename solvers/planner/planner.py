@@ -410,11 +410,12 @@ class Planner:
         given = {d: tuple(bits_of(self.apps[d].held)) for d in dict.fromkeys(d for d, _ in order if d is not None)}
         n, idle = grant.bit_count(), sum(1 for d, _ in order if d is None)
         still = min(wanted, ceiling) - (app.held & ~dead).bit_count()
-        seen = (
-            f"in step {step}"
-            if app.latest and app.latest[0] == step
-            else f"in step {step - 1}, holding into step {step}"
-        )
+        if app.latest is not None and app.latest[0] == step:
+            seen = f"in step {step}"
+        elif app.latest is not None and app.latest[0] == step - 1:
+            seen = f"in step {step - 1}, holding into step {step}"
+        else:
+            seen = f"for step {step} (known ahead)"
         reason = (
             f"observed demand {wanted} GPUs {seen} above the {app.held.bit_count() - n} it held: "
             + ", ".join(
@@ -433,18 +434,19 @@ class Planner:
     def release(self, app_id: str) -> Grant | None:
         """GPUs given to `app_id` within the committed step (`react`) above what it needs now
         (`_needs`, its floor at least) handed back as idle, so arrivals of the step and other
-        apps' grants may take them: those it took from the set it ended the previous step with
-        first (each undoes a swap), then the others its swap cap lets go, highest first. None
-        when it needs them all, or nothing was given in the step."""
+        apps' grants may take them: first those it did not hold at the end of the previous step
+        (each gives back the swap taking it cost), then, as its swap cap allows, those it did
+        (each a swap again), highest first; none on a down or drained node. None when it needs
+        them all, or nothing was given in the step."""
         step, app = self.now - 1, self.apps.get(app_id)
         wanted = None if app is None else self._needs(app)
-        if app is None or wanted is None or not app.granted & app.held:
-            return None
         dead = self.down | self.drained
+        if app is None or wanted is None or not app.granted & app.held & ~dead:
+            return None
         surplus = (app.held & ~dead).bit_count() - max(wanted, app.min_gpus)
         cap, before, spent = self._swaps(app)
         freed = 0
-        for g in sorted(bits_of(app.granted & app.held), key=lambda g: (bool(before >> g & 1), -g)):
+        for g in sorted(bits_of(app.granted & app.held & ~dead), key=lambda g: (bool(before >> g & 1), -g)):
             cost = 1 if before >> g & 1 else -1  # given back, a GPU it held then is a swap again
             if surplus <= 0 or spent + cost > cap:
                 break

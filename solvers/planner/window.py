@@ -38,7 +38,7 @@ def window(
         batch.append(Batch(index, job_id, spec.priority, spec.gpus, spec.duration, max(0, spec.submitted - now), 0, 0))
         index += 1
     realtime = []
-    lows = floors(apps, cfg.gpus, blocked | held)
+    lows = floors(apps, cfg, blocked | held, unavailable)
     for app_id, app in sorted(apps.items()):
         hi = cfg.gpus if app.max_gpus is None else min(app.max_gpus, cfg.gpus)
         # GPUs of down or drained nodes are held by the blocker: an app leaves them (as work
@@ -64,13 +64,19 @@ def window(
     )
 
 
-def floors(apps: Mapping[str, AppSpec], gpus: int, held: int) -> dict[str, int]:
+def floors(apps: Mapping[str, AppSpec], cfg: PoolConfig, held: int, unavailable: int) -> dict[str, int]:
     """Each app's floor for the window (`lowered_floors`; `held`: the GPUs of running jobs and
-    of down or drained nodes)."""
+    of down or drained nodes), beside what each app's swap cap makes it keep of its set."""
+    kept = {
+        app_id: max(0, (app.held & ~unavailable).bit_count() - (cfg.swap_cap if app.swap_cap is None else app.swap_cap))
+        for app_id, app in apps.items()
+        if app.held >= 0
+    }
     return lowered_floors(
         {app_id: app.min_gpus for app_id, app in apps.items()},
         {app_id: app.priority for app_id, app in apps.items()},
-        gpus - held.bit_count(),
+        cfg.gpus - held.bit_count(),
+        kept,
     )
 
 

@@ -14,7 +14,7 @@ from gpualloc.agent.cli import main
 from gpualloc.agent.loading import InputError
 from gpualloc.agent.traces import read_trace, write_trace
 from gpualloc.schemas.events import parse_event
-from gpualloc.schemas.settings import FullModeOptions, RollingFullMode
+from gpualloc.schemas.settings import ForecastSettings, FullModeOptions, RollingFullMode
 from gpualloc.solvers.generators.traces import generate_trace
 from gpualloc.solvers.simulation.report import (
     executed_violations,
@@ -185,6 +185,7 @@ def test_adopted_full_mode_plans_are_recorded_and_a_replay_reuses_them():
     options = SimOptions(
         policies=("heuristic+milp",),
         full_mode=RollingFullMode(every=6, max_jobs=8, options=FullModeOptions(node_limit=10, time_limit=None)),
+        forecast_settings=ForecastSettings(realtime_quantile=0.9),  # a pool where some of its plans beat the hot path
     )
     run = simulate(events, options).runs["full-mode"]
     assert run.full_mode_adopted, run.full_mode

@@ -192,10 +192,52 @@ def test_floors_a_down_node_leaves_no_room_for_are_lowered_and_the_check_lowers_
         "step 1: gold holds 0 GPUs, outside [2, 8] (R3)",
         "step 1: tin holds 0 GPUs, outside [1, 8] (R3)",
     ]
-    # a job started in that step took GPUs a floor could have had: the floors stand
-    started = replace(commits[1], assignments={**commits[1].assignments, "j": (), "k": tuple(range(8))})
-    late = [commits[0], replace(started, assignments={k: v for k, v in started.assignments.items() if k != "j"})]
+    # GPUs left idle beside the down node: the floors stand
+    idle = [commits[0], replace(commits[1], assignments={k: v for k, v in commits[1].assignments.items() if k != "j"})]
     assert "step 1: gold holds 0 GPUs, outside [2, 8] (R3)" in online_violations(
-        late, limits, set(limits), down, node_size=8, pool=(16, priorities)
+        idle, limits, set(limits), down, node_size=8, pool=(16, priorities)
     )
     assert lowered_floors({"gold": 2, "tin": 1}, priorities, 2) == {"gold": 2, "tin": 0}
+    # what a swap cap makes an app keep of its set stays, and others' floors give way to it
+    assert lowered_floors({"gold": 2, "tin": 1}, priorities, 6, kept={"tin": 5}) == {"gold": 1, "tin": 1}
+
+
+def test_a_boundary_where_kept_sets_and_floors_overfill_what_a_down_node_leaves_lowers_floors():
+    """An app's swap cap makes it keep most of its set; a node going down takes the other app's
+    set and running work holds the rest: the floors give way (least valuable first) to what the
+    cap keeps, instead of the boundary failing."""
+    pool = configured(16, 4)
+    apps = [("big", 1, 1, 2, list(range(8, 14))), ("small", 9, 4, 8, [0, 1, 2, 3])]
+    pool.apply(
+        [
+            ev("app.registered", {"id": a, "priority": p, "min_gpus": m, "swap_cap": c, "current": cur})
+            for a, p, m, c, cur in apps
+        ],
+        T0,
+    )
+    pool.apply([ev("traffic.observed", {"app": "big", "gpus": 6}, ref="t0")], T0)
+    jobs = [("j1", 4), ("j2", 2)]
+    pool.apply(
+        [
+            ev("job.submitted", {"id": j, "kind": "training", "priority": 5, "gpus": n, "duration": 9}, ref=j)
+            for j, n in jobs
+        ],
+        T0,
+    )
+    commits = [pool.commit().commit]
+    assert commits[0].assignments["j2"] == (14, 15) and commits[0].assignments["j1"] == (4, 5, 6, 7)
+    assert len(commits[0].assignments["big"]) == 6
+    down_now = [
+        ev("node.status", {"node": 0, "state": "down", "detail": "fenced"}, minutes=70),
+        ev("traffic.observed", {"app": "big", "gpus": 6}, minutes=71, ref="t1"),
+    ]
+    pool.apply(down_now, T0 + STEP)
+    commits.append(pool.commit().commit)
+    assert len(commits[1].assignments["big"]) >= 4 and len(commits[1].assignments["small"]) == 6 - len(
+        commits[1].assignments["big"]
+    )
+    limits = {"big": (1, 16, 2), "small": (4, 16, 8)}
+    down = [0, 0xFF]
+    assert (
+        online_violations(commits, limits, set(limits), down, node_size=8, pool=(16, {"big": 1.0, "small": 9.0})) == []
+    )

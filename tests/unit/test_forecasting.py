@@ -434,6 +434,22 @@ def test_a_new_apps_unseen_hours_take_its_profile_at_the_level_its_seen_hours_ra
     assert Forecasters(ForecastSettings()).demand("app", 14, profile=profile) is None  # nothing observed
 
 
+def test_an_hour_of_day_first_seen_teaches_no_error_however_many_times_it_is_observed():
+    """No forecast was made for it before it began, so none of its observations (the later ones
+    would be judged by a fit that has seen the hour's own first) is an error to learn."""
+    tf = TrafficForecaster()
+    for day in range(3):
+        for h in range(12):
+            for _ in range(3):
+                tf.observe("app", day * 24 + h, 2.0)
+    tf.observe("app", 60, 10.0)  # 12:00, never seen before (hour 59 is learned now)
+    learned = len(tf.apps["app"].errors)
+    tf.observe("app", 60, 10.0)
+    tf.observe("app", 60, 10.0)
+    tf.observe("app", 61, 10.0)
+    assert len(tf.apps["app"].errors) == learned
+
+
 # ---- hostile features ----------------------------------------------------------------------
 
 EXTREME = st.sampled_from([1e-9, 1e-3, 0.5, 7.0, 70.0, 2000.0])

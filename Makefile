@@ -2,17 +2,35 @@
 #   make demo   -> bench on the bundled scenarios + Gantt SVGs in demo-out/
 #   make check  -> the fast tier: no broker, no Docker, nothing slow (well under a minute)
 #   make test   -> the pytest suite, every tier
+#   make native -> rebuild the compiled heuristic (solvers/native) now
 #   make lint   -> ruff (lint and format check), mypy and the layer contracts; settings in pyproject.toml
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.gpualloc-installed
+NATIVE := solvers/native
+NATIVE_STAMP := $(VENV)/.gpualloc-native-installed
 
-.PHONY: demo check test lint bench kafka-up kafka-down images up status down clean-venv
+.PHONY: demo check test lint bench native kafka-up kafka-down images up status down clean-venv
 
-$(STAMP): pyproject.toml
-	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+$(STAMP): pyproject.toml $(NATIVE_STAMP)
 	$(VENV)/bin/pip install -e '.[dev]'
 	touch $(STAMP)
+
+# The compiled heuristic (solvers/native: Rust, PyO3, built by maturin), rebuilt only when its
+# sources change. Without a Rust toolchain it is left out and the heuristic runs in Python (the
+# same plans, slower); `make native` says why it failed.
+$(NATIVE_STAMP): $(NATIVE)/Cargo.toml $(NATIVE)/Cargo.lock $(NATIVE)/pyproject.toml $(wildcard $(NATIVE)/src/*.rs)
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	if command -v cargo >/dev/null 2>&1; then \
+	  $(VENV)/bin/pip install $(NATIVE); \
+	else \
+	  echo "make: no Rust toolchain (cargo): the heuristic runs in Python" >&2; \
+	fi
+	touch $(NATIVE_STAMP)
+
+native:
+	rm -f $(NATIVE_STAMP)
+	$(MAKE) $(NATIVE_STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/gpualloc demo

@@ -47,6 +47,11 @@ docker build -q --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$KAFKA_IMAGE" -f "$HERE
 rm -rf "$HERE/wheelhouse"
 log "building wheels into deploy/docker/wheelhouse"
 "$PYTHON" -m pip wheel -q --wheel-dir "$HERE/wheelhouse" "$ROOT" >&2
+if command -v cargo >/dev/null 2>&1; then  # the compiled heuristic; without it the image plans in Python
+  "$PYTHON" -m pip wheel -q --no-deps --wheel-dir "$HERE/wheelhouse" "$ROOT/solvers/native" >&2
+else
+  log "no Rust toolchain: the image's heuristic runs in Python"
+fi
 log "building $GPUALLOC_IMAGE"
 docker build -q --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$GPUALLOC_IMAGE" -f "$HERE/Dockerfile" "$ROOT" >/dev/null
 echo "KAFKA_IMAGE=$KAFKA_IMAGE"

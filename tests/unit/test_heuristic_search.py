@@ -105,7 +105,7 @@ def test_a_trade_buys_an_earlier_start_and_the_plan_realizes_its_price():
     # finished plan's objective is the packing's value.
     from gpualloc.solvers.policies.heuristic import _finish
     from gpualloc.solvers.policies.heuristic.layouts import Layout
-    from gpualloc.solvers.policies.heuristic.packing import PackState, place
+    from gpualloc.solvers.policies.heuristic.packing import PackState, pack, place
     from gpualloc.solvers.policies.heuristic.realtime import target_curves
 
     _, problem = make(
@@ -126,6 +126,6 @@ def test_a_trade_buys_an_earlier_start_and_the_plan_realizes_its_price():
     packing = state.packing()
     assert packing.starts["big"][0] == 0 and packing.traded == 12.0
     assert packing.curves[0] == [0, 0, 0, 0]
-    schedule, objective = _finish(problem, traded, [job], packing)
+    schedule, objective = _finish(problem, lambda order, res: pack(problem, order, res), traded, [job], packing)
     assert objective == packing.value == 9 * 4 * 4 - 12.0
     assert check_plan(problem, to_grid(problem, schedule)) == []

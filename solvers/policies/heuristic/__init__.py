@@ -17,19 +17,22 @@
 
 from __future__ import annotations
 
-import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
 from gpualloc.solvers.policies.heuristic.layouts import Layout, layouts
-from gpualloc.solvers.policies.heuristic.packing import Packing, PackState, pack, place
+from gpualloc.solvers.policies.heuristic.native import AVAILABLE, MAX_GPUS, Compiled, NativeSearch
+from gpualloc.solvers.policies.heuristic.packing import Packing, Reservation, pack
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves, target_curves
+from gpualloc.solvers.policies.heuristic.search import Search
 from gpualloc.solvers.policies.policy import Solution
 from gpualloc.solvers.problem import Batch, Problem
 
 DEFAULT_EFFORT = SolveOptions().effort
+Packer = Callable[[list[Batch], Reservation], Packing]  # an order packed around a reservation
 MAX_BUDGET = 8000  # placements at effort 1: local search pays off on small queues, not on huge ones
 
 
@@ -62,98 +65,21 @@ def _seed_orders(problem: Problem, jobs: list[Batch]) -> list[list[Batch]]:
     return out
 
 
-class _Search:
-    """Packings of one context under a deterministic work budget (counted in job placements).
-
-    A trial order is packed from the snapshot of its unchanged prefix, and abandoned as soon as
-    even its best case (every remaining job at its arrival) cannot beat the incumbent.
-    """
-
-    def __init__(self, problem: Problem, layout: Layout, budget: int, potential: dict[str, float]):
-        self.problem, self.layout, self.budget = problem, layout, budget
-        self.potential = potential  # job id -> value_at_arrival
-
-    def run(
-        self, order: list[Batch], prefix: list[PackState], floor: float, budgeted: bool = True
-    ) -> tuple[PackState, list[PackState]] | None:
-        """Pack `order` from `prefix` (snapshots of its first len(prefix)-1 jobs); None when it
-        cannot beat `floor` or (when `budgeted`) the budget runs out."""
-        k = len(prefix) - 1
-        if budgeted:  # a trial costs at least a placement, even one its bound ends at once
-            if self.budget <= 0:
-                return None
-            self.budget -= 1
-        rest = [self.potential[j.id] for j in order[k:]]
-        remaining = sum(rest)
-        state = prefix[-1].snapshot()
-        snaps = list(prefix)
-        res = self.layout.reservation
-        for idx in range(k, len(order)):
-            if state.value + remaining <= floor + 1e-9 or (budgeted and self.budget <= 0):
-                return None
-            self.budget -= budgeted
-            place(self.problem, res, state, order[idx])
-            remaining -= rest[idx - k]
-            snaps.append(state.snapshot())
-        if state.value <= floor + 1e-9:
-            return None
-        return state, snaps
-
-    def improve(self, order: list[Batch], snaps: list[PackState]) -> tuple[list[Batch], PackState]:
-        """Iterated local search: descend (`_descend`); while budget is left, kick the best
-        order (one job moved earlier, at positions drawn from a generator seeded by the
-        queue's length, so the same input gives the same plan) and descend again from there.
-        The best order found wins."""
-        rng = random.Random(len(order))
-        best_order, best_snaps = order, snaps
-        while True:
-            order, snaps = self._descend(order, snaps)
-            if snaps[-1].value > best_snaps[-1].value + 1e-9:
-                best_order, best_snaps = order, snaps
-            if self.budget <= 0 or len(best_order) < 3:
-                break
-            j = rng.randrange(1, len(best_order))
-            i = rng.randrange(0, j)
-            kicked = best_order[:i] + [best_order[j]] + best_order[i:j] + best_order[j + 1 :]
-            found = self.run(kicked, best_snaps[: i + 1], float("-inf"))
-            if found is None:
-                break
-            order, snaps = kicked, found[1]
-        return best_order, best_snaps[-1]
-
-    def _descend(self, order: list[Batch], snaps: list[PackState]) -> tuple[list[Batch], list[PackState]]:
-        """First-improvement local search: adjacent swaps and moves to the front."""
-        improved = True
-        while improved and self.budget > 0:
-            improved = False
-            for i in range(1, len(order)):
-                moves = (
-                    (order[: i - 1] + [order[i], order[i - 1]] + order[i + 1 :], i - 1),
-                    ([order[i]] + order[:i] + order[i + 1 :], 0),
-                )
-                for cand, k in moves:
-                    found = self.run(cand, snaps[: k + 1], snaps[-1].value)
-                    if found:
-                        order, snaps, improved = cand, found[1], True
-                        break
-                if improved or self.budget <= 0:
-                    break
-        return order, snaps
-
-
-def _finish(problem: Problem, layout: Layout, order: list[Batch], packing: Packing) -> tuple[Schedule, float] | None:
+def _finish(
+    problem: Problem, packer: Packer, layout: Layout, order: list[Batch], packing: Packing
+) -> tuple[Schedule, float] | None:
     """Assign real-time GPUs around `packing`, closing cells where blocks force a move; return
     the schedule and its objective (None when the layout ran out of repair rounds).
 
     Strictly first (a block that leaves an app short by taking its GPUs counts as forcing);
     when that changed the packing, also leniently (such shortfalls accepted); the better wins.
     """
-    strict = _assign_with_repairs(problem, layout, order, packing, strict=True)
+    strict = _assign_with_repairs(problem, packer, layout, order, packing, strict=True)
     if strict is None:
         return None
     best = _served(problem, layout, *strict[:2])
     if strict[2]:
-        lenient = _assign_with_repairs(problem, layout, order, packing, strict=False)
+        lenient = _assign_with_repairs(problem, packer, layout, order, packing, strict=False)
         if lenient is not None:
             other = _served(problem, layout, *lenient[:2])
             if other[1] > best[1] + 1e-9:
@@ -177,7 +103,7 @@ def _served(problem: Problem, layout: Layout, packing: Packing, sets: dict[str, 
 
 
 def _assign_with_repairs(
-    problem: Problem, layout: Layout, order: list[Batch], packing: Packing, strict: bool
+    problem: Problem, packer: Packer, layout: Layout, order: list[Batch], packing: Packing, strict: bool
 ) -> tuple[Packing, dict[str, list[int]], bool] | None:
     """(packing, real-time sets, whether the packing had to change), or None past
     `max_repairs` rounds (or with more than twice that many forced moves in one round: a lost
@@ -206,7 +132,7 @@ def _assign_with_repairs(
                 victim = _least_valuable_at(problem, packing, move.step)
                 kept_order = [j for j in kept_order if j is not victim]
         res = replace(res, zone=zone)
-        packing = pack(problem, kept_order, res)
+        packing = packer(kept_order, res)
 
 
 def _least_valuable_at(problem: Problem, packing: Packing, step: int) -> Batch:
@@ -260,44 +186,41 @@ def curve_sets(problem: Problem, queue: list[Batch]) -> list[tuple[list[list[int
     return out
 
 
+PackSearch = Search | NativeSearch  # one face, two implementations that make the same plans
+
+
 @dataclass
 class _Candidate:
     """A layout's best packed seed order, finished into a plan."""
 
     objective: float
     layout: Layout
-    search: _Search
-    order: list[Batch]
-    snaps: list[PackState]
+    search: PackSearch
     schedule: Schedule
 
 
 def _pack_seeds(
-    problem: Problem, search: _Search, seeds: list[list[Batch]], prior: _Candidate | None = None
+    problem: Problem,
+    packer: Packer,
+    layout: Layout,
+    search: PackSearch,
+    seeds: list[list[Batch]],
+    prior: _Candidate | None = None,
 ) -> _Candidate | None:
-    """Pack each seed order around the search's layout (each only while it can beat the best
-    so far; `prior` holds seeds packed already) and finish the best; None when finishing
+    """Pack each seed order around the layout (each only while it can beat the best so far;
+    `prior` holds the search's best already finished) and finish the best; None when finishing
     gives up."""
-    layout = search.layout
-    start = prior.snaps[:1] if prior else [PackState.empty(problem, layout.reservation)]
-    order, snaps = (prior.order, prior.snaps) if prior else ([], start)
-    for cand in seeds:
-        if cand is order:
-            continue
-        found = search.run(cand, start, snaps[-1].value if order else float("-inf"), budgeted=False)
-        if found:
-            order, snaps = cand, found[1]
-    if prior is not None and order is prior.order:
+    if not search.best_of(seeds) and prior is not None:
         return prior
-    finished = _finish(problem, layout, order, snaps[-1].packing())
-    return None if finished is None else _Candidate(finished[1], layout, search, order, snaps, finished[0])
+    finished = _finish(problem, packer, layout, search.order, search.packing())
+    return None if finished is None else _Candidate(finished[1], layout, search, finished[0])
 
 
 SCREENED = 2  # layouts that pack every seed order after all were screened with the first
 SEARCHED = 2  # demand-first plans the local search improves, best first
 
 
-def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Schedule:
+def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native: bool | None = None) -> Schedule:
     """Plan batch blocks and real-time GPU sets for the whole horizon.
 
     Every layout (`layouts`) of every set of real-time curves (`curve_sets`) is screened with
@@ -308,34 +231,46 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT) -> Sche
     is the plan's objective up to the apps' fixed demand, while with apps held at floors it
     would fill the GPUs their extras need. Its plan is kept when it finishes better than every
     plan so far.
+
+    The packing and the search run compiled (`native`) when the extension is installed, in
+    Python otherwise (`native=False` forces that); the plan is the same either way.
     """
+    if native is None:
+        native = AVAILABLE and problem.gpus <= MAX_GPUS
     queue = [j for j in problem.batch if not j.running_mask]
     seeds = _seed_orders(problem, queue)
     budget = int(effort * min(40 * len(queue), MAX_BUDGET))
     potential = {j.id: value_at_arrival(problem, j) for j in queue}
-    searches = [
-        _Search(problem, layout, budget, potential)
-        for layout in _distinct(
-            [layout for curves, lowered in curve_sets(problem, queue) for layout in layouts(problem, curves, lowered)]
+    found = _distinct(
+        [layout for curves, lowered in curve_sets(problem, queue) for layout in layouts(problem, curves, lowered)]
+    )
+    found = found[: max(SCREENED, budget // max(1, len(queue)))]  # screening within the work budget
+    compiled = Compiled(problem) if native else None
+    packer: Packer = compiled.pack if compiled else (lambda order, res: pack(problem, order, res))
+    searches: list[tuple[Layout, PackSearch]] = [
+        (
+            layout,
+            NativeSearch(compiled, layout.reservation, budget, potential)
+            if compiled
+            else Search(problem, layout.reservation, budget, potential),
         )
+        for layout in found
     ]
-    searches = searches[: max(SCREENED, budget // max(1, len(queue)))]  # screening within the work budget
     if len(searches) > SCREENED:
-        screened = [c for c in (_pack_seeds(problem, search, seeds[:1]) for search in searches) if c]
+        screened = [c for c in (_pack_seeds(problem, packer, *pair, seeds[:1]) for pair in searches) if c]
         screened.sort(key=lambda c: -c.objective)
         chosen = screened[:SCREENED] + [c for c in screened[SCREENED:] if c.layout.lowered is None][:1]
-        best = [c for c in (_pack_seeds(problem, c.search, seeds, c) for c in chosen) if c]
+        best = [c for c in (_pack_seeds(problem, packer, c.layout, c.search, seeds, c) for c in chosen) if c]
     else:
-        best = [c for c in (_pack_seeds(problem, search, seeds) for search in searches) if c]
+        best = [c for c in (_pack_seeds(problem, packer, *pair, seeds) for pair in searches) if c]
     top = max(best, key=lambda c: c.objective)
     firsts = [c for c in best if c.layout.lowered is None]
     if not firsts:
         return top.schedule
     objective, schedule = top.objective, top.schedule
     for searched in sorted(firsts, key=lambda c: -c.objective)[:SEARCHED]:
-        improved_order, improved = searched.search.improve(searched.order, searched.snaps)
-        if improved_order is not searched.order:
-            finished = _finish(problem, searched.layout, improved_order, improved.packing())
+        if searched.search.improve():
+            finished = _finish(problem, packer, searched.layout, searched.search.order, searched.search.packing())
             if finished is not None and finished[1] > objective + 1e-9:
                 objective, schedule = finished[1], finished[0]
     return schedule

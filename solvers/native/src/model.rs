@@ -1,0 +1,146 @@
+//! The planning problem and a layout's reservation, compiled for the packer (the Python
+//! `Problem` and `Reservation`, with GPU sets as `Bits`).
+
+use std::collections::HashMap;
+
+use crate::bits::Bits;
+
+pub struct Job<const W: usize> {
+    pub priority: f64,
+    pub gpus: usize,
+    pub duration: usize,
+    pub arrival: usize,
+    /// (GPUs, steps remaining) for a job inherited running.
+    pub running: Option<(Bits<W>, usize)>,
+}
+
+pub struct Problem<const W: usize> {
+    pub gpus: usize,
+    pub node_size: usize,
+    pub horizon: usize,
+    /// cum[k] = w_0 + ... + w_{k-1}, exactly as the Python side summed it.
+    pub cum: Vec<f64>,
+    pub jobs: Vec<Job<W>>,
+    pub running_busy: Vec<Bits<W>>,
+    pub full: Bits<W>,
+    pub node_starts: Bits<W>,
+    valid: HashMap<usize, Bits<W>>,
+    node_ends: HashMap<usize, Bits<W>>,
+}
+
+impl<const W: usize> Problem<W> {
+    pub fn new(
+        gpus: usize,
+        node_size: usize,
+        horizon: usize,
+        cum: Vec<f64>,
+        jobs: Vec<Job<W>>,
+        running_busy: Vec<Bits<W>>,
+    ) -> Self {
+        let mut node_starts = Bits::ZERO;
+        let mut ends = Vec::new(); // GPU indices where a node ends
+        for g in (0..gpus).step_by(node_size) {
+            node_starts |= Bits::bit(g);
+            if g > 0 {
+                ends.push(g);
+            }
+        }
+        ends.push(gpus);
+        let mut valid = HashMap::new();
+        let mut node_ends = HashMap::new();
+        for job in &jobs {
+            let n = job.gpus;
+            if n == 0 || n > gpus || valid.contains_key(&n) {
+                continue;
+            }
+            let mut m = Bits::ZERO;
+            for p in 0..=(gpus - n) {
+                let ok = if n <= node_size {
+                    p % node_size + n <= node_size
+                } else {
+                    p % node_size == 0 && n % node_size == 0
+                };
+                if ok {
+                    m |= Bits::bit(p);
+                }
+            }
+            valid.insert(n, m);
+            let mut e = Bits::ZERO;
+            for &end in &ends {
+                if end >= n {
+                    e |= Bits::bit(end - n);
+                }
+            }
+            node_ends.insert(n, e);
+        }
+        Problem {
+            gpus,
+            node_size,
+            horizon,
+            cum,
+            jobs,
+            running_busy,
+            full: Bits::range(0, gpus),
+            node_starts,
+            valid,
+            node_ends,
+        }
+    }
+
+    pub fn interval_weight(&self, start: usize, end: usize) -> f64 {
+        self.cum[end] - self.cum[start]
+    }
+
+    pub fn block(&self, first: usize, n: usize) -> Bits<W> {
+        Bits::range(first, first + n)
+    }
+
+    /// First GPUs at which an n-block obeys the node rule (none for a size no job has).
+    pub fn valid_starts(&self, n: usize) -> Bits<W> {
+        self.valid.get(&n).copied().unwrap_or(Bits::ZERO)
+    }
+
+    /// First GPUs p at which an n-block ends flush with a node's end.
+    pub fn node_end_starts(&self, n: usize) -> Bits<W> {
+        self.node_ends.get(&n).copied().unwrap_or(Bits::ZERO)
+    }
+
+    /// First GPUs p such that [p, p+n) avoids `union` and obeys the node rule.
+    pub fn free_block_starts(&self, union: Bits<W>, n: usize) -> Bits<W> {
+        fully_within(self.full.andnot(&union), n) & self.valid_starts(n)
+    }
+}
+
+/// Bits p such that [p, p+n) lies inside `mask`.
+pub fn fully_within<const W: usize>(mut mask: Bits<W>, n: usize) -> Bits<W> {
+    let mut k = 1;
+    while k < n && mask.any() {
+        let step = k.min(n - k);
+        mask &= mask.shr(step);
+        k += step;
+    }
+    mask
+}
+
+/// Real-time service blocks may buy back (the reserving layout's `Trade`).
+#[derive(Clone)]
+pub struct Trade {
+    pub curves: Vec<Vec<i64>>,
+    pub floors: Vec<Vec<i64>>,
+    pub pinned: Vec<Vec<i64>>,
+    pub low: Vec<Vec<i64>>,
+    pub worth: Vec<f64>,
+    pub caps: Vec<i64>,
+    pub demand: Vec<Vec<i64>>,
+    /// w_t, as the Python side computed them.
+    pub weights: Vec<f64>,
+    pub cheapest: Vec<usize>,
+}
+
+/// What batch blocks must leave to the real-time apps (see the Python `Reservation`).
+pub struct Reservation<const W: usize> {
+    pub reserve: Vec<i64>,
+    pub keep: Option<Vec<i64>>,
+    pub zone: Vec<Bits<W>>,
+    pub trade: Option<Trade>,
+}

@@ -1,0 +1,110 @@
+"""The compiled search (`gpualloc_native`, built from solvers/native with maturin) behind the
+same face as the Python `search.Search`, and the backend a solve uses.
+
+The compiled search makes the same plans as the Python one (tests/unit/test_native.py proves it
+on generated scenarios and the corpus); only the time differs. Without the extension (a machine
+with no Rust toolchain) every solve takes the Python path.
+"""
+
+from __future__ import annotations
+
+from gpualloc.solvers.policies.heuristic.packing import Packing, Reservation
+from gpualloc.solvers.problem import Batch, Problem
+
+try:
+    import gpualloc_native
+
+    AVAILABLE = True
+except ImportError:  # built without a Rust toolchain: the Python path serves
+    AVAILABLE = False
+MAX_GPUS = 4096  # the widest pool a native problem holds (64 words)
+
+
+class Compiled:
+    """A problem compiled once per solve: job positions, masks as little-endian bytes."""
+
+    def __init__(self, problem: Problem):
+        if not AVAILABLE:
+            raise RuntimeError("the compiled heuristic (gpualloc_native) is not installed: `make native` builds it")
+        self.problem = problem
+        self.width = (problem.gpus + 7) // 8
+        self.position = {j.id: i for i, j in enumerate(problem.batch)}
+        jobs = [
+            (
+                j.priority,
+                j.gpus,
+                j.duration,
+                j.arrival,
+                (self.bytes(j.running_mask), j.remaining) if j.running_mask else None,
+            )
+            for j in problem.batch
+        ]
+        self.native = gpualloc_native.NativeProblem(
+            problem.gpus,
+            problem.node_size,
+            problem.horizon,
+            list(problem.cum_weight),
+            jobs,
+            [self.bytes(m) for m in problem.running_busy],
+        )
+
+    def bytes(self, mask: int) -> bytes:
+        return mask.to_bytes(self.width, "little")
+
+    def reservation(self, res: Reservation) -> gpualloc_native.NativeReservation:
+        deal = res.trade
+        trade = (
+            None
+            if deal is None
+            else (
+                deal.curves,
+                deal.floors,
+                deal.pinned,
+                deal.low,
+                deal.worth,
+                deal.caps,
+                [list(d) for d in deal.demand],
+                list(deal.weights),
+                deal.cheapest,
+            )
+        )
+        return gpualloc_native.NativeReservation(res.reserve, res.keep, [self.bytes(m) for m in res.zone], trade)
+
+    def positions(self, order: list[Batch]) -> list[int]:
+        return [self.position[j.id] for j in order]
+
+    def packing(self, raw: gpualloc_native.PackingTuple) -> Packing:
+        placed, value, busy, curves, traded = raw
+        batch = self.problem.batch
+        starts = {batch[p].id: (s, int.from_bytes(m, "little")) for p, s, m in placed}
+        return Packing(starts, value, [int.from_bytes(m, "little") for m in busy], curves, traded)
+
+    def pack(self, order: list[Batch], res: Reservation) -> Packing:
+        return self.packing(self.native.pack(self.reservation(res), self.positions(order)))
+
+
+class NativeSearch:
+    """`search.Search`'s face over the compiled search."""
+
+    def __init__(self, compiled: Compiled, res: Reservation, budget: int, potential: dict[str, float]):
+        self.compiled = compiled
+        values = [potential.get(j.id, 0.0) for j in compiled.problem.batch]
+        self._search = gpualloc_native.NativeSearch(compiled.native, compiled.reservation(res), budget, values)
+
+    @property
+    def budget(self) -> int:
+        return self._search.budget
+
+    @property
+    def order(self) -> list[Batch]:
+        batch = self.compiled.problem.batch
+        return [batch[p] for p in self._search.order()]
+
+    def packing(self) -> Packing:
+        return self.compiled.packing(self._search.packing())
+
+    def best_of(self, seeds: list[list[Batch]]) -> bool:
+        return self._search.best_of([self.compiled.positions(order) for order in seeds])
+
+    def improve(self) -> bool:
+        return self._search.improve()

@@ -1,0 +1,111 @@
+"""The compiled heuristic (solvers/native) against the Python reference: the same plans, bit
+for bit, on generated scenarios (2,000 small ones drawn by hypothesis across pool shapes,
+horizons, swap caps, penalties and efforts; pools of 1,024 and 4,096 GPUs), the corpus and the
+bundled scenarios. Skipped with a message where the extension is not built; a failure in CI."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpualloc.schemas import Scenario
+from gpualloc.solvers import check_plan, compile_scenario
+from gpualloc.solvers.generators.scenarios import generate_scenario
+from gpualloc.solvers.grid import to_grid
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.policies.heuristic.layouts import layouts
+from gpualloc.solvers.policies.heuristic.native import AVAILABLE, Compiled
+from gpualloc.solvers.policies.heuristic.packing import pack
+from gpualloc.solvers.policies.heuristic.realtime import target_curves
+from gpualloc.solvers.problem import Problem
+
+ROOT = Path(__file__).resolve().parents[2]
+
+if not AVAILABLE:
+    if os.environ.get("CI") == "true":
+        pytest.fail("the compiled heuristic (gpualloc_native) is not installed: `make native` builds it", pytrace=False)
+    pytest.skip(
+        "the compiled heuristic is not built here (`make native`; needs a Rust toolchain)", allow_module_level=True
+    )
+
+
+def _same_plan(problem: Problem, effort: float = 0.25) -> None:
+    reference = heuristic_schedule(problem, effort, native=False)
+    compiled = heuristic_schedule(problem, effort, native=True)
+    assert compiled.batch == reference.batch
+    assert compiled.realtime == reference.realtime
+    assert check_plan(problem, to_grid(problem, compiled)) == []
+
+
+@st.composite
+def small_scenarios(draw) -> tuple[dict, float]:
+    gpus = draw(st.sampled_from([1, 2, 3, 4, 6, 8, 12, 14, 16, 24, 32, 48, 64, 65, 96, 128]))
+    jobs = draw(st.integers(1, 30))
+    args = dict(
+        gpus=gpus,
+        jobs=jobs,
+        seed=draw(st.integers(0, 2**32 - 1)),
+        gpus_per_node=draw(st.sampled_from([d for d in range(1, min(gpus, 16) + 1) if gpus % d == 0])),
+        horizon=draw(st.sampled_from([1, 2, 4, 8, 12, 24, 48])),
+        swap_cap=draw(st.integers(0, 4)),
+        realtime_penalty=draw(st.sampled_from([0.0, 0.5, 2.0, 8.0])),
+        realtime=draw(st.none() | st.integers(0, min(jobs, gpus, 4))),
+        running=draw(st.booleans()),
+        late_arrivals=draw(st.booleans()),
+        floors=draw(st.booleans()),
+        currents=draw(st.booleans()),
+        app_swap_caps=draw(st.booleans()),
+    )
+    return args, draw(st.sampled_from([0.25, 1.0, 4.0]))
+
+
+@pytest.mark.slow
+@settings(max_examples=2000, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(small_scenarios())
+def test_generated_scenarios_get_the_same_plan_compiled(drawn):
+    args, effort = drawn
+    _same_plan(compile_scenario(Scenario.model_validate(generate_scenario(**args))), effort)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("gpus", "jobs", "seed"), [(1024, 1000, 0), (1024, 1000, 1), (4096, 4000, 0)])
+def test_pools_of_thousands_of_gpus_get_the_same_plan_compiled(gpus, jobs, seed):
+    scenario = Scenario.model_validate(generate_scenario(gpus, jobs, seed, horizon=24))
+    _same_plan(compile_scenario(scenario))
+
+
+def _bundled() -> list[Path]:
+    return sorted((ROOT / "benchmarks" / "scenarios").glob("*.json")) + sorted(
+        (ROOT / "benchmarks" / "corpus" / "scenarios").glob("*.json")
+    )
+
+
+@pytest.mark.slow
+def test_the_corpus_and_the_bundled_scenarios_get_the_same_plans_compiled():
+    paths = _bundled()
+    assert len(paths) >= 300  # the corpus and the seven
+    for path in paths:
+        _same_plan(compile_scenario(Scenario.model_validate_json(path.read_text())))
+
+
+def test_a_packing_is_the_same_compiled_including_trades():
+    """`pack` on its own (the repair rounds' path), on every layout of a contended scenario."""
+    problem = compile_scenario(Scenario.model_validate(generate_scenario(32, 24, 7, horizon=12)))
+    compiled = Compiled(problem)
+    order = sorted((j for j in problem.batch if not j.running_mask), key=lambda j: (-j.priority, j.index))
+    found = layouts(problem, target_curves(problem))
+    assert any(layout.reservation.trade is not None for layout in found)
+    for layout in found:
+        assert compiled.pack(order, layout.reservation) == pack(problem, order, layout.reservation)
+
+
+def test_a_bad_order_is_refused_with_the_field_named():
+    problem = compile_scenario(Scenario.model_validate(generate_scenario(8, 4, 1, horizon=4)))
+    compiled = Compiled(problem)
+    res = layouts(problem, target_curves(problem))[0].reservation
+    with pytest.raises(ValueError, match="order: job position 99"):
+        compiled.native.pack(compiled.reservation(res), [99])

@@ -262,5 +262,16 @@ def highest_bits(mask: int, n: int) -> int:
     return out
 
 
+def lowest_bits(mask: int, n: int) -> int:
+    """The n lowest set bits of mask (all of them when it has fewer)."""
+    out = 0
+    while n > 0 and mask:
+        low = mask & -mask
+        out |= low
+        mask ^= low
+        n -= 1
+    return out
+
+
 def lowest_bit(mask: int) -> int:
     return (mask & -mask).bit_length() - 1

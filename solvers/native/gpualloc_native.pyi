@@ -28,9 +28,19 @@ class NativeProblem:
         horizon: int,
         cum_weight: list[float],
         jobs: list[tuple[float, int, int, int, tuple[bytes, int] | None]],
+        apps: list[tuple[float, int, int, bytes | None]],  # priority, min_gpus, swap_cap, current
         running_busy: list[bytes],
     ) -> None: ...
     def pack(self, reservation: NativeReservation, order: list[int]) -> PackingTuple: ...
+    def assign_realtime(
+        self, curves: list[list[int]], busy: list[bytes], strict: bool, fixed: list[tuple[int, list[bytes]]]
+    ) -> tuple[list[list[bytes]], list[tuple[int, int, bytes]]]: ...
+    def grow_to_demand(
+        self, floor_sets: list[list[bytes]], busy: list[bytes], curves: list[list[int]]
+    ) -> list[list[bytes]]: ...
+    def app_sets(
+        self, curves: list[list[int]], homes: list[tuple[int, list[bytes]]], nest: bool
+    ) -> list[list[bytes]]: ...
 
 class NativeSearch:
     def __init__(

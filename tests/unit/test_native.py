@@ -18,7 +18,7 @@ from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.policies.heuristic.layouts import layouts
-from gpualloc.solvers.policies.heuristic.native import AVAILABLE, Compiled
+from gpualloc.solvers.policies.heuristic.native import AVAILABLE, NativeKernels
 from gpualloc.solvers.policies.heuristic.packing import pack
 from gpualloc.solvers.policies.heuristic.realtime import target_curves
 from gpualloc.solvers.problem import Problem
@@ -95,7 +95,7 @@ def test_the_corpus_and_the_bundled_scenarios_get_the_same_plans_compiled():
 def test_a_packing_is_the_same_compiled_including_trades():
     """`pack` on its own (the repair rounds' path), on every layout of a contended scenario."""
     problem = compile_scenario(Scenario.model_validate(generate_scenario(32, 24, 7, horizon=12)))
-    compiled = Compiled(problem)
+    compiled = NativeKernels(problem)
     order = sorted((j for j in problem.batch if not j.running_mask), key=lambda j: (-j.priority, j.index))
     found = layouts(problem, target_curves(problem))
     assert any(layout.reservation.trade is not None for layout in found)
@@ -105,7 +105,7 @@ def test_a_packing_is_the_same_compiled_including_trades():
 
 def test_a_bad_order_is_refused_with_the_field_named():
     problem = compile_scenario(Scenario.model_validate(generate_scenario(8, 4, 1, horizon=4)))
-    compiled = Compiled(problem)
+    compiled = NativeKernels(problem)
     res = layouts(problem, target_curves(problem))[0].reservation
     with pytest.raises(ValueError, match="order: job position 99"):
         compiled.native.pack(compiled.reservation(res), [99])

@@ -7,6 +7,7 @@ mod bits;
 mod model;
 mod mt;
 mod packing;
+mod realtime;
 mod search;
 mod trade;
 
@@ -17,7 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use bits::Bits;
-use model::{Job, Problem, Reservation, Trade};
+use model::{App, Job, Problem, Reservation, Trade};
 use packing::{pack, PackState};
 use search::Search;
 
@@ -98,10 +99,29 @@ impl NativeReservation {
     }
 }
 
+type Sets = Vec<Vec<Vec<u8>>>; // per app, per step: a GPU set
+type Homes = Vec<(usize, Vec<Vec<u8>>)>; // (app index, its GPU set per step)
+type Forced = Vec<(usize, usize, Vec<u8>)>; // (app index, step, GPUs)
+
 /// What a problem of one width offers the Python side.
 trait Width {
     fn search(&self, res: &NativeReservation, budget: i64, potential: Vec<f64>) -> Box<dyn SearchApi>;
     fn pack(&self, res: &NativeReservation, order: &[usize]) -> PackingOut;
+    fn assign_realtime(&self, curves: &[Vec<i64>], busy: &[Vec<u8>], strict: bool, fixed: &Homes) -> (Sets, Forced);
+    fn grow_to_demand(&self, floor_sets: &Sets, busy: &[Vec<u8>], curves: &[Vec<i64>]) -> Sets;
+    fn app_sets(&self, curves: &[Vec<i64>], homes: &Homes, nest: bool) -> Sets;
+}
+
+fn masks<const W: usize>(raw: &[Vec<u8>]) -> Vec<Bits<W>> {
+    raw.iter().map(|b| Bits::from_le_bytes(b)).collect()
+}
+
+fn raw<const W: usize>(sets: &[Vec<Bits<W>>]) -> Sets {
+    sets.iter().map(|row| row.iter().map(|m| m.to_le_bytes()).collect()).collect()
+}
+
+fn homes<const W: usize>(raw: &Homes) -> Vec<(usize, Vec<Bits<W>>)> {
+    raw.iter().map(|(i, rows)| (*i, masks(rows))).collect()
 }
 
 trait SearchApi {
@@ -119,6 +139,20 @@ impl<const W: usize> Width for Rc<Problem<W>> {
 
     fn pack(&self, res: &NativeReservation, order: &[usize]) -> PackingOut {
         packing_out(&pack(self, &res.compiled(), order))
+    }
+
+    fn assign_realtime(&self, curves: &[Vec<i64>], busy: &[Vec<u8>], strict: bool, fixed: &Homes) -> (Sets, Forced) {
+        let (sets, found) = realtime::assign_realtime(self, curves, &masks(busy), strict, &homes(fixed));
+        (raw(&sets), found.into_iter().map(|m| (m.app, m.step, m.gpus.to_le_bytes())).collect())
+    }
+
+    fn grow_to_demand(&self, floor_sets: &Sets, busy: &[Vec<u8>], curves: &[Vec<i64>]) -> Sets {
+        let floors: Vec<Vec<Bits<W>>> = floor_sets.iter().map(|rows| masks(rows)).collect();
+        raw(&realtime::grow_to_demand(self, &floors, &masks(busy), curves))
+    }
+
+    fn app_sets(&self, curves: &[Vec<i64>], homes_in: &Homes, nest: bool) -> Sets {
+        raw(&realtime::app_sets(self, curves, &homes(homes_in), nest))
     }
 }
 
@@ -141,6 +175,8 @@ impl<const W: usize> SearchApi for Search<W> {
 }
 
 type JobIn<'py> = (f64, usize, usize, usize, Option<(Bound<'py, PyBytes>, usize)>);
+/// (priority, min_gpus, swap_cap, current GPUs or None)
+type AppIn<'py> = (f64, i64, i64, Option<Bound<'py, PyBytes>>);
 
 fn compile<const W: usize>(
     gpus: usize,
@@ -148,8 +184,18 @@ fn compile<const W: usize>(
     horizon: usize,
     cum_weight: Vec<f64>,
     jobs: &[JobIn<'_>],
+    apps: &[AppIn<'_>],
     running_busy: &[Bound<'_, PyBytes>],
 ) -> Box<dyn Width> {
+    let apps = apps
+        .iter()
+        .map(|(priority, min_gpus, swap_cap, current)| App {
+            priority: *priority,
+            min_gpus: *min_gpus,
+            swap_cap: *swap_cap,
+            current: current.as_ref().map(|m| Bits::from_le_bytes(m.as_bytes())),
+        })
+        .collect();
     let jobs = jobs
         .iter()
         .map(|(priority, gpus, duration, arrival, running)| Job {
@@ -161,7 +207,7 @@ fn compile<const W: usize>(
         })
         .collect();
     let busy = running_busy.iter().map(|b| Bits::from_le_bytes(b.as_bytes())).collect();
-    Box::new(Rc::new(Problem::<W>::new(gpus, node_size, horizon, cum_weight, jobs, busy)))
+    Box::new(Rc::new(Problem::<W>::new(gpus, node_size, horizon, cum_weight, jobs, apps, busy)))
 }
 
 /// The problem's batch jobs (by position), pool and weights, compiled once per solve.
@@ -169,6 +215,7 @@ fn compile<const W: usize>(
 struct NativeProblem {
     inner: Box<dyn Width>,
     jobs: usize,
+    apps: usize,
     horizon: usize,
 }
 
@@ -181,23 +228,24 @@ impl NativeProblem {
         horizon: usize,
         cum_weight: Vec<f64>,
         jobs: Vec<JobIn<'_>>,
+        apps: Vec<AppIn<'_>>,
         running_busy: Vec<Bound<'_, PyBytes>>,
     ) -> PyResult<Self> {
         if node_size == 0 || cum_weight.len() != horizon + 1 || running_busy.len() != horizon {
             return Err(PyValueError::new_err("node_size, cum_weight or running_busy do not fit the horizon"));
         }
-        let args = (gpus, node_size, horizon, cum_weight, &jobs[..], &running_busy[..]);
+        let args = (gpus, node_size, horizon, cum_weight, &jobs[..], &apps[..], &running_busy[..]);
         let inner = match gpus.div_ceil(64) {
-            0..=1 => compile::<1>(args.0, args.1, args.2, args.3, args.4, args.5),
-            2 => compile::<2>(args.0, args.1, args.2, args.3, args.4, args.5),
-            3..=4 => compile::<4>(args.0, args.1, args.2, args.3, args.4, args.5),
-            5..=8 => compile::<8>(args.0, args.1, args.2, args.3, args.4, args.5),
-            9..=16 => compile::<16>(args.0, args.1, args.2, args.3, args.4, args.5),
-            17..=32 => compile::<32>(args.0, args.1, args.2, args.3, args.4, args.5),
-            33..=64 => compile::<64>(args.0, args.1, args.2, args.3, args.4, args.5),
+            0..=1 => compile::<1>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
+            2 => compile::<2>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
+            3..=4 => compile::<4>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
+            5..=8 => compile::<8>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
+            9..=16 => compile::<16>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
+            17..=32 => compile::<32>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
+            33..=64 => compile::<64>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
             _ => return Err(PyValueError::new_err(format!("gpus: {gpus} is above the 4096 a native problem holds"))),
         };
-        Ok(NativeProblem { inner, jobs: jobs.len(), horizon })
+        Ok(NativeProblem { inner, jobs: jobs.len(), apps: apps.len(), horizon })
     }
 
     /// The packing of `order` (job positions) around `reservation`, from the running jobs on.
@@ -210,9 +258,74 @@ impl NativeProblem {
         self.check(reservation, &order)?;
         packing_py(py, self.inner.pack(reservation, &order))
     }
+
+    /// Every app's GPU set per step around batch work `busy`, and the forced moves
+    /// (app index, step, GPUs); apps in `fixed` keep their sets.
+    fn assign_realtime<'py>(
+        &self,
+        py: Python<'py>,
+        curves: Vec<Vec<i64>>,
+        busy: Vec<Bound<'py, PyBytes>>,
+        strict: bool,
+        fixed: Vec<(usize, Vec<Bound<'py, PyBytes>>)>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.check_curves(&curves, busy.len())?;
+        let (sets, found) = self.inner.assign_realtime(&curves, &bytes_of(&busy), strict, &homes_of(&fixed));
+        let found: Vec<(usize, usize, Bound<PyBytes>)> =
+            found.into_iter().map(|(a, t, m)| (a, t, PyBytes::new(py, &m))).collect();
+        (sets_py(py, sets), found).into_pyobject(py).map(|t| t.into_any())
+    }
+
+    /// The apps' sets grown toward `curves` with the GPUs batch work `busy` and the floor
+    /// sets leave.
+    fn grow_to_demand<'py>(
+        &self,
+        py: Python<'py>,
+        floor_sets: Vec<Vec<Bound<'py, PyBytes>>>,
+        busy: Vec<Bound<'py, PyBytes>>,
+        curves: Vec<Vec<i64>>,
+    ) -> PyResult<Vec<Vec<Bound<'py, PyBytes>>>> {
+        self.check_curves(&curves, busy.len())?;
+        if floor_sets.len() != self.apps || floor_sets.iter().any(|r| r.len() != self.horizon) {
+            return Err(PyValueError::new_err("floor_sets: one GPU set a step for every app"));
+        }
+        let floors: Sets = floor_sets.iter().map(|r| bytes_of(r)).collect();
+        Ok(sets_py(py, self.inner.grow_to_demand(&floors, &bytes_of(&busy), &curves)))
+    }
+
+    /// Every app's GPU set per step at the top of the pool (or nested); homed apps keep theirs.
+    fn app_sets<'py>(
+        &self,
+        py: Python<'py>,
+        curves: Vec<Vec<i64>>,
+        homes: Vec<(usize, Vec<Bound<'py, PyBytes>>)>,
+        nest: bool,
+    ) -> PyResult<Vec<Vec<Bound<'py, PyBytes>>>> {
+        self.check_curves(&curves, self.horizon)?;
+        Ok(sets_py(py, self.inner.app_sets(&curves, &homes_of(&homes), nest)))
+    }
+}
+
+fn bytes_of(raw: &[Bound<'_, PyBytes>]) -> Vec<Vec<u8>> {
+    raw.iter().map(|b| b.as_bytes().to_vec()).collect()
+}
+
+fn homes_of(raw: &[(usize, Vec<Bound<'_, PyBytes>>)]) -> Homes {
+    raw.iter().map(|(i, rows)| (*i, bytes_of(rows))).collect()
+}
+
+fn sets_py(py: Python<'_>, sets: Sets) -> Vec<Vec<Bound<'_, PyBytes>>> {
+    sets.iter().map(|row| row.iter().map(|m| PyBytes::new(py, m)).collect()).collect()
 }
 
 impl NativeProblem {
+    fn check_curves(&self, curves: &[Vec<i64>], steps: usize) -> PyResult<()> {
+        if curves.len() != self.apps || steps != self.horizon || curves.iter().any(|c| c.len() != self.horizon) {
+            return Err(PyValueError::new_err("curves, busy: one value a step for every app, one GPU set a step"));
+        }
+        Ok(())
+    }
+
     fn check(&self, res: &NativeReservation, order: &[usize]) -> PyResult<()> {
         if res.reserve.len() != self.horizon || res.zone.len() != self.horizon {
             return Err(PyValueError::new_err("reservation: reserve and zone need one entry a step"));

@@ -14,6 +14,14 @@ pub struct Job<const W: usize> {
     pub running: Option<(Bits<W>, usize)>,
 }
 
+/// A real-time app; `current` is None when the app has no `current` (step 0 is free).
+pub struct App<const W: usize> {
+    pub priority: f64,
+    pub min_gpus: i64,
+    pub swap_cap: i64,
+    pub current: Option<Bits<W>>,
+}
+
 pub struct Problem<const W: usize> {
     pub gpus: usize,
     pub node_size: usize,
@@ -21,9 +29,12 @@ pub struct Problem<const W: usize> {
     /// cum[k] = w_0 + ... + w_{k-1}, exactly as the Python side summed it.
     pub cum: Vec<f64>,
     pub jobs: Vec<Job<W>>,
+    pub apps: Vec<App<W>>,
     pub running_busy: Vec<Bits<W>>,
     pub full: Bits<W>,
     pub node_starts: Bits<W>,
+    /// Per aligned block size 2, 4, ... up to the node: (lower halves, upper halves, half).
+    pub buddy_halves: Vec<(Bits<W>, Bits<W>, usize)>,
     valid: HashMap<usize, Bits<W>>,
     node_ends: HashMap<usize, Bits<W>>,
 }
@@ -35,8 +46,21 @@ impl<const W: usize> Problem<W> {
         horizon: usize,
         cum: Vec<f64>,
         jobs: Vec<Job<W>>,
+        apps: Vec<App<W>>,
         running_busy: Vec<Bits<W>>,
     ) -> Self {
+        let full = Bits::range(0, gpus);
+        let mut buddy_halves = Vec::new();
+        let mut size = 2;
+        while size <= node_size {
+            let half = size / 2;
+            let mut low = Bits::ZERO;
+            for base in (0..gpus).step_by(size) {
+                low |= Bits::range(base, base + half);
+            }
+            buddy_halves.push((low & full, low.shl(half) & full, half));
+            size *= 2;
+        }
         let mut node_starts = Bits::ZERO;
         let mut ends = Vec::new(); // GPU indices where a node ends
         for g in (0..gpus).step_by(node_size) {
@@ -79,9 +103,11 @@ impl<const W: usize> Problem<W> {
             horizon,
             cum,
             jobs,
+            apps,
             running_busy,
-            full: Bits::range(0, gpus),
+            full,
             node_starts,
+            buddy_halves,
             valid,
             node_ends,
         }

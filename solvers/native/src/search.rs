@@ -14,7 +14,9 @@ pub struct Search<const W: usize> {
     pub res: Reservation<W>,
     pub budget: i64,
     potential: Vec<f64>,
-    /// The best order packed so far and the snapshots of its packing (one per placed job).
+    /// The best order packed so far and the snapshots of its packing: the empty state and one
+    /// per placed job, or (seeds are packed without them) the empty state and the last only,
+    /// the rest replayed when the local search first needs them.
     incumbent: Option<(Vec<usize>, Snaps<W>)>,
 }
 
@@ -35,8 +37,16 @@ impl<const W: usize> Search<W> {
     }
 
     /// Pack `order` from `prefix` (snapshots of its first len(prefix)-1 jobs); None when it
-    /// cannot beat `floor` or (when `budgeted`) the budget runs out.
-    fn run(&mut self, order: &[usize], prefix: &[Rc<PackState<W>>], floor: f64, budgeted: bool) -> Option<Snaps<W>> {
+    /// cannot beat `floor` or (when `budgeted`) the budget runs out. Without `every`, only the
+    /// last snapshot is kept (after the prefix).
+    fn run(
+        &mut self,
+        order: &[usize],
+        prefix: &[Rc<PackState<W>>],
+        floor: f64,
+        budgeted: bool,
+        every: bool,
+    ) -> Option<Snaps<W>> {
         let k = prefix.len() - 1;
         if budgeted {
             if self.budget <= 0 {
@@ -58,12 +68,33 @@ impl<const W: usize> Search<W> {
             self.budget -= budgeted as i64;
             place(&self.problem, &self.res, &mut state, order[idx]);
             remaining -= rest[idx - k];
-            snaps.push(Rc::new(state.clone()));
+            if every {
+                snaps.push(Rc::new(state.clone()));
+            }
         }
         if state.value <= floor + 1e-9 {
             return None;
         }
+        if !every {
+            snaps.push(Rc::new(state));
+        }
         Some(snaps)
+    }
+
+    /// The incumbent with a snapshot after every job (replayed once when seeds left them out:
+    /// placing is deterministic, so the replay gives the snapshots the packing passed through).
+    fn materialized(&mut self) -> Option<(Vec<usize>, Snaps<W>)> {
+        let (order, snaps) = self.incumbent.take()?;
+        if snaps.len() == order.len() + 1 {
+            return Some((order, snaps));
+        }
+        let mut state = snaps[0].as_ref().clone();
+        let mut full = vec![snaps[0].clone()];
+        for &pos in &order {
+            place(&self.problem, &self.res, &mut state, pos);
+            full.push(Rc::new(state.clone()));
+        }
+        Some((order, full))
     }
 
     /// Pack each seed order (each only while it can beat the best so far) from the empty
@@ -80,7 +111,7 @@ impl<const W: usize> Search<W> {
                 Some((order, snaps)) if !order.is_empty() => snaps[snaps.len() - 1].value,
                 _ => f64::NEG_INFINITY,
             };
-            if let Some(snaps) = self.run(cand, &start, floor, false) {
+            if let Some(snaps) = self.run(cand, &start, floor, false, false) {
                 self.incumbent = Some((cand.clone(), snaps));
                 changed = true;
             }
@@ -92,7 +123,7 @@ impl<const W: usize> Search<W> {
     /// order (one job moved earlier, positions drawn from a generator seeded by the queue's
     /// length) and descend again. True when a better order was found (it is then the best).
     pub fn improve(&mut self) -> bool {
-        let Some((mut order, mut snaps)) = self.incumbent.take() else { return false };
+        let Some((mut order, mut snaps)) = self.materialized() else { return false };
         let mut rng = PyRandom::new(order.len() as u64);
         let (mut best_order, mut best_snaps) = (order.clone(), snaps.clone());
         let mut changed = false;
@@ -112,7 +143,7 @@ impl<const W: usize> Search<W> {
             kicked.push(best_order[j]);
             kicked.extend_from_slice(&best_order[i..j]);
             kicked.extend_from_slice(&best_order[j + 1..]);
-            match self.run(&kicked, &best_snaps[..i + 1], f64::NEG_INFINITY, true) {
+            match self.run(&kicked, &best_snaps[..i + 1], f64::NEG_INFINITY, true, true) {
                 Some(found) => (order, snaps) = (kicked, found),
                 None => break,
             }
@@ -135,7 +166,7 @@ impl<const W: usize> Search<W> {
                 front.extend_from_slice(&order[i + 1..]);
                 for (cand, k) in [(swapped, i - 1), (front, 0)] {
                     let floor = snaps[snaps.len() - 1].value;
-                    if let Some(found) = self.run(&cand, &snaps[..k + 1], floor, true) {
+                    if let Some(found) = self.run(&cand, &snaps[..k + 1], floor, true, true) {
                         (order, snaps, improved) = (cand, found, true);
                         break;
                     }

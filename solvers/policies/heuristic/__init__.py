@@ -17,22 +17,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
+from gpualloc.solvers.policies.heuristic.kernels import Kernels, PackSearch, kernels_for
 from gpualloc.solvers.policies.heuristic.layouts import Layout, layouts
-from gpualloc.solvers.policies.heuristic.native import AVAILABLE, MAX_GPUS, Compiled, NativeSearch
-from gpualloc.solvers.policies.heuristic.packing import Packing, Reservation, pack
-from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves, target_curves
-from gpualloc.solvers.policies.heuristic.search import Search
+from gpualloc.solvers.policies.heuristic.packing import Packing
+from gpualloc.solvers.policies.heuristic.realtime import floor_curves, target_curves
 from gpualloc.solvers.policies.policy import Solution
 from gpualloc.solvers.problem import Batch, Problem
 
 DEFAULT_EFFORT = SolveOptions().effort
-Packer = Callable[[list[Batch], Reservation], Packing]  # an order packed around a reservation
 MAX_BUDGET = 8000  # placements at effort 1: local search pays off on small queues, not on huge ones
 
 
@@ -66,7 +62,7 @@ def _seed_orders(problem: Problem, jobs: list[Batch]) -> list[list[Batch]]:
 
 
 def _finish(
-    problem: Problem, packer: Packer, layout: Layout, order: list[Batch], packing: Packing
+    problem: Problem, kernels: Kernels, layout: Layout, order: list[Batch], packing: Packing
 ) -> tuple[Schedule, float] | None:
     """Assign real-time GPUs around `packing`, closing cells where blocks force a move; return
     the schedule and its objective (None when the layout ran out of repair rounds).
@@ -74,25 +70,27 @@ def _finish(
     Strictly first (a block that leaves an app short by taking its GPUs counts as forcing);
     when that changed the packing, also leniently (such shortfalls accepted); the better wins.
     """
-    strict = _assign_with_repairs(problem, packer, layout, order, packing, strict=True)
+    strict = _assign_with_repairs(problem, kernels, layout, order, packing, strict=True)
     if strict is None:
         return None
-    best = _served(problem, layout, *strict[:2])
+    best = _served(problem, kernels, layout, *strict[:2])
     if strict[2]:
-        lenient = _assign_with_repairs(problem, packer, layout, order, packing, strict=False)
+        lenient = _assign_with_repairs(problem, kernels, layout, order, packing, strict=False)
         if lenient is not None:
-            other = _served(problem, layout, *lenient[:2])
+            other = _served(problem, kernels, layout, *lenient[:2])
             if other[1] > best[1] + 1e-9:
                 best = other
     return best
 
 
-def _served(problem: Problem, layout: Layout, packing: Packing, sets: dict[str, list[int]]) -> tuple[Schedule, float]:
+def _served(
+    problem: Problem, kernels: Kernels, layout: Layout, packing: Packing, sets: dict[str, list[int]]
+) -> tuple[Schedule, float]:
     """The schedule and its objective; apps held below their demand by the layout's curves take
     the GPUs batch work left (`grow_to_demand`)."""
     cut = packing.curves is not None and packing.curves != layout.curves
     if layout.lowered is not None or cut:
-        sets = grow_to_demand(problem, sets, packing.busy, layout.lowered or layout.curves)
+        sets = kernels.grow_to_demand(sets, packing.busy, layout.lowered or layout.curves)
     penalty = 0.0
     for app in problem.realtime:
         for t, mask in enumerate(sets[app.id]):
@@ -103,7 +101,7 @@ def _served(problem: Problem, layout: Layout, packing: Packing, sets: dict[str, 
 
 
 def _assign_with_repairs(
-    problem: Problem, packer: Packer, layout: Layout, order: list[Batch], packing: Packing, strict: bool
+    problem: Problem, kernels: Kernels, layout: Layout, order: list[Batch], packing: Packing, strict: bool
 ) -> tuple[Packing, dict[str, list[int]], bool] | None:
     """(packing, real-time sets, whether the packing had to change), or None past
     `max_repairs` rounds (or with more than twice that many forced moves in one round: a lost
@@ -118,7 +116,7 @@ def _assign_with_repairs(
     res, kept_order, rounds = layout.reservation, order, 0
     while True:
         curves = layout.curves if packing.curves is None else packing.curves
-        sets, forced = assign_realtime(problem, curves, packing.busy, strict, layout.fixed)
+        sets, forced = kernels.assign_realtime(curves, packing.busy, strict, layout.fixed)
         if not forced:
             return packing, sets, rounds > 0
         if layout.max_repairs is not None and (rounds >= layout.max_repairs or len(forced) > 2 * layout.max_repairs):
@@ -132,7 +130,7 @@ def _assign_with_repairs(
                 victim = _least_valuable_at(problem, packing, move.step)
                 kept_order = [j for j in kept_order if j is not victim]
         res = replace(res, zone=zone)
-        packing = packer(kept_order, res)
+        packing = kernels.pack(kept_order, res)
 
 
 def _least_valuable_at(problem: Problem, packing: Packing, step: int) -> Batch:
@@ -186,9 +184,6 @@ def curve_sets(problem: Problem, queue: list[Batch]) -> list[tuple[list[list[int
     return out
 
 
-PackSearch = Search | NativeSearch  # one face, two implementations that make the same plans
-
-
 @dataclass
 class _Candidate:
     """A layout's best packed seed order, finished into a plan."""
@@ -201,7 +196,7 @@ class _Candidate:
 
 def _pack_seeds(
     problem: Problem,
-    packer: Packer,
+    kernels: Kernels,
     layout: Layout,
     search: PackSearch,
     seeds: list[list[Batch]],
@@ -212,7 +207,7 @@ def _pack_seeds(
     gives up."""
     if not search.best_of(seeds) and prior is not None:
         return prior
-    finished = _finish(problem, packer, layout, search.order, search.packing())
+    finished = _finish(problem, kernels, layout, search.order, search.packing())
     return None if finished is None else _Candidate(finished[1], layout, search, finished[0])
 
 
@@ -232,37 +227,30 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native:
     would fill the GPUs their extras need. Its plan is kept when it finishes better than every
     plan so far.
 
-    The packing and the search run compiled (`native`) when the extension is installed, in
-    Python otherwise (`native=False` forces that); the plan is the same either way.
+    The inner loops (`kernels`) run compiled when the extension is installed, in Python
+    otherwise (`native=False` forces that); the plan is the same either way.
     """
-    if native is None:
-        native = AVAILABLE and problem.gpus <= MAX_GPUS
+    kernels = kernels_for(problem, native)
     queue = [j for j in problem.batch if not j.running_mask]
     seeds = _seed_orders(problem, queue)
     budget = int(effort * min(40 * len(queue), MAX_BUDGET))
     potential = {j.id: value_at_arrival(problem, j) for j in queue}
     found = _distinct(
-        [layout for curves, lowered in curve_sets(problem, queue) for layout in layouts(problem, curves, lowered)]
+        [
+            layout
+            for curves, lowered in curve_sets(problem, queue)
+            for layout in layouts(problem, curves, lowered, kernels.app_sets)
+        ]
     )
     found = found[: max(SCREENED, budget // max(1, len(queue)))]  # screening within the work budget
-    compiled = Compiled(problem) if native else None
-    packer: Packer = compiled.pack if compiled else (lambda order, res: pack(problem, order, res))
-    searches: list[tuple[Layout, PackSearch]] = [
-        (
-            layout,
-            NativeSearch(compiled, layout.reservation, budget, potential)
-            if compiled
-            else Search(problem, layout.reservation, budget, potential),
-        )
-        for layout in found
-    ]
+    searches = [(layout, kernels.search(layout.reservation, budget, potential)) for layout in found]
     if len(searches) > SCREENED:
-        screened = [c for c in (_pack_seeds(problem, packer, *pair, seeds[:1]) for pair in searches) if c]
+        screened = [c for c in (_pack_seeds(problem, kernels, *pair, seeds[:1]) for pair in searches) if c]
         screened.sort(key=lambda c: -c.objective)
         chosen = screened[:SCREENED] + [c for c in screened[SCREENED:] if c.layout.lowered is None][:1]
-        best = [c for c in (_pack_seeds(problem, packer, c.layout, c.search, seeds, c) for c in chosen) if c]
+        best = [c for c in (_pack_seeds(problem, kernels, c.layout, c.search, seeds, c) for c in chosen) if c]
     else:
-        best = [c for c in (_pack_seeds(problem, packer, *pair, seeds) for pair in searches) if c]
+        best = [c for c in (_pack_seeds(problem, kernels, *pair, seeds) for pair in searches) if c]
     top = max(best, key=lambda c: c.objective)
     firsts = [c for c in best if c.layout.lowered is None]
     if not firsts:
@@ -270,7 +258,7 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native:
     objective, schedule = top.objective, top.schedule
     for searched in sorted(firsts, key=lambda c: -c.objective)[:SEARCHED]:
         if searched.search.improve():
-            finished = _finish(problem, packer, searched.layout, searched.search.order, searched.search.packing())
+            finished = _finish(problem, kernels, searched.layout, searched.search.order, searched.search.packing())
             if finished is not None and finished[1] > objective + 1e-9:
                 objective, schedule = finished[1], finished[0]
     return schedule

@@ -13,12 +13,13 @@ step t: legal by construction, and its cells are known to the packer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpualloc.solvers.policies.heuristic.packing import Reservation
 from gpualloc.solvers.policies.heuristic.realtime import floor_curves
 from gpualloc.solvers.policies.heuristic.trade import Trade, reserved
-from gpualloc.solvers.problem import Problem, bits_of, highest_bits, mask_of
+from gpualloc.solvers.problem import Problem, bits_of, highest_bits, lowest_bits, mask_of
 
 
 def _pinned(problem: Problem, homes: dict[int, list[int]]) -> list[list[int]]:
@@ -34,6 +35,8 @@ def _pinned(problem: Problem, homes: dict[int, list[int]]) -> list[list[int]]:
         out.append([cur if n - (t + 1) * app.swap_cap > 0 or t == 0 else 0 for t in range(problem.horizon)])
     return out
 
+
+AppSets = Callable[[list[list[int]], dict[int, list[int]], bool], dict[int, list[int]]]  # `app_sets` of a problem
 
 RESERVING_REPAIRS = 4  # apps picked after packing can clash with blocks at scale; skyline cannot fail
 HOME_CAP = 0  # apps that cannot change their set at all
@@ -59,14 +62,14 @@ def _homes(problem: Problem, curves: list[list[int]]) -> dict[int, list[int]]:
             continue
         own = bits_of(max(app.current_mask, 0))
         need = max(curve, default=0) - len(own)
-        unclaimed = bits_of(problem.full & ~claimed)
-        if need > len(unclaimed):
+        unclaimed = problem.full & ~claimed
+        if need > unclaimed.bit_count():
             continue
         ends = (
             [
-                nest_picks(problem, claimed, problem.full & ~claimed, need),  # first: it wins ties
-                unclaimed[len(unclaimed) - need :][::-1],
-                unclaimed[:need],
+                nest_picks(problem, claimed, unclaimed, need),  # first: it wins ties
+                bits_of(highest_bits(unclaimed, need))[::-1],
+                bits_of(lowest_bits(unclaimed, need)),
             ]
             if need > 0
             else [[]]
@@ -104,16 +107,17 @@ def nest_picks(problem: Problem, occupied: int, candidates: int, n: int) -> list
 
 
 def _longest_run(problem: Problem, free: int) -> int:
-    """Length of the longest run of `free` GPUs inside one node."""
-    best, N = 0, problem.node_size
-    for node in range(0, problem.gpus, N):
-        bits = (free >> node) & ((1 << N) - 1)
-        while bits:
-            low = bits & -bits
-            run = (bits // low) & ~((bits // low) + 1)
-            best = max(best, run.bit_length())
-            bits &= ~(run * low)
-    return best
+    """Length of the longest run of `free` GPUs inside one node: runs of k+1 are the starts of
+    two overlapping runs of k, so it takes as many mask operations as the run is long (a node's
+    last GPU starts no run of two)."""
+    if not free:
+        return 0
+    last = (problem.node_starts >> 1) | (1 << (problem.gpus - 1))
+    length, run = 1, free & (free >> 1) & ~last
+    while run:
+        length += 1
+        run &= run >> 1
+    return length
 
 
 def _homes_fit(problem: Problem, curves: list[list[int]], homes: dict[int, list[int]]) -> bool:
@@ -180,12 +184,17 @@ class Layout:
         lowered: list[list[int]] | None = None,
         homes: dict[int, list[int]] | None = None,
         nest: bool = False,
+        sets_of: AppSets | None = None,
     ) -> "Layout":
-        """Every app gets its GPU set per step here (`_app_sets`: at the top of the pool, or
-        nested into nodes others already broke), and those sets are the zone batch blocks keep
-        out of: what the packer leaves is exactly what the apps hold."""
+        """Every app gets its GPU set per step here (`app_sets`, or `sets_of` that computes the
+        same: at the top of the pool, or nested into nodes others already broke), and those sets
+        are the zone batch blocks keep out of: what the packer leaves is exactly what the apps
+        hold."""
         homes = _homes(problem, curves) if homes is None else homes
-        sets = _app_sets(problem, curves, homes, nest)
+        if sets_of is None:
+            sets = app_sets(problem, curves, homes, nest)
+        else:
+            sets = sets_of(curves, homes, nest)
         zone = [0] * problem.horizon
         for masks in sets.values():
             for t, mask in enumerate(masks):
@@ -195,20 +204,22 @@ class Layout:
         )
 
 
-def layouts(problem: Problem, curves: list[list[int]], lowered: list[list[int]] | None = None) -> list[Layout]:
+def layouts(
+    problem: Problem, curves: list[list[int]], lowered: list[list[int]] | None = None, sets_of: AppSets | None = None
+) -> list[Layout]:
     """The layouts every curve set is packed around: apps anywhere (trading service for batch
     value where the curves are the apps' demand), at the top, nested."""
     homes = _homes(problem, curves)
     out = [
         Layout.reserving(problem, curves, lowered, homes, trade=lowered is None),
-        Layout.fixed_sets(problem, curves, lowered, homes),
+        Layout.fixed_sets(problem, curves, lowered, homes, sets_of=sets_of),
     ]
     if problem.realtime:
-        out.append(Layout.fixed_sets(problem, curves, lowered, homes, nest=True))
+        out.append(Layout.fixed_sets(problem, curves, lowered, homes, nest=True, sets_of=sets_of))
     return out
 
 
-def _app_sets(
+def app_sets(
     problem: Problem, curves: list[list[int]], homes: dict[int, list[int]], nest: bool
 ) -> dict[int, list[int]]:
     """Per app, its GPU set at each step: homed apps keep their homes; each other app keeps

@@ -1,14 +1,15 @@
-"""The compiled search (`gpualloc_native`, built from solvers/native with maturin) behind the
-same face as the Python `search.Search`, and the backend a solve uses.
+"""The compiled inner loops (`gpualloc_native`, built from solvers/native with maturin) behind
+the face of `kernels.Kernels`: packing and trades, the search, the apps' GPU sets.
 
-The compiled search makes the same plans as the Python one (tests/unit/test_native.py proves it
-on generated scenarios and the corpus); only the time differs. Without the extension (a machine
-with no Rust toolchain) every solve takes the Python path.
+They make the same plans as the Python modules (tests/unit/test_native.py proves it on generated
+scenarios and the corpus); only the time differs. Without the extension (a machine with no Rust
+toolchain) every solve takes the Python path.
 """
 
 from __future__ import annotations
 
 from gpualloc.solvers.policies.heuristic.packing import Packing, Reservation
+from gpualloc.solvers.policies.heuristic.realtime import ForcedMove
 from gpualloc.solvers.problem import Batch, Problem
 
 try:
@@ -20,7 +21,7 @@ except ImportError:  # built without a Rust toolchain: the Python path serves
 MAX_GPUS = 4096  # the widest pool a native problem holds (64 words)
 
 
-class Compiled:
+class NativeKernels:
     """A problem compiled once per solve: job positions, masks as little-endian bytes."""
 
     def __init__(self, problem: Problem):
@@ -35,7 +36,7 @@ class Compiled:
                 j.gpus,
                 j.duration,
                 j.arrival,
-                (self.bytes(j.running_mask), j.remaining) if j.running_mask else None,
+                (self.encode(j.running_mask), j.remaining) if j.running_mask else None,
             )
             for j in problem.batch
         ]
@@ -45,10 +46,14 @@ class Compiled:
             problem.horizon,
             list(problem.cum_weight),
             jobs,
-            [self.bytes(m) for m in problem.running_busy],
+            [
+                (a.priority, a.min_gpus, a.swap_cap, self.encode(a.current_mask) if a.current_mask >= 0 else None)
+                for a in problem.realtime
+            ],
+            [self.encode(m) for m in problem.running_busy],
         )
 
-    def bytes(self, mask: int) -> bytes:
+    def encode(self, mask: int) -> bytes:
         return mask.to_bytes(self.width, "little")
 
     def reservation(self, res: Reservation) -> gpualloc_native.NativeReservation:
@@ -68,7 +73,7 @@ class Compiled:
                 deal.cheapest,
             )
         )
-        return gpualloc_native.NativeReservation(res.reserve, res.keep, [self.bytes(m) for m in res.zone], trade)
+        return gpualloc_native.NativeReservation(res.reserve, res.keep, [self.encode(m) for m in res.zone], trade)
 
     def positions(self, order: list[Batch]) -> list[int]:
         return [self.position[j.id] for j in order]
@@ -79,14 +84,42 @@ class Compiled:
         starts = {batch[p].id: (s, int.from_bytes(m, "little")) for p, s, m in placed}
         return Packing(starts, value, [int.from_bytes(m, "little") for m in busy], curves, traded)
 
+    def masks(self, raw: list[bytes]) -> list[int]:
+        return [int.from_bytes(m, "little") for m in raw]
+
+    def search(self, res: Reservation, budget: int, potential: dict[str, float]) -> NativeSearch:
+        return NativeSearch(self, res, budget, potential)
+
     def pack(self, order: list[Batch], res: Reservation) -> Packing:
         return self.packing(self.native.pack(self.reservation(res), self.positions(order)))
+
+    def assign_realtime(
+        self, curves: list[list[int]], busy: list[int], strict: bool, fixed: dict[int, list[int]]
+    ) -> tuple[dict[str, list[int]], list[ForcedMove]]:
+        homes = [(i, [self.encode(m) for m in masks]) for i, masks in fixed.items()]
+        sets, found = self.native.assign_realtime(curves, [self.encode(m) for m in busy], strict, homes)
+        apps = self.problem.realtime
+        moves = [ForcedMove(apps[a].id, t, int.from_bytes(m, "little")) for a, t, m in found]
+        return {app.id: self.masks(row) for app, row in zip(apps, sets)}, moves
+
+    def grow_to_demand(
+        self, floor_sets: dict[str, list[int]], busy: list[int], curves: list[list[int]]
+    ) -> dict[str, list[int]]:
+        apps = self.problem.realtime
+        floors = [[self.encode(m) for m in floor_sets[app.id]] for app in apps]
+        grown = self.native.grow_to_demand(floors, [self.encode(m) for m in busy], curves)
+        return {app.id: self.masks(row) for app, row in zip(apps, grown)}
+
+    def app_sets(self, curves: list[list[int]], homes: dict[int, list[int]], nest: bool) -> dict[int, list[int]]:
+        fixed = [(i, [self.encode(m) for m in masks]) for i, masks in homes.items()]
+        sets = self.native.app_sets(curves, fixed, nest)
+        return {i: self.masks(row) for i, row in enumerate(sets)}
 
 
 class NativeSearch:
     """`search.Search`'s face over the compiled search."""
 
-    def __init__(self, compiled: Compiled, res: Reservation, budget: int, potential: dict[str, float]):
+    def __init__(self, compiled: NativeKernels, res: Reservation, budget: int, potential: dict[str, float]):
         self.compiled = compiled
         values = [potential.get(j.id, 0.0) for j in compiled.problem.batch]
         self._search = gpualloc_native.NativeSearch(compiled.native, compiled.reservation(res), budget, values)

@@ -55,7 +55,7 @@ class FullModeOptions(_Frozen):
 class SolveOptions(_Frozen):
     """How a registered scheduler runs (`gpualloc solve`, `bench`, the agent's hot path)."""
 
-    effort: float = Field(default=0.25, ge=0)  # heuristic: local-search budget (placements, not time)
+    effort: float = Field(default=1.0, ge=0)  # heuristic: local-search budget (placements, not time)
     full_mode: FullModeOptions = FullModeOptions()
 
 

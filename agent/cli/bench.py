@@ -1,6 +1,6 @@
 """`gpualloc bench NAME`: one subcommand a bench of agent/benches, each with its own options.
 Offline: `scenarios` (FIFO against the heuristic on a folder of scenarios; `gpualloc bench` with
-no NAME runs it), `full-mode`, `corpus`, `forecast`, `hot-path`, `traces`. Through a real broker
+no NAME runs it), `full-mode`, `corpus`, `native`, `forecast`, `hot-path`, `traces`. Through a real broker
 (`--bootstrap`, security from the settings): `agent`, `recovery`, `scale`, `soak`."""
 
 from __future__ import annotations
@@ -94,6 +94,20 @@ def cmd_hot_path(args: argparse.Namespace) -> int:
     hot = measure_hot_path(queued=args.queued)
     sys.stdout.write(dump_json(hot.as_dict()) if args.json else hot.line() + "\n")
     return EXIT_OK
+
+
+def cmd_native(args: argparse.Namespace) -> int:
+    from gpualloc.agent.benches import native_bench
+
+    try:
+        rows = native_bench.run_native_bench(args.dir, args.repeat, args.generated or [(1024, 1000, 7)])
+    except RuntimeError as e:
+        sys.stderr.write(f"gpualloc bench native: {e}\n")
+        return EXIT_FAILED
+    sys.stdout.write(
+        dump_json(native_bench.as_dict(rows)) if args.json else native_bench.table(rows, args.repeat) + "\n"
+    )
+    return EXIT_OK if all(r.same_plan for r in rows) else EXIT_FAILED
 
 
 def cmd_traces(args: argparse.Namespace) -> int:
@@ -245,7 +259,19 @@ def _broker_bench(
     return p
 
 
-BENCHES = ("scenarios", "full-mode", "corpus", "forecast", "hot-path", "agent", "recovery", "scale", "soak", "traces")
+BENCHES = (
+    "scenarios",
+    "full-mode",
+    "corpus",
+    "native",
+    "forecast",
+    "hot-path",
+    "agent",
+    "recovery",
+    "scale",
+    "soak",
+    "traces",
+)
 
 
 def add_bench_command(sub: argparse._SubParsersAction) -> None:
@@ -287,6 +313,14 @@ def add_bench_command(sub: argparse._SubParsersAction) -> None:
     )
     _number(p, "--repeat", 5, "timed runs per scheduler, p50 reported")
     _json(p, "the report", "a table")
+
+    p = _add(
+        benches,
+        "native",
+        "the compiled heuristic against its Python reference: p50 each, speed-up, the same plans",
+        cmd_native,
+    )
+    _scenario_arguments(p)
 
     p = _add(
         benches,

@@ -1,49 +1,18 @@
-"""A plain greedy baseline between FIFO and the heuristic: what a careful operator would do by
-hand, with no search.
-
-1. Real-time floors first: each app gets GPU sets holding its floor at every step (and what R4
-   forbids it to shed from `current`), around the inherited running jobs.
-2. Batch jobs by priority (highest first; ties by arrival, then order): each at the earliest
-   step from its arrival where a legal block (power of two, node rule) is free for its whole run.
-3. Real-time demand above the floors with the GPUs left, within the swap caps (`grow_to_demand`).
-
-Legal by construction (the floors' sets are kept out of every block), deterministic, and
-one pass: no local search, no repairs. The heuristic must beat it by its own search.
-"""
+"""A plain greedy baseline between FIFO and the heuristic: real-time floors first, batch jobs by
+priority at their earliest legal block, then real-time demand with the GPUs left
+(`heuristic.greedy_plan`). The heuristic must beat it by its own search, and takes its plan
+when it does not."""
 
 from __future__ import annotations
 
 from gpualloc.schemas.settings import SolveOptions
-from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
-from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves
+from gpualloc.solvers.policies.heuristic.greedy_plan import greedy_schedule
 from gpualloc.solvers.policies.policy import Solution
-from gpualloc.solvers.problem import Problem, insert_in_order
+from gpualloc.solvers.problem import Problem
+
+__all__ = ["greedy_schedule", "solve"]
 
 
 def solve(problem: Problem, options: SolveOptions) -> Solution:
     """The registry's entry point: the greedy takes no options."""
     return Solution(greedy_schedule(problem))
-
-
-def greedy_schedule(problem: Problem) -> Schedule:
-    running = list(problem.running_busy)
-    floor_sets, _ = assign_realtime(problem, floor_curves(problem), running)
-    busy = list(running)
-    for masks in floor_sets.values():
-        for t, mask in enumerate(masks):
-            busy[t] |= mask
-    schedule = Schedule()
-    for job in problem.batch:
-        if job.running_mask:
-            schedule.batch[job.id] = (0, job.running_mask)
-    queued = sorted((j for j in problem.batch if not j.running_mask), key=lambda j: (-j.priority, j.arrival, j.index))
-    placed = insert_in_order(problem, queued, busy)
-    schedule.batch.update(placed)
-    batch_busy = list(running)  # the batch occupancy alone, for step 3
-    jobs = {j.id: j for j in queued}
-    for job_id, (start, block) in placed.items():
-        for t in range(start, problem.end_of(jobs[job_id], start)):
-            batch_busy[t] |= block
-    schedule.realtime = grow_to_demand(problem, floor_sets, batch_busy)
-    return schedule

@@ -5,6 +5,7 @@ bundled scenarios. Skipped with a message where the extension is not built; a fa
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -109,3 +110,13 @@ def test_a_bad_order_is_refused_with_the_field_named():
     res = layouts(problem, target_curves(problem))[0].reservation
     with pytest.raises(ValueError, match="order: job position 99"):
         compiled.native.pack(compiled.reservation(res), [99])
+
+
+def test_the_native_bench_reports_the_same_plans_and_a_speed_up(capsys):
+    from gpualloc.agent.cli import main
+
+    code = main(["bench", "native", "--repeat", "1", "--generated", "64x30", "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [r["name"] for r in rows][-1] == "gen-g64-j30-s7" and len(rows) == 8
+    assert all(r["same_plan"] and r["native_ms"] > 0 and r["python_ms"] > 0 for r in rows)

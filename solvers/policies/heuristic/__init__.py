@@ -13,6 +13,7 @@
    swap cap, those cells are closed to batch work at that step and the order packed again; every
    round closes new cells or drops a job, so it ends, at worst with no batch work, which is
    always legal.
+5. The greedy plan (`greedy_plan`) is the last candidate: the heuristic never plans worse.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from dataclasses import dataclass, replace
 
 from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.metrics import objective_of
+from gpualloc.solvers.policies.heuristic.greedy_plan import greedy_schedule
 from gpualloc.solvers.policies.heuristic.kernels import Kernels, PackSearch, kernels_for
 from gpualloc.solvers.policies.heuristic.layouts import Layout, layouts
 from gpualloc.solvers.policies.heuristic.packing import Packing
@@ -225,7 +228,8 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native:
     on the best demand-first one: there the packing's value (batch value less what trades cost)
     is the plan's objective up to the apps' fixed demand, while with apps held at floors it
     would fill the GPUs their extras need. Its plan is kept when it finishes better than every
-    plan so far.
+    plan so far. Last, the greedy plan (`greedy_plan`) is taken when it is better still, so the
+    heuristic never plans worse than the greedy.
 
     The inner loops (`kernels`) run compiled when the extension is installed, in Python
     otherwise (`native=False` forces that); the plan is the same either way.
@@ -252,16 +256,15 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native:
     else:
         best = [c for c in (_pack_seeds(problem, kernels, *pair, seeds) for pair in searches) if c]
     top = max(best, key=lambda c: c.objective)
-    firsts = [c for c in best if c.layout.lowered is None]
-    if not firsts:
-        return top.schedule
     objective, schedule = top.objective, top.schedule
-    for searched in sorted(firsts, key=lambda c: -c.objective)[:SEARCHED]:
+    firsts = sorted((c for c in best if c.layout.lowered is None), key=lambda c: -c.objective)
+    for searched in firsts[:SEARCHED]:
         if searched.search.improve():
             finished = _finish(problem, kernels, searched.layout, searched.search.order, searched.search.packing())
             if finished is not None and finished[1] > objective + 1e-9:
                 objective, schedule = finished[1], finished[0]
-    return schedule
+    greedy = greedy_schedule(problem, kernels)  # one pass: the search's plans must beat it
+    return greedy if objective_of(problem, greedy) > objective_of(problem, schedule) + 1e-9 else schedule
 
 
 def _distinct(candidates: list[Layout]) -> list[Layout]:

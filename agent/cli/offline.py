@@ -142,6 +142,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 forecast=args.forecast,
                 forecast_settings=settings.forecast,
                 starvation_steps=args.starvation_steps,
+                replan_work=settings.replan_work,
             ),
             progress=Progress("simulate", "steps"),
         )

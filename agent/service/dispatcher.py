@@ -122,7 +122,12 @@ class Dispatcher:
         de-duplication. `replay` takes up each entry's own run, so a replay plans as the agent
         that made the entry did, whatever its settings are now."""
         self.interpreter.use(
-            run["policy"], run["effort"], run["step_seconds"], run["every"], ForecastSettings(**run.get("forecast", {}))
+            run["policy"],
+            run["effort"],
+            run["step_seconds"],
+            run["every"],
+            ForecastSettings(**run.get("forecast", {})),
+            run.get("replan_work", 0),  # entries without it were made by agents that always inserted
         )
         self.dedup_steps = run.get("dedup_steps", self.dedup_steps)
         self.seen_limit = run.get("seen_limit", self.seen_limit)

@@ -24,6 +24,7 @@ def run_settings(settings: AgentSettings) -> dict[str, Any]:
     return {
         "policy": settings.policy,
         "effort": settings.hot_path_effort,
+        "replan_work": settings.replan_work,
         "step_seconds": settings.step_seconds,
         "every": settings.full_mode.every,
         "dedup_steps": settings.dedup_steps,

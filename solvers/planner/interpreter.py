@@ -141,6 +141,7 @@ class Pool:
 
     scheduler: Callable[[Problem], Schedule] = heuristic_schedule  # the hot path
     by_arrival: bool = False  # the hot path's order is arrival order (`Planner.by_arrival`)
+    replan_work: int = 0  # a pass replans while queued jobs x GPUs is at most this (`Planner.replan_work`)
     step_seconds: float | None = None  # compressed clock; None: the pool's step_minutes
     full_mode_every: int = 0  # steps between full-mode solves (0: never)
     pending_limit: int = LIMITS.pending_events
@@ -303,6 +304,7 @@ class Pool:
                 forecasts=Forecasters(self.forecast),
                 week_minute=week_minute(now),
                 by_arrival=self.by_arrival,
+                replan_work=self.replan_work,
             )
             self.origin = now
             waiting, self.pending = self.pending, []
@@ -488,15 +490,23 @@ class Pool:
 
     # ---- run settings ---------------------------------------------------------------------------
     def use(
-        self, policy: str, effort: float, step_seconds: float | None, every: int, forecast: ForecastSettings
+        self,
+        policy: str,
+        effort: float,
+        step_seconds: float | None,
+        every: int,
+        forecast: ForecastSettings,
+        replan_work: int = 0,
     ) -> None:
         """Plan with registered policy `policy` (its hot path at `effort`; its full mode every
         `every` steps, when it has one), on a step of `step_seconds` (None: the pool's own), the
-        forecasters set by `forecast`. The one writer of the hot path, here and in the planner."""
+        forecasters set by `forecast`, passes replanning while queued jobs x GPUs is at most
+        `replan_work`. The one writer of the hot path, here and in the planner."""
         online = online_policy(policy)
         self.step_seconds = step_seconds
         self.full_mode_every = every if online.full_mode is not None else 0
         self.forecast = forecast
+        self.replan_work = replan_work
         self._use_hot(online.hot.bind(SolveOptions(effort=effort)), online.hot.by_arrival)
         if self.planner is not None:
             self.planner.forecasts.use(forecast)
@@ -505,6 +515,7 @@ class Pool:
         self.scheduler, self.by_arrival = scheduler, by_arrival
         if self.planner is not None:
             self.planner.scheduler, self.planner.by_arrival = scheduler, by_arrival
+            self.planner.replan_work = self.replan_work
 
     def adopt_planner(self, planner: Planner | None) -> None:
         """Take up `planner` (a snapshot's) with this pool's hot path."""

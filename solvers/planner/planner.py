@@ -76,6 +76,7 @@ class Planner:
     week_minute: int = 0  # minute of the week (from Monday 00:00 UTC) at which step 0 began
     busy: list[int] | None = None  # the current plan, per step of the window: the GPUs it holds (`submit_all`)
     by_arrival: bool = False  # a pass's arrivals inserted in arrival order (FIFO's), else most valuable first
+    replan_work: int = 0  # a pass replans the window while queued jobs x GPUs is at most this (0: never)
     ahead: Ahead | None = None  # the next boundary's plan, cut before it (`cut`)
 
     # ---- a pass, all or nothing ------------------------------------------------------------
@@ -117,13 +118,16 @@ class Planner:
     def submit_all(self, jobs: list[JobSpec]) -> list[Decision]:
         """Arrivals taken together (one poll's worth): all join the queue and get their decisions.
 
-        The hot path inserts each (most valuable first: priority, then GPU-steps; in arrival
-        order for a policy whose order that is) into the current plan (`busy`, made at the last
-        step boundary) at its earliest legal block: no decision already given moves, nor the
-        committed step, and it costs a scan of the window, not a replan. Only when there is no
-        current plan (the pool's first arrivals, a reconfigured pool) is a fresh one made with
-        all of them in the queue. A `start` takes effect at once: the job runs from this step
-        on its GPUs (its node agent binds them now), so nothing later in the step moves it."""
+        While the queue is small (`replan_work`: queued jobs x GPUs, a count of work, so a
+        replay decides the same way) the window is replanned with all of them in the queue, as
+        at a step boundary: every started job stays where it is, and jobs only `planned` may
+        move, as the boundary's replan would move them. Above it, or with no current plan to
+        insert into, the hot path inserts each (most valuable first: priority, then GPU-steps;
+        in arrival order for a policy whose order that is) into the current plan (`busy`, made
+        at the last step boundary) at its earliest legal block: no decision already given
+        moves, nor the committed step, and it costs a scan of the window, not a replan. A
+        `start` takes effect at once: the job runs from this step on its GPUs (its node agent
+        binds them now), so nothing later in the step moves it."""
         rejected: dict[int, Decision] = {}
         for k, job in enumerate(jobs):
             if job.id in self.queued or job.id in self.running:
@@ -136,7 +140,7 @@ class Planner:
                 self.queued[job.id] = job
         if len(rejected) == len(jobs):
             return [rejected[k] for k in range(len(jobs))]
-        if self.busy is not None:
+        if self.busy is not None and len(self.queued) * self.config.gpus > self.replan_work:
             order = (
                 range(len(jobs))
                 if self.by_arrival

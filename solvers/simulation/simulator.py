@@ -64,6 +64,7 @@ class SimOptions:
     forecast: bool = False  # each policy forecast-driven and as an oracle (see the module)
     forecast_settings: ForecastSettings = SimulationSettings().forecast
     starvation_steps: int | None = None  # the pools' starvation bound B instead of the trace's (0: none)
+    replan_work: int = SimulationSettings().replan_work  # passes replan while queued jobs x GPUs <= this
 
     def labels(self) -> list[tuple[str, str | None]]:
         """(run label, information mode) per run: the policies, each twice with `forecast`."""
@@ -303,6 +304,7 @@ def _run(
         online.hot.by_arrival,
         full_mode_every=options.full_mode.every if full else 0,
         forecast=options.forecast_settings,
+        replan_work=options.replan_work,
     )
     origin = first[0].occurred_at
     pool.apply([Event(first[0].type, first[1], origin)], origin)

@@ -127,3 +127,20 @@ def test_a_pass_is_inserted_most_valuable_first_but_in_arrival_order_for_fifo():
     config = PoolConfig(gpus=8, gpus_per_node=8, horizon=6)
     assert decided(Planner(config)) == {"high": "start", "low": "planned"}
     assert decided(Planner(config, scheduler=fifo_schedule, by_arrival=True)) == {"low": "start", "high": "planned"}
+
+
+def test_a_small_queue_replans_its_pass_and_a_valuable_arrival_goes_before_planned_work():
+    """Under `replan_work` a pass replans the window: the started job stays where it is, a
+    planned one gives way to a more valuable arrival; above it the arrival is inserted behind."""
+    starts = {}
+    for work in (0, 8 * 3):
+        planner = Planner(PoolConfig(gpus=8, gpus_per_node=8, horizon=8), replan_work=work)
+        running = planner.submit(JobSpec("run", "training", 1, 8, 2, 0))
+        assert running.action == "start"
+        assert planner.submit(JobSpec("low", "training", 1, 8, 3, 0)).start_step == 2
+        high = planner.submit(JobSpec("high", "training", 9, 8, 2, 0))
+        starts[work] = high.start_step
+        assert planner.running["run"][1] == mask_of(range(8))  # the started job never moves
+        commit = planner.tick()
+        assert commit.assignments["run"] == running.gpus
+    assert starts == {0: 5, 24: 2}

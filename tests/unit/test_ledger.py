@@ -23,7 +23,13 @@ from gpualloc.solvers.planner.snapshot import SnapshotError, dump_pool, unpack
 from gpualloc.solvers.policies.fifo import fifo_schedule
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
-RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0}
+RUN = {
+    "policy": "heuristic",
+    "effort": 0.05,
+    "step_seconds": 10,
+    "every": 0,
+    "replan_work": 4096,
+}  # passes replan small queues
 
 
 def message(kind: str, payload: dict, n: int, at: datetime) -> bytes:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.scenario_args import generator_args
 
 from gpualloc.schemas import Scenario
 from gpualloc.solvers import check_plan, compile_scenario
@@ -42,26 +43,14 @@ def _same_plan(problem: Problem, effort: float = 0.25) -> None:
     assert check_plan(problem, to_grid(problem, compiled)) == []
 
 
-@st.composite
-def small_scenarios(draw) -> tuple[dict, float]:
-    gpus = draw(st.sampled_from([1, 2, 3, 4, 6, 8, 12, 14, 16, 24, 32, 48, 64, 65, 96, 128]))
-    jobs = draw(st.integers(1, 30))
-    args = dict(
-        gpus=gpus,
-        jobs=jobs,
-        seed=draw(st.integers(0, 2**32 - 1)),
-        gpus_per_node=draw(st.sampled_from([d for d in range(1, min(gpus, 16) + 1) if gpus % d == 0])),
-        horizon=draw(st.sampled_from([1, 2, 4, 8, 12, 24, 48])),
-        swap_cap=draw(st.integers(0, 4)),
-        realtime_penalty=draw(st.sampled_from([0.0, 0.5, 2.0, 8.0])),
-        realtime=draw(st.none() | st.integers(0, min(jobs, gpus, 4))),
-        running=draw(st.booleans()),
-        late_arrivals=draw(st.booleans()),
-        floors=draw(st.booleans()),
-        currents=draw(st.booleans()),
-        app_swap_caps=draw(st.booleans()),
+SMALL_POOLS = [1, 2, 3, 4, 6, 8, 12, 14, 16, 24, 32, 48, 64, 65, 96, 128]
+
+
+def small_scenarios() -> st.SearchStrategy[tuple[dict, float]]:
+    """Generator arguments (pools up to 128 GPUs, nodes up to 16) and an effort."""
+    return st.tuples(
+        generator_args(SMALL_POOLS, 30, [1, 2, 4, 8, 12, 24, 48], max_node=16), st.sampled_from([0.25, 1.0, 4.0])
     )
-    return args, draw(st.sampled_from([0.25, 1.0, 4.0]))
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import scenario_args
 
 from gpualloc.schemas import Scenario
 from gpualloc.solvers import check_plan, compile_scenario, solve
@@ -29,26 +30,8 @@ from gpualloc.solvers.policies.heuristic import heuristic_schedule
 POOLS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 20, 24, 32]
 
 
-@st.composite
-def generator_args(draw) -> dict:
-    gpus = draw(st.sampled_from(POOLS))
-    node = draw(st.sampled_from([d for d in range(1, gpus + 1) if gpus % d == 0]))
-    jobs = draw(st.integers(1, 14))
-    return dict(
-        gpus=gpus,
-        jobs=jobs,
-        seed=draw(st.integers(0, 2**32 - 1)),
-        gpus_per_node=node,
-        horizon=draw(st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16, 24])),
-        swap_cap=draw(st.integers(0, 4)),
-        realtime_penalty=draw(st.sampled_from([0.0, 0.5, 2.0, 8.0])),  # low: apps held at floors pay
-        realtime=draw(st.none() | st.integers(0, min(jobs, gpus, 4))),
-        running=draw(st.booleans()),
-        late_arrivals=draw(st.booleans()),
-        floors=draw(st.booleans()),
-        currents=draw(st.booleans()),
-        app_swap_caps=draw(st.booleans()),
-    )
+def generator_args():  # the property tests' shapes
+    return scenario_args.generator_args(POOLS, 14, [1, 2, 3, 4, 6, 8, 12, 16, 24])
 
 
 def scenario_json(args: dict) -> str:

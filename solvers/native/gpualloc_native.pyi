@@ -28,7 +28,7 @@ class NativeProblem:
         horizon: int,
         cum_weight: list[float],
         jobs: list[tuple[float, int, int, int, tuple[bytes, int] | None]],
-        apps: list[tuple[float, int, int, bytes | None]],  # priority, min_gpus, swap_cap, current
+        apps: list[tuple[float, int, int, int, bytes | None]],  # priority, min_gpus, max_gpus, swap_cap, current
         running_busy: list[bytes],
     ) -> None: ...
     def pack(self, reservation: NativeReservation, order: list[int]) -> PackingTuple: ...
@@ -41,6 +41,9 @@ class NativeProblem:
     def app_sets(
         self, curves: list[list[int]], homes: list[tuple[int, list[bytes]]], nest: bool
     ) -> list[list[bytes]]: ...
+    def polish(
+        self, starts: list[tuple[int, int] | None], sets: list[list[bytes]], budget: int
+    ) -> tuple[list[tuple[int, int] | None], list[list[bytes]]]: ...
 
 class NativeSearch:
     def __init__(

@@ -7,6 +7,7 @@ mod bits;
 mod model;
 mod mt;
 mod packing;
+mod polish;
 mod realtime;
 mod search;
 mod trade;
@@ -110,6 +111,7 @@ trait Width {
     fn assign_realtime(&self, curves: &[Vec<i64>], busy: &[Vec<u8>], strict: bool, fixed: &Homes) -> (Sets, Forced);
     fn grow_to_demand(&self, floor_sets: &Sets, busy: &[Vec<u8>], curves: &[Vec<i64>]) -> Sets;
     fn app_sets(&self, curves: &[Vec<i64>], homes: &Homes, nest: bool) -> Sets;
+    fn polish(&self, starts: polish::Starts, sets: &Sets, budget: i64) -> (polish::Starts, Sets);
 }
 
 fn masks<const W: usize>(raw: &[Vec<u8>]) -> Vec<Bits<W>> {
@@ -154,6 +156,12 @@ impl<const W: usize> Width for Rc<Problem<W>> {
     fn app_sets(&self, curves: &[Vec<i64>], homes_in: &Homes, nest: bool) -> Sets {
         raw(&realtime::app_sets(self, curves, &homes(homes_in), nest))
     }
+
+    fn polish(&self, starts: polish::Starts, sets: &Sets, budget: i64) -> (polish::Starts, Sets) {
+        let sets: Vec<Vec<Bits<W>>> = sets.iter().map(|rows| masks(rows)).collect();
+        let (starts, sets) = polish::polish(self, starts, sets, budget);
+        (starts, raw(&sets))
+    }
 }
 
 impl<const W: usize> SearchApi for Search<W> {
@@ -175,8 +183,8 @@ impl<const W: usize> SearchApi for Search<W> {
 }
 
 type JobIn<'py> = (f64, usize, usize, usize, Option<(Bound<'py, PyBytes>, usize)>);
-/// (priority, min_gpus, swap_cap, current GPUs or None)
-type AppIn<'py> = (f64, i64, i64, Option<Bound<'py, PyBytes>>);
+/// (priority, min_gpus, max_gpus, swap_cap, current GPUs or None)
+type AppIn<'py> = (f64, i64, i64, i64, Option<Bound<'py, PyBytes>>);
 
 fn compile<const W: usize>(
     gpus: usize,
@@ -189,9 +197,10 @@ fn compile<const W: usize>(
 ) -> Box<dyn Width> {
     let apps = apps
         .iter()
-        .map(|(priority, min_gpus, swap_cap, current)| App {
+        .map(|(priority, min_gpus, max_gpus, swap_cap, current)| App {
             priority: *priority,
             min_gpus: *min_gpus,
+            max_gpus: *max_gpus,
             swap_cap: *swap_cap,
             current: current.as_ref().map(|m| Bits::from_le_bytes(m.as_bytes())),
         })
@@ -217,6 +226,7 @@ struct NativeProblem {
     jobs: usize,
     apps: usize,
     horizon: usize,
+    gpus: usize,
 }
 
 #[pymethods]
@@ -245,7 +255,7 @@ impl NativeProblem {
             33..=64 => compile::<64>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
             _ => return Err(PyValueError::new_err(format!("gpus: {gpus} is above the 4096 a native problem holds"))),
         };
-        Ok(NativeProblem { inner, jobs: jobs.len(), apps: apps.len(), horizon })
+        Ok(NativeProblem { inner, jobs: jobs.len(), apps: apps.len(), horizon, gpus })
     }
 
     /// The packing of `order` (job positions) around `reservation`, from the running jobs on.
@@ -303,6 +313,28 @@ impl NativeProblem {
     ) -> PyResult<Vec<Vec<Bound<'py, PyBytes>>>> {
         self.check_curves(&curves, self.horizon)?;
         Ok(sets_py(py, self.inner.app_sets(&curves, &homes_of(&homes), nest)))
+    }
+
+    /// A finished plan polished (batch jobs earlier, apps migrating off their blocks):
+    /// `starts` per job position, (start step, first GPU of its block) or None; `sets` per app,
+    /// a GPU set per step. Returns both, polished.
+    #[allow(clippy::type_complexity)]
+    fn polish<'py>(
+        &self,
+        py: Python<'py>,
+        starts: Vec<Option<(usize, usize)>>,
+        sets: Vec<Vec<Bound<'py, PyBytes>>>,
+        budget: i64,
+    ) -> PyResult<(Vec<Option<(usize, usize)>>, Vec<Vec<Bound<'py, PyBytes>>>)> {
+        if starts.len() != self.jobs || sets.len() != self.apps || sets.iter().any(|r| r.len() != self.horizon) {
+            return Err(PyValueError::new_err("starts, sets: one entry a job position, a GPU set a step for every app"));
+        }
+        if starts.iter().flatten().any(|&(s, first)| s >= self.horizon || first >= self.gpus) {
+            return Err(PyValueError::new_err("starts: a start past the horizon or a GPU past the pool"));
+        }
+        let raw_sets: Sets = sets.iter().map(|r| bytes_of(r)).collect();
+        let (starts, sets) = self.inner.polish(starts, &raw_sets, budget);
+        Ok((starts, sets_py(py, sets)))
     }
 }
 

@@ -18,6 +18,7 @@ pub struct Job<const W: usize> {
 pub struct App<const W: usize> {
     pub priority: f64,
     pub min_gpus: i64,
+    pub max_gpus: i64,
     pub swap_cap: i64,
     pub current: Option<Bits<W>>,
 }

@@ -14,6 +14,9 @@
    round closes new cells or drops a job, so it ends, at worst with no batch work, which is
    always legal.
 5. The greedy plan (`greedy_plan`) is the last candidate: the heuristic never plans worse.
+6. The plan chosen is polished (`polish`): jobs that wait are moved earlier or given a start,
+   taking blocks that apps migrate off (within their swap caps) or that a job or two make way
+   for; a move is kept only when the objective rises.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from gpualloc.solvers.problem import Batch, Problem
 
 DEFAULT_EFFORT = SolveOptions().effort
 MAX_BUDGET = 8000  # placements at effort 1: local search pays off on small queues, not on huge ones
+POLISH_PER_JOB = 640  # polish work (`polish`: start steps, blocks examined, ejections) a queued job at effort 1
+MAX_POLISH = 32000  # and at most this much
 
 
 def value_at_arrival(problem: Problem, job: Batch) -> float:
@@ -228,8 +233,9 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native:
     on the best demand-first one: there the packing's value (batch value less what trades cost)
     is the plan's objective up to the apps' fixed demand, while with apps held at floors it
     would fill the GPUs their extras need. Its plan is kept when it finishes better than every
-    plan so far. Last, the greedy plan (`greedy_plan`) is taken when it is better still, so the
-    heuristic never plans worse than the greedy.
+    plan so far. The greedy plan (`greedy_plan`) is taken when it is better still, so the
+    heuristic never plans worse than the greedy; last, the plan chosen is polished (`polish`),
+    which only raises its objective.
 
     The inner loops (`kernels`) run compiled when the extension is installed, in Python
     otherwise (`native=False` forces that); the plan is the same either way.
@@ -264,7 +270,9 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native:
             if finished is not None and finished[1] > objective + 1e-9:
                 objective, schedule = finished[1], finished[0]
     greedy = greedy_schedule(problem, kernels)  # one pass: the search's plans must beat it
-    return greedy if objective_of(problem, greedy) > objective_of(problem, schedule) + 1e-9 else schedule
+    if objective_of(problem, greedy) > objective_of(problem, schedule) + 1e-9:
+        schedule = greedy
+    return kernels.polish(schedule, int(effort * min(POLISH_PER_JOB * len(queue), MAX_POLISH)))
 
 
 def _distinct(candidates: list[Layout]) -> list[Layout]:

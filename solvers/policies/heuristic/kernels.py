@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
 from gpualloc.solvers.policies.heuristic.layouts import app_sets
 from gpualloc.solvers.policies.heuristic.native import AVAILABLE, MAX_GPUS, NativeKernels
 from gpualloc.solvers.policies.heuristic.packing import Packing, Reservation, pack
+from gpualloc.solvers.policies.heuristic.polish import polish
 from gpualloc.solvers.policies.heuristic.realtime import ForcedMove, assign_realtime
 from gpualloc.solvers.policies.heuristic.search import Search
 from gpualloc.solvers.problem import Batch, Problem
@@ -38,6 +40,7 @@ class Kernels(Protocol):
         self, floor_sets: dict[str, list[int]], busy: list[int], curves: list[list[int]]
     ) -> dict[str, list[int]]: ...
     def app_sets(self, curves: list[list[int]], homes: dict[int, list[int]], nest: bool) -> dict[int, list[int]]: ...
+    def polish(self, schedule: Schedule, budget: int) -> Schedule: ...
 
 
 class PythonKernels:
@@ -64,6 +67,9 @@ class PythonKernels:
 
     def app_sets(self, curves: list[list[int]], homes: dict[int, list[int]], nest: bool) -> dict[int, list[int]]:
         return app_sets(self.problem, curves, homes, nest)
+
+    def polish(self, schedule: Schedule, budget: int) -> Schedule:
+        return polish(self.problem, schedule, budget)
 
 
 def kernels_for(problem: Problem, native: bool | None = None) -> Kernels:

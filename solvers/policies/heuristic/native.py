@@ -8,6 +8,7 @@ toolchain) every solve takes the Python path.
 
 from __future__ import annotations
 
+from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic.packing import Packing, Reservation
 from gpualloc.solvers.policies.heuristic.realtime import ForcedMove
 from gpualloc.solvers.problem import Batch, Problem
@@ -47,7 +48,13 @@ class NativeKernels:
             list(problem.cum_weight),
             jobs,
             [
-                (a.priority, a.min_gpus, a.swap_cap, self.encode(a.current_mask) if a.current_mask >= 0 else None)
+                (
+                    a.priority,
+                    a.min_gpus,
+                    a.max_gpus,
+                    a.swap_cap,
+                    self.encode(a.current_mask) if a.current_mask >= 0 else None,
+                )
                 for a in problem.realtime
             ],
             [self.encode(m) for m in problem.running_busy],
@@ -114,6 +121,27 @@ class NativeKernels:
         fixed = [(i, [self.encode(m) for m in masks]) for i, masks in homes.items()]
         sets = self.native.app_sets(curves, fixed, nest)
         return {i: self.masks(row) for i, row in enumerate(sets)}
+
+    def polish(self, schedule: Schedule, budget: int) -> Schedule:
+        problem = self.problem
+        starts = [
+            None if j.running_mask or j.id not in schedule.batch else _first(schedule.batch[j.id])
+            for j in problem.batch
+        ]
+        T = problem.horizon
+        sets = [[self.encode(m) for m in schedule.realtime.get(a.id, [0] * T)] for a in problem.realtime]
+        polished, grown = self.native.polish(starts, sets, budget)
+        batch = {j.id: schedule.batch[j.id] for j in problem.batch if j.running_mask and j.id in schedule.batch}
+        for j, placed in zip(problem.batch, polished):
+            if placed is not None:
+                batch[j.id] = (placed[0], problem.block(placed[1], j.gpus))
+        return Schedule(batch=batch, realtime={a.id: self.masks(row) for a, row in zip(problem.realtime, grown)})
+
+
+def _first(placed: tuple[int, int]) -> tuple[int, int]:
+    """(start, first GPU) of a block given as (start, GPU mask)."""
+    start, mask = placed
+    return start, (mask & -mask).bit_length() - 1
 
 
 class NativeSearch:

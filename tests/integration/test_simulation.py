@@ -181,7 +181,7 @@ def test_adopted_full_mode_plans_are_recorded_and_a_replay_reuses_them():
     """Full mode runs at steps 0, 6, 12, ...; its plans, reconciled with the arrivals of the
     step, are adopted when better. Replaying the trace with the recorded plans (no solver)
     gives the same decisions and commits."""
-    events = events_of(gpus=16, days=1, jobs=40, apps=1, seed=2)
+    events = events_of(gpus=16, days=1, jobs=40, apps=1, seed=0)
     options = SimOptions(
         policies=("heuristic+milp",),
         full_mode=RollingFullMode(every=6, max_jobs=8, options=FullModeOptions(node_limit=10, time_limit=None)),

@@ -109,3 +109,20 @@ def test_the_native_bench_reports_the_same_plans_and_a_speed_up(capsys):
     assert code == 0
     assert [r["name"] for r in rows][-1] == "gen-g64-j30-s7" and len(rows) == 8
     assert all(r["same_plan"] and r["native_ms"] > 0 and r["python_ms"] > 0 for r in rows)
+
+
+def test_the_compiled_polish_works_at_the_contract_limits():
+    # 4,096 GPUs, 336 steps, 64 apps and a queue near 10,000 jobs: the greedy's plan polished
+    # with the heuristic's largest polish budget stays legal and loses nothing.
+    from gpualloc.solvers.metrics import objective_of
+    from gpualloc.solvers.policies.heuristic import MAX_POLISH
+    from gpualloc.solvers.policies.heuristic.greedy_plan import greedy_schedule
+
+    sc = generate_scenario(gpus=4096, jobs=10_000, horizon=336, realtime=64, seed=0, gpus_per_node=8)
+    problem = compile_scenario(Scenario.model_validate(sc))
+    assert len(problem.realtime) == 64 and len(problem.batch) > 9_000
+    kernels = NativeKernels(problem)
+    plan = greedy_schedule(problem, kernels)
+    polished = kernels.polish(plan, MAX_POLISH)
+    assert check_plan(problem, to_grid(problem, polished)) == []
+    assert objective_of(problem, polished) >= objective_of(problem, plan)

@@ -95,7 +95,7 @@ class _Plan:
         """Place `job` at step s on a candidate block: the lowest one no app holds, else the
         ones whose apps hold fewest cells, the apps migrating; False when none works."""
         scored = []
-        for p in _lowest(cands, BLOCKS_EXAMINED):
+        for p in bits_of(lowest_bits(cands, BLOCKS_EXAMINED)):
             self.budget -= 1
             block = self.problem.block(p, job.gpus)
             cells = 0
@@ -130,7 +130,7 @@ class _Plan:
                 if k is not job and placed and placed[0] < e and s < self.problem.end_of(k, placed[0]):
                     active.append((k, placed[0], placed[1]))
             options = []
-            for p in _lowest(free_block_starts(self.problem, fixed, job.gpus), BLOCKS_EXAMINED):
+            for p in bits_of(lowest_bits(free_block_starts(self.problem, fixed, job.gpus), BLOCKS_EXAMINED)):
                 self.budget -= 1
                 block = self.problem.block(p, job.gpus)
                 out = [(k, start) for k, start, mask in active if mask & block]
@@ -279,16 +279,6 @@ class _Plan:
 
     def _restore(self, saved: Saved) -> None:
         self.starts, self.sets, self.batch, self.apps = saved
-
-
-def _lowest(mask: int, n: int) -> list[int]:
-    """The n lowest set bits' indices."""
-    out: list[int] = []
-    while mask and len(out) < n:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
 
 
 def polish(problem: Problem, schedule: Schedule, budget: int) -> Schedule:

@@ -44,6 +44,9 @@ class NativeProblem:
     def polish(
         self, starts: list[tuple[int, int] | None], sets: list[list[bytes]], budget: int
     ) -> tuple[list[tuple[int, int] | None], list[list[bytes]]]: ...
+    def greedy(
+        self, order: list[int], floors: list[list[int]], targets: list[list[int]]
+    ) -> tuple[list[tuple[int, int, int]], list[list[bytes]]]: ...
 
 class NativeSearch:
     def __init__(

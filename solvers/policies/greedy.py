@@ -6,11 +6,18 @@ when it does not."""
 from __future__ import annotations
 
 from gpualloc.schemas.settings import SolveOptions
-from gpualloc.solvers.policies.heuristic.greedy_plan import greedy_schedule
+from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.policies.heuristic import greedy_plan
+from gpualloc.solvers.policies.heuristic.kernels import kernels_for
 from gpualloc.solvers.policies.policy import Solution
 from gpualloc.solvers.problem import Problem
 
 __all__ = ["greedy_schedule", "solve"]
+
+
+def greedy_schedule(problem: Problem) -> Schedule:
+    """The greedy plan, compiled when the extension is installed (the same plan either way)."""
+    return greedy_plan.greedy_schedule(problem, kernels_for(problem))
 
 
 def solve(problem: Problem, options: SolveOptions) -> Solution:

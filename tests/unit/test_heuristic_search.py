@@ -10,7 +10,7 @@ from gpualloc.solvers import check_plan, solve
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.policies.heuristic import curve_sets
 from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
-from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves
+from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves, target_curves
 
 
 def _plan(problem):
@@ -59,7 +59,7 @@ def test_an_app_worth_more_than_any_batch_gpu_step_keeps_its_demand():
     )
     plan = _plan(problem)
     assert plan.metrics.realtime_shortfall == 0
-    sets = curve_sets(problem, list(problem.batch))
+    sets = curve_sets(problem, list(problem.batch), target_curves(problem), floor_curves(problem))
     assert [lowered is None for _, lowered in sets] == [True, False]  # demand first, and all at floors
 
 

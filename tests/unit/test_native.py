@@ -19,10 +19,12 @@ from gpualloc.solvers import check_plan, compile_scenario
 from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.policies.heuristic.greedy_plan import greedy_schedule
+from gpualloc.solvers.policies.heuristic.kernels import PythonKernels
 from gpualloc.solvers.policies.heuristic.layouts import layouts
 from gpualloc.solvers.policies.heuristic.native import AVAILABLE, NativeKernels
 from gpualloc.solvers.policies.heuristic.packing import pack
-from gpualloc.solvers.policies.heuristic.realtime import target_curves
+from gpualloc.solvers.policies.heuristic.realtime import floor_curves, target_curves
 from gpualloc.solvers.problem import Problem
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,12 +95,34 @@ def test_a_packing_is_the_same_compiled_including_trades():
         assert compiled.pack(order, layout.reservation) == pack(problem, order, layout.reservation)
 
 
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(small_scenarios())
+def test_the_greedy_plan_is_the_same_compiled(drawn):
+    """The greedy (`greedy_plan`, also the heuristic's last candidate) in one compiled call."""
+    args, _ = drawn
+    problem = compile_scenario(Scenario.model_validate(generate_scenario(**args)))
+    reference = greedy_schedule(problem, PythonKernels(problem))
+    compiled = greedy_schedule(problem, NativeKernels(problem))
+    assert compiled.batch == reference.batch
+    assert compiled.realtime == reference.realtime
+    assert check_plan(problem, to_grid(problem, compiled)) == []
+
+
+def test_the_greedy_plan_is_the_same_compiled_on_a_pool_of_thousands():
+    problem = compile_scenario(Scenario.model_validate(generate_scenario(1024, 1000, 3, horizon=24)))
+    compiled = greedy_schedule(problem, NativeKernels(problem))
+    assert compiled == greedy_schedule(problem, PythonKernels(problem))
+    assert len(compiled.batch) > 100
+
+
 def test_a_bad_order_is_refused_with_the_field_named():
     problem = compile_scenario(Scenario.model_validate(generate_scenario(8, 4, 1, horizon=4)))
     compiled = NativeKernels(problem)
     res = layouts(problem, target_curves(problem))[0].reservation
     with pytest.raises(ValueError, match="order: job position 99"):
         compiled.native.pack(compiled.reservation(res), [99])
+    with pytest.raises(ValueError, match="order: job position 99"):
+        compiled.native.greedy([99], floor_curves(problem), target_curves(problem))
 
 
 def test_the_native_bench_reports_the_same_plans_and_a_speed_up(capsys):
@@ -116,7 +140,6 @@ def test_the_compiled_polish_works_at_the_contract_limits():
     # with the heuristic's largest polish budget stays legal and loses nothing.
     from gpualloc.solvers.metrics import objective_of
     from gpualloc.solvers.policies.heuristic import MAX_POLISH
-    from gpualloc.solvers.policies.heuristic.greedy_plan import greedy_schedule
 
     sc = generate_scenario(gpus=4096, jobs=10_000, horizon=336, realtime=64, seed=0, gpus_per_node=8)
     problem = compile_scenario(Scenario.model_validate(sc))

@@ -16,7 +16,7 @@ from gpualloc.solvers import check_plan, compile_scenario
 from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.metrics import objective_of
-from gpualloc.solvers.policies.heuristic.greedy_plan import greedy_schedule
+from gpualloc.solvers.policies.greedy import greedy_schedule
 from gpualloc.solvers.policies.heuristic.native import AVAILABLE, NativeKernels
 from gpualloc.solvers.policies.heuristic.polish import polish
 from gpualloc.solvers.problem import mask_of

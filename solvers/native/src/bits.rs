@@ -121,12 +121,38 @@ impl<const W: usize> Bits<W> {
         out
     }
 
+    /// The set bits, lowest first, without allocating.
+    pub fn ones(self) -> Ones<W> {
+        Ones { mask: self, word: 0 }
+    }
+
     pub fn andnot(&self, other: &Self) -> Self {
         let mut out = *self;
         for i in 0..W {
             out.0[i] &= !other.0[i];
         }
         out
+    }
+}
+
+/// Iterator over a `Bits`' set bits, lowest first (`Bits::ones`).
+pub struct Ones<const W: usize> {
+    mask: Bits<W>,
+    word: usize,
+}
+
+impl<const W: usize> Iterator for Ones<W> {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        while self.word < W {
+            let w = self.mask.0[self.word];
+            if w != 0 {
+                self.mask.0[self.word] = w & (w - 1);
+                return Some(64 * self.word + w.trailing_zeros() as usize);
+            }
+            self.word += 1;
+        }
+        None
     }
 }
 
@@ -210,5 +236,8 @@ mod tests {
         assert_eq!(r.ones_from(62), 8);
         assert_eq!(Bits::<1>::range(0, 64).ones_from(0), 64);
         assert_eq!(Bits::<2>::from_le_bytes(&r.to_le_bytes()), r);
+        let set = Bits::<2>::bit(3) | Bits::<2>::bit(64) | Bits::<2>::bit(127);
+        assert_eq!(set.ones().collect::<Vec<_>>(), vec![3, 64, 127]);
+        assert_eq!(Bits::<2>::ZERO.ones().next(), None);
     }
 }

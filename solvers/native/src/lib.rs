@@ -4,6 +4,7 @@
 //! (64 to 4,096 GPUs), each width compiled on its own.
 
 mod bits;
+mod greedy;
 mod model;
 mod mt;
 mod packing;
@@ -112,6 +113,7 @@ trait Width {
     fn grow_to_demand(&self, floor_sets: &Sets, busy: &[Vec<u8>], curves: &[Vec<i64>]) -> Sets;
     fn app_sets(&self, curves: &[Vec<i64>], homes: &Homes, nest: bool) -> Sets;
     fn polish(&self, starts: polish::Starts, sets: &Sets, budget: i64) -> (polish::Starts, Sets);
+    fn greedy(&self, order: &[usize], floors: &[Vec<i64>], targets: &[Vec<i64>]) -> (greedy::Placed, Sets);
 }
 
 fn masks<const W: usize>(raw: &[Vec<u8>]) -> Vec<Bits<W>> {
@@ -161,6 +163,11 @@ impl<const W: usize> Width for Rc<Problem<W>> {
         let sets: Vec<Vec<Bits<W>>> = sets.iter().map(|rows| masks(rows)).collect();
         let (starts, sets) = polish::polish(self, starts, sets, budget);
         (starts, raw(&sets))
+    }
+
+    fn greedy(&self, order: &[usize], floors: &[Vec<i64>], targets: &[Vec<i64>]) -> (greedy::Placed, Sets) {
+        let (placed, sets) = greedy::greedy(self, order, floors, targets);
+        (placed, raw(&sets))
     }
 }
 
@@ -335,6 +342,26 @@ impl NativeProblem {
         let raw_sets: Sets = sets.iter().map(|r| bytes_of(r)).collect();
         let (starts, sets) = self.inner.polish(starts, &raw_sets, budget);
         Ok((starts, sets_py(py, sets)))
+    }
+
+    /// The greedy plan: real-time `floors` first, the jobs of `order` (positions) each at its
+    /// earliest legal block, the apps grown toward `targets`. Returns the jobs placed
+    /// (position, start step, first GPU) and every app's GPU set per step.
+    #[allow(clippy::type_complexity)]
+    fn greedy<'py>(
+        &self,
+        py: Python<'py>,
+        order: Vec<usize>,
+        floors: Vec<Vec<i64>>,
+        targets: Vec<Vec<i64>>,
+    ) -> PyResult<(greedy::Placed, Vec<Vec<Bound<'py, PyBytes>>>)> {
+        self.check_curves(&floors, self.horizon)?;
+        self.check_curves(&targets, self.horizon)?;
+        if let Some(p) = order.iter().find(|&&p| p >= self.jobs) {
+            return Err(PyValueError::new_err(format!("order: job position {p} is past the {} jobs", self.jobs)));
+        }
+        let (placed, sets) = self.inner.greedy(&order, &floors, &targets);
+        Ok((placed, sets_py(py, sets)))
     }
 }
 

@@ -1,8 +1,6 @@
 //! The planning problem and a layout's reservation, compiled for the packer (the Python
 //! `Problem` and `Reservation`, with GPU sets as `Bits`).
 
-use std::collections::HashMap;
-
 use crate::bits::Bits;
 
 pub struct Job<const W: usize> {
@@ -36,8 +34,9 @@ pub struct Problem<const W: usize> {
     pub node_starts: Bits<W>,
     /// Per aligned block size 2, 4, ... up to the node: (lower halves, upper halves, half).
     pub buddy_halves: Vec<(Bits<W>, Bits<W>, usize)>,
-    valid: HashMap<usize, Bits<W>>,
-    node_ends: HashMap<usize, Bits<W>>,
+    /// Per block size a job has: (size, legal first GPUs, first GPUs flush with a node's end);
+    /// a short list scanned, cheaper than hashing on every block search.
+    sizes: Vec<(usize, Bits<W>, Bits<W>)>,
 }
 
 impl<const W: usize> Problem<W> {
@@ -71,11 +70,10 @@ impl<const W: usize> Problem<W> {
             }
         }
         ends.push(gpus);
-        let mut valid = HashMap::new();
-        let mut node_ends = HashMap::new();
+        let mut sizes: Vec<(usize, Bits<W>, Bits<W>)> = Vec::new();
         for job in &jobs {
             let n = job.gpus;
-            if n == 0 || n > gpus || valid.contains_key(&n) {
+            if n == 0 || n > gpus || sizes.iter().any(|x| x.0 == n) {
                 continue;
             }
             let mut m = Bits::ZERO;
@@ -89,14 +87,13 @@ impl<const W: usize> Problem<W> {
                     m |= Bits::bit(p);
                 }
             }
-            valid.insert(n, m);
             let mut e = Bits::ZERO;
             for &end in &ends {
                 if end >= n {
                     e |= Bits::bit(end - n);
                 }
             }
-            node_ends.insert(n, e);
+            sizes.push((n, m, e));
         }
         Problem {
             gpus,
@@ -109,8 +106,7 @@ impl<const W: usize> Problem<W> {
             full,
             node_starts,
             buddy_halves,
-            valid,
-            node_ends,
+            sizes,
         }
     }
 
@@ -124,12 +120,12 @@ impl<const W: usize> Problem<W> {
 
     /// First GPUs at which an n-block obeys the node rule (none for a size no job has).
     pub fn valid_starts(&self, n: usize) -> Bits<W> {
-        self.valid.get(&n).copied().unwrap_or(Bits::ZERO)
+        self.sizes.iter().find(|x| x.0 == n).map_or(Bits::ZERO, |x| x.1)
     }
 
     /// First GPUs p at which an n-block ends flush with a node's end.
     pub fn node_end_starts(&self, n: usize) -> Bits<W> {
-        self.node_ends.get(&n).copied().unwrap_or(Bits::ZERO)
+        self.sizes.iter().find(|x| x.0 == n).map_or(Bits::ZERO, |x| x.2)
     }
 
     /// First GPUs p such that [p, p+n) avoids `union` and obeys the node rule.

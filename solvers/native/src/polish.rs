@@ -12,17 +12,34 @@ const MIGRATING_BLOCKS: usize = 4;
 const EJECTED: usize = 2;
 const EJECT_TRIES: usize = 2;
 
-/// (value taken out, first GPU of the block, the (job, start) pairs taken out).
-type Ejection = (f64, usize, Vec<(usize, usize)>);
+/// A block an ejection could take: the value taken out, its first GPU, and the (job, start)
+/// pairs taken out (the first `count` of `out`).
+#[derive(Clone, Copy)]
+struct Ejection {
+    lost: f64,
+    first: usize,
+    out: [(usize, usize); EJECTED],
+    count: usize,
+}
 
 /// Per job position: (start, first GPU of its block) for a placed queued job.
 pub type Starts = Vec<Option<(usize, usize)>>;
 
+#[derive(Default)]
 struct Saved<const W: usize> {
     starts: Starts,
     sets: Vec<Rc<Vec<Bits<W>>>>,
     batch: Vec<Bits<W>>,
     apps: Vec<Bits<W>>,
+}
+
+/// Buffers the moves fill and empty again, kept so a move allocates nothing it can reuse.
+#[derive(Default)]
+struct Scratch<const W: usize> {
+    saved: Saved<W>,
+    apps: Vec<Bits<W>>,
+    active: Vec<(usize, usize, usize, usize)>,
+    options: Vec<Ejection>,
 }
 
 pub struct Plan<'a, const W: usize> {
@@ -33,6 +50,7 @@ pub struct Plan<'a, const W: usize> {
     pub sets: Vec<Rc<Vec<Bits<W>>>>,
     batch: Vec<Bits<W>>,
     apps: Vec<Bits<W>>,
+    scratch: Scratch<W>,
 }
 
 fn lowest_bits<const W: usize>(mut mask: Bits<W>, n: i64) -> Bits<W> {
@@ -51,24 +69,6 @@ fn lowest_bits<const W: usize>(mut mask: Bits<W>, n: i64) -> Bits<W> {
     out
 }
 
-fn lowest_n<const W: usize>(mut mask: Bits<W>, n: usize) -> Vec<usize> {
-    let mut out = Vec::new();
-    while out.len() < n {
-        match mask.lowest() {
-            Some(g) => {
-                out.push(g);
-                mask = mask.andnot(&Bits::bit(g));
-            }
-            None => break,
-        }
-    }
-    out
-}
-
-fn bits_of<const W: usize>(mask: Bits<W>) -> Vec<usize> {
-    lowest_n(mask, usize::MAX)
-}
-
 impl<'a, const W: usize> Plan<'a, W> {
     pub fn new(p: &'a Problem<W>, starts: Starts, sets: Vec<Vec<Bits<W>>>, budget: i64) -> Self {
         let queued: Vec<usize> = (0..p.jobs.len()).filter(|&i| p.jobs[i].running.is_none()).collect();
@@ -80,6 +80,7 @@ impl<'a, const W: usize> Plan<'a, W> {
             sets: sets.into_iter().map(Rc::new).collect(),
             batch: p.running_busy.clone(),
             apps: vec![Bits::ZERO; p.horizon],
+            scratch: Scratch::default(),
         };
         for k in 0..plan.queued.len() {
             let i = plan.queued[k];
@@ -162,20 +163,23 @@ impl<'a, const W: usize> Plan<'a, W> {
     }
 
     fn take(&mut self, i: usize, s: usize, e: usize, cands: Bits<W>) -> bool {
-        let mut scored: Vec<(i64, usize)> = Vec::new();
-        for p in lowest_n(cands, BLOCKS_EXAMINED) {
+        let mut scored = [(0i64, 0usize); BLOCKS_EXAMINED];
+        let mut len = 0;
+        for p in cands.ones().take(BLOCKS_EXAMINED) {
             self.budget -= 1;
             let block = self.block(i, p);
             let mut cells = 0;
             for t in s..e {
                 cells += (self.apps[t] & block).count();
             }
-            scored.push((cells, p));
+            scored[len] = (cells, p);
+            len += 1;
             if cells == 0 {
                 break;
             }
         }
-        scored.sort();
+        let scored = &mut scored[..len];
+        scored.sort_unstable();
         let n = if scored[0].0 == 0 { 1 } else { MIGRATING_BLOCKS };
         for &(cells, p) in scored.iter().take(n) {
             if self.place(i, s, e, p, cells > 0) {
@@ -200,7 +204,8 @@ impl<'a, const W: usize> Plan<'a, W> {
             for t in s..e {
                 fixed |= self.p.running_busy[t];
             }
-            let mut active: Vec<(usize, usize, usize, usize)> = Vec::new(); // (job, start, GPUs [lo, hi))
+            let mut active = std::mem::take(&mut self.scratch.active); // (job, start, GPUs [lo, hi))
+            active.clear();
             for &k in &self.queued {
                 if let Some((start, first)) = self.starts[k] {
                     if k != i && start < e && s < self.end_of(k, start) {
@@ -208,26 +213,40 @@ impl<'a, const W: usize> Plan<'a, W> {
                     }
                 }
             }
-            let mut options: Vec<Ejection> = Vec::new();
-            for p in lowest_n(self.p.free_block_starts(fixed, n), BLOCKS_EXAMINED) {
+            let mut options = std::mem::take(&mut self.scratch.options);
+            options.clear();
+            for p in self.p.free_block_starts(fixed, n).ones().take(BLOCKS_EXAMINED) {
                 self.budget -= 1;
-                let out: Vec<(usize, usize)> =
-                    active.iter().filter(|a| a.2 < p + n && p < a.3).map(|a| (a.0, a.1)).collect();
-                if !out.is_empty() && out.len() <= EJECTED {
-                    let mut lost = 0.0;
-                    for &(k, st) in &out {
-                        lost += self.value(k, Some(st));
+                let mut option = Ejection { lost: 0.0, first: p, out: [(0, 0); EJECTED], count: 0 };
+                for a in active.iter().filter(|a| a.2 < p + n && p < a.3) {
+                    if option.count == EJECTED {
+                        option.count += 1;
+                        break;
                     }
-                    options.push((lost, p, out));
+                    option.out[option.count] = (a.0, a.1);
+                    option.count += 1;
+                }
+                if option.count > 0 && option.count <= EJECTED {
+                    for &(k, st) in &option.out[..option.count] {
+                        option.lost += self.value(k, Some(st));
+                    }
+                    options.push(option);
                 }
             }
-            options.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)));
-            for (lost, p, out) in options.into_iter().take(EJECT_TRIES) {
+            self.scratch.active = active;
+            options.sort_by(|a, b| a.lost.partial_cmp(&b.lost).unwrap().then(a.first.cmp(&b.first)));
+            let mut done = false;
+            for option in options.iter().take(EJECT_TRIES) {
                 self.budget -= 1;
                 let gained = self.value(i, Some(s)) - before;
-                if self.eject_onto(i, s, e, p, &out, gained, lost) {
-                    return true;
+                if self.eject_onto(i, s, e, option.first, &option.out[..option.count], gained, option.lost) {
+                    done = true;
+                    break;
                 }
+            }
+            self.scratch.options = options;
+            if done {
+                return true;
             }
         }
         false
@@ -235,12 +254,11 @@ impl<'a, const W: usize> Plan<'a, W> {
 
     #[allow(clippy::too_many_arguments)]
     fn eject_onto(&mut self, i: usize, s: usize, e: usize, p: usize, out: &[(usize, usize)], mut gained: f64, lost: f64) -> bool {
-        let saved = Saved {
-            starts: self.starts.clone(),
-            sets: self.sets.clone(),
-            batch: self.batch.clone(),
-            apps: self.apps.clone(),
-        };
+        let mut saved = std::mem::take(&mut self.scratch.saved);
+        saved.starts.clone_from(&self.starts);
+        saved.sets.clone_from(&self.sets);
+        saved.batch.clone_from(&self.batch);
+        saved.apps.clone_from(&self.apps);
         self.unplace(i);
         for &(k, _) in out {
             self.unplace(k);
@@ -258,20 +276,26 @@ impl<'a, const W: usize> Plan<'a, W> {
                 gained += self.value(k, self.starts[k].map(|c| c.0));
             }
             if gained - lost > 1e-9 {
+                self.scratch.saved = saved;
                 return true;
             }
         }
-        self.starts = saved.starts;
-        self.sets = saved.sets;
-        self.batch = saved.batch;
-        self.apps = saved.apps;
+        std::mem::swap(&mut self.starts, &mut saved.starts);
+        std::mem::swap(&mut self.sets, &mut saved.sets);
+        std::mem::swap(&mut self.batch, &mut saved.batch);
+        std::mem::swap(&mut self.apps, &mut saved.apps);
+        self.scratch.saved = saved;
         false
     }
 
     fn place(&mut self, i: usize, s: usize, e: usize, p: usize, migrating: bool) -> bool {
         let block = self.block(i, p);
         let moved = if migrating {
-            match self.migrate_all(block, s, e) {
+            let mut apps = std::mem::take(&mut self.scratch.apps);
+            apps.clone_from(&self.apps);
+            let moved = self.migrate_all(&mut apps, block, s, e);
+            self.scratch.apps = apps;
+            match moved {
                 Some(m) => m,
                 None => return false,
             }
@@ -292,15 +316,16 @@ impl<'a, const W: usize> Plan<'a, W> {
         true
     }
 
-    fn migrate_all(&self, block: Bits<W>, s: usize, e: usize) -> Option<Vec<(usize, Vec<Bits<W>>)>> {
-        let mut apps = self.apps.clone();
+    /// New sets for the apps holding GPUs of `block` in [s, e) (`apps`: the apps' union per
+    /// step, updated as they move), or None when one cannot leave within its swap cap.
+    fn migrate_all(&self, apps: &mut [Bits<W>], block: Bits<W>, s: usize, e: usize) -> Option<Vec<(usize, Vec<Bits<W>>)>> {
         let mut out = Vec::new();
         for (a, app) in self.p.apps.iter().enumerate() {
             let sets = &self.sets[a];
             if !(s..e).any(|t| (sets[t] & block).any()) {
                 continue;
             }
-            let moved = self.migrate(app, sets, &apps, block, s, e)?;
+            let moved = self.migrate(app, sets, apps, block, s, e)?;
             for t in s.saturating_sub(1)..self.p.horizon {
                 apps[t] = apps[t].andnot(&sets[t]) | moved[t];
             }
@@ -319,7 +344,7 @@ impl<'a, const W: usize> Plan<'a, W> {
             let idle = self.idle(apps, block, s, e, t);
             subs.retain(|&(g, h)| held.test(g) && (t < e || idle.test(h)));
             if t < e {
-                for g in bits_of(held & block) {
+                for g in (held & block).ones() {
                     let pos = subs.iter().position(|&(x, _)| x == g);
                     if let Some(k) = pos {
                         if idle.test(subs[k].1) {

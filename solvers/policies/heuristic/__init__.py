@@ -156,9 +156,11 @@ def _least_valuable_at(problem: Problem, packing: Packing, step: int) -> Batch:
     return min(active, key=lambda j: (j.priority * j.gpus * j.duration, -j.index))
 
 
-def curve_sets(problem: Problem, queue: list[Batch]) -> list[tuple[list[list[int]], list[list[int]] | None]]:
-    """Real-time curves to plan around, each with the target curves when it holds some app
-    below them (None when it is the target itself).
+def curve_sets(
+    problem: Problem, queue: list[Batch], target: list[list[int]], floors: list[list[int]]
+) -> list[tuple[list[list[int]], list[list[int]] | None]]:
+    """Real-time curves to plan around (from the apps' `target` and `floors` curves), each with
+    the target curves when it holds some app below them (None when it is the target itself).
 
     An app's service above its floor avoids penalty x priority x w_t of shortfall for every
     GPU-step of demand it meets, and takes every GPU-step of its curve above the floor from
@@ -169,12 +171,10 @@ def curve_sets(problem: Problem, queue: list[Batch]) -> list[tuple[list[list[int
     indivisible, so one GPU-step served where a block would start can push the whole block
     back, whatever the app's worth per GPU-step.
     """
-    target = target_curves(problem)
     out: list[tuple[list[list[int]], list[list[int]] | None]] = [(target, None)]
     if not queue or not problem.realtime:
         return out
     top = max(j.priority for j in queue)
-    floors = floor_curves(problem)
     w = problem.weights
     worth = []
     for app, curve, floor in zip(problem.realtime, target, floors):
@@ -245,11 +245,12 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native:
     seeds = _seed_orders(problem, queue)
     budget = int(effort * min(40 * len(queue), MAX_BUDGET))
     potential = {j.id: value_at_arrival(problem, j) for j in queue}
+    target, floors = target_curves(problem), floor_curves(problem)
     found = _distinct(
         [
             layout
-            for curves, lowered in curve_sets(problem, queue)
-            for layout in layouts(problem, curves, lowered, kernels.app_sets)
+            for curves, lowered in curve_sets(problem, queue, target, floors)
+            for layout in layouts(problem, curves, lowered, kernels.app_sets, floors)
         ]
     )
     found = found[: max(SCREENED, budget // max(1, len(queue)))]  # screening within the work budget
@@ -269,28 +270,23 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native:
             finished = _finish(problem, kernels, searched.layout, searched.search.order, searched.search.packing())
             if finished is not None and finished[1] > objective + 1e-9:
                 objective, schedule = finished[1], finished[0]
-    greedy = greedy_schedule(problem, kernels)  # one pass: the search's plans must beat it
+    greedy = greedy_schedule(problem, kernels, floors, target)  # one pass: the search's plans must beat it
     if objective_of(problem, greedy) > objective_of(problem, schedule) + 1e-9:
         schedule = greedy
     return kernels.polish(schedule, int(effort * min(POLISH_PER_JOB * len(queue), MAX_POLISH)))
 
 
 def _distinct(candidates: list[Layout]) -> list[Layout]:
-    """The layouts that ask different things of batch work and of the apps (first of equals)."""
-    seen, out = set(), []
+    """The layouts that ask different things of batch work and of the apps (first of equals).
+    Compared by equality, not hashed: the layouts are few and their per-step lists long."""
+    seen: list[tuple[object, ...]] = []
+    out = []
     for layout in candidates:
         res = layout.reservation
-        keep = None if res.keep is None or not any(res.keep) else tuple(res.keep)
-        sig = (
-            tuple(res.reserve),
-            keep,
-            tuple(res.zone),
-            tuple(sorted((i, tuple(m)) for i, m in layout.fixed.items())),
-            layout.lowered is None,
-            tuple(map(tuple, layout.curves)),
-        )
-        if sig not in seen:
-            seen.add(sig)
+        keep = None if res.keep is None or not any(res.keep) else res.keep
+        key = (res.reserve, keep, res.zone, layout.fixed, layout.lowered is None, layout.curves)
+        if key not in seen:
+            seen.append(key)
             out.append(layout)
     return out
 

@@ -8,21 +8,49 @@ policy, and the heuristic's last candidate (so the heuristic never plans worse t
 3. Real-time demand above the floors with the GPUs left, within the swap caps (`grow_to_demand`).
 
 Legal by construction (the floors' sets are kept out of every block), deterministic, and one
-pass: no local search, no repairs.
+pass: no local search, no repairs. `greedy_reference` is the Python implementation; the
+compiled one (`kernels.Kernels.greedy`) makes the same plan in one call.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.policies.heuristic.kernels import Kernels, kernels_for
-from gpualloc.solvers.policies.heuristic.realtime import floor_curves, target_curves
-from gpualloc.solvers.problem import Problem, insert_in_order
+from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
+from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves, target_curves
+from gpualloc.solvers.problem import Batch, Problem, insert_in_order
+
+if TYPE_CHECKING:
+    from gpualloc.solvers.policies.heuristic.kernels import Kernels
 
 
-def greedy_schedule(problem: Problem, kernels: Kernels | None = None) -> Schedule:
-    kernels = kernels or kernels_for(problem)
+def greedy_order(problem: Problem) -> list[Batch]:
+    """The queued jobs by priority, highest first; ties by arrival, then order."""
+    return sorted((j for j in problem.batch if not j.running_mask), key=lambda j: (-j.priority, j.arrival, j.index))
+
+
+def greedy_schedule(
+    problem: Problem,
+    kernels: Kernels,
+    floors: list[list[int]] | None = None,
+    targets: list[list[int]] | None = None,
+) -> Schedule:
+    """The greedy plan through `kernels`; `floors` and `targets` are the apps' floor and target
+    curves when the caller has them already."""
+    return kernels.greedy(
+        greedy_order(problem),
+        floor_curves(problem) if floors is None else floors,
+        target_curves(problem) if targets is None else targets,
+    )
+
+
+def greedy_reference(
+    problem: Problem, order: list[Batch], floors: list[list[int]], targets: list[list[int]]
+) -> Schedule:
+    """Steps 1-3 in Python, the jobs of `order` placed in turn."""
     running = list(problem.running_busy)
-    floor_sets, _ = kernels.assign_realtime(floor_curves(problem), running, False, {})
+    floor_sets, _ = assign_realtime(problem, floors, running, False, {})
     busy = list(running)
     for masks in floor_sets.values():
         for t, mask in enumerate(masks):
@@ -31,13 +59,12 @@ def greedy_schedule(problem: Problem, kernels: Kernels | None = None) -> Schedul
     for job in problem.batch:
         if job.running_mask:
             schedule.batch[job.id] = (0, job.running_mask)
-    queued = sorted((j for j in problem.batch if not j.running_mask), key=lambda j: (-j.priority, j.arrival, j.index))
-    placed = insert_in_order(problem, queued, busy)
+    placed = insert_in_order(problem, order, busy)
     schedule.batch.update(placed)
     batch_busy = list(running)  # the batch occupancy alone, for step 3
-    jobs = {j.id: j for j in queued}
+    jobs = {j.id: j for j in order}
     for job_id, (start, block) in placed.items():
         for t in range(start, problem.end_of(jobs[job_id], start)):
             batch_busy[t] |= block
-    schedule.realtime = kernels.grow_to_demand(floor_sets, batch_busy, target_curves(problem))
+    schedule.realtime = grow_to_demand(problem, floor_sets, batch_busy, targets)
     return schedule

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
+from gpualloc.solvers.policies.heuristic.greedy_plan import greedy_reference
 from gpualloc.solvers.policies.heuristic.layouts import app_sets
 from gpualloc.solvers.policies.heuristic.native import AVAILABLE, MAX_GPUS, NativeKernels
 from gpualloc.solvers.policies.heuristic.packing import Packing, Reservation, pack
@@ -41,6 +42,7 @@ class Kernels(Protocol):
     ) -> dict[str, list[int]]: ...
     def app_sets(self, curves: list[list[int]], homes: dict[int, list[int]], nest: bool) -> dict[int, list[int]]: ...
     def polish(self, schedule: Schedule, budget: int) -> Schedule: ...
+    def greedy(self, order: list[Batch], floors: list[list[int]], targets: list[list[int]]) -> Schedule: ...
 
 
 class PythonKernels:
@@ -70,6 +72,9 @@ class PythonKernels:
 
     def polish(self, schedule: Schedule, budget: int) -> Schedule:
         return polish(self.problem, schedule, budget)
+
+    def greedy(self, order: list[Batch], floors: list[list[int]], targets: list[list[int]]) -> Schedule:
+        return greedy_reference(self.problem, order, floors, targets)
 
 
 def kernels_for(problem: Problem, native: bool | None = None) -> Kernels:

@@ -154,9 +154,10 @@ class Layout:
         lowered: list[list[int]] | None = None,
         homes: dict[int, list[int]] | None = None,
         trade: bool = False,
+        floors: list[list[int]] | None = None,
     ) -> "Layout":
-        """With `trade`, blocks may cut the curves where that pays (`trade.Trade`); homed apps
-        (fixed sets) are never cut."""
+        """With `trade`, blocks may cut the curves down to the apps' `floors` (`floor_curves`
+        unless given) where that pays (`trade.Trade`); homed apps (fixed sets) are never cut."""
         T = problem.horizon
         homes = _homes(problem, curves) if homes is None else homes
         pins = _pinned(problem, homes)
@@ -170,7 +171,7 @@ class Layout:
                     keep[t] += min(c[t - 1], c[t])
         deal = None
         if trade and problem.realtime:
-            floors = floor_curves(problem)
+            floors = [list(f) for f in (floor_curves(problem) if floors is None else floors)]
             for i in homes:  # a homed app's sets are fixed: its curve is its own floor
                 floors[i] = list(curves[i])
             deal = Trade.of(problem, curves, floors, [[m.bit_count() for m in pin] for pin in pins])
@@ -205,13 +206,17 @@ class Layout:
 
 
 def layouts(
-    problem: Problem, curves: list[list[int]], lowered: list[list[int]] | None = None, sets_of: AppSets | None = None
+    problem: Problem,
+    curves: list[list[int]],
+    lowered: list[list[int]] | None = None,
+    sets_of: AppSets | None = None,
+    floors: list[list[int]] | None = None,
 ) -> list[Layout]:
     """The layouts every curve set is packed around: apps anywhere (trading service for batch
     value where the curves are the apps' demand), at the top, nested."""
     homes = _homes(problem, curves)
     out = [
-        Layout.reserving(problem, curves, lowered, homes, trade=lowered is None),
+        Layout.reserving(problem, curves, lowered, homes, trade=lowered is None, floors=floors),
         Layout.fixed_sets(problem, curves, lowered, homes, sets_of=sets_of),
     ]
     if problem.realtime:

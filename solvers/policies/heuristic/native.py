@@ -137,6 +137,15 @@ class NativeKernels:
                 batch[j.id] = (placed[0], problem.block(placed[1], j.gpus))
         return Schedule(batch=batch, realtime={a.id: self.masks(row) for a, row in zip(problem.realtime, grown)})
 
+    def greedy(self, order: list[Batch], floors: list[list[int]], targets: list[list[int]]) -> Schedule:
+        problem = self.problem
+        placed, sets = self.native.greedy(self.positions(order), floors, targets)
+        batch = {j.id: (0, j.running_mask) for j in problem.batch if j.running_mask}
+        for p, start, first in placed:
+            job = problem.batch[p]
+            batch[job.id] = (start, problem.block(first, job.gpus))
+        return Schedule(batch=batch, realtime={a.id: self.masks(row) for a, row in zip(problem.realtime, sets)})
+
 
 def _first(placed: tuple[int, int]) -> tuple[int, int]:
     """(start, first GPU) of a block given as (start, GPU mask)."""

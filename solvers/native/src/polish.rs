@@ -290,6 +290,9 @@ impl<'a, const W: usize> Plan<'a, W> {
 
     fn place(&mut self, i: usize, s: usize, e: usize, p: usize, migrating: bool) -> bool {
         let block = self.block(i, p);
+        if migrating && !self.room_to_migrate(block, s, e) {
+            return false;
+        }
         let moved = if migrating {
             let mut apps = std::mem::take(&mut self.scratch.apps);
             apps.clone_from(&self.apps);
@@ -314,6 +317,13 @@ impl<'a, const W: usize> Plan<'a, W> {
         self.starts[i] = Some((s, p));
         self.mark(i, s, p, true);
         true
+    }
+
+    /// Whether every step of [s, e) has as many idle GPUs outside `block` as the apps hold
+    /// inside it: each GPU an app leaves needs an idle one of its own, so without them
+    /// `migrate_all` fails; checked first because it is cheap.
+    fn room_to_migrate(&self, block: Bits<W>, s: usize, e: usize) -> bool {
+        (s..e).all(|t| (self.apps[t] & block).count() <= self.idle(&self.apps, block, s, e, t).count())
     }
 
     /// New sets for the apps holding GPUs of `block` in [s, e) (`apps`: the apps' union per

@@ -101,10 +101,10 @@ def _served(
         sets = kernels.grow_to_demand(sets, packing.busy, layout.lowered or layout.curves)
     penalty = 0.0
     for app in problem.realtime:
-        for t, mask in enumerate(sets[app.id]):
-            short = app.demand[t] - mask.bit_count()
+        for demand, mask, w in zip(app.demand, sets[app.id], problem.weights):
+            short = demand - mask.bit_count()
             if short > 0:
-                penalty += app.priority * problem.weights[t] * short
+                penalty += app.priority * w * short
     return Schedule(batch=packing.starts, realtime=sets), packing.value + packing.traded - problem.penalty * penalty
 
 

@@ -161,20 +161,18 @@ class Layout:
         T = problem.horizon
         homes = _homes(problem, curves) if homes is None else homes
         pins = _pinned(problem, homes)
-        zone = [0] * T
-        reserve, keep = [0] * T, [0] * T
-        for c, pin in zip(curves, pins):
-            for t in range(T):
-                zone[t] |= pin[t]
-                reserve[t] += reserved(c[t], pin[t].bit_count())
-                if t:
-                    keep[t] += min(c[t - 1], c[t])
+        counts = [[m.bit_count() for m in pin] for pin in pins]
+        zone, reserve, keep = [0] * T, [0] * T, [0] * T
+        for c, pin, n in zip(curves, pins, counts):
+            zone = [z | m for z, m in zip(zone, pin)]
+            reserve = [r + reserved(level, k) for r, level, k in zip(reserve, c, n)]
+            keep = [0] + [k + min(a, b) for k, a, b in zip(keep[1:], c, c[1:])]
         deal = None
         if trade and problem.realtime:
             floors = [list(f) for f in (floor_curves(problem) if floors is None else floors)]
             for i in homes:  # a homed app's sets are fixed: its curve is its own floor
                 floors[i] = list(curves[i])
-            deal = Trade.of(problem, curves, floors, [[m.bit_count() for m in pin] for pin in pins])
+            deal = Trade.of(problem, curves, floors, counts)
         return cls("reserving", curves, Reservation(reserve, keep, zone, deal), homes, RESERVING_REPAIRS, lowered)
 
     @classmethod

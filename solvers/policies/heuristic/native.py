@@ -8,6 +8,9 @@ toolchain) every solve takes the Python path.
 
 from __future__ import annotations
 
+from itertools import repeat
+from typing import Literal
+
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic.packing import Packing, Reservation
 from gpualloc.solvers.policies.heuristic.realtime import ForcedMove
@@ -20,6 +23,19 @@ try:
 except ImportError:  # built without a Rust toolchain: the Python path serves
     AVAILABLE = False
 MAX_GPUS = 4096  # the widest pool a native problem holds (64 words)
+LITTLE: Literal["little"] = "little"  # the byte order of every GPU set crossing to the extension
+
+
+class _Decoded(list[int]):
+    """Masks decoded from the extension's bytes, which it keeps (`raw`), so handing them back
+    costs no encoding. The composition never changes a list the kernels gave it (it copies
+    first), and the differential test would show it if it did."""
+
+    __slots__ = ("raw", "owner")
+
+    def __init__(self, raw: list[bytes], owner: NativeKernels):
+        super().__init__(map(int.from_bytes, raw, repeat(LITTLE)))
+        self.raw, self.owner = raw, owner
 
 
 class NativeKernels:
@@ -63,6 +79,12 @@ class NativeKernels:
     def encode(self, mask: int) -> bytes:
         return mask.to_bytes(self.width, "little")
 
+    def encoded(self, masks: list[int]) -> list[bytes]:
+        """Masks as bytes: the bytes they came as when this problem's kernels decoded them."""
+        if isinstance(masks, _Decoded) and masks.owner is self:
+            return masks.raw
+        return [self.encode(m) for m in masks]
+
     def reservation(self, res: Reservation) -> gpualloc_native.NativeReservation:
         deal = res.trade
         trade = (
@@ -80,7 +102,7 @@ class NativeKernels:
                 deal.cheapest,
             )
         )
-        return gpualloc_native.NativeReservation(res.reserve, res.keep, [self.encode(m) for m in res.zone], trade)
+        return gpualloc_native.NativeReservation(res.reserve, res.keep, self.encoded(res.zone), trade)
 
     def positions(self, order: list[Batch]) -> list[int]:
         return [self.position[j.id] for j in order]
@@ -89,10 +111,10 @@ class NativeKernels:
         placed, value, busy, curves, traded = raw
         batch = self.problem.batch
         starts = {batch[p].id: (s, int.from_bytes(m, "little")) for p, s, m in placed}
-        return Packing(starts, value, [int.from_bytes(m, "little") for m in busy], curves, traded)
+        return Packing(starts, value, self.masks(busy), curves, traded)
 
     def masks(self, raw: list[bytes]) -> list[int]:
-        return [int.from_bytes(m, "little") for m in raw]
+        return _Decoded(raw, self)
 
     def search(self, res: Reservation, budget: int, potential: dict[str, float]) -> NativeSearch:
         return NativeSearch(self, res, budget, potential)
@@ -103,8 +125,8 @@ class NativeKernels:
     def assign_realtime(
         self, curves: list[list[int]], busy: list[int], strict: bool, fixed: dict[int, list[int]]
     ) -> tuple[dict[str, list[int]], list[ForcedMove]]:
-        homes = [(i, [self.encode(m) for m in masks]) for i, masks in fixed.items()]
-        sets, found = self.native.assign_realtime(curves, [self.encode(m) for m in busy], strict, homes)
+        homes = [(i, self.encoded(masks)) for i, masks in fixed.items()]
+        sets, found = self.native.assign_realtime(curves, self.encoded(busy), strict, homes)
         apps = self.problem.realtime
         moves = [ForcedMove(apps[a].id, t, int.from_bytes(m, "little")) for a, t, m in found]
         return {app.id: self.masks(row) for app, row in zip(apps, sets)}, moves
@@ -113,12 +135,12 @@ class NativeKernels:
         self, floor_sets: dict[str, list[int]], busy: list[int], curves: list[list[int]]
     ) -> dict[str, list[int]]:
         apps = self.problem.realtime
-        floors = [[self.encode(m) for m in floor_sets[app.id]] for app in apps]
-        grown = self.native.grow_to_demand(floors, [self.encode(m) for m in busy], curves)
+        floors = [self.encoded(floor_sets[app.id]) for app in apps]
+        grown = self.native.grow_to_demand(floors, self.encoded(busy), curves)
         return {app.id: self.masks(row) for app, row in zip(apps, grown)}
 
     def app_sets(self, curves: list[list[int]], homes: dict[int, list[int]], nest: bool) -> dict[int, list[int]]:
-        fixed = [(i, [self.encode(m) for m in masks]) for i, masks in homes.items()]
+        fixed = [(i, self.encoded(masks)) for i, masks in homes.items()]
         sets = self.native.app_sets(curves, fixed, nest)
         return {i: self.masks(row) for i, row in enumerate(sets)}
 
@@ -129,7 +151,7 @@ class NativeKernels:
             for j in problem.batch
         ]
         T = problem.horizon
-        sets = [[self.encode(m) for m in schedule.realtime.get(a.id, [0] * T)] for a in problem.realtime]
+        sets = [self.encoded(schedule.realtime.get(a.id, [0] * T)) for a in problem.realtime]
         polished, grown = self.native.polish(starts, sets, budget)
         batch = {j.id: schedule.batch[j.id] for j in problem.batch if j.running_mask and j.id in schedule.batch}
         for j, placed in zip(problem.batch, polished):

@@ -172,6 +172,8 @@ class _Plan:
     def _place(self, job: Batch, s: int, e: int, block: int, migrating: bool) -> bool:
         """Put `job` on `block` from step s, the apps on it migrating; False (nothing changed)
         when one cannot."""
+        if migrating and not self._room_to_migrate(block, s, e):
+            return False
         moved = self._migrate_all(block, s, e) if migrating else {}
         if moved is None:
             return False
@@ -184,6 +186,14 @@ class _Plan:
         self.starts[job.id] = (s, block)
         self._mark(job, s, block, on=True)
         return True
+
+    def _room_to_migrate(self, block: int, s: int, e: int) -> bool:
+        """Whether every step of [s, e) has as many idle GPUs outside `block` as the apps hold
+        inside it: each GPU an app leaves needs an idle one of its own, so without them
+        `_migrate_all` fails; checked first because it is cheap."""
+        return all(
+            (self.apps[t] & block).bit_count() <= self._idle(self.apps, block, s, e, t).bit_count() for t in range(s, e)
+        )
 
     def _migrate_all(self, block: int, s: int, e: int) -> dict[str, list[int]] | None:
         """New sets for the apps holding GPUs of `block` in [s, e), in the problem's order, or

@@ -27,8 +27,12 @@ class NativeProblem:
         node_size: int,
         horizon: int,
         cum_weight: list[float],
+        weights: list[float],
+        penalty: float,
         jobs: list[tuple[float, int, int, int, tuple[bytes, int] | None]],
-        apps: list[tuple[float, int, int, int, bytes | None]],  # priority, min_gpus, max_gpus, swap_cap, current
+        apps: list[
+            tuple[float, int, int, int, bytes | None, list[int]]
+        ],  # priority, min, max, swap cap, current, demand
         running_busy: list[bytes],
     ) -> None: ...
     def pack(self, reservation: NativeReservation, order: list[int]) -> PackingTuple: ...
@@ -47,6 +51,9 @@ class NativeProblem:
     def greedy(
         self, order: list[int], floors: list[list[int]], targets: list[list[int]]
     ) -> tuple[list[tuple[int, int, int]], list[list[bytes]]]: ...
+    def heuristic(
+        self, budget: int, polish_budget: int, screened: int, searched: int, reserving_repairs: int, home_cap: int
+    ) -> tuple[list[tuple[int, int] | None], list[list[bytes]]]: ...
 
 class NativeSearch:
     def __init__(

@@ -41,7 +41,7 @@ impl<const W: usize> Bits<W> {
         out
     }
 
-    pub fn to_le_bytes(&self) -> Vec<u8> {
+    pub fn to_le_bytes(self) -> Vec<u8> {
         self.0.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
 

@@ -3,7 +3,11 @@
 //! exactly. GPU sets are arrays of 64-bit words, sized to the pool: one of 1 to 64 words
 //! (64 to 4,096 GPUs), each width compiled on its own.
 
+// `is_multiple_of` is newer than some toolchains that build this crate (Debian's).
+#![allow(clippy::manual_is_multiple_of)]
+
 mod bits;
+mod compose;
 mod greedy;
 mod model;
 mod mt;
@@ -114,6 +118,7 @@ trait Width {
     fn app_sets(&self, curves: &[Vec<i64>], homes: &Homes, nest: bool) -> Sets;
     fn polish(&self, starts: polish::Starts, sets: &Sets, budget: i64) -> (polish::Starts, Sets);
     fn greedy(&self, order: &[usize], floors: &[Vec<i64>], targets: &[Vec<i64>]) -> (greedy::Placed, Sets);
+    fn heuristic(&self, knobs: &compose::Knobs) -> Result<(polish::Starts, Sets), String>;
 }
 
 fn masks<const W: usize>(raw: &[Vec<u8>]) -> Vec<Bits<W>> {
@@ -169,6 +174,11 @@ impl<const W: usize> Width for Rc<Problem<W>> {
         let (placed, sets) = greedy::greedy(self, order, floors, targets);
         (placed, raw(&sets))
     }
+
+    fn heuristic(&self, knobs: &compose::Knobs) -> Result<(polish::Starts, Sets), String> {
+        let (starts, sets) = compose::heuristic(self, knobs)?;
+        Ok((starts, raw(&sets)))
+    }
 }
 
 impl<const W: usize> SearchApi for Search<W> {
@@ -190,29 +200,37 @@ impl<const W: usize> SearchApi for Search<W> {
 }
 
 type JobIn<'py> = (f64, usize, usize, usize, Option<(Bound<'py, PyBytes>, usize)>);
-/// (priority, min_gpus, max_gpus, swap_cap, current GPUs or None)
-type AppIn<'py> = (f64, i64, i64, i64, Option<Bound<'py, PyBytes>>);
+/// (priority, min_gpus, max_gpus, swap_cap, current GPUs or None, demand per step)
+type AppIn<'py> = (f64, i64, i64, i64, Option<Bound<'py, PyBytes>>, Vec<i64>);
 
-fn compile<const W: usize>(
+/// A problem as the Python side states it, before its GPU sets are sized to a width.
+struct ProblemIn<'a, 'py> {
     gpus: usize,
     node_size: usize,
     horizon: usize,
     cum_weight: Vec<f64>,
-    jobs: &[JobIn<'_>],
-    apps: &[AppIn<'_>],
-    running_busy: &[Bound<'_, PyBytes>],
-) -> Box<dyn Width> {
-    let apps = apps
+    weights: Vec<f64>,
+    penalty: f64,
+    jobs: &'a [JobIn<'py>],
+    apps: &'a [AppIn<'py>],
+    running_busy: &'a [Bound<'py, PyBytes>],
+}
+
+fn compile<const W: usize>(spec: ProblemIn<'_, '_>) -> Box<dyn Width> {
+    let apps = spec
+        .apps
         .iter()
-        .map(|(priority, min_gpus, max_gpus, swap_cap, current)| App {
+        .map(|(priority, min_gpus, max_gpus, swap_cap, current, demand)| App {
             priority: *priority,
             min_gpus: *min_gpus,
             max_gpus: *max_gpus,
             swap_cap: *swap_cap,
             current: current.as_ref().map(|m| Bits::from_le_bytes(m.as_bytes())),
+            demand: demand.clone(),
         })
         .collect();
-    let jobs = jobs
+    let jobs = spec
+        .jobs
         .iter()
         .map(|(priority, gpus, duration, arrival, running)| Job {
             priority: *priority,
@@ -222,8 +240,18 @@ fn compile<const W: usize>(
             running: running.as_ref().map(|(m, r)| (Bits::from_le_bytes(m.as_bytes()), *r)),
         })
         .collect();
-    let busy = running_busy.iter().map(|b| Bits::from_le_bytes(b.as_bytes())).collect();
-    Box::new(Rc::new(Problem::<W>::new(gpus, node_size, horizon, cum_weight, jobs, apps, busy)))
+    let busy = spec.running_busy.iter().map(|b| Bits::from_le_bytes(b.as_bytes())).collect();
+    Box::new(Rc::new(Problem::<W>::new(
+        spec.gpus,
+        spec.node_size,
+        spec.horizon,
+        spec.cum_weight,
+        spec.weights,
+        spec.penalty,
+        jobs,
+        apps,
+        busy,
+    )))
 }
 
 /// The problem's batch jobs (by position), pool and weights, compiled once per solve.
@@ -239,30 +267,47 @@ struct NativeProblem {
 #[pymethods]
 impl NativeProblem {
     #[new]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         gpus: usize,
         node_size: usize,
         horizon: usize,
         cum_weight: Vec<f64>,
+        weights: Vec<f64>,
+        penalty: f64,
         jobs: Vec<JobIn<'_>>,
         apps: Vec<AppIn<'_>>,
         running_busy: Vec<Bound<'_, PyBytes>>,
     ) -> PyResult<Self> {
-        if node_size == 0 || cum_weight.len() != horizon + 1 || running_busy.len() != horizon {
-            return Err(PyValueError::new_err("node_size, cum_weight or running_busy do not fit the horizon"));
+        if node_size == 0 || cum_weight.len() != horizon + 1 || weights.len() != horizon || running_busy.len() != horizon {
+            return Err(PyValueError::new_err("node_size, cum_weight, weights or running_busy do not fit the horizon"));
         }
-        let args = (gpus, node_size, horizon, cum_weight, &jobs[..], &apps[..], &running_busy[..]);
+        if apps.iter().any(|a| a.5.len() != horizon) {
+            return Err(PyValueError::new_err("apps: a demand needs one value a step"));
+        }
+        let (n_jobs, n_apps) = (jobs.len(), apps.len());
+        let spec = ProblemIn {
+            gpus,
+            node_size,
+            horizon,
+            cum_weight,
+            weights,
+            penalty,
+            jobs: &jobs,
+            apps: &apps,
+            running_busy: &running_busy,
+        };
         let inner = match gpus.div_ceil(64) {
-            0..=1 => compile::<1>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
-            2 => compile::<2>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
-            3..=4 => compile::<4>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
-            5..=8 => compile::<8>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
-            9..=16 => compile::<16>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
-            17..=32 => compile::<32>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
-            33..=64 => compile::<64>(args.0, args.1, args.2, args.3, args.4, args.5, args.6),
+            0..=1 => compile::<1>(spec),
+            2 => compile::<2>(spec),
+            3..=4 => compile::<4>(spec),
+            5..=8 => compile::<8>(spec),
+            9..=16 => compile::<16>(spec),
+            17..=32 => compile::<32>(spec),
+            33..=64 => compile::<64>(spec),
             _ => return Err(PyValueError::new_err(format!("gpus: {gpus} is above the 4096 a native problem holds"))),
         };
-        Ok(NativeProblem { inner, jobs: jobs.len(), apps: apps.len(), horizon, gpus })
+        Ok(NativeProblem { inner, jobs: n_jobs, apps: n_apps, horizon, gpus })
     }
 
     /// The packing of `order` (job positions) around `reservation`, from the running jobs on.
@@ -362,6 +407,26 @@ impl NativeProblem {
         }
         let (placed, sets) = self.inner.greedy(&order, &floors, &targets);
         Ok((placed, sets_py(py, sets)))
+    }
+
+    /// The whole heuristic: `budget` and `polish_budget` are the work budgets at the solve's
+    /// effort, `screened`, `searched`, `reserving_repairs` and `home_cap` the composition's
+    /// constants. Returns per job position (start step, first GPU) or None for each queued
+    /// job, and every app's GPU set per step.
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
+    fn heuristic<'py>(
+        &self,
+        py: Python<'py>,
+        budget: i64,
+        polish_budget: i64,
+        screened: usize,
+        searched: usize,
+        reserving_repairs: usize,
+        home_cap: i64,
+    ) -> PyResult<(polish::Starts, Vec<Vec<Bound<'py, PyBytes>>>)> {
+        let knobs = compose::Knobs { budget, polish_budget, screened, searched, reserving_repairs, home_cap };
+        let (starts, sets) = self.inner.heuristic(&knobs).map_err(PyValueError::new_err)?;
+        Ok((starts, sets_py(py, sets)))
     }
 }
 

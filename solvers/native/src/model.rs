@@ -19,6 +19,8 @@ pub struct App<const W: usize> {
     pub max_gpus: i64,
     pub swap_cap: i64,
     pub current: Option<Bits<W>>,
+    /// GPUs wanted at each step.
+    pub demand: Vec<i64>,
 }
 
 pub struct Problem<const W: usize> {
@@ -27,6 +29,10 @@ pub struct Problem<const W: usize> {
     pub horizon: usize,
     /// cum[k] = w_0 + ... + w_{k-1}, exactly as the Python side summed it.
     pub cum: Vec<f64>,
+    /// w_t, as the Python side computed them.
+    pub weights: Vec<f64>,
+    /// The price of a real-time GPU-step short, per unit of the app's priority.
+    pub penalty: f64,
     pub jobs: Vec<Job<W>>,
     pub apps: Vec<App<W>>,
     pub running_busy: Vec<Bits<W>>,
@@ -40,11 +46,14 @@ pub struct Problem<const W: usize> {
 }
 
 impl<const W: usize> Problem<W> {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         gpus: usize,
         node_size: usize,
         horizon: usize,
         cum: Vec<f64>,
+        weights: Vec<f64>,
+        penalty: f64,
         jobs: Vec<Job<W>>,
         apps: Vec<App<W>>,
         running_busy: Vec<Bits<W>>,
@@ -100,6 +109,8 @@ impl<const W: usize> Problem<W> {
             node_size,
             horizon,
             cum,
+            weights,
+            penalty,
             jobs,
             apps,
             running_busy,
@@ -146,7 +157,7 @@ pub fn fully_within<const W: usize>(mut mask: Bits<W>, n: usize) -> Bits<W> {
 }
 
 /// Real-time service blocks may buy back (the reserving layout's `Trade`).
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct Trade {
     pub curves: Vec<Vec<i64>>,
     pub floors: Vec<Vec<i64>>,
@@ -161,6 +172,7 @@ pub struct Trade {
 }
 
 /// What batch blocks must leave to the real-time apps (see the Python `Reservation`).
+#[derive(Clone)]
 pub struct Reservation<const W: usize> {
     pub reserve: Vec<i64>,
     pub keep: Option<Vec<i64>>,

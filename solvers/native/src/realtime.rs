@@ -12,7 +12,7 @@ pub struct ForcedMove<const W: usize> {
 }
 
 /// The n highest set bits of mask (all of them when it has fewer).
-fn highest_bits<const W: usize>(mut mask: Bits<W>, n: i64) -> Bits<W> {
+pub fn highest_bits<const W: usize>(mut mask: Bits<W>, n: i64) -> Bits<W> {
     let mut out = Bits::ZERO;
     for _ in 0..n.max(0) {
         let len = mask.bit_length();
@@ -253,10 +253,11 @@ fn bits<const W: usize>(mask: Bits<W>) -> Vec<usize> {
     (0..64 * W).filter(|&g| mask.test(g)).collect()
 }
 
-/// n GPUs of `candidates`, each in the smallest aligned block that already holds an occupied
-/// GPU; the highest index among equals (see the Python `nest_picks`).
-fn nest_picks<const W: usize>(problem: &Problem<W>, mut occupied: Bits<W>, mut candidates: Bits<W>, n: i64) -> Bits<W> {
-    let mut out = Bits::ZERO;
+/// n GPUs of `candidates`, one at a time, each in the smallest aligned block that already holds
+/// an occupied GPU; the highest index among equals (see the Python `nest_picks`), in the order
+/// picked.
+pub fn nest_picks<const W: usize>(problem: &Problem<W>, mut occupied: Bits<W>, mut candidates: Bits<W>, n: i64) -> Vec<usize> {
+    let mut out = Vec::new();
     for _ in 0..n.max(0) {
         if candidates.is_zero() {
             break;
@@ -270,10 +271,18 @@ fn nest_picks<const W: usize>(problem: &Problem<W>, mut occupied: Bits<W>, mut c
                 break;
             }
         }
-        let g = Bits::bit(pick.bit_length() - 1);
-        out |= g;
-        occupied |= g;
-        candidates = candidates.andnot(&g);
+        let g = pick.bit_length() - 1;
+        out.push(g);
+        occupied |= Bits::bit(g);
+        candidates = candidates.andnot(&Bits::bit(g));
+    }
+    out
+}
+
+fn nest_mask<const W: usize>(problem: &Problem<W>, occupied: Bits<W>, candidates: Bits<W>, n: i64) -> Bits<W> {
+    let mut out = Bits::ZERO;
+    for g in nest_picks(problem, occupied, candidates, n) {
+        out |= Bits::bit(g);
     }
     out
 }
@@ -315,7 +324,7 @@ pub fn app_sets<const W: usize>(
             let need = curves[i][t] - held[i].count();
             if need > 0 {
                 held[i] |= if nest {
-                    nest_picks(problem, problem.full.andnot(&free), free, need)
+                    nest_mask(problem, problem.full.andnot(&free), free, need)
                 } else {
                     highest_bits(free, need)
                 };

@@ -25,10 +25,10 @@ from dataclasses import dataclass, replace
 
 from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.policies.heuristic.greedy_plan import greedy_schedule
 from gpualloc.solvers.policies.heuristic.kernels import Kernels, PackSearch, kernels_for
-from gpualloc.solvers.policies.heuristic.layouts import Layout, layouts
+from gpualloc.solvers.policies.heuristic.knobs import Knobs
+from gpualloc.solvers.policies.heuristic.layouts import HOME_CAP, RESERVING_REPAIRS, Layout, layouts
 from gpualloc.solvers.policies.heuristic.packing import Packing
 from gpualloc.solvers.policies.heuristic.realtime import floor_curves, target_curves
 from gpualloc.solvers.policies.policy import Solution
@@ -242,8 +242,19 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native:
     """
     kernels = kernels_for(problem, native)
     queue = [j for j in problem.batch if not j.running_mask]
+    knobs = Knobs(
+        budget=int(effort * min(40 * len(queue), MAX_BUDGET)),
+        polish_budget=int(effort * min(POLISH_PER_JOB * len(queue), MAX_POLISH)),
+        screened=SCREENED,
+        searched=SEARCHED,
+        reserving_repairs=RESERVING_REPAIRS,
+        home_cap=HOME_CAP,
+    )
+    compiled = kernels.solve(knobs)
+    if compiled is not None:
+        return compiled
     seeds = _seed_orders(problem, queue)
-    budget = int(effort * min(40 * len(queue), MAX_BUDGET))
+    budget = knobs.budget
     potential = {j.id: value_at_arrival(problem, j) for j in queue}
     target, floors = target_curves(problem), floor_curves(problem)
     found = _distinct(
@@ -271,9 +282,28 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native:
             if finished is not None and finished[1] > objective + 1e-9:
                 objective, schedule = finished[1], finished[0]
     greedy = greedy_schedule(problem, kernels, floors, target)  # one pass: the search's plans must beat it
-    if objective_of(problem, greedy) > objective_of(problem, schedule) + 1e-9:
+    if _objective(problem, greedy) > _objective(problem, schedule) + 1e-9:
         schedule = greedy
-    return kernels.polish(schedule, int(effort * min(POLISH_PER_JOB * len(queue), MAX_POLISH)))
+    return kernels.polish(schedule, knobs.polish_budget)
+
+
+def _objective(problem: Problem, schedule: Schedule) -> float:
+    """The objective up to the running jobs' value (the same in every plan), summed in the
+    problem's order and unrounded, as the compiled composition sums it."""
+    T, w = problem.horizon, problem.weights
+    value = 0.0
+    for job in problem.batch:
+        if not job.running_mask and job.id in schedule.batch:
+            start = schedule.batch[job.id][0]
+            value += job.priority * job.gpus * problem.interval_weight(start, problem.end_of(job, start))
+    penalty = 0.0
+    for app in problem.realtime:
+        masks = schedule.realtime[app.id]
+        short = 0.0
+        for t in range(T):
+            short += w[t] * (app.demand[t] - min(masks[t].bit_count(), app.demand[t]))
+        penalty += app.priority * short
+    return value - problem.penalty * penalty
 
 
 def _distinct(candidates: list[Layout]) -> list[Layout]:

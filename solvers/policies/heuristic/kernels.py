@@ -1,7 +1,8 @@
 """The heuristic's inner loops behind one face, in two implementations that make the same plans:
 `PythonKernels` (the reference, and the path without the extension) and
 `native.NativeKernels` (compiled, `solvers/native`). The composition in `__init__` (curve sets,
-layouts, repairs, the choice among candidates) calls only this face."""
+layouts, repairs, the choice among candidates) calls only this face; the compiled kernels also
+run the whole composition in one call (`solve`), the Python one's twin."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Protocol
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
 from gpualloc.solvers.policies.heuristic.greedy_plan import greedy_reference
+from gpualloc.solvers.policies.heuristic.knobs import Knobs
 from gpualloc.solvers.policies.heuristic.layouts import app_sets
 from gpualloc.solvers.policies.heuristic.native import AVAILABLE, MAX_GPUS, NativeKernels
 from gpualloc.solvers.policies.heuristic.packing import Packing, Reservation, pack
@@ -43,6 +45,9 @@ class Kernels(Protocol):
     def app_sets(self, curves: list[list[int]], homes: dict[int, list[int]], nest: bool) -> dict[int, list[int]]: ...
     def polish(self, schedule: Schedule, budget: int) -> Schedule: ...
     def greedy(self, order: list[Batch], floors: list[list[int]], targets: list[list[int]]) -> Schedule: ...
+    def solve(self, knobs: Knobs) -> Schedule | None:
+        """The whole heuristic in one call, or None where the composition runs in Python."""
+        ...
 
 
 class PythonKernels:
@@ -75,6 +80,9 @@ class PythonKernels:
 
     def greedy(self, order: list[Batch], floors: list[list[int]], targets: list[list[int]]) -> Schedule:
         return greedy_reference(self.problem, order, floors, targets)
+
+    def solve(self, knobs: Knobs) -> None:
+        return None  # the reference composes in Python (`heuristic_schedule`)
 
 
 def kernels_for(problem: Problem, native: bool | None = None) -> Kernels:

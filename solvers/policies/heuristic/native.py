@@ -12,6 +12,7 @@ from itertools import repeat
 from typing import Literal
 
 from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.policies.heuristic.knobs import Knobs
 from gpualloc.solvers.policies.heuristic.packing import Packing, Reservation
 from gpualloc.solvers.policies.heuristic.realtime import ForcedMove
 from gpualloc.solvers.problem import Batch, Problem
@@ -62,6 +63,8 @@ class NativeKernels:
             problem.node_size,
             problem.horizon,
             list(problem.cum_weight),
+            list(problem.weights),
+            problem.penalty,
             jobs,
             [
                 (
@@ -70,6 +73,7 @@ class NativeKernels:
                     a.max_gpus,
                     a.swap_cap,
                     self.encode(a.current_mask) if a.current_mask >= 0 else None,
+                    list(a.demand),
                 )
                 for a in problem.realtime
             ],
@@ -144,6 +148,22 @@ class NativeKernels:
         sets = self.native.app_sets(curves, fixed, nest)
         return {i: self.masks(row) for i, row in enumerate(sets)}
 
+    def solve(self, knobs: Knobs) -> Schedule:
+        starts, sets = self.native.heuristic(
+            knobs.budget, knobs.polish_budget, knobs.screened, knobs.searched, knobs.reserving_repairs, knobs.home_cap
+        )
+        return self._schedule(starts, sets)
+
+    def _schedule(self, starts: list[tuple[int, int] | None], sets: list[list[bytes]]) -> Schedule:
+        """Per job position (start, first GPU) or None, and the apps' sets, as a schedule
+        (the running jobs where they run)."""
+        problem = self.problem
+        batch = {j.id: (0, j.running_mask) for j in problem.batch if j.running_mask}
+        for j, placed in zip(problem.batch, starts):
+            if placed is not None:
+                batch[j.id] = (placed[0], problem.block(placed[1], j.gpus))
+        return Schedule(batch=batch, realtime={a.id: self.masks(row) for a, row in zip(problem.realtime, sets)})
+
     def polish(self, schedule: Schedule, budget: int) -> Schedule:
         problem = self.problem
         starts = [
@@ -160,13 +180,11 @@ class NativeKernels:
         return Schedule(batch=batch, realtime={a.id: self.masks(row) for a, row in zip(problem.realtime, grown)})
 
     def greedy(self, order: list[Batch], floors: list[list[int]], targets: list[list[int]]) -> Schedule:
-        problem = self.problem
         placed, sets = self.native.greedy(self.positions(order), floors, targets)
-        batch = {j.id: (0, j.running_mask) for j in problem.batch if j.running_mask}
+        starts: list[tuple[int, int] | None] = [None] * len(self.problem.batch)
         for p, start, first in placed:
-            job = problem.batch[p]
-            batch[job.id] = (start, problem.block(first, job.gpus))
-        return Schedule(batch=batch, realtime={a.id: self.masks(row) for a, row in zip(problem.realtime, sets)})
+            starts[p] = (start, first)
+        return self._schedule(starts, sets)
 
 
 def _first(placed: tuple[int, int]) -> tuple[int, int]:

@@ -13,7 +13,7 @@ candidate only: the planner adopts it when the validator passes it and it beats 
 from __future__ import annotations
 
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.policies.heuristic import value_at_arrival
+from gpualloc.solvers.policies.heuristic.compose import value_at_arrival
 from gpualloc.solvers.policies.heuristic.layouts import Layout
 from gpualloc.solvers.policies.heuristic.packing import PackState, place
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, target_curves

@@ -8,7 +8,7 @@ from support.builders import app, batch, make
 
 from gpualloc.solvers import check_plan, solve
 from gpualloc.solvers.grid import to_grid
-from gpualloc.solvers.policies.heuristic import curve_sets
+from gpualloc.solvers.policies.heuristic.compose import curve_sets
 from gpualloc.solvers.policies.heuristic.extras import grow_to_demand
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves, target_curves
 
@@ -103,8 +103,7 @@ def test_a_trade_buys_an_earlier_start_and_the_plan_realizes_its_price():
     # and then runs 2 of its 4 steps before the horizon ends; cutting the demand costs 6 x 2 = 12
     # and starts the block at step 0 (2 more steps of 9 x 4 = 72): the trade pays, and the
     # finished plan's objective is the packing's value.
-    from gpualloc.solvers.policies.heuristic import _finish
-    from gpualloc.solvers.policies.heuristic.kernels import PythonKernels
+    from gpualloc.solvers.policies.heuristic.compose import _finish
     from gpualloc.solvers.policies.heuristic.layouts import Layout
     from gpualloc.solvers.policies.heuristic.packing import PackState, place
     from gpualloc.solvers.policies.heuristic.realtime import target_curves
@@ -127,6 +126,6 @@ def test_a_trade_buys_an_earlier_start_and_the_plan_realizes_its_price():
     packing = state.packing()
     assert packing.starts["big"][0] == 0 and packing.traded == 12.0
     assert packing.curves[0] == [0, 0, 0, 0]
-    schedule, objective = _finish(problem, PythonKernels(problem), traded, [job], packing)
+    schedule, objective = _finish(problem, traded, [job], packing)
     assert objective == packing.value == 9 * 4 * 4 - 12.0
     assert check_plan(problem, to_grid(problem, schedule)) == []

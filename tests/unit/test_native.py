@@ -23,7 +23,6 @@ from gpualloc.solvers.policies.heuristic.greedy_plan import greedy_schedule
 from gpualloc.solvers.policies.heuristic.kernels import PythonKernels
 from gpualloc.solvers.policies.heuristic.layouts import layouts
 from gpualloc.solvers.policies.heuristic.native import AVAILABLE, NativeKernels
-from gpualloc.solvers.policies.heuristic.packing import pack
 from gpualloc.solvers.policies.heuristic.realtime import floor_curves, target_curves
 from gpualloc.solvers.problem import Problem
 
@@ -84,15 +83,12 @@ def test_the_corpus_and_the_bundled_scenarios_get_the_same_plans_compiled():
         _same_plan(compile_scenario(Scenario.model_validate_json(path.read_text())))
 
 
-def test_a_packing_is_the_same_compiled_including_trades():
-    """`pack` on its own (the repair rounds' path), on every layout of a contended scenario."""
+def test_a_contended_scenario_with_trades_gets_the_same_plan_compiled_at_every_effort():
+    """Trades, repairs and screening all on the path: the reserving layout trades here."""
     problem = compile_scenario(Scenario.model_validate(generate_scenario(32, 24, 7, horizon=12)))
-    compiled = NativeKernels(problem)
-    order = sorted((j for j in problem.batch if not j.running_mask), key=lambda j: (-j.priority, j.index))
-    found = layouts(problem, target_curves(problem))
-    assert any(layout.reservation.trade is not None for layout in found)
-    for layout in found:
-        assert compiled.pack(order, layout.reservation) == pack(problem, order, layout.reservation)
+    assert any(layout.reservation.trade is not None for layout in layouts(problem, target_curves(problem)))
+    for effort in (0.25, 1.0, 4.0):
+        _same_plan(problem, effort)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -118,11 +114,10 @@ def test_the_greedy_plan_is_the_same_compiled_on_a_pool_of_thousands():
 def test_a_bad_order_is_refused_with_the_field_named():
     problem = compile_scenario(Scenario.model_validate(generate_scenario(8, 4, 1, horizon=4)))
     compiled = NativeKernels(problem)
-    res = layouts(problem, target_curves(problem))[0].reservation
-    with pytest.raises(ValueError, match="order: job position 99"):
-        compiled.native.pack(compiled.reservation(res), [99])
     with pytest.raises(ValueError, match="order: job position 99"):
         compiled.native.greedy([99], floor_curves(problem), target_curves(problem))
+    with pytest.raises(ValueError, match="curves, busy: one value a step for every app"):
+        compiled.native.greedy([0], [], [])
 
 
 def test_the_native_bench_reports_the_same_plans_and_a_speed_up(capsys):

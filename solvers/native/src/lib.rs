@@ -1,7 +1,8 @@
-//! `gpualloc_native`: the heuristic's packing and local search compiled (block search,
-//! packing, occupancy, trades, the search with its kicks), the Python reference's plans
-//! exactly. GPU sets are arrays of 64-bit words, sized to the pool: one of 1 to 64 words
-//! (64 to 4,096 GPUs), each width compiled on its own.
+//! `gpualloc_native`: the heuristic compiled (its composition, block search, packing,
+//! occupancy, trades, the search with its kicks, the greedy, the polish), the Python
+//! reference's plans exactly. Python calls it once a solve (`heuristic`), or for the greedy
+//! plan or the polish alone. GPU sets are arrays of 64-bit words, sized to the pool: one of 1
+//! to 64 words (64 to 4,096 GPUs), each width compiled on its own.
 
 // `is_multiple_of` is newer than some toolchains that build this crate (Debian's).
 #![allow(clippy::manual_is_multiple_of)]
@@ -24,98 +25,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use bits::Bits;
-use model::{App, Job, Problem, Reservation, Trade};
-use packing::{pack, PackState};
-use search::Search;
-
-/// (placed (job position, start, GPU bytes), value, busy per step, curves, traded).
-type PackingOut = (Vec<(usize, usize, Vec<u8>)>, f64, Vec<Vec<u8>>, Option<Vec<Vec<i64>>>, f64);
-
-fn packing_out<const W: usize>(state: &PackState<W>) -> PackingOut {
-    (
-        state.placed().into_iter().map(|(pos, s, m)| (pos, s, m.to_le_bytes())).collect(),
-        state.value,
-        state.busy.iter().map(|m| m.to_le_bytes()).collect(),
-        state.curves.as_ref().map(|rows| rows.iter().map(|r| r.as_ref().clone()).collect()),
-        state.traded,
-    )
-}
-
-fn packing_py(py: Python<'_>, out: PackingOut) -> PyResult<Bound<'_, PyAny>> {
-    let (placed, value, busy, curves, traded) = out;
-    let placed: Vec<(usize, usize, Bound<PyBytes>)> =
-        placed.into_iter().map(|(p, s, m)| (p, s, PyBytes::new(py, &m))).collect();
-    let busy: Vec<Bound<PyBytes>> = busy.iter().map(|m| PyBytes::new(py, m)).collect();
-    (placed, value, busy, curves, traded).into_pyobject(py).map(|t| t.into_any())
-}
-
-/// A layout's reservation as the Python side states it (GPU sets as little-endian bytes).
-#[pyclass(module = "gpualloc_native", frozen)]
-struct NativeReservation {
-    reserve: Vec<i64>,
-    keep: Option<Vec<i64>>,
-    zone: Vec<Vec<u8>>,
-    trade: Option<Trade>,
-}
-
-#[pymethods]
-impl NativeReservation {
-    /// `trade`: (curves, floors, pinned, low, worth, caps, demand, weights, cheapest) or None.
-    #[new]
-    #[allow(clippy::type_complexity)]
-    fn new(
-        reserve: Vec<i64>,
-        keep: Option<Vec<i64>>,
-        zone: Vec<Bound<'_, PyBytes>>,
-        trade: Option<(
-            Vec<Vec<i64>>,
-            Vec<Vec<i64>>,
-            Vec<Vec<i64>>,
-            Vec<Vec<i64>>,
-            Vec<f64>,
-            Vec<i64>,
-            Vec<Vec<i64>>,
-            Vec<f64>,
-            Vec<usize>,
-        )>,
-    ) -> Self {
-        let trade = trade.map(|(curves, floors, pinned, low, worth, caps, demand, weights, cheapest)| Trade {
-            curves,
-            floors,
-            pinned,
-            low,
-            worth,
-            caps,
-            demand,
-            weights,
-            cheapest,
-        });
-        NativeReservation { reserve, keep, zone: zone.iter().map(|b| b.as_bytes().to_vec()).collect(), trade }
-    }
-}
-
-impl NativeReservation {
-    fn compiled<const W: usize>(&self) -> Reservation<W> {
-        Reservation {
-            reserve: self.reserve.clone(),
-            keep: self.keep.clone(),
-            zone: self.zone.iter().map(|b| Bits::from_le_bytes(b)).collect(),
-            trade: self.trade.clone(),
-        }
-    }
-}
+use model::{App, Job, Problem};
 
 type Sets = Vec<Vec<Vec<u8>>>; // per app, per step: a GPU set
-type Homes = Vec<(usize, Vec<Vec<u8>>)>; // (app index, its GPU set per step)
-type Forced = Vec<(usize, usize, Vec<u8>)>; // (app index, step, GPUs)
 
 /// What a problem of one width offers the Python side.
 trait Width {
-    fn search(&self, res: &NativeReservation, budget: i64, potential: Vec<f64>) -> Box<dyn SearchApi>;
-    fn pack(&self, res: &NativeReservation, order: &[usize]) -> PackingOut;
-    fn assign_realtime(&self, curves: &[Vec<i64>], busy: &[Vec<u8>], strict: bool, fixed: &Homes) -> (Sets, Forced);
-    fn grow_to_demand(&self, floor_sets: &Sets, busy: &[Vec<u8>], curves: &[Vec<i64>]) -> Sets;
-    fn app_sets(&self, curves: &[Vec<i64>], homes: &Homes, nest: bool) -> Sets;
     fn polish(&self, starts: polish::Starts, sets: &Sets, budget: i64) -> (polish::Starts, Sets);
     fn greedy(&self, order: &[usize], floors: &[Vec<i64>], targets: &[Vec<i64>]) -> (greedy::Placed, Sets);
     fn heuristic(&self, knobs: &compose::Knobs) -> Result<(polish::Starts, Sets), String>;
@@ -129,41 +44,7 @@ fn raw<const W: usize>(sets: &[Vec<Bits<W>>]) -> Sets {
     sets.iter().map(|row| row.iter().map(|m| m.to_le_bytes()).collect()).collect()
 }
 
-fn homes<const W: usize>(raw: &Homes) -> Vec<(usize, Vec<Bits<W>>)> {
-    raw.iter().map(|(i, rows)| (*i, masks(rows))).collect()
-}
-
-trait SearchApi {
-    fn best_of(&mut self, seeds: &[Vec<usize>]) -> bool;
-    fn improve(&mut self) -> bool;
-    fn order(&self) -> Vec<usize>;
-    fn packing(&self) -> PackingOut;
-    fn budget(&self) -> i64;
-}
-
 impl<const W: usize> Width for Rc<Problem<W>> {
-    fn search(&self, res: &NativeReservation, budget: i64, potential: Vec<f64>) -> Box<dyn SearchApi> {
-        Box::new(Search::new(self.clone(), res.compiled(), budget, potential))
-    }
-
-    fn pack(&self, res: &NativeReservation, order: &[usize]) -> PackingOut {
-        packing_out(&pack(self, &res.compiled(), order))
-    }
-
-    fn assign_realtime(&self, curves: &[Vec<i64>], busy: &[Vec<u8>], strict: bool, fixed: &Homes) -> (Sets, Forced) {
-        let (sets, found) = realtime::assign_realtime(self, curves, &masks(busy), strict, &homes(fixed));
-        (raw(&sets), found.into_iter().map(|m| (m.app, m.step, m.gpus.to_le_bytes())).collect())
-    }
-
-    fn grow_to_demand(&self, floor_sets: &Sets, busy: &[Vec<u8>], curves: &[Vec<i64>]) -> Sets {
-        let floors: Vec<Vec<Bits<W>>> = floor_sets.iter().map(|rows| masks(rows)).collect();
-        raw(&realtime::grow_to_demand(self, &floors, &masks(busy), curves))
-    }
-
-    fn app_sets(&self, curves: &[Vec<i64>], homes_in: &Homes, nest: bool) -> Sets {
-        raw(&realtime::app_sets(self, curves, &homes(homes_in), nest))
-    }
-
     fn polish(&self, starts: polish::Starts, sets: &Sets, budget: i64) -> (polish::Starts, Sets) {
         let sets: Vec<Vec<Bits<W>>> = sets.iter().map(|rows| masks(rows)).collect();
         let (starts, sets) = polish::polish(self, starts, sets, budget);
@@ -178,24 +59,6 @@ impl<const W: usize> Width for Rc<Problem<W>> {
     fn heuristic(&self, knobs: &compose::Knobs) -> Result<(polish::Starts, Sets), String> {
         let (starts, sets) = compose::heuristic(self, knobs)?;
         Ok((starts, raw(&sets)))
-    }
-}
-
-impl<const W: usize> SearchApi for Search<W> {
-    fn best_of(&mut self, seeds: &[Vec<usize>]) -> bool {
-        Search::best_of(self, seeds)
-    }
-    fn improve(&mut self) -> bool {
-        Search::improve(self)
-    }
-    fn order(&self) -> Vec<usize> {
-        Search::order(self).to_vec()
-    }
-    fn packing(&self) -> PackingOut {
-        packing_out(&self.state())
-    }
-    fn budget(&self) -> i64 {
-        self.budget
     }
 }
 
@@ -310,63 +173,6 @@ impl NativeProblem {
         Ok(NativeProblem { inner, jobs: n_jobs, apps: n_apps, horizon, gpus })
     }
 
-    /// The packing of `order` (job positions) around `reservation`, from the running jobs on.
-    fn pack<'py>(
-        &self,
-        py: Python<'py>,
-        reservation: &NativeReservation,
-        order: Vec<usize>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        self.check(reservation, &order)?;
-        packing_py(py, self.inner.pack(reservation, &order))
-    }
-
-    /// Every app's GPU set per step around batch work `busy`, and the forced moves
-    /// (app index, step, GPUs); apps in `fixed` keep their sets.
-    fn assign_realtime<'py>(
-        &self,
-        py: Python<'py>,
-        curves: Vec<Vec<i64>>,
-        busy: Vec<Bound<'py, PyBytes>>,
-        strict: bool,
-        fixed: Vec<(usize, Vec<Bound<'py, PyBytes>>)>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        self.check_curves(&curves, busy.len())?;
-        let (sets, found) = self.inner.assign_realtime(&curves, &bytes_of(&busy), strict, &homes_of(&fixed));
-        let found: Vec<(usize, usize, Bound<PyBytes>)> =
-            found.into_iter().map(|(a, t, m)| (a, t, PyBytes::new(py, &m))).collect();
-        (sets_py(py, sets), found).into_pyobject(py).map(|t| t.into_any())
-    }
-
-    /// The apps' sets grown toward `curves` with the GPUs batch work `busy` and the floor
-    /// sets leave.
-    fn grow_to_demand<'py>(
-        &self,
-        py: Python<'py>,
-        floor_sets: Vec<Vec<Bound<'py, PyBytes>>>,
-        busy: Vec<Bound<'py, PyBytes>>,
-        curves: Vec<Vec<i64>>,
-    ) -> PyResult<Vec<Vec<Bound<'py, PyBytes>>>> {
-        self.check_curves(&curves, busy.len())?;
-        if floor_sets.len() != self.apps || floor_sets.iter().any(|r| r.len() != self.horizon) {
-            return Err(PyValueError::new_err("floor_sets: one GPU set a step for every app"));
-        }
-        let floors: Sets = floor_sets.iter().map(|r| bytes_of(r)).collect();
-        Ok(sets_py(py, self.inner.grow_to_demand(&floors, &bytes_of(&busy), &curves)))
-    }
-
-    /// Every app's GPU set per step at the top of the pool (or nested); homed apps keep theirs.
-    fn app_sets<'py>(
-        &self,
-        py: Python<'py>,
-        curves: Vec<Vec<i64>>,
-        homes: Vec<(usize, Vec<Bound<'py, PyBytes>>)>,
-        nest: bool,
-    ) -> PyResult<Vec<Vec<Bound<'py, PyBytes>>>> {
-        self.check_curves(&curves, self.horizon)?;
-        Ok(sets_py(py, self.inner.app_sets(&curves, &homes_of(&homes), nest)))
-    }
-
     /// A finished plan polished (batch jobs earlier, apps migrating off their blocks):
     /// `starts` per job position, (start step, first GPU of its block) or None; `sets` per app,
     /// a GPU set per step. Returns both, polished.
@@ -434,10 +240,6 @@ fn bytes_of(raw: &[Bound<'_, PyBytes>]) -> Vec<Vec<u8>> {
     raw.iter().map(|b| b.as_bytes().to_vec()).collect()
 }
 
-fn homes_of(raw: &[(usize, Vec<Bound<'_, PyBytes>>)]) -> Homes {
-    raw.iter().map(|(i, rows)| (*i, bytes_of(rows))).collect()
-}
-
 fn sets_py(py: Python<'_>, sets: Sets) -> Vec<Vec<Bound<'_, PyBytes>>> {
     sets.iter().map(|row| row.iter().map(|m| PyBytes::new(py, m)).collect()).collect()
 }
@@ -450,65 +252,10 @@ impl NativeProblem {
         Ok(())
     }
 
-    fn check(&self, res: &NativeReservation, order: &[usize]) -> PyResult<()> {
-        if res.reserve.len() != self.horizon || res.zone.len() != self.horizon {
-            return Err(PyValueError::new_err("reservation: reserve and zone need one entry a step"));
-        }
-        if let Some(p) = order.iter().find(|&&p| p >= self.jobs) {
-            return Err(PyValueError::new_err(format!("order: job position {p} is past the {} jobs", self.jobs)));
-        }
-        Ok(())
-    }
-}
-
-/// Packings of one layout under a work budget: seed orders, then the local search.
-#[pyclass(module = "gpualloc_native", unsendable)]
-struct NativeSearch {
-    inner: Box<dyn SearchApi>,
-}
-
-#[pymethods]
-impl NativeSearch {
-    #[new]
-    fn new(problem: &NativeProblem, reservation: &NativeReservation, budget: i64, potential: Vec<f64>) -> PyResult<Self> {
-        problem.check(reservation, &[])?;
-        if potential.len() != problem.jobs {
-            return Err(PyValueError::new_err("potential: one value a job position"));
-        }
-        Ok(NativeSearch { inner: problem.inner.search(reservation, budget, potential) })
-    }
-
-    /// Pack each seed order (job positions) that can beat the best so far; true when the best
-    /// changed.
-    fn best_of(&mut self, seeds: Vec<Vec<usize>>) -> bool {
-        self.inner.best_of(&seeds)
-    }
-
-    /// The local search from the best order; true when it found a better one.
-    fn improve(&mut self) -> bool {
-        self.inner.improve()
-    }
-
-    /// The best order so far (job positions).
-    fn order(&self) -> Vec<usize> {
-        self.inner.order()
-    }
-
-    /// The best order's packing.
-    fn packing<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        packing_py(py, self.inner.packing())
-    }
-
-    #[getter]
-    fn budget(&self) -> i64 {
-        self.inner.budget()
-    }
 }
 
 #[pymodule]
 fn gpualloc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeProblem>()?;
-    m.add_class::<NativeReservation>()?;
-    m.add_class::<NativeSearch>()?;
     Ok(())
 }

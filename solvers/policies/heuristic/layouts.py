@@ -13,7 +13,6 @@ step t: legal by construction, and its cells are known to the packer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpualloc.solvers.policies.heuristic.packing import Reservation
@@ -35,8 +34,6 @@ def _pinned(problem: Problem, homes: dict[int, list[int]]) -> list[list[int]]:
         out.append([cur if n - (t + 1) * app.swap_cap > 0 or t == 0 else 0 for t in range(problem.horizon)])
     return out
 
-
-AppSets = Callable[[list[list[int]], dict[int, list[int]], bool], dict[int, list[int]]]  # `app_sets` of a problem
 
 RESERVING_REPAIRS = 4  # apps picked after packing can clash with blocks at scale; skyline cannot fail
 HOME_CAP = 0  # apps that cannot change their set at all
@@ -183,17 +180,12 @@ class Layout:
         lowered: list[list[int]] | None = None,
         homes: dict[int, list[int]] | None = None,
         nest: bool = False,
-        sets_of: AppSets | None = None,
     ) -> "Layout":
-        """Every app gets its GPU set per step here (`app_sets`, or `sets_of` that computes the
-        same: at the top of the pool, or nested into nodes others already broke), and those sets
-        are the zone batch blocks keep out of: what the packer leaves is exactly what the apps
-        hold."""
+        """Every app gets its GPU set per step here (`app_sets`: at the top of the pool, or
+        nested into nodes others already broke), and those sets are the zone batch blocks keep
+        out of: what the packer leaves is exactly what the apps hold."""
         homes = _homes(problem, curves) if homes is None else homes
-        if sets_of is None:
-            sets = app_sets(problem, curves, homes, nest)
-        else:
-            sets = sets_of(curves, homes, nest)
+        sets = app_sets(problem, curves, homes, nest)
         zone = [0] * problem.horizon
         for masks in sets.values():
             for t, mask in enumerate(masks):
@@ -207,7 +199,6 @@ def layouts(
     problem: Problem,
     curves: list[list[int]],
     lowered: list[list[int]] | None = None,
-    sets_of: AppSets | None = None,
     floors: list[list[int]] | None = None,
 ) -> list[Layout]:
     """The layouts every curve set is packed around: apps anywhere (trading service for batch
@@ -215,10 +206,10 @@ def layouts(
     homes = _homes(problem, curves)
     out = [
         Layout.reserving(problem, curves, lowered, homes, trade=lowered is None, floors=floors),
-        Layout.fixed_sets(problem, curves, lowered, homes, sets_of=sets_of),
+        Layout.fixed_sets(problem, curves, lowered, homes),
     ]
     if problem.realtime:
-        out.append(Layout.fixed_sets(problem, curves, lowered, homes, nest=True, sets_of=sets_of))
+        out.append(Layout.fixed_sets(problem, curves, lowered, homes, nest=True))
     return out
 
 

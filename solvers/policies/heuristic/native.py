@@ -1,7 +1,7 @@
-"""The compiled inner loops (`gpualloc_native`, built from solvers/native with maturin) behind
-the face of `kernels.Kernels`: packing and trades, the search, the apps' GPU sets.
+"""The compiled heuristic (`gpualloc_native`, built from solvers/native with maturin) behind
+the face of `kernels.Kernels`: the whole solve in one call, the greedy plan and the polish.
 
-They make the same plans as the Python modules (tests/unit/test_native.py proves it on generated
+It makes the same plans as the Python modules (tests/unit/test_native.py proves it on generated
 scenarios and the corpus); only the time differs. Without the extension (a machine with no Rust
 toolchain) every solve takes the Python path.
 """
@@ -13,8 +13,6 @@ from typing import Literal
 
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic.knobs import Knobs
-from gpualloc.solvers.policies.heuristic.packing import Packing, Reservation
-from gpualloc.solvers.policies.heuristic.realtime import ForcedMove
 from gpualloc.solvers.problem import Batch, Problem
 
 try:
@@ -25,18 +23,6 @@ except ImportError:  # built without a Rust toolchain: the Python path serves
     AVAILABLE = False
 MAX_GPUS = 4096  # the widest pool a native problem holds (64 words)
 LITTLE: Literal["little"] = "little"  # the byte order of every GPU set crossing to the extension
-
-
-class _Decoded(list[int]):
-    """Masks decoded from the extension's bytes, which it keeps (`raw`), so handing them back
-    costs no encoding. The composition never changes a list the kernels gave it (it copies
-    first), and the differential test would show it if it did."""
-
-    __slots__ = ("raw", "owner")
-
-    def __init__(self, raw: list[bytes], owner: NativeKernels):
-        super().__init__(map(int.from_bytes, raw, repeat(LITTLE)))
-        self.raw, self.owner = raw, owner
 
 
 class NativeKernels:
@@ -81,72 +67,13 @@ class NativeKernels:
         )
 
     def encode(self, mask: int) -> bytes:
-        return mask.to_bytes(self.width, "little")
-
-    def encoded(self, masks: list[int]) -> list[bytes]:
-        """Masks as bytes: the bytes they came as when this problem's kernels decoded them."""
-        if isinstance(masks, _Decoded) and masks.owner is self:
-            return masks.raw
-        return [self.encode(m) for m in masks]
-
-    def reservation(self, res: Reservation) -> gpualloc_native.NativeReservation:
-        deal = res.trade
-        trade = (
-            None
-            if deal is None
-            else (
-                deal.curves,
-                deal.floors,
-                deal.pinned,
-                deal.low,
-                deal.worth,
-                deal.caps,
-                [list(d) for d in deal.demand],
-                list(deal.weights),
-                deal.cheapest,
-            )
-        )
-        return gpualloc_native.NativeReservation(res.reserve, res.keep, self.encoded(res.zone), trade)
+        return mask.to_bytes(self.width, LITTLE)
 
     def positions(self, order: list[Batch]) -> list[int]:
         return [self.position[j.id] for j in order]
 
-    def packing(self, raw: gpualloc_native.PackingTuple) -> Packing:
-        placed, value, busy, curves, traded = raw
-        batch = self.problem.batch
-        starts = {batch[p].id: (s, int.from_bytes(m, "little")) for p, s, m in placed}
-        return Packing(starts, value, self.masks(busy), curves, traded)
-
     def masks(self, raw: list[bytes]) -> list[int]:
-        return _Decoded(raw, self)
-
-    def search(self, res: Reservation, budget: int, potential: dict[str, float]) -> NativeSearch:
-        return NativeSearch(self, res, budget, potential)
-
-    def pack(self, order: list[Batch], res: Reservation) -> Packing:
-        return self.packing(self.native.pack(self.reservation(res), self.positions(order)))
-
-    def assign_realtime(
-        self, curves: list[list[int]], busy: list[int], strict: bool, fixed: dict[int, list[int]]
-    ) -> tuple[dict[str, list[int]], list[ForcedMove]]:
-        homes = [(i, self.encoded(masks)) for i, masks in fixed.items()]
-        sets, found = self.native.assign_realtime(curves, self.encoded(busy), strict, homes)
-        apps = self.problem.realtime
-        moves = [ForcedMove(apps[a].id, t, int.from_bytes(m, "little")) for a, t, m in found]
-        return {app.id: self.masks(row) for app, row in zip(apps, sets)}, moves
-
-    def grow_to_demand(
-        self, floor_sets: dict[str, list[int]], busy: list[int], curves: list[list[int]]
-    ) -> dict[str, list[int]]:
-        apps = self.problem.realtime
-        floors = [self.encoded(floor_sets[app.id]) for app in apps]
-        grown = self.native.grow_to_demand(floors, self.encoded(busy), curves)
-        return {app.id: self.masks(row) for app, row in zip(apps, grown)}
-
-    def app_sets(self, curves: list[list[int]], homes: dict[int, list[int]], nest: bool) -> dict[int, list[int]]:
-        fixed = [(i, self.encoded(masks)) for i, masks in homes.items()]
-        sets = self.native.app_sets(curves, fixed, nest)
-        return {i: self.masks(row) for i, row in enumerate(sets)}
+        return list(map(int.from_bytes, raw, repeat(LITTLE)))
 
     def solve(self, knobs: Knobs) -> Schedule:
         starts, sets = self.native.heuristic(
@@ -171,7 +98,7 @@ class NativeKernels:
             for j in problem.batch
         ]
         T = problem.horizon
-        sets = [self.encoded(schedule.realtime.get(a.id, [0] * T)) for a in problem.realtime]
+        sets = [[self.encode(m) for m in schedule.realtime.get(a.id, [0] * T)] for a in problem.realtime]
         polished, grown = self.native.polish(starts, sets, budget)
         batch = {j.id: schedule.batch[j.id] for j in problem.batch if j.running_mask and j.id in schedule.batch}
         for j, placed in zip(problem.batch, polished):
@@ -191,30 +118,3 @@ def _first(placed: tuple[int, int]) -> tuple[int, int]:
     """(start, first GPU) of a block given as (start, GPU mask)."""
     start, mask = placed
     return start, (mask & -mask).bit_length() - 1
-
-
-class NativeSearch:
-    """`search.Search`'s face over the compiled search."""
-
-    def __init__(self, compiled: NativeKernels, res: Reservation, budget: int, potential: dict[str, float]):
-        self.compiled = compiled
-        values = [potential.get(j.id, 0.0) for j in compiled.problem.batch]
-        self._search = gpualloc_native.NativeSearch(compiled.native, compiled.reservation(res), budget, values)
-
-    @property
-    def budget(self) -> int:
-        return self._search.budget
-
-    @property
-    def order(self) -> list[Batch]:
-        batch = self.compiled.problem.batch
-        return [batch[p] for p in self._search.order()]
-
-    def packing(self) -> Packing:
-        return self.compiled.packing(self._search.packing())
-
-    def best_of(self, seeds: list[list[Batch]]) -> bool:
-        return self._search.best_of([self.compiled.positions(order) for order in seeds])
-
-    def improve(self) -> bool:
-        return self._search.improve()

@@ -129,3 +129,21 @@ def test_a_trade_buys_an_earlier_start_and_the_plan_realizes_its_price():
     schedule, objective = _finish(problem, traded, [job], packing)
     assert objective == packing.value == 9 * 4 * 4 - 12.0
     assert check_plan(problem, to_grid(problem, schedule)) == []
+
+
+def test_the_local_search_runs_only_where_its_budget_pays_for_enough_packings_of_the_queue():
+    from gpualloc.schemas import Scenario
+    from gpualloc.solvers import compile_scenario
+    from gpualloc.solvers.generators.scenarios import generate_scenario
+    from gpualloc.solvers.policies.heuristic import MAX_BUDGET, SEARCH_PACKINGS, SEARCHED, knobs_for
+
+    small = compile_scenario(Scenario.model_validate(generate_scenario(16, 12, 1)))
+    queue = sum(1 for j in small.batch if not j.running_mask)
+    assert knobs_for(small, 1.0).searched == SEARCHED  # 40 placements a job: 40 / 12 pays for both
+    assert knobs_for(small, 0.5).searched == 1
+    assert knobs_for(small, 0.25).searched == 0 and knobs_for(small, 0.25).budget == 10 * queue
+    large = compile_scenario(Scenario.model_validate(generate_scenario(1024, 1000, 7)))
+    queue = sum(1 for j in large.batch if not j.running_mask)
+    assert MAX_BUDGET < SEARCH_PACKINGS * queue  # the capped budget packs this queue fewer times
+    assert knobs_for(large, 1.0).searched == 0
+    assert knobs_for(large, 4.0).searched == SEARCHED

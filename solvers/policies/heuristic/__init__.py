@@ -35,6 +35,7 @@ POLISH_PER_JOB = 640  # polish work (`polish`: start steps, blocks examined, eje
 MAX_POLISH = 32000  # and at most this much
 SCREENED = 2  # layouts that pack every seed order after all were screened with the first
 SEARCHED = 2  # demand-first plans the local search improves, best first
+SEARCH_PACKINGS = 12  # packings of the queue a search's budget must pay for (below 11 none improved, 375-4,000 jobs)
 
 
 def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native: bool | None = None) -> Schedule:
@@ -47,23 +48,29 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native:
     on the best demand-first one: there the packing's value (batch value less what trades cost)
     is the plan's objective up to the apps' fixed demand, while with apps held at floors it
     would fill the GPUs their extras need. Its plan is kept when it finishes better than every
-    plan so far. The greedy plan (`greedy_plan`) is taken when it is better still, so the
-    heuristic never plans worse than the greedy; last, the plan chosen is polished (`polish`),
-    which only raises its objective.
+    plan so far; a search runs only where the budget pays for SEARCH_PACKINGS packings of the
+    queue (fewer trials than that over a long queue found nothing). The greedy plan
+    (`greedy_plan`) is taken when it is better still, so the heuristic never plans worse than
+    the greedy; last, the plan chosen is polished (`polish`), which only raises its objective.
 
     It runs compiled (solvers/native) when the extension is installed, in Python (`compose`)
     otherwise (`native=False` forces that); the plan is the same either way.
     """
-    queue = [j for j in problem.batch if not j.running_mask]
-    knobs = Knobs(
-        budget=int(effort * min(40 * len(queue), MAX_BUDGET)),
-        polish_budget=int(effort * min(POLISH_PER_JOB * len(queue), MAX_POLISH)),
+    return kernels_for(problem, native).solve(knobs_for(problem, effort))
+
+
+def knobs_for(problem: Problem, effort: float) -> Knobs:
+    """The work budgets at `effort` and the composition's constants for `problem`'s queue."""
+    queue = sum(1 for j in problem.batch if not j.running_mask)
+    budget = int(effort * min(40 * queue, MAX_BUDGET))
+    return Knobs(
+        budget=budget,
+        polish_budget=int(effort * min(POLISH_PER_JOB * queue, MAX_POLISH)),
         screened=SCREENED,
-        searched=SEARCHED,
+        searched=min(SEARCHED, budget // (SEARCH_PACKINGS * max(1, queue))),
         reserving_repairs=RESERVING_REPAIRS,
         home_cap=HOME_CAP,
     )
-    return kernels_for(problem, native).solve(knobs)
 
 
 def solve(problem: Problem, options: SolveOptions) -> Solution:

@@ -139,11 +139,12 @@ def test_the_local_search_runs_only_where_its_budget_pays_for_enough_packings_of
 
     small = compile_scenario(Scenario.model_validate(generate_scenario(16, 12, 1)))
     queue = sum(1 for j in small.batch if not j.running_mask)
-    assert knobs_for(small, 1.0).searched == SEARCHED  # 40 placements a job: 40 / 12 pays for both
-    assert knobs_for(small, 0.5).searched == 1
+    assert knobs_for(small, 1.0).searched == SEARCHED  # each search's 40 placements a job pay for 12 packings
+    assert knobs_for(small, 0.5).searched == SEARCHED
     assert knobs_for(small, 0.25).searched == 0 and knobs_for(small, 0.25).budget == 10 * queue
+    assert knobs_for(small, -1.0) == knobs_for(small, 0.0)  # a negative effort counts as none
     large = compile_scenario(Scenario.model_validate(generate_scenario(1024, 1000, 7)))
     queue = sum(1 for j in large.batch if not j.running_mask)
     assert MAX_BUDGET < SEARCH_PACKINGS * queue  # the capped budget packs this queue fewer times
     assert knobs_for(large, 1.0).searched == 0
-    assert knobs_for(large, 4.0).searched == SEARCHED
+    assert knobs_for(large, 2.0).searched == SEARCHED

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from gpualloc.schemas import Scenario
 from gpualloc.solvers import check_plan, compile_scenario
 from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import to_grid
-from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.policies.heuristic import heuristic_schedule, knobs_for
 from gpualloc.solvers.policies.heuristic.greedy_plan import greedy_schedule
 from gpualloc.solvers.policies.heuristic.kernels import PythonKernels
 from gpualloc.solvers.policies.heuristic.layouts import layouts
@@ -36,7 +37,7 @@ if not AVAILABLE:
     )
 
 
-def _same_plan(problem: Problem, effort: float = 0.25) -> None:
+def _same_plan(problem: Problem, effort: float = 1.0) -> None:
     reference = heuristic_schedule(problem, effort, native=False)
     compiled = heuristic_schedule(problem, effort, native=True)
     assert compiled.batch == reference.batch
@@ -63,10 +64,13 @@ def test_generated_scenarios_get_the_same_plan_compiled(drawn):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("gpus", "jobs", "seed"), [(1024, 1000, 0), (1024, 1000, 1), (4096, 4000, 0)])
-def test_pools_of_thousands_of_gpus_get_the_same_plan_compiled(gpus, jobs, seed):
+@pytest.mark.parametrize(
+    ("gpus", "jobs", "seed", "effort"), [(1024, 1000, 0, 2.0), (1024, 1000, 1, 1.0), (4096, 4000, 0, 1.0)]
+)
+def test_pools_of_thousands_of_gpus_get_the_same_plan_compiled(gpus, jobs, seed, effort):
+    """At effort 2 the local searches run at 1,024 GPUs; at effort 1 they are skipped there."""
     scenario = Scenario.model_validate(generate_scenario(gpus, jobs, seed, horizon=24))
-    _same_plan(compile_scenario(scenario))
+    _same_plan(compile_scenario(scenario), effort)
 
 
 def _bundled() -> list[Path]:
@@ -111,12 +115,28 @@ def test_the_greedy_plan_is_the_same_compiled_on_a_pool_of_thousands():
     assert len(compiled.batch) > 100
 
 
+def test_every_knob_reaches_both_implementations():
+    """Knobs away from the defaults (homes for apps that can swap, no repair rounds, one
+    search, one layout screened) give the same plans too."""
+    for k in range(24):
+        problem = compile_scenario(Scenario.model_validate(generate_scenario(8 + 5 * k, 10, k, horizon=12)))
+        knobs = replace(knobs_for(problem, 1.0), home_cap=4, reserving_repairs=0, searched=1, screened=1)
+        compiled, reference = NativeKernels(problem).solve(knobs), PythonKernels(problem).solve(knobs)
+        assert (compiled.batch, compiled.realtime) == (reference.batch, reference.realtime)
+
+
+def test_a_negative_effort_plans_as_no_effort_on_both_paths():
+    problem = compile_scenario(Scenario.model_validate(generate_scenario(16, 12, 2)))
+    _same_plan(problem, -1.0)
+    assert heuristic_schedule(problem, -1.0) == heuristic_schedule(problem, 0.0)
+
+
 def test_a_bad_order_is_refused_with_the_field_named():
     problem = compile_scenario(Scenario.model_validate(generate_scenario(8, 4, 1, horizon=4)))
     compiled = NativeKernels(problem)
     with pytest.raises(ValueError, match="order: job position 99"):
         compiled.native.greedy([99], floor_curves(problem), target_curves(problem))
-    with pytest.raises(ValueError, match="curves, busy: one value a step for every app"):
+    with pytest.raises(ValueError, match="floors, targets: one value a step for every app"):
         compiled.native.greedy([0], [], [])
 
 

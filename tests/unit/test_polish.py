@@ -6,6 +6,8 @@ objective, and the compiled polish moves exactly as the Python one."""
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from support.builders import app, batch, make
@@ -17,6 +19,7 @@ from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.policies.greedy import greedy_schedule
+from gpualloc.solvers.policies.heuristic import polish as polish_module
 from gpualloc.solvers.policies.heuristic.native import AVAILABLE, NativeKernels
 from gpualloc.solvers.policies.heuristic.polish import polish
 from gpualloc.solvers.problem import mask_of
@@ -107,3 +110,28 @@ def test_the_compiled_polish_refuses_a_start_past_the_horizon():
     sets = [[kernels.encode(m) for m in plan.realtime["rt"]]]
     with pytest.raises(ValueError, match="starts"):
         kernels.native.polish([None, None, None, (9, 4)], sets, 10)
+
+
+def test_the_migration_pre_check_changes_no_plan():
+    """`_room_to_migrate` only skips migrations that would fail: polishing with it always
+    passing gives the same plans (both implementations run it, so only this can show it)."""
+    real = polish_module._Plan._room_to_migrate
+    refused = 0
+
+    def counted(self, block, s, e):
+        nonlocal refused
+        ok = real(self, block, s, e)
+        refused += not ok
+        return ok
+
+    for seed in range(40):
+        problem = _generated({"gpus": 8 + 4 * (seed % 3), "jobs": 10, "seed": seed, "horizon": 12})
+        greedy = greedy_schedule(problem)
+        running = {j.id: greedy.batch[j.id] for j in problem.batch if j.running_mask}
+        for plan in (greedy, Schedule(batch=running, realtime=greedy.realtime)):
+            with patch.object(polish_module._Plan, "_room_to_migrate", counted):
+                checked = polish(problem, plan, 4000)
+            with patch.object(polish_module._Plan, "_room_to_migrate", lambda self, block, s, e: True):
+                unchecked = polish(problem, plan, 4000)
+            assert (checked.batch, checked.realtime) == (unchecked.batch, unchecked.realtime)
+    assert refused > 0  # the check did skip migrations here

@@ -1,4 +1,4 @@
-//! The heuristic's composition compiled: the Python `heuristic_schedule` step for step (curve
+//! The heuristic's composition compiled: the Python `compose.compose` step for step (curve
 //! sets, layouts, screening, finishing with repairs, the local search, the greedy, the polish),
 //! so a solve crosses to Python once. Floats are summed and compared in the Python order, and
 //! sorts break ties as Python's stable sorts do, so the plans are the reference's.
@@ -90,14 +90,10 @@ pub fn target_curves<const W: usize>(p: &Problem<W>) -> Curves {
     curves
 }
 
-fn end_of<const W: usize>(p: &Problem<W>, pos: usize, start: usize) -> usize {
-    (start + p.jobs[pos].duration).min(p.horizon)
-}
-
 /// The Python `value_at_arrival`.
 fn value_at_arrival<const W: usize>(p: &Problem<W>, pos: usize) -> f64 {
     let j = &p.jobs[pos];
-    j.priority * j.gpus as f64 * p.interval_weight(j.arrival.min(p.horizon), end_of(p, pos, j.arrival))
+    j.priority * j.gpus as f64 * p.interval_weight(j.arrival.min(p.horizon), p.end_of(pos, j.arrival))
 }
 
 fn cmp_f(a: f64, b: f64) -> std::cmp::Ordering {
@@ -172,10 +168,9 @@ struct Layout<const W: usize> {
     lowered: Option<Curves>,
 }
 
-impl<const W: usize> Layout<W> {
-    fn fixed_list(&self) -> Vec<(usize, Vec<Bits<W>>)> {
-        self.fixed.iter().enumerate().filter_map(|(a, f)| f.as_ref().map(|m| (a, m.clone()))).collect()
-    }
+/// The apps that have fixed sets, as (app index, sets), lowest index first.
+fn listed<const W: usize>(fixed: &Fixed<W>) -> Vec<(usize, Vec<Bits<W>>)> {
+    fixed.iter().enumerate().filter_map(|(a, f)| f.as_ref().map(|m| (a, m.clone()))).collect()
 }
 
 fn mask_of<const W: usize>(gpus: &[usize]) -> Bits<W> {
@@ -345,9 +340,7 @@ fn reserving<const W: usize>(
 
 /// The Python `Layout.fixed_sets`.
 fn fixed_sets<const W: usize>(p: &Problem<W>, curves: &Curves, lowered: &Option<Curves>, homes: &Fixed<W>, nest: bool) -> Layout<W> {
-    let home_list: Vec<(usize, Vec<Bits<W>>)> =
-        homes.iter().enumerate().filter_map(|(a, h)| h.as_ref().map(|m| (a, m.clone()))).collect();
-    let sets = app_sets(p, curves, &home_list, nest);
+    let sets = app_sets(p, curves, &listed(homes), nest);
     let mut zone = vec![Bits::ZERO; p.horizon];
     for masks in &sets {
         for (t, m) in masks.iter().enumerate() {
@@ -411,7 +404,7 @@ fn least_valuable_at<const W: usize>(p: &Problem<W>, state: &PackState<W>, step:
             continue;
         }
         if let Some(s) = start_of[pos] {
-            if s <= step && step < end_of(p, pos, s) {
+            if s <= step && step < p.end_of(pos, s) {
                 let v = j.priority * j.gpus as f64 * j.duration as f64;
                 let better = match best {
                     None => true,
@@ -439,7 +432,7 @@ fn assign_with_repairs<const W: usize>(
         let sets = layout.fixed.iter().map(|f| f.clone().expect("all fixed")).collect();
         return Ok(Some((state, sets, false)));
     }
-    let fixed = layout.fixed_list();
+    let fixed = listed(&layout.fixed);
     let (mut res, mut kept, mut rounds, mut state) = (layout.reservation.clone(), order.to_vec(), 0, state);
     loop {
         let curves: Curves = match &state.curves {
@@ -543,7 +536,7 @@ fn objective<const W: usize>(p: &Problem<W>, plan: &Plan<W>) -> f64 {
     for (pos, placed) in plan.starts.iter().enumerate() {
         if let Some((s, _)) = placed {
             let j = &p.jobs[pos];
-            value += j.priority * j.gpus as f64 * p.interval_weight(*s, end_of(p, pos, *s));
+            value += j.priority * j.gpus as f64 * p.interval_weight(*s, p.end_of(pos, *s));
         }
     }
     let mut penalty = 0.0;
@@ -561,7 +554,7 @@ fn sort_desc<const W: usize>(cands: &mut [Candidate<W>]) {
     cands.sort_by(|a, b| cmp_f(b.objective, a.objective));
 }
 
-/// The heuristic's plan (the Python `heuristic_schedule`): per job position the (start, first
+/// The heuristic's plan (the Python `compose.compose`): per job position the (start, first
 /// GPU) of each queued job placed, and every app's GPU set per step.
 pub fn heuristic<const W: usize>(p: &Rc<Problem<W>>, k: &Knobs) -> Result<(Starts, Sets<W>), String> {
     let queue: Vec<usize> = (0..p.jobs.len()).filter(|&q| p.jobs[q].running.is_none()).collect();

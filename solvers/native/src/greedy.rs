@@ -9,17 +9,13 @@ use crate::realtime::{assign_realtime, grow_to_demand};
 /// (job position, start step, first GPU) of each job placed.
 pub type Placed = Vec<(usize, usize, usize)>;
 
-fn end_of<const W: usize>(p: &Problem<W>, pos: usize, start: usize) -> usize {
-    (start + p.jobs[pos].duration).min(p.horizon)
-}
-
 /// (start, first GPU) of the first legal block free of `busy` for the job's whole run, from its
 /// arrival on, lowest GPUs first (the Python `earliest_block`).
 fn earliest_block<const W: usize>(p: &Problem<W>, pos: usize, busy: &[Bits<W>]) -> Option<(usize, usize)> {
     let job = &p.jobs[pos];
     for start in job.arrival..p.horizon {
         let mut union = Bits::ZERO;
-        for m in &busy[start..end_of(p, pos, start)] {
+        for m in &busy[start..p.end_of(pos, start)] {
             union |= *m;
         }
         if let Some(first) = p.free_block_starts(union, job.gpus).lowest() {
@@ -43,7 +39,7 @@ pub fn insert_in_order<const W: usize>(p: &Problem<W>, order: &[usize], busy: &m
             None => misfits.push((job.gpus, job.duration, job.arrival)),
             Some((start, first)) => {
                 let block = p.block(first, job.gpus);
-                for m in &mut busy[start..end_of(p, pos, start)] {
+                for m in &mut busy[start..p.end_of(pos, start)] {
                     *m |= block;
                 }
                 placed.push((pos, start, first));
@@ -71,7 +67,7 @@ pub fn greedy<const W: usize>(
     let mut batch_busy = p.running_busy.clone();
     for &(pos, start, first) in &placed {
         let block = p.block(first, p.jobs[pos].gpus);
-        for m in &mut batch_busy[start..end_of(p, pos, start)] {
+        for m in &mut batch_busy[start..p.end_of(pos, start)] {
             *m |= block;
         }
     }

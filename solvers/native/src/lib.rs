@@ -206,8 +206,8 @@ impl NativeProblem {
         floors: Vec<Vec<i64>>,
         targets: Vec<Vec<i64>>,
     ) -> PyResult<(greedy::Placed, Vec<Vec<Bound<'py, PyBytes>>>)> {
-        self.check_curves(&floors, self.horizon)?;
-        self.check_curves(&targets, self.horizon)?;
+        self.check_curves(&floors)?;
+        self.check_curves(&targets)?;
         if let Some(p) = order.iter().find(|&&p| p >= self.jobs) {
             return Err(PyValueError::new_err(format!("order: job position {p} is past the {} jobs", self.jobs)));
         }
@@ -245,13 +245,12 @@ fn sets_py(py: Python<'_>, sets: Sets) -> Vec<Vec<Bound<'_, PyBytes>>> {
 }
 
 impl NativeProblem {
-    fn check_curves(&self, curves: &[Vec<i64>], steps: usize) -> PyResult<()> {
-        if curves.len() != self.apps || steps != self.horizon || curves.iter().any(|c| c.len() != self.horizon) {
-            return Err(PyValueError::new_err("curves, busy: one value a step for every app, one GPU set a step"));
+    fn check_curves(&self, curves: &[Vec<i64>]) -> PyResult<()> {
+        if curves.len() != self.apps || curves.iter().any(|c| c.len() != self.horizon) {
+            return Err(PyValueError::new_err("floors, targets: one value a step for every app"));
         }
         Ok(())
     }
-
 }
 
 #[pymodule]

@@ -125,6 +125,11 @@ impl<const W: usize> Problem<W> {
         self.cum[end] - self.cum[start]
     }
 
+    /// The step after a queued job `pos`'s last when it starts at `start` (the horizon at most).
+    pub fn end_of(&self, pos: usize, start: usize) -> usize {
+        (start + self.jobs[pos].duration).min(self.horizon)
+    }
+
     pub fn block(&self, first: usize, n: usize) -> Bits<W> {
         Bits::range(first, first + n)
     }

@@ -101,7 +101,7 @@ impl<'a, const W: usize> Plan<'a, W> {
     }
 
     fn end_of(&self, i: usize, start: usize) -> usize {
-        (start + self.job(i).duration).min(self.p.horizon)
+        self.p.end_of(i, start)
     }
 
     fn value(&self, i: usize, start: Option<usize>) -> f64 {
@@ -320,8 +320,8 @@ impl<'a, const W: usize> Plan<'a, W> {
     }
 
     /// Whether every step of [s, e) has as many idle GPUs outside `block` as the apps hold
-    /// inside it: each GPU an app leaves needs an idle one of its own, so without them
-    /// `migrate_all` fails; checked first because it is cheap.
+    /// inside it: each GPU an app leaves needs an idle one of its own (apps never share a GPU
+    /// in a legal plan), so without them `migrate_all` fails; checked first because it is cheap.
     fn room_to_migrate(&self, block: Bits<W>, s: usize, e: usize) -> bool {
         (s..e).all(|t| (self.apps[t] & block).count() <= self.idle(&self.apps, block, s, e, t).count())
     }

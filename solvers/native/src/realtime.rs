@@ -1,5 +1,5 @@
 //! Real-time GPU identities around batch work: the Python `realtime.assign_realtime`,
-//! `extras.grow_to_demand` and `layouts._app_sets`, step for step.
+//! `extras.grow_to_demand` and `layouts.app_sets`, step for step.
 
 use crate::bits::Bits;
 use crate::model::Problem;
@@ -288,7 +288,7 @@ fn nest_mask<const W: usize>(problem: &Problem<W>, occupied: Bits<W>, candidates
 }
 
 /// Per dynamic app, its GPU set at each step at the top of the pool or nested (see the Python
-/// `_app_sets`); homed apps (`homes`) keep theirs.
+/// `app_sets`); homed apps (`homes`) keep theirs.
 pub fn app_sets<const W: usize>(
     problem: &Problem<W>,
     curves: &[Vec<i64>],

@@ -1,12 +1,14 @@
 """The fast-mode planner: legal by construction, deterministic, planned over the whole queue.
+The steps run in `compose` (Python) or compiled (solvers/native), the same plans either way;
+this module holds the defaults and turns an effort into the counts both run on.
 
 1. Real-time apps get target curves (`realtime.target_curves`): demand followed within the swap
    cap, troughs lent to batch work, no daily-peak reservation.
 2. For each layout (`layouts`: reserving, skyline, nest) batch jobs are packed (`packing`) in a few
-   value- and priority-led seed orders, and the best is finished
-   (step 4). The layout whose finished plan is better gets a local search over the order
-   (adjacent swaps, moves to the front), bounded by a count of placements, not a clock, so the
-   same input always gives the same plan; its result is kept if it finishes better still.
+   value- and priority-led seed orders, and the best is finished (step 4). The two best
+   demand-first plans get a local search over the order (adjacent swaps, moves to the front),
+   where the budget pays for it, bounded by a count of placements, not a clock, so the same
+   input always gives the same plan; a result is kept if it finishes better still.
 3. Trials resume from the snapshot of their unchanged prefix and stop as soon as their best case
    (every remaining job at its arrival) cannot beat the incumbent.
 4. Finishing assigns real-time GPUs around the packing. Where a block would push an app past its
@@ -60,14 +62,16 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native:
 
 
 def knobs_for(problem: Problem, effort: float) -> Knobs:
-    """The work budgets at `effort` and the composition's constants for `problem`'s queue."""
+    """The work budgets at `effort` (a negative one counts as 0) and the composition's constants
+    for `problem`'s queue."""
+    effort = max(effort, 0.0)
     queue = sum(1 for j in problem.batch if not j.running_mask)
-    budget = int(effort * min(40 * queue, MAX_BUDGET))
+    budget = int(effort * min(40 * queue, MAX_BUDGET))  # each search's own
     return Knobs(
         budget=budget,
         polish_budget=int(effort * min(POLISH_PER_JOB * queue, MAX_POLISH)),
         screened=SCREENED,
-        searched=min(SEARCHED, budget // (SEARCH_PACKINGS * max(1, queue))),
+        searched=SEARCHED if budget >= SEARCH_PACKINGS * queue else 0,
         reserving_repairs=RESERVING_REPAIRS,
         home_cap=HOME_CAP,
     )

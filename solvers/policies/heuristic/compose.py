@@ -154,8 +154,11 @@ def curve_sets(
     w = problem.weights
     worth = []
     for app, curve, floor in zip(problem.realtime, target, floors):
-        taken = sum(w[t] * (curve[t] - floor[t]) for t in range(problem.horizon))
-        avoided = sum(w[t] * max(0, min(curve[t], app.demand[t]) - floor[t]) for t in range(problem.horizon))
+        taken = avoided = 0.0  # summed left to right, as the compiled twin does (not `sum`: 3.12 compensates)
+        for t in range(problem.horizon):
+            taken += w[t] * (curve[t] - floor[t])
+        for t in range(problem.horizon):
+            avoided += w[t] * max(0, min(curve[t], app.demand[t]) - floor[t])
         worth.append(problem.penalty * app.priority * avoided / taken if taken > 0 else float("inf"))
     cheap = [i for i, x in enumerate(worth) if x < top]
     curves = [list(c) for c in target]
@@ -206,7 +209,7 @@ def compose(problem: Problem, knobs: Knobs) -> Schedule:
         [
             layout
             for curves, lowered in curve_sets(problem, queue, target, floors)
-            for layout in layouts(problem, curves, lowered, floors)
+            for layout in layouts(problem, curves, lowered, floors, knobs.home_cap, knobs.reserving_repairs)
         ]
     )
     found = found[: max(knobs.screened, budget // max(1, len(queue)))]  # screening within the work budget

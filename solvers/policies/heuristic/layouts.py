@@ -39,8 +39,8 @@ RESERVING_REPAIRS = 4  # apps picked after packing can clash with blocks at scal
 HOME_CAP = 0  # apps that cannot change their set at all
 
 
-def _homes(problem: Problem, curves: list[list[int]]) -> dict[int, list[int]]:
-    """Per app index with swap_cap <= HOME_CAP: its GPU set at each step, from a fixed home list.
+def _homes(problem: Problem, curves: list[list[int]], home_cap: int = HOME_CAP) -> dict[int, list[int]]:
+    """Per app index with swap_cap <= `home_cap`: its GPU set at each step, from a fixed home list.
 
     The list starts with the app's `current` GPUs (so step 0 is within the cap of them), then
     GPUs that no running job and no other app's `current` ever holds, taken from the top or
@@ -55,7 +55,7 @@ def _homes(problem: Problem, curves: list[list[int]]) -> dict[int, list[int]]:
         claimed |= busy
     homes: dict[int, list[int]] = {}
     for i, (app, curve) in enumerate(zip(problem.realtime, curves)):
-        if app.swap_cap > HOME_CAP:
+        if app.swap_cap > home_cap:
             continue
         own = bits_of(max(app.current_mask, 0))
         need = max(curve, default=0) - len(own)
@@ -152,6 +152,7 @@ class Layout:
         homes: dict[int, list[int]] | None = None,
         trade: bool = False,
         floors: list[list[int]] | None = None,
+        repairs: int = RESERVING_REPAIRS,
     ) -> "Layout":
         """With `trade`, blocks may cut the curves down to the apps' `floors` (`floor_curves`
         unless given) where that pays (`trade.Trade`); homed apps (fixed sets) are never cut."""
@@ -170,7 +171,7 @@ class Layout:
             for i in homes:  # a homed app's sets are fixed: its curve is its own floor
                 floors[i] = list(curves[i])
             deal = Trade.of(problem, curves, floors, counts)
-        return cls("reserving", curves, Reservation(reserve, keep, zone, deal), homes, RESERVING_REPAIRS, lowered)
+        return cls("reserving", curves, Reservation(reserve, keep, zone, deal), homes, repairs, lowered)
 
     @classmethod
     def fixed_sets(
@@ -200,12 +201,15 @@ def layouts(
     curves: list[list[int]],
     lowered: list[list[int]] | None = None,
     floors: list[list[int]] | None = None,
+    home_cap: int = HOME_CAP,
+    repairs: int = RESERVING_REPAIRS,
 ) -> list[Layout]:
     """The layouts every curve set is packed around: apps anywhere (trading service for batch
-    value where the curves are the apps' demand), at the top, nested."""
-    homes = _homes(problem, curves)
+    value where the curves are the apps' demand, given up after `repairs` repair rounds), at the
+    top, nested; apps with a swap cap at most `home_cap` get fixed homes."""
+    homes = _homes(problem, curves, home_cap)
     out = [
-        Layout.reserving(problem, curves, lowered, homes, trade=lowered is None, floors=floors),
+        Layout.reserving(problem, curves, lowered, homes, trade=lowered is None, floors=floors, repairs=repairs),
         Layout.fixed_sets(problem, curves, lowered, homes),
     ]
     if problem.realtime:

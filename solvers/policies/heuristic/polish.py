@@ -189,8 +189,9 @@ class _Plan:
 
     def _room_to_migrate(self, block: int, s: int, e: int) -> bool:
         """Whether every step of [s, e) has as many idle GPUs outside `block` as the apps hold
-        inside it: each GPU an app leaves needs an idle one of its own, so without them
-        `_migrate_all` fails; checked first because it is cheap."""
+        inside it: each GPU an app leaves needs an idle one of its own (apps never share a GPU
+        in a legal plan), so without them `_migrate_all` fails; checked first because it is
+        cheap."""
         return all(
             (self.apps[t] & block).bit_count() <= self._idle(self.apps, block, s, e, t).bit_count() for t in range(s, e)
         )

@@ -1,5 +1,5 @@
 """The packing search of one layout, in Python: the reference the compiled search
-(`gpualloc_native`, through `native`) is proven against, and the path taken without it.
+(solvers/native/src/search.rs) is proven against, and the path taken without it.
 
 Packings of one layout under a deterministic work budget (counted in job placements). A trial
 order is packed from the snapshot of its unchanged prefix, and abandoned as soon as even its

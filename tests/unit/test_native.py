@@ -150,9 +150,10 @@ def test_the_native_bench_reports_the_same_plans_and_a_speed_up(capsys):
     assert all(r["same_plan"] and r["native_ms"] > 0 and r["python_ms"] > 0 for r in rows)
 
 
-def test_the_compiled_polish_works_at_the_contract_limits():
+def test_the_compiled_heuristic_and_polish_work_at_the_contract_limits():
     # 4,096 GPUs, 336 steps, 64 apps and a queue near 10,000 jobs: the greedy's plan polished
-    # with the heuristic's largest polish budget stays legal and loses nothing.
+    # with the heuristic's largest polish budget stays legal and loses nothing, and the whole
+    # compiled heuristic plans legally and never below the greedy.
     from gpualloc.solvers.metrics import objective_of
     from gpualloc.solvers.policies.heuristic import MAX_POLISH
 
@@ -164,3 +165,7 @@ def test_the_compiled_polish_works_at_the_contract_limits():
     polished = kernels.polish(plan, MAX_POLISH)
     assert check_plan(problem, to_grid(problem, polished)) == []
     assert objective_of(problem, polished) >= objective_of(problem, plan)
+    # and the whole compiled heuristic there (every layout, repairs, the greedy, the polish)
+    solved = kernels.solve(knobs_for(problem, 1.0))
+    assert check_plan(problem, to_grid(problem, solved)) == []
+    assert objective_of(problem, solved) >= objective_of(problem, plan)

@@ -100,23 +100,36 @@ fn cmp_f(a: f64, b: f64) -> std::cmp::Ordering {
     a.partial_cmp(&b).unwrap()
 }
 
-/// The Python `_seed_orders` (job positions; a position is the job's order in the problem).
-fn seed_orders<const W: usize>(p: &Problem<W>, queue: &[usize]) -> Vec<Vec<usize>> {
+/// The Python `greedy_order`: the queue by priority, highest first; ties by arrival, then order.
+fn greedy_order<const W: usize>(p: &Problem<W>, queue: &[usize]) -> Vec<usize> {
+    let j = |pos: usize| &p.jobs[pos];
+    let mut order = queue.to_vec();
+    order.sort_by(|&x, &y| cmp_f(-j(x).priority, -j(y).priority).then(j(x).arrival.cmp(&j(y).arrival)).then(x.cmp(&y)));
+    order
+}
+
+/// The Python `_seed_orders` (job positions; a position is the job's order in the problem);
+/// `potential` is each job's value at its arrival.
+fn seed_orders<const W: usize>(p: &Problem<W>, queue: &[usize], potential: &[f64]) -> Vec<Vec<usize>> {
     let j = |pos: usize| &p.jobs[pos];
     let mut out: Vec<Vec<usize>> = Vec::new();
     for key in 0..4 {
-        let mut order = queue.to_vec();
-        order.sort_by(|&x, &y| match key {
-            0 => cmp_f(-value_at_arrival(p, x), -value_at_arrival(p, y)).then(x.cmp(&y)),
-            1 => cmp_f(-j(x).priority, -j(y).priority)
-                .then(((j(y).gpus * j(y).duration) as i64).cmp(&((j(x).gpus * j(x).duration) as i64)))
-                .then(j(x).arrival.cmp(&j(y).arrival))
-                .then(x.cmp(&y)),
-            2 => cmp_f(-j(x).priority, -j(y).priority).then(j(x).arrival.cmp(&j(y).arrival)).then(x.cmp(&y)),
-            _ => cmp_f(-(j(x).priority * j(x).gpus as f64), -(j(y).priority * j(y).gpus as f64))
-                .then(j(y).duration.cmp(&j(x).duration))
-                .then(x.cmp(&y)),
-        });
+        let order = if key == 2 {
+            greedy_order(p, queue)
+        } else {
+            let mut order = queue.to_vec();
+            order.sort_by(|&x, &y| match key {
+                0 => cmp_f(-potential[x], -potential[y]).then(x.cmp(&y)),
+                1 => cmp_f(-j(x).priority, -j(y).priority)
+                    .then(((j(y).gpus * j(y).duration) as i64).cmp(&((j(x).gpus * j(x).duration) as i64)))
+                    .then(j(x).arrival.cmp(&j(y).arrival))
+                    .then(x.cmp(&y)),
+                _ => cmp_f(-(j(x).priority * j(x).gpus as f64), -(j(y).priority * j(y).gpus as f64))
+                    .then(j(y).duration.cmp(&j(x).duration))
+                    .then(x.cmp(&y)),
+            });
+            order
+        };
         if !out.contains(&order) {
             out.push(order);
         }
@@ -558,11 +571,11 @@ fn sort_desc<const W: usize>(cands: &mut [Candidate<W>]) {
 /// GPU) of each queued job placed, and every app's GPU set per step.
 pub fn heuristic<const W: usize>(p: &Rc<Problem<W>>, k: &Knobs) -> Result<(Starts, Sets<W>), String> {
     let queue: Vec<usize> = (0..p.jobs.len()).filter(|&q| p.jobs[q].running.is_none()).collect();
-    let seeds = seed_orders(p, &queue);
     let mut potential = vec![0.0; p.jobs.len()];
     for &q in &queue {
         potential[q] = value_at_arrival(p, q);
     }
+    let seeds = seed_orders(p, &queue, &potential);
     let (target, floors) = (target_curves(p), floor_curves(p));
     let mut found = Vec::new();
     for (curves, lowered) in curve_sets(p, &queue, &target, &floors) {
@@ -631,12 +644,7 @@ pub fn heuristic<const W: usize>(p: &Rc<Problem<W>>, k: &Knobs) -> Result<(Start
             }
         }
     }
-    let order = {
-        let mut o = queue.clone();
-        o.sort_by(|&x, &y| cmp_f(-p.jobs[x].priority, -p.jobs[y].priority).then(p.jobs[x].arrival.cmp(&p.jobs[y].arrival)).then(x.cmp(&y)));
-        o
-    };
-    let (placed, sets) = greedy(p, &order, &floors, &target);
+    let (placed, sets) = greedy(p, &greedy_order(p, &queue), &floors, &target);
     let mut starts: Starts = vec![None; p.jobs.len()];
     for (pos, s, first) in placed {
         starts[pos] = Some((s, first));

@@ -53,20 +53,9 @@ pub struct Plan<'a, const W: usize> {
     scratch: Scratch<W>,
 }
 
-fn lowest_bits<const W: usize>(mut mask: Bits<W>, n: i64) -> Bits<W> {
-    let mut out = Bits::ZERO;
-    let mut left = n;
-    while left > 0 {
-        match mask.lowest() {
-            Some(g) => {
-                out |= Bits::bit(g);
-                mask = mask.andnot(&Bits::bit(g));
-                left -= 1;
-            }
-            None => break,
-        }
-    }
-    out
+/// The n lowest set bits of `mask` (all of them when it has fewer).
+fn lowest_bits<const W: usize>(mask: Bits<W>, n: i64) -> Bits<W> {
+    mask.ones().take(n.max(0) as usize).fold(Bits::ZERO, |out, g| out | Bits::bit(g))
 }
 
 impl<'a, const W: usize> Plan<'a, W> {

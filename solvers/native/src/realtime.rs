@@ -215,7 +215,7 @@ pub fn grow_to_demand<const W: usize>(
             }
         };
         if let Some(current) = app.current.filter(|c| c.any()) {
-            let mut mine: Vec<usize> = bits(current.andnot(&sets[0]).andnot(&taken[0]));
+            let mut mine: Vec<usize> = current.andnot(&sets[0]).andnot(&taken[0]).ones().collect();
             mine.sort_by_key(|&g| (std::cmp::Reverse(until(g, 0)), g));
             for g in mine {
                 if (sets[0] | extras[0]).count() >= curves[k][0] {
@@ -231,7 +231,7 @@ pub fn grow_to_demand<const W: usize>(
             let free = problem.full.andnot(&taken[t]).andnot(&sets[t]).andnot(&extras[t]);
             let mut below = Bits::ZERO;
             'levels: for level in free_levels(free, &taken, t).into_iter().rev() {
-                for g in bits(level.andnot(&below)) {
+                for g in level.andnot(&below).ones() {
                     if (sets[t] | extras[t]).count() >= curves[k][t] || used[t] >= budget[t] {
                         break 'levels;
                     }
@@ -246,11 +246,6 @@ pub fn grow_to_demand<const W: usize>(
         }
     }
     out
-}
-
-/// GPU indices of a set, lowest first.
-fn bits<const W: usize>(mask: Bits<W>) -> Vec<usize> {
-    (0..64 * W).filter(|&g| mask.test(g)).collect()
 }
 
 /// n GPUs of `candidates`, one at a time, each in the smallest aligned block that already holds

@@ -30,19 +30,9 @@ def greedy_order(problem: Problem) -> list[Batch]:
     return sorted((j for j in problem.batch if not j.running_mask), key=lambda j: (-j.priority, j.arrival, j.index))
 
 
-def greedy_schedule(
-    problem: Problem,
-    kernels: Kernels,
-    floors: list[list[int]] | None = None,
-    targets: list[list[int]] | None = None,
-) -> Schedule:
-    """The greedy plan through `kernels`; `floors` and `targets` are the apps' floor and target
-    curves when the caller has them already."""
-    return kernels.greedy(
-        greedy_order(problem),
-        floor_curves(problem) if floors is None else floors,
-        target_curves(problem) if targets is None else targets,
-    )
+def greedy_schedule(problem: Problem, kernels: Kernels) -> Schedule:
+    """The greedy plan through `kernels` (compiled or Python, the same plan)."""
+    return kernels.greedy(greedy_order(problem), floor_curves(problem), target_curves(problem))
 
 
 def greedy_reference(

@@ -8,6 +8,7 @@ toolchain) every solve takes the Python path.
 
 from __future__ import annotations
 
+from functools import cached_property
 from itertools import repeat
 from typing import Literal
 
@@ -33,7 +34,6 @@ class NativeKernels:
             raise RuntimeError("the compiled heuristic (gpualloc_native) is not installed: `make native` builds it")
         self.problem = problem
         self.width = (problem.gpus + 7) // 8
-        self.position = {j.id: i for i, j in enumerate(problem.batch)}
         jobs = [
             (
                 j.priority,
@@ -71,6 +71,11 @@ class NativeKernels:
 
     def positions(self, order: list[Batch]) -> list[int]:
         return [self.position[j.id] for j in order]
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Job id -> position in the problem: only the greedy's order needs it, not a solve."""
+        return {j.id: i for i, j in enumerate(self.problem.batch)}
 
     def masks(self, raw: list[bytes]) -> list[int]:
         return list(map(int.from_bytes, raw, repeat(LITTLE)))

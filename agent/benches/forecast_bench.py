@@ -9,7 +9,9 @@ generator (docs/ground-truth.md), seed by seed, per group and at cold start, aga
 
 `synthetic` is the project's own generator, `truth_catalogue` the one the forecasters were tuned
 on, `truth_heldout` the one no tuning looked at. Then the cold forecasts beside published
-measured points (`measured_points`): real runs, not a generator's model of them.
+measured points (`measured_points`): real runs, not a generator's model of them. With `real`,
+last, the forecasters against fine-tuning runs measured on an H200 (`real_runs_bench`,
+benchmarks/real).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpualloc.agent.benches import measured_points
+from gpualloc.agent.benches import measured_points, real_runs_bench
+from gpualloc.agent.renderers import real_runs
 from gpualloc.forecasting.scoring import QUANTILES, score
 from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.settings import ForecastSettings
@@ -81,19 +84,32 @@ class Run:
 class ForecastBench:
     runs: list[Run] = field(default_factory=list)
     points: list[measured_points.Checked] = field(default_factory=list)
+    real: real_runs_bench.RealRunsBench | None = None  # the real runs' section, when asked for
+    generators: bool = True  # the generators' sections and the measured points (not with real only)
 
     def table(self) -> str:
         lines: list[str] = []
         for name in dict.fromkeys(r.generator for r in self.runs):
             runs = [r for r in self.runs if r.generator == name]
             lines += [f"{name} ({ROLES.get(name, 'other')})", *_seed_rows(runs), *_group_rows(runs), ""]
-        return "\n".join([*lines, measured_points.table(self.points)])
+        if self.generators:
+            lines.append(measured_points.table(self.points))
+        if self.real is not None:
+            lines += [""] * self.generators + [real_runs.table(self.real.as_dict())]
+        return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "runs": [{"generator": r.generator, "seed": r.seed, "targets": r.targets, **r.result} for r in self.runs],
-            "measured_points": measured_points.as_dicts(self.points),
-        }
+        out: dict[str, Any] = {}
+        if self.generators:
+            out = {
+                "runs": [
+                    {"generator": r.generator, "seed": r.seed, "targets": r.targets, **r.result} for r in self.runs
+                ],
+                "measured_points": measured_points.as_dicts(self.points),
+            }
+        if self.real is not None:
+            out["real_runs"] = self.real.as_dict()
+        return out
 
 
 def _pct(x: float | None) -> str:
@@ -151,10 +167,22 @@ def _median(rows: list[dict[str, Any]], key: str, spec: str) -> str:
     return format(statistics.median(values), spec) if values else "-"
 
 
-def run_forecast_bench(seeds: int, settings: ForecastSettings, generators: list[str] | None = None) -> ForecastBench:
+def run_forecast_bench(
+    seeds: int,
+    settings: ForecastSettings,
+    generators: list[str] | None = None,
+    real: bool = False,
+    real_only: bool = False,
+) -> ForecastBench:
+    """The generators' backtests and the measured points; with `real`, the real runs' section
+    after them; with `real_only`, that section alone."""
+    if real_only:
+        return ForecastBench(real=real_runs_bench.run_real_runs_bench(settings), generators=False)
     bench = ForecastBench(points=measured_points.check_all())
     for name in generators or list(GENERATORS):
         for seed in range(seeds):
             events, truth = GENERATORS[name](seed)
             bench.runs.append(Run(name, seed, score([parse_event(e) for e in events], truth, settings)))
+    if real:
+        bench.real = real_runs_bench.run_real_runs_bench(settings)
     return bench

@@ -73,7 +73,9 @@ def cmd_corpus(args: argparse.Namespace) -> int:
 def cmd_forecast(args: argparse.Namespace) -> int:
     from gpualloc.agent.benches.forecast_bench import run_forecast_bench
 
-    bench = run_forecast_bench(args.seeds, settings_of(args).simulation.forecast, args.generators)
+    bench = run_forecast_bench(
+        args.seeds, settings_of(args).simulation.forecast, args.generators, args.real, args.real_only
+    )
     sys.stdout.write(dump_json(bench.as_dict()) if args.json else bench.table() + "\n")
     return EXIT_OK
 
@@ -335,6 +337,13 @@ def add_bench_command(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="comma-separated ground-truth generators (default all: synthetic, truth_catalogue, truth_heldout)",
     )
+    p.add_argument(
+        "--real",
+        action="store_true",
+        help="then the forecasters against the fine-tuning runs measured on an H200 (benchmarks/real): cold, "
+        "warm, leave one model out, per GPU type",
+    )
+    p.add_argument("--real-only", action="store_true", help="the real runs' section alone (no generators)")
     settings_arguments(p)
     _json(p, "the backtests", "a table")
 

@@ -42,6 +42,7 @@ __all__ = [
 NAME = "synthetic"
 
 LOAD = 1.35  # offered GPU-steps of the jobs / GPU-steps real-time traffic leaves free
+LOAD_OVER = 0.1  # ... overshot by at most this: a job that would carry it further is drawn again
 
 
 def _arrival_weight(hours: float, holidays: tuple[int, ...]) -> float:
@@ -64,7 +65,8 @@ def forecast_trace(
 ) -> list[dict[str, Any]]:
     """One pool ("default"): apps and traffic as `traffic_trace`, jobs as `job_trace` with their
     true `gpus`, `duration` (= actual_duration) and `actual_used`. Without `jobs_per_day`, jobs
-    are drawn until they offer LOAD times the GPU-steps the traffic's true level leaves free."""
+    are drawn until they offer LOAD times the GPU-steps the traffic's true level leaves free (at
+    most LOAD + LOAD_OVER times: a job that would offer more is drawn again)."""
     rng = random.Random(seed * 7919 + 3)
     plan = traffic_plan(seed, weeks, apps, step_minutes, gpus)
     levels = expected_demand(plan)
@@ -73,8 +75,11 @@ def forecast_trace(
     if jobs_per_day is None:
         offered = 0
         while offered < LOAD * free:
-            jobs.append(sample_job(rng, gpu_type, step_minutes, gpus // 2))
-            offered += jobs[-1].gpus * jobs[-1].actual_duration
+            job = sample_job(rng, gpu_type, step_minutes, gpus // 2)
+            if offered + job.gpus * job.actual_duration > (LOAD + LOAD_OVER) * free:
+                continue  # a job this large would overshoot the load: another is drawn in its place
+            jobs.append(job)
+            offered += job.gpus * job.actual_duration
     else:
         jobs = [sample_job(rng, gpu_type, step_minutes, gpus // 2) for _ in range(round(jobs_per_day * weeks * 7))]
     weights = [_arrival_weight(s * step_minutes / 60, plan.holidays) for s in range(plan.steps)]

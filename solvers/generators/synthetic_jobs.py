@@ -43,12 +43,15 @@ class GpuSpec:
     fp8: bool  # fp8 tensor cores (else fp8 runs at bf16 speed)
     fp32_ratio: float  # fp32 (no tensor cores) peak / bf16 peak
     link: float  # slowdown per doubling of the GPU count inside a node
+    bandwidth_tbs: float = 2.0  # HBM, TB/s: what an optimizer step's passes over the states take
 
 
 GPUS = {
-    "a100-80gb": GpuSpec(80, 312, 1.6, 0.52, False, 0.0625, 0.035),
-    "h100-80gb": GpuSpec(80, 989, 2.1, 0.44, True, 0.068, 0.030),
-    "l40s-48gb": GpuSpec(48, 362, 1.3, 0.40, True, 0.25, 0.070),
+    "a100-80gb": GpuSpec(80, 312, 1.6, 0.52, False, 0.0625, 0.035, 2.0),
+    "h100-80gb": GpuSpec(80, 989, 2.1, 0.44, True, 0.068, 0.030, 3.35),
+    "l40s-48gb": GpuSpec(48, 362, 1.3, 0.40, True, 0.25, 0.070, 0.864),
+    # no pool of its own: the GPU of the real runs (benchmarks/real), its measured CUDA context
+    "h200-141gb": GpuSpec(141, 989, 0.65, 0.55, True, 0.068, 0.030, 4.8),
 }
 NODE_GPUS = 8  # beyond this the job crosses nodes: a further slowdown per doubling
 CROSS_NODE = 0.09
@@ -66,24 +69,37 @@ MODELS = (
     (46.7, 32, 4096, 12.9, 1),
     (70.0, 80, 8192, None, 2),
 )
-VOCAB = 64_000
-LOGIT_BYTES = 6  # fp32 logits and part of their gradient, per vocabulary entry and token
+VOCAB = 64_000  # words, when the features give no vocabulary_size
+MLP_RATIO = 3.5  # the MLP's width / hidden_size, when the features give no intermediate_size
+HEAD_DIM = 128  # units an attention head, when the features give no attention_heads
+# bf16 logits (2), their fp32 copy for the loss (4), its log-softmax (4) and the gradient (2), per
+# vocabulary entry and token
+LOGIT_BYTES = 12
 
 WEIGHT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 ACT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1.5}  # fp8 keeps some in bf16
-OPT_BYTES = {  # per trainable parameter, with the fp32 master copy under mixed precision
-    "mixed": {"adamw": 12, "adamw_8bit": 6, "adafactor": 4.5, "sgd": 8, "lion": 8},
-    "fp32": {"adamw": 8, "adamw_8bit": 2, "adafactor": 0.5, "sgd": 4, "lion": 4},
+OPT_BYTES = {  # per trainable parameter, with the fp32 master copy under mixed precision; PyTorch's
+    # optimizers (not bitsandbytes' 8-bit AdamW, not Adafactor's factored moments) add 1.5 bytes of
+    # temporaries in their step
+    "mixed": {"adamw": 13.5, "adamw_8bit": 6, "adafactor": 4.5, "sgd": 9.5, "lion": 9.5},
+    "fp32": {"adamw": 9.5, "adamw_8bit": 2, "adafactor": 0.5, "sgd": 5.5, "lion": 5.5},
 }
-QLORA_BASE_BYTES = 0.56  # 4-bit base weights and their quantization constants
-ACT_VALUES = 14  # activation values stored per token, per hidden unit, per layer
+QLORA_BASE_BYTES = 0.53  # NF4 linear weights and their quantization constants
+QLORA_EMBED_BYTES = 4  # the embeddings and output layer, upcast to fp32 by the k-bit preparation
+# activation values stored per token and layer, at the activation's bytes: per hidden unit (the
+# residual stream and norms in fp32, attention's inputs and outputs) and per MLP unit (gate, up,
+# their product, the activation's input)
+ACT_VALUES = 13
+ACT_MLP_VALUES = 4
+EAGER_VALUES = 3  # attention scores (bf16) and their fp32 softmax, per head and key, without flash attention
+CHECKPOINT_BYTES = 3.5  # kept a layer and token per hidden unit under checkpointing (the fp32 residual)
 ACT_FACTOR = {
     "full": 1.0,
     "cpt": 1.0,
     "dpo": 1.0,
     "lora": 0.95,
-    "qlora": 1.10,
-    "dora": 1.35,
+    "qlora": 1.20,
+    "dora": 1.05,
     "adapter": 1.05,
     "prefix": 0.95,
     "prompt": 0.95,
@@ -109,13 +125,23 @@ VARIANT_EFF = {
     "cpt": 1.05,
     "dpo": 0.9,
     "lora": 0.85,
-    "qlora": 0.55,
-    "dora": 0.6,
+    "qlora": 0.7,
+    "dora": 0.75,
     "adapter": 0.8,
     "prefix": 0.8,
     "prompt": 0.75,
     "ia3": 0.8,
 }
+
+
+FP32_EFF = 1.8  # fp32 on CUDA cores reaches a larger share of its (16x lower) peak than bf16 of its
+# without flash attention, the scores (heads x seq_len a token and layer) are written, read and
+# softmaxed in memory: a slowdown of this x heads x seq_len / hidden_size
+EAGER_COST = 0.035
+STEP_S = 0.005  # an optimizer step's launches and synchronisation
+# bytes an optimizer step moves a trained parameter: PyTorch's AdamW reads and writes the fp32
+# weight, gradient and moments in several passes (memory-bound: HBM bandwidth sets its time)
+OPT_STEP_BYTES = 170
 
 
 def _mixed(precision: str) -> str:
@@ -148,6 +174,15 @@ def _tokens_a_pass(f: TrainingFeatures) -> int:
     return f.micro_batch * seq * (2 if f.variant == "dpo" else 1)
 
 
+def _shape(f: TrainingFeatures) -> tuple[int, int, int, bool]:
+    """Vocabulary, MLP width, attention heads and tied embeddings: the features' where they give
+    them (the contract's model shape, when the schema has it), else the defaults."""
+    vocab = getattr(f, "vocab_size", None) or VOCAB
+    mlp = getattr(f, "intermediate_size", None) or round(MLP_RATIO * f.hidden_size)
+    heads = getattr(f, "attention_heads", None) or max(1, f.hidden_size // HEAD_DIM)
+    return int(vocab), int(mlp), int(heads), bool(getattr(f, "tied_embeddings", None))
+
+
 def training_peak_gb(f: TrainingFeatures, gpu: GpuSpec, n: int, noise: float = 1.0) -> float:
     """Peak memory a GPU, GB (1e9 bytes), when the job runs on n GPUs."""
     mp = f.tensor_parallel * f.pipeline_parallel
@@ -156,7 +191,12 @@ def training_peak_gb(f: TrainingFeatures, gpu: GpuSpec, n: int, noise: float = 1
     full = f.variant in ("full", "cpt", "dpo")
     p, t = f.params_b * GB, trainable_b(f) * GB
     wb = WEIGHT_BYTES[f.precision]
-    base = p * (QLORA_BASE_BYTES if f.variant == "qlora" else wb)
+    vocab, mlp, heads, tied = _shape(f)
+    if f.variant == "qlora":
+        embed = min(p, vocab * f.hidden_size * (1 if tied else 2))
+        base = (p - embed) * QLORA_BASE_BYTES + embed * QLORA_EMBED_BYTES
+    else:
+        base = p * wb
     if full:
         weights, grads = base, p * max(2, wb)
     else:  # frozen base, trainable parameters and their gradients in fp32
@@ -167,18 +207,18 @@ def training_peak_gb(f: TrainingFeatures, gpu: GpuSpec, n: int, noise: float = 1
         (weights + ref) / (dp if z == 3 else 1) + grads / (dp if z >= 2 else 1) + opt / (dp if z >= 1 else 1)
     ) / mp
     tokens = _tokens_a_pass(f)
-    per_token = ACT_VALUES + (0 if f.flash_attention else 2.5 * f.seq_len / 128)
-    layer_input = tokens * f.hidden_size * ACT_BYTES[f.precision] / f.tensor_parallel
-    layer_full = layer_input * per_token
-    layer_kept = layer_input if f.gradient_checkpointing else layer_full
+    h = f.hidden_size
+    per_token = ACT_VALUES * h + ACT_MLP_VALUES * mlp + (0 if f.flash_attention else EAGER_VALUES * heads * f.seq_len)
+    layer_full = tokens * per_token * ACT_BYTES[f.precision] / f.tensor_parallel
+    layer_kept = tokens * h * CHECKPOINT_BYTES / f.tensor_parallel if f.gradient_checkpointing else layer_full
     gas = max(1.0, f.global_batch / (f.micro_batch * dp))
     in_flight = min(f.pipeline_parallel, math.ceil(gas))
     acts = ACT_FACTOR[f.variant] * (
         layer_kept * math.ceil(f.layers / f.pipeline_parallel) * in_flight
         + (layer_full if f.gradient_checkpointing else 0)
     )
-    logits = tokens * VOCAB * LOGIT_BYTES / f.tensor_parallel
-    frag = 1.06 + 0.05 * (z == 3) + 0.04 * (f.variant == "qlora") + 0.03 * (not f.flash_attention)
+    logits = tokens * vocab * LOGIT_BYTES / f.tensor_parallel
+    frag = 1.08 + 0.05 * (z == 3) + 0.04 * (f.variant == "qlora") + 0.03 * (not f.flash_attention)
     return (states + acts + logits) * frag * noise / GB + gpu.context_gb + (NCCL_GB if n > 1 else 0)
 
 
@@ -202,8 +242,8 @@ def training_hours(f: TrainingFeatures, gpu: GpuSpec, n: int) -> float:
         * VARIANT_EFF[f.variant]
         * math.sqrt(active / (active + 1.5))
         * (1 - 0.4 * math.exp(-_tokens_a_pass(f) / 4096))
-        * {"fp8": 0.72 if gpu.fp8 else 0.95, "fp16": 0.97}.get(f.precision, 1.0)
-        * (1 if f.flash_attention else 1 - 0.3 * f.seq_len / (f.seq_len + 4096))
+        * {"fp8": 0.72 if gpu.fp8 else 0.95, "fp16": 0.97, "fp32": FP32_EFF}.get(f.precision, 1.0)
+        * (1 if f.flash_attention else 1 / (1 + EAGER_COST * _shape(f)[2] * f.seq_len / f.hidden_size))
         * (1 - 0.06 * math.log2(f.tensor_parallel))
     )
     gas = max(1.0, f.global_batch / (f.micro_batch * dp))
@@ -211,7 +251,7 @@ def training_hours(f: TrainingFeatures, gpu: GpuSpec, n: int) -> float:
     compute_s = flops / (n * gpu.tflops * 1e12 * rate * eff * bubble) * _comm(gpu, n, f.zero_stage == 3)
     shard = n if f.zero_stage >= 1 else f.tensor_parallel * f.pipeline_parallel
     steps = tokens / (f.global_batch * f.seq_len)
-    step_s = 0.08 + 1.5 * trainable_b(f) / shard
+    step_s = STEP_S + OPT_STEP_BYTES * trainable_b(f) * GB / (gpu.bandwidth_tbs * 1e12 * shard)
     startup_min = 5 + 1.8 * math.sqrt(f.params_b) + (2 if n > NODE_GPUS else 0)
     return (compute_s + steps * step_s) / 3600 + startup_min / 60
 

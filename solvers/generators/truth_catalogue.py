@@ -29,6 +29,8 @@ StableLM-3B-4E1T (Stability AI model cards).
 GPUs (datasheets): V100 SXM2 125 TFLOPS fp16 tensor, 15.7 fp32, 900 GB/s; A10 125 TFLOPS bf16/fp16
 dense, 62.5 tf32, 31.2 fp32, 600 GB/s, PCIe Gen4; A100 312 TFLOPS bf16, 156 tf32, 19.5 fp32,
 1.555 TB/s; MI300X 1,307 TFLOPS bf16 dense, 2,615 fp8, 653 tf32, 163 fp32, 5.3 TB/s, 192 GB HBM3.
+H200 (989 TFLOPS bf16 dense, 67 fp32, 4.8 TB/s, 141 GB) has no pool: it is the GPU of the real
+runs the model is checked against.
 
 The memory model (per GPU, the peak of a step):
 
@@ -37,15 +39,20 @@ The memory model (per GPU, the peak of a step):
   bytes a parameter, "16 bytes a parameter" in all); stage 1 shards the optimizer state over the
   data-parallel ranks, stage 2 the gradients too, stage 3 the weights too. 8-bit Adam keeps 2 bytes
   of state (Dettmers et al. 2022, arXiv:2110.02861), Lion one momentum (Chen et al. 2023,
-  arXiv:2302.06675), SGD one momentum, Adafactor a factored second moment (Shazeer and Stern 2018).
+  arXiv:2302.06675), SGD one momentum, Adafactor a factored second moment (Shazeer and Stern 2018);
+  PyTorch's AdamW, SGD and Lion hold 1.5 bytes a parameter of temporaries in their step.
   Tensor and pipeline parallelism divide the model states by t x p.
-- Activations (Korthikanti et al. 2022, arXiv:2205.05198): s b h (34 + 5 a s / h) bytes a layer,
-  divided by t with sequence parallelism; FlashAttention (Dao et al. 2022) removes the 5 a s / h
-  term; full recomputation keeps 2 s b h a layer plus one layer's working set; the 1F1B pipeline's
-  first stage holds as much as all layers of one micro-batch. Logits add s b V x 6 bytes.
+- Activations (after Korthikanti et al. 2022, arXiv:2205.05198, counted for the gated MLPs and the
+  fp32 residual stream of mixed-precision fine-tuning, and checked against real H200 runs:
+  docs/ground-truth.md, "Realism against real runs"): s b (26 h + 2.7 m f) bytes a layer for m
+  MLP matrices of width f (twice that in fp32), divided by t with sequence parallelism; without
+  FlashAttention (Dao et al. 2022) the scores add 6 a s^2 b bytes (bf16 and their fp32 softmax);
+  full recomputation keeps 3.5 s b h a layer (the fp32 residual) plus one layer's working set; the
+  1F1B pipeline's first stage holds as much as all layers of one micro-batch. Logits add s b V x 12
+  bytes (bf16 logits, their fp32 copy and log-softmax for the loss, the gradient).
 - Adapters: LoRA (Hu et al. 2021, arXiv:2106.09685) trains r (d_in + d_out) a targeted matrix over a
   frozen 2-byte base; QLoRA (Dettmers et al. 2023, arXiv:2305.14314) stores the base in NF4 with
-  double quantization, 4.127 bits a parameter (embeddings and head in bf16), with paged 8-bit Adam;
+  double quantization, 4.127 bits a parameter (embeddings and head upcast to fp32), with paged 8-bit Adam;
   DoRA (Liu et al. 2024, arXiv:2402.09353) adds a magnitude vector and the column norms of the
   adapted weight, which cost activations and time.
 - DPO (Rafailov et al. 2023, arXiv:2305.18290): a policy and a frozen reference model, each sample a
@@ -121,6 +128,7 @@ class Model:
     vocab: int
     context: int
     mlp_mats: int = 3  # SwiGLU: gate, up, down; GELU MLPs: 2
+    tied: bool = False  # the output layer shares the input embedding
 
 
 CATALOGUE: dict[str, Model] = {
@@ -167,6 +175,16 @@ GPUS: dict[str, Gpu] = {
             0.28,
             0.025,
             0.06,
+            True,
+        ),
+        Gpu(
+            "h200-141gb",
+            141,
+            {"bf16": 989, "fp16": 989, "fp8": 1979, "tf32": 494, "fp32": 67},
+            4.8,
+            0.40,
+            0.02,
+            0.05,
             True,
         ),
     )
@@ -277,7 +295,8 @@ def _log_uniform(rng: random.Random, low: float, high: float) -> float:
 
 def _optimizer_bytes(optimizer: str, mixed: bool) -> float:
     """Optimizer state bytes a trained parameter, with the fp32 master copy when `mixed`."""
-    state = {"adamw": 8.0, "adamw_8bit": 2.0, "adafactor": 0.1, "sgd": 4.0, "lion": 4.0}[optimizer]
+    # PyTorch's AdamW, SGD and Lion also hold 1.5 bytes of temporaries a parameter in their step
+    state = {"adamw": 9.5, "adamw_8bit": 2.0, "adafactor": 0.1, "sgd": 5.5, "lion": 5.5}[optimizer]
     return state + (4.0 if mixed else 0.0)
 
 
@@ -314,9 +333,9 @@ def training_peak_gb(f: dict[str, Any], m: Model, gpu: Gpu, n: int) -> float:
     shard = m.params_b * 1e9 / (t * p)
     frozen_base = variant not in ("full", "cpt", "dpo")
     if frozen_base:
-        if variant == "qlora":
-            embed = 2 * m.vocab * m.hidden / (t * p)
-            states = (shard - embed) * 4.127 / 8 + embed * 2
+        if variant == "qlora":  # NF4 linears; the embeddings (and untied head) upcast to fp32
+            embed = (1 if m.tied else 2) * m.vocab * m.hidden / (t * p)
+            states = (shard - embed) * 4.127 / 8 + embed * 4
         else:
             states = shard * wb
         if z == 3:
@@ -331,16 +350,19 @@ def training_peak_gb(f: dict[str, Any], m: Model, gpu: Gpu, n: int) -> float:
     s = f["seq_len"] + (64 if variant == "prefix" else 0)
     b = f["micro_batch"] * (2 if variant == "dpo" else 1)
     h, layers = m.hidden, m.layers
-    per_layer = s * b * h * 34.0 / t
-    if not f.get("flash_attention", True):
-        per_layer += 5.0 * m.heads * s * s * b / t
-    factor = {"lora": 0.85, "qlora": 0.85, "dora": 1.15, "adapter": 0.8, "prefix": 0.8, "prompt": 0.8, "ia3": 0.8}
+    # a layer's saved tensors a token: the residual stream and norms (fp32 under autocast), attention's
+    # inputs and outputs, and the MLP's (gate, up, their product: 2.7 bytes a unit a matrix)
+    per_layer = s * b * (26.0 * h + 2.7 * m.mlp_mats * m.ffn) / t * (1.0 if mixed else 2.0)
+    if not f.get("flash_attention", True):  # bf16 scores and their fp32 softmax
+        per_layer += 6.0 * m.heads * s * s * b / t
+    factor = {"lora": 1.0, "qlora": 1.2, "dora": 1.05, "adapter": 0.8, "prefix": 0.8, "prompt": 0.8, "ia3": 0.8}
     per_layer *= factor.get(variant, 1.0)
-    if f.get("gradient_checkpointing", False):
-        activations = layers * 2.0 * s * b * h / t + per_layer
+    if f.get("gradient_checkpointing", False):  # the fp32 residual a layer, and one layer recomputed
+        activations = layers * 3.5 * s * b * h / t + per_layer
     else:
         activations = layers * per_layer
-    logits = s * b * m.vocab * 6.0 / t
+    # bf16 logits, their fp32 copy and log-softmax for the loss, and the gradient
+    logits = s * b * m.vocab * 12.0 / t
     overhead = 1.3 * GB + (0.6 * GB if n > 1 else 0.0)
     return float(1.08 * (states + activations + logits) + overhead) / GB
 

@@ -10,9 +10,12 @@ Sources (numbers taken from them; what is not in them is this module's own assum
   layers, hidden 2048) and Mixtral-8x7B (46.7B total, 12.9B active, 32 layers, hidden 4096).
 - Memory: Rajbhandari et al., "ZeRO" (SC 2020): 2 + 2 + 12 bytes a parameter for mixed-precision
   Adam, and what stages 1-3 shard; Korthikanti et al., "Reducing Activation Recomputation in
-  Large Transformer Models" (2022): activations of s*b*h*(34 + 5*a*s/h) bytes a layer, sequence
-  parallelism, the 1F1B pipeline keeping p micro-batches in flight; Dettmers et al., "QLoRA"
-  (2023): NF4 with double quantization, about 4.127 bits a parameter; Hu et al., "LoRA" (2021);
+  Large Transformer Models" (2022): activations a layer, sequence parallelism, the 1F1B pipeline
+  keeping p micro-batches in flight (the bytes a layer counted for gated MLPs and the fp32 residual
+  of mixed precision, s*b*(26*h + 8*ffn), logits at 12 bytes a vocabulary entry and token, checked
+  against real H200 runs: docs/ground-truth.md, "Realism against real runs"); Dettmers et al.,
+  "QLoRA" (2023): NF4 with double quantization, about 4.127 bits a parameter, embeddings upcast to
+  fp32; Hu et al., "LoRA" (2021);
   Liu et al., "DoRA" (2024); Dettmers et al., "8-bit Optimizers" (2022).
 - Throughput: Chowdhery et al., "PaLM" (2022): model FLOPs 6N + 12*L*h*s a token and MFU;
   vendor data sheets for dense peaks (A10 125, L40S 362, H200 989, MI300X 1307 BF16 TFLOPS;
@@ -61,26 +64,28 @@ class Model:
     hidden: int
     heads: int
     vocab: int
+    ffn: int = 0  # the MLP's width a token (mixture of experts: of the experts a token visits); 0: 3.5 x hidden
+    tied: bool = False  # the output layer shares the input embedding
 
 
 MODELS = {
     m.name: m
     for m in (
-        Model("qwen2.5-0.5b", 0.49, None, 24, 896, 14, 151936),
-        Model("qwen2.5-1.5b", 1.54, None, 28, 1536, 12, 151936),
-        Model("smollm2-1.7b", 1.71, None, 24, 2048, 32, 49152),
-        Model("gemma-2-2b", 2.61, None, 26, 2304, 8, 256000),
-        Model("phi-3-mini", 3.82, None, 32, 3072, 32, 32064),
-        Model("mistral-7b", 7.25, None, 32, 4096, 32, 32768),
-        Model("gemma-2-9b", 9.24, None, 42, 3584, 16, 256000),
-        Model("mistral-nemo-12b", 12.2, None, 40, 5120, 32, 131072),
-        Model("olmo-2-13b", 13.7, None, 40, 5120, 40, 100352),
-        Model("qwen1.5-moe-a2.7b", 14.3, 2.7, 24, 2048, 16, 151936),
-        Model("deepseek-v2-lite", 15.7, 2.4, 27, 2048, 16, 102400),
-        Model("qwen2.5-32b", 32.5, None, 64, 5120, 40, 152064),
-        Model("falcon-40b", 41.8, None, 60, 8192, 128, 65024),
-        Model("mixtral-8x7b", 46.7, 12.9, 32, 4096, 32, 32000),
-        Model("qwen2.5-72b", 72.7, None, 80, 8192, 64, 152064),
+        Model("qwen2.5-0.5b", 0.49, None, 24, 896, 14, 151936, 4864, True),
+        Model("qwen2.5-1.5b", 1.54, None, 28, 1536, 12, 151936, 8960, True),
+        Model("smollm2-1.7b", 1.71, None, 24, 2048, 32, 49152, 8192, True),
+        Model("gemma-2-2b", 2.61, None, 26, 2304, 8, 256000, 9216, True),
+        Model("phi-3-mini", 3.82, None, 32, 3072, 32, 32064, 8192),
+        Model("mistral-7b", 7.25, None, 32, 4096, 32, 32768, 14336),
+        Model("gemma-2-9b", 9.24, None, 42, 3584, 16, 256000, 14336, True),
+        Model("mistral-nemo-12b", 12.2, None, 40, 5120, 32, 131072, 14336),
+        Model("olmo-2-13b", 13.7, None, 40, 5120, 40, 100352, 13824),
+        Model("qwen1.5-moe-a2.7b", 14.3, 2.7, 24, 2048, 16, 151936, 4 * 1408 + 5632),  # top-4 + shared
+        Model("deepseek-v2-lite", 15.7, 2.4, 27, 2048, 16, 102400, 8 * 1408),  # 6 routed + 2 shared
+        Model("qwen2.5-32b", 32.5, None, 64, 5120, 40, 152064, 27648),
+        Model("falcon-40b", 41.8, None, 60, 8192, 128, 65024, 32768),
+        Model("mixtral-8x7b", 46.7, 12.9, 32, 4096, 32, 32000, 2 * 14336),  # top-2
+        Model("qwen2.5-72b", 72.7, None, 80, 8192, 64, 152064, 29568),
     )
 }
 
@@ -213,7 +218,8 @@ def _weight_bytes(precision: str) -> float:
 def _optimizer_bytes(optimizer: str, mixed: bool) -> float:
     """State a trainable parameter keeps beside its weight and gradient (ZeRO; 8-bit optimizers)."""
     master = 4.0 if mixed else 0.0
-    state = {"adamw": 8.0, "adamw_8bit": 2.0, "adafactor": 0.3, "sgd": 4.0, "lion": 4.0}[optimizer]
+    # PyTorch's AdamW, SGD and Lion hold 1.5 bytes of temporaries a parameter in their step
+    state = {"adamw": 9.5, "adamw_8bit": 2.0, "adafactor": 0.3, "sgd": 5.5, "lion": 5.5}[optimizer]
     return master + state
 
 
@@ -262,8 +268,11 @@ def _train_peak_gb(f: dict[str, Any], m: Model, g: Gpu, n: int, act_noise: float
         ref = (p * 2.0 / mp / (d if zero >= 3 else 1)) if f.get("reference_model") else 0.0
         static = weights + grads + opt + ref
     else:
-        base_bytes = 0.516 if v == "qlora" else wb
-        frozen = p * base_bytes / mp
+        if v == "qlora":  # NF4 linears; the embeddings (and an untied head) upcast to fp32
+            embed = min(p, (1 if m.tied else 2) * m.vocab * m.hidden)
+            frozen = ((p - embed) * 0.516 + embed * 4.0) / mp
+        else:
+            frozen = p * wb / mp
         if zero >= 3:
             frozen = frozen / d + 2 * p / m.layers * 2.0 / tp
         dequant = 2 * p / m.layers * 2.0 / tp if v == "qlora" else 0.0
@@ -271,28 +280,34 @@ def _train_peak_gb(f: dict[str, Any], m: Model, g: Gpu, n: int, act_noise: float
     s = f["seq_len"] + (20 if v == "prompt" else 30 if v == "prefix" else 0)
     b = f["micro_batch"]
     h = m.hidden
-    per_layer = s * b * h * 34.0
-    if not f.get("flash_attention", True):
-        per_layer += 5.0 * m.heads * s * s * b
+    # saved a token and layer: the residual stream and norms (fp32 under autocast), attention's inputs
+    # and outputs (26 bytes a hidden unit), the MLP's gate, up and product (8 bytes a unit)
+    per_layer = s * b * (26.0 * h + 8.0 * (m.ffn or 3.5 * h))
+    if not f.get("flash_attention", True):  # bf16 scores and their fp32 softmax
+        per_layer += 6.0 * m.heads * s * s * b
     if prec in ("fp32", "tf32"):
         per_layer *= 2.0
     elif prec == "fp8":
         per_layer *= 0.8
     if m.active_b:
         per_layer *= 1.4  # routing buffers, top-k copies of tokens
-    if v == "dora":
-        per_layer *= 1.2
-    elif v not in ("full", "cpt", "dpo"):
+    if v == "qlora":
+        per_layer *= 1.2  # fp32 norms and residual after the k-bit preparation, dequantized weights
+    elif v == "dora":
+        per_layer *= 1.05
+    elif v not in ("full", "cpt", "dpo", "lora"):
         per_layer *= 0.9
     if v == "dpo":
         per_layer *= 2.0  # chosen and rejected side by side
     stage_layers = m.layers / pp
     in_flight = min(pp, max(1, f["global_batch"] // (b * d))) if pp > 1 else 1
     if f.get("gradient_checkpointing"):
-        act = (stage_layers * in_flight * 2.0 * s * b * h + per_layer) / tp
+        pairs = 2.0 if v == "dpo" else 1.0
+        act = (stage_layers * in_flight * 3.5 * s * b * pairs * h + per_layer) / tp  # the fp32 residual a layer
     else:
         act = stage_layers * in_flight * per_layer / tp
-    logits = s * b * m.vocab * (6.0 if v == "dpo" else 4.0) / tp
+    # bf16 logits, their fp32 copy and log-softmax for the loss, the gradient (DPO: both sequences)
+    logits = s * b * m.vocab * 12.0 * (2.0 if v == "dpo" else 1.0) / tp
     dynamic = (act + logits) * act_noise
     return float((static * 1.02 + dynamic) * 1.07 / GB + g.context_gb)
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Generic, TypeVar, cast
 
 import numpy as np
 
-from gpualloc.forecasting import physics, quantization
+from gpualloc.forecasting import physics, physics_v1, quantization
 from gpualloc.schemas.features import (
     GPU_TYPES,
     OPTIMIZERS,
@@ -31,13 +31,20 @@ F = TypeVar("F", TrainingFeatures, QuantizationFeatures)  # a baseline's own kin
 
 @dataclass(frozen=True)
 class Baseline(Generic[F]):
-    """A kind's physics: memory a GPU and hours at a count, the fewest GPUs, and the design row."""
+    """A kind's physics: memory a GPU and hours at a count, the fewest GPUs, and the design row;
+    the share of a GPU its memory may fill (below 1 where the accounting leaves out what a runtime
+    adds: slack standing in for a measured error), the log spread of its memory errors measured
+    before any completion is seen, and how far over a GPU a forecast may be and still be tried."""
 
     memory: Callable[[F, int], float]
-    parts: Callable[[F, int], dict[str, float]]  # the same by what holds it
+    parts: Callable[[F, int], dict[str, float]]  # the same by what holds it ("runtime" last, if any)
     hours: Callable[[F, str, int], float]
     smallest: Callable[[F], int]
     design: Callable[[F, str, int, float, float], list[float]]
+    headroom: float = 1.0
+    prior: float = 0.0
+    tolerance: float = 0.0
+    by_parts: bool = False  # its pooled memory correction scales each part (`jobs.KindModel.parts`)
 
 
 def one_hot(value: str, choices: tuple[str, ...]) -> list[float]:
@@ -97,38 +104,74 @@ def _quantization_design(f: QuantizationFeatures, gpu_type: str, gpus: int, hour
     ]
 
 
-# Any: the kind picks the baseline, and the features are of that kind
-BASELINES: dict[str, Baseline[Any]] = {
-    "training": Baseline(
-        physics.memory_per_gpu_gb,
-        physics.memory_parts_gb,
-        physics.training_hours,
-        physics.smallest_count,
-        _training_design,
-    ),
-    "quantization": Baseline(
-        quantization.memory_per_gpu_gb,
-        quantization.memory_parts_gb,
-        quantization.quantization_hours,
-        lambda f: 1,
-        _quantization_design,
-    ),
+def _with_runtime(parts: Callable[[F, int], dict[str, float]]) -> Callable[[F, int], dict[str, float]]:
+    """A baseline's parts with an empty runtime part: every version's rows have the same terms."""
+    return lambda f, gpus: {**parts(f, gpus), "runtime": 0.0}
+
+
+_QUANTIZATION: Baseline[Any] = Baseline(
+    quantization.memory_per_gpu_gb,
+    _with_runtime(quantization.memory_parts_gb),
+    quantization.quantization_hours,
+    lambda f: 1,
+    _quantization_design,
+    headroom=quantization.HEADROOM,
+    tolerance=0.15,
+)
+
+# Each version of the physics, as the ledger's run settings name it (`ForecastSettings.physics`), so
+# a replay forecasts as the agent that decided did. Any: the kind picks the baseline, and the
+# features are of that kind.
+PHYSICS: dict[int, dict[str, Baseline[Any]]] = {
+    # the textbook accounting (6521d26): headroom and a 15% allowance over a GPU for what it leaves out
+    1: {
+        "training": Baseline(
+            physics_v1.memory_per_gpu_gb,
+            _with_runtime(physics_v1.memory_parts_gb),
+            physics_v1.training_hours,
+            physics_v1.smallest_count,
+            _training_design,
+            headroom=physics_v1.HEADROOM,
+            tolerance=0.15,
+        ),
+        "quantization": _QUANTIZATION,
+    },
+    # the stack's own accounting, fitted to real runs: what a GPU must hold, so no headroom, and
+    # its leave-one-model-out error as the spread of memory errors before any completion
+    2: {
+        "training": Baseline(
+            physics.memory_per_gpu_gb,
+            physics.memory_parts_gb,
+            physics.training_hours,
+            physics.smallest_count,
+            _training_design,
+            prior=physics.MEASURED_SPREAD,
+            by_parts=True,
+        ),
+        "quantization": _QUANTIZATION,
+    },
 }
+PHYSICS_VERSION = max(PHYSICS)
+BASELINES = PHYSICS[PHYSICS_VERSION]
 
 
 MEMORY_SCALE = 50.0  # GB: keeps the proportional terms of the memory row near the others' magnitude
 
 
-def memory_row(kind: str, f: Features, gpu_type: str, gpus: int, accounted: float) -> np.ndarray:
+def memory_row(
+    kind: str, f: Features, gpu_type: str, gpus: int, accounted: float, base: Baseline[Any] | None = None
+) -> np.ndarray:
     """What the memory correction is linear in: each part of the baseline's accounting (so a part
     it under- or over-counts is corrected in proportion), fixed GB (the runtime's, by GPU type;
-    buffers once there are peers) and GB by variant or algorithm (each holds memory its own way)."""
+    buffers once there are peers) and GB by variant or algorithm (each holds memory its own way);
+    the runtime's part last (a row learned without it extends with a zero)."""
     group = (
         one_hot(cast(TrainingFeatures, f).variant, TRAINING_VARIANTS)
         if kind == "training"
         else one_hot(cast(QuantizationFeatures, f).algorithm, QUANT_ALGORITHMS)
     )
-    split = BASELINES[kind].parts(f, gpus)
+    split = dict((base or BASELINES[kind]).parts(f, gpus))
+    runtime = split.pop("runtime")
     parts = [gb / MEMORY_SCALE for gb in split.values()]
     # the model's states in proportion, by precision (how many bytes a platform's fp8 or fp32
     # training really keeps a parameter); last, so a row learned without them extends with zeros
@@ -145,6 +188,7 @@ def memory_row(kind: str, f: Features, gpu_type: str, gpus: int, accounted: floa
             *(g * accounted / MEMORY_SCALE for g in group),
             *one_hot(gpu_type, GPU_TYPES),
             *by_precision,
+            runtime / MEMORY_SCALE,
         ]
     )
 
@@ -165,11 +209,11 @@ PROBES: dict[str, Features] = {
 }
 
 
-def group_memory_row(kind: str, f: Features, gpus: int) -> np.ndarray:
+def group_memory_row(kind: str, f: Features, gpus: int, base: Baseline[Any] | None = None) -> np.ndarray:
     """A group's own memory terms: fixed GB, GB with peers, and GB in proportion to each part of
-    the baseline's accounting (in GB, so the penalty weighs a part by its size) (a model's vocabulary or MLP width, which features do not give,
-    shows as a part it holds more of)."""
-    return np.array([1.0, float(gpus > 1), *BASELINES[kind].parts(f, gpus).values()])
+    the baseline's accounting (in GB, so the penalty weighs a part by its size; a model's shape,
+    where the features do not give it, shows as a part it holds more of); the runtime's last."""
+    return np.array([1.0, float(gpus > 1), *(base or BASELINES[kind]).parts(f, gpus).values()])
 
 
 def architecture(kind: str, f: Features) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpualloc.forecasting.jobs import Features, Hardware, JobForecast, JobForecaster, SizeError
-from gpualloc.forecasting.physics import GPU_MEMORY_GB
+from gpualloc.forecasting.physics_v1 import GPU_MEMORY_GB
 from gpualloc.forecasting.traffic import AppTraffic, TrafficForecaster
 from gpualloc.schemas.settings import ForecastSettings
 
@@ -26,6 +26,7 @@ class Forecasters:
     def __post_init__(self) -> None:
         if self.traffic is None:
             self.traffic = TrafficForecaster(self.settings.traffic_weeks, self.settings.traffic_forgetting)
+        self.jobs.physics = self.settings.physics
 
     # what a pass changed, as it was before (`begin`): the apps it taught, copied at their first
     # lesson, so a failed pass is undone at the cost of what it touched (the job forecasters
@@ -54,6 +55,7 @@ class Forecasters:
     def use(self, settings: ForecastSettings) -> None:
         """Forecast by `settings` from now on (a replay takes up each ledger entry's own)."""
         self.settings = settings
+        self.jobs.physics = settings.physics
         self.traffic.weeks, self.traffic.forgetting = settings.traffic_weeks, settings.traffic_forgetting
         for app in self.traffic.apps.values():
             app.cache.clear()
@@ -124,12 +126,12 @@ def pool_hardware(f: Features, pool: Any) -> Hardware:
 def hardware(
     f: Features, pool_type: str | None, pool_memory_gb: float | None, gpus: int, step_minutes: int
 ) -> Hardware:
-    """What the job runs on: its own GPU type and memory, else the pool's (SizeError naming
-    the field when neither says)."""
+    """What the job runs on: its own GPU type and memory, else the pool's, else the type's (SizeError
+    naming the field when no type is given)."""
     gpu_type = f.gpu_type or pool_type
     if gpu_type is None:
         raise SizeError(
             "features.gpu_type: give it, or the pool's gpu_type in pool.configured, so the job can be sized"
         )
-    memory = f.gpu_memory_gb or (pool_memory_gb if gpu_type == pool_type else None) or GPU_MEMORY_GB[gpu_type]
-    return Hardware(gpu_type, memory, gpus, step_minutes)
+    given = f.gpu_memory_gb or (pool_memory_gb if gpu_type == pool_type else None)
+    return Hardware(gpu_type, given or GPU_MEMORY_GB[gpu_type], gpus, step_minutes, nominal=given is None)

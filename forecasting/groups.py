@@ -75,8 +75,8 @@ class Refinement:
         return {**self.ridge.dump(), "gain": self.gain}
 
     @classmethod
-    def load(cls, data: dict[str, Any]) -> "Refinement":
-        return cls(OnlineRidge.load(data, PENALTY, relative=True), float(data.get("gain", 0.0)))
+    def load(cls, data: dict[str, Any], dims: int | None = None) -> "Refinement":
+        return cls(OnlineRidge.load(data, PENALTY, relative=True, dims=dims), float(data.get("gain", 0.0)))
 
 
 @dataclass
@@ -99,9 +99,9 @@ class GroupModel:
         }
 
     @classmethod
-    def load(cls, data: dict[str, Any]) -> "GroupModel":
+    def load(cls, data: dict[str, Any], memory_dims: int | None = None) -> "GroupModel":
         return cls(
-            Refinement.load(data["memory"]),
+            Refinement.load(data["memory"], memory_dims),
             Offset.load(data["duration"]),
             ErrorWindow(GROUP_ERRORS, list(data["errors"])),
             ErrorWindow(GROUP_ERRORS, list(data["memory_errors"])),

@@ -19,15 +19,18 @@ holds as errors drift. Everything is a deterministic function of what was learne
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any, Callable
 
 import numpy as np
 
-from gpualloc.forecasting import physics
 from gpualloc.forecasting.designs import (
     BASELINES,
+    PHYSICS,
+    PHYSICS_VERSION,
     PROBES,
     Baseline,
     Features,
@@ -36,6 +39,7 @@ from gpualloc.forecasting.designs import (
     memory_row,
 )
 from gpualloc.forecasting.groups import GroupModel, Refinement, errors_of, taught
+from gpualloc.forecasting.hardware import USABLE_GIB
 from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow, OnlineRidge
 from gpualloc.schemas.features import GPU_TYPES
 from gpualloc.schemas.limits import LIMITS
@@ -43,19 +47,21 @@ from gpualloc.schemas.settings import ForecastSettings
 
 __all__ = ["Features", "Hardware", "JobForecast", "JobForecaster", "SizeError"]
 
-MEMORY_PRIOR = 0.0  # log spread of memory errors assumed before any is seen: the baseline's headroom stands in
 INTERVAL_RATE = 0.01  # of the interval's tails, a completion inside or outside it
 UTILIZATION = 200  # finished jobs' peak shares of a GPU kept
 
 
 @dataclass(frozen=True)
 class Hardware:
-    """What a job runs on: the GPU type and its memory, and the pool it is planned in."""
+    """What a job runs on: the GPU type and its memory, and the pool it is planned in. `nominal`:
+    the memory is the type's name's (neither the job nor the pool gave it), so a physics that
+    knows what a framework can use of that type takes that instead."""
 
     gpu_type: str
     memory_gb: float
     max_gpus: int
     step_minutes: int
+    nominal: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,20 +77,34 @@ class JobForecast:
     peak_memory_gb: float  # forecast a GPU at `gpus`
 
 
+PARTS_PENALTY = 8.0  # completions' worth of pull of the parts' correction towards the physics as it is
+
+
+def _parts_row(base: Baseline[Any], f: Features, gpus: int) -> np.ndarray:
+    return np.array(list(base.parts(f, gpus).values()))
+
+
 @dataclass
 class KindModel:
-    """One kind's two pooled corrections, their errors, its groups and its interval's shift."""
+    """One kind's pooled corrections, their errors, its groups and its interval's shift. Memory
+    has two pooled corrections: `memory`, on the design row (`designs.memory_row`), for a physics
+    whose accounting leaves things out; `parts`, each part of the accounting scaled on its own (a
+    completion corrects the part it shows wrong, and what one model teaches carries to another in
+    proportion to what it holds of that part), for one that accounts for what the runtime holds
+    (`Baseline.by_parts`)."""
 
     memory: OnlineRidge
     duration: OnlineRidge
     errors: ErrorWindow = field(default_factory=ErrorWindow)  # log duration, out of sample
-    memory_errors: ErrorWindow = field(default_factory=lambda: ErrorWindow(prior=MEMORY_PRIOR))  # log peak
+    memory_errors: ErrorWindow = field(default_factory=ErrorWindow)  # log peak (its prior: the physics')
     groups: dict[str, GroupModel] = field(default_factory=dict)
     architectures: dict[str, Refinement] = field(default_factory=dict)  # memory; the most recently taught last
     shift: float = 0.0  # of the interval's tails: up while completions fall outside more than they should
+    parts: OnlineRidge = field(default_factory=lambda: OnlineRidge(0))
 
     def dump(self) -> dict[str, Any]:
         return {
+            "parts": self.parts.dump(),
             "memory": self.memory.dump(),
             "duration": self.duration.dump(),
             "errors": self.errors.errors,
@@ -96,20 +116,29 @@ class KindModel:
 
     @classmethod
     def load(cls, data: dict[str, Any], kind: str) -> "KindModel":
+        """From `dump`; terms added since it was made start untaught."""
+        level_dims = len(group_memory_row(kind, PROBES[kind], 1))
+        parts = data.get("parts")
         return cls(
             OnlineRidge.load(data["memory"], dims=len(memory_row(kind, PROBES[kind], GPU_TYPES[0], 1, 1.0))),
             OnlineRidge.load(data["duration"]),
             ErrorWindow(errors=list(data["errors"])),
-            ErrorWindow(errors=list(data.get("memory_errors", [])), prior=MEMORY_PRIOR),
-            {key: GroupModel.load(g) for key, g in data.get("groups", {}).items()},
-            {key: Refinement.load(r) for key, r in data.get("architectures", [])},
+            ErrorWindow(errors=list(data.get("memory_errors", []))),
+            {key: GroupModel.load(g, level_dims) for key, g in data.get("groups", {}).items()},
+            {key: Refinement.load(r, level_dims) for key, r in data.get("architectures", [])},
             float(data.get("shift", 0.0)),
+            _fresh_parts(kind) if parts is None else OnlineRidge.load(parts, PARTS_PENALTY, relative=True),
         )
+
+
+def _fresh_parts(kind: str) -> OnlineRidge:
+    return OnlineRidge(len(_parts_row(BASELINES[kind], PROBES[kind], 1)), PARTS_PENALTY, relative=True)
 
 
 def _fresh(kind: str) -> KindModel:
     probe = BASELINES[kind].design(PROBES[kind], GPU_TYPES[0], 1, 1.0, 1.0)
-    return KindModel(OnlineRidge(len(memory_row(kind, PROBES[kind], GPU_TYPES[0], 1, 1.0))), OnlineRidge(len(probe)))
+    memory = OnlineRidge(len(memory_row(kind, PROBES[kind], GPU_TYPES[0], 1, 1.0)))
+    return KindModel(memory, OnlineRidge(len(probe)), parts=_fresh_parts(kind))
 
 
 def group_key(f: Features, gpu_type: str) -> str:
@@ -117,7 +146,6 @@ def group_key(f: Features, gpu_type: str) -> str:
     return f"{getattr(f, 'variant', None) or getattr(f, 'algorithm')}/{gpu_type}"
 
 
-TOLERANCE = 0.15  # over a GPU's memory: a forecast peak this close may still fit, before errors are known
 OVERSHOOT = 0.02  # the share of forecasts the borderline tolerance lets overshoot by more than it
 KNEE = 0.02  # of a GPU's memory: a doubling of the GPUs that lowers the forecast peak by less barely helps
 OOM_PEAK = 1.05  # of a GPU's memory: the peak an out-of-memory failure is learned as
@@ -175,6 +203,7 @@ class _KindBefore:
     shift: float
     groups: dict[str, GroupModel]
     architectures: dict[str, Refinement]
+    parts: OnlineRidge
     touched_groups: dict[str, GroupModel | None] = field(default_factory=dict)
     touched_architectures: dict[str, Refinement | None] = field(default_factory=dict)
 
@@ -183,10 +212,19 @@ class _KindBefore:
 class JobForecaster:
     models: dict[str, KindModel] = field(default_factory=lambda: {kind: _fresh(kind) for kind in BASELINES})
     utilization: list[float] = field(default_factory=list)  # finished jobs' peak over their GPU's memory
+    physics: int = PHYSICS_VERSION  # the version forecasts are made by (a setting: not part of the state)
     # what a pass changed, as it was before (`begin`), so a failed pass is undone at the cost of
     # what it touched: the kinds' pooled parts, the groups and models it taught, the utilization
     _before: dict[str, _KindBefore] | None = field(default=None, repr=False, compare=False)
     _utilization_before: list[float] | None = field(default=None, repr=False, compare=False)
+
+    def _base(self, kind: str) -> Baseline[Any]:
+        return PHYSICS[self.physics][kind]
+
+    def memory_of(self, hw: Hardware) -> float:
+        """GiB a GPU of `hw` holds: what a framework can use of its type, where the physics knows
+        it and neither the job nor the pool said otherwise."""
+        return USABLE_GIB[hw.gpu_type] if hw.nominal and self.physics >= 2 else hw.memory_gb
 
     def begin(self) -> None:
         self._before, self._utilization_before = {}, None
@@ -198,7 +236,7 @@ class JobForecaster:
         for kind, was in (self._before or {}).items():
             model = self.models[kind]
             model.memory, model.duration, model.shift = was.memory, was.duration, was.shift
-            model.errors, model.memory_errors = was.errors, was.memory_errors
+            model.errors, model.memory_errors, model.parts = was.errors, was.memory_errors, was.parts
             model.groups, model.architectures = was.groups, was.architectures
             for key, group in was.touched_groups.items():
                 if group is not None:
@@ -224,6 +262,7 @@ class JobForecaster:
                 model.shift,
                 dict(model.groups),
                 dict(model.architectures),
+                copy.deepcopy(model.parts),
             )
         was = self._before[kind]
         key, name = group_key(f, gpu_type), architecture(kind, f)
@@ -260,6 +299,9 @@ class JobForecaster:
         tail = _tail(coverage, model.shift)
         planned = duration if duration is not None else min(LIMITS.duration, max(1, math.ceil(at(quantile) - 1e-9)))
         made = tuple(name for name, given in (("gpus", gpus), ("duration", duration)) if given is None)
+        peak = self._peak(kind, f, hw.gpu_type, n)
+        if self._base(kind).headroom >= 1.0:  # a need, not an accounting under headroom: what was sized for
+            peak *= self._margin(kind, f, hw.gpu_type, risk)
         return JobForecast(
             n,
             planned,
@@ -269,7 +311,7 @@ class JobForecaster:
             coverage,
             quantile,
             made,
-            self._peak(kind, f, hw.gpu_type, n),
+            peak,
         )
 
     def learn(
@@ -287,7 +329,7 @@ class JobForecaster:
         learns from it; a job beyond anything a GPU holds (`_sane`) teaches nothing: one such
         example would outweigh every real one."""
         self._touching(kind, f, hw.gpu_type)
-        model, base = self.models[kind], BASELINES[kind]
+        model, base = self.models[kind], self._base(kind)
         group, arch = self._levels(kind, f, hw.gpu_type, teach=True)
         assert group is not None and arch is not None
         hours, memory = _hours(base, f, hw.gpu_type, gpus), base.memory(f, gpus)
@@ -305,19 +347,22 @@ class JobForecaster:
             model.duration.learn(x, y)
         if peak_memory_gb is not None and peak_memory_gb > 0:
             self._learn_peak(kind, f, hw, gpus, peak_memory_gb, group, arch)
-            self.utilization = (self.utilization + [peak_memory_gb / hw.memory_gb])[-UTILIZATION:]
+            self.utilization = (self.utilization + [peak_memory_gb / self.memory_of(hw)])[-UTILIZATION:]
 
     def _learn_peak(
         self, kind: str, f: Features, hw: Hardware, gpus: int, peak: float, group: GroupModel, arch: Refinement
     ) -> None:
         """Each level's memory correction learns the job's `peak` at `gpus` (errors first)."""
         model = self.models[kind]
-        accounted = BASELINES[kind].memory(f, gpus) / physics.HEADROOM
-        row, xm = memory_row(kind, f, hw.gpu_type, gpus, accounted), group_memory_row(kind, f, gpus)
+        base = self._base(kind)
+        accounted = base.memory(f, gpus) / base.headroom
+        pooled_level = model.parts if base.by_parts else model.memory
+        row = _parts_row(base, f, gpus) if base.by_parts else memory_row(kind, f, hw.gpu_type, gpus, accounted, base)
+        xm = group_memory_row(kind, f, gpus, base)
         target = peak - accounted
         if not (_sane(row, target) and _sane(xm, target)):
             return
-        pooled = model.memory.predict(row)
+        pooled = pooled_level.predict(row)
         own, extra = group.memory.ridge.predict(xm), arch.ridge.predict(xm)
         alone, grouped, both = (accounted + pooled, accounted + pooled + own, accounted + pooled + own + extra)
         used = accounted + pooled + group.memory.value(xm) + arch.value(xm)
@@ -329,15 +374,21 @@ class JobForecaster:
             arch.gain += math.log(peak / grouped) ** 2 - math.log(peak / both) ** 2
         arch.ridge.learn(xm, target - pooled - own)
         group.memory.ridge.learn(xm, target - pooled)
-        model.memory.learn(row, target)
+        pooled_level.learn(row, target)
 
     def learn_out_of_memory(self, kind: str, f: Features, hw: Hardware, gpus: int) -> None:
         """A job's peak at `gpus` GPUs passed the GPU's memory: learned as a peak of OOM_PEAK of
-        it (a lower bound taken as the value, so the count it is sized at next time grows)."""
+        it (a lower bound taken as the value, so the count it is sized at next time grows). A physics
+        that corrects its parts learns it only where it forecast less: a bound the forecast already
+        passes says nothing of how far past it the job was, and taken as the value it would teach
+        every part to shrink."""
+        bound = OOM_PEAK * self.memory_of(hw)
+        if self._base(kind).by_parts and self._peak(kind, f, hw.gpu_type, gpus) >= bound:
+            return
         self._touching(kind, f, hw.gpu_type)
         group, arch = self._levels(kind, f, hw.gpu_type, teach=True)
         assert group is not None and arch is not None
-        self._learn_peak(kind, f, hw, gpus, OOM_PEAK * hw.memory_gb, group, arch)
+        self._learn_peak(kind, f, hw, gpus, bound, group, arch)
 
     def _levels(
         self, kind: str, f: Features, gpu_type: str, teach: bool = False
@@ -360,7 +411,7 @@ class JobForecaster:
 
     def _centre(self, kind: str, f: Features, hw: Hardware, n: int) -> float:
         """Log pool steps the job runs at `n` GPUs, by its kind's and its group's corrections."""
-        model, base = self.models[kind], BASELINES[kind]
+        model, base = self.models[kind], self._base(kind)
         hours = _hours(base, f, hw.gpu_type, n)
         x = np.array(base.design(f, hw.gpu_type, n, hours, base.memory(f, n)))
         group = self._levels(kind, f, hw.gpu_type)[0]
@@ -369,12 +420,26 @@ class JobForecaster:
 
     def _peak(self, kind: str, f: Features, gpu_type: str, n: int) -> float:
         """Forecast peak GB a GPU at `n` GPUs (the baseline over its headroom, corrected)."""
-        model, base = self.models[kind], BASELINES[kind]
-        accounted = base.memory(f, n) / physics.HEADROOM
-        xm = group_memory_row(kind, f, n)
+        model, base = self.models[kind], self._base(kind)
+        accounted = base.memory(f, n) / base.headroom
+        xm = group_memory_row(kind, f, n, base)
         group, arch = self._levels(kind, f, gpu_type)
         own = (group.memory.value(xm) if group else 0.0) + (arch.value(xm) if arch else 0.0)
-        return accounted + model.memory.predict(memory_row(kind, f, gpu_type, n, accounted)) + own
+        if base.by_parts:
+            return accounted + model.parts.predict(_parts_row(base, f, n)) + own
+        return accounted + model.memory.predict(memory_row(kind, f, gpu_type, n, accounted, base)) + own
+
+    def _margin(self, kind: str, f: Features, gpu_type: str, risk: float) -> float:
+        """The factor over a forecast peak that a run needs more than with chance `risk`: from the
+        errors of the job's group (its kind's until it has enough), the physics' measured spread
+        before any is known. A model no completion has taught is never given less than that
+        spread: the errors of models seen say how well they are known, not a new one."""
+        model, base = self.models[kind], self._base(kind)
+        window = errors_of(model.groups.get(group_key(f, gpu_type)), model.memory_errors, memory=True)
+        seen = dataclasses.replace(window, prior=base.prior).quantile(1 - risk)
+        if architecture(kind, f) in model.architectures:
+            return math.exp(seen)
+        return math.exp(max(seen, base.prior * NormalDist().inv_cdf(1 - risk)))
 
     def _count(self, kind: str, f: Features, hw: Hardware, share: float, risk: float) -> int:
         """`_choose` over the powers of two from the layout's floor to the pool's size, by risk
@@ -382,11 +447,12 @@ class JobForecaster:
         fitting gets its count, the whole pool if it must; but one the forecast peak alone fits
         within `share` of the pool, and only the risk's margin takes further, gets that share (a
         forecast error must not give one job the pool). A borderline one (over a GPU at every
-        count, but within the tolerance: TOLERANCE, or wider where the forecasts have
+        count, but within the tolerance: the physics' own, or wider where the forecasts have
         overshot by more in the past) gets at most `share` of the pool (the layout's floor always
         allowed), so no forecast error gives one job the pool: should it run out of memory
         there, it is re-queued at the next count. Only a job no count comes near is refused."""
-        model, base, floor = self.models[kind], BASELINES[kind], BASELINES[kind].smallest(f)
+        model, base = self.models[kind], self._base(kind)
+        floor, memory = base.smallest(f), self.memory_of(hw)
         if floor > hw.max_gpus:
             raise SizeError(
                 f"features.tensor_parallel, features.pipeline_parallel: the layout needs {floor} GPUs, "
@@ -401,22 +467,21 @@ class JobForecaster:
                 peaks[n] = self._peak(kind, f, hw.gpu_type, n)
             return peaks[n]
 
-        group = model.groups.get(group_key(f, hw.gpu_type))
-        margin = math.exp(errors_of(group, model.memory_errors, memory=True).quantile(1 - risk))
-        usable = self.usable() * hw.memory_gb
+        margin = self._margin(kind, f, hw.gpu_type, risk)
+        usable = self.usable() * memory
         rules = (
             lambda n: peak(n) * margin <= usable,
-            lambda n: peak(n) <= hw.memory_gb,
-            lambda n: base.memory(f, n) <= hw.memory_gb * physics.HEADROOM,
+            lambda n: peak(n) <= memory,
+            lambda n: base.memory(f, n) <= memory * base.headroom,
         )
         over = model.memory_errors.errors
-        tolerance = max(TOLERANCE, math.exp(-float(np.quantile(over, OVERSHOOT))) - 1 if len(over) >= MIN_ERRORS else 0)
-        chosen = _choose(counts, peak, rules, hw.memory_gb, tolerance)
+        seen = math.exp(-float(np.quantile(over, OVERSHOOT))) - 1 if len(over) >= MIN_ERRORS else 0.0
+        chosen = _choose(counts, peak, rules, memory, max(base.tolerance, seen))
         if chosen is None:
             least, at = min((peak(n), n) for n in counts)
             raise SizeError(
                 f"features: no count of the pool's {hw.max_gpus} GPUs holds the job (it needs about "
-                f"{least:.0f} GB a GPU at best, at {at}; a {hw.gpu_type} has {hw.memory_gb:g} GB)"
+                f"{least:.0f} GB a GPU at best, at {at}; a {hw.gpu_type} has {memory:g} GB)"
             )
         n, fits = chosen
         if n > cap and fits and any(peak(c) <= usable for c in counts if c <= cap):

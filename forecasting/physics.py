@@ -1,77 +1,164 @@
-"""The physics-informed baseline for training jobs: how much memory a GPU needs, hence how many
-GPUs, and how many FLOPs the job does, hence how long it runs on a given GPU type.
+"""The physics of a training job on the stack most fine-tuning runs on (PyTorch, Hugging Face
+transformers and peft, bitsandbytes): what a GPU must hold, and how long the job runs.
 
-Pure functions of `TrainingFeatures` and the hardware, with the textbook accounting:
-- memory a GPU = weights + gradients + optimizer state (the trainable part, sharded by the ZeRO
-  stage over the data-parallel replicas) + a frozen reference model when the variant keeps one +
-  activations (micro batch x sequence x hidden x layers, far less with checkpointing, which then
-  rebuilds one layer's in full; a pipeline's first stage holds up to one micro-batch a stage in
-  flight) + the logits of the output layer (tokens x vocabulary, 16-bit values and their fp32
-  softmax), the model split by tensor and pipeline parallelism;
-- FLOPs = 2 (forward) + 4 (backward) per active parameter and token; a backward pass that needs no
-  weight gradients (adapters, frozen bases) costs 2, checkpointing adds a forward, a reference
-  model adds a forward; DPO scores a chosen and a rejected sequence per sample;
-- time = FLOPs / (GPUs x the type's peak at the precision x an achieved fraction).
+Memory, by what holds it (`memory_parts_gb`, GiB a GPU), the way that stack allocates it:
+- weights: fp32 master weights under mixed precision (16-bit or fp8 compute), 16 bits in pure
+  16-bit training; a LoRA or DoRA base in 16 bits with fp32 adapters; a QLoRA base of NF4 linear
+  layers (`nf4_bytes` a parameter with their block scales) whose other parameters (embeddings,
+  output layer, norms) are upcast to fp32 by the usual k-bit preparation; a DPO or distillation
+  reference in 16 bits;
+- gradients and optimizer state of what is trained, in its own precision: AdamW 8 bytes a fp32
+  parameter, 8-bit AdamW 2, Adafactor's factored moments about nothing, SGD's and Lion's
+  momentum 4; AdamW's foreach step holds one more tensor of the parameters' size;
+- activations a token and layer from the model's width and its MLP's, in each precision regime
+  (mixed: an fp32 residual stream under autocast; half: all 16-bit; fp32), the fp32 inputs peft
+  casts for each adapted projection, eager attention's scores (heads x sequence), and with
+  gradient checkpointing each layer's input and one layer rebuilt; autocast's 16-bit copies of
+  the weights while the forward and backward use them;
+- logits: tokens x vocabulary, held in 16 bits, upcast to fp32 for the loss, with their gradient;
+- runtime: the caching allocator's reserve over what is allocated (more with checkpointing, whose
+  recomputed layers fragment it) and the CUDA context.
+The peak is the larger of the forward-backward one (activations, logits, copies) and the
+optimizer step's (gradients and its temporaries), over the weights and state held throughout.
 
-The learned correction on top of it lives apart (it fits the baseline's errors); the constants
-here are public figures (datasheet peaks, the usual bytes per parameter), not fitted ones.
+Time: FLOPs (2 a multiply-add: linear layers, causal attention, a backward of 2 forwards, 1 where
+no weight is trained, a forward again under checkpointing, the reference's forward) at the type's
+rate for the precision, times an achieved fraction that falls with the model's width; each layer's
+launch overhead; QLoRA's dequantization and the optimizer's pass over its state at the type's
+memory bandwidth, once an optimizer step (every `accumulation` micro-batches).
+
+The constants in `MEASURED` are fitted to the real runs of `benchmarks/real` by
+`deploy/measure/fit_physics.py`, with their leave-one-model-out errors (docs/forecasting.md);
+the rest are datasheet figures (`hardware`) or the byte counts of the formats.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from gpualloc.forecasting.hardware import GIB, HBM_TB_S, peak_flops
+from gpualloc.forecasting.physics_v1 import Sizing, smallest_count, steps_of
 from gpualloc.schemas.features import TrainingFeatures
 
-GIB = 1024**3
-# a weight or gradient, by compute precision: fp8 training (Transformer Engine) keeps its weights and
-# gradients in bf16 and casts to fp8 for the matrix multiplies
-BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
-# the optimizer's state a trainable parameter: adamw 4 + 4; 8-bit Adam 1 + 1 (Dettmers et al. 2022);
-# Adafactor's factored second moment and no first moment (Shazeer and Stern 2018), about nothing; one
-# momentum for SGD and Lion
-OPTIMIZER_BYTES = {"adamw": 8, "adamw_8bit": 2, "adafactor": 0, "sgd": 4, "lion": 4}
-MASTER_BYTES = 4  # the fp32 master copy of a trainable parameter, under mixed precision (16-bit or fp8)
-FROZEN_BACKWARD = ("lora", "qlora", "dora", "adapter", "prefix", "prompt", "ia3")  # no gradients of base weights
-PEAK_TFLOPS = {  # dense tensor-core peak by GPU type: (16-bit, fp8, fp32/tf32)
-    "v100-32gb": (125, 125, 15.7),
-    "a10-24gb": (125, 125, 31),
-    "l40s-48gb": (362, 733, 91.6),
-    "a100-40gb": (312, 312, 156),
-    "a100-80gb": (312, 312, 156),
-    "h100-80gb": (989, 1979, 494),
-    "h200-141gb": (989, 1979, 494),
-    "b200-192gb": (2250, 4500, 1100),
-    "mi300x-192gb": (1307, 2615, 654),
+__all__ = ["MEASURED", "MEASURED_SPREAD", "Measured", "Shape", "Sizing", "shape_of", "smallest_count", "steps_of"]
+
+VOCABULARY = 50_000  # words of a vocabulary no feature gives (GPT-2's 50,257; Llama's 32,000 to 128,256)
+MLP_RATIO = 3.5  # the MLP's width over the model's when no feature gives it (Llama-3 and Mistral 7-8B)
+HEAD_DIM = 128  # units an attention head when no feature gives the heads (Llama, Mistral, Qwen 7B+)
+FULL = ("full", "cpt", "dpo")  # variants that train every weight
+FROZEN_BACKWARD = ("lora", "qlora", "dora", "adapter", "prefix", "prompt", "ia3")  # no base weight gradients
+HALF = {"bf16": 2, "fp16": 2, "fp8": 2}  # bytes a weight of 16-bit and fp8 training (fp8: cast per multiply)
+OPTIMIZER_BYTES = {"adamw": 8, "adamw_8bit": 2, "adafactor": 0, "sgd": 4, "lion": 4}  # a fp32 parameter
+STEP_TEMPORARY = {"adamw": 4, "lion": 4}  # a fp32 parameter: the foreach step's temporary
+OPTIMIZER_TRAFFIC = {"adamw": 40, "adamw_8bit": 16, "adafactor": 24, "sgd": 20, "lion": 20}  # bytes read and written
+ADAPTED = {  # the projections each LoRA target set adapts
+    "attention": ("q", "k", "v", "o"),
+    "attention_mlp": ("q", "k", "v", "o", "gate", "up", "down"),
+    "all_linear": ("q", "k", "v", "o", "gate", "up", "down"),
 }
-GPU_MEMORY_GB = {name: float(name.rsplit("-", 1)[1].removesuffix("gb")) for name in PEAK_TFLOPS}
-ACHIEVED = 0.40  # the share of peak a well-tuned training job sustains (model FLOPs utilization)
-HEADROOM = 0.90  # the share of a GPU's memory a plan may count on (allocator, kernels, fragmentation)
-ADAPTER_MODULES = {"attention": 4, "attention_mlp": 7, "all_linear": 7}  # projection matrices a layer
-VOCABULARY = 50_000  # tokens of a typical LLM vocabulary (GPT-2's 50,257; Llama's 32,000 to 128,000)
-LOGIT_BYTES = 6  # a 16-bit logit and its fp32 softmax
-HEAD_DIM = 128  # hidden units an attention head (Llama, Mistral, Qwen, Falcon-40B): heads = hidden / 128
+Regime = str  # "mixed" (fp32 residual under autocast), "half" (all 16-bit) or "fp32"
 
 
 @dataclass(frozen=True)
-class Sizing:
-    gpus: int  # the smallest power of two whose memory fits the job (at least TP x PP)
-    memory_gb: float  # needed a GPU at that count
-    fits: bool  # False when even the largest count tried does not fit
-    hours: float  # wall time on `gpus` GPUs
+class Measured:
+    """Constants fitted to real runs (`deploy/measure/fit_physics.py`): bytes a token and layer a
+    unit of the width (`act_width`) and of the MLP's width (`act_mlp`) by regime, bytes a token
+    and vocabulary word of the logits, a token and head and key of eager attention's scores,
+    Adafactor's step temporaries in fp32 copies of the embedding, the allocator's reserve with
+    and without checkpointing; the achieved share of peak (16-bit and fp8, fp32) at large widths,
+    the width at which it halves, eager attention's share of that, the optimizer pass's and the
+    dequantization's slowdown over bandwidth, and each layer's launch overhead a micro-batch."""
+
+    act_width: dict[Regime, float] = field(default_factory=lambda: {"mixed": 0.0, "half": 10.19, "fp32": 111.06})
+    act_mlp: dict[Regime, float] = field(default_factory=lambda: {"mixed": 13.86, "half": 6.27, "fp32": 0.0})
+    logits: dict[Regime, float] = field(default_factory=lambda: {"mixed": 10.98, "half": 10.53, "fp32": 24.04})
+    eager_scores: float = 6.21
+    adafactor_copies: float = 2.09
+    nf4_bytes: float = 0.53  # 4 bits and the double-quantized block scales (bitsandbytes' NF4, 64-blocks)
+    reserve: float = 0.076
+    reserve_checkpointed: float = 0.144
+    context_gib: float = 0.6  # the CUDA context PyTorch creates (measured: 0.60 GiB on an H200)
+    achieved: float = 0.415
+    achieved_fp32: float = 0.772
+    width_half: float = 119.7
+    eager_attention: float = 0.0432
+    optimizer_slowdown: float = 1.10
+    dequantize_slowdown: float = 10.67
+    layer_seconds: float = 0.00217
+
+
+MEASURED = Measured()
+# the log spread of what runs needed over what `MEASURED` forecast for them, each model's runs by
+# constants fitted without them (`deploy/measure/fit_physics.py`): the error to expect of a model
+# never seen, which sizes the margin a count is chosen with before any completion is learned
+MEASURED_SPREAD = 0.082
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A model's shape: given by the features, or assumed where they are silent."""
+
+    hidden: int
+    mlp: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocabulary: int
+    tied: bool
+    layers: int
+
+    def projections(self) -> dict[str, tuple[int, int]]:
+        """(inputs, outputs) of each linear layer of a decoder layer."""
+        q, kv, h, mlp = self.heads * self.head_dim, self.kv_heads * self.head_dim, self.hidden, self.mlp
+        return {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, mlp), "up": (h, mlp), "down": (mlp, h)}
+
+    def embedding_params(self) -> float:
+        """Parameters of the input embedding and, untied, the output layer."""
+        return self.vocabulary * self.hidden * (1 if self.tied else 2)
+
+
+def shape_of(f: TrainingFeatures) -> Shape:
+    heads = f.attention_heads or max(1, f.hidden_size // HEAD_DIM)
+    return Shape(
+        f.hidden_size,
+        f.intermediate_size or round(MLP_RATIO * f.hidden_size),
+        heads,
+        f.kv_heads or heads,
+        f.head_dim or max(1, f.hidden_size // heads),
+        f.vocab_size or VOCABULARY,
+        bool(f.tied_embeddings),
+        f.layers,
+    )
+
+
+def regime(f: TrainingFeatures) -> Regime:
+    """How the run's activations are held: fp32 training; an fp32 residual stream under 16-bit
+    autocast (mixed-precision full training over fp32 master weights, QLoRA over its fp32 upcast
+    parts); all 16-bit otherwise (a 16-bit LoRA base, pure 16-bit training)."""
+    if f.precision in ("fp32", "tf32"):
+        return "fp32"
+    if f.variant == "qlora" or (f.variant in FULL and master_weights(f)):
+        return "mixed"
+    return "half"
+
+
+def master_weights(f: TrainingFeatures) -> bool:
+    return f.master_weights if f.master_weights is not None else f.precision in HALF
 
 
 def trainable_params(f: TrainingFeatures) -> float:
     """Parameters the optimizer updates."""
-    full = f.params_b * 1e9
-    if f.variant in ("full", "cpt", "dpo"):
-        return full
+    if f.variant in FULL:
+        return f.params_b * 1e9
+    s = shape_of(f)
     width, layers = f.hidden_size, f.layers
     if f.variant in ("lora", "qlora", "dora"):
         rank = f.lora_rank or 16
-        per_layer = ADAPTER_MODULES[f.lora_targets or "attention"] * 2 * rank * width
-        return per_layer * layers + (width * layers if f.variant == "dora" else 0)  # DoRA: a magnitude a column
+        dims = s.projections()
+        adapted = [dims[p] for p in ADAPTED[f.lora_targets or "attention"]]
+        per_layer = sum(rank * (i + o) for i, o in adapted) + (sum(o for _, o in adapted) if f.variant == "dora" else 0)
+        return float(per_layer * layers)
     if f.variant == "adapter":
         return layers * 2 * 2 * width * max(1, width // 16)  # two bottleneck adapters a layer
     if f.variant == "prefix":
@@ -81,91 +168,127 @@ def trainable_params(f: TrainingFeatures) -> float:
     return layers * 3 * width  # ia3: three scaling vectors a layer
 
 
-def memory_parts_gb(f: TrainingFeatures, gpus: int) -> dict[str, float]:
-    """GB a GPU holds when the job runs on `gpus` GPUs, by what holds it (the learned correction
-    weighs each part on its own: a part the accounting gets wrong is off in proportion)."""
-    model_split = f.tensor_parallel * f.pipeline_parallel
-    replicas = max(1, gpus // model_split)
-    weight_bytes = 0.5 if f.variant == "qlora" else BYTES[f.precision]
-    weights = f.params_b * 1e9 * weight_bytes
-    trainable = trainable_params(f)
-    grads = trainable * BYTES[f.precision]
-    state = trainable * (OPTIMIZER_BYTES[f.optimizer] + (MASTER_BYTES if BYTES[f.precision] < 4 else 0))
+def _linear_params(f: TrainingFeatures, s: Shape) -> float:
+    """Parameters in the decoder's linear layers (what QLoRA quantizes): all but the embeddings."""
+    total = f.params_b * 1e9
+    return min(max(0.0, total - s.embedding_params()), total)
+
+
+def _tokens(f: TrainingFeatures) -> int:
+    """Tokens a micro-batch's forward holds: DPO's chosen and rejected sequences together."""
+    return f.micro_batch * (2 if f.variant == "dpo" else 1) * f.seq_len
+
+
+def memory_parts_gb(f: TrainingFeatures, gpus: int, k: Measured = MEASURED) -> dict[str, float]:
+    """GiB a GPU holds at its peak when the job runs on `gpus` GPUs, by what holds it (the
+    learned correction weighs each part on its own: a part this gets wrong is off in proportion)."""
+    s, reg = shape_of(f), regime(f)
+    params, trainable = f.params_b * 1e9, trainable_params(f)
+    split = f.tensor_parallel * f.pipeline_parallel
+    replicas = max(1, gpus // split)
+    full, master = f.variant in FULL, master_weights(f)
+    width = 4 if (reg == "fp32" or (full and master)) else HALF.get(f.precision, 4)  # bytes a trained weight
+    adapter_bytes = 4  # peft keeps adapters (and QLoRA's, DoRA's magnitudes) in fp32
+    copies = 0.0
+    if full:
+        weights = params * width
+        state_width = width / 4  # 16-bit state when the weights are 16-bit
+        if reg == "mixed":
+            copies = 2.0 * (params - s.vocabulary * s.hidden * (0 if s.tied else 1))  # autocast's 16-bit copies
+    elif f.variant == "qlora":
+        linear = _linear_params(f, s)
+        weights = k.nf4_bytes * linear + 4.0 * (params - linear) + adapter_bytes * trainable
+        state_width = 1.0
+    else:
+        weights = params * HALF.get(f.precision, 4) + adapter_bytes * trainable
+        state_width = 1.0
+    grad_bytes = (width if full else adapter_bytes) * trainable
+    state = trainable * OPTIMIZER_BYTES[f.optimizer] * state_width
+    temporary = trainable * STEP_TEMPORARY.get(f.optimizer, 0) * state_width
+    if f.optimizer == "adafactor" and full:
+        temporary = k.adafactor_copies * 4.0 * s.vocabulary * s.hidden
+    reference = params * HALF.get(f.precision, 4) if f.variant == "dpo" or f.reference_model else 0.0
     if f.zero_stage >= 1:
         state /= replicas
+        temporary /= replicas
     if f.zero_stage >= 2:
-        grads /= replicas
-    reference = f.params_b * 1e9 * BYTES[f.precision] if f.variant == "dpo" or f.reference_model else 0.0
+        grad_bytes /= replicas
     if f.zero_stage >= 3:  # the frozen reference is wrapped by the same engine, so sharded alike
         weights /= replicas
         reference /= replicas
-    # bytes a token a hidden unit of a layer's activations (Korthikanti et al. 2022): 34, plus the
-    # attention scores and their softmax and dropout, 5 a s / h, unless FlashAttention recomputes them
-    full_layer = 34 + (0 if f.flash_attention else 5 * f.seq_len / HEAD_DIM)
-    per_token_layer = 2 if f.gradient_checkpointing else full_layer
-    tokens = f.micro_batch * (2 if f.variant == "dpo" else 1) * f.seq_len
+        copies /= replicas
+    tokens = _tokens(f)
+    layer = k.act_width[reg] * s.hidden + k.act_mlp[reg] * s.mlp
+    if f.variant in ("lora", "qlora", "dora"):
+        dims = s.projections()
+        layer += 4.0 * sum(dims[p][0] for p in ADAPTED[f.lora_targets or "attention"])  # fp32 adapter inputs
+    if not f.flash_attention:
+        layer += k.eager_scores * s.heads * f.seq_len
+    stage_layers = math.ceil(f.layers / f.pipeline_parallel)
     accumulation = math.ceil(f.global_batch / (f.micro_batch * replicas))
     in_flight = min(f.pipeline_parallel, accumulation)
-    activations = tokens * f.hidden_size * per_token_layer * math.ceil(f.layers / f.pipeline_parallel) * in_flight
     if f.gradient_checkpointing:
-        activations += tokens * f.hidden_size * full_layer  # the layer being recomputed
-    logits = tokens * VOCABULARY * LOGIT_BYTES
-    return {
-        "weights": (weights + reference) / model_split / GIB,
-        "gradients": grads / model_split / GIB,
-        "optimizer": state / model_split / GIB,
-        "activations": activations / f.tensor_parallel / GIB,
-        "logits": logits / f.tensor_parallel / GIB,
-    }
+        kept = (4 if reg in ("mixed", "fp32") else 2) * s.hidden  # each layer's input
+        activations = tokens * (kept * stage_layers * in_flight + layer)
+    else:
+        activations = tokens * layer * stage_layers * in_flight
+    logits = tokens * s.vocabulary * k.logits[reg]
+    forward = (copies / split) + (activations + logits) / f.tensor_parallel
+    step = (grad_bytes + temporary) / split
+    held = (weights + reference + state) / split
+    if forward >= step:
+        parts = {"weights": held - state / split + copies / split, "gradients": 0.0, "optimizer": state / split}
+        parts |= {"activations": activations / f.tensor_parallel, "logits": logits / f.tensor_parallel}
+    else:
+        parts = {"weights": held - state / split, "gradients": grad_bytes / split}
+        parts |= {"optimizer": (state + temporary) / split, "activations": 0.0, "logits": 0.0}
+    allocated = sum(parts.values())
+    reserve = k.reserve_checkpointed if f.gradient_checkpointing else k.reserve
+    out = {name: b / GIB for name, b in parts.items()}
+    out["runtime"] = reserve * allocated / GIB + k.context_gib
+    return out
 
 
 def memory_per_gpu_gb(f: TrainingFeatures, gpus: int) -> float:
-    """GB a GPU needs when the job runs on `gpus` GPUs."""
+    """GiB a GPU needs when the job runs on `gpus` GPUs: its reserved peak and the CUDA context."""
     return sum(memory_parts_gb(f, gpus).values())
 
 
-def training_flops(f: TrainingFeatures) -> float:
-    """FLOPs of the whole job."""
+def step_seconds(f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED) -> float:
+    """Seconds a micro-batch takes on each of the job's model replicas (its share of the
+    optimizer's step included)."""
+    s = shape_of(f)
+    split = f.tensor_parallel * f.pipeline_parallel
+    replicas = max(1, gpus // split)
     active = (f.active_params_b or f.params_b) * 1e9
-    tokens = f.dataset_tokens_m * 1e6 * f.epochs * (2 if f.variant == "dpo" else 1)
-    per_token = 2 + (2 if f.variant in FROZEN_BACKWARD else 4)  # forward, backward
-    if f.gradient_checkpointing:
-        per_token += 2  # the forward again
+    matmul = max(active - s.vocabulary * s.hidden * (0 if s.tied else 1), 0.1 * active)  # the lookup is free
+    attention = 2.0 * f.layers * f.seq_len * s.heads * s.head_dim  # causal QK and AV, a token's forward
+    full = f.variant in FULL
+    linear_passes = (3 if full or f.variant not in FROZEN_BACKWARD else 2) + (1 if f.gradient_checkpointing else 0)
+    attention_passes = 3 + (1 if f.gradient_checkpointing else 0)
     if f.variant == "dpo" or f.reference_model:
-        per_token += 2  # the reference model's forward
-    return per_token * active * tokens
-
-
-def peak_flops(gpu_type: str, precision: str) -> float:
-    half, fp8, full = PEAK_TFLOPS[gpu_type]
-    return 1e12 * (fp8 if precision == "fp8" else full if precision in ("fp32", "tf32") else half)
+        linear_passes += 1
+        attention_passes += 1
+    achieved = (k.achieved_fp32 if f.precision in ("fp32", "tf32") else k.achieved) * s.hidden / (s.hidden + k.width_half)
+    rate = peak_flops(gpu_type, f.precision) * split
+    tokens = _tokens(f)
+    compute = tokens * (2 * matmul * linear_passes / achieved + attention * attention_passes / achieved)
+    if not f.flash_attention:
+        compute += tokens * attention * attention_passes * (1 / (achieved * k.eager_attention) - 1 / achieved)
+    seconds = compute / rate
+    seconds += k.layer_seconds * math.ceil(f.layers / f.pipeline_parallel) * (2 if f.gradient_checkpointing else 1)
+    bandwidth = HBM_TB_S[gpu_type] * 1e12
+    if f.variant == "qlora":  # each pass dequantizes the NF4 weights to 16 bits
+        passes = 3 if f.gradient_checkpointing else 2
+        seconds += k.dequantize_slowdown * _linear_params(f, s) * 2.5 * passes / bandwidth / split
+    updated = trainable_params(f) / split / (replicas if f.zero_stage >= 1 else 1)
+    accumulation = math.ceil(f.global_batch / (f.micro_batch * replicas))
+    seconds += k.optimizer_slowdown * updated * OPTIMIZER_TRAFFIC[f.optimizer] / bandwidth / accumulation
+    return seconds
 
 
 def training_hours(f: TrainingFeatures, gpu_type: str, gpus: int) -> float:
-    """Wall time on `gpus` GPUs of `gpu_type`."""
-    return training_flops(f) / (gpus * peak_flops(gpu_type, f.precision) * ACHIEVED) / 3600.0
-
-
-def smallest_count(f: TrainingFeatures) -> int:
-    """The fewest GPUs the layout runs on: the power of two at or above TP x PP."""
-    n = 1
-    while n < f.tensor_parallel * f.pipeline_parallel:
-        n *= 2
-    return n
-
-
-def size_training(
-    f: TrainingFeatures, gpu_type: str, gpu_memory_gb: float | None = None, max_gpus: int = 4096
-) -> Sizing:
-    """The smallest power-of-two GPU count (at least TP x PP) whose memory fits, and the time."""
-    memory = (gpu_memory_gb or GPU_MEMORY_GB[gpu_type]) * HEADROOM
-    n = smallest_count(f)
-    while n < max_gpus and memory_per_gpu_gb(f, n) > memory:
-        n *= 2
-    need = memory_per_gpu_gb(f, n)
-    return Sizing(n, need, need <= memory, training_hours(f, gpu_type, n))
-
-
-def steps_of(hours: float, step_minutes: int) -> int:
-    """Pool steps a run of `hours` takes (at least one)."""
-    return max(1, math.ceil(hours * 60.0 / step_minutes))
+    """Wall time on `gpus` GPUs of `gpu_type`: the micro-batches each replica runs."""
+    replicas = max(1, gpus // (f.tensor_parallel * f.pipeline_parallel))
+    micro_batches = f.dataset_tokens_m * 1e6 * f.epochs / (replicas * f.micro_batch * f.seq_len)
+    return micro_batches * step_seconds(f, gpu_type, gpus) / 3600.0

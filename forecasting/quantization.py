@@ -18,7 +18,7 @@ Public figures, not fitted ones: the learned correction fits what this misses.
 
 from __future__ import annotations
 
-from gpualloc.forecasting.physics import ACHIEVED, GIB, GPU_MEMORY_GB, HEADROOM, Sizing, peak_flops
+from gpualloc.forecasting.physics_v1 import ACHIEVED, GIB, GPU_MEMORY_GB, HEADROOM, Sizing, peak_flops
 from gpualloc.schemas.features import QuantizationFeatures
 
 CALIBRATION_PASSES = {

@@ -1,7 +1,7 @@
 """The `features` object of `job.submitted` (docs/contract/events.md, "Job features"): what the
 forecasters turn into a job's GPU count and duration when the submitter does not give them.
 
-Training jobs carry the 22 fields of `TrainingFeatures` (the seed's count), quantization jobs the
+Training jobs carry the fields of `TrainingFeatures` (the seed's 22 and the model's shape), quantization jobs the
 fields of `QuantizationFeatures`; both name their units in the field names. Every field is
 checked like any other payload field (type, range, the rule it breaks); unknown fields are
 refused, so a misspelt one is reported instead of silently ignored. Batch inference has no
@@ -81,6 +81,19 @@ class TrainingFeatures(_Features):
     gpu_type: GpuType | None = None  # default: the pool's
     gpu_memory_gb: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)  # default: the pool's
     reference_model: bool = False  # DPO and distillation hold a frozen copy of the model too
+    # The model's shape as its config gives it (Hugging Face config.json names); each absent one is
+    # assumed (docs/contract/events.md, "Job features"): a 50,000-word vocabulary, an MLP 3.5 times the
+    # width, heads of 128 units, as many key-value heads as heads, untied input and output embeddings.
+    vocab_size: int | None = Field(default=None, strict=True, ge=2, le=1 << 22)
+    intermediate_size: int | None = Field(default=None, strict=True, ge=1, le=1 << 20)  # the MLP's width
+    attention_heads: int | None = Field(default=None, strict=True, ge=1, le=4096)
+    kv_heads: int | None = Field(default=None, strict=True, ge=1, le=4096)  # fewer than heads: grouped-query
+    head_dim: int | None = Field(default=None, strict=True, ge=1, le=4096)  # default: hidden_size / heads
+    tied_embeddings: bool | None = None  # the output layer shares the input embedding's weights
+    # what a run keeps: an fp32 master copy of the trained weights (mixed precision, the Hugging Face
+    # Trainer's bf16=True); false: pure 16-bit training (weights, gradients and optimizer state in 16 bits,
+    # as torchtune does). Absent: kept when precision is 16-bit or fp8
+    master_weights: bool | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> "TrainingFeatures":
@@ -93,6 +106,10 @@ class TrainingFeatures(_Features):
             value = getattr(self, name)
             if value & (value - 1):
                 problems.append(f"{name}: must be a power of two (got {value})")
+        if self.kv_heads is not None and self.attention_heads is not None and self.attention_heads % self.kv_heads:
+            problems.append(
+                f"kv_heads: must divide attention_heads ({self.attention_heads} heads, {self.kv_heads} key-value)"
+            )
         adapter = self.variant in ADAPTER_VARIANTS
         if self.lora_rank is not None and not adapter:
             problems.append(f"lora_rank: only for variants {', '.join(ADAPTER_VARIANTS)} (variant is {self.variant!r})")

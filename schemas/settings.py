@@ -95,6 +95,9 @@ class ForecastSettings(_Frozen):
     # the chance of running out of memory a forecast GPU count accepts: an out-of-memory start costs a
     # failed job and its queue time, a GPU too many only that GPU, so counts are sized on the safe side
     oom_risk: float = Field(default=0.2, gt=0, lt=0.5)
+    # the version of the training physics (`gpualloc.forecasting.designs.PHYSICS`): 2, the stack's own
+    # accounting fitted to real runs; 1, the textbook one (ledger entries that name none were made by it)
+    physics: Literal[1, 2] = 2
 
     def quantile(self, kind: str) -> float:
         return self.quantization_quantile if kind == "quantization" else self.training_quantile

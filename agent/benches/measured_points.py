@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from gpualloc.benchmarks import DATA_DIR
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.forecasting.jobs import Hardware, SizeError
-from gpualloc.forecasting.physics import GPU_MEMORY_GB
+from gpualloc.forecasting.physics_v1 import GPU_MEMORY_GB
 from gpualloc.schemas.features import QuantizationFeatures, TrainingFeatures
 
 POINTS_FILE = DATA_DIR / "measured" / "points.json"
@@ -42,6 +42,7 @@ class Point(BaseModel):
     kind: Literal["training", "quantization"]
     features: dict[str, Any]
     assumed: dict[str, str]  # feature fields the source does not state: the value taken, and why
+    unmodelled: str | None = None  # what the run relied on that the features and the physics cannot say
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def check(point: Point) -> Checked:
     """The cold forecast of `point`'s configuration on its GPU type: memory (or hours) at the
     published count, and the count it would choose."""
     features = (TrainingFeatures if point.kind == "training" else QuantizationFeatures).model_validate(point.features)
-    hw = Hardware(point.gpu_type, GPU_MEMORY_GB[point.gpu_type], POOL_GPUS, step_minutes=1)
+    hw = Hardware(point.gpu_type, GPU_MEMORY_GB[point.gpu_type], POOL_GPUS, step_minutes=1, nominal=True)
     forecasters = Forecasters()
     try:
         chosen: int | None = forecasters.size(point.kind, features, hw, None, None).gpus

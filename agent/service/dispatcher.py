@@ -126,7 +126,7 @@ class Dispatcher:
             run["effort"],
             run["step_seconds"],
             run["every"],
-            ForecastSettings(**run.get("forecast", {})),
+            ForecastSettings(**{"physics": 1, **run.get("forecast", {})}),  # entries without it: version 1
             run.get("replan_work", 0),  # entries without it were made by agents that always inserted
         )
         self.dedup_steps = run.get("dedup_steps", self.dedup_steps)

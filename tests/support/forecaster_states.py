@@ -7,6 +7,7 @@ import random
 
 import numpy as np
 
+from gpualloc.forecasting.designs import PROBES, group_memory_row
 from gpualloc.forecasting.groups import GROUP_ERRORS, MODELS, GroupModel, Offset, Refinement
 from gpualloc.forecasting.jobs import UTILIZATION, JobForecaster
 from gpualloc.forecasting.ridge import OnlineRidge
@@ -24,7 +25,7 @@ def largest_job_forecaster(seed: int = 0) -> JobForecaster:
     rng, fc = random.Random(seed), JobForecaster()
     for kind, groups in (("training", TRAINING_VARIANTS), ("quantization", QUANT_ALGORITHMS)):
         model = fc.models[kind]
-        duration_dims, memory_dims = len(model.duration.xty), 7 if kind == "training" else 5
+        duration_dims, memory_dims = len(model.duration.xty), len(group_memory_row(kind, PROBES[kind], 1))
         model.errors.errors = [rng.uniform(-1, 1) for _ in range(model.errors.size)]
         model.memory_errors.errors = [rng.uniform(-1, 1) for _ in range(model.memory_errors.size)]
         for group in groups:

@@ -42,9 +42,24 @@ def problems(kind: str, features: dict) -> list[str]:
     return describe(info.value)
 
 
-def test_the_training_set_has_the_seeds_22_fields_and_10_variants():
-    assert len(TrainingFeatures.model_fields) == 22
+SHAPE = ("vocab_size", "intermediate_size", "attention_heads", "kv_heads", "head_dim", "tied_embeddings")
+
+
+def test_the_training_set_has_the_seeds_22_fields_the_models_shape_and_10_variants():
+    fields = set(TrainingFeatures.model_fields)
+    assert len(fields - {*SHAPE, "master_weights"}) == 22
+    assert {*SHAPE, "master_weights"} <= fields
     assert len(TRAINING_VARIANTS) == 10
+
+
+def test_the_shape_fields_are_optional_and_checked():
+    job = submitted("training", {**TRAINING, "vocab_size": 151936, "attention_heads": 28, "kv_heads": 4})
+    features = TrainingFeatures.model_validate(job.features)
+    assert features.vocab_size == 151936 and features.intermediate_size is None
+    with pytest.raises(ValidationError, match="kv_heads: must divide attention_heads"):
+        TrainingFeatures.model_validate({**TRAINING, "attention_heads": 28, "kv_heads": 3})
+    with pytest.raises(ValidationError, match="vocab_size"):
+        TrainingFeatures.model_validate({**TRAINING, "vocab_size": 0})
 
 
 @pytest.mark.parametrize("variant", TRAINING_VARIANTS)

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.feature_jobs import LORA_7B
 
-from gpualloc.forecasting import physics
+from gpualloc.forecasting import physics_v1 as physics
 from gpualloc.forecasting.forecasters import Forecasters, hardware
 from gpualloc.forecasting.jobs import Hardware, JobForecaster, SizeError
 from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow, OnlineRidge
@@ -73,20 +73,20 @@ def test_error_quantiles_start_from_the_prior_and_follow_the_errors():
 
 def test_before_learning_the_count_is_the_physics_baselines():
     f = training(variant="full", lora_rank=None, zero_stage=3)
-    made = JobForecaster().forecast("training", f, H100, 0.7, 0.8)
+    made = JobForecaster(physics=1).forecast("training", f, H100, 0.7, 0.8)
     assert made.gpus == physics.size_training(f, "h100-80gb").gpus
     assert made.forecast == ("gpus", "duration") and made.low < made.median < made.high
     assert made.duration >= made.median  # planned at an upper quantile
 
 
 def test_given_values_win_and_are_not_reported_as_forecast():
-    made = JobForecaster().forecast("training", training(), H100, 0.7, 0.8, gpus=4, duration=9)
+    made = JobForecaster(physics=1).forecast("training", training(), H100, 0.7, 0.8, gpus=4, duration=9)
     assert (made.gpus, made.duration, made.forecast) == (4, 9, ())
 
 
 def test_the_duration_correction_learns_a_systematic_slowdown():
     """The truth runs 2.5x the baseline's hours: after some completions the median follows."""
-    rng, fc = random.Random(3), JobForecaster()
+    rng, fc = random.Random(3), JobForecaster(physics=1)
 
     def job():
         return training(
@@ -110,7 +110,7 @@ def test_the_duration_correction_learns_a_systematic_slowdown():
 def test_the_memory_correction_learns_a_fixed_overhead_and_the_count_follows():
     """The truth needs 30 GB a GPU more than the baseline's accounting: a job the baseline fits
     on one GPU needs two once the forecaster has seen such peaks."""
-    fc, rng = JobForecaster(), random.Random(5)
+    fc, rng = JobForecaster(physics=1), random.Random(5)
     f = training(
         variant="full",
         lora_rank=None,
@@ -143,9 +143,9 @@ def test_the_memory_correction_learns_a_fixed_overhead_and_the_count_follows():
 def test_a_job_no_count_holds_is_refused_naming_the_features():
     huge = training(variant="full", lora_rank=None, params_b=400, layers=120, hidden_size=16384)
     with pytest.raises(SizeError, match="features: no count of the pool's 8 GPUs"):
-        JobForecaster().forecast("training", huge, Hardware("a100-80gb", 80.0, 8, 60), 0.7, 0.8)
+        JobForecaster(physics=1).forecast("training", huge, Hardware("a100-80gb", 80.0, 8, 60), 0.7, 0.8)
     with pytest.raises(SizeError, match="features.tensor_parallel"):
-        JobForecaster().forecast("training", training(tensor_parallel=16, pipeline_parallel=8), H100, 0.7, 0.8)
+        JobForecaster(physics=1).forecast("training", training(tensor_parallel=16, pipeline_parallel=8), H100, 0.7, 0.8)
     with pytest.raises(SizeError, match="features.gpu_type"):
         hardware(training(), None, None, 64, 60)
 
@@ -169,14 +169,14 @@ def test_a_job_just_over_a_gpu_at_every_count_is_not_given_the_pool():
     It is the first count within the tolerance, doubled while a doubling lowers the peak by at
     least 2% of the GPU's memory (1.6 GB): 64, or half the pool where 64 is more than half (a
     borderline job is tried, not refused: should it run out of memory, it is re-queued larger)."""
-    fc = JobForecaster()
+    fc = JobForecaster(physics=1)
     peaks = {n: fc._peak("training", ZERO3_CPT, "h100-80gb", n) for n in (8, 16, 32, 64, 128, 4096)}
     assert all(80 < p for p in peaks.values()) and peaks[16] < 80 * 1.15 < peaks[8]
     assert peaks[32] - peaks[64] >= 1.6 > peaks[64] - peaks[128]
     for pool in (128, 1024, 4096):
         assert fc.forecast("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, pool, 30), 0.7, 0.8).gpus == 64
     assert fc.forecast("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, 64, 30), 0.7, 0.8).gpus == 32
-    whole = Forecasters(ForecastSettings(max_pool_share=1.0))  # the setting an operator raises
+    whole = Forecasters(ForecastSettings(max_pool_share=1.0, physics=1))  # the setting an operator raises
     assert whole.size("training", ZERO3_CPT, Hardware("h100-80gb", 80.0, 64, 30), None, None).gpus == 64
 
 
@@ -196,19 +196,19 @@ def test_a_job_the_forecast_shows_fitting_only_on_the_whole_pool_gets_it():
     )
     assert physics.size_training(big, "h100-80gb").gpus == 16
     hw = Hardware("h100-80gb", 80.0, 16, 30)
-    assert JobForecaster().forecast("training", big, hw, 0.7, 0.8).gpus == 16
-    assert JobForecaster().forecast("training", big, hw, 0.7, 0.8, gpus=16).gpus == 16
-    assert JobForecaster().forecast("training", big, Hardware("h100-80gb", 80.0, 32, 30), 0.7, 0.8).gpus == 16
+    assert JobForecaster(physics=1).forecast("training", big, hw, 0.7, 0.8).gpus == 16
+    assert JobForecaster(physics=1).forecast("training", big, hw, 0.7, 0.8, gpus=16).gpus == 16
+    assert JobForecaster(physics=1).forecast("training", big, Hardware("h100-80gb", 80.0, 32, 30), 0.7, 0.8).gpus == 16
     with pytest.raises(SizeError, match="features: no count of the pool's 8 GPUs holds the job"):
-        JobForecaster().forecast("training", big, Hardware("h100-80gb", 80.0, 8, 30), 0.7, 0.8)
+        JobForecaster(physics=1).forecast("training", big, Hardware("h100-80gb", 80.0, 8, 30), 0.7, 0.8)
     layout = training(tensor_parallel=8, pipeline_parallel=2)
-    assert JobForecaster().forecast("training", layout, hw, 0.7, 0.8).gpus == 16
+    assert JobForecaster(physics=1).forecast("training", layout, hw, 0.7, 0.8).gpus == 16
 
 
 def test_generated_jobs_that_fit_within_the_share_keep_the_smallest_count_that_fits():
     """The share changes nothing for a job whose baseline fits at or below it: before learning,
     its count is the baseline's smallest power of two that fits, at any pool size."""
-    rng, fc, seen = random.Random(2), JobForecaster(), 0
+    rng, fc, seen = random.Random(2), JobForecaster(physics=1), 0
     for _ in range(400):
         job = sample_job(rng, "h100-80gb", 30, 4096)
         if job.kind != "training":
@@ -223,7 +223,7 @@ def test_generated_jobs_that_fit_within_the_share_keep_the_smallest_count_that_f
 
 
 def test_quantization_jobs_are_sized_and_learned_alike():
-    fc = JobForecaster()
+    fc = JobForecaster(physics=1)
     f = QuantizationFeatures(params_b=70, algorithm="gptq", bits=4)
     first = fc.forecast("quantization", f, H100, 0.7, 0.8)
     assert first.gpus == 4  # 140 GB of bf16 weights, and on each GPU the calibration inputs and the Hessian
@@ -234,7 +234,7 @@ def test_quantization_jobs_are_sized_and_learned_alike():
 
 
 def test_the_job_forecasters_state_reloads_to_the_same_forecasts():
-    fc = Forecasters()
+    fc = Forecasters(ForecastSettings(physics=1))
     for k in range(30):
         fc.finished("training", training(params_b=1 + k % 5), H100, 1, 5 + k % 7, 20.0 + k)
     again = Forecasters.load(fc.dump(), fc.settings)
@@ -497,7 +497,7 @@ def any_quantization(draw) -> QuantizationFeatures:
 )
 def test_any_valid_features_get_a_bounded_forecast_or_a_named_refusal(kind_f, steps, peak):
     kind, f = kind_f
-    fc = Forecasters()
+    fc = Forecasters(ForecastSettings(physics=1))
     for _ in range(2):  # before and after learning from an extreme completion
         try:
             made = fc.size(kind, f, H100, None, None)
@@ -512,7 +512,7 @@ def test_any_valid_features_get_a_bounded_forecast_or_a_named_refusal(kind_f, st
 def test_a_forecaster_state_of_the_older_form_is_read_with_what_it_learned():
     """The older form: the kinds' models at the top, no groups, models, memory errors or
     utilization; traffic as hours with a level and recent ratios, no errors or corrections."""
-    fc = Forecasters()
+    fc = Forecasters(ForecastSettings(physics=1))
     for k in range(30):
         fc.finished("training", training(), H100, 1, 5 + k % 3, 30.0)
     for h in range(400):

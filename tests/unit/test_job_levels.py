@@ -14,7 +14,8 @@ import pytest
 from support.feature_jobs import LORA_7B
 from support.forecaster_states import largest_job_forecaster
 
-from gpualloc.forecasting import physics, quantization
+from gpualloc.forecasting import physics_v1 as physics
+from gpualloc.forecasting import quantization
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.forecasting.jobs import Hardware, JobForecaster, group_key
 from gpualloc.schemas.features import QuantizationFeatures, TrainingFeatures
@@ -37,7 +38,7 @@ def test_a_groups_offset_is_the_same_whatever_the_order_of_its_lessons():
         (training(variant=v, params_b=p, micro_batch=b), rng.randint(2, 40))
         for v, p, b in [(v, p, b) for v in ("lora", "dpo", "full") for p in (1, 7) for b in (1, 4)] * 3
     ]
-    ahead, behind = JobForecaster(), JobForecaster()
+    ahead, behind = JobForecaster(physics=1), JobForecaster(physics=1)
     for f, n in lessons:
         ahead.learn("training", f, H100, 1, n)
     for f, n in reversed(lessons):
@@ -50,8 +51,8 @@ def test_a_groups_offset_is_the_same_whatever_the_order_of_its_lessons():
 def test_a_group_running_slower_than_its_kind_is_learned_from_a_few_dozen_completions():
     """DPO runs three times what its kind's correction says; LoRA as it says. After 40
     completions of each the DPO forecast is within 15% of the truth and LoRA's is unmoved."""
-    fc, rng = JobForecaster(), random.Random(5)
-    truth = {v: steps(JobForecaster(), training(variant=v)) * (3.0 if v == "dpo" else 1.0) for v in ("lora", "dpo")}
+    fc, rng = JobForecaster(physics=1), random.Random(5)
+    truth = {v: steps(JobForecaster(physics=1), training(variant=v)) * (3.0 if v == "dpo" else 1.0) for v in ("lora", "dpo")}
     for _ in range(40):
         for v, base in truth.items():
             fc.learn("training", training(variant=v), H100, 1, max(1, round(base * math.exp(rng.gauss(0, 0.05)))))
@@ -63,7 +64,7 @@ def test_a_models_memory_correction_is_used_only_once_it_helps():
     """Two 7B models the features tell apart only by their shape: one peaks 6 GB over the other
     (a larger vocabulary, say). Each model's correction earns its place and the forecasts come
     within a GB of each; a correction that has not (gain <= 0) adds nothing."""
-    fc = JobForecaster()
+    fc = JobForecaster(physics=1)
     wide, narrow = training(layers=32, hidden_size=4096), training(layers=28, hidden_size=4608)
     for k in range(120):
         for f, extra in ((wide, 6.0), (narrow, 0.0)):
@@ -83,7 +84,7 @@ def test_a_models_memory_correction_is_used_only_once_it_helps():
 def test_counts_follow_the_usable_share_finished_jobs_show_and_the_risk_taken():
     """Jobs peak at most 75% of a GPU (the platform's own rule): a job forecast at 80% of one GPU
     is given two. With wide memory errors a lower risk takes more GPUs."""
-    fc = JobForecaster()
+    fc = JobForecaster(physics=1)
     f = training(variant="full", lora_rank=None, params_b=1, layers=24, hidden_size=2048, micro_batch=1, zero_stage=3)
     at_one = physics.memory_per_gpu_gb(f, 1) / physics.HEADROOM
     hw = Hardware("h100-80gb", at_one / 0.8, 64, 30)  # a GPU the job fills to 80%
@@ -94,7 +95,7 @@ def test_counts_follow_the_usable_share_finished_jobs_show_and_the_risk_taken():
         fc.utilization.append(share)
     assert fc.usable() == pytest.approx(max(fc.utilization)) and fc.usable() <= 0.75
     assert fc.forecast("training", f, hw, 0.7, 0.8).gpus == 2
-    wide = JobForecaster()
+    wide = JobForecaster(physics=1)
     wide.models["training"].memory_errors.errors = [rng.gauss(0, 0.2) for _ in range(100)]
     hw_roomy = Hardware("h100-80gb", at_one / 0.95, 64, 30)  # fills 95%: fits by the point forecast
     assert wide.forecast("training", f, hw_roomy, 0.7, 0.8, risk=0.45).gpus == 1
@@ -102,7 +103,7 @@ def test_counts_follow_the_usable_share_finished_jobs_show_and_the_risk_taken():
 
 
 def test_intervals_widen_when_completions_fall_outside_them_too_often():
-    fc, rng = JobForecaster(), random.Random(9)
+    fc, rng = JobForecaster(physics=1), random.Random(9)
     f = training()
     for _ in range(150):
         fc.learn("training", f, H100, 1, max(1, round(20 * math.exp(rng.gauss(0, 0.6)))), coverage=0.8)
@@ -136,7 +137,7 @@ def test_a_failed_pass_is_undone_at_the_forecasters_largest():
     """Every group on every GPU type and the most model corrections a kind keeps: a pass that
     teaches a new model (evicting the oldest), a known group and an out-of-memory failure, then
     fails, leaves the state as it was, byte for byte."""
-    fc = Forecasters(ForecastSettings())
+    fc = Forecasters(ForecastSettings(physics=1))
     fc.jobs = largest_job_forecaster(1)
     before = json.dumps(fc.dump(), sort_keys=True)
     fc.begin()

@@ -11,6 +11,7 @@ from gpualloc.schemas.events import JobFailed, parse_event
 from gpualloc.solvers.planner.interpreter import Decided, Failed, Pool
 
 FULL_13B = {**LORA_7B, "variant": "full", "params_b": 13, "layers": 40, "hidden_size": 5120, "zero_stage": 3}
+FULL_13B["gradient_checkpointing"] = True  # without, its activations alone pass an H100 at any count
 
 
 def pool(gpus: int = 64) -> Pool:

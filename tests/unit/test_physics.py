@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpualloc.forecasting.physics import (
+from gpualloc.forecasting.physics_v1 import (
     GPU_MEMORY_GB,
     HEADROOM,
     memory_per_gpu_gb,

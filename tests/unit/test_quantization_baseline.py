@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpualloc.forecasting.physics import GPU_MEMORY_GB, HEADROOM
+from gpualloc.forecasting.physics_v1 import GPU_MEMORY_GB, HEADROOM
 from gpualloc.forecasting.quantization import memory_gb, memory_per_gpu_gb, size_quantization
 from gpualloc.schemas.features import QuantizationFeatures
 

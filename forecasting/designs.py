@@ -115,7 +115,7 @@ _QUANTIZATION: Baseline[Any] = Baseline(
     quantization.quantization_hours,
     lambda f: 1,
     _quantization_design,
-    headroom=quantization.HEADROOM,
+    headroom=physics_v1.HEADROOM,
     tolerance=0.15,
 )
 

@@ -213,10 +213,14 @@ class JobForecaster:
     models: dict[str, KindModel] = field(default_factory=lambda: {kind: _fresh(kind) for kind in BASELINES})
     utilization: list[float] = field(default_factory=list)  # finished jobs' peak over their GPU's memory
     physics: int = PHYSICS_VERSION  # the version forecasts are made by (a setting: not part of the state)
+    # the most GPUs each configuration (its kind, features and GPU type) ran out of memory at: the
+    # same run needs the same memory, so a physics that corrects by parts never sizes it there again
+    ran_out: dict[str, int] = field(default_factory=dict)
     # what a pass changed, as it was before (`begin`), so a failed pass is undone at the cost of
     # what it touched: the kinds' pooled parts, the groups and models it taught, the utilization
     _before: dict[str, _KindBefore] | None = field(default=None, repr=False, compare=False)
     _utilization_before: list[float] | None = field(default=None, repr=False, compare=False)
+    _ran_out_before: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
     def _base(self, kind: str) -> Baseline[Any]:
         return PHYSICS[self.physics][kind]
@@ -227,10 +231,10 @@ class JobForecaster:
         return USABLE_GIB[hw.gpu_type] if hw.nominal and self.physics >= 2 else hw.memory_gb
 
     def begin(self) -> None:
-        self._before, self._utilization_before = {}, None
+        self._before, self._utilization_before, self._ran_out_before = {}, None, None
 
     def keep(self) -> None:
-        self._before, self._utilization_before = None, None
+        self._before, self._utilization_before, self._ran_out_before = None, None, None
 
     def rollback(self) -> None:
         for kind, was in (self._before or {}).items():
@@ -246,6 +250,8 @@ class JobForecaster:
                     model.architectures[key] = arch
         if self._utilization_before is not None:
             self.utilization = self._utilization_before
+        if self._ran_out_before is not None:
+            self.ran_out = self._ran_out_before
         self.keep()
 
     def _touching(self, kind: str, f: Features, gpu_type: str) -> None:
@@ -272,6 +278,8 @@ class JobForecaster:
             was.touched_architectures[name] = copy.deepcopy(model.architectures.get(name))
         if self._utilization_before is None:
             self._utilization_before = list(self.utilization)
+        if self._ran_out_before is None:
+            self._ran_out_before = dict(self.ran_out)
 
     def forecast(
         self,
@@ -383,9 +391,14 @@ class JobForecaster:
         passes says nothing of how far past it the job was, and taken as the value it would teach
         every part to shrink."""
         bound = OOM_PEAK * self.memory_of(hw)
+        self._touching(kind, f, hw.gpu_type)
+        key = _configuration(kind, f, hw.gpu_type)
+        self.ran_out = {k: v for k, v in self.ran_out.items() if k != key}  # the most recent last
+        self.ran_out[key] = max(gpus, self._ran_out_before.get(key, 0) if self._ran_out_before else 0)
+        while len(self.ran_out) > RAN_OUT:
+            del self.ran_out[next(iter(self.ran_out))]
         if self._base(kind).by_parts and self._peak(kind, f, hw.gpu_type, gpus) >= bound:
             return
-        self._touching(kind, f, hw.gpu_type)
         group, arch = self._levels(kind, f, hw.gpu_type, teach=True)
         assert group is not None and arch is not None
         self._learn_peak(kind, f, hw, gpus, bound, group, arch)
@@ -460,6 +473,12 @@ class JobForecaster:
             )
         cap = max(floor, 1 << int(math.log2(max(1.0, share * hw.max_gpus))))
         counts = [floor << i for i in range(int(math.log2(hw.max_gpus // floor)) + 1)]
+        if base.by_parts:
+            failed = self.ran_out.get(_configuration(kind, f, hw.gpu_type), 0)
+            counts = [n for n in counts if n > failed]
+            if not counts:
+                raise SizeError(f"features: the job ran out of memory at {failed} GPUs, and the pool has {hw.max_gpus}")
+            floor, cap = counts[0], max(cap, counts[0])
         peaks: dict[int, float] = {}
 
         def peak(n: int) -> float:
@@ -476,7 +495,10 @@ class JobForecaster:
         )
         over = model.memory_errors.errors
         seen = math.exp(-float(np.quantile(over, OVERSHOOT))) - 1 if len(over) >= MIN_ERRORS else 0.0
-        chosen = _choose(counts, peak, rules, memory, max(base.tolerance, seen))
+        # a physics that accounts for what a run holds tries no job it forecast over the GPU: its
+        # errors size the margin, and are no licence to start a job past it
+        tolerance = base.tolerance if base.by_parts else max(base.tolerance, seen)
+        chosen = _choose(counts, peak, rules, memory, tolerance)
         if chosen is None:
             least, at = min((peak(n), n) for n in counts)
             raise SizeError(
@@ -489,12 +511,26 @@ class JobForecaster:
         return n if fits else min(n, cap)
 
     def dump(self) -> dict[str, Any]:
-        return {"kinds": {kind: model.dump() for kind, model in self.models.items()}, "utilization": self.utilization}
+        kinds = {kind: model.dump() for kind, model in self.models.items()}
+        return {"kinds": kinds, "utilization": self.utilization, "ran_out": list(self.ran_out.items())}
 
     @classmethod
     def load(cls, data: dict[str, Any]) -> "JobForecaster":
         kinds = data.get("kinds", data)  # a state of the kinds alone (no utilization kept) loads too
-        return cls({kind: KindModel.load(m, kind) for kind, m in kinds.items()}, list(data.get("utilization", [])))
+        ran_out = {str(k): int(n) for k, n in data.get("ran_out", [])}
+        return cls(
+            {kind: KindModel.load(m, kind) for kind, m in kinds.items()},
+            list(data.get("utilization", [])),
+            ran_out=ran_out,
+        )
+
+
+RAN_OUT = 1024  # configurations whose out-of-memory counts are kept (the least recent dropped first)
+
+
+def _configuration(kind: str, f: Features, gpu_type: str) -> str:
+    """A run's configuration: what decides its memory (its features less the data's size)."""
+    return f"{kind}/{gpu_type}/{f.model_dump_json(exclude={'dataset_tokens_m', 'epochs'})}"
 
 
 def _tail(coverage: float, shift: float) -> float:

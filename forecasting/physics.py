@@ -111,7 +111,15 @@ class Shape:
     def projections(self) -> dict[str, tuple[int, int]]:
         """(inputs, outputs) of each linear layer of a decoder layer."""
         q, kv, h, mlp = self.heads * self.head_dim, self.kv_heads * self.head_dim, self.hidden, self.mlp
-        return {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, mlp), "up": (h, mlp), "down": (mlp, h)}
+        return {
+            "q": (h, q),
+            "k": (h, kv),
+            "v": (h, kv),
+            "o": (q, h),
+            "gate": (h, mlp),
+            "up": (h, mlp),
+            "down": (mlp, h),
+        }
 
     def embedding_params(self) -> float:
         """Parameters of the input embedding and, untied, the output layer."""
@@ -269,7 +277,9 @@ def step_seconds(f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = ME
     if f.variant == "dpo" or f.reference_model:
         linear_passes += 1
         attention_passes += 1
-    achieved = (k.achieved_fp32 if f.precision in ("fp32", "tf32") else k.achieved) * s.hidden / (s.hidden + k.width_half)
+    achieved = (
+        (k.achieved_fp32 if f.precision in ("fp32", "tf32") else k.achieved) * s.hidden / (s.hidden + k.width_half)
+    )
     rate = peak_flops(gpu_type, f.precision) * split
     tokens = _tokens(f)
     compute = tokens * (2 * matmul * linear_passes / achieved + attention * attention_passes / achieved)

@@ -207,7 +207,10 @@ TARGETS = {
     "attention_mlp": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
     "all_linear": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
 }
-PHI3_TARGETS = {"attention": ["qkv_proj", "o_proj"], "attention_mlp": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]}
+PHI3_TARGETS = {
+    "attention": ["qkv_proj", "o_proj"],
+    "attention_mlp": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
+}
 PHI3_TARGETS["all_linear"] = PHI3_TARGETS["attention_mlp"]
 
 

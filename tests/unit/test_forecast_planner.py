@@ -166,7 +166,7 @@ def test_a_restored_pool_forecasts_and_decides_as_the_original():
         pool.apply(
             [ev("job.completed", {"id": job_id, "used": {"peak_memory_gb": 33.0}}, 170)], T0 + timedelta(hours=170)
         )
-    assert pool.planner.forecasts.jobs.models["training"].memory.examples > 0
+    assert pool.planner.forecasts.jobs.models["training"].parts.examples > 0  # the correction physics 2 learns
     state = orjson.loads(orjson.dumps(dump_pool(pool)))
     twin = load_pool(state, Pool())
     arrivals = [ev("job.submitted", feature_job(rng, f"n{k}"), 171) for k in range(8)]

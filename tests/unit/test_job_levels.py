@@ -52,7 +52,9 @@ def test_a_group_running_slower_than_its_kind_is_learned_from_a_few_dozen_comple
     """DPO runs three times what its kind's correction says; LoRA as it says. After 40
     completions of each the DPO forecast is within 15% of the truth and LoRA's is unmoved."""
     fc, rng = JobForecaster(physics=1), random.Random(5)
-    truth = {v: steps(JobForecaster(physics=1), training(variant=v)) * (3.0 if v == "dpo" else 1.0) for v in ("lora", "dpo")}
+    truth = {
+        v: steps(JobForecaster(physics=1), training(variant=v)) * (3.0 if v == "dpo" else 1.0) for v in ("lora", "dpo")
+    }
     for _ in range(40):
         for v, base in truth.items():
             fc.learn("training", training(variant=v), H100, 1, max(1, round(base * math.exp(rng.gauss(0, 0.05)))))

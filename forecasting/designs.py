@@ -92,6 +92,19 @@ def _training_design(f: TrainingFeatures, gpu_type: str, gpus: int, hours: float
     ]
 
 
+TIME_PARTS = 4  # `physics.step_parts`: compute, overhead, dequantize, optimizer
+
+
+def _training_design_v1(f: TrainingFeatures, gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
+    """Version 1's row: no time parts (the terms version 2 adds stay zero, so both rows are alike)."""
+    return [*_training_design(f, gpu_type, gpus, hours, memory), *[0.0] * TIME_PARTS]
+
+
+def _training_design_v2(f: TrainingFeatures, gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
+    """With each time part's share last: a pool's completions scale the part they show wrong."""
+    return [*_training_design(f, gpu_type, gpus, hours, memory), *physics.time_shares(f, gpu_type, gpus)]
+
+
 def _quantization_design(f: QuantizationFeatures, gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
     return [
         *_common(gpu_type, gpus, hours, memory),
@@ -130,7 +143,7 @@ PHYSICS: dict[int, dict[str, Baseline[Any]]] = {
             _with_runtime(physics_v1.memory_parts_gb),
             physics_v1.training_hours,
             physics_v1.smallest_count,
-            _training_design,
+            _training_design_v1,
             headroom=physics_v1.HEADROOM,
             tolerance=0.15,
         ),
@@ -144,7 +157,7 @@ PHYSICS: dict[int, dict[str, Baseline[Any]]] = {
             physics.memory_parts_gb,
             physics.training_hours,
             physics.smallest_count,
-            _training_design,
+            _training_design_v2,
             prior=physics.MEASURED_SPREAD,
             by_parts=True,
         ),

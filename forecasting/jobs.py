@@ -121,7 +121,9 @@ class KindModel:
         parts = data.get("parts")
         return cls(
             OnlineRidge.load(data["memory"], dims=len(memory_row(kind, PROBES[kind], GPU_TYPES[0], 1, 1.0))),
-            OnlineRidge.load(data["duration"]),
+            OnlineRidge.load(
+                data["duration"], dims=len(BASELINES[kind].design(PROBES[kind], GPU_TYPES[0], 1, 1.0, 1.0))
+            ),
             ErrorWindow(errors=list(data["errors"])),
             ErrorWindow(errors=list(data.get("memory_errors", []))),
             {key: GroupModel.load(g, level_dims) for key, g in data.get("groups", {}).items()},
@@ -442,14 +444,20 @@ class JobForecaster:
             return accounted + model.parts.predict(_parts_row(base, f, n)) + own
         return accounted + model.memory.predict(memory_row(kind, f, gpu_type, n, accounted, base)) + own
 
+    def _window(self, kind: str, f: Features, gpu_type: str) -> ErrorWindow:
+        """The memory errors a job's forecast is judged by: its group's once it has enough, else its
+        kind's, and the physics' measured spread before either has."""
+        model = self.models[kind]
+        window = errors_of(model.groups.get(group_key(f, gpu_type)), model.memory_errors, memory=True)
+        return dataclasses.replace(window, prior=self._base(kind).prior)
+
     def _margin(self, kind: str, f: Features, gpu_type: str, risk: float) -> float:
         """The factor over a forecast peak that a run needs more than with chance `risk`: from the
         errors of the job's group (its kind's until it has enough), the physics' measured spread
         before any is known. A model no completion has taught is never given less than that
         spread: the errors of models seen say how well they are known, not a new one."""
         model, base = self.models[kind], self._base(kind)
-        window = errors_of(model.groups.get(group_key(f, gpu_type)), model.memory_errors, memory=True)
-        seen = dataclasses.replace(window, prior=base.prior).quantile(1 - risk)
+        seen = self._window(kind, f, gpu_type).quantile(1 - risk)
         if architecture(kind, f) in model.architectures:
             return math.exp(seen)
         return math.exp(max(seen, base.prior * NormalDist().inv_cdf(1 - risk)))
@@ -460,8 +468,9 @@ class JobForecaster:
         fitting gets its count, the whole pool if it must; but one the forecast peak alone fits
         within `share` of the pool, and only the risk's margin takes further, gets that share (a
         forecast error must not give one job the pool). A borderline one (over a GPU at every
-        count, but within the tolerance: the physics' own, or wider where the forecasts have
-        overshot by more in the past) gets at most `share` of the pool (the layout's floor always
+        count, but within the tolerance: for a physics that corrects by parts, where its memory
+        errors give it at least `risk`'s chance of fitting; else the physics' own allowance, or
+        wider where the forecasts have overshot by more in the past) gets at most `share` of the pool (the layout's floor always
         allowed), so no forecast error gives one job the pool: should it run out of memory
         there, it is re-queued at the next count. Only a job no count comes near is refused."""
         model, base = self.models[kind], self._base(kind)
@@ -493,11 +502,12 @@ class JobForecaster:
             lambda n: peak(n) <= memory,
             lambda n: base.memory(f, n) <= memory * base.headroom,
         )
-        over = model.memory_errors.errors
-        seen = math.exp(-float(np.quantile(over, OVERSHOOT))) - 1 if len(over) >= MIN_ERRORS else 0.0
-        # a physics that accounts for what a run holds tries no job it forecast over the GPU: its
-        # errors size the margin, and are no licence to start a job past it
-        tolerance = base.tolerance if base.by_parts else max(base.tolerance, seen)
+        if base.by_parts:  # tried over the GPU only where its errors give it `risk`'s chance of fitting
+            tolerance = max(0.0, math.exp(-self._window(kind, f, hw.gpu_type).quantile(risk)) - 1)
+        else:  # the physics' own allowance, or how far forecasts have overshot
+            over = model.memory_errors.errors
+            seen = math.exp(-float(np.quantile(over, OVERSHOOT))) - 1 if len(over) >= MIN_ERRORS else 0.0
+            tolerance = max(base.tolerance, seen)
         chosen = _choose(counts, peak, rules, memory, tolerance)
         if chosen is None:
             least, at = min((peak(n), n) for n in counts)

@@ -142,13 +142,21 @@ def shape_of(f: TrainingFeatures) -> Shape:
 
 def regime(f: TrainingFeatures) -> Regime:
     """How the run's activations are held: fp32 training; an fp32 residual stream under 16-bit
-    autocast (mixed-precision full training over fp32 master weights, QLoRA over its fp32 upcast
-    parts); all 16-bit otherwise (a 16-bit LoRA base, pure 16-bit training)."""
+    autocast (mixed-precision full training over fp32 weights, QLoRA over its fp32 upcast
+    parts); all 16-bit otherwise (a 16-bit LoRA base, pure 16-bit training, a ZeRO engine's
+    16-bit model)."""
     if f.precision in ("fp32", "tf32"):
         return "fp32"
-    if f.variant == "qlora" or (f.variant in FULL and master_weights(f)):
+    if f.variant == "qlora" or (f.variant in FULL and master_weights(f) and not sharded_master(f)):
         return "mixed"
     return "half"
+
+
+def sharded_master(f: TrainingFeatures) -> bool:
+    """A ZeRO engine's mixed precision (DeepSpeed's, FSDP's): the model's weights and gradients in
+    16 bits, the fp32 master copy kept with the optimizer's state and sharded with it; without
+    sharding, the fp32 weights are the master (autocast, as the Hugging Face Trainer runs)."""
+    return f.variant in FULL and f.zero_stage >= 1 and master_weights(f) and f.precision in HALF
 
 
 def master_weights(f: TrainingFeatures) -> bool:
@@ -195,12 +203,13 @@ def memory_parts_gb(f: TrainingFeatures, gpus: int, k: Measured = MEASURED) -> d
     split = f.tensor_parallel * f.pipeline_parallel
     replicas = max(1, gpus // split)
     full, master = f.variant in FULL, master_weights(f)
-    width = 4 if (reg == "fp32" or (full and master)) else HALF.get(f.precision, 4)  # bytes a trained weight
+    engine = sharded_master(f)
+    width = 4 if (reg == "fp32" or (full and master and not engine)) else HALF.get(f.precision, 4)  # a weight
     adapter_bytes = 4  # peft keeps adapters (and QLoRA's, DoRA's magnitudes) in fp32
     copies = 0.0
     if full:
         weights = params * width
-        state_width = width / 4  # 16-bit state when the weights are 16-bit
+        state_width = 1.0 if engine else width / 4  # 16-bit state when the weights are 16-bit
         if reg == "mixed":
             copies = 2.0 * (params - s.vocabulary * s.hidden * (0 if s.tied else 1))  # autocast's 16-bit copies
     elif f.variant == "qlora":
@@ -211,7 +220,7 @@ def memory_parts_gb(f: TrainingFeatures, gpus: int, k: Measured = MEASURED) -> d
         weights = params * HALF.get(f.precision, 4) + adapter_bytes * trainable
         state_width = 1.0
     grad_bytes = (width if full else adapter_bytes) * trainable
-    state = trainable * OPTIMIZER_BYTES[f.optimizer] * state_width
+    state = trainable * (OPTIMIZER_BYTES[f.optimizer] * state_width + (4 if engine else 0))  # the master copy
     temporary = trainable * STEP_TEMPORARY.get(f.optimizer, 0) * state_width
     if f.optimizer == "adafactor" and full:
         temporary = k.adafactor_copies * 4.0 * s.vocabulary * s.hidden
@@ -265,6 +274,20 @@ def memory_per_gpu_gb(f: TrainingFeatures, gpus: int) -> float:
 def step_seconds(f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED) -> float:
     """Seconds a micro-batch takes on each of the job's model replicas (its share of the
     optimizer's step included)."""
+    return sum(step_parts(f, gpu_type, gpus, k).values())
+
+
+def time_shares(f: TrainingFeatures, gpu_type: str, gpus: int) -> list[float]:
+    """The share of a micro-batch's time each part of `step_parts` takes (what a duration
+    correction scales on its own: a pool whose launches cost less corrects the overhead's share)."""
+    parts = step_parts(f, gpu_type, gpus)
+    total = sum(parts.values())
+    return [seconds / total for seconds in parts.values()]
+
+
+def step_parts(f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED) -> dict[str, float]:
+    """`step_seconds` by what takes it: the multiplies, each layer's launches, QLoRA's
+    dequantization, the optimizer's pass over its state."""
     s = shape_of(f)
     split = f.tensor_parallel * f.pipeline_parallel
     replicas = max(1, gpus // split)
@@ -285,16 +308,16 @@ def step_seconds(f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = ME
     compute = tokens * (2 * matmul * linear_passes / achieved + attention * attention_passes / achieved)
     if not f.flash_attention:
         compute += tokens * attention * attention_passes * (1 / (achieved * k.eager_attention) - 1 / achieved)
-    seconds = compute / rate
-    seconds += k.layer_seconds * math.ceil(f.layers / f.pipeline_parallel) * (2 if f.gradient_checkpointing else 1)
+    overhead = k.layer_seconds * math.ceil(f.layers / f.pipeline_parallel) * (2 if f.gradient_checkpointing else 1)
     bandwidth = HBM_TB_S[gpu_type] * 1e12
+    dequantize = 0.0
     if f.variant == "qlora":  # each pass dequantizes the NF4 weights to 16 bits
         passes = 3 if f.gradient_checkpointing else 2
-        seconds += k.dequantize_slowdown * _linear_params(f, s) * 2.5 * passes / bandwidth / split
+        dequantize = k.dequantize_slowdown * _linear_params(f, s) * 2.5 * passes / bandwidth / split
     updated = trainable_params(f) / split / (replicas if f.zero_stage >= 1 else 1)
     accumulation = math.ceil(f.global_batch / (f.micro_batch * replicas))
-    seconds += k.optimizer_slowdown * updated * OPTIMIZER_TRAFFIC[f.optimizer] / bandwidth / accumulation
-    return seconds
+    optimizer = k.optimizer_slowdown * updated * OPTIMIZER_TRAFFIC[f.optimizer] / bandwidth / accumulation
+    return {"compute": compute / rate, "overhead": overhead, "dequantize": dequantize, "optimizer": optimizer}
 
 
 def training_hours(f: TrainingFeatures, gpu_type: str, gpus: int) -> float:

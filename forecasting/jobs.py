@@ -118,15 +118,14 @@ class KindModel:
     def load(cls, data: dict[str, Any], kind: str) -> "KindModel":
         """From `dump`; terms added since it was made start untaught."""
         level_dims = len(group_memory_row(kind, PROBES[kind], 1))
+        design_dims = len(BASELINES[kind].design(PROBES[kind], GPU_TYPES[0], 1, 1.0, 1.0))
         parts = data.get("parts")
         return cls(
             OnlineRidge.load(data["memory"], dims=len(memory_row(kind, PROBES[kind], GPU_TYPES[0], 1, 1.0))),
-            OnlineRidge.load(
-                data["duration"], dims=len(BASELINES[kind].design(PROBES[kind], GPU_TYPES[0], 1, 1.0, 1.0))
-            ),
+            OnlineRidge.load(data["duration"], dims=design_dims),
             ErrorWindow(errors=list(data["errors"])),
             ErrorWindow(errors=list(data.get("memory_errors", []))),
-            {key: GroupModel.load(g, level_dims) for key, g in data.get("groups", {}).items()},
+            {key: GroupModel.load(g, level_dims, design_dims) for key, g in data.get("groups", {}).items()},
             {key: Refinement.load(r, level_dims) for key, r in data.get("architectures", [])},
             float(data.get("shift", 0.0)),
             _fresh_parts(kind) if parts is None else OnlineRidge.load(parts, PARTS_PENALTY, relative=True),
@@ -395,8 +394,8 @@ class JobForecaster:
         bound = OOM_PEAK * self.memory_of(hw)
         self._touching(kind, f, hw.gpu_type)
         key = _configuration(kind, f, hw.gpu_type)
-        self.ran_out = {k: v for k, v in self.ran_out.items() if k != key}  # the most recent last
-        self.ran_out[key] = max(gpus, self._ran_out_before.get(key, 0) if self._ran_out_before else 0)
+        most = max(gpus, self.ran_out.pop(key, 0))  # re-inserted: the most recent last
+        self.ran_out[key] = most
         while len(self.ran_out) > RAN_OUT:
             del self.ran_out[next(iter(self.ran_out))]
         if self._base(kind).by_parts and self._peak(kind, f, hw.gpu_type, gpus) >= bound:
@@ -458,7 +457,7 @@ class JobForecaster:
         spread: the errors of models seen say how well they are known, not a new one."""
         model, base = self.models[kind], self._base(kind)
         seen = self._window(kind, f, gpu_type).quantile(1 - risk)
-        if architecture(kind, f) in model.architectures:
+        if base.prior <= 0 or architecture(kind, f) in model.architectures:
             return math.exp(seen)
         return math.exp(max(seen, base.prior * NormalDist().inv_cdf(1 - risk)))
 
@@ -497,11 +496,12 @@ class JobForecaster:
 
         margin = self._margin(kind, f, hw.gpu_type, risk)
         usable = self.usable() * memory
-        rules = (
+        rules: tuple[Callable[[int], bool], ...] = (
             lambda n: peak(n) * margin <= usable,
             lambda n: peak(n) <= memory,
-            lambda n: base.memory(f, n) <= memory * base.headroom,
         )
+        if not base.by_parts:  # under headroom, the baseline alone fitting is a third sign it fits
+            rules += (lambda n: base.memory(f, n) <= memory * base.headroom,)
         if base.by_parts:  # tried over the GPU only where its errors give it `risk`'s chance of fitting
             tolerance = max(0.0, math.exp(-self._window(kind, f, hw.gpu_type).quantile(risk)) - 1)
         else:  # the physics' own allowance, or how far forecasts have overshot

@@ -221,7 +221,9 @@ def test_a_job_forecast_below_its_true_gpus_runs_out_of_memory_and_is_sized_up_u
     count, and it finally runs on 4; the oracle, told 4, never fails. Every step stays legal."""
     rng = random.Random(7)
     job = feature_job(rng, "small") | {"actual_duration": 3, "actual_used": {"gpus": 4}}
-    job["kind"], job["features"] = "training", training_features(rng) | {"tensor_parallel": 1, "pipeline_parallel": 1}
+    # sharded (ZeRO-3), so that a larger count holds less a GPU: without sharding no count needs less than one
+    layout = {"tensor_parallel": 1, "pipeline_parallel": 1, "zero_stage": 3}
+    job["kind"], job["features"] = "training", training_features(rng) | layout
     config = {"gpus": 16, "gpus_per_node": 8, "horizon": 8, "step_minutes": 60, "gpu_type": "h100-80gb"}
     events = [parse_event(_raw("pool.configured", config, 0)), parse_event(_raw("job.submitted", job, 1))]
     sim = simulate(events, SimOptions(policies=("heuristic",), forecast=True))

@@ -115,20 +115,27 @@ def test_a_state_from_before_version_2_loads_and_its_new_terms_start_untaught():
     for k in range(5):
         old.learn("training", f, hw, 1, 10 + k, 30.0 + k)
     state = old.dump()
-    for model in state["kinds"].values():  # as 6521d26 dumped it: no parts, no runtime term
+    for kind, model in state["kinds"].items():  # as 6521d26 dumped it: no parts, no runtime or time terms
         del model["parts"]
         model["memory"]["xtx"] = [row[:-1] for row in model["memory"]["xtx"][:-1]]
         model["memory"]["xty"] = model["memory"]["xty"][:-1]
+        cut = 4 if kind == "training" else 0  # the duration row's time parts
+        duration = model["duration"]
+        duration["xtx"] = [row[: len(row) - cut] for row in duration["xtx"][: len(duration["xtx"]) - cut]]
+        duration["xty"] = duration["xty"][: len(duration["xty"]) - cut]
         for group in model["groups"].values():
             ridge = group["memory"]
             ridge["xtx"] = [row[:-1] for row in ridge["xtx"][:-1]]
             ridge["xty"] = ridge["xty"][:-1]
+            group["duration"]["sum_x"] = group["duration"]["sum_x"][: len(group["duration"]["sum_x"]) - cut]
         for _, arch in model["architectures"]:
             arch["xtx"] = [row[:-1] for row in arch["xtx"][:-1]]
             arch["xty"] = arch["xty"][:-1]
     del state["ran_out"]
     loaded = Forecasters.load({"jobs": json.loads(json.dumps(state)), "traffic": {}}, ForecastSettings())
     assert loaded.jobs.models["training"].parts.examples == 0
+    assert loaded.size("training", f, hw, None, None).gpus >= 1
+    loaded.finished("training", f, hw, 1, 12, 31.0)  # and it goes on learning
     assert loaded.size("training", f, hw, None, None).gpus >= 1
     replayed = Forecasters.load({"jobs": json.loads(json.dumps(state)), "traffic": {}}, ForecastSettings(physics=1))
     assert replayed.size("training", f, hw, None, None).median == old.forecast("training", f, hw, 0.7, 0.8).median
@@ -141,3 +148,18 @@ def test_version_1_reads_none_of_the_shape_fields():
     assert v1.size("training", QLORA_8B, hw, None, None) == v1.size("training", bare, hw, None, None)
     v2 = Forecasters()
     assert v2.size("training", QLORA_8B, hw, 1, None) != v2.size("training", bare, hw, 1, None)
+
+
+def test_the_most_gpus_a_configuration_ran_out_at_is_kept():
+    sharded = QLORA_8B.model_copy(update={"variant": "full", "lora_rank": None, "lora_targets": None, "zero_stage": 3})
+    fc = Forecasters()
+    hw = hardware(sharded, None, None, 64, 60)
+    fc.begin()
+    fc.out_of_memory("training", sharded, hw, 8)
+    fc.out_of_memory("training", sharded, hw, 2)  # a smaller count given afterwards
+    fc.keep()
+    assert fc.size("training", sharded, hw, None, None).gpus > 8
+    fc.begin()
+    fc.out_of_memory("training", sharded, hw, 16)
+    fc.rollback()
+    assert list(fc.jobs.ran_out.values()) == [8]

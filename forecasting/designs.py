@@ -45,6 +45,7 @@ class Baseline(Generic[F]):
     prior: float = 0.0
     tolerance: float = 0.0
     by_parts: bool = False  # its pooled memory correction scales each part (`jobs.KindModel.parts`)
+    components: Callable[[F, int], dict[str, float]] | None = None  # the parts that correction scales
 
 
 def one_hot(value: str, choices: tuple[str, ...]) -> list[float]:
@@ -92,19 +93,6 @@ def _training_design(f: TrainingFeatures, gpu_type: str, gpus: int, hours: float
     ]
 
 
-TIME_PARTS = 4  # `physics.step_parts`: compute, overhead, dequantize, optimizer
-
-
-def _training_design_v1(f: TrainingFeatures, gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
-    """Version 1's row: no time parts (the terms version 2 adds stay zero, so both rows are alike)."""
-    return [*_training_design(f, gpu_type, gpus, hours, memory), *[0.0] * TIME_PARTS]
-
-
-def _training_design_v2(f: TrainingFeatures, gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
-    """With each time part's share last: a pool's completions scale the part they show wrong."""
-    return [*_training_design(f, gpu_type, gpus, hours, memory), *physics.time_shares(f, gpu_type, gpus)]
-
-
 def _quantization_design(f: QuantizationFeatures, gpu_type: str, gpus: int, hours: float, memory: float) -> list[float]:
     return [
         *_common(gpu_type, gpus, hours, memory),
@@ -120,6 +108,11 @@ def _quantization_design(f: QuantizationFeatures, gpu_type: str, gpus: int, hour
 def _with_runtime(parts: Callable[[F, int], dict[str, float]]) -> Callable[[F, int], dict[str, float]]:
     """A baseline's parts with an empty runtime part: every version's rows have the same terms."""
     return lambda f, gpus: {**parts(f, gpus), "runtime": 0.0}
+
+
+def _v1_components(f: TrainingFeatures, gpus: int) -> dict[str, float]:
+    """Version 1's parts as version 2's components: what it does not account for is empty."""
+    return {**physics_v1.memory_parts_gb(f, gpus), "runtime": 0.0, "copies": 0.0, "temporary": 0.0}
 
 
 _QUANTIZATION: Baseline[Any] = Baseline(
@@ -143,9 +136,10 @@ PHYSICS: dict[int, dict[str, Baseline[Any]]] = {
             _with_runtime(physics_v1.memory_parts_gb),
             physics_v1.training_hours,
             physics_v1.smallest_count,
-            _training_design_v1,
+            _training_design,
             headroom=physics_v1.HEADROOM,
             tolerance=0.15,
+            components=_v1_components,
         ),
         "quantization": _QUANTIZATION,
     },
@@ -157,9 +151,10 @@ PHYSICS: dict[int, dict[str, Baseline[Any]]] = {
             physics.memory_parts_gb,
             physics.training_hours,
             physics.smallest_count,
-            _training_design_v2,
+            _training_design,
             prior=physics.MEASURED_SPREAD,
             by_parts=True,
+            components=physics.memory_components_gb,
         ),
         "quantization": _QUANTIZATION,
     },
@@ -225,8 +220,10 @@ PROBES: dict[str, Features] = {
 def group_memory_row(kind: str, f: Features, gpus: int, base: Baseline[Any] | None = None) -> np.ndarray:
     """A group's own memory terms: fixed GB, GB with peers, and GB in proportion to each part of
     the baseline's accounting (in GB, so the penalty weighs a part by its size; a model's shape,
-    where the features do not give it, shows as a part it holds more of); the runtime's last."""
-    return np.array([1.0, float(gpus > 1), *(base or BASELINES[kind]).parts(f, gpus).values()])
+    where the features do not give it, shows as a part it holds more of), each part whether or not
+    it peaks where it has components; the terms added since a row was learned last."""
+    level = base or BASELINES[kind]
+    return np.array([1.0, float(gpus > 1), *(level.components or level.parts)(f, gpus).values()])
 
 
 def architecture(kind: str, f: Features) -> str:

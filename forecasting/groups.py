@@ -50,12 +50,8 @@ class Offset:
         return {"count": self.count, "sum_y": self.sum_y, "sum_x": self.sum_x}
 
     @classmethod
-    def load(cls, data: dict[str, Any], dims: int | None = None) -> "Offset":
-        """From `dump`; with `dims` above the dump's, the terms added since start at zero."""
-        sum_x = [float(v) for v in data["sum_x"]]
-        if sum_x and dims is not None and dims > len(sum_x):
-            sum_x += [0.0] * (dims - len(sum_x))
-        return cls(int(data["count"]), float(data["sum_y"]), sum_x)
+    def load(cls, data: dict[str, Any]) -> "Offset":
+        return cls(int(data["count"]), float(data["sum_y"]), [float(v) for v in data["sum_x"]])
 
 
 @dataclass
@@ -103,12 +99,11 @@ class GroupModel:
         }
 
     @classmethod
-    def load(
-        cls, data: dict[str, Any], memory_dims: int | None = None, duration_dims: int | None = None
-    ) -> "GroupModel":
+    def load(cls, data: dict[str, Any], memory_dims: int | None = None) -> "GroupModel":
+        """From `dump`; memory terms added since it was made start untaught."""
         return cls(
             Refinement.load(data["memory"], memory_dims),
-            Offset.load(data["duration"], duration_dims),
+            Offset.load(data["duration"]),
             ErrorWindow(GROUP_ERRORS, list(data["errors"])),
             ErrorWindow(GROUP_ERRORS, list(data["memory_errors"])),
         )

@@ -81,7 +81,7 @@ PARTS_PENALTY = 8.0  # completions' worth of pull of the parts' correction towar
 
 
 def _parts_row(base: Baseline[Any], f: Features, gpus: int) -> np.ndarray:
-    return np.array(list(base.parts(f, gpus).values()))
+    return np.array(list((base.components or base.parts)(f, gpus).values()))
 
 
 @dataclass
@@ -118,14 +118,13 @@ class KindModel:
     def load(cls, data: dict[str, Any], kind: str) -> "KindModel":
         """From `dump`; terms added since it was made start untaught."""
         level_dims = len(group_memory_row(kind, PROBES[kind], 1))
-        design_dims = len(BASELINES[kind].design(PROBES[kind], GPU_TYPES[0], 1, 1.0, 1.0))
         parts = data.get("parts")
         return cls(
             OnlineRidge.load(data["memory"], dims=len(memory_row(kind, PROBES[kind], GPU_TYPES[0], 1, 1.0))),
-            OnlineRidge.load(data["duration"], dims=design_dims),
+            OnlineRidge.load(data["duration"]),
             ErrorWindow(errors=list(data["errors"])),
             ErrorWindow(errors=list(data.get("memory_errors", []))),
-            {key: GroupModel.load(g, level_dims, design_dims) for key, g in data.get("groups", {}).items()},
+            {key: GroupModel.load(g, level_dims) for key, g in data.get("groups", {}).items()},
             {key: Refinement.load(r, level_dims) for key, r in data.get("architectures", [])},
             float(data.get("shift", 0.0)),
             _fresh_parts(kind) if parts is None else OnlineRidge.load(parts, PARTS_PENALTY, relative=True),

@@ -195,7 +195,9 @@ def _tokens(f: TrainingFeatures) -> int:
     return f.micro_batch * (2 if f.variant == "dpo" else 1) * f.seq_len
 
 
-def memory_parts_gb(f: TrainingFeatures, gpus: int, k: Measured = MEASURED) -> dict[str, float]:
+def memory_parts_gb(
+    f: TrainingFeatures, gpus: int, k: Measured = MEASURED, components: bool = False
+) -> dict[str, float]:
     """GiB a GPU holds at its peak when the job runs on `gpus` GPUs, by what holds it (the
     learned correction weighs each part on its own: a part this gets wrong is off in proportion)."""
     s, reg = shape_of(f), regime(f)
@@ -250,7 +252,9 @@ def memory_parts_gb(f: TrainingFeatures, gpus: int, k: Measured = MEASURED) -> d
     else:
         activations = tokens * layer * stage_layers * in_flight
     logits = tokens * s.vocabulary * k.logits[reg]
-    forward = (copies / split) + (activations + logits) / f.tensor_parallel
+    # gradients accumulated over micro-batches would be held through the later ones' forward too: not
+    # counted, as the runs the constants are fitted to free them after every micro-batch
+    forward = copies / split + (activations + logits) / f.tensor_parallel
     step = (grad_bytes + temporary) / split
     held = (weights + reference + state) / split
     if forward >= step:
@@ -263,7 +267,22 @@ def memory_parts_gb(f: TrainingFeatures, gpus: int, k: Measured = MEASURED) -> d
     reserve = k.reserve_checkpointed if f.gradient_checkpointing else k.reserve
     out = {name: b / GIB for name, b in parts.items()}
     out["runtime"] = reserve * allocated / GIB + k.context_gib
+    if components:  # every part whichever phase peaks; the peak's parts first, in their order
+        raw = {"weights": (weights + reference) / split, "gradients": grad_bytes / split, "optimizer": state / split}
+        raw |= {"activations": activations / f.tensor_parallel, "logits": logits / f.tensor_parallel}
+        return {name: b / GIB for name, b in raw.items()} | {
+            "runtime": out["runtime"],
+            "copies": copies / split / GIB,
+            "temporary": temporary / split / GIB,
+        }
     return out
+
+
+def memory_components_gb(f: TrainingFeatures, gpus: int) -> dict[str, float]:
+    """Every part `memory_parts_gb` accounts for, whether or not it is held at the peak: the terms
+    the pooled memory correction scales, so a pool whose runs peak where the physics says they do
+    not (or hold what it says they free) is corrected part by part."""
+    return memory_parts_gb(f, gpus, components=True)
 
 
 def memory_per_gpu_gb(f: TrainingFeatures, gpus: int) -> float:
@@ -275,14 +294,6 @@ def step_seconds(f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = ME
     """Seconds a micro-batch takes on each of the job's model replicas (its share of the
     optimizer's step included)."""
     return sum(step_parts(f, gpu_type, gpus, k).values())
-
-
-def time_shares(f: TrainingFeatures, gpu_type: str, gpus: int) -> list[float]:
-    """The share of a micro-batch's time each part of `step_parts` takes (what a duration
-    correction scales on its own: a pool whose launches cost less corrects the overhead's share)."""
-    parts = step_parts(f, gpu_type, gpus)
-    total = sum(parts.values())
-    return [seconds / total for seconds in parts.values()]
 
 
 def step_parts(f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED) -> dict[str, float]:

@@ -27,6 +27,8 @@ from gpualloc.forecasting import physics
 from gpualloc.forecasting.real_runs import real_run
 
 REAL = Path(__file__).resolve().parents[2] / "benchmarks" / "real"
+# the runs fitted to; gpualloc-h200-aside.jsonl is kept aside, never fitted to
+FITTED = [REAL / "h200-runs.jsonl", REAL / "gpualloc-h200-runs.jsonl"]
 MEMORY = ["act_width", "act_mlp", "logits", "eager_scores", "adafactor_copies"]
 RESERVE = ["reserve", "reserve_checkpointed"]
 TIME = ["achieved", "achieved_fp32", "width_half", "eager_attention", "optimizer_slowdown", "dequantize_slowdown"]
@@ -37,7 +39,7 @@ REGIMES = ("mixed", "half", "fp32")
 def records() -> list[dict]:
     """The runs that ran, each with its features (one optimizer step a micro-batch, as measured)."""
     out = []
-    for path in sorted(REAL.glob("*.jsonl")):
+    for path in FITTED:
         out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [dict(r, features=real_run(r, accumulation=1).features) for r in out if r["outcome"] == "ok"]
 

@@ -115,22 +115,18 @@ def test_a_state_from_before_version_2_loads_and_its_new_terms_start_untaught():
     for k in range(5):
         old.learn("training", f, hw, 1, 10 + k, 30.0 + k)
     state = old.dump()
-    for kind, model in state["kinds"].items():  # as 6521d26 dumped it: no parts, no runtime or time terms
+    for kind, model in state["kinds"].items():  # as 6521d26 dumped it: no parts, no runtime term
         del model["parts"]
         model["memory"]["xtx"] = [row[:-1] for row in model["memory"]["xtx"][:-1]]
         model["memory"]["xty"] = model["memory"]["xty"][:-1]
-        cut = 4 if kind == "training" else 0  # the duration row's time parts
-        duration = model["duration"]
-        duration["xtx"] = [row[: len(row) - cut] for row in duration["xtx"][: len(duration["xtx"]) - cut]]
-        duration["xty"] = duration["xty"][: len(duration["xty"]) - cut]
+        cut = 3 if kind == "training" else 1  # the runtime term; training's copies and temporaries too
         for group in model["groups"].values():
             ridge = group["memory"]
-            ridge["xtx"] = [row[:-1] for row in ridge["xtx"][:-1]]
-            ridge["xty"] = ridge["xty"][:-1]
-            group["duration"]["sum_x"] = group["duration"]["sum_x"][: len(group["duration"]["sum_x"]) - cut]
+            ridge["xtx"] = [row[: len(row) - cut] for row in ridge["xtx"][: len(ridge["xtx"]) - cut]]
+            ridge["xty"] = ridge["xty"][: len(ridge["xty"]) - cut]
         for _, arch in model["architectures"]:
-            arch["xtx"] = [row[:-1] for row in arch["xtx"][:-1]]
-            arch["xty"] = arch["xty"][:-1]
+            arch["xtx"] = [row[: len(row) - cut] for row in arch["xtx"][: len(arch["xtx"]) - cut]]
+            arch["xty"] = arch["xty"][: len(arch["xty"]) - cut]
     del state["ran_out"]
     loaded = Forecasters.load({"jobs": json.loads(json.dumps(state)), "traffic": {}}, ForecastSettings())
     assert loaded.jobs.models["training"].parts.examples == 0

@@ -508,6 +508,8 @@ class JobForecaster:
             seen = math.exp(-float(np.quantile(over, OVERSHOOT))) - 1 if len(over) >= MIN_ERRORS else 0.0
             tolerance = max(base.tolerance, seen)
         chosen = _choose(counts, peak, rules, memory, tolerance)
+        if chosen is None and base.by_parts:  # corrections say over, the physics alone fits: a borderline try
+            chosen = next(((n, False) for n in counts if base.memory(f, n) <= memory), None)
         if chosen is None:
             least, at = min((peak(n), n) for n in counts)
             raise SizeError(

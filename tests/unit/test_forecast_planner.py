@@ -247,3 +247,16 @@ def _raw(kind: str, payload: dict, minutes: int) -> dict:
         "occurred_at": (T0 + timedelta(minutes=minutes)).isoformat(),
         "payload": payload,
     }
+
+
+def test_a_ledger_entry_that_names_no_physics_replays_with_version_1():
+    """Agents before `forecast.physics` decided with version 1: their entries replay with it; an
+    entry that names a version replays with that one, and the pool's forecasters follow."""
+    d = Dispatcher("default", interpreter=Pool())
+    d.use(RUN)
+    assert d.interpreter.forecast.physics == 1
+    d.use({**RUN, "forecast": ForecastSettings().model_dump()})
+    assert d.interpreter.forecast.physics == 2
+    pool = configured()
+    pool.use("heuristic", 0.05, None, 0, ForecastSettings(physics=1))
+    assert pool.planner.forecasts.jobs.physics == 1

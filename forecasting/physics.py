@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from gpualloc.forecasting import physics_v1
 from gpualloc.forecasting.hardware import GIB, HBM_TB_S, peak_flops
 from gpualloc.forecasting.physics_v1 import Sizing, smallest_count, steps_of
 from gpualloc.schemas.features import TrainingFeatures
@@ -167,21 +168,13 @@ def trainable_params(f: TrainingFeatures) -> float:
     """Parameters the optimizer updates."""
     if f.variant in FULL:
         return f.params_b * 1e9
-    s = shape_of(f)
-    width, layers = f.hidden_size, f.layers
     if f.variant in ("lora", "qlora", "dora"):
         rank = f.lora_rank or 16
-        dims = s.projections()
+        dims = shape_of(f).projections()
         adapted = [dims[p] for p in ADAPTED[f.lora_targets or "attention"]]
         per_layer = sum(rank * (i + o) for i, o in adapted) + (sum(o for _, o in adapted) if f.variant == "dora" else 0)
-        return float(per_layer * layers)
-    if f.variant == "adapter":
-        return layers * 2 * 2 * width * max(1, width // 16)  # two bottleneck adapters a layer
-    if f.variant == "prefix":
-        return layers * 2 * 64 * width  # keys and values of 64 virtual tokens a layer
-    if f.variant == "prompt":
-        return 64 * width
-    return layers * 3 * width  # ia3: three scaling vectors a layer
+        return float(per_layer * f.layers)
+    return physics_v1.trainable_params(f)  # adapters, prefixes, prompts, IA3: as version 1 counts them
 
 
 def _linear_params(f: TrainingFeatures, s: Shape) -> float:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -540,8 +541,11 @@ RAN_OUT = 1024  # configurations whose out-of-memory counts are kept (the least 
 
 
 def _configuration(kind: str, f: Features, gpu_type: str) -> str:
-    """A run's configuration: what decides its memory (its features less the data's size)."""
-    return f"{kind}/{gpu_type}/{f.model_dump_json(exclude={'dataset_tokens_m', 'epochs'})}"
+    """A run's configuration: what decides its memory (its features less the data's size), as a
+    digest: 64 characters a configuration whatever its features, so RAN_OUT of them stay small in
+    a snapshot."""
+    text = f"{kind}/{gpu_type}/{f.model_dump_json(exclude={'dataset_tokens_m', 'epochs'})}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _tail(coverage: float, shift: float) -> float:

@@ -9,7 +9,7 @@ import numpy as np
 
 from gpualloc.forecasting.designs import PROBES, group_memory_row
 from gpualloc.forecasting.groups import GROUP_ERRORS, MODELS, GroupModel, Offset, Refinement
-from gpualloc.forecasting.jobs import UTILIZATION, JobForecaster
+from gpualloc.forecasting.jobs import RAN_OUT, UTILIZATION, JobForecaster
 from gpualloc.forecasting.ridge import OnlineRidge
 from gpualloc.schemas.features import GPU_TYPES, QUANT_ALGORITHMS, TRAINING_VARIANTS
 
@@ -44,4 +44,5 @@ def largest_job_forecaster(seed: int = 0) -> JobForecaster:
                 _ridge(rng, memory_dims), rng.uniform(-1, 1)
             )
     fc.utilization = [rng.uniform(0.1, 1) for _ in range(UTILIZATION)]
+    fc.ran_out = {f"{rng.getrandbits(256):064x}": 1 << rng.randint(0, 12) for _ in range(RAN_OUT)}
     return fc

@@ -63,6 +63,16 @@ class Hardware:
     max_gpus: int
     step_minutes: int
     nominal: bool = False
+    pool_gpus: int | None = None  # the pool's GPUs where apps' floors (`floors`) leave it `max_gpus`
+    floors: tuple[tuple[str, int], ...] = ()
+
+    def room(self) -> str:
+        """The GPUs a job may be given, in words: the pool's, or those its apps' floors leave
+        (a refusal names both, else its count reads as the pool's size)."""
+        if not self.floors:
+            return f"the pool's {self.max_gpus} GPUs"
+        kept = ", ".join(f"{app}: {n}" for app, n in self.floors)
+        return f"the {self.max_gpus} GPUs left of the pool's {self.pool_gpus} once app floors ({kept}) are kept"
 
 
 @dataclass(frozen=True)
@@ -477,7 +487,7 @@ class JobForecaster:
         if floor > hw.max_gpus:
             raise SizeError(
                 f"features.tensor_parallel, features.pipeline_parallel: the layout needs {floor} GPUs, "
-                f"the pool has {hw.max_gpus}"
+                f"more than {hw.room()}"
             )
         cap = max(floor, 1 << int(math.log2(max(1.0, share * hw.max_gpus))))
         counts = [floor << i for i in range(int(math.log2(hw.max_gpus // floor)) + 1)]
@@ -485,7 +495,9 @@ class JobForecaster:
             failed = self.ran_out.get(_configuration(kind, f, hw.gpu_type), 0)
             counts = [n for n in counts if n > failed]
             if not counts:
-                raise SizeError(f"features: the job ran out of memory at {failed} GPUs, and the pool has {hw.max_gpus}")
+                raise SizeError(
+                    f"features: the job ran out of memory at {failed} GPUs, and no larger count fits in {hw.room()}"
+                )
             floor, cap = counts[0], max(cap, counts[0])
         peaks: dict[int, float] = {}
 
@@ -514,7 +526,7 @@ class JobForecaster:
         if chosen is None:
             least, at = min((peak(n), n) for n in counts)
             raise SizeError(
-                f"features: no count of the pool's {hw.max_gpus} GPUs holds the job (it needs about "
+                f"features: no count of {hw.room()} holds the job (it needs about "
                 f"{least:.0f} GB a GPU at best, at {at}; a {hw.gpu_type} has {memory:g} GB)"
             )
         n, fits = chosen

@@ -203,8 +203,11 @@ class Planner:
         """What a job given by `features` runs on; the most GPUs it can ever be given are those
         the real-time apps' floors leave, so no forecast sizes a job that could never start."""
         hw = pool_hardware(features, self.config)
-        floors = sum(app.min_gpus for app in self.apps.values())
-        return replace(hw, max_gpus=max(1, hw.max_gpus - floors))
+        floors = tuple((app_id, app.min_gpus) for app_id, app in sorted(self.apps.items()) if app.min_gpus)
+        if not floors:
+            return hw
+        kept = sum(n for _, n in floors)
+        return replace(hw, max_gpus=max(1, hw.max_gpus - kept), pool_gpus=hw.max_gpus, floors=floors)
 
     def fail(self, job_id: str) -> None:
         """The job failed (or could not bind): it goes back to the queue if it allows it."""

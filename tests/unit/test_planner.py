@@ -176,3 +176,39 @@ def test_draining_the_node_under_an_app_moves_the_app_instead_of_failing():
     held = {job_id for c in commits[:2] for job_id in c.assignments}
     later = [set(g for job_id, gpus in c.assignments.items() if job_id not in held for g in gpus) for c in commits[2:]]
     assert not any(g // 8 == drained for gpus in later for g in gpus)  # no new work on the drained node
+
+
+def test_a_refusal_names_the_pool_and_the_app_floors_it_keeps():
+    """A job no count holds is refused with the pool's true size and the floors taken off it."""
+    from gpualloc.forecasting.jobs import SizeError
+    from gpualloc.schemas.features import TrainingFeatures
+
+    unsharded = TrainingFeatures(
+        variant="full",
+        params_b=14.0,
+        layers=48,
+        hidden_size=5120,
+        seq_len=2048,
+        dataset_tokens_m=200,
+        epochs=1,
+        global_batch=32,
+        micro_batch=4,
+        gradient_checkpointing=True,
+        zero_stage=0,
+    )
+    planner = Planner(PoolConfig(gpus=32, gpus_per_node=8, swap_cap=2, gpu_type="h100-80gb"))
+    try:
+        planner.size_job("training", unsharded, None, None)
+    except SizeError as alone:
+        assert "no count of the pool's 32 GPUs holds the job" in str(alone)
+    else:
+        raise AssertionError("a 14B full fine-tuning without sharding was given GPUs")
+    planner.register_app(AppSpec("rt-0", priority=6, min_gpus=2, max_gpus=8))
+    try:
+        planner.size_job("training", unsharded, None, None)
+    except SizeError as beside:
+        assert "no count of the 30 GPUs left of the pool's 32 once app floors (rt-0: 2) are kept holds the job" in str(
+            beside
+        )
+    else:
+        raise AssertionError("a 14B full fine-tuning without sharding was given GPUs")

@@ -9,12 +9,15 @@ the events' `occurred_at`; steps count from `origin`, the time the pool was firs
 One `apply` is one planning pass: configuration and node states first, then the events in order,
 with all arrivals decided together (`Planner.submit_all`), except that an event naming a waiting
 arrival (its cancellation, say) has the arrivals decided before it. Events of a pool that is not
-configured yet wait for its `pool.configured`.
+configured yet wait for its `pool.configured`, and are its pass's next events once it comes:
+their arrivals are decided with the pass's own, after every registration and node state the
+pass brings, so an app sent at set-up keeps its floor whichever topic a poll read first.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Union, cast
@@ -154,8 +157,8 @@ class Pool:
     @property
     def _planner(self) -> Planner:
         """The planner, where the pool is configured already: the event handlers (`_pass` holds
-        every event but `pool.configured` until that has made the planner, and `_configure` makes
-        it before handling the events that waited), commits and the clock, which callers use only
+        every event but `pool.configured` until that has made the planner, and handles the events
+        that waited after it), commits and the clock, which callers use only
         once the pool is configured (`next_boundary` is None before)."""
         planner = self.planner
         assert planner is not None, "pool: not configured yet"
@@ -184,7 +187,9 @@ class Pool:
     def _pass(self, events: list[Event], now: datetime) -> list[Effect]:
         out: list[Effect] = []
         arrivals: list[Event] = []
-        for event in sorted(events, key=lambda e: e.type not in FIRST):  # stable
+        queue = deque(sorted(events, key=lambda e: e.type not in FIRST))  # stable
+        while queue:
+            event = queue.popleft()
             if self.planner is None and event.type != EventType.POOL_CONFIGURED:
                 if len(self.pending) < self.pending_limit:
                     self.pending.append(event)
@@ -205,7 +210,11 @@ class Pool:
             if arrivals and _names_one_of(event.payload, {cast(JobSubmitted, a.payload).id for a in arrivals}):
                 out += self._decide(arrivals)
                 arrivals = []
+            configuring = self.planner is None
             out += self._apply(event, now)
+            if configuring:  # the events that waited for it come next, then the rest of the pass
+                queue.extendleft(reversed(self.pending))
+                self.pending = []
         if arrivals:
             out += self._decide(arrivals)
         return out
@@ -307,14 +316,7 @@ class Pool:
                 replan_work=self.replan_work,
             )
             self.origin = now
-            waiting, self.pending = self.pending, []
-            checked = [(e, self._too_far_ahead(e, now)) for e in waiting]
-            out: list[Effect] = [Rejected(e.ref, ahead) for e, ahead in checked if ahead]
-            waiting = [e for e, ahead in checked if not ahead]
-            settled = [e for e in waiting if e.type != EventType.JOB_SUBMITTED]
-            out += [effect for e in settled for effect in self._apply(e, now)]
-            arrivals = [e for e in waiting if e.type == EventType.JOB_SUBMITTED]
-            return out + (self._decide(arrivals) if arrivals else [])
+            return []  # the events that waited for it are its pass's next (`_pass`)
         problem = self.planner.resize_problem(config)
         if problem:
             return [Rejected(event.ref, problem)]

@@ -33,7 +33,7 @@ def test_events_before_the_configuration_wait_and_arrivals_share_a_pass():
     assert pool.apply([job(1)], T0) == [] and pool.planner is None
     effects = pool.apply([job(2), job(3), ev("pool.configured", POOL)], T0)
     decided = [e for e in effects if isinstance(e, Decided)]
-    assert [(d.ref, d.pass_seq, d.pass_size) for d in decided] == [("j1", 1, 1), ("j2", 2, 2), ("j3", 2, 2)]
+    assert [(d.ref, d.pass_seq, d.pass_size) for d in decided] == [("j1", 1, 3), ("j2", 1, 3), ("j3", 1, 3)]
     assert pool.origin == T0 and pool.next_boundary() == T0
 
 

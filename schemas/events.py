@@ -77,6 +77,9 @@ class JobSubmitted(BaseModel):
     duration: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)
     features: dict[str, Any] | None = None
     requeue: bool = True
+    # added: steps it may run from its start; past them the pool fails it (`job.failed`, reason
+    # `time_limit`, not re-queued) and frees its GPUs. None: no limit
+    time_limit: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)
     actual_duration: StrictInt | None = Field(
         default=None, ge=1, le=LIMITS.duration
     )  # traces only: the agent ignores it
@@ -120,9 +123,10 @@ class JobRef(BaseModel):
 
 class JobFailed(JobRef):
     """`job.failed`: a `JobRef`, and optionally why (added field): `out_of_memory` when the job
-    ran out of GPU memory at the count it was given, `error` for any other failure."""
+    ran out of GPU memory at the count it was given, `error` for any other failure, `time_limit`
+    when the pool ended it at its `time_limit` (published by the agent only)."""
 
-    reason: Literal["out_of_memory", "error"] | None = None
+    reason: Literal["out_of_memory", "error", "time_limit"] | None = None
 
 
 class JobCompleted(JobRef):

@@ -31,7 +31,8 @@ class Binder(Protocol):
         """Give the job these GPUs (replacing any it held): local device ids and pool-global ones."""
 
     def release(self, job_id: str) -> None:
-        """Take the job's GPUs back; releasing an unknown job is not an error."""
+        """Take the job's GPUs back (the pool ended it: completed, cancelled, failed, past its
+        time limit); releasing an unknown job is not an error."""
 
     def bound(self) -> dict[str, list[int]]:
         """What is bound now: job id -> local ids, from the binder's own record."""
@@ -86,7 +87,9 @@ def _ids(ids: list[int]) -> str:
 class FileBinder:
     """One env file per job in `directory`: `CUDA_VISIBLE_DEVICES=<local ids>`, `GPUALLOC_JOB`
     (shell-quoted) and `GPUALLOC_GPUS=<global ids>`. Written atomically (tmp + os.replace), so a
-    launcher never reads half a file; the files themselves are the record `bound()` returns."""
+    launcher never reads half a file; the files themselves are the record `bound()` returns.
+    A release removes the file and stops nothing itself: a launcher that sourced it watches for
+    its removal to kill the job."""
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
@@ -144,7 +147,8 @@ class HookBinder:
     a shell; GPUALLOC_GPUS carries the global ids in the environment). A non-zero exit or a
     time-out raises BindError with the tail of stderr. The record is a FileBinder in `state_dir`
     (an in-memory dict without one, which a restart forgets). A bind of a bound job is a re-bind
-    with the new set: the hook must accept it."""
+    with the new set: the hook must accept it. `release` is the hook's stop action: it must kill
+    the job's processes on the node (the pool ended it, a time limit included)."""
 
     def __init__(self, argv: list[str], timeout: float = 30, state_dir: str | os.PathLike[str] | None = None) -> None:
         if not argv:

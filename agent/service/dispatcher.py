@@ -220,7 +220,7 @@ class Dispatcher:
         if isinstance(effect, Rejected):
             return [self._reject(effect.ref[0], effect.reason, now)]
         if isinstance(effect, Failed) and effect.by_gpualloc:
-            return [self._job_failed(effect.job_id, effect.detail, now)]
+            return [self._job_failed(effect, now)]
         if isinstance(effect, Granted):
             return [self._reactive(effect.grant, now)]
         return []
@@ -305,7 +305,8 @@ class Dispatcher:
             )
         )
         message = envelope("plan.committed", payload, now, f"{self.pool}:commit:{self.seq}", self.pool)
-        return [Output(self.topics.commits, self.pool, part) for part in split(message, self.part_bytes)]
+        notices = [self._job_failed(failed, now) for failed in committed.expired]
+        return notices + [Output(self.topics.commits, self.pool, part) for part in split(message, self.part_bytes)]
 
     def _forget_before(self, step: int) -> None:
         """De-duplicate over the last `dedup_steps` steps (and `seen_limit` ids): the same window
@@ -450,10 +451,10 @@ class Dispatcher:
     def _reject(self, rec: Record, reason: str, now: datetime) -> Output:
         return rejection(self.topics, rec, reason, now, self.pool)
 
-    def _job_failed(self, job_id: str, detail: str, now: datetime) -> Output:
+    def _job_failed(self, failed: Failed, now: datetime) -> Output:
         planner = self.planner
         assert planner is not None  # only a configured pool fails a job
-        return job_failed(self.topics, self.pool, job_id, detail, now, planner.now)
+        return job_failed(self.topics, self.pool, failed, now, planner.now)
 
 
 def _digest(kind: str, payload: dict[str, Any]) -> str:

@@ -10,9 +10,9 @@ from typing import Any, Literal, cast
 
 from gpualloc.agent.bus.topics import Record, Topics
 from gpualloc.forecasting.jobs import JobForecast
-from gpualloc.schemas.events import AllocationDecided, ForecastMade, InputRejected, JobRef, envelope
+from gpualloc.schemas.events import AllocationDecided, ForecastMade, InputRejected, JobFailed, envelope
 from gpualloc.schemas.limits import LIMITS
-from gpualloc.solvers.planner.interpreter import Decided
+from gpualloc.solvers.planner.interpreter import Decided, Failed
 
 
 @dataclass(frozen=True)
@@ -41,14 +41,13 @@ def decided(topics: Topics, pool: str, effect: Decided, now: datetime) -> Output
     return Output(topics.decisions, d.job_id, envelope("allocation.decided", payload, now, f"{input_id}:decided", pool))
 
 
-def job_failed(topics: Topics, pool: str, job_id: str, detail: str, now: datetime, step: int) -> Output:
+def job_failed(topics: Topics, pool: str, failed: Failed, now: datetime, step: int) -> Output:
     """The notice the contract asks for on gpualloc.jobs when gpualloc fails a job itself."""
+    notice = JobFailed(id=failed.job_id, detail=failed.detail, source="agent", reason=failed.reason)
     return Output(
         topics.jobs,
         pool,
-        envelope(
-            "job.failed", JobRef(id=job_id, detail=detail, source="agent"), now, f"{pool}:failed:{job_id}:{step}", pool
-        ),
+        envelope("job.failed", notice, now, f"{pool}:failed:{failed.job_id}:{step}", pool),
     )
 
 

@@ -99,6 +99,7 @@ class Failed:
     job_id: str
     detail: str
     by_gpualloc: bool
+    reason: str | None = None  # `job.failed`'s reason, when gpualloc gives one (`time_limit`)
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ class Committed:
     commit: Commit
     full_mode: str | None  # what became of full mode's plan, when one was offered
     bound: float | None  # its bound, when it was adopted
+    expired: tuple[Failed, ...] = ()  # jobs failed at their time limit before the step was planned
 
 
 @dataclass
@@ -252,6 +254,9 @@ class Pool:
             return []
         if p.id not in planner.queued and p.id not in planner.running:
             return self._unknown_job(event)
+        if p.reason == "time_limit":  # its platform ended it at a limit of its own: not re-queued
+            planner.cancel(p.id)
+            return [Failed(p.id, p.detail, by_gpualloc=False)]
         if p.reason != "out_of_memory":
             planner.fail(p.id)
             return [Failed(p.id, p.detail, by_gpualloc=False)]
@@ -399,7 +404,9 @@ class Pool:
         if gpus is None or duration is None:
             forecast = planner.size_job(p.kind, features, gpus, duration)
             gpus, duration = forecast.gpus, forecast.duration
-        return JobSpec(p.id, p.kind, p.priority, gpus, duration, planner.now, p.requeue, features, forecast)
+        return JobSpec(
+            p.id, p.kind, p.priority, gpus, duration, planner.now, p.requeue, features, forecast, p.time_limit
+        )
 
     def _too_far_ahead(self, event: Event, now: datetime) -> str:
         """Why an event stamped more than one horizon after `now` is refused ("" when it is not):
@@ -429,6 +436,7 @@ class Pool:
         it refuses a schedule, None when it does not), or `recorded` (a plan a commit recorded,
         when replaying), else the hot path's plan, saying `full_mode` of full mode."""
         planner = self._planner
+        expired = self._expire()
         if plan is not None:
             adoption = planner.adopt(plan)
             refused = admit(adoption.schedule) if admit is not None and adoption.schedule is not None else None
@@ -437,8 +445,16 @@ class Pool:
             starving = bool(planner.starving())  # the plan's bound is on the boosted objective then
             commit = planner.tick_after(adoption)
             bound = plan.bound if commit.source == FULL_MODE and not starving else None
-            return Committed(commit, adoption.reason, bound)
-        return Committed(planner.tick(recorded), full_mode, None)
+            return Committed(commit, adoption.reason, bound, expired)
+        return Committed(planner.tick(recorded), full_mode, None, expired)
+
+    def _expire(self) -> tuple[Failed, ...]:
+        """The running jobs whose time limit is up at this boundary, failed before it is planned
+        (`Planner.expire`): upstream is owed a `job.failed` notice for each."""
+        return tuple(
+            Failed(spec.id, f"its time limit of {spec.time_limit} steps is up", by_gpualloc=True, reason="time_limit")
+            for spec in self._planner.expire()
+        )
 
     def replay_commit(
         self, schedule: Schedule | None, full_mode: str | None, bound: float | None, carried: bool
@@ -448,11 +464,12 @@ class Pool:
         made ahead (when not, the agent replanned there: its cut came too late, and is dropped;
         when it did, the cut's plan is made here, the same function of the same window)."""
         planner = self._planner
+        expired = self._expire()
         if not carried:
             planner.drop_cut()
         elif (waiting := self.waiting_cut()) is not None:
             planner.planned_ahead(planner.scheduler(waiting.problem))
-        return Committed(planner.tick(schedule), full_mode, bound)
+        return Committed(planner.tick(schedule), full_mode, bound, expired)
 
     # ---- plans made elsewhere -------------------------------------------------------------------
     def cut(self) -> Cut | None:

@@ -216,6 +216,20 @@ class Planner:
         if spec is not None:
             self._requeue(spec)
 
+    def expire(self) -> list[JobSpec]:
+        """At a step boundary: the running jobs whose time limit is up (started `time_limit` steps
+        before this step or earlier) leave their GPUs, not re-queued (a job that ran out of time
+        would again), so this step is planned and committed without them. By id."""
+        over = sorted(
+            job_id
+            for job_id, (spec, _, start) in self.running.items()
+            if spec.time_limit is not None and start + spec.time_limit <= self.now
+        )
+        specs = [self.running[job_id][0] for job_id in over]
+        for job_id in over:
+            self._release(job_id)
+        return specs
+
     def _requeue(self, spec: JobSpec) -> None:
         """A failed job goes back to the queue if it allows it, else leaves the pool."""
         if spec.requeue:

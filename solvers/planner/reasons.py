@@ -54,11 +54,13 @@ def waiting(job: JobSpec, why: str) -> Decision:
 
 
 def noted(reason: str, job: JobSpec) -> str:
-    """A decision's reason, with what was forecast of the job when something was."""
+    """A decision's reason, with what was forecast of the job when something was, and its time limit."""
     f = job.forecast
-    if f is None:
+    if f is not None:
+        reason = (
+            f"{reason} (forecast {' and '.join(f.forecast)}: {f.gpus} GPUs, {f.duration} steps planned at the "
+            f"{f.quantile:.0%} quantile; median {f.median:.1f}, {f.coverage:.0%} interval {f.low:.1f}-{f.high:.1f})"
+        )
+    if job.time_limit is None:
         return reason
-    return (
-        f"{reason} (forecast {' and '.join(f.forecast)}: {f.gpus} GPUs, {f.duration} steps planned at the "
-        f"{f.quantile:.0%} quantile; median {f.median:.1f}, {f.coverage:.0%} interval {f.low:.1f}-{f.high:.1f})"
-    )
+    return f"{reason}; time limit {job.time_limit} steps: failed that long after it starts, unless it ends first"

@@ -48,6 +48,12 @@ class JobSpec:
     requeue: bool = True
     features: Any = None  # the validated features, when the job gave them (its completion teaches the forecasters)
     forecast: JobForecast | None = None  # when its GPUs or duration were forecast
+    time_limit: int | None = None  # steps it may run from its start: failed at that boundary (`Planner.expire`)
+
+    def __post_init__(self) -> None:
+        # planned to hold its GPUs no longer than its limit lets it run
+        if self.time_limit is not None:
+            self.duration = min(self.duration, self.time_limit)
 
 
 @dataclass

@@ -54,12 +54,14 @@ def _job(spec: JobSpec) -> list[Any]:
         if f is None
         else [f.gpus, f.duration, f.median, f.low, f.high, f.coverage, f.quantile, list(f.forecast), f.peak_memory_gb]
     )
-    return [spec.kind, spec.priority, spec.gpus, spec.duration, spec.submitted, spec.requeue, features, forecast]
+    fields = [spec.kind, spec.priority, spec.gpus, spec.duration, spec.submitted, spec.requeue, features, forecast]
+    return fields if spec.time_limit is None else [*fields, spec.time_limit]
 
 
 def _spec(job_id: str, data: list[Any]) -> JobSpec:
     kind, priority, gpus, duration, submitted, requeue, features, *rest = data
     forecast = rest[0] if rest else None  # absent from snapshots before forecasts were kept
+    time_limit = rest[1] if len(rest) > 1 else None  # absent: no limit
     return JobSpec(
         job_id,
         kind,
@@ -70,6 +72,7 @@ def _spec(job_id: str, data: list[Any]) -> JobSpec:
         requeue,
         FEATURES[kind].model_validate(features) if features is not None else None,
         None if forecast is None else _forecast(forecast),
+        time_limit,
     )
 
 

@@ -364,6 +364,8 @@ def _run(
         if proposal is not None:
             run.full_mode.append((step, committed.full_mode))
         run.commits.append(committed.commit)
+        for effect in committed.expired:  # failed at their time limit: the trace's end never comes
+            _record(run, actual, ends, step, effect)
         for _, env, payload in within:
             minute = (env.occurred_at - origin - step * pool.step_length) / pool.step_length * config_minutes
             for effect in pool.apply([Event(env.type, payload, env.occurred_at, payload)], env.occurred_at):

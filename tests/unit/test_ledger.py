@@ -47,8 +47,8 @@ def message(kind: str, payload: dict, n: int, at: datetime) -> bytes:
 
 def stream(seed: int, count: int) -> list[Record]:
     """Arrivals (a third given by their features, so the forecasters size them and learn from
-    their completions), completions, cancellations, traffic, a node going down and up, a bad
-    message."""
+    their completions; some with time limits), completions, cancellations, traffic, a node going
+    down and up, a bad message."""
     rng = random.Random(seed)
     out = [
         Record(
@@ -85,6 +85,7 @@ def stream(seed: int, count: int) -> list[Record]:
                         "priority": rng.randint(1, 9),
                         "gpus": rng.choice([1, 2, 4, 8]),
                         "duration": rng.randint(1, 5),
+                        **({"time_limit": n % 3 + 1} if n % 4 == 0 else {}),  # some never complete in time
                     },
                     n,
                     at,

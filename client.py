@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
@@ -41,9 +42,12 @@ from gpualloc.schemas.events import (
     AllocationDecided,
     AppRegistered,
     JobCompleted,
+    JobFailed,
     JobRef,
     JobSubmitted,
     JobUsage,
+    NodeStatus,
+    PoolConfigured,
     TrafficObserved,
     envelope,
 )
@@ -60,6 +64,16 @@ class Rejected(Exception):
     def __init__(self, event_id: str, reason: str) -> None:
         super().__init__(f"{event_id}: {reason}")
         self.event_id, self.reason = event_id, reason
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A message the broker acknowledged, and where it landed."""
+
+    message: dict[str, Any]
+    topic: str
+    partition: int
+    offset: int
 
 
 class Client:
@@ -85,6 +99,7 @@ class Client:
         self._reader: asyncio.Task | None = None
         self._decisions: dict[str, asyncio.Future[AllocationDecided]] = {}  # by job id
         self._events: dict[str, str] = {}  # submission event id -> job id, for dead letters
+        self.last_sent: Sent | None = None  # the last message acknowledged (what a command prints)
 
     async def __aenter__(self) -> "Client":
         await self.start()
@@ -151,16 +166,26 @@ class Client:
 
     async def cancel(self, job_id: str, detail: str = "") -> str:
         """`job.cancelled`: a queued job leaves the queue, a running one is released."""
-        return await self.send("job.cancelled", JobRef(id=job_id, detail=detail))
+        return await self.send("job.cancelled", _valid(JobRef, {"id": job_id, "detail": detail}))
 
     async def complete(self, job_id: str, used: JobUsage | Mapping[str, Any] | None = None, detail: str = "") -> str:
         """`job.completed`, with what the job used when known (the forecasters learn from it)."""
-        usage = None if used is None else _valid(JobUsage, used)
-        return await self.send("job.completed", JobCompleted(id=job_id, detail=detail, used=usage))
+        return await self.send("job.completed", _valid(JobCompleted, {"id": job_id, "detail": detail, "used": used}))
 
-    async def fail(self, job_id: str, detail: str = "") -> str:
-        """`job.failed`: the job stopped on its own; its GPUs are released."""
-        return await self.send("job.failed", JobRef(id=job_id, detail=detail))
+    async def fail(self, job_id: str, detail: str = "", *, reason: str | None = None) -> str:
+        """`job.failed`: the job stopped on its own; its GPUs are released. `reason`:
+        `out_of_memory` (the pool re-sizes a job it sized), `error`, or None (re-queued as it was)."""
+        return await self.send("job.failed", _valid(JobFailed, {"id": job_id, "detail": detail, "reason": reason}))
+
+    async def node_status(self, node: int, state: str, detail: str = "") -> str:
+        """`node.status`: a node `drained` (no new work; running work goes on), `down` (its jobs
+        fail) or `up` again."""
+        return await self.send("node.status", _valid(NodeStatus, {"node": node, "state": state, "detail": detail}))
+
+    async def configure(self, config: PoolConfigured | Mapping[str, Any]) -> str:
+        """`pool.configured`: the pool's whole configuration (a later one reconfigures it, its size
+        included)."""
+        return await self.send("pool.configured", _valid(PoolConfigured, config))
 
     async def register_app(self, app: AppRegistered | Mapping[str, Any]) -> str:
         """`app.registered`: a real-time app, its priority and GPU bounds."""
@@ -201,7 +226,8 @@ class Client:
             self.topics.of_type(message["type"]), encode(message), key=key_of(message).encode()
         )
         if acknowledged:
-            await sent
+            where = await sent
+            self.last_sent = Sent(message, where.topic, where.partition, where.offset)
 
     async def flush(self) -> None:
         """Wait until everything published so far is acknowledged."""

@@ -1,13 +1,15 @@
 """`gpualloc`: a thin argparse layer over the core and the shell, one module per command group:
 `offline` (solve, check, generate, demo, simulate, trace, ...), `bench` (`gpualloc bench NAME`,
-one subcommand a bench) and `bus` (agent, node-agent, publish, tail, audit, explain); `arguments`
+one subcommand a bench), `bus` (agent, node-agent, publish, tail, audit, explain) and `operate`
+(drain, cancel, fail, complete, resize, register-app, submit: one event each); `arguments`
 holds the shared argument types, the flags that set configuration fields and the broker of the
 bus commands, `running` the one run-until-signal helper.
 
 Exit codes, one per kind of failure whatever the command: 0 success (a legal plan, a passing
 bench or audit, a bus command stopped by SIGTERM/SIGINT); 1 an illegal plan, a failing bench or
-audit; 2 bad input (unreadable file, invalid JSON, schema violation, plan of the wrong shape, bad
-arguments or settings, a broker still unreachable when the start's retries run out, named
+audit, a submission no decision answered in time; 2 bad input (unreadable file, invalid JSON,
+schema violation, plan of the wrong shape, a submission the agent dead-lettered, bad arguments
+or settings, a broker still unreachable when the start's retries run out, named
 `--bootstrap`, or one refusing the login or TLS setup, named by the `kafka.*` setting to fix),
 reported on stderr naming the field and the rule; 3 an internal error (set GPUALLOC_DEBUG=1 for
 the traceback).
@@ -23,6 +25,7 @@ from gpualloc import __version__
 from gpualloc.agent.cli.bench import implied
 from gpualloc.agent.cli.bus import add_bus_commands
 from gpualloc.agent.cli.offline import add_offline_commands
+from gpualloc.agent.cli.operate import add_operator_commands
 from gpualloc.agent.loading import InputError
 
 EXIT_OK, EXIT_INPUT, EXIT_INTERNAL = 0, 2, 3
@@ -38,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_offline_commands(sub)
     add_bus_commands(sub)
+    add_operator_commands(sub)
     return parser
 
 

@@ -70,7 +70,14 @@ def decode(value: bytes) -> Any:
     try:
         return orjson.loads(value)
     except orjson.JSONDecodeError as e:
-        raise ValueError(f"not JSON: {e}") from None
+        start = value[:START].decode("utf-8", "replace")
+        raise ValueError(
+            f"not JSON: a message is one JSON object (the envelope); got text starting {start!r} "
+            f"(unreadable at character {e.pos})"
+        ) from None
+
+
+START = 12  # characters of a value that is not JSON quoted in the reason
 
 
 def key_of(message: dict[str, Any]) -> str:

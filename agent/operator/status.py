@@ -8,15 +8,18 @@ nodes (how many of their GPUs are taken at each step ahead, and by how many hold
 the running jobs, the queue with where the latest commit's plan puts each job (its promised start
 and GPUs and who holds them first, or why it has none: read from the commit, not planned again,
 so it costs the plan's size and never a solve), the apps' demand against what they hold, and the
-nodes: up, drained or down, with their node agents' last reports. `view` is pure (a dict, also
-the `--json` output, bounded by the pool's jobs and nodes, never by GPUs x steps); `lines`
-renders it, listing the first `SHOWN` jobs and reports.
+nodes: up, drained or down, with their node agents' last reports. Now is the latest commit's
+step, and what holds GPUs now is what held them as of the last committed transaction (the
+commit's holders, the jobs started since): `explain` says the same. `view` is pure (a dict, also
+the `--json` output, bounded: at most `LISTED` running and queued jobs each, a reason naming at
+most `words.NAMED` holders, never GPUs x steps: under `JSON_BYTES` at the contract's limits);
+`lines` renders it, listing the first `SHOWN` jobs and reports.
 """
 
 from __future__ import annotations
 
 import string
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -29,7 +32,9 @@ from gpualloc.agent.bus.history import partitions, read_history, read_range, rea
 from gpualloc.agent.bus.topics import Topics, decode
 from gpualloc.agent.metrics import gpu_states
 from gpualloc.agent.operator.audit import STALLED_AFTER_S
-from gpualloc.agent.operator.tail import span
+from gpualloc.agent.operator.full_mode import full_mode_status
+from gpualloc.agent.operator.overruns import past_plan, past_plan_lines
+from gpualloc.agent.operator.words import Holders, now_words, promised, span, step_length
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.recovery import rebuild
 from gpualloc.schemas.commits import latest
@@ -41,14 +46,21 @@ from gpualloc.solvers.problem import bits_of
 TAIL = 500  # records read back per partition of the commits and bindings topics
 SYMBOLS = string.ascii_lowercase + string.ascii_uppercase + string.digits  # one per holder in the Gantt
 GROUPS = 64  # rows of the plan's summary at most: nodes are grouped to fit
-SHOWN = 20  # running jobs, queued jobs and node reports listed in the text (`--json` has all)
+SHOWN = 20  # running jobs, queued jobs and node reports listed in the text (`--all`: every one)
+LISTED = 1_000  # running and queued jobs listed in `--json` each (`--all`: every one)
+JSON_BYTES = 2_000_000  # `--json` (indented) at the contract's limits is smaller than this
 
 
 async def read_status(
-    bootstrap: Broker | str, topics: Topics, pool: str, width: int = 48, gpu_range: tuple[int, int] | None = None
+    bootstrap: Broker | str,
+    topics: Topics,
+    pool: str,
+    width: int = 48,
+    gpu_range: tuple[int, int] | None = None,
+    listed: int | None = LISTED,
 ) -> dict[str, Any] | None:
     """The pool's `view` from the bus (`width` steps of the plan, the Gantt of GPUs [from, to)
-    `gpu_range` when given); None when the ledger has never seen the pool."""
+    `gpu_range` when given, `listed` jobs of each list); None when the ledger has never seen the pool."""
     names = [topics.state, topics.ledger, *topics.inputs, topics.commits]
     counts = await partition_counts(bootstrap, names)
     consumer = await clients.started(reader(bootstrap), "status reader")
@@ -83,7 +95,12 @@ async def read_status(
         if m.get("type") == "plan.committed" and m["payload"].get("seq", 0) <= dispatcher.seq
     )
     reports = [m for m in messages if m.get("type") == "binding.reported"]
-    out = view(pool, dispatcher.planner, commit, reports, dispatcher.interpreter.origin, width, gpu_range)
+    length = step_length(
+        m["payload"] for m in messages if m.get("type") == "plan.committed" and not m["payload"].get("reactive")
+    )
+    out = view(
+        pool, dispatcher.planner, commit, reports, dispatcher.interpreter.origin, width, gpu_range, length, listed
+    )
     out["waiting"] = waiting
     out["stalled"] = bool(waiting) and idle_s is not None and idle_s > STALLED_AFTER_S
     return out
@@ -113,12 +130,15 @@ def view(
     origin: datetime | None = None,
     width: int = 48,
     gpu_range: tuple[int, int] | None = None,
+    length: timedelta | None = None,
+    listed: int | None = LISTED,
 ) -> dict[str, Any]:
     """The status of a pool (plain JSON data): `commit` is the latest whole `plan.committed`
     payload, `reports` the node agents' recent `binding.reported` messages in publication order;
-    the plan's summary over `width` steps, and the per-GPU `detail` of GPUs [from, to) `gpu_range`."""
+    the plan's summary over `width` steps, the per-GPU `detail` of GPUs [from, to) `gpu_range`,
+    times told with a step's wall `length`, the first `listed` running and queued jobs (None: all)."""
     cfg = planner.config
-    assignments = {owner: list(gpus) for owner, gpus in (commit or {}).get("assignments", {}).items()}
+    assignments = holding(planner)
     held = {owner: len(gpus) for owner, gpus in assignments.items()}
     plan = (commit or {}).get("plan")
     running = [
@@ -133,7 +153,7 @@ def view(
         }
         for job_id, (spec, mask, start) in sorted(planner.running.items(), key=lambda kv: (kv[1][2], kv[0]))
     ]
-    queue = promises(planner, commit)
+    queue = promises(planner, commit, length)
     queue.sort(key=lambda q: (q["promised_start"] is None, q["promised_start"] or 0, -q["priority"], q["id"]))
     apps = []
     reasons = (commit or {}).get("reasons", {})
@@ -181,7 +201,11 @@ def view(
         "gpus": cfg.gpus,
         "gpus_per_node": cfg.node_size,
         "step_minutes": cfg.step_minutes,
-        "now": planner.now,
+        "step_seconds": None if length is None else length.total_seconds(),
+        "now": commit["step"] if commit else planner.now,
+        "now_words": f"step {planner.now}, no commit yet"
+        if commit is None
+        else now_words(commit, length, f", {commit['source']}, objective {commit['objective']:.2f}"),
         "origin": origin.isoformat() if origin else None,
         "commit": None
         if commit is None
@@ -189,24 +213,32 @@ def view(
         "usage": gpu_states(assignments, planner.apps, cfg.gpus, planner.down.bit_count()),
         "plan": summary(plan, cfg.gpus // cfg.node_size, cfg.node_size, width),
         "detail": None if gpu_range is None or plan is None else clipped(plan, *gpu_range, width),
-        "running": running,
-        "queue": queue,
+        "running": running[:listed],
+        "running_total": len(running),
+        "queue": queue[:listed],
+        "queue_total": len(queue),
+        "queue_planned": sum(q["promised_start"] is not None for q in queue),
         "apps": apps,
         "nodes": nodes,
+        **past_plan(planner.running, planner.now),
+        "full_mode": full_mode_status(commit),
     }
 
 
-def promises(planner: PoolView, commit: dict[str, Any] | None) -> list[dict[str, Any]]:
+def holding(planner: PoolView) -> dict[str, list[int]]:
+    """Who holds which GPUs as of the last committed transaction: every running job (those
+    started since the latest commit too) and every app as that commit, or a grant since, left it."""
+    out = {job_id: bits_of(mask) for job_id, (_, mask, _) in planner.running.items()}
+    return out | {app_id: bits_of(app.held) for app_id, app in planner.apps.items() if app.held > 0}
+
+
+def promises(planner: PoolView, commit: dict[str, Any] | None, length: timedelta | None = None) -> list[dict[str, Any]]:
     """Each queued job where the latest (whole) commit's plan puts it: `planned` at its first step
-    there, on its block, with who holds that block before then; else `queued`, with why (no block
-    in the commit's window, or it arrived after the commit, which the next commit plans)."""
+    there, on its block, with what holds that block just before (`words.promised`); else
+    `queued`, with why (no block in the commit's window, or it arrived after the commit, which
+    the next commit plans)."""
     plan = (commit or {}).get("plan") or {"steps": 0, "holders": {}}
-    step, size = commit["step"] if commit else planner.now, planner.config.node_size
-    on_node: dict[int, list[tuple[str, int, int, int, int]]] = {}  # node -> rectangles over it
-    for holder, rects in plan["holders"].items():
-        for g0, g1, t0, t1 in rects:
-            for n in range(g0 // size, (g1 - 1) // size + 1):
-                on_node.setdefault(n, []).append((holder, g0, g1, t0, t1))
+    holders = Holders(plan)
     priority = (
         {a: s.priority for a, s in planner.apps.items()}
         | {j: s.priority for j, s in planner.queued.items()}
@@ -214,24 +246,11 @@ def promises(planner: PoolView, commit: dict[str, Any] | None) -> list[dict[str,
     )
     out = []
     for job_id, spec in planner.queued.items():
-        rects, promised, gpus = plan["holders"].get(job_id), None, []
-        if rects:
-            start = min(t0 for _, _, t0, _ in rects)
-            block = [(g0, g1) for g0, g1, t0, _ in rects if t0 == start]
-            before: dict[str, int] = {}
-            for b0, b1 in block:
-                for n in range(b0 // size, (b1 - 1) // size + 1):
-                    for holder, g0, g1, t0, t1 in on_node.get(n, ()):
-                        if holder != job_id and t0 < start and g0 < b1 and b0 < g1:
-                            before[holder] = max(before.get(holder, 0), step + min(t1, start))
-            promised, gpus = step + start, [g for b0, b1 in block for g in range(b0, b1)]
-            held = ", ".join(
-                f"{h} (priority {priority.get(h, 0):g}) until step {until}"
-                for h, until in sorted(before.items(), key=lambda kv: (kv[1], kv[0]))
-            )
-            reason = f"planned at step {promised} on GPUs {span(gpus)}: " + (
-                f"its block is held by {held}" if held else "its block is free until then"
-            )
+        found = holders.promise(job_id) if commit is not None else None
+        promised_at, gpus = None, []
+        if found is not None and commit is not None:
+            promised_at, gpus = commit["step"] + found[0], found[1]
+            reason = promised(found, commit, length, priority)
         elif commit is not None and spec.submitted <= commit["step"]:
             reason = (
                 f"no {spec.gpus}-GPU block for {spec.duration} steps in the {plan['steps']}-step window of "
@@ -251,8 +270,8 @@ def promises(planner: PoolView, commit: dict[str, Any] | None) -> list[dict[str,
                 "duration": spec.duration,
                 "submitted": spec.submitted,
                 "forecast": spec.forecast is not None,
-                "action": "planned" if promised is not None else "queued",
-                "promised_start": promised,
+                "action": "planned" if promised_at is not None else "queued",
+                "promised_start": promised_at,
                 "promised_gpus": span(gpus),
                 "reason": reason,
             }
@@ -371,42 +390,44 @@ def gantt(grid: list[list[str | None]], first_step: int, width: int = 48, first_
     return out
 
 
-def lines(status: dict[str, Any]) -> list[str]:
-    """`gpualloc status` as text."""
+def lines(status: dict[str, Any], shown: int | None = SHOWN) -> list[str]:
+    """`gpualloc status` as text, listing the first `shown` jobs and reports of each list (None: all)."""
     c, u = status["commit"], status["usage"]
     head = (
-        f"pool {status['pool']}: {status['gpus']} GPUs ({status['gpus_per_node']} a node), step {status['now']}"
-        f" of {status['step_minutes']} min"
+        f"pool {status['pool']}: {status['gpus']} GPUs ({status['gpus_per_node']} a node), "
+        f"{status['step_minutes']}-min steps"
     )
-    if c:
-        head += f"; last commit step {c['step']} seq {c['seq']} ({c['source']}, objective {c['objective']:.2f})"
-    out = [head, f"GPUs: {u['batch']} batch, {u['realtime']} real-time, {u['idle']} idle, {u['down']} down", ""]
+    out = [
+        head,
+        f"now: {status['now_words']}",
+        f"GPUs: {u['batch']} batch, {u['realtime']} real-time, {u['idle']} idle, {u['down']} down",
+        "",
+    ]
     if status.get("stalled"):
         out.insert(
             1,
             f"stalled: {status['waiting']:,} input records past its ledger, whose last pass is over "
             f"{STALLED_AFTER_S:.0f} s old: its agent publishes nothing",
         )
-    if c and c.get("full_mode"):  # what became of full mode at this commit (adopted, not better, skipped and why)
-        out.insert(1, f"full mode: {c['full_mode']}")
+    if status.get("full_mode"):  # what became of full mode at this commit, and when it runs next
+        out.insert(1, status["full_mode"]["line"])
     first_step = c["step"] if c else status["now"]
     out += summary_lines(status["plan"], status["gpus_per_node"], first_step)
     if status.get("detail"):
         out += [""] + gantt(gpu_rows(status["detail"]), first_step, first_gpu=status["detail"]["gpus"][0])
-    out += ["", f"running ({len(status['running'])}):"]
+    out += ["", f"running ({status['running_total']:,}):"]
     out += [
         f"  {r['id']:<16} GPUs {r['gpus']:<9} steps {r['started']}-{r['ends'] - 1}  priority {r['priority']:g}"
-        for r in status["running"][:SHOWN]
+        for r in status["running"][:shown]
     ] or ["  none"]
-    out += _more(status["running"])
-    out += ["", f"queue ({len(status['queue'])}):"]
-    for q in status["queue"][:SHOWN]:
-        when = f"start step {q['promised_start']}" if q["promised_start"] is not None else "no start in window"
-        out.append(
-            f"  {q['id']:<16} {q['gpus']} GPUs x {q['duration']}  priority {q['priority']:g}  "
-            f"{q['action']}, {when}: {q['reason']}"
-        )
-    out += _more(status["queue"])
+    out += _more(status["running_total"], shown)
+    out += past_plan_lines(status)
+    out += ["", f"queue ({status['queue_total']:,}, {status['queue_planned']:,} planned in the window):"]
+    out += [
+        f"  {q['id']:<16} {q['gpus']} GPUs x {q['duration']}  priority {q['priority']:g}  {q['reason']}"
+        for q in status["queue"][:shown]
+    ]
+    out += _more(status["queue_total"], shown)
     if not status["queue"]:
         out.append("  empty")
     out += ["", f"apps ({len(status['apps'])}):"]
@@ -433,13 +454,13 @@ def lines(status: dict[str, Any]) -> list[str]:
     out += [
         f"  node {n['node']} last report {n['last_report']['at']} ({n['last_report']['job_id']} "
         f"{n['last_report']['status']})"
-        for n in seen[:SHOWN]
+        for n in seen[:shown]
     ]
-    out += _more(seen)
+    out += _more(len(seen), shown)
     if not seen:
         out.append("  no node-agent report seen")
     return out
 
 
-def _more(items: list) -> list[str]:
-    return [f"  ... and {len(items) - SHOWN} more (`--json` lists all)"] if len(items) > SHOWN else []
+def _more(total: int, shown: int | None) -> list[str]:
+    return [f"  ... and {total - shown:,} more (`--all` lists all)"] if shown is not None and total > shown else []

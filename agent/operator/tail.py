@@ -1,4 +1,6 @@
-"""`gpualloc tail`: decisions, commits, bindings and dead letters as readable lines."""
+"""`gpualloc tail`: decisions, commits, bindings, dead letters and the inputs operators act by
+(pool configured, nodes up, drained or down, apps registered, jobs completed, cancelled or
+failed) as readable lines."""
 
 from __future__ import annotations
 
@@ -10,10 +12,13 @@ import orjson
 from gpualloc.agent.bus import clients
 from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.topics import Topics, decode
+from gpualloc.agent.operator.words import span
+
+QUIET = ("job.submitted", "traffic.observed")  # inputs not shown: a decision answers each submission
 
 
 def line(message: dict[str, Any], topic: str) -> str:
-    """One readable line for an output message."""
+    """One readable line for a message."""
     p, kind = message.get("payload", {}), message.get("type")
     if kind == "allocation.decided":
         gpus = span(p.get("gpus", []))
@@ -34,42 +39,72 @@ def line(message: dict[str, Any], topic: str) -> str:
     if kind == "binding.reported":
         return f"binding   node {p['node']} {p['job_id']} {p['status']} GPUs {span(p.get('gpus', []))} {p.get('detail', '')}".rstrip()
     if kind == "input.rejected":
-        return f"rejected  {p['topic']}:{p['partition']}:{p['offset']} - {p['reason']}"
+        return f"rejected  {_letter(p)} - {p['reason']} ({p['topic']}:{p['partition']}:{p['offset']})"
+    if kind == "node.status":
+        return f"node      {p['node']} {p['state']}" + (f" - {p['detail']}" if p.get("detail") else "")
+    if kind in ("job.completed", "job.cancelled", "job.failed"):
+        why = f" ({p['reason']})" if p.get("reason") else ""
+        by = f" by {p['source']}" if p.get("source") else ""
+        return f"{kind.split('.')[1]:<9} {p['id']}{why}{by}" + (f" - {p['detail']}" if p.get("detail") else "")
+    if kind == "app.registered":
+        top = p.get("max_gpus") if p.get("max_gpus") is not None else "pool"
+        return f"app       {p['id']} registered: priority {p['priority']:g}, {p.get('min_gpus', 0)}-{top} GPUs"
+    if kind == "pool.configured":
+        per = f", {p['gpus_per_node']} a node" if p.get("gpus_per_node") else ""
+        return (
+            f"pool      {message.get('pool', 'default')} configured: {p['gpus']} GPUs{per}, "
+            f"horizon {p.get('horizon', '-')}, {p.get('step_minutes', '-')}-min steps"
+        )
     return f"{kind or 'message'} on {topic}"
+
+
+def original_of(letter: dict[str, Any]) -> dict[str, Any] | None:
+    """The rejected record of a dead letter as JSON (None: not a JSON object, or cut short)."""
+    try:
+        original = orjson.loads(letter.get("original", ""))
+    except orjson.JSONDecodeError:
+        return None
+    return original if isinstance(original, dict) else None
+
+
+def _letter(letter: dict[str, Any]) -> str:
+    """What a dead letter rejected: the event type and the job or app it names, when its text says."""
+    original = original_of(letter)
+    if original is None:
+        return "a record that is not a JSON object" if not letter.get("truncated") else "a record cut short"
+    p = original.get("payload") if isinstance(original.get("payload"), dict) else {}
+    who = next((str(p[k]) for k in ("id", "job_id", "app") if isinstance(p.get(k), (str, int))), "")
+    return " ".join(x for x in (str(original.get("type", "a message without a type")), who) if x)
 
 
 HOLDERS_SHOWN = 12  # of a commit's holders on its line (by first GPU)
 
 
 def concerns(message: dict[str, Any], job: str) -> bool:
-    """Does an output message concern job (or app) `job`: its decision, a binding of it, a
-    commit that assigns or starts it, a dead letter of a record naming it?"""
+    """Does a message concern job (or app) `job`: its decision, a binding of it, a commit that
+    assigns or starts it, an input naming it, a dead letter of a record naming it?"""
     p, kind = message.get("payload", {}), message.get("type")
     if kind in ("allocation.decided", "binding.reported"):
         return p.get("job_id") == job
     if kind == "plan.committed":
         return job in p.get("assignments", {}) or job in p.get("started", [])
     if kind == "input.rejected":
-        return orjson.dumps(job).decode() in p.get("original", "")
-    return False
+        original = original_of(p)
+        if original is None:
+            return orjson.dumps(job).decode() in p.get("original", "")
+        named = original.get("payload") if isinstance(original.get("payload"), dict) else {}
+        return job in (named.get("id"), named.get("job_id"), named.get("app"))
+    return p.get("id") == job
 
 
 def render(message: dict[str, Any], topic: str, as_json: bool = False, job: str | None = None) -> str | None:
     """A message as `gpualloc tail` prints it (None: filtered out by `job`): one readable line,
     or with `as_json` the message itself with its topic, one JSON object a line."""
-    if job is not None and not concerns(message, job):
+    if message.get("type") in QUIET or (job is not None and not concerns(message, job)):
         return None
     if as_json:
         return orjson.dumps({"topic": topic, **message}).decode()
     return line(message, topic)
-
-
-def span(gpus: list[int]) -> str:
-    if not gpus:
-        return ""
-    if gpus == list(range(gpus[0], gpus[-1] + 1)):
-        return f"{gpus[0]}-{gpus[-1]}" if len(gpus) > 1 else str(gpus[0])
-    return ",".join(map(str, gpus))
 
 
 async def tail(
@@ -81,8 +116,11 @@ async def tail(
     as_json: bool = False,
     job: str | None = None,
 ) -> None:
-    """Print output topics (`render`) until `stop` is set."""
+    """Print the output topics and the operators' inputs (`render`) until `stop` is set."""
     consumer = clients.consumer(
+        topics.config,
+        topics.jobs,
+        topics.traffic,
         topics.decisions,
         topics.commits,
         topics.bindings,

@@ -8,14 +8,27 @@ import json
 import os
 import subprocess
 import sys
+from datetime import timedelta
 
+import orjson
 import pytest
 from support.kafka_broker import unique_topic
 
 from gpualloc.agent.bus.topics import Topics
-from gpualloc.agent.operator.status import SHOWN, gantt, gpu_rows, lines, read_status, summary, view
+from gpualloc.agent.operator.status import (
+    JSON_BYTES,
+    LISTED,
+    SHOWN,
+    gantt,
+    gpu_rows,
+    lines,
+    read_status,
+    summary,
+    view,
+)
 from gpualloc.agent.service.agent_service import AgentService
 from gpualloc.client import Client
+from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig
@@ -72,6 +85,7 @@ def test_the_view_tells_each_queued_job_its_promised_start_and_why():
         {
             "step": 0,
             "seq": 1,
+            "step_start": "2026-12-01T00:00:00+00:00",
             "source": "heuristic",
             "objective": 1.0,
             "assignments": {k: list(v) for k, v in commit.assignments.items()},
@@ -96,7 +110,7 @@ def test_the_view_tells_each_queued_job_its_promised_start_and_why():
     assert status["detail"] == {"gpus": [0, 4], "steps": 6, "holders": {"big": [[g, g + 1, 0, 1] for g in range(4)]}}
     assert gpu_rows(status["detail"]) == [["big"] + [None] * 5] * 4
     text = "\n".join(lines(status))
-    assert "queue (1):" in text and "wide" in text and "drained" in text and "legend:" in text
+    assert "queue (1, 0 planned in the window):" in text and "wide" in text and "drained" in text and "legend:" in text
     assert "node 0 (GPUs 0-3) |#" in text and "nodes 1 drained: " not in text and "node 1 drained" in text
     json.dumps(status)  # plain data, as --json prints it
 
@@ -121,14 +135,18 @@ def test_the_queue_reads_each_jobs_promise_from_the_latest_commits_plan():
     commit = {
         "step": 0,
         "seq": 1,
+        "step_start": "2026-12-01T00:00:00+00:00",
         "source": "heuristic",
         "objective": 1.0,
         "assignments": {"a": list(range(8))},
         "plan": plan,
     }
-    queue = {q["id"]: q for q in view("p", planner, commit, [])["queue"]}
+    queue = {q["id"]: q for q in view("p", planner, commit, [], length=timedelta(hours=1))["queue"]}
     assert (queue["b"]["action"], queue["b"]["promised_start"], queue["b"]["promised_gpus"]) == ("planned", 3, "8-15")
-    assert queue["b"]["reason"] == "planned at step 3 on GPUs 8-15: its block is held by chat (priority 5) until step 3"
+    assert queue["b"]["reason"] == (
+        "planned at step 3 (03:00:00 UTC, in 3 h) on GPUs 8-15: until then its block is held by chat "
+        "(priority 5, from step 2)"
+    )
     assert (
         queue["c"]["action"] == "queued" and "no 16-GPU block for 2 steps in the 6-step window" in queue["c"]["reason"]
     )
@@ -139,9 +157,71 @@ def test_the_text_lists_the_first_jobs_and_says_how_many_more():
     planner = Planner(PoolConfig(gpus=8, gpus_per_node=4, horizon=6))
     planner.submit_all([JobSpec(f"j{k}", "training", 1, 8, 2, 0) for k in range(SHOWN + 6)])  # one starts
     text = "\n".join(lines(view("p", planner, None, [])))
-    assert f"queue ({SHOWN + 5}):" in text and "  ... and 5 more (`--json` lists all)" in text
+    assert f"queue ({SHOWN + 5}, 0 planned in the window):" in text and "  ... and 5 more (`--all` lists all)" in text
     assert text.count("GPUs x 2  priority 1") == SHOWN
-    assert "(no commit yet)" in text and "nodes 0-1 up: 0 of 8 GPUs busy" in text
+    # the job its decision started holds its GPUs before any commit does
+    assert "(no commit yet)" in text and "nodes 0-1 up: 8 of 8 GPUs busy" in text and ", 0 idle," in text
+
+
+def _at_the_limits() -> tuple[Planner, dict]:
+    """A pool at the contract's limits, every id as long as the contract allows: 4,096 GPUs,
+    horizon 336, 64 apps holding 2 GPUs each, 3,968 running jobs of a GPU each and 10,000 queued
+    jobs of 8 GPUs, each planned behind 8 holders or one (the commit's plan holds them all)."""
+    name = lambda k, kind: f"{kind}-{k:06d}-".ljust(LIMITS.id_chars, "x")  # noqa: E731
+    planner = Planner(PoolConfig(gpus=LIMITS.gpus, gpus_per_node=8, horizon=LIMITS.horizon))
+    holders: dict[str, list[list[int]]] = {}
+    for k in range(LIMITS.apps):
+        app = AppSpec(name(k, "app"), priority=5, min_gpus=2, max_gpus=2)
+        planner.register_app(app)
+        g = LIMITS.gpus - 2 * (k + 1)
+        app.held = 0b11 << g
+        holders[app.id] = [[g, g + 2, 0, LIMITS.horizon]]
+    running = LIMITS.gpus - 2 * LIMITS.apps
+    for g in range(running):
+        spec = JobSpec(name(g, "run"), "training", 9, 1, 2, 0)
+        planner.running[spec.id] = (spec, 1 << g, 0)
+        holders[spec.id] = [[g, g + 1, 0, 1]]
+    nodes = running // 8
+    for k in range(LIMITS.queued_jobs):
+        spec = JobSpec(name(k, "queued"), "training", 1, 8, 1, 0)
+        planner.queued[spec.id] = spec
+        t0 = 1 + k // nodes
+        holders[spec.id] = [[8 * (k % nodes), 8 * (k % nodes) + 8, t0, t0 + 1]]
+    commit = {
+        "step": 0,
+        "seq": 1,
+        "step_start": "2026-12-01T00:00:00+00:00",
+        "source": "heuristic",
+        "objective": 1.0,
+        "assignments": {h: list(range(r[0][0], r[0][1])) for h, r in holders.items() if r[0][2] == 0},
+        "plan": {"gpus": LIMITS.gpus, "steps": LIMITS.horizon, "holders": holders},
+    }
+    return planner, commit
+
+
+def test_the_status_at_the_contracts_limits_stays_under_its_stated_size():
+    planner, commit = _at_the_limits()
+    status = view("p", planner, commit, [], length=timedelta(minutes=60))
+    assert status["queue_total"] == LIMITS.queued_jobs and len(status["queue"]) == LISTED
+    assert status["usage"] == {
+        "batch": LIMITS.gpus - 2 * LIMITS.apps,
+        "realtime": 2 * LIMITS.apps,
+        "down": 0,
+        "idle": 0,
+    }
+    first = status["queue"][0]
+    assert first["reason"].startswith("planned at step 1 (01:00:00 UTC, in 60 min) on GPUs 0-7: until then its block ")
+    assert first["reason"].endswith("(priority 9, now) and 5 others")  # 3 of its 8 holders named
+    later = next(q for q in status["queue"] if q["promised_start"] == 2)
+    assert later["reason"].endswith("(priority 1, from step 1)")  # the job before it, not the one that ran there
+    assert max(len(q["reason"]) for q in status["queue"]) < 1_000
+    size = len(orjson.dumps(status, option=orjson.OPT_INDENT_2))  # as `--json` prints it
+    assert size < JSON_BYTES, size
+    text = "\n".join(lines(status))
+    assert len(text.splitlines()) < 300 and f"queue ({LIMITS.queued_jobs:,}, {LIMITS.queued_jobs:,} planned" in text
+    every = view("p", planner, commit, [], length=timedelta(minutes=60), listed=None)  # `--all`
+    assert len(every["queue"]) == LIMITS.queued_jobs and len(every["running"]) == LIMITS.gpus - 2 * LIMITS.apps
+    assert len(lines(every, shown=None)) > LIMITS.queued_jobs
 
 
 def test_the_text_says_a_pool_whose_agent_stopped_publishing_is_stalled():

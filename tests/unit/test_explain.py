@@ -1,0 +1,155 @@
+"""`gpualloc explain`: a job walked through every state it can be in, on the messages the
+dispatcher publishes (no broker), each state's last line saying where it stands."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import orjson
+from support.builders import T0
+from support.feature_jobs import LORA_7B
+
+from gpualloc.agent.bus.topics import Record
+from gpualloc.agent.operator.explain import explain_lines, gather
+from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.solvers.planner.interpreter import Pool
+
+STEP = timedelta(seconds=10)  # the compressed clock's step (the pool's own: 60 minutes)
+FULL_13B = {**LORA_7B, "variant": "full", "params_b": 13, "layers": 40, "hidden_size": 5120, "zero_stage": 3}
+FULL_13B["gradient_checkpointing"] = True
+
+
+class Bus:
+    """A dispatcher and every message on the bus (inputs and outputs) in publication order."""
+
+    def __init__(self, gpus: int = 16) -> None:
+        self.d = Dispatcher("default", interpreter=Pool(step_seconds=STEP.total_seconds()))
+        self.messages: list[dict] = []
+        self.n, self.now = 0, T0
+        config = {"gpus": gpus, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60}
+        self.send("pool.configured", {**config, "gpu_type": "h100-80gb", "gpu_memory_gb": 80.0}, "gpualloc.config")
+
+    def send(self, kind: str, payload: dict, topic: str = "gpualloc.jobs") -> None:
+        self.n += 1
+        message = {
+            "event_id": f"e{self.n}",
+            "type": kind,
+            "occurred_at": self.now.isoformat(),
+            "pool": "default",
+            "payload": payload,
+        }
+        self.raw(topic, orjson.dumps(message))
+
+    def raw(self, topic: str, value: bytes) -> None:
+        self.n += 1
+        self.messages.append(orjson.loads(value)) if value.startswith(b"{") else None
+        for o in self.d.handle([Record(topic, 0, self.n, "default", value)], self.now):
+            self.messages.append(o.message)
+
+    def submit(self, job_id: str, **payload) -> None:
+        self.send("job.submitted", {"id": job_id, "kind": "training", "priority": 5, **payload})
+
+    def commit(self) -> None:
+        """The step's commit at its boundary, then the clock to the next step."""
+        self.now = T0 + self.d.step * STEP
+        self.messages += [o.message for o in self.d.commit(self.now)]
+        self.now += STEP / 2
+
+    def explain(self, job_id: str) -> list[str]:
+        return explain_lines(job_id, gather(job_id, "default", self.messages))
+
+
+def test_explain_says_where_a_job_stands_in_every_state():
+    bus = Bus()
+    bus.submit("hog", gpus=8, duration=30, priority=9)
+    bus.submit("a", gpus=8, duration=2, priority=9)
+    bus.submit("wide", gpus=16, duration=2, priority=1)  # no 16-GPU block while hog runs
+    bus.submit("p", gpus=8, duration=1)  # after `a`
+    bus.submit("huge", gpus=32, duration=1)  # more than the pool: decided rejected
+    bus.send("job.submitted", {"id": "neg", "kind": "training", "priority": -5, "gpus": 1, "duration": 1})
+    bus.raw("gpualloc.jobs", b"hello world")
+    bus.commit()  # step 0
+    assert bus.explain("p")[-1] == (  # one commit: no step length to tell times by
+        "now: step 0 committed at 00:00:00 UTC (seq 1) - waiting, planned at step 2 on GPUs 8-15: until then its "
+        "block is held by a (now)"
+    )
+    bus.commit()  # step 1
+
+    *_, now = bus.explain("p")
+    assert now.startswith("now: step 1 committed at 00:00:10 UTC (seq 2); step 2 starts at 00:00:20 UTC - ")
+    assert now.endswith(
+        "waiting, planned at step 2 (00:00:20 UTC, in 10 s) on GPUs 8-15: until then its block is held by a (now)"
+    )
+    *_, now = bus.explain("wide")
+    assert "waiting; no block in the 12-step window of the latest commit (seq 2)" in now
+    *_, now = bus.explain("a")
+    assert now.endswith("running on GPUs 8-15 since step 0 (00:00:00 UTC)")
+
+    lines = bus.explain("huge")
+    assert "decided rejected" in lines[1] and "waiting" not in "\n".join(lines)
+    assert lines[-1].split(" - ", 1)[1].startswith("rejected, never planned: ")
+    lines = bus.explain("neg")  # dead-lettered: its submission, the dead letter, never waiting
+    assert "rejected job.submitted (gpualloc.jobs:0:" in lines[1] and "priority" in lines[1]
+    assert lines[-1].split(" - ", 1)[1].startswith("rejected, never planned: priority") and "waiting" not in lines[-1]
+
+    bus.commit()  # step 2: `a` runs past its planned end (2 steps from step 0)
+    *_, now = bus.explain("a")
+    assert now.endswith(
+        "running on GPUs 8-15 since step 0 (00:00:00 UTC), past its planned end at step 2 (00:00:20 UTC) "
+        "(2 steps): it keeps its GPUs until it ends"
+    )
+    bus.send("job.completed", {"id": "a"})
+    bus.commit()  # step 3: `p` starts on a's GPUs
+    lines = bus.explain("p")
+    assert "started at step 3 (00:00:30 UTC) on GPUs 8-15 (commit seq 4)" in lines[-2]
+    assert lines[-1].endswith("running on GPUs 8-15 since step 3 (00:00:30 UTC)")
+    assert bus.explain("a")[-1].endswith("completed; it holds no GPUs and is not planned")
+
+    bus.send("job.completed", {"id": "p"})
+    bus.send("job.cancelled", {"id": "wide"})
+    assert bus.explain("p")[-1].endswith(" - completed; it holds no GPUs and is not planned")
+    assert bus.explain("wide")[-1].endswith(" - cancelled; it holds no GPUs and is not planned")
+
+    bus.submit("once", gpus=8, duration=4, requeue=False)
+    bus.send("job.failed", {"id": "once", "reason": "error", "detail": "segfault"})
+    lines = bus.explain("once")
+    assert lines[-2].endswith("failed (error): segfault")
+    assert lines[-1].endswith(" - failed (error); it holds no GPUs and is not planned")
+    bus.submit("again", gpus=8, duration=4)
+    bus.send("job.failed", {"id": "again", "detail": "node lost"})
+    lines = bus.explain("again")
+    assert lines[-2].endswith("failed: node lost; re-queued (it allows it)")
+    assert "waiting" in lines[-1] and "running" not in lines[-1]
+
+    # the time limit's notice, as the pool agent publishes it (any failure reason reads the same)
+    bus.messages.append(
+        {
+            "type": "job.failed",
+            "pool": "default",
+            "occurred_at": bus.now.isoformat(),
+            "payload": {"id": "hog", "reason": "time_limit", "source": "agent", "detail": "30 steps"},
+        }
+    )
+    lines = bus.explain("hog")
+    assert lines[-2].endswith("failed (time_limit) on GPUs 0-7 by agent: 30 steps")
+    assert lines[-1].endswith(" - failed (time_limit); it holds no GPUs and is not planned")
+    assert not any("waiting" in line for line in lines)
+
+
+def test_explain_shows_an_out_of_memory_re_size_and_the_promise_at_the_new_size():
+    bus = Bus(gpus=64)
+    bus.submit("r", features=FULL_13B)
+    bus.commit()
+    ran = len(bus.d.planner.running["r"][1].bit_count() * [0])
+    bus.send("job.failed", {"id": "r", "reason": "out_of_memory", "detail": "CUDA OOM"})
+    lines = bus.explain("r")
+    size = (bus.d.planner.queued.get("r") or bus.d.planner.running["r"][0]).gpus
+    assert size >= 2 * ran
+    assert lines[-3].endswith(f"failed (out_of_memory) on GPUs 0-{ran - 1}: CUDA OOM")
+    assert f"re-sized to {size} GPUs after running out of memory at {ran}; decided " in lines[-2]
+    old = f"GPUs 0-{ran - 1}"
+    assert old not in lines[-1] and (f"{size} GPUs" in lines[-1] or f"GPUs 0-{size - 1}" in lines[-1])
+    bus.commit()  # the next commit holds it at its new size
+    lines = bus.explain("r")
+    assert old not in lines[-1] and str(size - 1) in lines[-1]
+    assert "running" in lines[-1] or "planned at step" in lines[-1]

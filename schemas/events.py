@@ -124,7 +124,8 @@ class JobRef(BaseModel):
 class JobFailed(JobRef):
     """`job.failed`: a `JobRef`, and optionally why (added field): `out_of_memory` when the job
     ran out of GPU memory at the count it was given, `error` for any other failure, `time_limit`
-    when the pool ended it at its `time_limit` (published by the agent only)."""
+    when it ran to its time limit (the agent's notice at the job's `time_limit`, or upstream's,
+    whose platform enforced one of its own)."""
 
     reason: Literal["out_of_memory", "error", "time_limit"] | None = None
 

@@ -20,7 +20,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Union, cast
+from typing import Any, Callable, Literal, Union, cast
 
 from pydantic import BaseModel
 
@@ -99,7 +99,7 @@ class Failed:
     job_id: str
     detail: str
     by_gpualloc: bool
-    reason: str | None = None  # `job.failed`'s reason, when gpualloc gives one (`time_limit`)
+    reason: Literal["time_limit"] | None = None  # `job.failed`'s reason, when gpualloc gives one
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,10 @@ def _int(text: str) -> int | str:
 def cmd_register_app(args: argparse.Namespace) -> int:
     if (args.app is None) == (args.file is None):
         raise InputError("register-app", ["give an app ID with --priority, or --file FILE (the whole app)"])
+    flags = (args.priority, args.min_gpus, args.max_gpus, args.swap_cap, args.rps_per_gpu, args.profile)
     if args.file is not None:
+        if any(flag is not None for flag in flags):
+            raise InputError("register-app", ["--file: holds the whole app; give its fields there, not as flags"])
         app = _json_object(args.file, "the app.registered payload")
     else:
         if args.priority is None:

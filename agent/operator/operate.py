@@ -4,8 +4,8 @@ through a `gpualloc.client.Client`, which validates it as the agent would.
 
 A pool's configuration is the latest `pool.configured` of the pool on the config topic, read from
 the pool's partition of it (its configurations and node statuses, and those of pools sharing the
-partition): what `resize` republishes with a new size, and what node indices are checked
-against. An agent started with `--config` keeps its first configuration off the topic; without
+partition; one the agent refused counts too): what `resize` republishes with a new size, and
+what node indices are checked against. An agent started with `--config` keeps its first configuration off the topic; without
 one there, node indices go unchecked (the agent dead-letters one outside the pool) and `resize`
 has nothing to resize.
 """

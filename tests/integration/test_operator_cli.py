@@ -265,3 +265,22 @@ def test_without_an_agent_resize_refuses_and_submit_says_nothing_answered(kafka_
     assert code == 1 and out == "".join(f"job.submitted d: pool default, {topics.jobs}:0:0, event {e}\n" for e in sent)
     last = err.splitlines()[-1]  # the broker may make the answers' topics when asked about them
     assert last.startswith("gpualloc: submit: ") and last.endswith("agent running?)") and "1 s" in last, err
+
+
+def test_nodes_and_sizes_at_the_contract_limits(kafka_bootstrap, topics, capsys, tmp_path):
+    configure(kafka_bootstrap, topics, gpus=32, gpus_per_node=8)
+    assert published(kafka_bootstrap, topics, capsys, "resize", "4096")["payload"]["gpus"] == 4096
+    assert published(kafka_bootstrap, topics, capsys, "drain", "511")["payload"]["node"] == 511  # the last node
+    code, _, err = cli(kafka_bootstrap, topics, capsys, "drain", "512")
+    assert (
+        code == 2
+        and err
+        == "gpualloc: drain: node: must be a node of pool 'default', 0 to 511 (4096 GPUs in nodes of 8; got 512)\n"
+    )
+    code, _, err = cli(kafka_bootstrap, topics, capsys, "resize", "4104")
+    assert code == 2 and err == "gpualloc: resize: gpus: Input should be less than or equal to 4096\n"
+    app = tmp_path / "app.json"
+    app.write_text(json.dumps({"id": "chat", "priority": 2, "max_gpus": 4096}))
+    assert published(kafka_bootstrap, topics, capsys, "register-app", "--file", str(app))["payload"]["max_gpus"] == 4096
+    code, _, err = cli(kafka_bootstrap, topics, capsys, "register-app", "--file", str(app), "--priority", "3")
+    assert code == 2 and err.startswith("gpualloc: register-app: --file: holds the whole app")

@@ -225,7 +225,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from gpualloc.agent.operator.status import lines, read_status
+    from gpualloc.agent.operator.status import LISTED, SHOWN, lines, read_status
 
     settings = settings_of(args)
     bootstrap = bootstrap_of(settings)
@@ -234,7 +234,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     async def body(stop: asyncio.Event) -> None:
         found.append(
             await read_status(
-                bootstrap, Topics.with_prefix(settings.topic_prefix), settings.pool, args.width, args.gpus
+                bootstrap,
+                Topics.with_prefix(settings.topic_prefix),
+                settings.pool,
+                args.width,
+                args.gpus,
+                None if args.all else LISTED,
             )
         )
 
@@ -246,7 +251,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(orjson.dumps(found[0], option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        print("\n".join(lines(found[0])))
+        print("\n".join(lines(found[0], None if args.all else SHOWN)))
     return EXIT_FAILED if found[0]["stalled"] else EXIT_OK
 
 
@@ -431,7 +436,14 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
         "node health",
     )
     bus_arguments(p)
-    p.add_argument("--json", action="store_true", help="the status as one JSON object")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="the status as one JSON object (the first 1,000 running and queued jobs; under 2 MB)",
+    )
+    p.add_argument(
+        "--all", action="store_true", help="every running and queued job (default: the first 20, --json 1,000)"
+    )
     p.add_argument("--width", type=positive_int, default=48, help="steps of the plan shown (default 48)")
     p.add_argument(
         "--gpus",

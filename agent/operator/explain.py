@@ -14,7 +14,7 @@ from gpualloc.agent.bus.admin import partition_counts
 from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.bus.history import partitions, read_range, reader
 from gpualloc.agent.bus.topics import Topics, decode
-from gpualloc.agent.operator.tail import original_of
+from gpualloc.agent.operator.tail import names, original_of
 from gpualloc.agent.operator.words import Holders, at_step, now_words, promised, span, step_length
 from gpualloc.schemas.commits import latest
 
@@ -54,9 +54,9 @@ def gather(job_id: str, pool: str, messages: Iterable[Any]) -> list[dict[str, An
                 out.append(m)  # the part of its commit that holds the job
         elif m.get("type") == "input.rejected":
             original = original_of(p)
-            if original is not None and job_id in _ids((original.get("payload") or {})):
+            if original is not None and job_id in names(original):
                 out.append(m)
-        elif job_id in _ids(p):
+        elif job_id in names(m):
             out.append(m)
     if (whole := latest(commits)) is not None:
         length = step_length(c for c in commits if not c.get("reactive"))
@@ -71,10 +71,6 @@ def gather(job_id: str, pool: str, messages: Iterable[Any]) -> list[dict[str, An
             }
         )
     return out
-
-
-def _ids(payload: Any) -> tuple[Any, ...]:
-    return (payload.get("id"), payload.get("job_id")) if isinstance(payload, dict) else ()
 
 
 def _time(at: Any) -> datetime | None:

@@ -34,7 +34,7 @@ from gpualloc.agent.metrics import gpu_states
 from gpualloc.agent.operator.audit import STALLED_AFTER_S
 from gpualloc.agent.operator.full_mode import full_mode_status
 from gpualloc.agent.operator.overruns import past_plan, past_plan_lines
-from gpualloc.agent.operator.words import Holders, now_words, promised, span, step_length
+from gpualloc.agent.operator.words import Holders, duration, now_words, promised, span, step_length
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.recovery import rebuild
 from gpualloc.schemas.commits import latest
@@ -397,6 +397,8 @@ def lines(status: dict[str, Any], shown: int | None = SHOWN) -> list[str]:
         f"pool {status['pool']}: {status['gpus']} GPUs ({status['gpus_per_node']} a node), "
         f"{status['step_minutes']}-min steps"
     )
+    if status["step_seconds"] and status["step_seconds"] != 60 * status["step_minutes"]:
+        head += f" ({duration(timedelta(seconds=status['step_seconds']))} each on the agent's clock)"
     out = [
         head,
         f"now: {status['now_words']}",

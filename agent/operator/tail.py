@@ -67,13 +67,18 @@ def original_of(letter: dict[str, Any]) -> dict[str, Any] | None:
     return original if isinstance(original, dict) else None
 
 
+def names(message: dict[str, Any]) -> tuple[Any, ...]:
+    """The job or app ids a message's payload names (`id`, `job_id`, `app`)."""
+    p = message.get("payload")
+    return tuple(p.get(k) for k in ("id", "job_id", "app") if p.get(k) is not None) if isinstance(p, dict) else ()
+
+
 def _letter(letter: dict[str, Any]) -> str:
     """What a dead letter rejected: the event type and the job or app it names, when its text says."""
     original = original_of(letter)
     if original is None:
         return "a record that is not a JSON object" if not letter.get("truncated") else "a record cut short"
-    p = original.get("payload") if isinstance(original.get("payload"), dict) else {}
-    who = next((str(p[k]) for k in ("id", "job_id", "app") if isinstance(p.get(k), (str, int))), "")
+    who = next((str(n) for n in names(original) if isinstance(n, (str, int))), "")
     return " ".join(x for x in (str(original.get("type", "a message without a type")), who) if x)
 
 
@@ -92,8 +97,7 @@ def concerns(message: dict[str, Any], job: str) -> bool:
         original = original_of(p)
         if original is None:
             return orjson.dumps(job).decode() in p.get("original", "")
-        named = original.get("payload") if isinstance(original.get("payload"), dict) else {}
-        return job in (named.get("id"), named.get("job_id"), named.get("app"))
+        return job in names(original)
     return p.get("id") == job
 
 

@@ -1,5 +1,6 @@
 """`gpualloc explain`: a job walked through every state it can be in, on the messages the
-dispatcher publishes (no broker), each state's last line saying where it stands."""
+dispatcher publishes (no broker), each state's last line saying where it stands; and `status`
+saying the same now and counting the same holders."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from support.feature_jobs import LORA_7B
 
 from gpualloc.agent.bus.topics import Record
 from gpualloc.agent.operator.explain import explain_lines, gather
+from gpualloc.agent.operator.status import lines, view
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.solvers.planner.interpreter import Pool
 
@@ -153,3 +155,21 @@ def test_explain_shows_an_out_of_memory_re_size_and_the_promise_at_the_new_size(
     lines = bus.explain("r")
     assert old not in lines[-1] and str(size - 1) in lines[-1]
     assert "running" in lines[-1] or "planned at step" in lines[-1]
+
+
+def test_status_and_explain_agree_on_now_and_on_what_holds_gpus_right_after_a_burst():
+    bus = Bus(gpus=32)
+    bus.commit()
+    bus.commit()  # step 1 committed; the clock in step 2
+    for k in range(10):  # ten starts after the commit: their node agents bind them at once
+        bus.submit(f"j{k}", gpus=4 if k < 2 else 2, duration=4)
+    commit = next(m["payload"] for m in reversed(bus.messages) if m["type"] == "plan.committed")
+    status = view("default", bus.d.planner, commit, [], length=STEP)
+    assert status["usage"]["batch"] == 24 and status["usage"]["idle"] == 32 - 24
+    assert sum(n["busy"] for n in status["nodes"]) == 24 and len(status["running"]) == 10
+    assert status["now"] == 1
+    head = next(line for line in lines(status) if line.startswith("now: "))
+    assert head.startswith("now: step 1 committed at 00:00:10 UTC (seq 2, heuristic, objective ")
+    assert head.endswith("; step 2 starts at 00:00:20 UTC")
+    *_, now = bus.explain("j0")
+    assert now.startswith("now: step 1 committed at 00:00:10 UTC (seq 2); step 2 starts at 00:00:20 UTC - running")

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Callable
+from typing import Callable, get_args
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gpualloc.schemas.events import FullModeOutcome, FullModeReport
+from gpualloc.solvers.planner.full_mode import outcome
+
 ACTIONS = ("start", "planned", "queued", "rejected")  # of allocation.decided
 GPU_STATES = ("batch", "realtime", "down", "idle")
 PUBLISH_FAILURES = ("too_large", "unserializable")  # a pass no retry can publish (`agent_service.PublishFailed`)
+# what became of full mode at a commit: how its solve ended, or its state (`full_mode.outcome`)
+FULL_MODE_OUTCOMES = (*get_args(FullModeOutcome), "running", "skipped", "not_due")
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -66,6 +71,13 @@ class AgentMetrics:
             "gpualloc_full_mode_gap", "Relative gap of the last adopted full-mode plan to its bound", p, registry=r
         )
         self.adopted = Counter("gpualloc_full_mode_adopted", "Commits whose plan came from full mode", p, registry=r)
+        self.full_mode = Counter(
+            "gpualloc_full_mode_outcomes",
+            "Commits by what became of full mode since the previous one (how a solve ended, or running, "
+            "skipped, not_due)",
+            p + ["outcome"],
+            registry=r,
+        )
         self.commits = Counter("gpualloc_commits", "Steps committed", p, registry=r)
         self.reactive = Counter(
             "gpualloc_reactive_commits", "Reactive commits: idle GPUs granted to apps within a step", p, registry=r
@@ -87,6 +99,8 @@ class AgentMetrics:
             self.gpus.labels(pool, state)
         for kind in PUBLISH_FAILURES:
             self.publish_failures.labels(pool, kind)
+        for word in FULL_MODE_OUTCOMES:
+            self.full_mode.labels(pool, word)
         for metric in (
             self.latency,
             self.queue,
@@ -129,6 +143,8 @@ class AgentMetrics:
             self.reactive.labels(self.pool).inc()
             return
         self.commits.labels(self.pool).inc()
+        if payload.get("full_mode_report") is not None:
+            self.full_mode.labels(self.pool, outcome(FullModeReport.model_validate(payload["full_mode_report"]))).inc()
         if payload["source"] == "milp":
             self.adopted.labels(self.pool).inc()
             bound = payload.get("bound")

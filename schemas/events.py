@@ -240,6 +240,35 @@ class TentativePlan(BaseModel):
         return self
 
 
+FullModeOutcome = Literal["adopted", "not_better", "stale", "failed", "timed_out"]
+
+
+class FullModeSolve(BaseModel):
+    """A full-mode solve that ended: the step whose window it solved, what became of its plan
+    (`adopted`; `not_better`: no better than the hot path's; `stale`: no legal plan once carried
+    onto the window as it is now; `failed`; `timed_out`: killed past its deadline), why in words,
+    its wall time, and when adopted its objective above the hot path's."""
+
+    step: int
+    outcome: FullModeOutcome
+    detail: str
+    seconds: float
+    gain: float | None = None
+
+
+class FullModeReport(BaseModel):
+    """What became of full mode since the pool's previous commit: a solve `ran` (`last` says how
+    it ended), is `running` (since `running_since`), its last launch was `skipped` (the size gate,
+    `detail` with its figures) or it is `not_due`; `last`: the latest solve that ended (None
+    when none has since the agent started); `next_step`: the step whose window it solves next."""
+
+    state: Literal["ran", "running", "skipped", "not_due"]
+    detail: str | None = None
+    running_since: int | None = None  # running: the step whose window it solves
+    last: FullModeSolve | None = None
+    next_step: int | None = None
+
+
 class PlanCommitted(BaseModel):
     step: int
     seq: int
@@ -253,6 +282,7 @@ class PlanCommitted(BaseModel):
     bound: float | None = None
     started: list[str] = []  # added: jobs that start running at this step
     full_mode: str | None = None  # added: what became of the last full-mode plan, when one ended
+    full_mode_report: FullModeReport | None = None  # added: full mode's state at this commit, in fields
     frontier: dict[str, int] = {}  # added: per "topic:partition", the next input offset when it was made
     # added: a reactive commit of the step (a later seq): only the holders it changes, whose sets replace
     # theirs for the rest of the step; every other holder keeps its set (plan None, started empty)
@@ -283,6 +313,7 @@ class RecordedCommit(BaseModel):
 
     seq: int
     full_mode: str | None = None  # what became of full mode's plan, as the commit said
+    full_mode_report: FullModeReport | None = None  # as the commit said
     bound: float | None = None
     # the adopted full-mode plan (source milp), else None: {"batch": {job: [start, GPU runs]}, "realtime": {app:
     # [[steps, GPU runs], ...]}}, GPU runs [first, end, first, end, ...]; older entries: hex masks (a mask per step)

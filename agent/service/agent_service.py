@@ -49,7 +49,9 @@ from gpualloc.agent.service.outbox import Output
 from gpualloc.agent.service.plan_ahead import PlanAhead
 from gpualloc.agent.service.recovery import rebuild
 from gpualloc.schemas.commits import Parts, folded
+from gpualloc.schemas.events import FullModeReport, FullModeSolve
 from gpualloc.schemas.settings import AgentSettings
+from gpualloc.solvers.planner.full_mode import next_due
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import SnapshotError
 from gpualloc.solvers.policies import online_policy
@@ -529,19 +531,38 @@ class AgentService:
                 break
             if self.ahead is not None and self.ahead.awaited(d, boundary, d.step_length, now):
                 break  # its plan made ahead is on its way: arrivals go on being decided meanwhile
-            plan = self.worker.take() if self.worker is not None else None
-            if self.worker is not None and self.worker.last_error:
-                log.warning("full mode failed: %s", self.worker.last_error)
-                self.worker.last_error = None
+            plan, ended = self.worker.collect() if self.worker is not None else (None, None)
+            if ended is not None and ended.outcome in ("failed", "timed_out"):
+                log.warning("pool %s: full mode failed: %s", self.pool, ended.detail)
             skipped = self.worker.skipped if self.worker is not None else None
+            said = f"skipped: {skipped}" if skipped is not None else None
+            if ended is not None and plan is None:
+                said = f"{'not adopted' if ended.outcome == 'not_better' else 'failed'}: {ended.detail}"
             carried, began = d.interpreter.ahead_ready(), time.perf_counter()
-            out += d.commit(now, plan, full_mode=None if skipped is None else f"skipped: {skipped}")  # its parts
+            out += d.commit(now, plan, full_mode=said, report=self._full_mode_report(ended))  # its parts
             # what replaying this commit will cost: its pass, and the plan made ahead that it carried
             self._replay_s += time.perf_counter() - began + (self.ahead.plan_s if carried and self.ahead else 0.0)
             steps += 1
             if d.full_mode_due() and not (boundary + d.step_length <= now):  # not while catching up
                 self._launch_full_mode()
         return out
+
+    def _full_mode_report(self, ended: FullModeSolve | None) -> FullModeReport | None:
+        """What became of full mode since the last commit, for the commit being made (None: the
+        policy has none): `ended`, the solve collected at this boundary."""
+        d, worker = self.dispatcher, self.worker
+        every, step = d.interpreter.full_mode_every, d.step
+        if not every or step is None:
+            return None
+        last = ended or (d.full_mode_report.last if d.full_mode_report is not None else None)
+        report = FullModeReport(state="not_due", last=last, next_step=next_due(step + 1, every))
+        if ended is not None:
+            return report.model_copy(update={"state": "ran"})
+        if worker is not None and worker.busy:
+            return report.model_copy(update={"state": "running", "running_since": worker.solving})
+        if worker is not None and worker.skipped is not None:
+            return report.model_copy(update={"state": "skipped", "detail": worker.skipped})
+        return report
 
     def _launch_full_mode(self) -> None:
         s = self.settings

@@ -28,6 +28,7 @@ from gpualloc.agent.service.snapshots import SNAPSHOT_BYTES, SnapshotRecords, sn
 from gpualloc.schemas.commits import PART_BYTES, split, tentative_plan
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (
+    FullModeReport,
     PassRecorded,
     PlanCommitted,
     PoolSnapshot,
@@ -39,6 +40,7 @@ from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import AgentSettings, ForecastSettings
 from gpualloc.solvers.grid import Schedule, batch_spans
 from gpualloc.solvers.metrics import objective_of
+from gpualloc.solvers.planner.full_mode import settled
 from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Granted, Pool, Rejected
 from gpualloc.solvers.planner.records import BLOCKER, FULL_MODE, Commit, Cut, FullModePlan, Grant
 from gpualloc.solvers.planner.snapshot import READABLE as SNAPSHOT_READABLE
@@ -69,6 +71,7 @@ class Dispatcher:
     seen: SeenIds = field(default_factory=SeenIds)  # event id -> (step it was seen at, payload digest)
     frontier: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> next offset to consume
     last_commit: Commit | None = None
+    full_mode_report: FullModeReport | None = None  # full mode's state at the latest commit that said it
     on_commit: Callable[[Commit], None] | None = None  # sees every commit (audits check each one)
     part_bytes: int = PART_BYTES  # a commit's message larger than this is split into parts of at most this
     _log: TxnLog = field(default_factory=TxnLog)  # this transaction, for the ledger
@@ -256,20 +259,25 @@ class Dispatcher:
         plan: FullModePlan | None = None,
         recorded: RecordedCommit | None = None,
         full_mode: str | None = None,
+        report: FullModeReport | None = None,
     ) -> list[Output]:
         """Commit the current step: the hot path's plan, or `plan` (full mode's) when it is
         adopted, or what a ledger `recorded` (replays); `full_mode`: what became of full mode
-        when it offered no plan (say, skipped and why). The message carries the whole tentative
+        when it offered no plan (say, skipped and why); `report`: full mode's state, its last
+        solve settled here when it offered `plan`. The message carries the whole tentative
         plan from this step on; too large for one message, it is split into parts (`commits.split`),
         returned in order, all for the same transaction."""
         if recorded is not None:
             schedule = load_schedule(recorded.schedule) if recorded.schedule is not None else None
             committed = self.interpreter.replay_commit(schedule, recorded.full_mode, recorded.bound, recorded.ahead)
-            ahead = recorded.ahead
+            ahead, report = recorded.ahead, recorded.full_mode_report
         else:
             ahead = self.interpreter.ahead_ready()
             committed = self.interpreter.commit(plan, admit=_recordable, full_mode=full_mode)
+            if report is not None and committed.adoption is not None:
+                report = settled(report, committed.adoption, committed.commit.source == FULL_MODE)
         commit = committed.commit
+        self.full_mode_report = report or self.full_mode_report
         self.last_commit, self.seq = commit, self.seq + 1
         planner, origin = self.planner, self.interpreter.origin
         assert planner is not None and origin is not None  # a pool that commits is configured
@@ -291,6 +299,7 @@ class Dispatcher:
             bound=committed.bound,
             started=list(commit.started),
             full_mode=committed.full_mode,
+            full_mode_report=report,
             frontier=dict(self.frontier),
             reasons=commit.reasons,
         )
@@ -299,6 +308,7 @@ class Dispatcher:
             RecordedCommit(
                 seq=self.seq,
                 full_mode=committed.full_mode,
+                full_mode_report=report,
                 bound=committed.bound,
                 schedule=dump_schedule(commit.schedule) if commit.source == FULL_MODE else None,
                 ahead=ahead,

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from gpualloc.schemas.events import FullModeReport, FullModeSolve
 from gpualloc.schemas.settings import FullModeOptions, SolveOptions
 from gpualloc.solvers.metrics import objective_of, relative_gap
 from gpualloc.solvers.planner.planner import Planner
-from gpualloc.solvers.planner.records import Cut, FullModePlan
+from gpualloc.solvers.planner.records import Adoption, Cut, FullModePlan
 from gpualloc.solvers.policies import policy
 from gpualloc.solvers.policies.milp.data import SETUP_S_PER_NONZERO, model_size
 from gpualloc.solvers.problem import Problem
@@ -90,7 +91,8 @@ class FullModeRun:
 
 def run_snapshot(problem: Problem, made_at: int, policy_name: str, options: SolveOptions) -> FullModeRun:
     """The registered full-mode policy `policy_name` on `problem` (a `snapshot` taken at step
-    `made_at`), with what it found; `plan` only when it beat its warm start on that model."""
+    `made_at`), with what it found; `plan` only when it beat its warm start on that model. Takes
+    the policy by name so that a solver process can be handed the call."""
     solution = policy(policy_name).solve(problem, options)
     objective = objective_of(problem, solution.schedule)
     bound = solution.certificate.get("bound")
@@ -100,7 +102,38 @@ def run_snapshot(problem: Problem, made_at: int, policy_name: str, options: Solv
     )
 
 
-def solve_snapshot(problem: Problem, made_at: int, policy_name: str, options: SolveOptions) -> FullModePlan | None:
-    """`run_snapshot`'s plan, or None when full mode did not beat its warm start. Takes the
-    policy by name so that a solver process can be handed the call."""
-    return run_snapshot(problem, made_at, policy_name, options).plan
+def ended_without_plan(run: FullModeRun, step: int, seconds: float) -> FullModeSolve:
+    """A solve of the window at `step` whose plan is not offered: it did not beat its warm
+    start (the hot path's plan of the same snapshot)."""
+    bound = "" if run.bound is None else f", bound {run.bound:.2f}"
+    against = "" if run.warm is None else f" ({run.objective:.2f} against {run.warm:.2f}{bound})"
+    return FullModeSolve(
+        step=step, outcome="not_better", detail=f"no better than the heuristic{against}", seconds=seconds
+    )
+
+
+def settled(report: FullModeReport, adoption: Adoption, adopted: bool) -> FullModeReport:
+    """`report` of a commit that was offered full mode's plan, its last solve saying what became
+    of the plan there: adopted (by how much it beat the hot path), stale (no legal plan once
+    carried onto the window as it is now) or not better."""
+    assert report.last is not None  # a plan is offered only by a solve that ended
+    if adopted:
+        gain = None
+        if adoption.objective is not None and adoption.hot_objective is not None:
+            gain = round(adoption.objective - adoption.hot_objective, 6)
+        last = report.last.model_copy(update={"outcome": "adopted", "detail": adoption.reason, "gain": gain})
+    else:
+        outcome = "stale" if adoption.objective is None else "not_better"
+        last = report.last.model_copy(update={"outcome": outcome, "detail": adoption.reason})
+    return report.model_copy(update={"last": last})
+
+
+def next_due(now: int, every: int) -> int | None:
+    """The first step from `now` whose window full mode solves when it runs every `every` steps
+    (None: never)."""
+    return -(-now // every) * every if every else None
+
+
+def outcome(report: FullModeReport) -> str:
+    """One word for what became of full mode at a commit: how its solve ended, or its state."""
+    return report.last.outcome if report.state == "ran" and report.last is not None else report.state

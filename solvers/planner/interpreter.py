@@ -46,6 +46,7 @@ from gpualloc.solvers.planner.full_mode import full_mode_window
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.records import (
     FULL_MODE,
+    Adoption,
     AppSpec,
     Commit,
     Cut,
@@ -126,6 +127,7 @@ class Committed:
     full_mode: str | None  # what became of full mode's plan, when one was offered
     bound: float | None  # its bound, when it was adopted
     expired: tuple[Failed, ...] = ()  # jobs failed at their time limit before the step was planned
+    adoption: Adoption | None = None  # how full mode's offered plan fared (objectives, reason)
 
 
 @dataclass
@@ -445,7 +447,7 @@ class Pool:
             starving = bool(planner.starving())  # the plan's bound is on the boosted objective then
             commit = planner.tick_after(adoption)
             bound = plan.bound if commit.source == FULL_MODE and not starving else None
-            return Committed(commit, adoption.reason, bound, expired)
+            return Committed(commit, adoption.reason, bound, expired, adoption)
         return Committed(planner.tick(recorded), full_mode, None, expired)
 
     def _expire(self) -> tuple[Failed, ...]:

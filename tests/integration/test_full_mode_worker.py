@@ -32,12 +32,13 @@ async def test_arrivals_are_decided_while_full_mode_solves_and_its_plan_is_adopt
             decided_while_busy += decision.job_id == f"late{k}"
             await asyncio.sleep(0.01)
         await worker.wait()
-        plan = worker.take()
-        assert worker.take() is None and worker.last_error is None
+        plan, ended = worker.collect()
+        assert worker.collect() == (None, None) and worker.last_error is None  # taken once
     finally:
         worker.close()
     assert decided_while_busy > 0
     assert plan is not None and plan.made_at == planner.now
+    assert ended is not None and ended.step == planner.now and ended.seconds > 0
     adoption = planner.adopt(plan)
     assert adoption.schedule is not None, adoption.reason
     commit = planner.tick(adoption.schedule)

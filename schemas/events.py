@@ -38,6 +38,8 @@ class PoolConfigured(PoolFields):
     # added: the same bound in minutes, rounded up to steps, when `starvation_steps` is not given;
     # 0 turns the bound off; None: the contract's default (`POOL.starvation_minutes`)
     starvation_minutes: StrictInt | None = Field(default=None, ge=0, le=LIMITS.duration * 60)
+    # added: the time limit (steps) of a job that gives none (`JobSubmitted.time_limit`); None: none
+    time_limit: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)
 
     @property
     def starvation_bound(self) -> int | None:

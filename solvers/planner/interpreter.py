@@ -312,6 +312,7 @@ class Pool:
             p.gpu_type,
             p.gpu_memory_gb,
             p.starvation_bound,
+            p.time_limit,
         )
         if self.planner is None:
             self.planner = Planner(
@@ -403,11 +404,12 @@ class Pool:
         features = p.feature_model()
         forecast = None
         gpus, duration = p.gpus, p.duration
+        limit = p.time_limit if p.time_limit is not None else planner.config.time_limit  # the pool's default
         if gpus is None or duration is None:
             forecast = planner.size_job(p.kind, features, gpus, duration)
             gpus, duration = forecast.gpus, forecast.duration
         return JobSpec(
-            p.id, p.kind, p.priority, gpus, duration, planner.now, p.requeue, features, forecast, p.time_limit
+            p.id, p.kind, p.priority, gpus, duration, planner.now, p.requeue, features, forecast, limit
         )
 
     def _too_far_ahead(self, event: Event, now: datetime) -> str:

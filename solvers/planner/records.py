@@ -31,6 +31,7 @@ class PoolConfig:
     gpu_type: str | None = None  # what jobs given by their features are sized for
     gpu_memory_gb: float | None = None
     starvation_steps: int | None = None  # the starvation bound B (`Planner.starving`); None: off
+    time_limit: int | None = None  # the time limit of a job submitted without one; None: none
 
     @property
     def node_size(self) -> int:

@@ -95,7 +95,8 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
             c.gpu_type,
             c.gpu_memory_gb,
             c.starvation_steps,
-        ],  # a snapshot without the last reads as None
+            c.time_limit,
+        ],  # a snapshot without the last ones reads them as None
         "now": planner.now,
         "week_minute": planner.week_minute,
         "forecasters": planner.forecasts.dump(),

@@ -16,7 +16,7 @@ from gpualloc.schemas.limits import LIMITS
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.planner.interpreter import Decided, Failed, Pool
-from gpualloc.solvers.planner.snapshot import dump_pool
+from gpualloc.solvers.planner.snapshot import dump_pool, load_pool
 
 POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60}
 
@@ -127,3 +127,13 @@ def test_a_snapshot_written_without_time_limits_still_restores():
     restored = fresh()
     restored.restore(PoolSnapshot.model_validate(payload))  # its jobs' fields carry no limit
     assert restored.planner.running["f"][0].time_limit is None
+
+
+def test_the_pools_default_limits_jobs_that_give_none_and_a_snapshot_keeps_it():
+    pool = Pool()
+    pool.apply([ev("pool.configured", {**POOL, "time_limit": 2})], T0)
+    pool.apply([ev("job.submitted", job("d", None, gpus=4), ref="d"), ev("job.submitted", job("o", 5), ref="o")], T0)
+    assert {j: s.time_limit for j, (s, _, _) in pool.planner.running.items()} == {"d": 2, "o": 5}  # its own wins
+    restored = load_pool(dump_pool(pool), Pool())
+    assert restored.planner.config.time_limit == 2 and dump_pool(restored) == dump_pool(pool)
+    assert [[f.job_id for f in pool.commit().expired] for _ in range(3)] == [[], [], ["d"]]

@@ -1,7 +1,7 @@
 """`gpualloc`: a thin argparse layer over the core and the shell, one module per command group:
 `offline` (solve, check, generate, demo, simulate, trace, ...), `bench` (`gpualloc bench NAME`,
 one subcommand a bench), `bus` (agent, node-agent, publish, tail, audit, explain) and `operate`
-(drain, cancel, fail, complete, resize, register-app, submit: one event each); `arguments`
+(drain, cancel, fail, complete, configure, resize, register-app, submit: one event each); `arguments`
 holds the shared argument types, the flags that set configuration fields and the broker of the
 bus commands, `running` the one run-until-signal helper.
 

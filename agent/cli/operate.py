@@ -1,8 +1,8 @@
-"""The operator commands: drain, undrain, node-down, cancel, fail, complete, resize, register-app
-and submit. Each validates its event as `gpualloc.client` does (bad input exits 2 with one line
-naming the field and the rule), publishes it through a `Client` (idempotent, acks=all) and prints
-one line: the event type, what it is about, the pool, topic:partition:offset and the event id
-(`--json`: the whole message, with where it landed)."""
+"""The operator commands: drain, undrain, node-down, cancel, fail, complete, configure, resize,
+register-app and submit. Each validates its event as `gpualloc.client` does (bad input exits 2
+with one line naming the field and the rule), publishes it through a `Client` (idempotent,
+acks=all) and prints one line: the event type, what it is about, the pool,
+topic:partition:offset and the event id (`--json`: the whole message, with where it landed)."""
 
 from __future__ import annotations
 
@@ -124,6 +124,17 @@ def cmd_resize(args: argparse.Namespace) -> int:
             )
         await client.configure({**config.model_dump(exclude_unset=True), "gpus": args.gpus})
         return f"gpus {args.gpus} (was {config.gpus})"
+
+    _publish(args, act)
+    return EXIT_OK
+
+
+def cmd_configure(args: argparse.Namespace) -> int:
+    config = _json_object(args.config, "the pool.configured payload")
+
+    async def act(client: Client) -> str:
+        await client.configure(config)
+        return f"gpus {config.get('gpus')}"
 
     _publish(args, act)
     return EXIT_OK
@@ -251,6 +262,15 @@ def add_operator_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--detail", default="", help="a note for the people reading the pool later")
     _common(p)
     p.set_defaults(func=cmd_complete)
+
+    p = sub.add_parser(
+        "configure", help="configure the pool, or reconfigure it: its whole configuration (pool.configured)"
+    )
+    p.add_argument(
+        "config", metavar="FILE", help="the pool.configured payload, JSON (-: stdin): gpus, gpus_per_node, ..."
+    )
+    _common(p)
+    p.set_defaults(func=cmd_configure)
 
     p = sub.add_parser(
         "resize",

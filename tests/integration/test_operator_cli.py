@@ -115,10 +115,12 @@ def running_agent(bootstrap: str, topics: Topics) -> Iterator[None]:
 
 
 def test_each_command_publishes_its_event_on_its_topic(kafka_bootstrap, topics, capsys, tmp_path):
-    configure(kafka_bootstrap, topics, gpus=32, gpus_per_node=8, horizon=6, swap_cap=1)
+    pool = tmp_path / "pool.json"
+    pool.write_text(json.dumps({"gpus": 32, "gpus_per_node": 8, "horizon": 6, "swap_cap": 1}))
     job = tmp_path / "job.json"
     job.write_text(json.dumps({"id": "d", "kind": "training", "priority": 2, "gpus": 4, "duration": 3}))
     out = {
+        "configure": published(kafka_bootstrap, topics, capsys, "configure", str(pool)),
         "drain": published(kafka_bootstrap, topics, capsys, "drain", "3", "--detail", "disk errors"),
         "undrain": published(kafka_bootstrap, topics, capsys, "undrain", "3"),
         "node-down": published(kafka_bootstrap, topics, capsys, "node-down", "2"),
@@ -152,6 +154,7 @@ def test_each_command_publishes_its_event_on_its_topic(kafka_bootstrap, topics, 
     assert payloads["fail"][0] == "job.failed" and payloads["fail"][1]["reason"] == "out_of_memory"
     used = payloads["complete"][1]["used"]
     assert (used["gpus"], used["peak_memory_gb"], used["duration"], used["steps"]) == (4, 61.5, 3, None)
+    assert payloads["configure"][0] == "pool.configured" and payloads["configure"][1]["gpus"] == 32
     kind, config = payloads["resize"]  # the pool's configuration kept, its size changed
     assert kind == "pool.configured" and (config["gpus"], config["gpus_per_node"], config["horizon"]) == (48, 8, 6)
     assert config["swap_cap"] == 1
@@ -233,6 +236,7 @@ def test_bad_input_exits_2_with_one_line_naming_the_field_and_publishes_nothing(
         (("register-app", "chat", "--priority", "0"), "register-app: priority: Input should be greater than 0"),
         (("register-app", "chat", "--priority", "1", "--profile", "1,2"), "register-app: profile: List should"),
         (("submit", str(bad_json)), f"{bad_json}: not JSON"),
+        (("configure", str(no_size)), "configure: gpus: Field required"),
         (("submit", str(no_size)), "submit: gpus, duration: give both, or features for the forecaster"),
     ]
     for args, needle in cases:

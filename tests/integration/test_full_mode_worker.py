@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from support.planner_states import loaded_planner
+from test_solve_process import children
 
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
 from gpualloc.schemas.settings import FullModeOptions
@@ -44,3 +45,24 @@ async def test_arrivals_are_decided_while_full_mode_solves_and_its_plan_is_adopt
     commit = planner.tick(adoption.schedule)
     assert commit.source == "milp"
     assert not check_plan(commit.window, to_grid(commit.window, commit.schedule))
+
+
+async def test_a_skipped_window_leaves_no_idle_solver_process():
+    """A solve keeps its process for the next one; a window the size gate skips ends it (its
+    memory with it) rather than holding it idle, and the next solve starts a new one."""
+    planner = loaded_planner(jobs=8)
+    worker = FullModeWorker(FullModeOptions(time_limit=30, node_limit=50), max_jobs=8)
+    try:
+        assert worker.launch(full_mode_window(planner, 8))
+        await worker.wait()
+        first = worker.pid
+        assert worker.collect()[1] is not None and first in children()  # kept, idle, for the next solve
+        worker.max_nonzeros = 1  # every window is now above the size gate
+        assert not worker.launch(full_mode_window(planner, 8))
+        assert worker.skipped is not None and "agent.full_mode_max_nonzeros" in worker.skipped
+        assert worker.pid is None and not children()  # ended at once, reaped
+        worker.max_nonzeros = None
+        assert worker.launch(full_mode_window(planner, 8)) and worker.pid not in (None, first)
+    finally:
+        worker.close()
+    assert not children()

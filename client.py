@@ -174,7 +174,8 @@ class Client:
 
     async def fail(self, job_id: str, detail: str = "", *, reason: str | None = None) -> str:
         """`job.failed`: the job stopped on its own; its GPUs are released. `reason`:
-        `out_of_memory` (the pool re-sizes a job it sized), `error`, or None (re-queued as it was)."""
+        `out_of_memory` (the pool re-sizes a job it sized), `error` or None (re-queued as it was),
+        `time_limit` (ended at a limit of the platform's own: not re-queued)."""
         return await self.send("job.failed", _valid(JobFailed, {"id": job_id, "detail": detail, "reason": reason}))
 
     async def node_status(self, node: int, state: str, detail: str = "") -> str:

@@ -408,9 +408,7 @@ class Pool:
         if gpus is None or duration is None:
             forecast = planner.size_job(p.kind, features, gpus, duration)
             gpus, duration = forecast.gpus, forecast.duration
-        return JobSpec(
-            p.id, p.kind, p.priority, gpus, duration, planner.now, p.requeue, features, forecast, limit
-        )
+        return JobSpec(p.id, p.kind, p.priority, gpus, duration, planner.now, p.requeue, features, forecast, limit)
 
     def _too_far_ahead(self, event: Event, now: datetime) -> str:
         """Why an event stamped more than one horizon after `now` is refused ("" when it is not):

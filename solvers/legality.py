@@ -50,8 +50,8 @@ def check_plan(problem: Problem, grid: Grid, *, exempt: Collection[str] = ()) ->
                     "R5",
                     job.id,
                     0,
-                    f"a running job must keep GPUs {bits_of(job.running_mask)} "
-                    f"from step 0 for {min(job.remaining, problem.horizon)} step(s); it is missing",
+                    f"a running job must keep GPUs {bits_of(job.running_mask)} over steps "
+                    f"[{job.held_from}, {min(job.remaining, problem.horizon)}); it is missing",
                 )
             )
     for app in problem.realtime:
@@ -77,8 +77,8 @@ def _check_batch(problem: Problem, job: Batch, own: list[tuple[int, int]]) -> li
     start = steps[0]
     if job.running_mask:
         expected_gpus, expected_end, rule = bits_of(job.running_mask), min(job.remaining, T), "R5"
-        if start != 0:
-            return [Violation("R5", job.id, start, "a running job must keep its GPUs from step 0")]
+        if start != job.held_from:
+            return [Violation("R5", job.id, start, f"a running job must keep its GPUs from step {job.held_from}")]
     else:
         expected_end, rule = problem.end_of(job, start), "R2"
         expected_gpus = gpus
@@ -173,7 +173,8 @@ def online_violations(
     until its completion, without a gap or a move (a failed, re-queued job starts afresh); apps
     in `limits` (min_gpus, max_gpus, swap_cap) within their bounds and their swap cap between
     consecutive commits, GPUs an app leaves on a node down or drained (`down`: mask per step of
-    such GPUs) not counting, but for the rules in `exempt`; with `node_size`, blocks obey R3's
+    such GPUs) not counting, but for the rules in `exempt`; no batch job starts on a GPU down or
+    drained at both its first commit and the one before; with `node_size`, blocks obey R3's
     node rule too. With `pool` (its GPUs, the apps' priorities), floors the GPUs beside down
     nodes and running jobs cannot hold are lowered as the planner lowers them (`lowered_floors`)."""
     out = []
@@ -202,11 +203,12 @@ def online_violations(
                     )
                 seen_at[owner] = (commit.step, tuple(gpus))
                 continue
-            if owner in seen_at:
-                last, before = seen_at[owner]
-                restarted = any(last < s <= commit.step for s in failed.get(owner, ()))
-                if not restarted and (before != tuple(gpus) or last != commit.step - 1):
-                    out.append(f"step {commit.step}: {owner} moved or was interrupted")
+            last, before = seen_at.get(owner, (None, ()))
+            restarted = any(last is not None and last < s <= commit.step for s in failed.get(owner, ()))
+            if last is not None and not restarted and (before != tuple(gpus) or last != commit.step - 1):
+                out.append(f"step {commit.step}: {owner} moved or was interrupted")
+            elif (last is None or restarted) and down and commit.step > 0:
+                out.extend(_new_on_unavailable(owner, commit.step, gpus, down[commit.step - 1] & down[commit.step]))
             seen_at[owner] = (commit.step, tuple(gpus))
             n = len(gpus)
             if n & (n - 1) or list(gpus) != list(range(gpus[0], gpus[0] + n)):
@@ -214,6 +216,15 @@ def online_violations(
             elif node_size and not obeys_node_rule(gpus[0], n, node_size):
                 out.append(f"step {commit.step}: {owner} spans nodes of {node_size} GPUs (R3's node rule)")
     return out
+
+
+def _new_on_unavailable(owner: str, step: int, gpus: Sequence[int], closed: int) -> list[str]:
+    """A job that starts at `step` on a GPU of a node down or drained since the previous commit
+    (`closed`): it was decided while no new work could land there."""
+    bad = [g for g in gpus if (closed >> g) & 1]
+    if not bad:
+        return []
+    return [f"step {step}: {owner} starts on GPU {bad[0]}, of a node down or drained since the previous commit"]
 
 
 def _floors_at(

@@ -41,7 +41,9 @@ def bits_of(mask: int) -> list[int]:
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """A batch-like job. `running_mask` is non-zero for inherited jobs (fixed at step 0)."""
+    """A batch-like job. `running_mask` is non-zero for inherited jobs, fixed on it over steps
+    [held_from, remaining): from step 0 for a running job; from later for a blocker holding GPUs
+    that take no new work once the running job on them ends."""
 
     index: int
     id: str
@@ -51,6 +53,7 @@ class Batch:
     arrival: int
     running_mask: int
     remaining: int
+    held_from: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,10 @@ class Problem:
 
     def end_of(self, job: Batch, start: int) -> int:
         return min(start + job.duration, self.horizon)
+
+    def held_span(self, job: Batch) -> tuple[int, int]:
+        """Steps [first, end) an inherited job holds its GPUs in the window."""
+        return job.held_from, min(job.remaining, self.horizon)
 
     def block(self, start_gpu: int, n: int) -> int:
         return ((1 << n) - 1) << start_gpu
@@ -154,7 +161,7 @@ class Problem:
         busy = [0] * self.horizon
         for j in self.batch:
             if j.running_mask:
-                for t in range(min(j.remaining, self.horizon)):
+                for t in range(*self.held_span(j)):
                     busy[t] |= j.running_mask
         return tuple(busy)
 

@@ -42,7 +42,7 @@ from gpualloc.solvers.grid import Schedule, batch_spans
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.full_mode import settled
 from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Granted, Pool, Rejected
-from gpualloc.solvers.planner.records import BLOCKER, FULL_MODE, Commit, Cut, FullModePlan, Grant
+from gpualloc.solvers.planner.records import FULL_MODE, Commit, Cut, FullModePlan, Grant, is_blocker
 from gpualloc.solvers.planner.snapshot import READABLE as SNAPSHOT_READABLE
 from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
 from gpualloc.solvers.planner.snapshot import (
@@ -286,7 +286,7 @@ class Dispatcher:
             self.on_commit(commit)
         window, schedule = commit.window, commit.schedule
         objective = objective_of(window, schedule)
-        batch = {k: v for k, v in batch_spans(window, schedule).items() if k != BLOCKER}
+        batch = {k: v for k, v in batch_spans(window, schedule).items() if not is_blocker(k)}
         payload = PlanCommitted(
             step=commit.step,
             seq=self.seq,

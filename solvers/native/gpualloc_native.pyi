@@ -10,7 +10,8 @@ class NativeProblem:
         cum_weight: list[float],
         weights: list[float],
         penalty: float,
-        jobs: list[tuple[float, int, int, int, tuple[bytes, int] | None]],
+        # per job: priority, gpus, duration, arrival, (GPUs, first step, end step) when inherited
+        jobs: list[tuple[float, int, int, int, tuple[bytes, int, int] | None]],
         # per app: priority, min_gpus, max_gpus, swap_cap, current GPUs or None, demand per step
         apps: list[tuple[float, int, int, int, bytes | None, list[int]]],
         running_busy: list[bytes],

@@ -52,8 +52,8 @@ def carry_over(window: Problem, ahead: Ahead, by_arrival: bool = False) -> Sched
     batch: dict[str, tuple[int, int]] = {}
     for job in window.batch:
         if job.running_mask:
-            batch[job.id] = (0, job.running_mask)
-            _hold(busy, job.running_mask, 0, min(job.remaining, T))
+            batch[job.id] = (job.held_from, job.running_mask)
+            _hold(busy, job.running_mask, *window.held_span(job))
     for app_id, masks in plan.realtime.items():
         if len(masks) != T or any(mask & busy[t] for t, mask in enumerate(masks)):
             return None

@@ -27,7 +27,6 @@ from gpualloc.solvers.planner.headroom import Headroom, displaced_value, fixed, 
 from gpualloc.solvers.planner.reasons import HELD_NOW, holders, noted, running_holders, waiting, why_waiting
 from gpualloc.solvers.planner.reconcile import reconcile
 from gpualloc.solvers.planner.records import (
-    BLOCKER,
     FULL_MODE,
     HOT_PATH,
     Adoption,
@@ -39,6 +38,7 @@ from gpualloc.solvers.planner.records import (
     JobSpec,
     PoolConfig,
     Source,
+    is_blocker,
 )
 from gpualloc.solvers.planner.starvation import delayed, raised, starving
 from gpualloc.solvers.planner.window import demand, observed_in, running_mask, steps_left, window
@@ -800,7 +800,7 @@ class Planner:
         reasons = {app_id: self.headroom(app, displaced).why for app_id, app in sorted(self.apps.items())}
         assignments: dict[str, tuple[int, ...]] = {}
         for job_id, (start, mask) in sorted(schedule.batch.items()):
-            if job_id == BLOCKER or (job_id not in self.running and job_id not in self.queued):
+            if is_blocker(job_id) or (job_id not in self.running and job_id not in self.queued):
                 continue
             if job_id in self.running:
                 assignments[job_id] = tuple(bits_of(self.running[job_id][1]))

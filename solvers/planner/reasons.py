@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.planner.records import BLOCKER, Decision, JobSpec
+from gpualloc.solvers.planner.records import Decision, JobSpec, is_blocker
 from gpualloc.solvers.problem import Problem
 
 HELD_NOW = "its GPUs are held in the current step and free up at the boundary"
@@ -18,7 +18,7 @@ def holders(problem: Problem, schedule: Schedule, mask: int, start: int, now: in
     held = []
     for job in problem.batch:
         placed = schedule.batch.get(job.id)
-        if job.id == BLOCKER or placed is None:
+        if is_blocker(job.id) or placed is None:
             continue
         s, m = placed
         end = min(job.remaining, problem.horizon) if job.running_mask else problem.end_of(job, s)

@@ -19,6 +19,12 @@ HOT_PATH: Source = "heuristic"
 FULL_MODE: Source = "milp"
 
 
+def is_blocker(job_id: str) -> bool:
+    """A blocker's id: `BLOCKER`, or a later part of it (`window.window`); no job's id starts
+    with a control character."""
+    return job_id.startswith(BLOCKER)
+
+
 @dataclass(frozen=True)
 class PoolConfig:
     gpus: int

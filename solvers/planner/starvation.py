@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.planner.records import BLOCKER, JobSpec
+from gpualloc.solvers.planner.records import JobSpec, is_blocker
 from gpualloc.solvers.problem import Problem
 
 STARVING_WEIGHT = 10.0  # without apps: a starving job's priority is raised by this times the top priority, per step
@@ -61,7 +61,7 @@ def starving_priority(problem: Problem) -> Callable[[float, int], float]:
     starving job outranks other batch work but never takes a GPU an app needs. Where that ceiling
     is at or below the top batch priority, the job keeps its own (the pool's weights put apps
     first). The window's top priority and ceiling are read once."""
-    top = max([1.0] + [b.priority for b in problem.batch if b.id != BLOCKER])
+    top = max([1.0] + [b.priority for b in problem.batch if not is_blocker(b.id)])
     if not problem.realtime:
         return lambda priority, beyond: priority + STARVING_WEIGHT * top * (1 + beyond)
     ceiling = STARVING_CEILING * problem.penalty * min(a.priority for a in problem.realtime)

@@ -1,6 +1,6 @@
 """The window [now, now + horizon) as a Problem: running jobs inherited on their GPUs, queued
 jobs by arrival, each app's bounds and demand (its floor lowered only when lost nodes leave too
-few GPUs), and GPUs that may take no new work held by a blocker."""
+few GPUs), and GPUs that may take no new work held by blockers (`blocked_from`)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ def window(
     index = 0
     held = running_mask(running)
     blocked = unavailable & ~held
-    if blocked:
-        batch.append(Batch(index, BLOCKER, 1e-9, blocked.bit_count(), T, 0, blocked, T))
+    for first, mask in sorted(blocked_from(running, unavailable, now, T).items()):
+        name = BLOCKER if first == 0 else f"{BLOCKER}@{first}"
+        batch.append(Batch(index, name, 1e-9, mask.bit_count(), T, 0, mask, T, first))
         index += 1
     for job_id, (spec, mask, start) in sorted(running.items()):
         remaining = steps_left(spec, start, now)
@@ -122,6 +123,23 @@ def steps_left(spec: JobSpec, start: int, now: int) -> int:
     duration, one at least (a job past it is planned a step at a time: it ends at a boundary the
     next plan sees)."""
     return max(1, start + spec.duration - now)
+
+
+def blocked_from(
+    running: Mapping[str, tuple[JobSpec, int, int]], unavailable: int, now: int, horizon: int
+) -> dict[int, int]:
+    """GPUs of down or drained nodes by the first step of the window they take no new work in
+    (a blocker holds them from then to its end): at once where idle, once the running job on
+    them is planned to end where one runs (drained: its work goes on, nothing new lands there)."""
+    out: dict[int, int] = {}
+    idle = unavailable & ~running_mask(running)
+    if idle:
+        out[0] = idle
+    for spec, mask, start in running.values():
+        end = steps_left(spec, start, now)
+        if mask & unavailable and end < horizon:
+            out[end] = out.get(end, 0) | (mask & unavailable)
+    return out
 
 
 def running_mask(running: Mapping[str, tuple[JobSpec, int, int]]) -> int:

@@ -21,7 +21,7 @@ def fifo_schedule(problem: Problem) -> Schedule:
     busy = list(problem.running_busy)
     for job in problem.batch:
         if job.running_mask:
-            schedule.batch[job.id] = (0, job.running_mask)
+            schedule.batch[job.id] = (job.held_from, job.running_mask)
     held_ever = 0  # GPUs not free at every step: running jobs' GPUs, then reservations
     for mask in busy:
         held_ever |= mask

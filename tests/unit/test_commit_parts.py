@@ -29,7 +29,7 @@ from gpualloc.solvers import compile_scenario
 from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import batch_spans, to_grid
 from gpualloc.solvers.planner.interpreter import Pool
-from gpualloc.solvers.planner.records import BLOCKER
+from gpualloc.solvers.planner.records import is_blocker
 from gpualloc.solvers.policies import policy
 
 T0 = datetime(2026, 12, 2, tzinfo=UTC)
@@ -275,7 +275,7 @@ def test_split_commits_replay_alike_and_the_audit_compares_them_part_by_part(mon
     assert all(len(orjson.dumps(m)) <= 1500 for m in commits) and max(m["payload"]["parts"] for m in commits) >= 3
     for seq, grid in grids.items():  # each commit's parts give back its whole plan (blockers shown idle)
         whole = latest(m["payload"] for m in commits if m["payload"]["seq"] == seq)
-        assert commit_grid(whole) == [[None if c == BLOCKER else c for c in row] for row in grid]
+        assert commit_grid(whole) == [[None if c and is_blocker(c) else c for c in row] for row in grid]
     again = Dispatcher("default", interpreter=Pool(), part_bytes=1500)
     assert [o.message for e in entries for o in again.replay(e, lambda t, p, o: index[t, p, o])] == outputs
     history = SimpleNamespace(entries=entries, record_at=lambda t, p, o: index[t, p, o])

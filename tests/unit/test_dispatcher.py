@@ -161,3 +161,46 @@ def test_apps_sent_at_set_up_keep_their_floors_whichever_topic_a_poll_read_first
         commit = payloads(d.commit(T0), PlanCommitted)[0]
         assert all(len(commit.assignments[f"rt-{k}"]) >= 2 for k in range(3))
         assert not check_plan(d.last_commit.window, commit_grid(commit.model_dump()))
+
+
+def test_a_node_drained_under_a_running_job_gets_no_new_work_in_decisions_or_plans():
+    """pretrain-b runs on a node that is then drained: the jobs decided next, and every commit's
+    tentative plan, keep new work off that node's GPUs at every step, before and after
+    pretrain-b ends; pretrain-b runs on there until it does."""
+    d = Dispatcher("default", interpreter=Pool(step_seconds=10))
+    pool = {"gpus": 32, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "swap_cap": 2}
+    d.handle([rec("pool.configured", pool, 0, "gpualloc.config")], T0)
+    durations = {"long-0": 40, "pretrain-b": 4, "long-2": 40, "long-3": 6}
+    first = [
+        rec("job.submitted", {"id": k, "kind": "training", "priority": 9, "gpus": 8, "duration": n}, i + 1)
+        for i, (k, n) in enumerate(durations.items())
+    ]
+    decided = {x.job_id: x for x in payloads(d.handle(first, T0), AllocationDecided)}
+    assert all(x.action == "start" for x in decided.values())
+    node = decided["pretrain-b"].gpus[0] // 8
+    drained = set(range(8 * node, 8 * node + 8))
+    out = d.commit(T0)
+    now = T0 + timedelta(seconds=10)
+    later = [rec("node.status", {"node": node, "state": "drained", "detail": "maintenance"}, 10, "gpualloc.config")]
+    later += [
+        rec("job.submitted", {"id": f"sft-{k}", "kind": "training", "priority": 5, "gpus": 8, "duration": 2}, 11 + k)
+        for k in range(3)
+    ]
+    news = payloads(d.handle(later, now), AllocationDecided)
+    assert len(news) == 3 and all(not drained & set(x.gpus) for x in news), news
+    assert any(x.action == "planned" for x in news)  # they wait for a node that is not drained
+    for step in range(1, 8):
+        ending = {4: "pretrain-b", 6: "long-3"}.get(step)  # at their planned ends
+        if ending:
+            done = rec("job.completed", {"id": ending, "detail": "ok"}, 20 + step)
+            d.handle([done], T0 + timedelta(seconds=10 * step - 5))
+        out += d.commit(T0 + timedelta(seconds=10 * step))
+    commits = payloads(out, PlanCommitted)
+    assert [c.step for c in commits] == list(range(8))
+    for c in commits[1:]:
+        grid = commit_grid(c.model_dump())
+        for g in drained:
+            assert set(grid[g]) <= {"pretrain-b", None}, (c.step, g, grid[g])
+    assert all(set(c.assignments["pretrain-b"]) == drained for c in commits[:4])
+    assert all(not drained & {g for gpus in c.assignments.values() for g in gpus} for c in commits[4:])
+    assert any(c.started for c in commits[4:]), "the queued jobs start elsewhere"

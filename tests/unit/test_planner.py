@@ -212,3 +212,78 @@ def test_a_refusal_names_the_pool_and_the_app_floors_it_keeps():
         )
     else:
         raise AssertionError("a 14B full fine-tuning without sharding was given GPUs")
+
+
+def _drained_with_a_job_ending(scheduler=None):
+    """32 GPUs in nodes of 8: nodes 0 and 2 held past the window, node 3 for 5 steps more, node 1
+    by pretrain-b for 3 steps more, then drained; 8-GPU jobs queued that fit soonest where
+    pretrain-b ends."""
+    from gpualloc.solvers.policies.heuristic import heuristic_schedule
+
+    planner = Planner(
+        PoolConfig(gpus=32, gpus_per_node=8, horizon=12, swap_cap=2), scheduler=scheduler or heuristic_schedule
+    )
+    for job_id in ("long-0", "pretrain-b", "long-2", "long-3"):  # inserted lowest GPUs first
+        planner.submit(JobSpec(job_id, "training", 9, 8, {"pretrain-b": 4, "long-3": 6}.get(job_id, 40), 0))
+    planner.tick()
+    assert planner.running["pretrain-b"][1] == 0xFF00, "pretrain-b runs on node 1"
+    planner.node_status(1, "drained")
+    decisions = [planner.submit(JobSpec(f"sft-{k}", "training", 5, 8, 2, 1)) for k in range(3)]
+    return planner, decisions
+
+
+def test_a_drained_node_takes_no_new_work_once_its_running_job_ends():
+    """Nothing new lands on a drained node at any step of the window, also after the job
+    running there is planned to end; the validator checks each plan against its window."""
+    from gpualloc.solvers.grid import batch_spans, to_grid
+    from gpualloc.solvers.legality import check_plan
+    from gpualloc.solvers.policies.fifo import fifo_schedule
+
+    drained = 0xFF00
+    for scheduler in (None, fifo_schedule):
+        planner, decisions = _drained_with_a_job_ending(scheduler)
+        assert all(not set(d.gpus) & set(range(8, 16)) for d in decisions), decisions
+        for _ in range(6):  # pretrain-b's end (step 4) and after
+            commit = planner.tick()
+            assert not check_plan(commit.window, to_grid(commit.window, commit.schedule))
+            for job_id, (_, _, mask) in batch_spans(commit.window, commit.schedule).items():
+                if job_id in planner.queued or job_id in commit.started:
+                    assert not mask & drained, (commit.step, job_id)
+        problem, schedule = planner.plan()
+        assert not check_plan(problem, to_grid(problem, schedule))
+        assert all(not mask & drained for job_id, (_, mask) in schedule.batch.items() if job_id in planner.queued)
+
+
+def test_a_drained_nodes_gpus_are_blocked_from_the_step_its_running_job_ends():
+    from gpualloc.solvers.planner.records import BLOCKER, is_blocker
+
+    planner, _ = _drained_with_a_job_ending()
+    window = planner.window_problem()
+    blockers = {j.id: (j.held_from, j.remaining, j.running_mask) for j in window.batch if is_blocker(j.id)}
+    ends = planner.running["pretrain-b"][2] + planner.running["pretrain-b"][0].duration - planner.now
+    assert blockers == {f"{BLOCKER}@{ends}": (ends, 12, 0xFF00)}
+    assert window.running_busy[ends] & 0xFF00 == 0xFF00 and window.running_busy[11] & 0xFF00 == 0xFF00
+
+
+def test_every_planner_keeps_new_work_off_a_drained_node_for_the_whole_window():
+    """The hot path (Python and compiled), the greedy plan, FIFO and full mode's MILP, on the same
+    window: legal by the validator, and no queued job on the drained node at any step."""
+    from gpualloc.schemas.settings import FullModeOptions, SolveOptions
+    from gpualloc.solvers.grid import to_grid
+    from gpualloc.solvers.legality import check_plan
+    from gpualloc.solvers.policies import policy
+    from gpualloc.solvers.policies.heuristic import heuristic_schedule
+    from gpualloc.solvers.policies.heuristic.native import AVAILABLE
+
+    planner, _ = _drained_with_a_job_ending()
+    window = planner.window_problem()
+    options = SolveOptions(full_mode=FullModeOptions(time_limit=None, node_limit=200))  # a work limit: reproducible
+    plans = {name: policy(name).schedule(window, options) for name in ("greedy", "fifo", "milp")}
+    plans["python"] = heuristic_schedule(window, native=False)
+    if AVAILABLE:
+        plans["native"] = heuristic_schedule(window, native=True)
+        assert plans["native"] == plans["python"]
+    for name, schedule in plans.items():
+        assert not check_plan(window, to_grid(window, schedule), exempt=policy("fifo").exempt), name
+        queued = [mask for job_id, (_, mask) in schedule.batch.items() if job_id in planner.queued]
+        assert queued and not any(mask & 0xFF00 for mask in queued), name

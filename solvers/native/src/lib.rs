@@ -62,7 +62,7 @@ impl<const W: usize> Width for Rc<Problem<W>> {
     }
 }
 
-type JobIn<'py> = (f64, usize, usize, usize, Option<(Bound<'py, PyBytes>, usize)>);
+type JobIn<'py> = (f64, usize, usize, usize, Option<(Bound<'py, PyBytes>, usize, usize)>);
 /// (priority, min_gpus, max_gpus, swap_cap, current GPUs or None, demand per step)
 type AppIn<'py> = (f64, i64, i64, i64, Option<Bound<'py, PyBytes>>, Vec<i64>);
 
@@ -100,7 +100,7 @@ fn compile<const W: usize>(spec: ProblemIn<'_, '_>) -> Box<dyn Width> {
             gpus: *gpus,
             duration: *duration,
             arrival: *arrival,
-            running: running.as_ref().map(|(m, r)| (Bits::from_le_bytes(m.as_bytes()), *r)),
+            running: running.as_ref().map(|(m, s, r)| (Bits::from_le_bytes(m.as_bytes()), *s, *r)),
         })
         .collect();
     let busy = spec.running_busy.iter().map(|b| Bits::from_le_bytes(b.as_bytes())).collect();

@@ -8,8 +8,8 @@ pub struct Job<const W: usize> {
     pub gpus: usize,
     pub duration: usize,
     pub arrival: usize,
-    /// (GPUs, steps remaining) for a job inherited running.
-    pub running: Option<(Bits<W>, usize)>,
+    /// (GPUs, first step, end step) for a job inherited running (a blocker may start later).
+    pub running: Option<(Bits<W>, usize, usize)>,
 }
 
 /// A real-time app; `current` is None when the app has no `current` (step 0 is free).

@@ -68,10 +68,10 @@ impl<const W: usize> PackState<W> {
             room,
         };
         for (pos, job) in problem.jobs.iter().enumerate() {
-            if let Some((mask, remaining)) = job.running {
-                state.record(pos, 0, mask);
+            if let Some((mask, first, remaining)) = job.running {
+                state.record(pos, first, mask);
                 state.value +=
-                    job.priority * job.gpus as f64 * problem.interval_weight(0, remaining.min(t_len));
+                    job.priority * job.gpus as f64 * problem.interval_weight(first, remaining.min(t_len));
             }
         }
         state

@@ -48,7 +48,7 @@ def greedy_reference(
     schedule = Schedule()
     for job in problem.batch:
         if job.running_mask:
-            schedule.batch[job.id] = (0, job.running_mask)
+            schedule.batch[job.id] = (job.held_from, job.running_mask)
     placed = insert_in_order(problem, order, busy)
     schedule.batch.update(placed)
     batch_busy = list(running)  # the batch occupancy alone, for step 3

@@ -40,7 +40,7 @@ class NativeKernels:
                 j.gpus,
                 j.duration,
                 j.arrival,
-                (self.encode(j.running_mask), j.remaining) if j.running_mask else None,
+                (self.encode(j.running_mask), j.held_from, j.remaining) if j.running_mask else None,
             )
             for j in problem.batch
         ]
@@ -90,7 +90,7 @@ class NativeKernels:
         """Per job position (start, first GPU) or None, and the apps' sets, as a schedule
         (the running jobs where they run)."""
         problem = self.problem
-        batch = {j.id: (0, j.running_mask) for j in problem.batch if j.running_mask}
+        batch = {j.id: (j.held_from, j.running_mask) for j in problem.batch if j.running_mask}
         for j, placed in zip(problem.batch, starts):
             if placed is not None:
                 batch[j.id] = (placed[0], problem.block(placed[1], j.gpus))

@@ -183,8 +183,8 @@ class PackState:
         state = cls(busy, blocked, slack, tslack, [], 0, 0.0, curves, 0.0, room)
         for job in problem.batch:
             if job.running_mask:
-                state.record(job.id, 0, job.running_mask)
-                state.value += job.priority * job.gpus * problem.interval_weight(0, min(job.remaining, T))
+                state.record(job.id, job.held_from, job.running_mask)
+                state.value += job.priority * job.gpus * problem.interval_weight(*problem.held_span(job))
         return state
 
     def record(self, job_id: str, start: int, mask: int) -> None:

@@ -119,7 +119,7 @@ def capacity_bound(problem: Problem) -> float | None:
     fixed = 0.0
     for job in problem.batch:
         if job.running_mask:  # inherited: its GPUs are taken as they are
-            fixed += job.priority * job.gpus * problem.interval_weight(0, min(job.remaining, T))
+            fixed += job.priority * job.gpus * problem.interval_weight(*problem.held_span(job))
             continue
         once = lp.row(-INF, 1.0)
         for s in range(max(job.arrival, 0), T):

@@ -81,9 +81,9 @@ def milp_data(problem: Problem) -> MilpData:
     running_value = 0.0
     for job in problem.batch:
         if job.running_mask:
-            end = min(job.remaining, T)
-            running_cells.update((g, t) for g in bits_of(job.running_mask) for t in range(end))
-            running_value += job.priority * job.gpus * problem.interval_weight(0, end)
+            first, end = problem.held_span(job)
+            running_cells.update((g, t) for g in bits_of(job.running_mask) for t in range(first, end))
+            running_value += job.priority * job.gpus * problem.interval_weight(first, end)
     jobs: list[dict[str, Any]] = []
     options: list[BlockOption] = []
     cover: dict[tuple[int, int], list[int]] = {}

@@ -476,7 +476,7 @@ def _batch_of(problem: Problem, data: MilpData, m: pyo.ConcreteModel) -> tuple[d
     busy = list(problem.running_busy)
     for job in problem.batch:
         if job.running_mask:
-            batch[job.id] = (0, job.running_mask)
+            batch[job.id] = (job.held_from, job.running_mask)
     for o, opt in enumerate(data.options):
         if (m.x[o].value or 0) > 0.5:
             row = data.jobs[opt.job]

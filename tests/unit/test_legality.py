@@ -169,3 +169,23 @@ def test_r5_running_job_must_hold_from_step_zero(problem):
 def test_fifo_is_still_checked_for_blocks_and_running_jobs(problem):
     g = edit({(5, 1): None, (3, 1): None, (3, 2): None, (4, 1): "a", (4, 2): "a"})
     assert rules(problem, g, "fifo") == {("R5", "x"), ("R3", "a")}
+
+
+def test_online_a_job_started_on_a_node_drained_since_the_previous_commit_is_caught():
+    """Running work goes on on a drained node, and one bound before the drain reached the
+    commit stays legal; a job first committed on GPUs drained at both that commit and the one
+    before was decided while no new work could land there."""
+    from types import SimpleNamespace
+
+    from gpualloc.solvers.legality import online_violations
+
+    def step(t: int, **assignments: tuple[int, ...]) -> SimpleNamespace:
+        return SimpleNamespace(step=t, assignments=assignments)
+
+    drained = [0, 0xFF00, 0xFF00, 0xFF00]  # node 1 of 8-GPU nodes, drained from step 1
+    commits = [step(0, old=tuple(range(8, 12))), step(1, old=tuple(range(8, 12)), late=tuple(range(12, 16)))]
+    commits += [step(2, new=tuple(range(8, 12))), step(3, new=tuple(range(8, 12)))]
+    assert online_violations(commits, {}, set(), drained, node_size=8) == [
+        "step 2: new starts on GPU 8, of a node down or drained since the previous commit"
+    ]  # `late` was bound before the drain reached commit 1; `old` keeps running
+    assert online_violations(commits, {}, set(), node_size=8) == []  # no node states: nothing to check

@@ -143,6 +143,30 @@ async def test_events_before_the_configuration_survive_a_restart(kafka_bootstrap
     assert configured.stats.decisions == 3 and configured.stats.replayed >= 1
 
 
+async def test_apps_sent_with_the_configuration_keep_their_floors_beside_jobs_that_waited(kafka_bootstrap):
+    """Jobs read before their pool's configuration wait (a restart replays them from the ledger);
+    the configuration and three apps read next register the apps before those jobs are decided,
+    so none is refused, and `audit` reproduces it all."""
+    prefix = unique_topic("setup") + "."
+    topics = Topics.with_prefix(prefix)
+    await publish(kafka_bootstrap, topics.jobs, [job(n, gpus=1) for n in range(10)], key=b"default")
+    waiting = await run_agent(kafka_bootstrap, topics, 0.5, until=lambda a: a.stats.records == 10)
+    assert waiting.stats.decisions == 0 and len(waiting.dispatcher.interpreter.pending) == 10
+    now = datetime.now(timezone.utc)
+    config = envelope("pool.configured", {"gpus": 8, "gpus_per_node": 8, "horizon": 12}, now, "cfg")
+    apps = [
+        envelope("app.registered", {"id": f"rt-{k}", "priority": 6, "min_gpus": 2, "max_gpus": 4}, now, f"app-{k}")
+        for k in range(3)
+    ]
+    await publish(kafka_bootstrap, topics.config, [orjson.dumps(config)], key=b"default")
+    await publish(kafka_bootstrap, topics.traffic, [orjson.dumps(a) for a in apps], key=b"default")
+    configured = await run_agent(kafka_bootstrap, topics, 0.5, until=lambda a: a.stats.decisions == 10)
+    assert configured.stats.rejected == 0 and sorted(configured.dispatcher.planner.apps) == ["rt-0", "rt-1", "rt-2"]
+    assert len(configured.dispatcher.planner.running) == 8 - 3 * 2  # the jobs took what the floors left
+    rc, out = await cli("audit", "--bootstrap", kafka_bootstrap, "--topic-prefix", prefix)
+    assert rc == 0 and out.strip().splitlines()[-1].endswith("; 0 mismatches"), out
+
+
 async def test_a_pool_above_64_gpus_with_an_app_snapshots_in_parts_restarts_and_audits(kafka_bootstrap, monkeypatch):
     """72 GPUs, an app on the highest two: its held set is a mask past 64 bits. Snapshots cut into
     parts (a small piece size stands in for a pool at the contract's limits) are read back by a

@@ -287,3 +287,20 @@ def test_every_planner_keeps_new_work_off_a_drained_node_for_the_whole_window():
         assert not check_plan(window, to_grid(window, schedule), exempt=policy("fifo").exempt), name
         queued = [mask for job_id, (_, mask) in schedule.batch.items() if job_id in planner.queued]
         assert queued and not any(mask & 0xFF00 for mask in queued), name
+
+
+def test_drained_nodes_at_the_contract_limits_take_a_blocker_a_step_at_most():
+    """4,096 GPUs in nodes of 8, all drained, each under a running job ending at its own step of
+    a 336-step window (512 jobs, so ends repeat): one blocker per step some job ends at, and no
+    GPU is free at any step."""
+    from gpualloc.schemas.limits import LIMITS
+    from gpualloc.solvers.planner.records import is_blocker
+    from gpualloc.solvers.planner.window import window
+
+    G, T = LIMITS.gpus, LIMITS.horizon
+    cfg = PoolConfig(gpus=G, gpus_per_node=8, horizon=T)
+    running = {f"r{n}": (JobSpec(f"r{n}", "training", 1, 8, 1 + n % T, 0), 0xFF << (8 * n), 0) for n in range(G // 8)}
+    problem = window(cfg, 0, running, {}, {}, (1 << G) - 1, lambda app: [0] * T)
+    blockers = [j for j in problem.batch if is_blocker(j.id)]
+    assert sorted(j.held_from for j in blockers) == list(range(1, T))  # a job ending at T leaves none
+    assert all(busy == (1 << G) - 1 for busy in problem.running_busy)  # each GPU run on or blocked

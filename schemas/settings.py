@@ -150,6 +150,10 @@ class AgentSettings(_Frozen):
     snapshot_every: int = Field(default=50, ge=1)
     transaction_timeout_ms: int = Field(default=10_000, ge=1000)  # the broker aborts a dead agent's transaction
     partitions: int = Field(default=1, ge=1)  # for the topics the agent creates (a group's share unit)
+    # the topics the agent creates are replicated this many times, at most once per broker it finds, and
+    # take writes (acks=all) while this many replicas are in sync, at most their replication factor
+    replication_factor: int = Field(default=3, ge=1)
+    min_insync_replicas: int = Field(default=2, ge=1)
     retention_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=-1)  # inputs and ledger: as far back as audits reach
     seen_limit: int = Field(default=200_000, ge=1)  # event ids remembered for de-duplication
     dedup_steps: int = Field(default=24, ge=0)  # ...and kept in snapshots for this many steps

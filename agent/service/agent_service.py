@@ -203,7 +203,9 @@ class AgentService:
 
     async def _session(self, stop: asyncio.Event, ready: asyncio.Event | None, served: asyncio.Event) -> None:
         s = self.settings
-        self._counts = await ensure_topics(self.bootstrap, self.topics, s.partitions, s.retention_ms)
+        self._counts = await ensure_topics(
+            self.bootstrap, self.topics, s.partitions, s.retention_ms, s.replication_factor, s.min_insync_replicas
+        )
         producer = clients.producer(
             self.bootstrap,
             transactional_id=self.topics.transactional_id(self.pool),

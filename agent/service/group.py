@@ -97,7 +97,9 @@ class GroupAgent:
 
     async def serve(self, stop: asyncio.Event) -> None:
         s = self.settings
-        counts = await ensure_topics(self.bootstrap, self.topics, s.partitions, s.retention_ms)
+        counts = await ensure_topics(
+            self.bootstrap, self.topics, s.partitions, s.retention_ms, s.replication_factor, s.min_insync_replicas
+        )
         self._width = _shared_width(counts, self.topics)
         consumer = clients.consumer(
             bootstrap=self.bootstrap,

@@ -547,6 +547,8 @@ class AgentService:
             steps += 1
             if d.full_mode_due() and not (boundary + d.step_length <= now):  # not while catching up
                 self._launch_full_mode()
+            elif self.worker is not None and not d.full_mode_due():
+                self.worker.release()  # idle until a later step: its memory is not held meanwhile
         return out
 
     def _full_mode_report(self, ended: FullModeSolve | None) -> FullModeReport | None:

@@ -3,7 +3,8 @@ snapshot of the window at a time, the plan taken at a step boundary or not at al
 
 A snapshot whose model could not be built in time or in the process's memory is not solved
 (`not_worth_starting`): no process is held for it (one left from an earlier solve is ended, its
-memory with it), and `skipped` says why. A solve still running DEADLINE_GRACE_S past its time
+memory with it: `release`, as the agent does at a boundary where no solve is due), and `skipped`
+says why. A solve still running DEADLINE_GRACE_S past its time
 limit (which covers building the model) has its process killed, and its memory goes with it.
 `collect` says how each solve ended (`FullModeSolve`), for the commit at the next boundary."""
 
@@ -49,7 +50,7 @@ class FullModeWorker(SolveProcess):
             return False
         self.skipped = not_worth_starting(window.problem, self.options.full_mode, self.memory_bytes, self.max_nonzeros)
         if self.skipped is not None:
-            self.close()  # nothing to solve: no idle process held until a window is worth it
+            self.release()  # nothing to solve: no idle process held until a window is worth it
             return False
         limit = self.options.full_mode.time_limit
         submitted = self.submit(

@@ -7,8 +7,9 @@ step boundary), so what a replay does at those points is what the agent did.
 
 No solver process outlives what started it. `close` terminates it, kills it after a short
 grace and reaps it, whatever it is doing (a session restart, SIGTERM); a solve given a deadline
-is killed when it passes it (its memory goes with it, the next solve starts a new process); a
-process whose agent died without closing it ends by itself (`_start_worker`).
+is killed when it passes it (its memory goes with it, the next solve starts a new process); an
+idle one is ended by `release` when no solve is coming soon; a process whose agent died without
+closing it ends by itself (`_start_worker`).
 """
 
 from __future__ import annotations
@@ -123,6 +124,13 @@ class SolveProcess:
         """Until the running solve (if any) ends: for tests."""
         if self._future is not None:
             await asyncio.wait([self._future])
+
+    def release(self) -> None:
+        """End the process if it is idle (no solve running or waiting to be taken), reaped in a
+        thread of the running loop's: its memory goes without holding up the agent's pass. The
+        next solve starts a new one."""
+        if self._future is None and self._process is not None:
+            self._end_process(wait=False)
 
     def close(self) -> None:
         """End the process now, whatever it is doing: SIGTERM, SIGKILL after TERMINATE_GRACE_S,

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 from support.planner_states import loaded_planner
-from test_solve_process import children
+from test_solve_process import children, gone
 
 from gpualloc.agent.service.full_mode_worker import FullModeWorker
 from gpualloc.schemas.settings import FullModeOptions
@@ -60,9 +60,26 @@ async def test_a_skipped_window_leaves_no_idle_solver_process():
         worker.max_nonzeros = 1  # every window is now above the size gate
         assert not worker.launch(full_mode_window(planner, 8))
         assert worker.skipped is not None and "agent.full_mode_max_nonzeros" in worker.skipped
-        assert worker.pid is None and not children()  # ended at once, reaped
+        assert worker.pid is None and await gone(first)  # ended at once, reaped in a thread
         worker.max_nonzeros = None
         assert worker.launch(full_mode_window(planner, 8)) and worker.pid not in (None, first)
     finally:
         worker.close()
     assert not children()
+
+
+async def test_release_ends_an_idle_process_and_leaves_a_running_solve_alone():
+    planner = loaded_planner(jobs=8)
+    worker = FullModeWorker(FullModeOptions(time_limit=30, node_limit=50), max_jobs=8)
+    try:
+        assert worker.launch(full_mode_window(planner, 8))
+        worker.release()  # solving: kept
+        assert worker.busy and worker.pid is not None
+        await worker.wait()
+        worker.release()  # its result not taken yet: kept
+        pid = worker.pid
+        assert pid is not None and worker.collect()[1] is not None
+        worker.release()
+        assert worker.pid is None and await gone(pid)
+    finally:
+        worker.close()

@@ -19,7 +19,7 @@ from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.metrics import FULL_MODE_OUTCOMES
 from gpualloc.agent.operator.audit import audit
 from gpualloc.agent.service.agent_service import AgentService
-from gpualloc.schemas.settings import AgentSettings
+from gpualloc.schemas.settings import AgentSettings, FullModeOptions, RollingFullMode
 
 pytestmark = pytest.mark.kafka
 
@@ -90,3 +90,31 @@ async def test_every_commit_says_what_became_of_full_mode_and_status_shows_it(ka
     assert f"last ran at step {last['last']['step']} (" in line and " s)" in line
     shown = json.loads(subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=60).stdout)
     assert shown["full_mode"]["state"] == last["state"] and shown["full_mode"]["line"] == line
+
+
+async def test_between_solves_due_every_few_steps_no_idle_solver_process_is_held(kafka_bootstrap):
+    topics = Topics.with_prefix(unique_topic("idle") + ".")
+    await publish(kafka_bootstrap, topics, trial())
+    every_3 = RollingFullMode(every=3, options=FullModeOptions(time_limit=5.0))
+    agent = AgentService(
+        kafka_bootstrap, AgentSettings(step_seconds=1.0, full_mode=every_3, group_id=unique_topic("g")), topics
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(agent.run(stop))
+    solved, released, restarted = set(), False, False
+    try:
+        for _ in range(1200):  # a solve ends, its process goes, the next due step starts one again
+            worker, report = agent.worker, agent.dispatcher.full_mode_report
+            if worker is not None and report is not None and report.last is not None:
+                released = released or (not worker.busy and not worker.done and worker.pid is None)
+                restarted = restarted or (released and worker.busy and worker.solving not in solved)
+                solved.add(report.last.step)
+            if restarted:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+    assert released and restarted, (solved, released)
+    reports = [m["payload"]["full_mode_report"] for m in await read_all(kafka_bootstrap, topics.commits)]
+    assert {r["next_step"] % 3 for r in reports if r is not None} == {0}

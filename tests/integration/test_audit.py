@@ -101,7 +101,7 @@ async def test_restart_audit_explain_and_a_refused_snapshot(kafka_bootstrap):
     assert rc == 0 and "submitted: training, 8 GPUs for 4 steps" in story and "decided start" in story
     assert "started at step" in story
     rc, waiting = await cli("explain", "j0", *bus)  # the least valuable: still waiting behind two
-    assert rc == 0 and "promised start at step" in waiting and "held by" in waiting, waiting
+    assert rc == 0 and "waiting, planned at step" in waiting and "held by j" in waiting, waiting
     assert (await cli("explain", "nobody", *bus))[0] == 2
 
     # a snapshot of another version: refused, and the state rebuilt from the whole ledger

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpualloc.solvers.planner.records import JobSpec
+from gpualloc.solvers.planner.records import JobSpec, Running
 
 
 def overrun(job_id: str, spec: JobSpec, start: int, now: int) -> dict[str, Any] | None:
@@ -36,9 +36,9 @@ def overrun(job_id: str, spec: JobSpec, start: int, now: int) -> dict[str, Any] 
     }
 
 
-def overruns(running: Mapping[str, tuple[JobSpec, int, int]], now: int) -> list[dict[str, Any]]:
+def overruns(running: Mapping[str, Running], now: int) -> list[dict[str, Any]]:
     """Every running job past its plan (`overrun`), furthest past first."""
-    out = [o for job_id, (spec, _, start) in running.items() if (o := overrun(job_id, spec, start, now)) is not None]
+    out = [o for job_id, r in running.items() if (o := overrun(job_id, r.spec, r.start, now)) is not None]
     return sorted(out, key=lambda o: (o["bound"] - o["ran"], o["id"]))
 
 
@@ -46,7 +46,7 @@ LISTED = 1_000  # jobs past their plan listed in `status --json` (the count is a
 SHOWN = 20  # listed in the text
 
 
-def past_plan(running: Mapping[str, tuple[JobSpec, int, int]], now: int) -> dict[str, Any]:
+def past_plan(running: Mapping[str, Running], now: int) -> dict[str, Any]:
     """`status`'s fields for the running jobs past their plan: the first `LISTED` and how many."""
     over = overruns(running, now)
     return {"past_plan": over[:LISTED], "past_plan_total": len(over)}

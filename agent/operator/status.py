@@ -144,14 +144,14 @@ def view(
     running = [
         {
             "id": job_id,
-            "kind": spec.kind,
-            "priority": spec.priority,
-            "gpus": span(bits_of(mask)),
-            "started": start,
-            "ends": start + spec.duration,
-            "forecast": spec.forecast is not None,
+            "kind": r.spec.kind,
+            "priority": r.spec.priority,
+            "gpus": span(bits_of(r.mask)),
+            "started": r.start,
+            "ends": r.start + r.spec.duration,
+            "forecast": r.spec.forecast is not None,
         }
-        for job_id, (spec, mask, start) in sorted(planner.running.items(), key=lambda kv: (kv[1][2], kv[0]))
+        for job_id, r in sorted(planner.running.items(), key=lambda kv: (kv[1].start, kv[0]))
     ]
     queue = promises(planner, commit, length)
     queue.sort(key=lambda q: (q["promised_start"] is None, q["promised_start"] or 0, -q["priority"], q["id"]))
@@ -228,7 +228,7 @@ def view(
 def holding(planner: PoolView) -> dict[str, list[int]]:
     """Who holds which GPUs as of the last committed transaction: every running job (those
     started since the latest commit too) and every app as that commit, or a grant since, left it."""
-    out = {job_id: bits_of(mask) for job_id, (_, mask, _) in planner.running.items()}
+    out = {job_id: bits_of(r.mask) for job_id, r in planner.running.items()}
     return out | {app_id: bits_of(app.held) for app_id, app in planner.apps.items() if app.held > 0}
 
 
@@ -242,7 +242,7 @@ def promises(planner: PoolView, commit: dict[str, Any] | None, length: timedelta
     priority = (
         {a: s.priority for a, s in planner.apps.items()}
         | {j: s.priority for j, s in planner.queued.items()}
-        | {j: s.priority for j, (s, _, _) in planner.running.items()}
+        | {j: r.spec.priority for j, r in planner.running.items()}
     )
     out = []
     for job_id, spec in planner.queued.items():

@@ -361,8 +361,8 @@ class Pool:
             return ""
         holders = {
             g: f"running job {job_id!r}"
-            for job_id, (_, mask, _) in sorted(planner.running.items())
-            for g in bits_of(mask)
+            for job_id, entry in sorted(planner.running.items())
+            for g in bits_of(entry.mask)
         }
         holders.update(
             {g: f"app {app_id!r}" for app_id, a in sorted(apps.items()) if a.held > 0 for g in bits_of(a.held)}

@@ -37,6 +37,7 @@ from gpualloc.solvers.planner.records import (
     Grant,
     JobSpec,
     PoolConfig,
+    Running,
     Source,
     is_blocker,
 )
@@ -52,7 +53,7 @@ class Mark:
 
     config: PoolConfig
     queued: dict[str, JobSpec]
-    running: dict[str, tuple[JobSpec, int, int]]
+    running: dict[str, Running]
     apps: dict[str, AppSpec]
     down: int
     drained: int
@@ -66,7 +67,7 @@ class Planner:
     config: PoolConfig
     now: int = 0
     queued: dict[str, JobSpec] = field(default_factory=dict)
-    running: dict[str, tuple[JobSpec, int, int]] = field(default_factory=dict)  # id -> (spec, GPU mask, start)
+    running: dict[str, Running] = field(default_factory=dict)
     apps: dict[str, AppSpec] = field(default_factory=dict)
     down: int = 0  # GPUs of nodes that are down
     drained: int = 0  # GPUs of drained nodes: running work continues, nothing new lands there
@@ -160,19 +161,18 @@ class Planner:
         self.queued.pop(job_id, None)
         self._release(job_id)
 
-    def _release(self, job_id: str) -> tuple[JobSpec, int, int] | None:
+    def _release(self, job_id: str) -> Running | None:
         """A running job leaves its GPUs: free in the current plan from the next commit (the
         window's step 0), the step they are still bound in being the committed one."""
         entry = self.running.pop(job_id, None)
         if entry is not None and self.busy is not None:
             for t in range(self._steps_left(entry)):
-                self.busy[t] &= ~entry[1]
+                self.busy[t] &= ~entry.mask
         return entry
 
-    def _steps_left(self, entry: tuple[JobSpec, int, int]) -> int:
+    def _steps_left(self, entry: Running) -> int:
         """Steps of the window a running job holds its GPUs for (one at least, when it overruns)."""
-        spec, _, start = entry
-        return min(steps_left(spec, start, self.now), self.config.horizon)
+        return min(steps_left(entry.spec, entry.start, self.now), self.config.horizon)
 
     def complete(self, job_id: str, used: JobUsage | None = None) -> None:
         """The job exited: its GPUs are free from the next committed step. One that gave its
@@ -180,9 +180,9 @@ class Planner:
         its GPUs and the steps since it started)."""
         entry = self._release(job_id)
         self.queued.pop(job_id, None)
-        if entry is None or entry[0].features is None:
+        if entry is None or entry.spec.features is None:
             return
-        spec, _, start = entry
+        spec, start = entry.spec, entry.start
         used = used or JobUsage()
         gpus = used.gpus or spec.gpus
         self.forecasts.finished(
@@ -212,7 +212,7 @@ class Planner:
     def fail(self, job_id: str) -> None:
         """The job failed (or could not bind): it goes back to the queue if it allows it."""
         entry = self._release(job_id)
-        spec = entry[0] if entry else self.queued.get(job_id)
+        spec = entry.spec if entry else self.queued.get(job_id)
         if spec is not None:
             self._requeue(spec)
 
@@ -222,10 +222,10 @@ class Planner:
         would again), so this step is planned and committed without them. By id."""
         over = sorted(
             job_id
-            for job_id, (spec, _, start) in self.running.items()
-            if spec.time_limit is not None and start + spec.time_limit <= self.now
+            for job_id, entry in self.running.items()
+            if entry.spec.time_limit is not None and entry.start + entry.spec.time_limit <= self.now
         )
-        specs = [self.running[job_id][0] for job_id in over]
+        specs = [self.running[job_id].spec for job_id in over]
         for job_id in over:
             self._release(job_id)
         return specs
@@ -244,10 +244,10 @@ class Planner:
         queue) to be decided anew; one the pool cannot give more GPUs is dropped. Else as `fail`.
         Also what became of it, for the record."""
         entry = self._release(job_id)
-        spec = entry[0] if entry else self.queued.get(job_id)
+        spec = entry.spec if entry else self.queued.get(job_id)
         if spec is None:
             return None, ""
-        ran = entry[1].bit_count() if entry else spec.gpus
+        ran = entry.mask.bit_count() if entry else spec.gpus
         if spec.features is None:
             self._requeue(spec)
             return None, ""
@@ -525,7 +525,7 @@ class Planner:
             self.down |= mask
         elif state == "drained":
             self.drained |= mask
-        failed = [jid for jid, (_, gpus, _) in sorted(self.running.items()) if state == "down" and gpus & mask]
+        failed = [jid for jid, entry in sorted(self.running.items()) if state == "down" and entry.mask & mask]
         for jid in failed:
             self.fail(jid)
         return failed
@@ -535,7 +535,8 @@ class Planner:
         which a running job's block would break R3's node rule (running work is never moved),
         or too few GPUs for the registered apps' floors beside the running work that stays."""
         ns = config.node_size
-        for job_id, (_, mask, _) in sorted(self.running.items()):
+        for job_id, entry in sorted(self.running.items()):
+            mask = entry.mask
             first, last = (mask & -mask).bit_length() - 1, mask.bit_length() - 1
             if last < config.gpus and not obeys_node_rule(first, last - first + 1, ns):
                 return (
@@ -561,8 +562,8 @@ class Planner:
         next arrivals and boundary get a fresh plan (the window may have changed shape)."""
         pool = (1 << config.gpus) - 1
         out = []
-        for job_id, (_, mask, _) in sorted(self.running.items()):
-            if mask & ~pool:
+        for job_id, entry in sorted(self.running.items()):
+            if entry.mask & ~pool:
                 self.fail(job_id)
                 out.append((job_id, f"the pool shrank to {config.gpus} GPUs and its GPUs left it"))
         failed = {job_id for job_id, _ in out}
@@ -666,7 +667,7 @@ class Planner:
             mask,
             lambda: running_holders(
                 (
-                    (job_id, entry[0].priority, entry[1], self._steps_left(entry))
+                    (job_id, entry.spec.priority, entry.mask, self._steps_left(entry))
                     for job_id, entry in sorted(self.running.items())
                 ),
                 mask,
@@ -701,7 +702,7 @@ class Planner:
     def _start(self, job_id: str, mask: int) -> None:
         """A `start` decision: the job runs from this step on `mask`, bound in the committed step
         from now on (should it leave before the boundary, its GPUs stay bound until then)."""
-        self.running[job_id] = (self.queued.pop(job_id), mask, self.now)
+        self.running[job_id] = Running(self.queued.pop(job_id), mask, self.now)
         self.committed |= mask
 
     def _plan_busy(self, schedule: Schedule, shift: int) -> list[int]:
@@ -713,7 +714,7 @@ class Planner:
         busy = [0] * T
         for entry in self.running.values():
             for t in range(self._steps_left(entry)):
-                busy[t] |= entry[1]
+                busy[t] |= entry.mask
         for job_id, (start, mask) in schedule.batch.items():
             spec = self.queued.get(job_id)
             if spec is not None:
@@ -803,13 +804,13 @@ class Planner:
             if is_blocker(job_id) or (job_id not in self.running and job_id not in self.queued):
                 continue
             if job_id in self.running:
-                assignments[job_id] = tuple(bits_of(self.running[job_id][1]))
+                assignments[job_id] = tuple(bits_of(self.running[job_id].mask))
             elif start == 0:
                 self._start(job_id, mask)
                 assignments[job_id] = tuple(bits_of(mask))
         started = tuple(
             sorted(
-                job_id for job_id, (_, _, start) in self.running.items() if start == self.now and job_id in assignments
+                job_id for job_id, entry in self.running.items() if entry.start == self.now and job_id in assignments
             )
         )
         for app_id, masks in sorted(schedule.realtime.items()):

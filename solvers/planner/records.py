@@ -5,7 +5,7 @@ the shell reads and passes back; the planner (`planner.py`) is the one to change
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from gpualloc.forecasting.jobs import JobForecast
 from gpualloc.schemas.events import Action
@@ -61,6 +61,14 @@ class JobSpec:
         # planned to hold its GPUs no longer than its limit lets it run
         if self.time_limit is not None:
             self.duration = min(self.duration, self.time_limit)
+
+
+class Running(NamedTuple):
+    """A running job as the pool holds it, until it ends at a boundary the plan sees."""
+
+    spec: JobSpec  # the job as it was decided (its GPUs, planned duration, time limit)
+    mask: int  # the GPUs it holds, a bit each
+    start: int  # the step it started in
 
 
 @dataclass

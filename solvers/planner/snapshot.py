@@ -27,7 +27,7 @@ from gpualloc.schemas.settings import ForecastSettings
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.planner import Planner
-from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig
+from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig, Running
 from gpualloc.solvers.problem import Problem
 
 # 2: the forecasters' state, the pool's GPU type, jobs' features; 3: apps' held GPUs in hex, the GPUs the
@@ -101,7 +101,7 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
         "week_minute": planner.week_minute,
         "forecasters": planner.forecasts.dump(),
         "queued": {job_id: _job(spec) for job_id, spec in planner.queued.items()},
-        "running": {job_id: [_job(spec), _hex(mask), start] for job_id, (spec, mask, start) in planner.running.items()},
+        "running": {job_id: [_job(r.spec), _hex(r.mask), r.start] for job_id, r in planner.running.items()},
         "apps": {
             app_id: [
                 a.priority,
@@ -137,7 +137,8 @@ def load_planner(
     )
     planner.queued = {job_id: _spec(job_id, job) for job_id, job in data["queued"].items()}
     planner.running = {
-        job_id: (_spec(job_id, job), int(mask, 16), start) for job_id, (job, mask, start) in data["running"].items()
+        job_id: Running(_spec(job_id, job), int(mask, 16), start)
+        for job_id, (job, mask, start) in data["running"].items()
     }
     for app_id, (priority, lo, hi, cap, profile, rps, observed, held, *rest) in data["apps"].items():
         held = int(held, 16) if isinstance(held, str) else held  # version 2: a JSON integer

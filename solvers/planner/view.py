@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from gpualloc.solvers.planner.headroom import Headroom
-from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig
+from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig, Running
 from gpualloc.solvers.problem import Problem
 
 
@@ -26,7 +26,7 @@ class PoolView(Protocol):
     def queued(self) -> Mapping[str, JobSpec]: ...
 
     @property
-    def running(self) -> Mapping[str, tuple[JobSpec, int, int]]: ...  # id -> (spec, GPU mask, start step)
+    def running(self) -> Mapping[str, Running]: ...
 
     @property
     def apps(self) -> Mapping[str, AppSpec]: ...

@@ -8,14 +8,14 @@ from collections.abc import Callable, Mapping
 
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.solvers.legality import lowered_floors
-from gpualloc.solvers.planner.records import BLOCKER, AppSpec, JobSpec, PoolConfig
+from gpualloc.solvers.planner.records import BLOCKER, AppSpec, JobSpec, PoolConfig, Running
 from gpualloc.solvers.problem import Batch, Problem, Realtime
 
 
 def window(
     cfg: PoolConfig,
     now: int,
-    running: Mapping[str, tuple[JobSpec, int, int]],
+    running: Mapping[str, Running],
     queued: Mapping[str, JobSpec],
     apps: Mapping[str, AppSpec],
     unavailable: int,
@@ -31,9 +31,9 @@ def window(
         name = BLOCKER if first == 0 else f"{BLOCKER}@{first}"
         batch.append(Batch(index, name, 1e-9, mask.bit_count(), T, 0, mask, T, first))
         index += 1
-    for job_id, (spec, mask, start) in sorted(running.items()):
-        remaining = steps_left(spec, start, now)
-        batch.append(Batch(index, job_id, spec.priority, spec.gpus, spec.duration, 0, mask, remaining))
+    for job_id, entry in sorted(running.items()):
+        spec, remaining = entry.spec, steps_left(entry.spec, entry.start, now)
+        batch.append(Batch(index, job_id, spec.priority, spec.gpus, spec.duration, 0, entry.mask, remaining))
         index += 1
     for job_id, spec in sorted(queued.items(), key=lambda kv: (kv[1].submitted, kv[0])):
         batch.append(Batch(index, job_id, spec.priority, spec.gpus, spec.duration, max(0, spec.submitted - now), 0, 0))
@@ -125,9 +125,7 @@ def steps_left(spec: JobSpec, start: int, now: int) -> int:
     return max(1, start + spec.duration - now)
 
 
-def blocked_from(
-    running: Mapping[str, tuple[JobSpec, int, int]], unavailable: int, now: int, horizon: int
-) -> dict[int, int]:
+def blocked_from(running: Mapping[str, Running], unavailable: int, now: int, horizon: int) -> dict[int, int]:
     """GPUs of down or drained nodes by the first step of the window they take no new work in
     (a blocker holds them from then to its end): at once where idle, once the running job on
     them is planned to end where one runs (drained: its work goes on, nothing new lands there)."""
@@ -135,16 +133,16 @@ def blocked_from(
     idle = unavailable & ~running_mask(running)
     if idle:
         out[0] = idle
-    for spec, mask, start in running.values():
-        end = steps_left(spec, start, now)
-        if mask & unavailable and end < horizon:
-            out[end] = out.get(end, 0) | (mask & unavailable)
+    for entry in running.values():
+        end = steps_left(entry.spec, entry.start, now)
+        if entry.mask & unavailable and end < horizon:
+            out[end] = out.get(end, 0) | (entry.mask & unavailable)
     return out
 
 
-def running_mask(running: Mapping[str, tuple[JobSpec, int, int]]) -> int:
+def running_mask(running: Mapping[str, Running]) -> int:
     """The GPUs running jobs hold."""
     mask = 0
-    for _, gpus, _ in running.values():
-        mask |= gpus
+    for entry in running.values():
+        mask |= entry.mask
     return mask

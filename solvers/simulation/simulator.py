@@ -350,7 +350,7 @@ def _run(
             del ends[job_id]
         for job_id in sorted(j for j, (at, _, _) in failing.items() if at <= step):
             _, start, given = failing.pop(job_id)
-            if job_id not in planner.running or planner.running[job_id][2] != start:
+            if job_id not in planner.running or planner.running[job_id].start != start:
                 continue  # it left its GPUs otherwise meanwhile (cancelled, its node down)
             need = _need(actual.get(job_id))
             failed = JobFailed(id=job_id, reason="out_of_memory", detail=f"needs {need} GPUs, given {given}")
@@ -377,11 +377,11 @@ def _run(
             job, given = actual.get(job_id), len(committed.commit.assignments[job_id])
             need = _need(job)
             if need is not None and given < need:  # out of memory once it has loaded and run its first step
-                failing[job_id] = (step + OUT_OF_MEMORY_AFTER, planner.running[job_id][2], given)
+                failing[job_id] = (step + OUT_OF_MEMORY_AFTER, planner.running[job_id].start, given)
                 run.run_steps[job_id] = OUT_OF_MEMORY_AFTER
                 continue
             ends[job_id] = step + (
-                job.actual_duration if job and job.actual_duration else planner.running[job_id][0].duration
+                job.actual_duration if job and job.actual_duration else planner.running[job_id].spec.duration
             )
             run.run_steps[job_id] = ends[job_id] - step
         if progress is not None:

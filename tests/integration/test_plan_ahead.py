@@ -78,10 +78,10 @@ def after_the_cut(planner: Planner, events: list[tuple[str, int]]) -> set[str]:
             planner.register_app(AppSpec("chat", priority=5, min_gpus=1 + x % 2, max_gpus=8))
         elif kind == "limit" and planner.running:  # a running job whose time limit is up at the boundary
             job_id = sorted(planner.running)[x % len(planner.running)]
-            spec, mask, start = planner.running[job_id]
-            if start < planner.now:
-                planner.running[job_id] = (replace(spec, time_limit=planner.now - start), mask, start)
-    return {job_id for job_id, (_, _, start) in planner.running.items() if start == planner.now}
+            r = planner.running[job_id]
+            if r.start < planner.now:
+                planner.running[job_id] = r._replace(spec=replace(r.spec, time_limit=planner.now - r.start))
+    return {job_id for job_id, r in planner.running.items() if r.start == planner.now}
 
 
 @settings(max_examples=60, deadline=None)
@@ -95,7 +95,7 @@ def test_the_carried_plan_is_legal_and_keeps_every_start_whatever_happened_since
     running = dict(planner.running)
     started = after_the_cut(planner, events)
     expired = {spec.id for spec in planner.expire()}  # the boundary fails them before it plans (`Pool.commit`)
-    held = {job_id: mask for job_id, (_, mask, _) in planner.running.items()}
+    held = {job_id: r.mask for job_id, r in planner.running.items()}
     commit = planner.tick()
     assert not check_plan(commit.window, to_grid(commit.window, commit.schedule))
     for job_id in held:  # every start given, before the cut or after, runs on as decided

@@ -32,7 +32,7 @@ from gpualloc.client import Client
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 from gpualloc.solvers.planner.planner import Planner
-from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig
+from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig, Running
 
 
 def test_the_gantt_groups_gpus_with_the_same_plan_and_names_each_holder():
@@ -180,7 +180,7 @@ def _at_the_limits() -> tuple[Planner, dict]:
     running = LIMITS.gpus - 2 * LIMITS.apps
     for g in range(running):
         spec = JobSpec(name(g, "run"), "training", 9, 1, 2, 0)
-        planner.running[spec.id] = (spec, 1 << g, 0)
+        planner.running[spec.id] = Running(spec, 1 << g, 0)
         holders[spec.id] = [[g, g + 1, 0, 1]]
     nodes = running // 8
     for k in range(LIMITS.queued_jobs):

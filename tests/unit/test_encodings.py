@@ -28,7 +28,7 @@ from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.planner import Planner
-from gpualloc.solvers.planner.records import AppSpec, FullModePlan, JobSpec, PoolConfig
+from gpualloc.solvers.planner.records import AppSpec, FullModePlan, JobSpec, PoolConfig, Running
 from gpualloc.solvers.planner.snapshot import dump_planner, dump_pool, dump_schedule, load_planner, load_schedule
 from gpualloc.solvers.policies.fifo import fifo_schedule
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
@@ -156,7 +156,9 @@ def planners(draw) -> tuple[Planner, Schedule]:
     for k in range(draw(st.integers(0, 4))):
         planner.apps[f"app{k}"] = AppSpec(f"app{k}", 1.0 + k, held=draw(st.one_of(st.just(-1), high, masks)))
     for k in range(draw(st.integers(0, 4))):
-        planner.running[f"r{k}"] = (JobSpec(f"r{k}", "training", 1.0, 1, 5, 0), draw(masks), draw(st.integers(0, 99)))
+        planner.running[f"r{k}"] = Running(
+            JobSpec(f"r{k}", "training", 1.0, 1, 5, 0), draw(masks), draw(st.integers(0, 99))
+        )
     planner.down, planner.drained, planner.committed = draw(masks), draw(masks), draw(masks)
     some = draw(st.lists(masks, min_size=1, max_size=4))
     planner.busy = draw(st.none() | st.lists(st.sampled_from(some), min_size=horizon, max_size=horizon))
@@ -235,7 +237,7 @@ def limits_planner(seed: int = 0) -> Planner:
     while g < gpus - 64 * app_gpus:
         size = rng.choice([1, 2, 4, 8])
         job_id = _ident(rng, "run-")
-        p.running[job_id] = (
+        p.running[job_id] = Running(
             JobSpec(job_id, "training", rng.uniform(1, 9), size, rng.randint(1, 500), p.now - 3),
             ((1 << size) - 1) << g,
             p.now - rng.randint(0, 100),

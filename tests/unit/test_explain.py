@@ -142,10 +142,10 @@ def test_explain_shows_an_out_of_memory_re_size_and_the_promise_at_the_new_size(
     bus = Bus(gpus=64)
     bus.submit("r", features=FULL_13B)
     bus.commit()
-    ran = len(bus.d.planner.running["r"][1].bit_count() * [0])
+    ran = len(bus.d.planner.running["r"].mask.bit_count() * [0])
     bus.send("job.failed", {"id": "r", "reason": "out_of_memory", "detail": "CUDA OOM"})
     lines = bus.explain("r")
-    size = (bus.d.planner.queued.get("r") or bus.d.planner.running["r"][0]).gpus
+    size = (bus.d.planner.queued.get("r") or bus.d.planner.running["r"].spec).gpus
     assert size >= 2 * ran
     assert lines[-3].endswith(f"failed (out_of_memory) on GPUs 0-{ran - 1}: CUDA OOM")
     assert f"re-sized to {size} GPUs after running out of memory at {ran}; decided " in lines[-2]

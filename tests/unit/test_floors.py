@@ -119,7 +119,7 @@ def test_an_app_registered_after_the_backlog_gets_its_floor_at_the_next_commit()
         ],
         T0,
     )
-    started = [job for job, (_, _, s) in pool.planner.running.items() if s == 0]
+    started = [job for job, r in pool.planner.running.items() if r.start == 0]
     assert len(started) == 7  # 56 of the 64 GPUs: 8 stay free, 4 of them for rt's floor
     commit = pool.commit().commit
     assert len(commit.assignments["rt"]) >= 4
@@ -146,7 +146,7 @@ def test_an_app_cannot_claim_gpus_a_running_job_holds():
     pool.apply(
         [ev("job.submitted", {"id": "a", "kind": "training", "priority": 5, "gpus": 8, "duration": 4}, ref="a")], T0
     )
-    held = sorted(g for g in range(16) if pool.planner.running["a"][1] >> g & 1)
+    held = sorted(g for g in range(16) if pool.planner.running["a"].mask >> g & 1)
     effects = pool.apply([ev("app.registered", {"id": "rt", "priority": 5, "min_gpus": 1, "current": [held[0]]})], T0)
     assert [type(e) for e in effects] == [Rejected] and effects[
         0

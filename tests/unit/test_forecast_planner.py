@@ -58,7 +58,7 @@ def test_a_job_given_by_its_features_is_sized_and_its_decision_says_so():
     d = effect.decision
     assert isinstance(effect, Decided) and d.action == "start" and d.forecast.forecast == ("gpus", "duration")
     assert len(d.gpus) == d.forecast.gpus
-    assert pool.planner.running["f"][0].duration == d.forecast.duration >= round(d.forecast.median)  # runs from now
+    assert pool.planner.running["f"].spec.duration == d.forecast.duration >= round(d.forecast.median)  # runs from now
     assert "forecast gpus and duration" in d.reason and "80% interval" in d.reason
     given = pool.apply(
         [ev("job.submitted", {"id": "g", "kind": "training", "priority": 5, "gpus": 2, "features": LORA})], T0

@@ -140,7 +140,7 @@ def test_a_small_queue_replans_its_pass_and_a_valuable_arrival_goes_before_plann
         assert planner.submit(JobSpec("low", "training", 1, 8, 3, 0)).start_step == 2
         high = planner.submit(JobSpec("high", "training", 9, 8, 2, 0))
         starts[work] = high.start_step
-        assert planner.running["run"][1] == mask_of(range(8))  # the started job never moves
+        assert planner.running["run"].mask == mask_of(range(8))  # the started job never moves
         commit = planner.tick()
         assert commit.assignments["run"] == running.gpus
     assert starts == {0: 5, 24: 2}

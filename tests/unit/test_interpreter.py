@@ -72,7 +72,7 @@ def test_failures_by_gpualloc_and_by_upstream():
     pool.apply([job(1, gpus=8), job(2, gpus=8)], T0)
     pool.commit()
     assert set(pool.planner.running) == {"j1", "j2"}
-    node = min(pool.planner.running["j1"][1].bit_length() - 1, 15) // 8
+    node = min(pool.planner.running["j1"].mask.bit_length() - 1, 15) // 8
     down = pool.apply([ev("node.status", {"node": node, "state": "down", "detail": "psu"})], T0)
     assert down == [Failed("j1", f"node {node} is down: psu", by_gpualloc=True)]
     bound = pool.apply(

@@ -34,12 +34,12 @@ def test_a_forecast_job_out_of_memory_is_decided_anew_larger_and_teaches_the_for
     ran = len(first.gpus)
     effects = p.apply([ev("job.failed", {"id": "j", "reason": "out_of_memory", "detail": "CUDA OOM"})], T0)
     failed, decided = effects
-    again = p.planner.queued.get("j") or p.planner.running["j"][0]
+    again = p.planner.queued.get("j") or p.planner.running["j"].spec
     assert isinstance(failed, Failed) and isinstance(decided, Decided) and decided.decision.job_id == "j"
     assert failed.detail == f"CUDA OOM; re-queued at {again.gpus} GPUs after running out of memory at {ran}"
     assert again.gpus >= 2 * ran and again.forecast is not None and again.forecast.gpus == again.gpus
     later = submit(p, "k", features=FULL_13B).decision  # the same job again: sized no smaller
-    assert (p.planner.queued.get("k") or p.planner.running["k"][0]).gpus >= 2 * ran or later.action == "queued"
+    assert (p.planner.queued.get("k") or p.planner.running["k"].spec).gpus >= 2 * ran or later.action == "queued"
 
 
 def test_a_job_whose_count_was_given_or_that_failed_otherwise_is_re_queued_as_it_was():
@@ -48,7 +48,7 @@ def test_a_job_whose_count_was_given_or_that_failed_otherwise_is_re_queued_as_it
     [failed] = p.apply([ev("job.failed", {"id": "given", "reason": "out_of_memory"})], T0)
     assert isinstance(failed, Failed) and p.planner.queued["given"].gpus == 4
     submit(p, "plain", features=FULL_13B)
-    gpus = (p.planner.queued.get("plain") or p.planner.running["plain"][0]).gpus
+    gpus = (p.planner.queued.get("plain") or p.planner.running["plain"].spec).gpus
     [failed] = p.apply([ev("job.failed", {"id": "plain", "reason": "error", "detail": "segfault"})], T0)
     assert failed.detail == "segfault" and p.planner.queued["plain"].gpus == gpus
 

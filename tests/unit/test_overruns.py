@@ -11,7 +11,7 @@ from gpualloc.agent.operator.status import lines, view
 from gpualloc.forecasting.jobs import JobForecast
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.solvers.planner.interpreter import Pool
-from gpualloc.solvers.planner.records import JobSpec
+from gpualloc.solvers.planner.records import JobSpec, Running
 
 FORECAST = JobForecast(4, 2, 1.6, 1.0, 4.04, 0.8, 0.7, ("gpus", "duration"), 40.0)
 
@@ -55,7 +55,7 @@ def test_status_lists_a_job_past_its_plan():
 
 def test_at_the_limits_the_list_is_bounded():
     running = {
-        f"{k:0200d}": (JobSpec(f"{k:0200d}", "training", 1, 1, 1, 0), 1 << k, 0) for k in range(LIMITS.gpus)
+        f"{k:0200d}": Running(JobSpec(f"{k:0200d}", "training", 1, 1, 1, 0), 1 << k, 0) for k in range(LIMITS.gpus)
     }  # every GPU a 1-GPU job with a 200-character id, all past their plan
     fields = past_plan(running, LIMITS.duration)
     assert fields["past_plan_total"] == LIMITS.gpus and len(fields["past_plan"]) == LISTED

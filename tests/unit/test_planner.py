@@ -34,7 +34,7 @@ def run(days_steps: int = 48, seed: int = 5):
         commit = planner.tick()
         commits.append(commit)
         for job_id in commit.started:
-            spec = planner.running[job_id][0]
+            spec = planner.running[job_id].spec
             ends[job_id] = step + max(1, spec.duration + rng.choice([-2, -1, 0, 0, 1, 3]))
         for job_id, end in list(ends.items()):
             if end <= step + 1:
@@ -82,7 +82,7 @@ def test_a_down_node_fails_and_requeues_its_jobs():
     planner.submit(JobSpec("a", "training", 5, 8, 10, 0))
     planner.submit(JobSpec("b", "training", 5, 8, 10, 0))
     planner.tick()
-    mask = planner.running["a"][1]
+    mask = planner.running["a"].mask
     node = ((mask & -mask).bit_length() - 1) // 8
     failed = planner.node_status(node, "down")
     assert failed == ["a"] and "a" in planner.queued
@@ -96,7 +96,7 @@ def test_a_drained_node_keeps_its_running_work_and_takes_no_new_work():
     planner = Planner(PoolConfig(gpus=16, gpus_per_node=8, horizon=12))
     planner.submit(JobSpec("a", "training", 5, 2, 10, 0))
     planner.tick()
-    mask = planner.running["a"][1]
+    mask = planner.running["a"].mask
     node = ((mask & -mask).bit_length() - 1) // 8
     assert planner.node_status(node, "drained") == []
     for i in range(3):
@@ -132,7 +132,7 @@ def test_a_node_going_down_under_the_floors_lowers_them_instead_of_failing():
     planner.register_app(AppSpec("chat", priority=3, min_gpus=2, max_gpus=4, profile=[2] * 24))
     planner.submit(JobSpec("big", "training", 9, 8, 20, 0))
     planner.tick()
-    node_of_big = (planner.running["big"][1].bit_length() - 1) // 8
+    node_of_big = (planner.running["big"].mask.bit_length() - 1) // 8
     planner.node_status(1 - node_of_big, "down")  # the other node
     commit = planner.tick()
     assert commit.assignments.get("chat", ()) == () and "big" in commit.assignments
@@ -226,7 +226,7 @@ def _drained_with_a_job_ending(scheduler=None):
     for job_id in ("long-0", "pretrain-b", "long-2", "long-3"):  # inserted lowest GPUs first
         planner.submit(JobSpec(job_id, "training", 9, 8, {"pretrain-b": 4, "long-3": 6}.get(job_id, 40), 0))
     planner.tick()
-    assert planner.running["pretrain-b"][1] == 0xFF00, "pretrain-b runs on node 1"
+    assert planner.running["pretrain-b"].mask == 0xFF00, "pretrain-b runs on node 1"
     planner.node_status(1, "drained")
     decisions = [planner.submit(JobSpec(f"sft-{k}", "training", 5, 8, 2, 1)) for k in range(3)]
     return planner, decisions
@@ -260,7 +260,7 @@ def test_a_drained_nodes_gpus_are_blocked_from_the_step_its_running_job_ends():
     planner, _ = _drained_with_a_job_ending()
     window = planner.window_problem()
     blockers = {j.id: (j.held_from, j.remaining, j.running_mask) for j in window.batch if is_blocker(j.id)}
-    ends = planner.running["pretrain-b"][2] + planner.running["pretrain-b"][0].duration - planner.now
+    ends = planner.running["pretrain-b"].start + planner.running["pretrain-b"].spec.duration - planner.now
     assert blockers == {f"{BLOCKER}@{ends}": (ends, 12, 0xFF00)}
     assert window.running_busy[ends] & 0xFF00 == 0xFF00 and window.running_busy[11] & 0xFF00 == 0xFF00
 
@@ -294,12 +294,14 @@ def test_drained_nodes_at_the_contract_limits_take_a_blocker_a_step_at_most():
     a 336-step window (512 jobs, so ends repeat): one blocker per step some job ends at, and no
     GPU is free at any step."""
     from gpualloc.schemas.limits import LIMITS
-    from gpualloc.solvers.planner.records import is_blocker
+    from gpualloc.solvers.planner.records import Running, is_blocker
     from gpualloc.solvers.planner.window import window
 
     G, T = LIMITS.gpus, LIMITS.horizon
     cfg = PoolConfig(gpus=G, gpus_per_node=8, horizon=T)
-    running = {f"r{n}": (JobSpec(f"r{n}", "training", 1, 8, 1 + n % T, 0), 0xFF << (8 * n), 0) for n in range(G // 8)}
+    running = {
+        f"r{n}": Running(JobSpec(f"r{n}", "training", 1, 8, 1 + n % T, 0), 0xFF << (8 * n), 0) for n in range(G // 8)
+    }
     problem = window(cfg, 0, running, {}, {}, (1 << G) - 1, lambda app: [0] * T)
     blockers = [j for j in problem.batch if is_blocker(j.id)]
     assert sorted(j.held_from for j in blockers) == list(range(1, T))  # a job ending at T leaves none

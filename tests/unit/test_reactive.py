@@ -90,7 +90,7 @@ def test_a_grant_never_takes_a_running_jobs_gpus_and_stops_at_the_ceiling():
     )
     pool.commit()
     pool.commit()
-    job = pool.planner.running["j"][1]
+    job = pool.planner.running["j"].mask
     effects = observe(pool, 15, 10)
     [granted] = [e for e in effects if isinstance(e, Granted)]
     assert not sum(1 << x for x in granted.grant.gpus) & job

@@ -9,7 +9,7 @@ from support.builders import T0, ev
 
 from gpualloc.solvers.legality import online_violations
 from gpualloc.solvers.planner.interpreter import Failed, Pool, Rejected
-from gpualloc.solvers.planner.records import JobSpec
+from gpualloc.solvers.planner.records import JobSpec, Running
 from gpualloc.solvers.problem import mask_of
 
 
@@ -59,7 +59,7 @@ def test_fewer_gpus_fail_the_jobs_on_the_gpus_that_leave_and_drop_what_no_longer
         submit(pool, f"j{k}", gpus, priority=9)
     submit(pool, "whole", 32, priority=1)  # queued behind: no 32-GPU block before the others end
     commits = [pool.commit().commit]
-    lost = sorted(j for j, (_, mask, _) in pool.planner.running.items() if mask >> 16)
+    lost = sorted(j for j, r in pool.planner.running.items() if r.mask >> 16)
     assert lost  # running on the half that leaves
     effects = resize(pool, 16)
     failed = {e.job_id: e for e in effects if isinstance(e, Failed)}
@@ -95,7 +95,7 @@ def test_a_node_size_change_is_refused_only_when_a_running_block_would_cross_a_n
     assert resize(pool, 16, node=4) == [] and pool.planner.config.node_size == 4  # two whole nodes of 4
     pool = pool_of(16, node=8)
     spec = JobSpec("mid", "training", 5, 4, 6, 0)
-    pool.planner.running["mid"] = (spec, mask_of(range(2, 6)), 0)  # legal in a node of 8, across two of 4
+    pool.planner.running["mid"] = Running(spec, mask_of(range(2, 6)), 0)  # legal in a node of 8, across two of 4
     effects = resize(pool, 16, node=4)
     assert [type(e) for e in effects] == [Rejected]
     assert effects[0].reason.startswith("gpus_per_node: running job 'mid' holds GPUs 2-5, across nodes of 4 GPUs")

@@ -31,8 +31,8 @@ def flooded(bound: int | None, steps: int = 30) -> tuple[Planner, list]:
 
 def finish(planner: Planner) -> None:
     """Complete the running jobs whose time is up, as their platform would."""
-    for job_id, (spec, _, start) in list(planner.running.items()):
-        if planner.now >= start + spec.duration:
+    for job_id, r in list(planner.running.items()):
+        if planner.now >= r.start + r.spec.duration:
             planner.complete(job_id)
 
 

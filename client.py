@@ -33,10 +33,10 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import BaseModel, ValidationError
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.admin import partition_counts
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.topics import Topics, decode, encode, key_of
+from gpualloc.bus import clients
+from gpualloc.bus.admin import partition_counts
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.topics import Topics, decode, encode, key_of
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (
     AllocationDecided,

@@ -19,11 +19,11 @@ import time
 import orjson
 from aiokafka import TopicPartition
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.admin import ensure_topics
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.history import reader
-from gpualloc.agent.bus.topics import Topics
+from gpualloc.bus import clients
+from gpualloc.bus.admin import ensure_topics
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.history import reader
+from gpualloc.bus.topics import Topics
 from gpualloc.schemas.settings import AgentSettings
 
 

@@ -23,10 +23,10 @@ import orjson
 from aiokafka import AIOKafkaProducer
 
 from gpualloc.agent.benches.throughput import POOL, Decisions, stop_all
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.cli.running import agent_argv
+from gpualloc.bus import clients
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.topics import Topics
 from gpualloc.schemas.events import envelope
 
 

@@ -45,12 +45,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from gpualloc.agent.benches.recovery import killed_and_back, until
 from gpualloc.agent.benches.soak import memory_mb
 from gpualloc.agent.benches.throughput import Decisions, Follower, Upstream, drop_topics, paced, spread
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.admin import ensure_topics, partition_counts
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.history import partitions, read_range, reader
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.cli.running import agent_argv
+from gpualloc.bus import clients
+from gpualloc.bus.admin import ensure_topics, partition_counts
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.history import partitions, read_range, reader
+from gpualloc.bus.topics import Topics
 from gpualloc.schemas.events import PassRecorded, envelope
 from gpualloc.schemas.settings import AgentSettings
 from gpualloc.solvers.generators.synthetic_jobs import sample_job

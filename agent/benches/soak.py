@@ -33,12 +33,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from gpualloc.agent.benches.recovery import until
 from gpualloc.agent.benches.throughput import FETCH_WAIT_MS, POOL, stop_all, submitted_message
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.admin import ensure_topics
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.cli.running import agent_argv
 from gpualloc.agent.operator.publish import completed_message
+from gpualloc.bus import clients
+from gpualloc.bus.admin import ensure_topics
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.topics import Topics
 from gpualloc.schemas.events import envelope
 from gpualloc.schemas.settings import AgentSettings
 

@@ -27,11 +27,11 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.history import read_range, reader
-from gpualloc.agent.bus.topics import Topics, partition_of
 from gpualloc.agent.cli.running import agent_argv
+from gpualloc.bus import clients
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.history import read_range, reader
+from gpualloc.bus.topics import Topics, partition_of
 from gpualloc.schemas.events import PassRecorded, RecordedCommit, envelope
 
 POOL = {"gpus": 64, "gpus_per_node": 8, "horizon": 24, "step_minutes": 60, "swap_cap": 2}

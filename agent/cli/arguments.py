@@ -9,8 +9,8 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.loading import InputError
+from gpualloc.bus.clients import Broker
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.settings import Settings, SolveOptions, load_settings
 

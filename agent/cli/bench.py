@@ -11,7 +11,6 @@ import sys
 from dataclasses import asdict
 from typing import Any, Callable, Coroutine
 
-from gpualloc.agent.bus.clients import Broker
 from gpualloc.agent.cli.arguments import (
     bootstrap_of,
     checked,
@@ -25,6 +24,7 @@ from gpualloc.agent.cli.arguments import (
     solve_options,
 )
 from gpualloc.agent.loading import InputError, dump_json, write_text
+from gpualloc.bus.clients import Broker
 from gpualloc.schemas.limits import LIMITS
 
 EXIT_OK, EXIT_FAILED = 0, 1

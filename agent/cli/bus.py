@@ -14,8 +14,6 @@ import orjson
 from pydantic import ValidationError
 
 from gpualloc.agent import logs
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.cli.arguments import (
     bootstrap_of,
     bus_arguments,
@@ -28,6 +26,8 @@ from gpualloc.agent.cli.arguments import (
 )
 from gpualloc.agent.cli.running import run_until_signal
 from gpualloc.agent.loading import InputError, read_text
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.topics import Topics
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import PoolConfigured, envelope
 from gpualloc.solvers.policies import online_policy

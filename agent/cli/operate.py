@@ -14,12 +14,12 @@ from typing import Any
 
 import orjson
 
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.cli.arguments import bootstrap_of, bus_arguments, positive_float, settings_of
 from gpualloc.agent.cli.running import run_until_signal
 from gpualloc.agent.loading import InputError, read_text
 from gpualloc.agent.operator.operate import check_node, latest_config, published
 from gpualloc.agent.operator.tail import line
+from gpualloc.bus.topics import Topics
 from gpualloc.client import Client, Rejected
 from gpualloc.schemas.events import AllocationDecided
 

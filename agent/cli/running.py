@@ -11,8 +11,8 @@ from typing import Awaitable, Callable
 
 from aiokafka.errors import KafkaConnectionError
 
-from gpualloc.agent.bus.clients import Broker, Refused
 from gpualloc.agent.loading import InputError
+from gpualloc.bus.clients import Broker, Refused
 
 
 def run_until_signal(body: Callable[[asyncio.Event], Awaitable[None]], bootstrap: Broker | str) -> None:

@@ -33,12 +33,12 @@ from aiokafka.errors import KafkaError, KafkaTimeoutError
 from pydantic import ValidationError
 
 from gpualloc.agent import logs
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.topics import Topics, decode, encode
 from gpualloc.agent.metrics import HealthServer, NodeMetrics
 from gpualloc.agent.node.binders import Binder
 from gpualloc.agent.node.core import Action, NodeState, read_commit
+from gpualloc.bus import clients
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.topics import Topics, decode, encode
 from gpualloc.schemas.commits import Parts, current
 from gpualloc.schemas.events import BindingReported, JobRef, PlanCommitted, envelope
 from gpualloc.schemas.settings import NodeAgentSettings

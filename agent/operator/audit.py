@@ -13,12 +13,12 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.admin import partition_counts
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.history import partitions, read_history, read_range, reader
-from gpualloc.agent.bus.topics import Topics, decode
 from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.bus import clients
+from gpualloc.bus.admin import partition_counts
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.history import partitions, read_history, read_range, reader
+from gpualloc.bus.topics import Topics, decode
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan, online_violations
 from gpualloc.solvers.planner.interpreter import Pool

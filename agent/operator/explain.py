@@ -9,13 +9,13 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.admin import partition_counts
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.history import partitions, read_range, reader
-from gpualloc.agent.bus.topics import Topics, decode
 from gpualloc.agent.operator.tail import names, original_of
 from gpualloc.agent.operator.words import Holders, at_step, now_words, promised, span, step_length
+from gpualloc.bus import clients
+from gpualloc.bus.admin import partition_counts
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.history import partitions, read_range, reader
+from gpualloc.bus.topics import Topics, decode
 from gpualloc.schemas.commits import latest
 
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from aiokafka import TopicPartition
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.admin import partition_counts
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.history import read_range, reader
-from gpualloc.agent.bus.topics import Topics, decode, partition_of
+from gpualloc.bus import clients
+from gpualloc.bus.admin import partition_counts
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.history import read_range, reader
+from gpualloc.bus.topics import Topics, decode, partition_of
 from gpualloc.client import Sent
 from gpualloc.schemas.events import PoolConfigured
 

@@ -14,9 +14,9 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.topics import Topics, decode
+from gpualloc.bus import clients
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.topics import Topics, decode
 from gpualloc.client import Client
 from gpualloc.schemas.events import JobRef, envelope, timestamp
 

@@ -25,11 +25,6 @@ from typing import Any
 import numpy as np
 from aiokafka import TopicPartition
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.admin import partition_counts
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.history import partitions, read_history, read_range, reader
-from gpualloc.agent.bus.topics import Topics, decode
 from gpualloc.agent.metrics import gpu_states
 from gpualloc.agent.operator.audit import STALLED_AFTER_S
 from gpualloc.agent.operator.full_mode import full_mode_status
@@ -37,6 +32,11 @@ from gpualloc.agent.operator.overruns import past_plan, past_plan_lines
 from gpualloc.agent.operator.words import Holders, duration, now_words, promised, span, step_length
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.recovery import rebuild
+from gpualloc.bus import clients
+from gpualloc.bus.admin import partition_counts
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.history import partitions, read_history, read_range, reader
+from gpualloc.bus.topics import Topics, decode
 from gpualloc.schemas.commits import latest
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import SnapshotError

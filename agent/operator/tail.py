@@ -9,10 +9,10 @@ from typing import Any
 
 import orjson
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.topics import Topics, decode
 from gpualloc.agent.operator.words import span
+from gpualloc.bus import clients
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.topics import Topics, decode
 
 QUIET = ("job.submitted", "traffic.observed")  # inputs not shown: a decision answers each submission
 

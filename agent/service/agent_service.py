@@ -36,10 +36,6 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError, ProducerFenced, RecordTooLargeError
 
 from gpualloc.agent import logs
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.admin import ensure_topics
-from gpualloc.agent.bus.history import partitions, read_history, reader
-from gpualloc.agent.bus.topics import Record, Topics, encode, partition_of
 from gpualloc.agent.metrics import AgentMetrics, HealthServer
 from gpualloc.agent.service.clock import Clock
 from gpualloc.agent.service.dispatcher import Dispatcher
@@ -48,6 +44,10 @@ from gpualloc.agent.service.ledger import run_settings
 from gpualloc.agent.service.outbox import Output
 from gpualloc.agent.service.plan_ahead import PlanAhead
 from gpualloc.agent.service.recovery import rebuild
+from gpualloc.bus import clients
+from gpualloc.bus.admin import ensure_topics
+from gpualloc.bus.history import partitions, read_history, reader
+from gpualloc.bus.topics import Record, Topics, encode, partition_of
 from gpualloc.schemas.commits import Parts, folded
 from gpualloc.schemas.events import FullModeReport, FullModeSolve
 from gpualloc.schemas.settings import AgentSettings

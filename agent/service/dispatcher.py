@@ -20,11 +20,11 @@ from typing import Any, Callable
 import orjson
 from pydantic import ValidationError
 
-from gpualloc.agent.bus.topics import Record, Topics, decode
 from gpualloc.agent.service.ledger import SCHEDULE_BYTES, TxnLog, recordable
 from gpualloc.agent.service.outbox import Output, decided, job_failed, rejection
 from gpualloc.agent.service.seen_ids import SeenIds
 from gpualloc.agent.service.snapshots import SNAPSHOT_BYTES, SnapshotRecords, snapshot_records
+from gpualloc.bus.topics import Record, Topics, decode
 from gpualloc.schemas.commits import PART_BYTES, split, tentative_plan
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (

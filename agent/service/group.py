@@ -27,14 +27,14 @@ from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from prometheus_client import CollectorRegistry
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.admin import ensure_topics
-from gpualloc.agent.bus.history import read_range, reader
-from gpualloc.agent.bus.topics import Record, Topics, decode, encode, partition_of
 from gpualloc.agent.loading import InputError
 from gpualloc.agent.metrics import HealthServer, PoolsCollector
 from gpualloc.agent.service.agent_service import AgentFenced, AgentService, AgentStats
 from gpualloc.agent.service.outbox import rejection
+from gpualloc.bus import clients
+from gpualloc.bus.admin import ensure_topics
+from gpualloc.bus.history import read_range, reader
+from gpualloc.bus.topics import Record, Topics, decode, encode, partition_of
 from gpualloc.schemas.settings import AgentSettings
 
 log = logging.getLogger("gpualloc.agent")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, cast
 
-from gpualloc.agent.bus.topics import Record, Topics
+from gpualloc.bus.topics import Record, Topics
 from gpualloc.forecasting.jobs import JobForecast
 from gpualloc.schemas.events import AllocationDecided, ForecastMade, InputRejected, JobFailed, envelope
 from gpualloc.schemas.limits import LIMITS

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpualloc.agent.bus.history import History
 from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.bus.history import History
 
 
 def rebuild(dispatcher: Dispatcher, history: History) -> int:

@@ -26,12 +26,12 @@ from support.http_metrics import get, samples
 from support.kafka_broker import read_all, unique_topic
 from test_solve_process import children
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.topics import Topics, key_of
 from gpualloc.agent.cli.running import agent_argv
 from gpualloc.agent.operator.audit import audit
 from gpualloc.agent.service import agent_service
 from gpualloc.agent.service.agent_service import AgentService
+from gpualloc.bus import clients
+from gpualloc.bus.topics import Topics, key_of
 from gpualloc.schemas.settings import AgentSettings, FullModeOptions, RollingFullMode
 
 pytestmark = pytest.mark.kafka

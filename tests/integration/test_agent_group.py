@@ -21,9 +21,9 @@ from aiokafka import AIOKafkaProducer
 from support.http_metrics import get, samples
 from support.kafka_broker import _free_ports, read_all, unique_topic
 
-from gpualloc.agent.bus.admin import ensure_topics
-from gpualloc.agent.bus.topics import Topics, key_of, partition_of
 from gpualloc.agent.cli.running import agent_argv
+from gpualloc.bus.admin import ensure_topics
+from gpualloc.bus.topics import Topics, key_of, partition_of
 from gpualloc.schemas.events import JobSubmitted, PoolConfigured, envelope
 from gpualloc.solvers.legality import online_violations
 

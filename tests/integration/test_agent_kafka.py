@@ -18,13 +18,13 @@ from jsonschema import Draft202012Validator
 from support.feature_jobs import LORA_7B
 from support.kafka_broker import read_all, unique_topic
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.history import read_range, reader
-from gpualloc.agent.bus.topics import Topics, key_of
 from gpualloc.agent.node.binders import FileBinder
 from gpualloc.agent.node.node_agent import NodeAgent
 from gpualloc.agent.operator.publish import complete_jobs
 from gpualloc.agent.service.agent_service import AgentService
+from gpualloc.bus import clients
+from gpualloc.bus.history import read_range, reader
+from gpualloc.bus.topics import Topics, key_of
 from gpualloc.schemas.commits import folded
 from gpualloc.schemas.export import export_schemas
 from gpualloc.schemas.settings import AgentSettings, RollingFullMode
@@ -230,7 +230,7 @@ async def bench_topics_left(bootstrap: str, before: set[str], wait_s: float = 15
 
 
 async def listed_topics(bootstrap: str) -> list[str]:
-    from gpualloc.agent.bus import clients
+    from gpualloc.bus import clients
 
     admin = clients.admin(bootstrap)
     await admin.start()

@@ -14,9 +14,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from support.http_metrics import get, samples
 from support.kafka_broker import read_all, unique_topic
 
-from gpualloc.agent.bus.topics import Topics, key_of
 from gpualloc.agent.metrics import AgentMetrics, HealthServer, PoolsCollector, reason_label
 from gpualloc.agent.service.agent_service import AgentService
+from gpualloc.bus.topics import Topics, key_of
 from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 
 

@@ -23,11 +23,11 @@ import pytest
 from support.feature_jobs import LORA_7B
 from support.kafka_broker import read_all, unique_topic
 
-from gpualloc.agent.bus.topics import Topics, encode
 from gpualloc.agent.cli.running import agent_argv
 from gpualloc.agent.node.binders import FileBinder
 from gpualloc.agent.node.node_agent import NodeAgent
 from gpualloc.agent.operator.publish import complete_jobs, publish_trace
+from gpualloc.bus.topics import Topics, encode
 from gpualloc.schemas.commits import merge
 from gpualloc.schemas.events import envelope
 from gpualloc.solvers.legality import online_violations

@@ -14,8 +14,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from support.kafka_broker import unique_topic
 
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.service.agent_service import AgentService
+from gpualloc.bus.topics import Topics
 from gpualloc.schemas.events import envelope
 from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 
@@ -171,11 +171,11 @@ async def test_a_pool_above_64_gpus_with_an_app_snapshots_in_parts_restarts_and_
     """72 GPUs, an app on the highest two: its held set is a mask past 64 bits. Snapshots cut into
     parts (a small piece size stands in for a pool at the contract's limits) are read back by a
     restart, `status` shows the pool, and `audit` reproduces every decision and commit."""
-    from gpualloc.agent.bus.admin import partition_counts
-    from gpualloc.agent.bus.history import read_history, reader
     from gpualloc.agent.service import dispatcher
     from gpualloc.agent.service.dispatcher import Dispatcher
     from gpualloc.agent.service.recovery import rebuild
+    from gpualloc.bus.admin import partition_counts
+    from gpualloc.bus.history import read_history, reader
     from gpualloc.solvers.planner.interpreter import Pool
 
     monkeypatch.setattr(dispatcher, "SNAPSHOT_BYTES", 200)

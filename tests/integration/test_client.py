@@ -10,8 +10,8 @@ import orjson
 import pytest
 from support.kafka_broker import read_all, unique_topic
 
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.service.agent_service import AgentService
+from gpualloc.bus.topics import Topics
 from gpualloc.client import Client, Rejected
 from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 

@@ -15,10 +15,10 @@ import pytest
 from support.kafka_broker import read_all, unique_topic
 from test_agent_failures import publish
 
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.metrics import FULL_MODE_OUTCOMES
 from gpualloc.agent.operator.audit import audit
 from gpualloc.agent.service.agent_service import AgentService
+from gpualloc.bus.topics import Topics
 from gpualloc.schemas.settings import AgentSettings, FullModeOptions, RollingFullMode
 
 pytestmark = pytest.mark.kafka

@@ -22,8 +22,8 @@ from aiokafka import AIOKafkaProducer
 from support.hostile import HOSTILE_IDS, envelope, hostile, job, topic_of
 from support.kafka_broker import read_all, unique_topic
 
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.cli.running import agent_argv
+from gpualloc.bus.topics import Topics
 
 pytestmark = pytest.mark.kafka
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
 
-from gpualloc.agent.bus.clients import FIRST_BACKOFF_S, Refused, Unreachable, started
+from gpualloc.bus.clients import FIRST_BACKOFF_S, Refused, Unreachable, started
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "benchmarks" / "traces" / "week-64gpu-1000jobs.jsonl"

@@ -21,8 +21,8 @@ from aiokafka import AIOKafkaProducer
 from support.hostile import envelope, job
 from support.kafka_broker import LocalBroker, local_broker, port_open, read_all
 
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.node.binders import FileBinder
+from gpualloc.bus.topics import Topics
 
 pytestmark = pytest.mark.kafka
 

@@ -21,10 +21,10 @@ import orjson
 import pytest
 from support.kafka_broker import LocalBroker, local_broker, read_all, unique_topic
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.cli import main
 from gpualloc.agent.node.binders import FileBinder
+from gpualloc.bus import clients
+from gpualloc.bus.topics import Topics
 from gpualloc.schemas.events import envelope
 from gpualloc.schemas.settings import KafkaSecurity, load_settings
 

@@ -17,9 +17,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from support.kafka_broker import unique_topic
 
-from gpualloc.agent.bus.topics import Topics, decode, encode
 from gpualloc.agent.node.binders import BindError, FileBinder
 from gpualloc.agent.node.node_agent import NodeAgent
+from gpualloc.bus.topics import Topics, decode, encode
 from gpualloc.schemas.commits import split
 from gpualloc.schemas.events import AllocationDecided, BindingReported, JobRef, PlanCommitted, envelope
 

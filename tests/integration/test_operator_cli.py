@@ -20,9 +20,9 @@ from support.builders import ROOT
 from support.feature_jobs import LORA_7B
 from support.kafka_broker import read_all, unique_topic
 
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.cli import main
 from gpualloc.agent.service.agent_service import AgentService
+from gpualloc.bus.topics import Topics
 from gpualloc.client import Client
 from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 

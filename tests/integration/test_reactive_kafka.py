@@ -14,10 +14,10 @@ from support.kafka_broker import unique_topic
 from test_audit import cli, publish
 from test_node_agent_kafka import read_all, reports, running, wait_until
 
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.node.binders import FileBinder
 from gpualloc.agent.node.node_agent import NodeAgent
 from gpualloc.agent.service.agent_service import AgentService
+from gpualloc.bus.topics import Topics
 from gpualloc.schemas.events import envelope
 from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 

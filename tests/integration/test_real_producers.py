@@ -29,11 +29,11 @@ from test_agent_group import Bus, job, message
 from test_audit import cli
 from test_node_agent_kafka import WAIT_S, commit_msg, files_are, publish, running, wait_until
 
-from gpualloc.agent.bus.admin import ensure_topics
-from gpualloc.agent.bus.topics import Topics, key_of
 from gpualloc.agent.node.binders import FileBinder
 from gpualloc.agent.node.node_agent import NodeAgent
 from gpualloc.agent.service.agent_service import AgentService
+from gpualloc.bus.admin import ensure_topics
+from gpualloc.bus.topics import Topics, key_of
 from gpualloc.schemas.events import PoolConfigured
 from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 

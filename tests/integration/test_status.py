@@ -15,7 +15,6 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from support.kafka_broker import unique_topic
 
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.operator.status import (
     JSON_BYTES,
     LISTED,
@@ -28,6 +27,7 @@ from gpualloc.agent.operator.status import (
     view,
 )
 from gpualloc.agent.service.agent_service import AgentService
+from gpualloc.bus.topics import Topics
 from gpualloc.client import Client
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import AgentSettings, RollingFullMode

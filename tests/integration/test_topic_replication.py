@@ -13,10 +13,10 @@ from support.kafka_broker import unique_topic
 from test_agent_failures import publish
 from test_full_mode_visible import trial
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.admin import replicas
-from gpualloc.agent.bus.topics import Topics
 from gpualloc.agent.service.agent_service import AgentService
+from gpualloc.bus import clients
+from gpualloc.bus.admin import replicas
+from gpualloc.bus.topics import Topics
 from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 
 TOPIC_CONFIG = 1  # DescribeConfigs' config_source of a value set on the topic itself

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import orjson
 
-from gpualloc.agent.bus.topics import Topics
+from gpualloc.bus.topics import Topics
 from gpualloc.schemas.limits import LIMITS
 
 # legal ids (printable, bounded) that a shell or a path would misread: decided like any other

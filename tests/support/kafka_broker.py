@@ -169,8 +169,8 @@ async def read_all(bootstrap: str, topic: str) -> list[dict]:
     boundary, then the commit), so a topic that never falls silent would never be read out."""
     from aiokafka import TopicPartition
 
-    from gpualloc.agent.bus.admin import partition_counts
-    from gpualloc.agent.bus.history import read_range, reader
+    from gpualloc.bus.admin import partition_counts
+    from gpualloc.bus.history import read_range, reader
 
     count = (await partition_counts(bootstrap, [topic])).get(topic, 0)
     if not count:

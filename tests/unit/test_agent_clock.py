@@ -9,9 +9,9 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 
-from gpualloc.agent.bus.topics import Record
 from gpualloc.agent.service.agent_service import AgentService
 from gpualloc.agent.service.clock import Clock
+from gpualloc.bus.topics import Record
 from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from support.builders import T0, ev
 from support.feature_jobs import training_features
 
-from gpualloc.agent.bus.topics import Record
 from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.bus.topics import Record
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.interpreter import Effect, Event, Pool
 from gpualloc.solvers.planner.records import JobSpec

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_property import generator_args
 
-from gpualloc.agent.bus.topics import Record, Topics
 from gpualloc.agent.operator import audit
 from gpualloc.agent.operator.audit import compare
 from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.bus.topics import Record, Topics
 from gpualloc.schemas import Scenario
 from gpualloc.schemas.commits import PART_BYTES, Parts, commit_grid, latest, merge, split, tentative_plan
 from gpualloc.schemas.events import PassRecorded, PlanCommitted, envelope

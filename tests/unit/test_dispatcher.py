@@ -8,8 +8,8 @@ from datetime import datetime, timedelta, timezone
 import orjson
 from support.feature_jobs import LORA_7B
 
-from gpualloc.agent.bus.topics import Record
 from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.bus.topics import Record
 from gpualloc.schemas.commits import commit_grid
 from gpualloc.schemas.events import AllocationDecided, InputRejected, PlanCommitted
 from gpualloc.solvers.legality import check_plan

@@ -18,9 +18,9 @@ from support.feature_jobs import feature_job
 from support.forecaster_states import largest_job_forecaster
 from support.planner_states import loaded_planner
 
-from gpualloc.agent.bus.topics import Record, encode
 from gpualloc.agent.service import dispatcher
 from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.bus.topics import Record, encode
 from gpualloc.forecasting.traffic import ERRORS, HOUR_ERRORS, HOUR_SAMPLES, QUANTILES, AppTraffic, Pending
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart, RecordedCommit
 from gpualloc.schemas.features import FEATURES

@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 from support.builders import T0
 
-from gpualloc.agent.bus.topics import Record
 from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.bus.topics import Record
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import JobSubmitted
 from gpualloc.schemas.scenario import Scenario

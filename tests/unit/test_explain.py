@@ -10,10 +10,10 @@ import orjson
 from support.builders import T0
 from support.feature_jobs import LORA_7B
 
-from gpualloc.agent.bus.topics import Record
 from gpualloc.agent.operator.explain import explain_lines, gather
 from gpualloc.agent.operator.status import lines, view
 from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.bus.topics import Record
 from gpualloc.solvers.planner.interpreter import Pool
 
 STEP = timedelta(seconds=10)  # the compressed clock's step (the pool's own: 60 minutes)

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.feature_jobs import LORA_7B, feature_job, training_features
 
-from gpualloc.agent.bus.topics import Record
 from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.bus.topics import Record
 from gpualloc.schemas.events import AllocationDecided, parse_event
 from gpualloc.schemas.settings import ForecastSettings
 from gpualloc.solvers.generators.synthetic import forecast_trace

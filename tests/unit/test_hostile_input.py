@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.hostile import HOSTILE_IDS, envelope, hostile, job, topic_of
 
-from gpualloc.agent.bus.topics import Record
 from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.bus.topics import Record
 from gpualloc.schemas.events import InputRejected
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.solvers.planner.interpreter import Pool

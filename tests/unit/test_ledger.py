@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.feature_jobs import feature_job
 
-from gpualloc.agent.bus.topics import Record
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.plan_ahead import hot_plan
+from gpualloc.bus.topics import Record
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.records import FullModePlan

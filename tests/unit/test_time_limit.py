@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from support.builders import T0, ev
 from test_ledger import fresh, live, message, replay
 
-from gpualloc.agent.bus.topics import Record
+from gpualloc.bus.topics import Record
 from gpualloc.schemas.events import JobSubmitted, PoolSnapshot
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.solvers.grid import to_grid

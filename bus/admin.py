@@ -9,9 +9,9 @@ import logging
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.topics import Topics
+from gpualloc.bus import clients
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.topics import Topics
 from gpualloc.schemas.settings import AgentSettings
 
 log = logging.getLogger("gpualloc.agent")

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
-from gpualloc.agent.bus import clients
-from gpualloc.agent.bus.clients import Broker
-from gpualloc.agent.bus.topics import Record, Topics, decode, partition_of
+from gpualloc.bus import clients
+from gpualloc.bus.clients import Broker
+from gpualloc.bus.topics import Record, Topics, decode, partition_of
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart
 
 log = logging.getLogger("gpualloc.agent")

@@ -112,8 +112,7 @@ class Dispatcher:
         cut = self.interpreter.cut()
         if cut is None:
             return None
-        self._log.begun(now)
-        self._log.cut = True
+        self._log = self._log.cut_at(now)
         return cut.problem
 
     def planned_ahead(self, step: int, schedule: Schedule) -> None:
@@ -140,38 +139,38 @@ class Dispatcher:
     def handle(self, records: list[Record], now: datetime) -> list[Output]:
         """Apply a poll's records in one planning pass; the messages to publish. A keyed pool
         (one of a shared group's) reads a partition it shares with other pools: their records
-        are passed over, moving only the frontier. All or nothing: a pass that raises leaves the
-        pool, the de-duplication window, the frontier and the transaction's log as it found
-        them, so the same records handed in again are planned afresh."""
-        frontier, log, seen = dict(self.frontier), self._log.copy(), len(self.seen)
-        try:
-            out = self._handle(records, now)
-        except BaseException:
-            self.seen.drop_newest(len(self.seen) - seen)
-            self.frontier, self._log = frontier, log
-            raise
-        self.seen.keep_newest(self.seen_limit)
-        return out
-
-    def _handle(self, records: list[Record], now: datetime) -> list[Output]:
+        are passed over, moving only the frontier. All or nothing: the pass is read and planned
+        first, and the de-duplication window, the frontier and the transaction's log take what
+        it read only once the pool has planned it (`Pool.apply`, itself all or nothing), so a
+        pass that raises leaves them as it found them and the same records handed in again are
+        planned afresh."""
+        frontier = dict(self.frontier)
         if self.keyed:
             for rec in records:
                 if rec.key != self.pool:
-                    self.frontier[f"{rec.topic}:{rec.partition}"] = rec.offset + 1
+                    frontier[f"{rec.topic}:{rec.partition}"] = rec.offset + 1
             records = [rec for rec in records if rec.key == self.pool]
             if not records:
+                self.frontier = frontier
                 return []
-        out: list[Output] = []
-        events = []
-        self._log_inputs(records, now)
         for rec in records:
-            event = self._parse(rec, out, now)
-            if event is not None:
-                events.append(event)
-        return out + [o for effect in self.interpreter.apply(events, now) for o in self._outputs(effect, now)]
+            if rec.topic in self.topics.inputs:
+                frontier[f"{rec.topic}:{rec.partition}"] = rec.offset + 1
+        log = self._log.read(records, now, self.topics.inputs)
+        step = self.planner.now if self.planner is not None else 0  # the step the pass's ids are seen at
+        taken: dict[str, str] = {}  # event id -> payload digest, of the events this pass takes
+        rejected: list[Output] = []
+        events = [event for rec in records if (event := self._parse(rec, taken, rejected, now)) is not None]
+        effects = self.interpreter.apply(events, now)
+        for event_id, digest in taken.items():
+            self.seen.add(event_id, step, digest)
+        self.seen.keep_newest(self.seen_limit)
+        self.frontier, self._log = frontier, log
+        return rejected + [o for effect in effects for o in self._outputs(effect, now)]
 
-    def _parse(self, rec: Record, out: list[Output], now: datetime) -> Event | None:
-        """The event of a record of this pool not seen before; rejects go to `out`."""
+    def _parse(self, rec: Record, taken: dict[str, str], out: list[Output], now: datetime) -> Event | None:
+        """The event of a record of this pool not seen before (its id and digest go to `taken`);
+        rejects go to `out`."""
         try:
             if rec.value is None:
                 raise ValueError("value: null (a tombstone); an input record must be a JSON object")
@@ -202,8 +201,9 @@ class Dispatcher:
         if env.pool != self.pool:
             return None  # another pool's agent owns it
         digest = _digest(env.type, env.payload)
-        if env.event_id in self.seen:
-            if self.seen.digest(env.event_id) in (digest, None):
+        if env.event_id in self.seen or env.event_id in taken:
+            before = taken[env.event_id] if env.event_id in taken else self.seen.digest(env.event_id)
+            if before in (digest, None):
                 return None  # a redelivery
             out.append(
                 self._reject(
@@ -214,7 +214,7 @@ class Dispatcher:
                 )
             )
             return None
-        self.seen.add(env.event_id, self.planner.now if self.planner else 0, digest)
+        taken[env.event_id] = digest
         return Event(env.type, payload, env.occurred_at, (rec, env.event_id))
 
     def _outputs(self, effect: Effect, now: datetime) -> list[Output]:
@@ -303,8 +303,7 @@ class Dispatcher:
             frontier=dict(self.frontier),
             reasons=commit.reasons,
         )
-        self._log.begun(now)
-        self._log.commits.append(
+        self._log = self._log.committed(
             RecordedCommit(
                 seq=self.seq,
                 full_mode=committed.full_mode,
@@ -312,7 +311,8 @@ class Dispatcher:
                 bound=committed.bound,
                 schedule=dump_schedule(commit.schedule) if commit.source == FULL_MODE else None,
                 ahead=ahead,
-            )
+            ),
+            now,
         )
         message = envelope("plan.committed", payload, now, f"{self.pool}:commit:{self.seq}", self.pool)
         notices = [self._job_failed(failed, now) for failed in committed.expired]
@@ -324,24 +324,6 @@ class Dispatcher:
         self.seen.forget_before(step)
 
     # ---- the ledger, snapshots and replays ----------------------------------------------------
-    def _log_inputs(self, records: list[Record], now: datetime) -> None:
-        """Note the records of this pass, in order, as runs of consecutive offsets."""
-        if records:
-            self._log.begun(now)
-        runs = self._log.inputs
-        for rec in records:
-            if rec.topic not in self.topics.inputs:
-                assert rec.value is not None  # an inline record (`--config`, a replay's) carries its text
-                self._log.inline[f"{rec.topic}:{rec.partition}:{rec.offset}"] = rec.value.decode("utf-8", "replace")
-                runs.append([rec.topic, rec.partition, rec.offset, rec.offset])
-                continue
-            last = runs[-1] if runs else None
-            if last and last[0] == rec.topic and last[1] == rec.partition and last[3] + 1 == rec.offset:
-                last[3] = rec.offset
-            else:
-                runs.append([rec.topic, rec.partition, rec.offset, rec.offset])
-            self.frontier[f"{rec.topic}:{rec.partition}"] = rec.offset + 1
-
     def seal(self, run: dict[str, Any]) -> Output | None:
         """The ledger entry of this transaction (None when it consumed and committed nothing);
         `run`: the agent settings a replay needs."""
@@ -352,9 +334,9 @@ class Dispatcher:
         entry = PassRecorded(
             txn=self.txn,
             now=log.now,
-            inputs=log.inputs,  # type: ignore[arg-type]  # runs [topic, partition, first, last], validated into tuples
-            inline=log.inline,
-            commits=log.commits,
+            inputs=list(log.inputs),
+            inline=dict(log.inline),
+            commits=list(log.commits),
             cut=log.cut,
             frontier=dict(self.frontier),
             run=run,

@@ -3,12 +3,14 @@ needs, and which full-mode plans a ledger entry can record."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 import orjson
 
+from gpualloc.bus.topics import Record
 from gpualloc.schemas.events import RecordedCommit
 from gpualloc.schemas.settings import AgentSettings
 from gpualloc.solvers.grid import Schedule
@@ -34,23 +36,44 @@ def run_settings(settings: AgentSettings) -> dict[str, Any]:
     }
 
 
-@dataclass
+@dataclass(frozen=True)
 class TxnLog:
     """What the transaction under way did, for its ledger entry (`now`: its clock, set by its
-    first input or commit; None while it did nothing)."""
+    first input or commit; None while it did nothing). A value: each step of the transaction
+    makes a new one, which its owner keeps once that step has succeeded."""
 
     now: datetime | None = None
-    inputs: list[list] = field(default_factory=list)  # runs [topic, partition, first, last]
-    inline: dict[str, str] = field(default_factory=dict)
-    commits: list[RecordedCommit] = field(default_factory=list)
+    inputs: tuple[tuple[str, int, int, int], ...] = ()  # runs (topic, partition, first, last)
+    inline: Mapping[str, str] = field(default_factory=dict)  # records from no topic, by topic:partition:offset
+    commits: tuple[RecordedCommit, ...] = ()
     cut: bool = False
 
-    def copy(self) -> TxnLog:
-        return TxnLog(self.now, [run[:] for run in self.inputs], dict(self.inline), list(self.commits), self.cut)
+    def read(self, records: list[Record], now: datetime, topics: Collection[str]) -> TxnLog:
+        """With `records` read in order, as runs of consecutive offsets (a record of none of the
+        input `topics`, an inline one such as `--config`, is kept whole as its own run)."""
+        if not records:
+            return self
+        runs, inline = list(self.inputs), dict(self.inline)
+        for rec in records:
+            if rec.topic not in topics:
+                assert rec.value is not None  # an inline record (`--config`, a replay's) carries its text
+                inline[f"{rec.topic}:{rec.partition}:{rec.offset}"] = rec.value.decode("utf-8", "replace")
+                runs.append((rec.topic, rec.partition, rec.offset, rec.offset))
+                continue
+            last = runs[-1] if runs else None
+            if last and last[0] == rec.topic and last[1] == rec.partition and last[3] + 1 == rec.offset:
+                runs[-1] = (last[0], last[1], last[2], rec.offset)
+            else:
+                runs.append((rec.topic, rec.partition, rec.offset, rec.offset))
+        return replace(self, now=self.now or now, inputs=tuple(runs), inline=inline)
 
-    def begun(self, now: datetime) -> None:
-        if self.now is None:
-            self.now = now
+    def committed(self, commit: RecordedCommit, now: datetime) -> TxnLog:
+        """With a step's commit made."""
+        return replace(self, now=self.now or now, commits=(*self.commits, commit))
+
+    def cut_at(self, now: datetime) -> TxnLog:
+        """With the window cut for the next boundary's plan."""
+        return replace(self, now=self.now or now, cut=True)
 
 
 def recordable(schedule: Schedule, limit: int = SCHEDULE_BYTES) -> str | None:

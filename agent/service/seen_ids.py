@@ -34,11 +34,6 @@ class SeenIds:
         self._digests[event_id] = digest
         self._order.append((event_id, step, digest))
 
-    def drop_newest(self, count: int) -> None:
-        """Forget the `count` ids added last (a failed pass's)."""
-        for _ in range(count):
-            del self._digests[self._order.pop()[0]]
-
     def keep_newest(self, limit: int) -> None:
         while len(self._order) > limit:
             del self._digests[self._order.popleft()[0]]

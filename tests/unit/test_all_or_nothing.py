@@ -170,7 +170,7 @@ def test_the_dispatcher_keeps_no_trace_of_a_failed_pass():
         record(k, "job.submitted", {"id": f"d{k}", "kind": "training", "priority": 3, "gpus": 2, "duration": 2})
         for k in range(1, 4)
     ]
-    seen, frontier, log = len(faulty.seen), dict(faulty.frontier), faulty._log.copy()
+    seen, frontier, log = len(faulty.seen), dict(faulty.frontier), faulty._log
     faulty.interpreter.fuse = 0
     with pytest.raises(Boom):
         faulty.handle(jobs, T0)

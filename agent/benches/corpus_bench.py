@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gpualloc.agent.benches.corpus_build import CORPUS_DIR, read_optima
 from gpualloc.agent.benches.scenarios import Run, time_scheduler
 from gpualloc.agent.loading import InputError, load_plan, load_scenario
+from gpualloc.generators.corpus_build import CORPUS_DIR, read_optima
 from gpualloc.solvers import compile_scenario
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.policies.milp.model import EXACT_GPUS
@@ -247,6 +247,6 @@ def run_corpus_bench(
 
 
 def _split_of_name(name: str) -> str:
-    from gpualloc.solvers.generators.corpus import index_of, split_of
+    from gpualloc.generators.corpus import index_of, split_of
 
     return split_of(index_of(name))

@@ -24,9 +24,9 @@ from typing import Any
 from gpualloc.agent.benches import measured_points, real_runs_bench
 from gpualloc.agent.renderers import real_runs
 from gpualloc.forecasting.scoring import QUANTILES, score
+from gpualloc.generators import synthetic, truth_catalogue, truth_heldout
 from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.settings import ForecastSettings
-from gpualloc.solvers.generators import synthetic, truth_catalogue, truth_heldout
 
 Generator = Callable[[int], tuple[list[dict[str, Any]], dict[str, Any]]]
 GENERATORS: dict[str, Generator] = {

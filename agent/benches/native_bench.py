@@ -13,10 +13,10 @@ from pathlib import Path
 
 from gpualloc.agent.benches.scenarios import scenario_files
 from gpualloc.agent.loading import load_scenario
+from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.schemas import Scenario
 from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers import compile_scenario
-from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.policies.heuristic.native import AVAILABLE
 

@@ -51,9 +51,9 @@ from gpualloc.bus.admin import ensure_topics, partition_counts
 from gpualloc.bus.clients import Broker
 from gpualloc.bus.history import partitions, read_range, reader
 from gpualloc.bus.topics import Topics
+from gpualloc.generators.synthetic_jobs import sample_job
 from gpualloc.schemas.events import PassRecorded, envelope
 from gpualloc.schemas.settings import AgentSettings
-from gpualloc.solvers.generators.synthetic_jobs import sample_job
 
 T = TypeVar("T")
 SIZES = (256, 1024, 4096)

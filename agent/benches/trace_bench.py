@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Callable
 
-from gpualloc.agent.traces import pollux_trace, read_trace
+from gpualloc.agent.traces import read_trace
 from gpualloc.benchmarks import DATA_DIR
+from gpualloc.generators.trace_files import pollux_trace
 from gpualloc.schemas.events import parse_event
 from gpualloc.solvers.planner.interpreter import Event, Pool
 from gpualloc.solvers.simulation.report import JobOutcomes, executed_violations, outcomes, whole_run, window_gaps
@@ -21,7 +22,7 @@ from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 
 POLLUX = DATA_DIR / "traces" / "pollux"
 WEEK = DATA_DIR / "traces" / "week-64gpu-1000jobs.jsonl"
-OPENB = DATA_DIR / "traces" / "openb-2days.jsonl"  # gpualloc trace openb (solvers/generators/openb.py)
+OPENB = DATA_DIR / "traces" / "openb-2days.jsonl"  # gpualloc trace openb (generators/openb.py)
 NODE = 8
 
 

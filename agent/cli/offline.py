@@ -69,8 +69,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from gpualloc.generators.scenarios import generate_scenario
     from gpualloc.schemas import Scenario
-    from gpualloc.solvers.generators.scenarios import generate_scenario
 
     try:
         data = generate_scenario(
@@ -91,7 +91,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_corpus(args: argparse.Namespace) -> int:
     """Write the corpus's scenario files, then solve the chunks asked for (resumable)."""
-    from gpualloc.agent.benches import corpus_build as cb
+    from gpualloc.generators import corpus_build as cb
 
     chunks = args.chunk or list(range(cb.chunk_count()))
     bad = [c for c in chunks if not 0 <= c < cb.chunk_count()]
@@ -156,9 +156,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from gpualloc.agent.traces import openb_trace, pollux_trace, write_trace
-    from gpualloc.solvers.generators import synthetic
-    from gpualloc.solvers.generators.traces import generate_trace
+    from gpualloc.generators import synthetic
+    from gpualloc.generators.trace_files import openb_trace, pollux_trace, write_trace
+    from gpualloc.generators.traces import generate_trace
 
     if args.source == "generate":
         events = generate_trace(args.gpus, args.days or 7, args.jobs, args.apps, args.seed)
@@ -174,7 +174,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     elif args.source == "forecast":
         events = synthetic.forecast_trace(args.seed, args.weeks, args.gpus, apps=args.apps)
     elif args.source == "serving":
-        from gpualloc.solvers.generators.serving import serving_trace
+        from gpualloc.generators.serving import serving_trace
 
         events = serving_trace(args.seed, args.days or 3, args.gpus, apps=args.apps)
     elif args.source == "openb":
@@ -428,11 +428,11 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
         choices=("generate", "pollux", "openb", "jobs", "traffic", "forecast", "serving"),
         help="generate: days of jobs and traffic; serving: days of real-time apps with morning ramps, "
         "bursts, flash crowds and one-observation spikes, observed within steps, beside heavy-tailed "
-        "batch work, cancellations and a node down (solvers/generators/serving.py); jobs: jobs given by "
+        "batch work, cancellations and a node down (generators/serving.py); jobs: jobs given by "
         "features with completions, in "
         "three pools (and OUT.truth.json, the ground truth); traffic: weeks of real-time traffic; "
         "forecast: weeks of both for `simulate --forecast` (docs/synthetic-data.md); openb: a window "
-        "of the Alibaba GPU trace v2023 pod list (solvers/generators/openb.py)",
+        "of the Alibaba GPU trace v2023 pod list (generators/openb.py)",
     )
     p.add_argument("csv", nargs="?", help="pollux: the workload CSV; openb: the pod list CSV")
     p.add_argument("--out", required=True, help="the JSONL file to write")

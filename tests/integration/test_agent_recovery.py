@@ -19,7 +19,7 @@ from support.kafka_broker import read_all, unique_topic
 from gpualloc.agent.cli.running import agent_argv
 from gpualloc.agent.operator.publish import complete_jobs, publish_trace
 from gpualloc.bus.topics import Topics
-from gpualloc.solvers.generators.traces import generate_trace
+from gpualloc.generators.traces import generate_trace
 from gpualloc.solvers.legality import online_violations
 
 pytestmark = pytest.mark.kafka

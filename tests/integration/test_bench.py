@@ -9,8 +9,8 @@ import pytest
 from support.builders import make
 
 from gpualloc.agent.benches.scenarios import Report, bench_scenario, run_bench
+from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.solvers import POLICIES
-from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.policies.policy import Solution
 
 

@@ -10,13 +10,12 @@ import statistics
 
 import pytest
 
-from gpualloc.agent.benches import corpus_build
 from gpualloc.agent.benches.corpus_bench import run_corpus_bench
 from gpualloc.agent.cli import main
 from gpualloc.agent.loading import load_scenario
+from gpualloc.generators import corpus, corpus_build
 from gpualloc.schemas import Scenario
 from gpualloc.solvers import check_plan, compile_scenario, solve
-from gpualloc.solvers.generators import corpus
 
 ALL = [corpus.corpus_scenario(i) for i in range(corpus.SIZE)]
 

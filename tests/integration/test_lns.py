@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.schemas import Scenario
 from gpualloc.schemas.settings import FullModeOptions, SolveOptions
 from gpualloc.solvers import check_plan, compile_scenario
-from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.policies import policy

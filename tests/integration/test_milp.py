@@ -13,10 +13,10 @@ from support.builders import app, batch, make
 
 from gpualloc import benchmarks
 from gpualloc.agent.loading import load_scenario
+from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.schemas import Scenario
 from gpualloc.schemas.settings import FullModeOptions
 from gpualloc.solvers import check_plan, compile_scenario
-from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.policies.heuristic import heuristic_schedule

@@ -7,9 +7,9 @@ import pytest
 
 from gpualloc.agent.cli import main
 from gpualloc.agent.loading import InputError
-from gpualloc.agent.traces import openb_trace
+from gpualloc.generators.openb import openb_events
+from gpualloc.generators.trace_files import openb_trace
 from gpualloc.schemas.events import parse_event
-from gpualloc.solvers.generators.openb import openb_events
 
 DAY = 86400
 

@@ -8,7 +8,7 @@ import tomllib
 
 from support.builders import ROOT
 
-GENERIC = ("agent", "bus", "solvers", "schemas", "forecasting", "benchmarks")
+GENERIC = ("agent", "bus", "solvers", "schemas", "forecasting", "benchmarks", "generators")
 
 
 def test_every_folder_with_an_init_is_an_installed_package():

@@ -12,10 +12,11 @@ import pytest
 from gpualloc import benchmarks
 from gpualloc.agent.cli import main
 from gpualloc.agent.loading import InputError
-from gpualloc.agent.traces import read_trace, write_trace
+from gpualloc.agent.traces import read_trace
+from gpualloc.generators.trace_files import write_trace
+from gpualloc.generators.traces import generate_trace
 from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.settings import ForecastSettings, FullModeOptions, RollingFullMode
-from gpualloc.solvers.generators.traces import generate_trace
 from gpualloc.solvers.simulation.report import (
     executed_violations,
     full_mode_figures,
@@ -234,7 +235,7 @@ def test_a_serving_trace_with_spikes_a_drain_and_a_node_down_stays_legal_with_re
     """Apps observed within steps (ramps, bursts, flash crowds, glitches), heavy-tailed batch
     work, cancellations, a node down and one drained: both policies keep the online rules at
     every step as it ended (reactive grants folded in), and the hot path grants within steps."""
-    from gpualloc.solvers.generators.serving import serving_trace
+    from gpualloc.generators.serving import serving_trace
 
     sim = simulate([parse_event(e) for e in serving_trace(0, days=2, gpus=32)], SimOptions(days=2))
     for run in sim.runs.values():

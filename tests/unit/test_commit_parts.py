@@ -19,6 +19,7 @@ from gpualloc.agent.operator import audit
 from gpualloc.agent.operator.audit import compare
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.bus.topics import Record, Topics
+from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.schemas import Scenario
 from gpualloc.schemas.commits import PART_BYTES, Parts, commit_grid, latest, merge, split, tentative_plan
 from gpualloc.schemas.events import PassRecorded, PlanCommitted, envelope
@@ -26,7 +27,6 @@ from gpualloc.schemas.gpu_runs import gpu_runs
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers import compile_scenario
-from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import batch_spans, to_grid
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.records import is_blocker

@@ -19,10 +19,10 @@ from gpualloc.forecasting.forecasters import Forecasters, hardware
 from gpualloc.forecasting.jobs import Hardware, JobForecaster, SizeError
 from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow, OnlineRidge
 from gpualloc.forecasting.traffic import HOUR_ERRORS, HOUR_SAMPLES, WEEK, TrafficForecaster, day_type
+from gpualloc.generators.synthetic_jobs import sample_job
 from gpualloc.schemas.features import QUANT_BITS, TRAINING_VARIANTS, QuantizationFeatures, TrainingFeatures
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import ForecastSettings
-from gpualloc.solvers.generators.synthetic_jobs import sample_job
 
 LORA = LORA_7B | {"lora_rank": 16}
 H100 = Hardware("h100-80gb", 80.0, 64, 30)

@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
+from gpualloc.generators.scenarios import block_sizes, default_node_size, generate_scenario
 from gpualloc.schemas import Scenario
-from gpualloc.solvers.generators.scenarios import block_sizes, default_node_size, generate_scenario
 
 SHAPES = [(g, j) for g in (1, 2, 3, 4, 6, 8, 12, 14, 16, 24, 64) for j in (1, 3, 4, 9, 16, 30)]
 

@@ -1,12 +1,12 @@
 """The ground-truth generators stay honest: their memory and time models, evaluated on the
 configurations of the real H200 runs (benchmarks/real), stay near what those runs measured
-(solvers/generators/realism.py, docs/ground-truth.md "Realism against real runs")."""
+(generators/realism.py, docs/ground-truth.md "Realism against real runs")."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpualloc.solvers.generators import realism
+from gpualloc.generators import realism
 
 # Measured when the bounds were set (77 runs): memory median error 6%, 6% and 7%; time 13%, 27%
 # and 25% (synthetic, truth_catalogue, truth_heldout). The bounds leave margin over those.

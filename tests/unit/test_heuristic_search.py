@@ -132,9 +132,9 @@ def test_a_trade_buys_an_earlier_start_and_the_plan_realizes_its_price():
 
 
 def test_the_local_search_runs_only_where_its_budget_pays_for_enough_packings_of_the_queue():
+    from gpualloc.generators.scenarios import generate_scenario
     from gpualloc.schemas import Scenario
     from gpualloc.solvers import compile_scenario
-    from gpualloc.solvers.generators.scenarios import generate_scenario
     from gpualloc.solvers.policies.heuristic import MAX_BUDGET, SEARCH_PACKINGS, SEARCHED, knobs_for
 
     small = compile_scenario(Scenario.model_validate(generate_scenario(16, 12, 1)))

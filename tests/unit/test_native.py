@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.scenario_args import generator_args
 
+from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.schemas import Scenario
 from gpualloc.solvers import check_plan, compile_scenario
-from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.policies.heuristic import heuristic_schedule, knobs_for
 from gpualloc.solvers.policies.heuristic.greedy_plan import greedy_schedule

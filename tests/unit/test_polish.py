@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from support.builders import app, batch, make
 from support.scenario_args import generator_args
 
+from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.schemas import Scenario
 from gpualloc.solvers import check_plan, compile_scenario
-from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.policies.greedy import greedy_schedule

@@ -1,7 +1,7 @@
 """Property test: on generated scenarios, every heuristic, greedy and FIFO plan is legal and the
 heuristic and the greedy are deterministic.
 
-Scenarios come from `gpualloc.solvers.generators.scenarios` with hypothesis drawing the shape: pool sizes
+Scenarios come from `gpualloc.generators.scenarios` with hypothesis drawing the shape: pool sizes
 including non-powers of two, node layouts (any divisor of the pool), horizons, swap caps 0-4,
 the real-time penalty (low ones make the heuristic hold apps at their floors), and which
 features appear (running jobs, late arrivals, min/max floors, `current`, per-app caps).
@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import scenario_args
 
+from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.schemas import Scenario
 from gpualloc.solvers import check_plan, compile_scenario, solve
-from gpualloc.solvers.generators.scenarios import generate_scenario
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.metrics import compute_metrics, objective_of
 from gpualloc.solvers.policies import policy
@@ -63,7 +63,7 @@ def _divisors(n: int) -> list[int]:
 def drawn_scenarios(draw) -> dict:
     """Small scenarios drawn field by field (so hypothesis shrinks them to minimal cases),
     with floors, `current` sets and running jobs pushed up to the contract's limits."""
-    from gpualloc.solvers.generators.scenarios import block_sizes
+    from gpualloc.generators.scenarios import block_sizes
 
     G = draw(st.integers(1, 12))
     N = draw(st.sampled_from(_divisors(G)))

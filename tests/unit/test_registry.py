@@ -10,10 +10,10 @@ import pytest
 from support.builders import app, batch, make
 
 from gpualloc.agent.cli import main
+from gpualloc.generators.traces import generate_trace
 from gpualloc.schemas import Plan
 from gpualloc.schemas.events import parse_event
 from gpualloc.solvers import POLICIES
-from gpualloc.solvers.generators.traces import generate_trace
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import R4
 from gpualloc.solvers.policies import online_policy, plan_names, policy

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from gpualloc.generators.serving import T0, serving_trace
 from gpualloc.schemas.events import parse_event
-from gpualloc.solvers.generators.serving import T0, serving_trace
 
 SEED, DAYS, GPUS = 7, 3, 32
 Trace = list[dict[str, Any]]

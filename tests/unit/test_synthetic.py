@@ -1,4 +1,4 @@
-"""The synthetic ground-truth generators (solvers/simulation/synthetic*.py, docs/synthetic-data.md):
+"""The synthetic ground-truth generators (generators/synthetic*.py, docs/synthetic-data.md):
 deterministic, contract-valid, and true to the documented formulas and noise."""
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from datetime import datetime
 
 import pytest
 
-from gpualloc.schemas.events import parse_event
-from gpualloc.schemas.features import FEATURES, QUANT_ALGORITHMS, TRAINING_VARIANTS
-from gpualloc.solvers.generators import synthetic_jobs as sj
-from gpualloc.solvers.generators import synthetic_traffic as st
-from gpualloc.solvers.generators.synthetic import (
+from gpualloc.generators import synthetic_jobs as sj
+from gpualloc.generators import synthetic_traffic as st
+from gpualloc.generators.synthetic import (
     duration_noise_floor,
     forecast_trace,
     job_trace,
     noise_floor_last,
     traffic_trace,
 )
+from gpualloc.schemas.events import parse_event
+from gpualloc.schemas.features import FEATURES, QUANT_ALGORITHMS, TRAINING_VARIANTS
 
 GENERATORS = {
     "jobs": lambda seed: job_trace(seed, jobs=80)[0],

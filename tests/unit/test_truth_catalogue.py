@@ -1,4 +1,4 @@
-"""The catalogue ground-truth generator (solvers/generators/truth_catalogue.py) keeps the interface
+"""The catalogue ground-truth generator (generators/truth_catalogue.py) keeps the interface
 of docs/ground-truth.md: contract events, sorted and unique, a truth that covers them, determinism."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from gpualloc.generators.truth_catalogue import T0, trace
 from gpualloc.schemas.events import parse_event
-from gpualloc.solvers.generators.truth_catalogue import T0, trace
 
 Trace = tuple[list[dict[str, Any]], dict[str, Any]]
 

@@ -1,4 +1,4 @@
-"""The held-out ground-truth generator (solvers/generators/truth_heldout.py) keeps the interface
+"""The held-out ground-truth generator (generators/truth_heldout.py) keeps the interface
 of docs/ground-truth.md: valid, ordered, deterministic events and a truth that covers them."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from gpualloc.generators.truth_heldout import trace
 from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.features import GPU_TYPES
-from gpualloc.solvers.generators.truth_heldout import trace
 
 
 @lru_cache(maxsize=None)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
+from gpualloc.generators.synthetic_traffic import Record, pool_record, to_events
+from gpualloc.generators.traces import T0
 from gpualloc.schemas.features import (
     ADAPTER_VARIANTS,
     QUANT_ALGORITHMS,
@@ -23,8 +25,6 @@ from gpualloc.schemas.features import (
     TrainingFeatures,
 )
 from gpualloc.schemas.limits import LIMITS
-from gpualloc.solvers.generators.synthetic_traffic import Record, pool_record, to_events
-from gpualloc.solvers.generators.traces import T0
 
 K = TypeVar("K")  # a weighted table's keys
 

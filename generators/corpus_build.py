@@ -1,6 +1,6 @@
 """Build the benchmark corpus in resumable chunks: scenario files, then optima and plans.
 
-`benchmarks/corpus/` holds `scenarios/<name>.json` (from `solvers.generators.corpus`),
+`benchmarks/corpus/` holds `scenarios/<name>.json` (from `generators.corpus`),
 `optima/chunk-NN.jsonl` (one line a solved scenario, appended as each finishes, so a stopped
 build resumes where it stopped) and `plans/<name>.json` (the best plan found, a contract plan
 file `gpualloc check` reads).
@@ -17,16 +17,17 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpualloc import benchmarks
 from gpualloc.agent.loading import dump_plan, load_scenario, write_text
+from gpualloc.generators.corpus import SIZE, SIZES, corpus_scenario, name_of, split_of
 from gpualloc.schemas import Scenario
 from gpualloc.schemas.settings import FullModeOptions
 from gpualloc.solvers import POLICIES, build_plan, compile_scenario
-from gpualloc.solvers.generators.corpus import SIZE, SIZES, corpus_scenario, name_of, split_of
 from gpualloc.solvers.metrics import objective_of, relative_gap
 from gpualloc.solvers.policies.greedy import greedy_schedule
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
@@ -137,7 +138,9 @@ def read_optima(folder: Path = CORPUS_DIR) -> dict[str, dict[str, Any]]:
     return out
 
 
-def build_chunks(chunks: list[int], folder: Path = CORPUS_DIR, log=print, **limits: float) -> int:
+def build_chunks(
+    chunks: list[int], folder: Path = CORPUS_DIR, log: Callable[[str], None] = print, **limits: float
+) -> int:
     """Solve the scenarios of `chunks` not solved yet, the small pools (proven optima) first,
     appending each record to its chunk's file as it finishes."""
     done = read_optima(folder)

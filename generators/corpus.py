@@ -22,7 +22,7 @@ import math
 import random
 from typing import Any
 
-from gpualloc.solvers.generators.scenarios import block_sizes
+from gpualloc.generators.scenarios import block_sizes
 
 SIZE = 300
 SIZES = (4, 8, 12, 16, 24, 32, 48, 64)

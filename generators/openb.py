@@ -16,8 +16,8 @@ import math
 from datetime import timedelta
 from typing import Any, Iterable, Mapping
 
+from gpualloc.generators.traces import T0
 from gpualloc.schemas.events import envelope
-from gpualloc.solvers.generators.traces import T0
 
 OPENB_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time", "scheduled_time")
 QOS_PRIORITY = {"Guaranteed": 8, "LS": 6, "Burstable": 4, "BE": 2}

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from gpualloc.generators.traces import T0
 from gpualloc.schemas.events import envelope
-from gpualloc.solvers.generators.traces import T0
 
 Record = tuple[datetime, str, dict[str, Any], str]  # occurred_at, type, payload, pool
 

@@ -9,8 +9,7 @@ import random
 from datetime import timedelta
 from typing import Any
 
-from gpualloc.schemas.features import QuantizationFeatures, TrainingFeatures
-from gpualloc.solvers.generators.synthetic_jobs import (
+from gpualloc.generators.synthetic_jobs import (
     GPUS,
     POOL_GPUS,
     duration_noise_floor,
@@ -19,7 +18,7 @@ from gpualloc.solvers.generators.synthetic_jobs import (
     noise_floor_last,
     sample_job,
 )
-from gpualloc.solvers.generators.synthetic_traffic import (
+from gpualloc.generators.synthetic_traffic import (
     expected_demand,
     pool_record,
     to_events,
@@ -27,7 +26,8 @@ from gpualloc.solvers.generators.synthetic_traffic import (
     traffic_records,
     traffic_trace,
 )
-from gpualloc.solvers.generators.traces import T0
+from gpualloc.generators.traces import T0
+from gpualloc.schemas.features import QuantizationFeatures, TrainingFeatures
 
 __all__ = [
     "duration_noise_floor",

@@ -7,8 +7,8 @@ import math
 from datetime import timedelta
 from typing import Any, Iterable, Mapping
 
+from gpualloc.generators.traces import T0
 from gpualloc.schemas.events import envelope
-from gpualloc.solvers.generators.traces import T0
 
 # Pollux gives no durations (its simulator derives them from throughput models): steps of
 # 10 minutes per application, from the artifact's job sizes, and a priority per application.

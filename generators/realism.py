@@ -13,7 +13,7 @@ form), on one GPU of type ``h200-141gb``, and the generator's noise-free model i
   checkpoints and evaluation, which do not grow with the data, cancel out).
 
 The error factor of a prediction f of a truth t is max(f / t, t / f) - 1. Pure apart from
-`load_runs` (which reads the files) and `main` (``python -m gpualloc.solvers.generators.realism``
+`load_runs` (which reads the files) and `main` (``python -m gpualloc.generators.realism``
 prints the table). Imports the generators and the contract, never the forecasters.
 """
 
@@ -28,14 +28,15 @@ from typing import Any
 
 import numpy as np
 
+from gpualloc import benchmarks
+from gpualloc.generators import synthetic_jobs, truth_catalogue, truth_heldout
 from gpualloc.schemas.features import TrainingFeatures
-from gpualloc.solvers.generators import synthetic_jobs, truth_catalogue, truth_heldout
 
 GIB = 1024.0**3
 GB = 1e9
 CONTEXT_GIB = 0.60  # the CUDA context when a run does not record its own
 GPU_TYPE = "h200-141gb"
-RUNS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "real"
+RUNS_DIR = benchmarks.DATA_DIR / "real"
 RUN_FILES = ("h200-runs.jsonl", "gpualloc-h200-runs.jsonl")
 DATA_TOKENS_M = (100.0, 200.0)  # two data sets: the rate is their difference over the seconds' difference
 UNDER = 0.10  # a prediction "under" by more than this share of the truth

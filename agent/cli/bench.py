@@ -1,4 +1,4 @@
-"""`gpualloc bench NAME`: one subcommand a bench of agent/benches, each with its own options.
+"""`gpualloc bench NAME`: one subcommand a bench of benchmarks/, each with its own options.
 Offline: `scenarios` (FIFO against the heuristic on a folder of scenarios; `gpualloc bench` with
 no NAME runs it), `full-mode`, `corpus`, `native`, `forecast`, `hot-path`, `traces`. Through a real broker
 (`--bootstrap`, security from the settings): `agent`, `recovery`, `scale`, `soak`."""
@@ -46,12 +46,12 @@ def implied(argv: list[str]) -> list[str]:
 def cmd_scenarios(args: argparse.Namespace) -> int:
     """`scenarios` and `full-mode`: the heuristic against FIFO on every scenario, and for
     `full-mode` each scenario's full-mode solve as well."""
-    from gpualloc.agent.benches.scenarios import run_bench
+    from gpualloc.benchmarks.scenario_bench import run_bench
 
     options = solve_options(args, True) if args.full_mode else None
     report, scenarios = run_bench(args.dir, args.repeat, args.generated)
     if options is not None:
-        from gpualloc.agent.benches.full_mode import bench_full_mode, record_best_known
+        from gpualloc.benchmarks.full_mode import bench_full_mode, record_best_known
 
         report.full_mode = bench_full_mode(scenarios, options)
         if args.update_best_known:
@@ -62,8 +62,8 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 
 def cmd_corpus(args: argparse.Namespace) -> int:
-    from gpualloc.agent.benches.corpus_bench import run_corpus_bench
     from gpualloc.agent.renderers.progress import Progress
+    from gpualloc.benchmarks.corpus_bench import run_corpus_bench
 
     report = run_corpus_bench(args.split, args.repeat, progress=Progress("bench corpus", "scenarios"))
     sys.stdout.write(dump_json(report.as_dict()) if args.json else report.table() + "\n")
@@ -71,7 +71,7 @@ def cmd_corpus(args: argparse.Namespace) -> int:
 
 
 def cmd_forecast(args: argparse.Namespace) -> int:
-    from gpualloc.agent.benches.forecast_bench import run_forecast_bench
+    from gpualloc.benchmarks.forecast_bench import run_forecast_bench
 
     bench = run_forecast_bench(
         args.seeds, settings_of(args).simulation.forecast, args.generators, args.real, args.real_only
@@ -81,7 +81,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
 
 
 def _generator_names(text: str) -> list[str]:
-    from gpualloc.agent.benches.forecast_bench import GENERATORS
+    from gpualloc.benchmarks.forecast_bench import GENERATORS
 
     names = [name.strip() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in GENERATORS]
@@ -91,7 +91,7 @@ def _generator_names(text: str) -> list[str]:
 
 
 def cmd_hot_path(args: argparse.Namespace) -> int:
-    from gpualloc.agent.benches.hot_path import measure_hot_path
+    from gpualloc.benchmarks.hot_path import measure_hot_path
 
     hot = measure_hot_path(queued=args.queued)
     sys.stdout.write(dump_json(hot.as_dict()) if args.json else hot.line() + "\n")
@@ -99,7 +99,7 @@ def cmd_hot_path(args: argparse.Namespace) -> int:
 
 
 def cmd_native(args: argparse.Namespace) -> int:
-    from gpualloc.agent.benches import native_bench
+    from gpualloc.benchmarks import native_bench
 
     try:
         rows = native_bench.run_native_bench(args.dir, args.repeat, args.generated or [(1024, 1000, 7)])
@@ -113,8 +113,8 @@ def cmd_native(args: argparse.Namespace) -> int:
 
 
 def cmd_traces(args: argparse.Namespace) -> int:
-    from gpualloc.agent.benches import trace_bench
     from gpualloc.agent.renderers.progress import Progress
+    from gpualloc.benchmarks import trace_bench
 
     rows = trace_bench.run_trace_bench(
         args.load,
@@ -140,7 +140,7 @@ def _on_broker(args: argparse.Namespace, bench: Callable[[Broker], Coroutine[Any
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from gpualloc.agent.benches.throughput import measure
+    from gpualloc.benchmarks.throughput import measure
 
     _on_broker(
         args,
@@ -152,7 +152,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 
 def cmd_recovery(args: argparse.Namespace) -> int:
-    from gpualloc.agent.benches.recovery import measure_recovery
+    from gpualloc.benchmarks.recovery import measure_recovery
 
     _on_broker(args, lambda bootstrap: measure_recovery(bootstrap, args.queued, args.repeat))
     return EXIT_OK
@@ -160,7 +160,7 @@ def cmd_recovery(args: argparse.Namespace) -> int:
 
 def cmd_soak(args: argparse.Namespace) -> int:
     """Exit 1 when the soak misses its targets."""
-    from gpualloc.agent.benches.soak import soak
+    from gpualloc.benchmarks.soak import soak
 
     try:
         result = _on_broker(args, lambda bootstrap: soak(bootstrap, args.events, args.rate))
@@ -170,7 +170,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
-    from gpualloc.agent.benches.scale import SIZES, measure_sizes
+    from gpualloc.benchmarks.scale import SIZES, measure_sizes
 
     _on_broker(
         args,

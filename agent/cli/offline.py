@@ -113,7 +113,7 @@ def cmd_corpus(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from gpualloc.agent.benches.demo import run_demo
+    from gpualloc.benchmarks.demo import run_demo
 
     report, written = run_demo(args.out, args.repeat)
     print(report.table())

@@ -192,7 +192,7 @@ async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
 
 async def test_the_throughput_benchmark_decides_every_arrival(kafka_bootstrap):
     """The harness behind `gpualloc bench agent`, briefly and gently (figures live in docs/results.md)."""
-    from gpualloc.agent.benches.throughput import measure
+    from gpualloc.benchmarks.throughput import measure
 
     before = set(await listed_topics(kafka_bootstrap))
     # 4 s: the plan-ahead solver process starts with the agent's session (a second or two on a
@@ -208,7 +208,7 @@ async def test_the_throughput_benchmark_decides_every_arrival(kafka_bootstrap):
 
 async def test_the_benchmarks_floor_answers_every_arrival_without_planning(kafka_bootstrap):
     """`bench agent --null-agent`: the same harness through the agent that plans nothing."""
-    from gpualloc.agent.benches.throughput import measure
+    from gpualloc.benchmarks.throughput import measure
 
     before = set(await listed_topics(kafka_bootstrap))
     result = await measure(kafka_bootstrap, rate=100, seconds=2, queue=20, null_agent=True)

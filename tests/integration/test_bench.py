@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from support.builders import make
 
-from gpualloc.agent.benches.scenarios import Report, bench_scenario, run_bench
+from gpualloc.benchmarks.scenario_bench import Report, bench_scenario, run_bench
 from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.solvers import POLICIES
 from gpualloc.solvers.policies.policy import Solution
@@ -86,7 +86,7 @@ def test_folder_of_generated_scenarios(tmp_path):
 @pytest.mark.kafka
 async def test_the_soak_accounts_for_every_event(kafka_bootstrap):
     """The harness behind `gpualloc bench soak`, briefly (the 100,000-event figures live in docs/results.md)."""
-    from gpualloc.agent.benches.soak import soak
+    from gpualloc.benchmarks.soak import soak
 
     result = await soak(kafka_bootstrap, events=3000, rate=500, step_seconds=1.0, baseline_at=1000, sample_s=1.0)
     assert result.lost == 0 and result.duplicated == 0

@@ -10,9 +10,9 @@ import statistics
 
 import pytest
 
-from gpualloc.agent.benches.corpus_bench import run_corpus_bench
 from gpualloc.agent.cli import main
 from gpualloc.agent.loading import load_scenario
+from gpualloc.benchmarks.corpus_bench import run_corpus_bench
 from gpualloc.generators import corpus, corpus_build
 from gpualloc.schemas import Scenario
 from gpualloc.solvers import check_plan, compile_scenario, solve

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from gpualloc.agent.benches.forecast_bench import GENERATORS, run_forecast_bench
 from gpualloc.agent.cli import main
 from gpualloc.benchmarks import DATA_DIR
+from gpualloc.benchmarks.forecast_bench import GENERATORS, run_forecast_bench
 from gpualloc.forecasting.backtest import job_backtest
 from gpualloc.forecasting.designs import BASELINES
 from gpualloc.forecasting.forecasters import pool_hardware

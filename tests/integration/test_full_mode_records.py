@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from gpualloc import benchmarks
-from gpualloc.agent.benches.full_mode import FullModeRow, record_best_known
+from gpualloc.benchmarks.full_mode import FullModeRow, record_best_known
 
 
 def row(name: str, objective: float, bound: float, legal: bool = True) -> FullModeRow:

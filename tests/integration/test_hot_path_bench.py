@@ -8,7 +8,7 @@ from gpualloc.agent.cli import main
 
 
 def test_the_hot_path_bench_times_one_arrival_on_a_loaded_pool(capsys):
-    from gpualloc.agent.benches.hot_path import loaded_pool, measure_hot_path
+    from gpualloc.benchmarks.hot_path import loaded_pool, measure_hot_path
 
     pool = loaded_pool(16, 30)
     assert len(pool.queued) + len(pool.running) == 30 and pool.running and pool.now == 1

@@ -1,4 +1,4 @@
-"""`gpualloc bench scale` (agent/benches/scale.py): its phases at a tiny size through the real
+"""`gpualloc bench scale` (benchmarks/scale.py): its phases at a tiny size through the real
 broker, and failures reported as figures rather than raised. The figures at 256 to 4,096 GPUs
 live in docs/results.md; this checks the harness, not the speed."""
 
@@ -11,7 +11,7 @@ import sys
 
 from test_agent_kafka import listed_topics
 
-from gpualloc.agent.benches.scale import ScaleResult, bounded, descendants, measure_scale, table
+from gpualloc.benchmarks.scale import ScaleResult, bounded, descendants, measure_scale, table
 
 
 async def test_a_tiny_pool_goes_through_every_phase_and_leaves_no_topic(kafka_bootstrap):

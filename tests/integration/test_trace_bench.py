@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from gpualloc.agent.benches.trace_bench import TraceRow, offered, run_trace_bench, sized, traces, tradeoff
 from gpualloc.agent.cli import main
+from gpualloc.benchmarks.trace_bench import TraceRow, offered, run_trace_bench, sized, traces, tradeoff
 
 
 def test_a_pool_is_sized_to_the_offered_load():
@@ -81,7 +81,7 @@ def test_the_tradeoff_is_read_per_bound():
 
 @pytest.mark.slow
 def test_the_command_prints_json_and_writes_the_chart(tmp_path, capsys, monkeypatch):
-    from gpualloc.agent.benches import trace_bench
+    from gpualloc.benchmarks import trace_bench
 
     everything = trace_bench.traces
     monkeypatch.setattr(trace_bench, "traces", lambda *include: everything(*include)[:1])  # one, for time

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpualloc.agent.benches.measured_points import check_all, load_points, table
+from gpualloc.benchmarks.measured_points import check_all, load_points, table
 
 # A textbook accounting of memory and FLOPs lands within these factors of real runs (the learned
 # corrections fit the rest from completions); outside them a formula is broken, not imprecise.

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from gpualloc.agent.benches import real_runs_bench
 from gpualloc.agent.cli import main
 from gpualloc.agent.renderers.real_runs import table
+from gpualloc.benchmarks import real_runs_bench
 from gpualloc.schemas.features import GPU_TYPES
 
 

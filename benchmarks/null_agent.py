@@ -7,7 +7,7 @@ passes do. What the bench measures through it is what the broker, the clients, t
 generator and the machine cost with no planning at all: `bench agent --null-agent`, run beside
 the real one, says how much of an arrival-to-decision figure is the agent's.
 
-Run by the bench: `python -m gpualloc.agent.benches.null_agent BOOTSTRAP TOPIC_PREFIX`.
+Run by the bench: `python -m gpualloc.benchmarks.null_agent BOOTSTRAP TOPIC_PREFIX`.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpualloc.agent.benches.scenarios import scenario_files
 from gpualloc.agent.loading import load_scenario
+from gpualloc.benchmarks.scenario_bench import scenario_files
 from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.schemas import Scenario
 from gpualloc.schemas.settings import SolveOptions

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpualloc.agent.benches.scenarios import BENCH_SCHEDULERS, Report, run_bench
 from gpualloc.agent.loading import InputError, dump_json, write_text
 from gpualloc.agent.renderers.gantt import write_gantt
+from gpualloc.benchmarks.scenario_bench import BENCH_SCHEDULERS, Report, run_bench
 
 
 def run_demo(out_dir: str | Path = "demo-out", repeat: int = 5) -> tuple[Report, list[Path]]:

@@ -42,10 +42,10 @@ from typing import IO, TypeVar
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from gpualloc.agent.benches.recovery import killed_and_back, until
-from gpualloc.agent.benches.soak import memory_mb
-from gpualloc.agent.benches.throughput import Decisions, Follower, Upstream, drop_topics, paced, spread
 from gpualloc.agent.cli.running import agent_argv
+from gpualloc.benchmarks.recovery import killed_and_back, until
+from gpualloc.benchmarks.soak import memory_mb
+from gpualloc.benchmarks.throughput import Decisions, Follower, Upstream, drop_topics, paced, spread
 from gpualloc.bus import clients
 from gpualloc.bus.admin import ensure_topics, partition_counts
 from gpualloc.bus.clients import Broker

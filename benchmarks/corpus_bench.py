@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gpualloc.agent.benches.scenarios import Run, time_scheduler
 from gpualloc.agent.loading import InputError, load_plan, load_scenario
+from gpualloc.benchmarks.scenario_bench import Run, time_scheduler
 from gpualloc.generators.corpus_build import CORPUS_DIR, read_optima
 from gpualloc.solvers import compile_scenario
 from gpualloc.solvers.legality import check_plan

@@ -268,7 +268,7 @@ async def measure(
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(POOL, f)
     command = (
-        ["-m", "gpualloc.agent.benches.null_agent", str(bootstrap), f"bench-{prefix}."]
+        ["-m", "gpualloc.benchmarks.null_agent", str(bootstrap), f"bench-{prefix}."]
         if null_agent
         else agent_argv(
             bootstrap,
@@ -347,7 +347,7 @@ async def recorded_commits(bootstrap: Broker | str, topics: Topics) -> list[Reco
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m gpualloc.agent.benches.throughput")
+    p = argparse.ArgumentParser(prog="python -m gpualloc.benchmarks.throughput")
     p.add_argument("--bootstrap", required=True)
     p.add_argument("--rate", type=float, default=1000)
     p.add_argument("--seconds", type=float, default=20)

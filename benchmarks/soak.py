@@ -31,10 +31,10 @@ from datetime import datetime, timezone
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from gpualloc.agent.benches.recovery import until
-from gpualloc.agent.benches.throughput import FETCH_WAIT_MS, POOL, stop_all, submitted_message
 from gpualloc.agent.cli.running import agent_argv
 from gpualloc.agent.operator.publish import completed_message
+from gpualloc.benchmarks.recovery import until
+from gpualloc.benchmarks.throughput import FETCH_WAIT_MS, POOL, stop_all, submitted_message
 from gpualloc.bus import clients
 from gpualloc.bus.admin import ensure_topics
 from gpualloc.bus.clients import Broker

@@ -22,8 +22,8 @@ from typing import IO
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from gpualloc.agent.benches.throughput import POOL, Decisions, stop_all
 from gpualloc.agent.cli.running import agent_argv
+from gpualloc.benchmarks.throughput import POOL, Decisions, stop_all
 from gpualloc.bus import clients
 from gpualloc.bus.clients import Broker
 from gpualloc.bus.topics import Topics

@@ -103,7 +103,7 @@ class Row:
 class Report:
     rows: list[Row]
     repeat: int
-    full_mode: list = field(default_factory=list)  # gpualloc.agent.benches.full_mode.FullModeRow, with --full-mode
+    full_mode: list = field(default_factory=list)  # gpualloc.benchmarks.full_mode.FullModeRow, with --full-mode
 
     @property
     def mean_value_gain_pct(self) -> float | None:
@@ -132,7 +132,7 @@ class Report:
     def table(self) -> str:
         if not self.full_mode:
             return format_table(self)
-        from gpualloc.agent.benches.full_mode import format_full_mode
+        from gpualloc.benchmarks.full_mode import format_full_mode
 
         return format_table(self) + "\n\n" + format_full_mode(self.full_mode)
 

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpualloc.agent.benches import measured_points, real_runs_bench
 from gpualloc.agent.renderers import real_runs
+from gpualloc.benchmarks import measured_points, real_runs_bench
 from gpualloc.forecasting.scoring import QUANTILES, score
 from gpualloc.generators import synthetic, truth_catalogue, truth_heldout
 from gpualloc.schemas.events import parse_event

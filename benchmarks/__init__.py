@@ -1,4 +1,5 @@
-"""Bundled benchmark data (package data): the seven seed scenarios and best-known objectives."""
+"""The workshop's benches (`gpualloc bench NAME`, `gpualloc demo`) beside the data they run on
+(package data): the seven seed scenarios and best-known objectives, traces, the corpus, real runs."""
 
 from __future__ import annotations
 

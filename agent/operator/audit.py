@@ -14,6 +14,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 
 from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.agent.service.reads import step_of
 from gpualloc.bus import clients
 from gpualloc.bus.admin import partition_counts
 from gpualloc.bus.clients import Broker
@@ -207,9 +208,10 @@ def compare(
 
     def seen(commit: Commit) -> None:
         commits.append(commit)
-        assert d.planner is not None  # Dispatcher.commit: a pool that commits is configured
-        down.append(d.planner.down | d.planner.drained)
-        if bounds.holds(commit.step, d.interpreter.step_at):
+        planner = d.reads.view
+        assert planner is not None  # Dispatcher.commit: a pool that commits is configured
+        down.append(planner.down | planner.drained)
+        if bounds.holds(commit.step, d.reads.step_at):
             for v in check_plan(commit.window, to_grid(commit.window, commit.schedule)):
                 result.illegal.append(f"step {commit.step}: {v}")
 
@@ -217,7 +219,7 @@ def compare(
     reproduced: set[str] = set()
     grants: dict[int, dict[str, list[int]]] = {}  # step -> app -> its set after the step's reactive commits
     for entry in history.entries:
-        step = d.planner.now if d.planner else 0
+        step = step_of(d.reads) or 0
         try:
             outputs = d.replay(entry, history.record_at)
         except LookupError as e:
@@ -230,7 +232,7 @@ def compare(
             if kind == "plan.committed" and m["payload"].get("reactive"):
                 grants.setdefault(m["payload"]["step"], {}).update(m["payload"]["assignments"])
             at = m["payload"]["step"] if kind == "plan.committed" else step
-            within = d.planner is None or bounds.holds(at, d.interpreter.step_at)
+            within = d.reads.view is None or bounds.holds(at, d.reads.step_at)
             theirs = recorded.get(event_id)
             reproduced.add(event_id)
             if theirs is None:
@@ -250,20 +252,21 @@ def compare(
     for event_id, m in recorded.items():
         if event_id not in reproduced and not _after(m, d, later):
             result.mismatches.append(f"{m['type']} {event_id}: published, but the ledger's replay does not make it")
-    if d.planner is not None:
-        apps = d.planner.apps
+    planner = d.reads.view
+    if planner is not None:
+        apps = planner.apps
         limits = {
             a: (
                 s.min_gpus,
-                d.planner.config.gpus if s.max_gpus is None else s.max_gpus,
-                d.planner.config.swap_cap if s.swap_cap is None else s.swap_cap,
+                planner.config.gpus if s.max_gpus is None else s.max_gpus,
+                planner.config.swap_cap if s.swap_cap is None else s.swap_cap,
             )
             for a, s in apps.items()
         }
         visible = [
             replace(c, assignments={**c.assignments, **{a: tuple(g) for a, g in grants.get(c.step, {}).items()}})
             for c in commits
-            if bounds.holds(c.step, d.interpreter.step_at)
+            if bounds.holds(c.step, d.reads.step_at)
         ]
         down_at = [0] * (max((c.step for c in commits), default=0) + 1)
         restarts: dict[str, list[int]] = {}
@@ -277,8 +280,8 @@ def compare(
             set(apps),
             down_at,
             restarts,
-            node_size=d.planner.config.node_size,
-            pool=(d.planner.config.gpus, {a: s.priority for a, s in apps.items()}),
+            node_size=planner.config.node_size,
+            pool=(planner.config.gpus, {a: s.priority for a, s in apps.items()}),
         )
     return result
 
@@ -305,7 +308,8 @@ def _after(message: dict[str, Any], d: Dispatcher, later: Set[str]) -> bool:
         return p.get("offset", 0) >= d.frontier.get(f"{p.get('topic')}:{p.get('partition')}", 0)
     if kind == "job.failed":
         step = message.get("event_id", "").rsplit(":", 1)[-1]
-        return d.planner is None or not step.isdigit() or int(step) >= d.planner.now
+        now = step_of(d.reads)
+        return now is None or not step.isdigit() or int(step) >= now
     return False
 
 

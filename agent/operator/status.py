@@ -80,7 +80,8 @@ async def read_status(
         ends = await consumer.end_offsets(inputs) if inputs else {}
     finally:
         await consumer.stop()
-    if dispatcher.planner is None:
+    planner = dispatcher.reads.view
+    if planner is None:
         return None
     # records past the ledger's frontier, and how long ago its last pass was: a pool whose agent
     # has stopped publishing (the frontier moves over other pools' records on a shared partition)
@@ -98,9 +99,7 @@ async def read_status(
     length = step_length(
         m["payload"] for m in messages if m.get("type") == "plan.committed" and not m["payload"].get("reactive")
     )
-    out = view(
-        pool, dispatcher.planner, commit, reports, dispatcher.interpreter.origin, width, gpu_range, length, listed
-    )
+    out = view(pool, planner, commit, reports, dispatcher.reads.origin, width, gpu_range, length, listed)
     out["waiting"] = waiting
     out["stalled"] = bool(waiting) and idle_s is not None and idle_s > STALLED_AFTER_S
     return out

@@ -43,6 +43,7 @@ from gpualloc.agent.service.full_mode_worker import FullModeWorker
 from gpualloc.agent.service.ledger import run_settings
 from gpualloc.agent.service.outbox import Output
 from gpualloc.agent.service.plan_ahead import PlanAhead
+from gpualloc.agent.service.reads import step_of
 from gpualloc.agent.service.recovery import rebuild
 from gpualloc.bus import clients
 from gpualloc.bus.admin import ensure_topics
@@ -222,7 +223,7 @@ class AgentService:
             await producer.begin_transaction()  # takes the transactional id: fences an older agent and
             await producer.commit_transaction()  # aborts what it left open, before its history is read
             await self._recover(consumer)
-            if self.initial_config is not None and self.dispatcher.planner is None:  # a restored pool keeps its own
+            if self.initial_config is not None and self.dispatcher.reads.view is None:  # a restored pool keeps its own
                 now = self.clock.now()
                 outputs = self.dispatcher.handle([Record("--config", 0, 0, self.pool, self.initial_config)], now)
                 await self._transact(producer, outputs, now, time.perf_counter())
@@ -384,7 +385,7 @@ class AgentService:
         )
         # events waiting for the pool's configuration stay in the ledger; one snapshot at a time;
         # none while a cut waits for its boundary (a snapshot holds no plan made ahead)
-        if due and d.planner is not None and not d.interpreter.cut_pending and self._snapshot is None:
+        if due and d.reads.view is not None and not d.reads.cut_pending and self._snapshot is None:
             # where recovery reads the ledger from: at or before this entry (it skips the
             # entries the snapshot holds by their txn), known without waiting for this entry's
             # offset, a round trip inside the pass that commits a step
@@ -468,7 +469,7 @@ class AgentService:
             )
 
     def _committed(self, payload: dict) -> None:
-        planner, commit = self.dispatcher.planner, self.dispatcher.last_commit
+        planner, commit = self.dispatcher.reads.view, self.dispatcher.last_commit
         assert planner is not None  # a pool that commits is configured
         if payload.get("reactive"):
             if self._step_commit is None or self._step_commit["step"] != payload["step"]:
@@ -496,10 +497,10 @@ class AgentService:
         """How long a poll may wait: until the next boundary, or the cut before it."""
         longest = self.settings.max_wait_ms
         d, now = self.dispatcher, self.clock.now()
-        wake = self._cut_time() or d.next_boundary()
+        wake = self._cut_time() or d.reads.next_boundary()
         if wake is None:
             return longest
-        if wake <= now and self.ahead is not None and self.ahead.awaited(d, wake, d.step_length, now):
+        if wake <= now and self.ahead is not None and self.ahead.awaited(d, wake, d.reads.step_length, now):
             return AWAIT_POLL_MS  # the boundary waits for its plan: noticed soon after it is made
         ahead = (wake - now).total_seconds() * 1000
         return int(min(longest, max(0.0, ahead)))
@@ -507,15 +508,15 @@ class AgentService:
     def _cut_time(self) -> datetime | None:
         """When the window is to be cut for the next boundary's plan (None: not to be, or cut)."""
         d = self.dispatcher
-        boundary = d.next_boundary()
-        if self.ahead is None or boundary is None or d.interpreter.cut_pending or self.ahead.process.busy:
+        boundary = d.reads.next_boundary()
+        if self.ahead is None or boundary is None or d.reads.cut_pending or self.ahead.process.busy:
             return None
-        return self.ahead.cut_time(boundary, d.step_length)
+        return self.ahead.cut_time(boundary, d.reads.step_length)
 
     def _cut(self, now: datetime) -> None:
         """Cut the window for the next boundary's plan once its time has come (not when the
         boundary has too: a pool behind its clock replans)."""
-        at, ahead, boundary = self._cut_time(), self.ahead, self.dispatcher.next_boundary()
+        at, ahead, boundary = self._cut_time(), self.ahead, self.dispatcher.reads.next_boundary()
         # `_cut_time` gives a time only with plans made ahead and a boundary to come
         if at is not None and ahead is not None and boundary is not None and at <= now < boundary:
             ahead.launch(self.dispatcher, now)
@@ -526,12 +527,12 @@ class AgentService:
         arrivals keep being decided); full mode is collected and launched here."""
         out: list[Output] = []
         d, steps = self.dispatcher, 0
-        while (boundary := d.next_boundary()) is not None and boundary <= now:
+        while (boundary := d.reads.next_boundary()) is not None and boundary <= now:
             if steps == self.settings.catch_up_steps:
-                behind = int((now - boundary) / d.step_length) + 1
+                behind = int((now - boundary) / d.reads.step_length) + 1
                 log.warning("pool %s: %d steps behind the clock; committing %d a pass", self.pool, behind, steps)
                 break
-            if self.ahead is not None and self.ahead.awaited(d, boundary, d.step_length, now):
+            if self.ahead is not None and self.ahead.awaited(d, boundary, d.reads.step_length, now):
                 break  # its plan made ahead is on its way: arrivals go on being decided meanwhile
             plan, ended = self.worker.collect() if self.worker is not None else (None, None)
             if ended is not None and ended.outcome in ("failed", "timed_out"):
@@ -540,14 +541,14 @@ class AgentService:
             said = f"skipped: {skipped}" if skipped is not None else None
             if ended is not None and plan is None:
                 said = f"{'not adopted' if ended.outcome == 'not_better' else 'failed'}: {ended.detail}"
-            carried, began = d.interpreter.ahead_ready(), time.perf_counter()
+            carried, began = d.reads.ahead_ready(), time.perf_counter()
             out += d.commit(now, plan, full_mode=said, report=self._full_mode_report(ended))  # its parts
             # what replaying this commit will cost: its pass, and the plan made ahead that it carried
             self._replay_s += time.perf_counter() - began + (self.ahead.plan_s if carried and self.ahead else 0.0)
             steps += 1
-            if d.full_mode_due() and not (boundary + d.step_length <= now):  # not while catching up
+            if d.reads.full_mode_due() and not (boundary + d.reads.step_length <= now):  # not while catching up
                 self._launch_full_mode()
-            elif self.worker is not None and not d.full_mode_due():
+            elif self.worker is not None and not d.reads.full_mode_due():
                 self.worker.release()  # idle until a later step: its memory is not held meanwhile
         return out
 
@@ -555,7 +556,7 @@ class AgentService:
         """What became of full mode since the last commit, for the commit being made (None: the
         policy has none): `ended`, the solve collected at this boundary."""
         d, worker = self.dispatcher, self.worker
-        every, step = d.interpreter.full_mode_every, d.step
+        every, step = d.reads.full_mode_every, step_of(d.reads)
         if not every or step is None:
             return None
         last = ended or (d.full_mode_report.last if d.full_mode_report is not None else None)
@@ -573,7 +574,7 @@ class AgentService:
         if self.worker is None:
             full_mode = self.policy.full_mode
             assert full_mode is not None  # full mode is due only for a policy that has one (`Pool.use`)
-            limit = s.full_mode_time_limit(self.dispatcher.step_length.total_seconds())
+            limit = s.full_mode_time_limit(self.dispatcher.reads.step_length.total_seconds())
             memory = None if s.full_mode_memory_mb is None else s.full_mode_memory_mb << 20
             self.worker = FullModeWorker(
                 s.full_mode.options.model_copy(update={"time_limit": limit}),
@@ -582,7 +583,7 @@ class AgentService:
                 memory,
                 s.full_mode_max_nonzeros,
             )
-        self.worker.launch(self.dispatcher.full_mode_problem(self.worker.max_jobs))
+        self.worker.launch(self.dispatcher.reads.full_mode_problem(self.worker.max_jobs))
         if self.worker.skipped is not None and not self._skip_said:  # each commit says it after this
             log.warning("pool %s: full mode not started: %s", self.pool, self.worker.skipped)
         self._skip_said = self.worker.skipped is not None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Callable
 
 import orjson
@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from gpualloc.agent.service.ledger import SCHEDULE_BYTES, TxnLog, recordable
 from gpualloc.agent.service.outbox import Output, decided, job_failed, rejection
+from gpualloc.agent.service.reads import PoolReads
 from gpualloc.agent.service.seen_ids import SeenIds
 from gpualloc.agent.service.snapshots import SNAPSHOT_BYTES, SnapshotRecords, snapshot_records
 from gpualloc.bus.topics import Record, Topics, decode
@@ -42,7 +43,7 @@ from gpualloc.solvers.grid import Schedule, batch_spans
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.full_mode import settled
 from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Granted, Pool, Rejected
-from gpualloc.solvers.planner.records import FULL_MODE, Commit, Cut, FullModePlan, Grant, is_blocker
+from gpualloc.solvers.planner.records import FULL_MODE, Commit, FullModePlan, Grant, is_blocker
 from gpualloc.solvers.planner.snapshot import READABLE as SNAPSHOT_READABLE
 from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION
 from gpualloc.solvers.planner.snapshot import (
@@ -54,7 +55,6 @@ from gpualloc.solvers.planner.snapshot import (
     load_schedule,
     unpack,
 )
-from gpualloc.solvers.planner.view import PoolView
 from gpualloc.solvers.problem import Problem
 
 
@@ -79,31 +79,10 @@ class Dispatcher:
     _snapshot_parts: int = 1  # the records of the last snapshot taken or restored
 
     @property
-    def planner(self) -> PoolView | None:
-        """The pool's planner, to read (None before the pool is configured)."""
-        return self.interpreter.planner
-
-    @property
-    def step(self) -> int | None:
-        """The step to commit next (None before the pool is configured)."""
-        return None if self.interpreter.planner is None else self.interpreter.planner.now
-
-    def waiting_cut(self) -> Cut | None:
-        return self.interpreter.waiting_cut()
-
-    def full_mode_problem(self, max_jobs: int) -> Cut:
-        return self.interpreter.full_mode_problem(max_jobs)
-
-    @property
-    def step_length(self) -> timedelta:
-        return self.interpreter.step_length
-
-    def next_boundary(self) -> datetime | None:
-        """Wall time of the next step to commit (None before the pool is configured)."""
-        return self.interpreter.next_boundary()
-
-    def full_mode_due(self) -> bool:
-        return self.interpreter.full_mode_due()
+    def reads(self) -> PoolReads:
+        """The pool, to read: its clock, its boundary and its planner's view (every change goes
+        through this dispatcher, which records it in the ledger)."""
+        return self.interpreter
 
     def cut(self, now: datetime) -> Problem | None:
         """Cut the window for the next boundary's plan (`Pool.cut`): the problem to plan with the
@@ -157,7 +136,9 @@ class Dispatcher:
             if rec.topic in self.topics.inputs:
                 frontier[f"{rec.topic}:{rec.partition}"] = rec.offset + 1
         log = self._log.read(records, now, self.topics.inputs)
-        step = self.planner.now if self.planner is not None else 0  # the step the pass's ids are seen at
+        step = (
+            self.interpreter.view.now if self.interpreter.view is not None else 0
+        )  # the step the pass's ids are seen at
         taken: dict[str, str] = {}  # event id -> payload digest, of the events this pass takes
         rejected: list[Output] = []
         events = [event for rec in records if (event := self._parse(rec, taken, rejected, now)) is not None]
@@ -237,7 +218,7 @@ class Dispatcher:
         payload = PlanCommitted(
             step=grant.step,
             seq=self.seq,
-            step_start=origin + grant.step * self.step_length,
+            step_start=origin + grant.step * self.interpreter.step_length,
             assignments={app_id: list(gpus) for app_id, gpus in grant.sets.items()},
             source="heuristic",
             objective=0.0,  # it carries no plan: the step's commit has the objective
@@ -279,7 +260,7 @@ class Dispatcher:
         commit = committed.commit
         self.full_mode_report = report or self.full_mode_report
         self.last_commit, self.seq = commit, self.seq + 1
-        planner, origin = self.planner, self.interpreter.origin
+        planner, origin = self.interpreter.view, self.interpreter.origin
         assert planner is not None and origin is not None  # a pool that commits is configured
         self._forget_before(planner.now - self.dedup_steps)
         if self.on_commit is not None:
@@ -290,7 +271,7 @@ class Dispatcher:
         payload = PlanCommitted(
             step=commit.step,
             seq=self.seq,
-            step_start=origin + commit.step * self.step_length,
+            step_start=origin + commit.step * self.interpreter.step_length,
             assignments={k: list(v) for k, v in commit.assignments.items()},
             # the plan's fields, which the model validates into its TentativePlan
             plan=tentative_plan(window.gpus, window.horizon, batch, schedule.realtime),  # type: ignore[arg-type]
@@ -444,7 +425,7 @@ class Dispatcher:
         return rejection(self.topics, rec, reason, now, self.pool)
 
     def _job_failed(self, failed: Failed, now: datetime) -> Output:
-        planner = self.planner
+        planner = self.interpreter.view
         assert planner is not None  # only a configured pool fails a job
         return job_failed(self.topics, self.pool, failed, now, planner.now)
 

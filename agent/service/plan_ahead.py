@@ -17,6 +17,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from gpualloc.agent.service.reads import PoolReads, step_of
 from gpualloc.agent.service.solve_process import SolveProcess
 from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Schedule
@@ -45,11 +46,9 @@ class Cuts(Protocol):
     which records each cut in the ledger)."""
 
     @property
-    def step(self) -> int | None: ...  # the step to commit next (None before the pool is configured)
+    def reads(self) -> PoolReads: ...
 
     def cut(self, now: datetime) -> Problem | None: ...
-
-    def waiting_cut(self) -> Cut | None: ...
 
     def planned_ahead(self, step: int, schedule: Schedule) -> None: ...
 
@@ -74,7 +73,7 @@ class PlanAhead:
         thousands of GPUs), while waiting keeps deciding arrivals, inserted into the current
         plan, and commits the step a little late. The commit is the one a replay makes: the cut,
         the inputs after it, then the commit carrying its plan, in the ledger's order."""
-        waiting = pool.waiting_cut()
+        waiting = pool.reads.waiting_cut()
         return (
             self._launched is not None
             and waiting is not None
@@ -89,7 +88,7 @@ class PlanAhead:
         problem = pool.cut(now)
         if problem is None:
             return False
-        step = pool.step
+        step = step_of(pool.reads)
         assert step is not None  # a pool that cut its window is configured
         return self._start(Cut(step, problem))
 
@@ -97,7 +96,7 @@ class PlanAhead:
         """Start the plan of a cut the pool holds without one (a cut replayed by recovery, its
         boundary still to come), so that boundary carries it over as the first agent's would
         have; the replay itself does not wait for it."""
-        waiting = pool.waiting_cut()
+        waiting = pool.reads.waiting_cut()
         if self.process.busy or self._launched is not None or waiting is None:
             return False
         return self._start(waiting)
@@ -121,7 +120,7 @@ class PlanAhead:
         self.lead_s = max(LEAD_FLOOR_S, LEAD_TIMES * self.plan_s)
         if schedule is None:
             return
-        in_time = pool.step == step
+        in_time = step_of(pool.reads) == step
         self.made, self.late = self.made + in_time, self.late + (not in_time)
         pool.planned_ahead(step, schedule)
 

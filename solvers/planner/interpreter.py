@@ -56,6 +56,7 @@ from gpualloc.solvers.planner.records import (
     JobSpec,
     PoolConfig,
 )
+from gpualloc.solvers.planner.view import PoolView
 from gpualloc.solvers.policies import online_policy
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Problem, bits_of, mask_of
@@ -503,6 +504,12 @@ class Pool:
     def ahead_ready(self) -> bool:
         """Will the next commit carry a plan made ahead onto its window (else it replans)?"""
         return self.planner is not None and self.planner.ahead_ready()
+
+    @property
+    def view(self) -> PoolView | None:
+        """The planner, to read (None before the pool is configured): what the shell is given of
+        the pool's state (status, explain, audits, metrics)."""
+        return self.planner
 
     def full_mode_problem(self, max_jobs: int) -> Cut:
         """The current window for full mode, as the hot path plans it, its queue cut to the

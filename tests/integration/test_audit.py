@@ -161,8 +161,12 @@ async def test_apps_sent_with_the_configuration_keep_their_floors_beside_jobs_th
     await publish(kafka_bootstrap, topics.config, [orjson.dumps(config)], key=b"default")
     await publish(kafka_bootstrap, topics.traffic, [orjson.dumps(a) for a in apps], key=b"default")
     configured = await run_agent(kafka_bootstrap, topics, 0.5, until=lambda a: a.stats.decisions == 10)
-    assert configured.stats.rejected == 0 and sorted(configured.dispatcher.planner.apps) == ["rt-0", "rt-1", "rt-2"]
-    assert len(configured.dispatcher.planner.running) == 8 - 3 * 2  # the jobs took what the floors left
+    assert configured.stats.rejected == 0 and sorted(configured.dispatcher.interpreter.planner.apps) == [
+        "rt-0",
+        "rt-1",
+        "rt-2",
+    ]
+    assert len(configured.dispatcher.interpreter.planner.running) == 8 - 3 * 2  # the jobs took what the floors left
     rc, out = await cli("audit", "--bootstrap", kafka_bootstrap, "--topic-prefix", prefix)
     assert rc == 0 and out.strip().splitlines()[-1].endswith("; 0 mismatches"), out
 
@@ -195,7 +199,7 @@ async def test_a_pool_above_64_gpus_with_an_app_snapshots_in_parts_restarts_and_
     await publish(kafka_bootstrap, topics.traffic, [app], key=b"default")
     await publish(kafka_bootstrap, topics.jobs, [job(n) for n in range(10)], key=b"default")
     first = await run_agent(kafka_bootstrap, topics, 1.5, until=lambda a: a.stats.decisions == 10)
-    held = first.dispatcher.planner.apps["chat"].held
+    held = first.dispatcher.interpreter.planner.apps["chat"].held
     assert first.stats.decisions == 10 and held >> 64, held
 
     counts = await partition_counts(kafka_bootstrap, [topics.state, topics.ledger, *topics.inputs])
@@ -209,10 +213,10 @@ async def test_a_pool_above_64_gpus_with_an_app_snapshots_in_parts_restarts_and_
     assert snap is not None and snap.parts > 1 and sorted(history.pieces) == list(range(1, snap.parts))
     restored = Dispatcher("default", topics, Pool())
     rebuild(restored, history)  # raises SnapshotError for a part missing
-    assert len(history.entries) < restored.txn and restored.planner.apps["chat"].held == held
+    assert len(history.entries) < restored.txn and restored.interpreter.planner.apps["chat"].held == held
 
     again = await run_agent(kafka_bootstrap, topics, 1.0)  # no --config: the snapshot and the ledger after it
-    assert again.dispatcher.seq > first.dispatcher.seq and again.dispatcher.planner.apps["chat"].held >> 64
+    assert again.dispatcher.seq > first.dispatcher.seq and again.dispatcher.interpreter.planner.apps["chat"].held >> 64
     assert again.stats.replayed < again.dispatcher.txn
 
     bus = ["--bootstrap", kafka_bootstrap, "--topic-prefix", prefix]

@@ -186,19 +186,21 @@ def test_the_agent_cuts_once_a_lead_before_the_boundary_and_drops_a_plan_made_to
         try:
             step = timedelta(seconds=10)
             assert ahead.cut_time(T0, step) == T0 - timedelta(seconds=min(ahead.lead_s, LEAD_SHARE * 10))
-            assert not ahead.launch(d, T0) and d.planner.ahead is None  # the process starts first: no cut yet
+            assert (
+                not ahead.launch(d, T0) and d.interpreter.planner.ahead is None
+            )  # the process starts first: no cut yet
             await ahead.process.wait()
             ahead.deliver(d)  # the warm-up, dropped
-            assert d.planner.ahead is None and (ahead.made, ahead.late) == (0, 0)
+            assert d.interpreter.planner.ahead is None and (ahead.made, ahead.late) == (0, 0)
             assert ahead.launch(d, T0) and not ahead.launch(d, T0)  # one plan at a time
             await ahead.process.wait()
             d.commit(T0)  # the boundary came first: it replanned
             ahead.deliver(d)
-            assert d.planner.ahead is None and (ahead.made, ahead.late) == (0, 1)
+            assert d.interpreter.planner.ahead is None and (ahead.made, ahead.late) == (0, 1)
             assert ahead.launch(d, T0)
             await ahead.process.wait()
             ahead.deliver(d)
-            assert d.planner.ahead_ready() and (ahead.made, ahead.late) == (1, 1)
+            assert d.interpreter.planner.ahead_ready() and (ahead.made, ahead.late) == (1, 1)
             assert 0.05 <= ahead.lead_s < 60  # a few times the plan's own wall time
         finally:
             ahead.close()
@@ -223,7 +225,7 @@ def warmed(body: Callable[[PlanAhead, Dispatcher], Awaitable[None]]) -> None:
 
 def test_a_boundary_waits_for_its_plan_while_it_is_made_and_a_quarter_step_at_most():
     async def body(ahead: PlanAhead, d: Dispatcher) -> None:
-        step, boundary = timedelta(seconds=10), d.next_boundary()
+        step, boundary = timedelta(seconds=10), d.reads.next_boundary()
         assert not ahead.awaited(d, boundary, step, boundary)  # nothing cut: nothing to wait for
         assert ahead.launch(d, boundary - timedelta(seconds=1))
         assert ahead.awaited(d, boundary, step, boundary)  # being made: the boundary waits
@@ -231,7 +233,7 @@ def test_a_boundary_waits_for_its_plan_while_it_is_made_and_a_quarter_step_at_mo
         assert not ahead.awaited(d, boundary, step, boundary + LEAD_SHARE * step)  # then it replans
         await ahead.process.wait()
         ahead.deliver(d)
-        assert d.planner.ahead_ready() and not ahead.awaited(d, boundary, step, boundary)  # made: commit
+        assert d.interpreter.planner.ahead_ready() and not ahead.awaited(d, boundary, step, boundary)  # made: commit
 
     warmed(body)
 
@@ -240,11 +242,11 @@ def test_a_cut_replayed_without_its_plan_is_planned_by_the_live_agent_and_carrie
     async def body(ahead: PlanAhead, d: Dispatcher) -> None:
         assert not ahead.resume(d)  # no cut
         d.cut(T0)  # as a replay leaves it: the cut, not its plan
-        assert d.planner.ahead.problem is not None and not d.planner.ahead_ready()
+        assert d.interpreter.planner.ahead.problem is not None and not d.interpreter.planner.ahead_ready()
         assert ahead.resume(d) and not ahead.resume(d)  # one plan at a time
         await ahead.process.wait()
         ahead.deliver(d)
-        assert d.planner.ahead_ready() and ahead.made == 1 and ahead.plan_s > 0
+        assert d.interpreter.planner.ahead_ready() and ahead.made == 1 and ahead.plan_s > 0
 
     warmed(body)
 

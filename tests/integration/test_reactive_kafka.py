@@ -57,7 +57,7 @@ async def test_a_spike_within_the_step_is_granted_bound_and_audited(kafka_bootst
                 return agent.dispatcher.seq > seq
 
             await wait_until(fresh_commit, "a fresh commit")  # the observation lands early in its step
-            planner, origin = agent.dispatcher.planner, agent.dispatcher.interpreter.origin
+            planner, origin = agent.dispatcher.interpreter.planner, agent.dispatcher.reads.origin
             step = planner.now - 1
             held = planner.apps["chat"].held.bit_count()
             at = origin + timedelta(seconds=SETTINGS.step_seconds * step + 0.5)

@@ -73,7 +73,10 @@ async def test_a_job_past_its_time_limit_is_failed_released_and_audited(kafka_bo
 
             await wait_until(released, "both nodes releasing the job")
             assert calls.read_text().splitlines() == ["bind stuck 0,1,2,3,4,5,6,7", "release stuck"]
-            assert agent.dispatcher.planner is not None and "stuck" not in agent.dispatcher.planner.queued
+            assert (
+                agent.dispatcher.interpreter.planner is not None
+                and "stuck" not in agent.dispatcher.interpreter.planner.queued
+            )
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)

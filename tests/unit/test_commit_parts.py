@@ -266,7 +266,7 @@ def test_split_commits_replay_alike_and_the_audit_compares_them_part_by_part(mon
     for k in range(0, len(records), 6):
         now = T0 + timedelta(seconds=5 * k)
         out = d.handle(records[k : k + 6], now)
-        if d.planner is not None:
+        if d.interpreter.planner is not None:
             out += d.commit(now)
             grids[d.seq] = to_grid(d.last_commit.window, d.last_commit.schedule)
         entries.append(PassRecorded.model_validate(d.seal(RUN).message["payload"]))

@@ -55,7 +55,7 @@ def configured() -> Dispatcher:
 def test_one_decision_per_arrival_from_one_pass_and_jobs_before_the_config_wait_for_it():
     d = Dispatcher("default")
     early = d.handle([job(1)], T0)
-    assert early == [] and d.planner is None
+    assert early == [] and d.interpreter.planner is None
     out = d.handle([rec("pool.configured", POOL, 0, "gpualloc.config")] + [job(n) for n in range(2, 6)], T0)
     decided = payloads(out, AllocationDecided)
     assert sorted(x.job_id for x in decided) == ["j1", "j2", "j3", "j4", "j5"]
@@ -155,7 +155,7 @@ def test_apps_sent_at_set_up_keep_their_floors_whichever_topic_a_poll_read_first
         d = Dispatcher("default", interpreter=Pool(step_seconds=10))
         out = [o for events in passes for o in d.handle(list(events), T0)]
         assert payloads(out, InputRejected) == []
-        assert d.planner is not None and sorted(d.planner.apps) == ["rt-0", "rt-1", "rt-2"]
+        assert d.interpreter.planner is not None and sorted(d.interpreter.planner.apps) == ["rt-0", "rt-1", "rt-2"]
         started = {x.job_id for x in payloads(out, AllocationDecided) if x.action == "start"}
         assert len(started) == (16 - 3 * 2) // 2  # the jobs take what the floors leave
         commit = payloads(d.commit(T0), PlanCommitted)[0]

@@ -105,10 +105,10 @@ def test_an_app_above_gpu_63_is_snapshotted_and_restored():
     )
     d.commit(T0)
     d.seal(RUN)
-    held = d.planner.apps["chat"].held
+    held = d.interpreter.planner.apps["chat"].held
     assert held >> 64  # the app holds GPUs above a machine word
     again = _restored(d.snapshot(T0, 0, 1, 0))
-    assert again.planner.apps["chat"].held == held
+    assert again.interpreter.planner.apps["chat"].held == held
 
 
 def test_an_app_never_committed_keeps_held_minus_one_and_version_2_forms_read():
@@ -275,7 +275,7 @@ def test_a_pool_at_the_limits_is_snapshotted_in_records_under_the_message_limit_
     sizes = [len(encode(r.message)) for r in records]
     assert len(records) > 1 and max(sizes) < MESSAGE_LIMIT, sizes
     again = _restored(records)
-    _same_planner(again.planner, d.planner)
+    _same_planner(again.interpreter.planner, d.interpreter.planner)
     assert 0 < len(again.seen) <= len(d.seen)
     assert again.seen.newest() == d.seen.newest()[len(d.seen) - len(again.seen) :]
 
@@ -284,14 +284,14 @@ def test_a_snapshot_in_fewer_parts_than_the_last_drops_the_older_parts_keys():
     d = _dispatcher(limits_planner())
     many = d.snapshot(T0, 0, 1, 0)
     assert len(many) > 2 and all(r.message is not None for r in many)
-    d.planner.queued.clear()  # the pool drains: its state fits fewer records
+    d.interpreter.planner.queued.clear()  # the pool drains: its state fits fewer records
     fewer = d.snapshot(T0, 0, 1, 0)
     kept = [r for r in fewer if r.message is not None]
     tombstones = [r for r in fewer if r.message is None]
     assert 1 <= len(kept) < len(many)
     assert [r.key for r in tombstones] == [f"default\x00{i}" for i in range(len(kept), len(many))]
     assert {r.key for r in kept} | {r.key for r in tombstones} == {r.key for r in many}  # every older key
-    _same_planner(_restored(kept).planner, d.planner)
+    _same_planner(_restored(kept).interpreter.planner, d.interpreter.planner)
 
 
 def test_a_schedule_of_64_apps_over_336_steps_is_recorded_in_a_bounded_entry():

@@ -53,7 +53,7 @@ class Bus:
 
     def commit(self) -> None:
         """The step's commit at its boundary, then the clock to the next step."""
-        self.now = T0 + self.d.step * STEP
+        self.now = T0 + self.d.interpreter.planner.now * STEP
         self.messages += [o.message for o in self.d.commit(self.now)]
         self.now += STEP / 2
 
@@ -142,10 +142,10 @@ def test_explain_shows_an_out_of_memory_re_size_and_the_promise_at_the_new_size(
     bus = Bus(gpus=64)
     bus.submit("r", features=FULL_13B)
     bus.commit()
-    ran = len(bus.d.planner.running["r"].mask.bit_count() * [0])
+    ran = len(bus.d.interpreter.planner.running["r"].mask.bit_count() * [0])
     bus.send("job.failed", {"id": "r", "reason": "out_of_memory", "detail": "CUDA OOM"})
     lines = bus.explain("r")
-    size = (bus.d.planner.queued.get("r") or bus.d.planner.running["r"].spec).gpus
+    size = (bus.d.interpreter.planner.queued.get("r") or bus.d.interpreter.planner.running["r"].spec).gpus
     assert size >= 2 * ran
     assert lines[-3].endswith(f"failed (out_of_memory) on GPUs 0-{ran - 1}: CUDA OOM")
     assert f"re-sized to {size} GPUs after running out of memory at {ran}; decided " in lines[-2]
@@ -164,7 +164,7 @@ def test_status_and_explain_agree_on_now_and_on_what_holds_gpus_right_after_a_bu
     for k in range(10):  # ten starts after the commit: their node agents bind them at once
         bus.submit(f"j{k}", gpus=4 if k < 2 else 2, duration=4)
     commit = next(m["payload"] for m in reversed(bus.messages) if m["type"] == "plan.committed")
-    status = view("default", bus.d.planner, commit, [], length=STEP)
+    status = view("default", bus.d.interpreter.planner, commit, [], length=STEP)
     assert status["usage"]["batch"] == 24 and status["usage"]["idle"] == 32 - 24
     assert sum(n["busy"] for n in status["nodes"]) == 24 and len(status["running"]) == 10
     assert status["now"] == 1

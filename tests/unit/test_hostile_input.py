@@ -86,7 +86,7 @@ def run(passes: list[list[bytes]], commit_every: int):
             records.append(Record(topic, 0, offsets.setdefault(topic, 0), "default", value))
             offsets[topic] += 1
         outputs += [o.message for o in d.handle(records, now)]
-        if d.planner is not None and k % commit_every == 0:
+        if d.interpreter.planner is not None and k % commit_every == 0:
             outputs += [o.message for o in d.commit(now)]
         d.seal(RUN)
     return d, outputs

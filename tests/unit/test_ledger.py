@@ -160,20 +160,20 @@ def live(
         out = d.handle(records[lo:hi], now) if hi > lo else []
         for _ in range(commits[k % len(commits)]):
             plan = None
-            if k == adopt_at and d.planner is not None:
-                problem = d.planner.window_problem()
-                plan = FullModePlan(d.planner.now, fifo_schedule(problem), 0.0)
-            if d.planner is not None:
+            if k == adopt_at and d.interpreter.planner is not None:
+                problem = d.interpreter.planner.window_problem()
+                plan = FullModePlan(d.interpreter.planner.now, fifo_schedule(problem), 0.0)
+            if d.interpreter.planner is not None:
                 out += d.commit(now, plan)
         if k in aheads and (problem := d.cut(now)) is not None and aheads[k]:
-            d.planned_ahead(d.planner.now, hot_plan(problem, run["policy"], run["effort"]))
+            d.planned_ahead(d.interpreter.planner.now, hot_plan(problem, run["policy"], run["effort"]))
         entry = d.seal(run)
         outputs += out
         if entry is not None:
             entries.append(PassRecorded.model_validate(entry.message["payload"]))
             snapshots.append(
                 None
-                if d.planner is not None and d.planner.ahead is not None
+                if d.interpreter.planner is not None and d.interpreter.planner.ahead is not None
                 else PoolSnapshot.model_validate(d.snapshot(now, 0, len(entries), 0)[0].message["payload"])
             )
     return d, [o.message for o in outputs], entries, snapshots
@@ -207,8 +207,10 @@ def test_a_replay_of_the_ledger_makes_the_same_messages_and_state(seed, cuts, co
     assert replayed == outputs
     assert dump_pool(again.interpreter) == dump_pool(d.interpreter)
     assert (again.seq, again.txn, again.frontier) == (d.seq, d.txn, d.frontier)
-    if d.planner is not None:  # the same cut waits (a replay makes its plan, which the agent may not have had yet)
-        assert unsolved(again.planner.ahead) == unsolved(d.planner.ahead)
+    if (
+        d.interpreter.planner is not None
+    ):  # the same cut waits (a replay makes its plan, which the agent may not have had yet)
+        assert unsolved(again.interpreter.planner.ahead) == unsolved(d.interpreter.planner.ahead)
     taken = [k for k, snap in enumerate(snapshots[: len(entries) // 2]) if snap is not None]
     if len(entries) > 2 and taken:  # from a snapshot in the middle: the same end state
         k = taken[-1] + 1

@@ -114,7 +114,7 @@ def test_the_notice_is_published_once_and_replayed_alike_from_the_ledger_and_a_s
     assert replayed == outputs and dump_pool(again.interpreter) == dump_pool(d.interpreter)
     restored = fresh()  # from the snapshot after the pass that started it, before its limit
     restored.restore(snapshots[1])
-    assert restored.planner.running["t"].spec.time_limit == 2
+    assert restored.interpreter.planner.running["t"].spec.time_limit == 2
     tail, out = replay(entries[2:], recs, restored)
     assert [m for m in out if m["type"] == "job.failed"] == notices
     assert dump_pool(tail.interpreter) == dump_pool(d.interpreter)
@@ -126,7 +126,7 @@ def test_a_snapshot_written_without_time_limits_still_restores():
     payload = d.snapshot(T0 + timedelta(seconds=1), 0, 0, 0)[0].message["payload"]
     restored = fresh()
     restored.restore(PoolSnapshot.model_validate(payload))  # its jobs' fields carry no limit
-    assert restored.planner.running["f"].spec.time_limit is None
+    assert restored.interpreter.planner.running["f"].spec.time_limit is None
 
 
 def test_the_pools_default_limits_jobs_that_give_none_and_a_snapshot_keeps_it():

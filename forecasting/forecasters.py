@@ -8,12 +8,13 @@ a ledger's replay makes the same forecasts and hence the same decisions.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpualloc.forecasting.jobs import Features, Hardware, JobForecast, JobForecaster, SizeError
 from gpualloc.forecasting.physics_v1 import GPU_MEMORY_GB
-from gpualloc.forecasting.traffic import AppTraffic, TrafficForecaster
+from gpualloc.forecasting.traffic import TrafficForecaster
 from gpualloc.schemas.settings import ForecastSettings
 
 
@@ -28,29 +29,15 @@ class Forecasters:
             self.traffic = TrafficForecaster(self.settings.traffic_weeks, self.settings.traffic_forgetting)
         self.jobs.physics = self.settings.physics
 
-    # what a pass changed, as it was before (`begin`): the apps it taught, copied at their first
-    # lesson, so a failed pass is undone at the cost of what it touched (the job forecasters
-    # keep their own)
-    _before: dict[str, AppTraffic | None] | None = field(default=None, repr=False, compare=False)
+    # the apps whose traffic state this pass copied (`forked`): the rule traffic state keeps is
+    # that a pass replaces an app's `AppTraffic` before changing it (`observed`), and nothing else
+    # changes one in place but its derived cache, so a failed pass leaves the state it found
+    _copied: set[str] = field(default_factory=set, repr=False, compare=False)
 
-    def begin(self) -> None:
-        """Start a pass that `rollback` can undo (`keep` ends it)."""
-        self._before = {}
-        self.jobs.begin()
-
-    def keep(self) -> None:
-        self._before = None
-        self.jobs.keep()
-
-    def rollback(self) -> None:
-        """Forget what was learned since `begin`."""
-        for app_id, was in (self._before or {}).items():
-            if was is None:
-                self.traffic.apps.pop(app_id, None)
-            else:
-                self.traffic.apps[app_id] = was
-        self._before = None
-        self.jobs.rollback()
+    def forked(self) -> None:
+        """A pass starts on a fork of the state (`gpualloc.solvers.planner.state`): every app's
+        traffic state is shared with the state it was forked from until the pass teaches it."""
+        self._copied = set()
 
     def use(self, settings: ForecastSettings) -> None:
         """Forecast by `settings` from now on (a replay takes up each ledger entry's own)."""
@@ -87,13 +74,15 @@ class Forecasters:
 
     # ---- traffic ------------------------------------------------------------------------------
     def observed(self, app_id: str, hour: int, load: float) -> None:
-        if self._before is not None and app_id not in self._before:
-            now = self.traffic.apps.get(app_id)
-            self._before[app_id] = None if now is None else now.copy()
+        if app_id not in self._copied:
+            self._copied.add(app_id)
+            shared = self.traffic.apps.get(app_id)
+            if shared is not None:
+                self.traffic.apps[app_id] = shared.copy()
         self.traffic.observe(app_id, hour, load)
 
     def demand(
-        self, app_id: str, hour: int, quantile: float | None = None, profile: list[int] | None = None
+        self, app_id: str, hour: int, quantile: float | None = None, profile: Sequence[int] | None = None
     ) -> int | None:
         """GPUs app `app_id` needs in pool hour `hour` at `quantile` (the settings' by default;
         None: nothing observed to go by); an hour of day not seen yet takes the registered
@@ -101,7 +90,7 @@ class Forecasters:
         q = quantile or self.settings.realtime_quantile
         load = self.traffic.forecast(app_id, hour, q)
         if load is None and profile:
-            load = self.traffic.scaled_profile(app_id, hour, q, profile)
+            load = self.traffic.scaled_profile(app_id, hour, q, list(profile))
         return None if load is None else math.ceil(load - 1e-9)
 
     # ---- state --------------------------------------------------------------------------------

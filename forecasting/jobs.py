@@ -203,23 +203,6 @@ class SizeError(ValueError):
 
 
 @dataclass
-class _KindBefore:
-    """A kind's model as a pass found it: its pooled parts copied, its groups and models as they
-    were listed (shared), and copies of those the pass touched (None: made by the pass)."""
-
-    memory: OnlineRidge
-    duration: OnlineRidge
-    errors: ErrorWindow
-    memory_errors: ErrorWindow
-    shift: float
-    groups: dict[str, GroupModel]
-    architectures: dict[str, Refinement]
-    parts: OnlineRidge
-    touched_groups: dict[str, GroupModel | None] = field(default_factory=dict)
-    touched_architectures: dict[str, Refinement | None] = field(default_factory=dict)
-
-
-@dataclass
 class JobForecaster:
     models: dict[str, KindModel] = field(default_factory=lambda: {kind: _fresh(kind) for kind in BASELINES})
     utilization: list[float] = field(default_factory=list)  # finished jobs' peak over their GPU's memory
@@ -227,11 +210,10 @@ class JobForecaster:
     # the most GPUs each configuration (its kind, features and GPU type) ran out of memory at: the
     # same run needs the same memory, so a physics that corrects by parts never sizes it there again
     ran_out: dict[str, int] = field(default_factory=dict)
-    # what a pass changed, as it was before (`begin`), so a failed pass is undone at the cost of
-    # what it touched: the kinds' pooled parts, the groups and models it taught, the utilization
-    _before: dict[str, _KindBefore] | None = field(default=None, repr=False, compare=False)
-    _utilization_before: list[float] | None = field(default=None, repr=False, compare=False)
-    _ran_out_before: dict[str, int] | None = field(default=None, repr=False, compare=False)
+    # what this pass has copied of the learned models (`forked`): kinds, their groups and their
+    # models; a lesson copies what it changes first (`_own`), so the state the pass was forked
+    # from keeps its models as they were
+    _copied: set[str] = field(default_factory=set, repr=False, compare=False)
 
     def _base(self, kind: str) -> Baseline[Any]:
         return PHYSICS[self.physics][kind]
@@ -241,56 +223,38 @@ class JobForecaster:
         it and neither the job nor the pool said otherwise."""
         return USABLE_GIB[hw.gpu_type] if hw.nominal and self.physics >= 2 else hw.memory_gb
 
-    def begin(self) -> None:
-        self._before, self._utilization_before, self._ran_out_before = {}, None, None
+    def forked(self) -> None:
+        """A pass starts on a fork of the state (`gpualloc.solvers.planner.state`): every model is
+        shared with the state it was forked from until the pass teaches it."""
+        self._copied = set()
 
-    def keep(self) -> None:
-        self._before, self._utilization_before, self._ran_out_before = None, None, None
-
-    def rollback(self) -> None:
-        for kind, was in (self._before or {}).items():
-            model = self.models[kind]
-            model.memory, model.duration, model.shift = was.memory, was.duration, was.shift
-            model.errors, model.memory_errors, model.parts = was.errors, was.memory_errors, was.parts
-            model.groups, model.architectures = was.groups, was.architectures
-            for key, group in was.touched_groups.items():
-                if group is not None:
-                    model.groups[key] = group
-            for key, arch in was.touched_architectures.items():
-                if arch is not None:
-                    model.architectures[key] = arch
-        if self._utilization_before is not None:
-            self.utilization = self._utilization_before
-        if self._ran_out_before is not None:
-            self.ran_out = self._ran_out_before
-        self.keep()
-
-    def _touching(self, kind: str, f: Features, gpu_type: str) -> None:
-        """Keep what a lesson of this job changes as the pass found it, once a pass."""
-        if self._before is None:
-            return
+    def _own(self, kind: str, f: Features, gpu_type: str) -> None:
+        """Copy what a lesson of this job changes, at its first change in a pass: the kind's pooled
+        parts and the lists of its groups and models, then the job's group and model."""
         model = self.models[kind]
-        if kind not in self._before:
-            self._before[kind] = _KindBefore(
-                copy.deepcopy(model.memory),
-                copy.deepcopy(model.duration),
-                ErrorWindow(model.errors.size, list(model.errors.errors), model.errors.prior),
-                ErrorWindow(model.memory_errors.size, list(model.memory_errors.errors), model.memory_errors.prior),
-                model.shift,
-                dict(model.groups),
-                dict(model.architectures),
-                copy.deepcopy(model.parts),
+        if kind not in self._copied:
+            self._copied.add(kind)
+            model = self.models[kind] = dataclasses.replace(
+                model,
+                memory=copy.deepcopy(model.memory),
+                duration=copy.deepcopy(model.duration),
+                errors=ErrorWindow(model.errors.size, list(model.errors.errors), model.errors.prior),
+                memory_errors=ErrorWindow(
+                    model.memory_errors.size, list(model.memory_errors.errors), model.memory_errors.prior
+                ),
+                groups=dict(model.groups),
+                architectures=dict(model.architectures),
+                parts=copy.deepcopy(model.parts),
             )
-        was = self._before[kind]
         key, name = group_key(f, gpu_type), architecture(kind, f)
-        if key not in was.touched_groups:
-            was.touched_groups[key] = copy.deepcopy(model.groups.get(key))
-        if name not in was.touched_architectures:
-            was.touched_architectures[name] = copy.deepcopy(model.architectures.get(name))
-        if self._utilization_before is None:
-            self._utilization_before = list(self.utilization)
-        if self._ran_out_before is None:
-            self._ran_out_before = dict(self.ran_out)
+        if f"{kind}:group:{key}" not in self._copied:
+            self._copied.add(f"{kind}:group:{key}")
+            if key in model.groups:
+                model.groups[key] = copy.deepcopy(model.groups[key])
+        if f"{kind}:model:{name}" not in self._copied:
+            self._copied.add(f"{kind}:model:{name}")
+            if name in model.architectures:
+                model.architectures[name] = copy.deepcopy(model.architectures[name])
 
     def forecast(
         self,
@@ -347,7 +311,7 @@ class JobForecaster:
         Each level learns what the levels above it left, and the errors are taken, before any
         learns from it; a job beyond anything a GPU holds (`_sane`) teaches nothing: one such
         example would outweigh every real one."""
-        self._touching(kind, f, hw.gpu_type)
+        self._own(kind, f, hw.gpu_type)
         model, base = self.models[kind], self._base(kind)
         group, arch = self._levels(kind, f, hw.gpu_type, teach=True)
         assert group is not None and arch is not None
@@ -402,7 +366,7 @@ class JobForecaster:
         passes says nothing of how far past it the job was, and taken as the value it would teach
         every part to shrink."""
         bound = OOM_PEAK * self.memory_of(hw)
-        self._touching(kind, f, hw.gpu_type)
+        self._own(kind, f, hw.gpu_type)
         key = _configuration(kind, f, hw.gpu_type)
         most = max(gpus, self.ran_out.pop(key, 0))  # re-inserted: the most recent last
         self.ran_out[key] = most

@@ -56,6 +56,7 @@ from gpualloc.solvers.planner.records import (
     JobSpec,
     PoolConfig,
 )
+from gpualloc.solvers.planner.state import fork, restore
 from gpualloc.solvers.planner.view import PoolView
 from gpualloc.solvers.policies import online_policy
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
@@ -172,22 +173,15 @@ class Pool:
     # ---- events -------------------------------------------------------------------------------
     def apply(self, events: list[Event], now: datetime) -> list[Effect]:
         """One planning pass over `events` (see the module docstring); what they caused, in order.
-        All or nothing: a pass that raises (a scheduler's bug, say) leaves the pool as it found
-        it, and the exception goes to the caller."""
-        planner, origin, passes = self.planner, self.origin, self.passes
-        pending, waiting = self.pending, len(self.pending)
-        mark = planner.mark() if planner is not None else None
+        All or nothing: the pass changes forks of the pool's state (`state.fork`), and one that
+        raises (a scheduler's bug, say) leaves the pool as it found it (`state.restore`), the
+        exception going to the caller."""
+        found = fork(self)
         try:
-            out = self._pass(events, now)
+            return self._pass(events, now)
         except BaseException:
-            del pending[waiting:]
-            self.planner, self.origin, self.passes, self.pending = planner, origin, passes, pending
-            if planner is not None and mark is not None:
-                planner.undo(mark)
+            restore(self, found)
             raise
-        if planner is not None:
-            planner.kept()
-        return out
 
     def _pass(self, events: list[Event], now: datetime) -> list[Effect]:
         out: list[Effect] = []

@@ -47,21 +47,6 @@ from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Batch, Problem, bits_of, earliest_block, obeys_node_rule
 
 
-@dataclass(frozen=True)
-class Mark:
-    """What a pass may change of the planner, as the pass found it (`Planner.mark`)."""
-
-    config: PoolConfig
-    queued: dict[str, JobSpec]
-    running: dict[str, Running]
-    apps: dict[str, AppSpec]
-    down: int
-    drained: int
-    committed: int
-    busy: list[int] | None
-    ahead: Ahead | None
-
-
 @dataclass
 class Planner:
     config: PoolConfig
@@ -79,37 +64,6 @@ class Planner:
     by_arrival: bool = False  # a pass's arrivals inserted in arrival order (FIFO's), else most valuable first
     replan_work: int = 0  # a pass replans the window while queued jobs x GPUs is at most this (0: never)
     ahead: Ahead | None = None  # the next boundary's plan, cut before it (`cut`)
-
-    # ---- a pass, all or nothing ------------------------------------------------------------
-    def mark(self) -> Mark:
-        """The state as a pass finds it, for `undo` should the pass fail. Shallow: the containers
-        a pass changes are copied, their immutable entries shared (apps, which a pass changes in
-        place, with their observations); the forecasters copy what a pass teaches when it does."""
-        self.forecasts.begin()
-        apps = {app_id: replace(app, observed=dict(app.observed)) for app_id, app in self.apps.items()}
-        busy = None if self.busy is None else list(self.busy)
-        return Mark(
-            self.config,
-            dict(self.queued),
-            dict(self.running),
-            apps,
-            self.down,
-            self.drained,
-            self.committed,
-            busy,
-            self.ahead,
-        )
-
-    def undo(self, mark: Mark) -> None:
-        """Back to the state at `mark`: a failed pass leaves nothing behind."""
-        self.config, self.queued, self.running, self.apps = mark.config, mark.queued, mark.running, mark.apps
-        self.down, self.drained, self.committed = mark.down, mark.drained, mark.committed
-        self.busy, self.ahead = mark.busy, mark.ahead
-        self.forecasts.rollback()
-
-    def kept(self) -> None:
-        """The pass since `mark` succeeded: its changes stay."""
-        self.forecasts.keep()
 
     # ---- events -------------------------------------------------------------------------
     def submit(self, job: JobSpec) -> Decision:
@@ -322,13 +276,9 @@ class Planner:
         for its plan is dropped: that plan could not be carried over, and its boundary need not
         wait for it."""
         old = self.apps.get(app.id)
-        if old is not None:
-            app.observed, app.held, app.before, app.latest, app.granted = (
-                old.observed,
-                old.held,
-                old.before,
-                old.latest,
-                old.granted,
+        if old is not None:  # what the pool knows of it stays; its registration changes
+            app = replace(
+                app, observed=old.observed, held=old.held, before=old.before, latest=old.latest, granted=old.granted
             )
         elif app.held > 0:  # a new app's `current`: bound to it now, as a committed step's GPUs are
             self.committed |= app.held & ((1 << self.config.gpus) - 1)
@@ -362,9 +312,9 @@ class Planner:
     def observe_traffic(self, app_id: str, step: int, gpus: int, load: float | None = None) -> None:
         """`gpus` needed at `step` (`load`: the same, unrounded, when the observation gave requests/s)."""
         app = self.apps[app_id]
-        app.observed[step] = max(gpus, app.observed.get(step, 0))
-        if app.latest is None or step >= app.latest[0]:
-            app.latest = (step, gpus)
+        latest = (step, gpus) if app.latest is None or step >= app.latest[0] else app.latest
+        observed = {**app.observed, step: max(gpus, app.observed.get(step, 0))}
+        self.apps[app_id] = replace(app, observed=observed, latest=latest)
         self.forecasts.observed(app_id, self.hour_of(step), gpus if load is None else load)
 
     def react(self, app_id: str) -> Grant | None:
@@ -424,9 +374,9 @@ class Planner:
         grant = sum(1 << g for _, g in order)
         for donor_id, g in order:
             if donor_id is not None:
-                self.apps[donor_id].held &= ~(1 << g)
-        app.held |= grant
-        app.granted |= grant
+                donor = self.apps[donor_id]
+                self.apps[donor_id] = replace(donor, held=donor.held & ~(1 << g))
+        app = self.apps[app_id] = replace(app, held=app.held | grant, granted=app.granted | grant)
         self.committed |= grant
         given = {d: tuple(bits_of(self.apps[d].held)) for d in dict.fromkeys(d for d, _ in order if d is not None)}
         n, idle = grant.bit_count(), sum(1 for d, _ in order if d is None)
@@ -474,8 +424,7 @@ class Planner:
             freed, spent, surplus = freed | 1 << g, spent + cost, surplus - 1
         if not freed:
             return None
-        app.held &= ~freed
-        app.granted &= ~freed
+        app = self.apps[app_id] = replace(app, held=app.held & ~freed, granted=app.granted & ~freed)
         self.committed &= ~freed
         reason = (
             f"observed demand {wanted} GPUs in step {step}: {freed.bit_count()} GPU{'s' * (freed.bit_count() != 1)} "
@@ -572,9 +521,9 @@ class Planner:
                 self.queued.pop(job_id)
                 if job_id not in failed:  # one that was running is failed once, with why it left
                     out.append((job_id, f"its {spec.gpus} GPUs no longer fit the pool of {config.gpus} GPUs"))
-        for app in self.apps.values():
+        for app_id, app in self.apps.items():
             if app.held >= 0:
-                app.held &= pool
+                self.apps[app_id] = replace(app, held=app.held & pool)
         self.down, self.drained, self.committed = self.down & pool, self.drained & pool, self.committed & pool
         self.config = config
         self.busy = None
@@ -815,11 +764,13 @@ class Planner:
         )
         for app_id, masks in sorted(schedule.realtime.items()):
             app = self.apps[app_id]
-            app.before, app.held, app.granted = app.held, masks[0], 0
+            self.apps[app_id] = replace(app, before=app.held, held=masks[0], granted=0)
             assignments[app_id] = tuple(bits_of(masks[0]))
-        for app in self.apps.values():  # past observations are no longer planned for: only the latest is
+        for app_id, app in self.apps.items():  # past observations are no longer planned for: only the latest is
             latest = max(app.observed, default=None)
-            app.observed = {s: g for s, g in app.observed.items() if s > self.now or s == latest}
+            observed = {s: g for s, g in app.observed.items() if s > self.now or s == latest}
+            if len(observed) < len(app.observed):
+                self.apps[app_id] = replace(app, observed=observed)
         self.committed = 0
         for owned in assignments.values():
             for g in owned:

@@ -4,7 +4,9 @@ the shell reads and passes back; the planner (`planner.py`) is the one to change
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
 from gpualloc.forecasting.jobs import JobForecast
@@ -44,7 +46,7 @@ class PoolConfig:
         return self.gpus_per_node or self.gpus
 
 
-@dataclass
+@dataclass(frozen=True)
 class JobSpec:
     id: str
     kind: str
@@ -60,7 +62,7 @@ class JobSpec:
     def __post_init__(self) -> None:
         # planned to hold its GPUs no longer than its limit lets it run
         if self.time_limit is not None:
-            self.duration = min(self.duration, self.time_limit)
+            object.__setattr__(self, "duration", min(self.duration, self.time_limit))
 
 
 class Running(NamedTuple):
@@ -71,20 +73,33 @@ class Running(NamedTuple):
     start: int  # the step it started in
 
 
-@dataclass
+_NOTHING: Mapping[int, int] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
 class AppSpec:
+    """A real-time app: its registration and what the pool knows of it since (its observations,
+    the sets it held). A value: the planner replaces an app's, never changes one in place."""
+
     id: str
     priority: float
     min_gpus: int = 0
     max_gpus: int | None = None
     swap_cap: int | None = None
-    profile: list[int] | None = None  # GPUs by hour of day, before traffic history exists
+    profile: Sequence[int] | None = None  # GPUs by hour of day, before traffic history exists (kept as a tuple)
     rps_per_gpu: float = 1.0  # requests per second one GPU serves
-    observed: dict[int, int] = field(default_factory=dict)  # step -> largest GPUs observed
+    observed: Mapping[int, int] = field(default_factory=lambda: _NOTHING)  # step -> largest GPUs observed (read-only)
     held: int = -1  # GPU mask held in the last committed step (-1: never committed), reactive grants included
     before: int = -1  # GPU mask held at the end of the step before it: what R4 counts a step's grants against
     latest: tuple[int, int] | None = None  # (step, GPUs) of its last observation, of the latest step observed
     granted: int = 0  # GPUs of `held` granted within the committed step (its commit's own set excluded)
+
+    def __post_init__(self) -> None:
+        # kept read-only, whatever was given, so the value cannot be changed through them
+        if self.profile is not None and not isinstance(self.profile, tuple):
+            object.__setattr__(self, "profile", tuple(self.profile))
+        if not isinstance(self.observed, MappingProxyType):
+            object.__setattr__(self, "observed", MappingProxyType(dict(self.observed)))
 
 
 @dataclass(frozen=True)

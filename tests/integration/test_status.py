@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import timedelta
 
 import orjson
@@ -175,7 +176,7 @@ def _at_the_limits() -> tuple[Planner, dict]:
         app = AppSpec(name(k, "app"), priority=5, min_gpus=2, max_gpus=2)
         planner.register_app(app)
         g = LIMITS.gpus - 2 * (k + 1)
-        app.held = 0b11 << g
+        planner.apps[app.id] = replace(planner.apps[app.id], held=0b11 << g)
         holders[app.id] = [[g, g + 2, 0, LIMITS.horizon]]
     running = LIMITS.gpus - 2 * LIMITS.apps
     for g in range(running):

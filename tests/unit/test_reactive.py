@@ -106,6 +106,7 @@ def test_the_swap_cap_counts_the_boundary_and_the_grants_of_a_step_together():
     [granted] = [e for e in observe(pool, 12, 1) if isinstance(e, Granted)]
     assert len(granted.grant.added) == 2 - spent
     assert "still short" in granted.grant.reason
+    app = pool.planner.apps["rt"]  # a value: the pass replaced it
     assert (app.held ^ app.before).bit_count() <= 2
 
 
@@ -115,15 +116,15 @@ def test_an_app_short_with_nothing_idle_takes_what_another_holds_above_its_own_d
     pool.commit()
     pool.commit()
     planner = pool.planner
-    low, rt = planner.apps["low"], planner.apps["rt"]
-    had = low.held.bit_count()
+    had = planner.apps["low"].held.bit_count()
     assert had >= 3
     pool.apply([ev("traffic.observed", {"app": "low", "gpus": 1}, minutes=62, ref="low1")], T0 + 62 * STEP / 60)
     [granted] = [e for e in observe(pool, 8, 30) if isinstance(e, Granted)]
     g = granted.grant
     assert set(g.given) == {"low"} and len(g.given["low"]) >= 1  # it keeps its observed demand
-    assert len(g.gpus) == rt.held.bit_count() and not set(g.gpus) & set(g.given["low"])
+    assert len(g.gpus) == planner.apps["rt"].held.bit_count() and not set(g.gpus) & set(g.given["low"])
     assert had - len(g.given["low"]) > 0 and "from low above their observed demand" in g.reason
+    low, rt = planner.apps["low"], planner.apps["rt"]
     assert (low.held ^ low.before).bit_count() <= 4 and (rt.held ^ rt.before).bit_count() <= 4
 
 
@@ -194,8 +195,8 @@ def test_registering_again_mid_step_keeps_the_swap_cap_of_the_step():
     pool.commit(), pool.commit(), pool.commit()
     app = {"id": "rt", "priority": 7, "min_gpus": 2, "max_gpus": None, "swap_cap": 1}
     pool.apply([ev("app.registered", app, minutes=pool.planner.now * 60 - 50)], T0)
-    rt = pool.planner.apps["rt"]
     [granted] = [e for e in observe(pool, 12, 20) if isinstance(e, Granted)]
+    rt = pool.planner.apps["rt"]
     assert (rt.held ^ rt.before).bit_count() <= 1 and len(granted.grant.added) <= 1
 
 
@@ -303,19 +304,18 @@ def test_gpus_granted_in_the_step_go_back_idle_when_demand_falls_and_come_again_
     pool = pool_with_app()
     pool.commit()
     pool.commit()
-    app = pool.planner.apps["rt"]
-    own = app.held  # the commit's set
+    own = pool.planner.apps["rt"].held  # the commit's set
     [up] = [e.grant for e in observe(pool, own.bit_count() + 3, 5) if isinstance(e, Granted)]
     assert len(up.added) == 3 and not up.released
     [down] = [e.grant for e in observe(pool, own.bit_count() + 1, 20) if isinstance(e, Granted)]
     assert len(down.released) == 2 and set(down.released) <= set(up.added) and not down.added
-    assert app.held.bit_count() == own.bit_count() + 1 and not pool.planner.committed & sum(
+    assert pool.planner.apps["rt"].held.bit_count() == own.bit_count() + 1 and not pool.planner.committed & sum(
         1 << g for g in down.released
     )
     assert "2 GPUs granted in the step handed back idle" in down.reason
     [below] = [e.grant for e in observe(pool, 0, 30) if isinstance(e, Granted)]
-    assert app.held == own  # the commit's own set stays: only what the step granted goes back
+    assert pool.planner.apps["rt"].held == own  # the commit's own set stays: only what the step granted goes back
     assert below.gpus == tuple(bits_of(own))
     assert not [e for e in observe(pool, 0, 35) if isinstance(e, Granted)]  # nothing more to give back
     [again] = [e.grant for e in observe(pool, own.bit_count() + 2, 40) if isinstance(e, Granted)]
-    assert len(again.added) == 2 and app.held.bit_count() == own.bit_count() + 2
+    assert len(again.added) == 2 and pool.planner.apps["rt"].held.bit_count() == own.bit_count() + 2

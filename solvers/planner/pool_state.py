@@ -1,0 +1,170 @@
+"""The pool's state as the planner holds it, and what every role reads of it: the window as a
+Problem, the hot path's plan of it, demand and headroom, the hardware a job is sized for.
+
+One brain for the Kafka agent, the simulator and the audit: no I/O, no clock. Time is the step
+counter a commit advances; every plan covers the window [now, now + horizon) and weighs time
+from now (w_0 is the current step). Each plan is built from the state as a Problem: running jobs
+are inherited with their GPUs (so they are never moved or interrupted), each app's `current` is
+the set it holds in the last committed step (so the swap cap holds across commits), and GPUs
+that may take no new work (down or drained nodes) are held by a blocker for the window. Every
+field keeps the rule of `gpualloc.solvers.planner.state`, so a pass works on a fork of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from gpualloc.forecasting.forecasters import Forecasters, pool_hardware
+from gpualloc.forecasting.jobs import Hardware, JobForecast
+from gpualloc.forecasting.traffic import pool_hour
+from gpualloc.schemas.scenario import block_size_problems
+from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.planner.ahead import Ahead
+from gpualloc.solvers.planner.headroom import Headroom, displaced_value, fixed, priced
+from gpualloc.solvers.planner.records import (
+    AppSpec,
+    JobSpec,
+    PoolConfig,
+    Running,
+)
+from gpualloc.solvers.planner.starvation import raised, starving
+from gpualloc.solvers.planner.window import demand, running_mask, steps_left, window
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.problem import Problem
+
+
+@dataclass
+class PlannerState:
+    config: PoolConfig
+    now: int = 0
+    queued: dict[str, JobSpec] = field(default_factory=dict)
+    running: dict[str, Running] = field(default_factory=dict)
+    apps: dict[str, AppSpec] = field(default_factory=dict)
+    down: int = 0  # GPUs of nodes that are down
+    drained: int = 0  # GPUs of drained nodes: running work continues, nothing new lands there
+    scheduler: Callable[[Problem], Schedule] = heuristic_schedule  # the hot path (FIFO for baselines)
+    committed: int = 0  # GPUs assigned in the last committed step
+    forecasts: Forecasters = field(default_factory=Forecasters)
+    week_minute: int = 0  # minute of the week (from Monday 00:00 UTC) at which step 0 began
+    busy: list[int] | None = None  # the current plan, per step of the window: the GPUs it holds (`submit_all`)
+    by_arrival: bool = False  # a pass's arrivals inserted in arrival order (FIFO's), else most valuable first
+    replan_work: int = 0  # a pass replans the window while queued jobs x GPUs is at most this (0: never)
+    ahead: Ahead | None = None  # the next boundary's plan, cut before it (`cut`)
+
+    def hour_of(self, step: int) -> int:
+        """The pool hour `step` begins in (hour 0: the Monday 00:00 UTC before step 0)."""
+        return pool_hour(self.week_minute, step, self.config.step_minutes)
+
+    def size_job(self, kind: str, features: Any, gpus: int | None, duration: int | None) -> JobForecast:
+        """A job's GPU count and duration from its features (given values win); SizeError with
+        the field and the rule when it cannot be sized."""
+        return self.forecasts.size(kind, features, self.hardware(features), gpus, duration)
+
+    def hardware(self, features: Any) -> Hardware:
+        """What a job given by `features` runs on; the most GPUs it can ever be given are those
+        the real-time apps' floors leave, so no forecast sizes a job that could never start."""
+        hw = pool_hardware(features, self.config)
+        floors = tuple((app_id, app.min_gpus) for app_id, app in sorted(self.apps.items()) if app.min_gpus)
+        if not floors:
+            return hw
+        kept = sum(n for _, n in floors)
+        return replace(hw, max_gpus=max(1, hw.max_gpus - kept), pool_gpus=hw.max_gpus, floors=floors)
+
+    def plan(self, problem: Problem | None = None) -> tuple[Problem, Schedule]:
+        """The hot path's plan for the window [now, now + horizon): made on the window with
+        starving jobs put first (`scheduling_problem`); the window itself, with the contract's
+        priorities, is what the plan is committed and weighed on."""
+        problem = self.window_problem() if problem is None else problem  # `problem`: the current window, made already
+        return problem, self.scheduler(self.scheduling_problem(problem))
+
+    def starving(self) -> dict[str, int]:
+        """The queued jobs past the starvation bound, with the steps beyond it (`starvation.starving`)."""
+        return starving(self.queued, self.now, self.config.starvation_steps, self.config.gpus)
+
+    def scheduling_problem(self, problem: Problem) -> Problem:
+        """`problem` with the starving jobs' priorities raised (`starvation.raised`)."""
+        return raised(problem, self.starving())
+
+    def window_demand(self, app_id: str) -> list[int]:
+        """An app's GPUs needed in each step of the window, as the plan sees them."""
+        return self._demand(self.apps[app_id])
+
+    def window_problem(self) -> Problem:
+        """The window [now, now + horizon) as a Problem (`window.window`)."""
+        displaced = displaced_value(self.queued.values())
+        return window(
+            self.config,
+            self.now,
+            self.running,
+            self.queued,
+            self.apps,
+            self.down | self.drained,
+            lambda app: self._demand(app, displaced),
+        )
+
+    def headroom(self, app: AppSpec, displaced: float | None = None) -> Headroom:
+        """The demand quantile `app` is planned at and why: the settings' (`headroom.fixed`), or
+        with `forecast.realtime_priced` the objective's (`headroom.priced`; `displaced`: the
+        queue's `displaced_value`, computed when not given)."""
+        settings = self.forecasts.settings
+        if not settings.realtime_priced:
+            return fixed(settings.realtime_quantile)
+        if displaced is None:
+            displaced = displaced_value(self.queued.values())
+        return priced(app, self.config.realtime_penalty, displaced)
+
+    def _demand(self, app: AppSpec, displaced: float | None = None) -> list[int]:
+        return demand(app, self.config, self.now, self.forecasts, self.hour_of, self.headroom(app, displaced).quantile)
+
+    def _running_mask(self) -> int:
+        return running_mask(self.running)
+
+    def _steps_left(self, entry: Running) -> int:
+        """Steps of the window a running job holds its GPUs for (one at least, when it overruns)."""
+        return min(steps_left(entry.spec, entry.start, self.now), self.config.horizon)
+
+    def _next_floor(self, app: AppSpec, held: int) -> int:
+        """The GPUs `app` holds at the next commit at least: its floor, or, holding `held` now,
+        what its swap cap lets it give up of those in one step, whichever is more."""
+        if held < 0:
+            return app.min_gpus
+        cap = self.config.swap_cap if app.swap_cap is None else app.swap_cap
+        return max(app.min_gpus, (held & ~(self.down | self.drained)).bit_count() - cap)
+
+    def _unplaceable(self, job: JobSpec) -> str:
+        problems = list(block_size_problems(job.gpus, self.config.gpus, self.config.node_size, "job"))
+        if job.duration < 1:
+            problems.append(f"job.duration: must be >= 1 (got {job.duration})")
+        return "; ".join(problems)
+
+    def _plan_busy(self, schedule: Schedule, shift: int) -> list[int]:
+        """Per step of the window at `now`, the GPUs held by running jobs (for as long as the
+        window counts them, overrunning ones included), by `schedule`'s blocks of jobs still
+        queued and by its app sets, `schedule` being a plan made `shift` steps ago (its last app
+        sets held on): the plan arrivals are inserted into."""
+        T = self.config.horizon
+        busy = [0] * T
+        for entry in self.running.values():
+            for t in range(self._steps_left(entry)):
+                busy[t] |= entry.mask
+        for job_id, (start, mask) in schedule.batch.items():
+            spec = self.queued.get(job_id)
+            if spec is not None:
+                for t in range(max(0, start - shift), min(start - shift + spec.duration, T)):
+                    busy[t] |= mask
+        apps = [0] * T
+        for masks in schedule.realtime.values():
+            for t in range(T):
+                apps[t] |= masks[min(t + shift, len(masks) - 1)]
+        pool = (1 << self.config.gpus) - 1
+        for t in range(T):
+            # an app set planned on GPUs a job still holds (one that overran the plan) needs as
+            # many others: held from the top, as floors are, so arrivals do not take them
+            clash = (apps[t] & busy[t]).bit_count()
+            busy[t] |= apps[t]
+            free = pool & ~(busy[t] | self.down | self.drained)
+            while clash > 0 and free:
+                top = 1 << (free.bit_length() - 1)
+                busy[t], free, clash = busy[t] | top, free ^ top, clash - 1
+        return busy

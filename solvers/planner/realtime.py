@@ -1,0 +1,247 @@
+"""Real-time apps: their floors (checked at registration, reserved in the current plan), their
+observed traffic, and the GPUs granted within the committed step when demand rises (`react`) or
+handed back when it falls (`release`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpualloc.solvers.planner.admission import Admission
+from gpualloc.solvers.planner.records import (
+    AppSpec,
+    Grant,
+)
+from gpualloc.solvers.planner.window import observed_in
+from gpualloc.solvers.problem import bits_of
+
+
+class RealTime(Admission):
+    """Real-time apps' floors, traffic, grants and releases."""
+
+    def floor_problem(self, app: AppSpec) -> str:
+        """Why `app`'s bounds cannot be kept from the next commit on, or "" when they can. Running
+        work is never moved and holds its GPUs at least until the next commit, so an app whose
+        floor does not fit beside it, the GPUs of down or drained nodes and the other apps'
+        floors could not be kept within its bounds; nor could one whose bounds are further from
+        the GPUs it holds than its swap cap moves in a step. It is refused instead of committed
+        outside them."""
+        cap = self.config.swap_cap if app.swap_cap is None else app.swap_cap
+        old = self.apps.get(app.id)
+        held = (old.held if old is not None else app.held) & ~(self.down | self.drained)
+        if held >= 0:  # it holds GPUs now: R4 lets it gain or give up `cap` of them a step
+            n = held.bit_count()
+            if app.min_gpus > n + cap:
+                return (
+                    f"min_gpus: {app.min_gpus} cannot be reached at the next step: the app holds {n} GPUs and its "
+                    f"swap_cap lets it take at most {cap} more a step (R4); register a floor of at most {n + cap}"
+                )
+            if app.max_gpus is not None and app.max_gpus < n - cap:
+                return (
+                    f"max_gpus: {app.max_gpus} cannot be reached at the next step: the app holds {n} GPUs and its "
+                    f"swap_cap lets it give up at most {cap} a step (R4); register a ceiling of at least {n - cap}"
+                )
+        need = self._next_floor(app, held)
+        if need == 0:
+            return ""
+        others = sum(self._next_floor(a, a.held) for a_id, a in self.apps.items() if a_id != app.id)
+        taken = (self._running_mask() | self.down | self.drained).bit_count()
+        room = self.config.gpus - taken - others
+        if need <= room:
+            return ""
+        return (
+            f"min_gpus: {need} GPUs cannot be kept from the next step on: running jobs and "
+            f"unavailable nodes take {taken} of the pool's {self.config.gpus} GPUs and the other apps' "
+            f"floors {others}, leaving {max(room, 0)} (running work is never moved; register with a "
+            "lower floor, or once work ends)"
+        )
+
+    def register_app(self, app: AppSpec) -> None:
+        """Register (or update) an app. Its floor is reserved at once in the current plan
+        (`_reserve_floor`), so no arrival inserted before the next boundary's replan can start
+        on the GPUs the floor needs (`floor_problem` says whether it fits at all). A cut waiting
+        for its plan is dropped: that plan could not be carried over, and its boundary need not
+        wait for it."""
+        old = self.apps.get(app.id)
+        if old is not None:  # what the pool knows of it stays; its registration changes
+            app = replace(
+                app, observed=old.observed, held=old.held, before=old.before, latest=old.latest, granted=old.granted
+            )
+        elif app.held > 0:  # a new app's `current`: bound to it now, as a committed step's GPUs are
+            self.committed |= app.held & ((1 << self.config.gpus) - 1)
+        self.apps[app.id] = app
+        self.ahead = None  # a plan cut before knew other app rules: the boundary replans (`carry_over`)
+        if self.busy is not None:
+            self._reserve_floor(app, app.min_gpus - (old.min_gpus if old is not None else 0), old is None)
+
+    def _reserve_floor(self, app: AppSpec, extra: int, new: bool) -> None:
+        """Hold `extra` more GPUs for `app` at every step of the current plan (and, for a new app
+        holding GPUs, that set first, so its swap cap lets it keep them): the plan made before it
+        registered gives it nothing, and the floors must not be taken by work started before the
+        boundary replans with it. Where a step has too few free GPUs, they are held by work
+        planned there, not running (`floor_problem`), which the boundary's replan moves."""
+        pool = (1 << self.config.gpus) - 1
+        blocked = self.down | self.drained
+        own = app.held & pool & ~blocked if new and app.held >= 0 else 0
+        plan = self.busy
+        assert plan is not None  # `register_app` reserves only in a current plan
+        for t, busy in enumerate(plan):
+            kept = own & ~busy
+            need = extra - kept.bit_count()
+            free = pool & ~(busy | blocked | kept)
+            while need > 0 and free:
+                top = 1 << (free.bit_length() - 1)  # from the top: inserted blocks fill from GPU 0
+                kept |= top
+                free ^= top
+                need -= 1
+            plan[t] = busy | kept
+
+    def observe_traffic(self, app_id: str, step: int, gpus: int, load: float | None = None) -> None:
+        """`gpus` needed at `step` (`load`: the same, unrounded, when the observation gave requests/s)."""
+        app = self.apps[app_id]
+        latest = (step, gpus) if app.latest is None or step >= app.latest[0] else app.latest
+        observed = {**app.observed, step: max(gpus, app.observed.get(step, 0))}
+        self.apps[app_id] = replace(app, observed=observed, latest=latest)
+        self.forecasts.observed(app_id, self.hour_of(step), gpus if load is None else load)
+
+    def react(self, app_id: str) -> Grant | None:
+        """The demand `app_id` needs now in the committed step (`_needs`) above what it holds there, met at once
+        where it can be: GPUs idle in the step (held by no running job, no start decided since
+        the commit, no app, no down or drained node) first, then GPUs other apps hold above their
+        own demand observed in the step (least valuable app first; each keeps its demand and its
+        floor), up to the app's ceiling. Every app's swap cap holds across the step, counted
+        against the set it ended the previous step with (a GPU an app held then comes back free,
+        one it took this step leaves free; an app's first committed step has none), and every
+        registered floor keeps room at the next commit (what an app takes now, its swap cap
+        makes it keep then). Idle GPUs are taken first among those it held then, then those the
+        current plan leaves free next step, lowest first. None when nothing is short or nothing
+        can be had. What it gets it keeps until the next boundary's plan, which starts from it."""
+        step, app = self.now - 1, self.apps.get(app_id)
+        wanted = None if app is None else self._needs(app)
+        if app is None or app.held < 0 or wanted is None:
+            return None
+        pool, dead = (1 << self.config.gpus) - 1, self.down | self.drained
+        ceiling = self.config.gpus if app.max_gpus is None else min(app.max_gpus, self.config.gpus)
+        short = min(wanted, ceiling) - (app.held & ~dead).bit_count()
+        if short <= 0:
+            return None
+        taken = self.committed | self._running_mask() | dead
+        for other in self.apps.values():
+            taken |= max(other.held, 0)
+        cap, before, spent = self._swaps(app)
+        planned = self.busy[0] if self.busy else 0
+        order: list[tuple[str | None, int]] = []  # (donor or None for idle, GPU), in the order taken
+        for g in sorted(bits_of(pool & ~taken), key=lambda g: (not before >> g & 1, bool(planned >> g & 1), g)):
+            cost = -1 if before >> g & 1 else 1  # held at the end of the previous step: taking it back undoes a swap
+            if short == 0 or spent + cost > cap:
+                break
+            order.append((None, g))
+            spent, short = spent + cost, short - 1
+        donors = (d for d in self.apps.values() if d.id != app_id and d.held > 0 and observed_in(d, step) is not None)
+        for donor in sorted(donors, key=lambda d: (d.priority, d.id)):
+            live = donor.held & ~dead
+            spare = live.bit_count() - max(observed_in(donor, step) or 0, donor.min_gpus)
+            d_cap, d_before, d_spent = self._swaps(donor)
+            for g in sorted(bits_of(live), key=lambda g: (bool(d_before >> g & 1), not before >> g & 1, g)):
+                if short == 0 or spare <= 0:
+                    break
+                d_cost, cost = (1 if d_before >> g & 1 else -1), (-1 if before >> g & 1 else 1)
+                if d_spent + d_cost <= d_cap and spent + cost <= cap:
+                    order.append((donor.id, g))
+                    d_spent, spent, short, spare = d_spent + d_cost, spent + cost, short - 1, spare - 1
+        room = self.config.gpus - (self._running_mask() | dead).bit_count()
+        if order and not self._floors_fit(app_id, order, room):  # the last taken go back first
+            low, high = 0, len(order) - 1  # the longest prefix that fits: taking more only raises floors
+            while low < high:
+                mid = (low + high + 1) // 2
+                low, high = (mid, high) if self._floors_fit(app_id, order[:mid], room) else (low, mid - 1)
+            del order[low:]
+        if not order:
+            return None
+        grant = sum(1 << g for _, g in order)
+        for donor_id, g in order:
+            if donor_id is not None:
+                donor = self.apps[donor_id]
+                self.apps[donor_id] = replace(donor, held=donor.held & ~(1 << g))
+        app = self.apps[app_id] = replace(app, held=app.held | grant, granted=app.granted | grant)
+        self.committed |= grant
+        given = {d: tuple(bits_of(self.apps[d].held)) for d in dict.fromkeys(d for d, _ in order if d is not None)}
+        n, idle = grant.bit_count(), sum(1 for d, _ in order if d is None)
+        still = min(wanted, ceiling) - (app.held & ~dead).bit_count()
+        if app.latest is not None and app.latest[0] == step:
+            seen = f"in step {step}"
+        elif app.latest is not None and app.latest[0] == step - 1:
+            seen = f"in step {step - 1}, holding into step {step}"
+        else:
+            seen = f"for step {step} (known ahead)"
+        reason = (
+            f"observed demand {wanted} GPUs {seen} above the {app.held.bit_count() - n} it held: "
+            + ", ".join(
+                part
+                for part in (
+                    f"{idle} idle GPU{'s' * (idle != 1)}" if idle else "",
+                    f"{n - idle} from {', '.join(given)} above their observed demand" if given else "",
+                )
+                if part
+            )
+            + " granted at once"
+            + (f", {still} still short (nothing more to take, a swap cap, or the floors next step)" if still else "")
+        )
+        return Grant(step, app_id, tuple(bits_of(app.held)), tuple(bits_of(grant)), reason, given)
+
+    def release(self, app_id: str) -> Grant | None:
+        """GPUs given to `app_id` within the committed step (`react`) above what it needs now
+        (`_needs`, its floor at least) handed back as idle, so arrivals of the step and other
+        apps' grants may take them: first those it did not hold at the end of the previous step
+        (each gives back the swap taking it cost), then, as its swap cap allows, those it did
+        (each a swap again), highest first; none on a down or drained node. None when it needs
+        them all, or nothing was given in the step."""
+        step, app = self.now - 1, self.apps.get(app_id)
+        wanted = None if app is None else self._needs(app)
+        dead = self.down | self.drained
+        if app is None or wanted is None or not app.granted & app.held & ~dead:
+            return None
+        surplus = (app.held & ~dead).bit_count() - max(wanted, app.min_gpus)
+        cap, before, spent = self._swaps(app)
+        freed = 0
+        for g in sorted(bits_of(app.granted & app.held & ~dead), key=lambda g: (bool(before >> g & 1), -g)):
+            cost = 1 if before >> g & 1 else -1  # given back, a GPU it held then is a swap again
+            if surplus <= 0 or spent + cost > cap:
+                break
+            freed, spent, surplus = freed | 1 << g, spent + cost, surplus - 1
+        if not freed:
+            return None
+        app = self.apps[app_id] = replace(app, held=app.held & ~freed, granted=app.granted & ~freed)
+        self.committed &= ~freed
+        reason = (
+            f"observed demand {wanted} GPUs in step {step}: {freed.bit_count()} GPU{'s' * (freed.bit_count() != 1)} "
+            "granted in the step handed back idle"
+        )
+        return Grant(step, app_id, tuple(bits_of(app.held)), (), reason, {}, tuple(bits_of(freed)))
+
+    def _needs(self, app: AppSpec) -> int | None:
+        """GPUs `app` needs now in the committed step: its last observation, when it was made in
+        that step or the step before (an observation holds until the next), else the largest one
+        known ahead for that step; None: none."""
+        step = self.now - 1
+        if app.latest is not None and step - 1 <= app.latest[0] <= step:
+            return app.latest[1]
+        return app.observed.get(step)
+
+    def _floors_fit(self, app_id: str, order: list[tuple[str | None, int]], room: int) -> bool:
+        """Would every app's floor at the next commit (`_next_floor`: what its swap cap makes it
+        keep of its set then) fit in the `room` running work and unavailable nodes leave, were
+        `app_id` to take the GPUs of `order` (idle ones, or a donor's)?"""
+        after = {a_id: a.held for a_id, a in self.apps.items()}
+        for donor_id, g in order:
+            after[app_id] = after[app_id] | 1 << g
+            if donor_id is not None:
+                after[donor_id] &= ~(1 << g)
+        return sum(self._next_floor(a, after[a_id]) for a_id, a in self.apps.items()) <= room
+
+    def _swaps(self, app: AppSpec) -> tuple[int, int, int]:
+        """(swap cap, the set it ended the previous step with, swaps spent in this step) of `app`;
+        its first committed step is bound by no cap (R4 counts between steps)."""
+        cap = self.config.swap_cap if app.swap_cap is None else app.swap_cap
+        if app.before < 0:
+            return self.config.gpus, 0, 0
+        return cap, app.before, (app.held ^ app.before).bit_count()

@@ -28,7 +28,7 @@ import contextlib
 import gc
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -45,6 +45,7 @@ from gpualloc.agent.service.outbox import Output
 from gpualloc.agent.service.plan_ahead import PlanAhead
 from gpualloc.agent.service.reads import step_of
 from gpualloc.agent.service.recovery import rebuild
+from gpualloc.agent.service.snapshot_due import SinceSnapshot
 from gpualloc.bus import clients
 from gpualloc.bus.admin import ensure_topics
 from gpualloc.bus.history import partitions, read_history, reader
@@ -68,7 +69,6 @@ FAILED_RETRY_FIRST_S, FAILED_RETRY_MAX_S = 30.0, 600.0
 # interval): they serve lag monitoring only, and each sending costs a transaction two round trips
 OFFSETS_EVERY_S = 5.0
 AWAIT_POLL_MS = 20  # a poll's wait while a boundary waits for its plan made ahead
-REPLAY_S = 1.0  # a snapshot is due at a commit once replaying the ledger since the last would plan this long
 
 
 class AgentFenced(RuntimeError):
@@ -125,11 +125,8 @@ class AgentService:
         self.health = HealthServer(self.metrics.registry, lambda: self.ready and self.failure is None)
         self.worker: FullModeWorker | None = None
         self.ahead: PlanAhead | None = None  # the boundaries' plans, made ahead of them (`plan_ahead`)
-        self._snapshot_txn = 0
         self._snapshot: asyncio.Future | None = None  # a snapshot being compressed, sent with the next transaction
-        self._snapshot_bytes = 0  # the last snapshot's size
-        self._ledger_bytes = 0  # ledger entries written since the last snapshot was due
-        self._replay_s = 0.0  # the wall time of the commits since then (and of the plans they carried)
+        self._since = SinceSnapshot()  # what was written and planned since the last snapshot: when one is due
         self._ledger_next: int | None = None  # at or before the offset of the pool's next ledger entry
         self._offsets_sent = float("-inf")  # when the consumed offsets last went to the group (monotonic)
         self._counts: dict[str, int] = {}
@@ -280,8 +277,8 @@ class AgentService:
         consumer.assign(inputs)
         for tp in inputs:
             consumer.seek(tp, self.dispatcher.frontier.get(f"{tp.topic}:{tp.partition}", 0))
-        self._snapshot_txn = self.dispatcher.txn
-        self._replay_s = time.perf_counter() - began  # what the next recovery replays again, at least
+        # what the next recovery replays again, at least
+        self._since = replace(self._since, txn=self.dispatcher.txn, replay_s=time.perf_counter() - began)
         ledger = TopicPartition(self.topics.ledger, partition_of(self.pool, self._counts[self.topics.ledger]))
         self._ledger_next = (await consumer.end_offsets([ledger]))[ledger]  # this session's entries come after it
         self.stats.replayed += replayed
@@ -360,10 +357,13 @@ class AgentService:
         if ready:  # the state after an earlier transaction: recovery replays the ledger entries after it
             assert self._snapshot is not None  # ready: a snapshot was made
             records, self._snapshot = d.snapshot_taken(self._snapshot.result()), None  # the snapshot, then its parts
+            sent_bytes = 0
             try:
-                self._snapshot_bytes = 0
-                for snap in records:
-                    self._snapshot_bytes += (await self._send(producer, snap))[0]
+                try:
+                    for snap in records:
+                        sent_bytes += (await self._send(producer, snap))[0]
+                finally:
+                    self._since = self._since.sent(sent_bytes)
             except PublishFailed as e:  # the pool goes on; a restart replays the ledger further
                 log.error("pool %s: %s; a restart replays the ledger further", self.pool, e)
         if entry is None:
@@ -372,17 +372,9 @@ class AgentService:
             _stamp(o, received)
             await self._send(producer, o)
         size, sent = await self._send(producer, entry)
-        self._ledger_bytes += size
+        self._since = self._since.written(size)
         committed = any(_message(o)["type"] == "plan.committed" for o in outputs)
-        # a snapshot once replaying the ledger since the last would cost about as much as reading
-        # it (its bytes), and, between commits, not before `snapshot_every` transactions; not at
-        # every commit, where it would serialize the whole state in the pass that holds up the
-        # arrivals behind the boundary
-        # Also at a commit once replaying the commits since the last would plan for REPLAY_S: at
-        # thousands of GPUs a boundary's plan takes seconds, and recovery replays each
-        due = (self._ledger_bytes >= self._snapshot_bytes or (committed and self._replay_s >= REPLAY_S)) and (
-            committed or d.txn - self._snapshot_txn >= self.settings.snapshot_every
-        )
+        due = self._since.due(d.txn, committed, self.settings.snapshot_every)
         # events waiting for the pool's configuration stay in the ledger; one snapshot at a time;
         # none while a cut waits for its boundary (a snapshot holds no plan made ahead)
         if due and d.reads.view is not None and not d.reads.cut_pending and self._snapshot is None:
@@ -397,7 +389,7 @@ class AgentService:
                 partition_of(self.pool, self._counts[self.topics.state]),
             )
             self._snapshot = asyncio.get_running_loop().run_in_executor(None, job)  # compressed off the loop
-            self._snapshot_txn, self._ledger_bytes, self._replay_s = d.txn, 0, 0.0
+            self._since = self._since.taken(d.txn)
         # for lag monitoring (recovery resumes from the ledger's own frontier); not in a pass that
         # commits a step, which holds up the arrivals behind it
         if d.frontier and not committed and time.monotonic() - self._offsets_sent >= OFFSETS_EVERY_S:
@@ -544,7 +536,9 @@ class AgentService:
             carried, began = d.reads.ahead_ready(), time.perf_counter()
             out += d.commit(now, plan, full_mode=said, report=self._full_mode_report(ended))  # its parts
             # what replaying this commit will cost: its pass, and the plan made ahead that it carried
-            self._replay_s += time.perf_counter() - began + (self.ahead.plan_s if carried and self.ahead else 0.0)
+            self._since = self._since.planned(
+                time.perf_counter() - began + (self.ahead.plan_s if carried and self.ahead else 0.0)
+            )
             steps += 1
             if d.reads.full_mode_due() and not (boundary + d.reads.step_length <= now):  # not while catching up
                 self._launch_full_mode()

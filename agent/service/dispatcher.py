@@ -2,9 +2,9 @@
 
 The Kafka shell (`agent_service`) hands in raw records and the time; this returns the messages to
 publish. What an event means is the interpreter's business (`gpualloc.solvers.planner.interpreter`);
-this keeps the bus's: records are decoded and validated here, so a bad one becomes an
+this keeps the bus's: records are decoded and validated (`intake`), so a bad one becomes an
 `input.rejected` for the dead-letter topic and never an exception; redeliveries and other pools'
-events are dropped by event id; and every output carries a deterministic event id derived from
+events are dropped by event id; the ledger records each transaction; and every output carries a deterministic event id derived from
 its cause, so consumers can de-duplicate redeliveries. Arrivals of one poll are decided in one
 planning pass, named in their decisions (`pass_seq`, `pass_size`) so a replay can regroup them.
 """
@@ -12,22 +12,20 @@ planning pass, named in their decisions (`pass_seq`, `pass_size`) so a replay ca
 from __future__ import annotations
 
 import functools
-import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
 import orjson
-from pydantic import ValidationError
 
+from gpualloc.agent.service.intake import read_record
 from gpualloc.agent.service.ledger import SCHEDULE_BYTES, TxnLog, recordable
 from gpualloc.agent.service.outbox import Output, decided, job_failed, rejection
 from gpualloc.agent.service.reads import PoolReads
 from gpualloc.agent.service.seen_ids import SeenIds
 from gpualloc.agent.service.snapshots import SNAPSHOT_BYTES, SnapshotRecords, snapshot_records
-from gpualloc.bus.topics import Record, Topics, decode
+from gpualloc.bus.topics import Record, Topics
 from gpualloc.schemas.commits import PART_BYTES, split, tentative_plan
-from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (
     FullModeReport,
     PassRecorded,
@@ -35,9 +33,7 @@ from gpualloc.schemas.events import (
     PoolSnapshot,
     RecordedCommit,
     envelope,
-    parse_event,
 )
-from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import AgentSettings, ForecastSettings
 from gpualloc.solvers.grid import Schedule, batch_spans
 from gpualloc.solvers.metrics import objective_of
@@ -141,62 +137,19 @@ class Dispatcher:
         )  # the step the pass's ids are seen at
         taken: dict[str, str] = {}  # event id -> payload digest, of the events this pass takes
         rejected: list[Output] = []
-        events = [event for rec in records if (event := self._parse(rec, taken, rejected, now)) is not None]
+        events: list[Event] = []
+        for rec in records:
+            read = read_record(rec, self.pool, self.keyed, self.seen, taken)
+            if isinstance(read, str):
+                rejected.append(self._reject(rec, read, now))
+            elif read is not None:
+                events.append(read)
         effects = self.interpreter.apply(events, now)
         for event_id, digest in taken.items():
             self.seen.add(event_id, step, digest)
         self.seen.keep_newest(self.seen_limit)
         self.frontier, self._log = frontier, log
         return rejected + [o for effect in effects for o in self._outputs(effect, now)]
-
-    def _parse(self, rec: Record, taken: dict[str, str], out: list[Output], now: datetime) -> Event | None:
-        """The event of a record of this pool not seen before (its id and digest go to `taken`);
-        rejects go to `out`."""
-        try:
-            if rec.value is None:
-                raise ValueError("value: null (a tombstone); an input record must be a JSON object")
-            if len(rec.value) > LIMITS.input_bytes:
-                raise ValueError(f"value: {len(rec.value)} bytes, more than the limit of {LIMITS.input_bytes}")
-            try:
-                data = decode(rec.value)
-            except ValueError as e:
-                raise ValueError(f"value: {e}") from None
-            if not isinstance(data, dict):
-                raise ValueError("message: must be a JSON object")
-            env, payload = parse_event(data)
-        except ValidationError as e:
-            out.append(self._reject(rec, "; ".join(describe(e)), now))
-            return None
-        except ValueError as e:
-            out.append(self._reject(rec, str(e), now))
-            return None
-        if env.pool != self.pool and self.keyed:  # keyed by this pool, so no other agent sees it
-            out.append(
-                self._reject(
-                    rec,
-                    f"pool: {env.pool!r} must be the record's key, {rec.key!r} (the input topics are keyed by pool)",
-                    now,
-                )
-            )
-            return None
-        if env.pool != self.pool:
-            return None  # another pool's agent owns it
-        digest = _digest(env.type, env.payload)
-        if env.event_id in self.seen or env.event_id in taken:
-            before = taken[env.event_id] if env.event_id in taken else self.seen.digest(env.event_id)
-            if before in (digest, None):
-                return None  # a redelivery
-            out.append(
-                self._reject(
-                    rec,
-                    f"event_id: {env.event_id!r} was used before by another event "
-                    "(an event id names one event; a redelivery repeats its payload)",
-                    now,
-                )
-            )
-            return None
-        taken[env.event_id] = digest
-        return Event(env.type, payload, env.occurred_at, (rec, env.event_id))
 
     def _outputs(self, effect: Effect, now: datetime) -> list[Output]:
         if isinstance(effect, Decided):
@@ -428,11 +381,6 @@ class Dispatcher:
         planner = self.interpreter.view
         assert planner is not None  # only a configured pool fails a job
         return job_failed(self.topics, self.pool, failed, now, planner.now)
-
-
-def _digest(kind: str, payload: dict[str, Any]) -> str:
-    """What tells a redelivery (same type and payload) from a new event reusing its id."""
-    return hashlib.blake2b(orjson.dumps([kind, payload], option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
 
 
 def _recordable(schedule: Schedule) -> str | None:

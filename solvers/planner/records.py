@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
 from gpualloc.forecasting.jobs import JobForecast
@@ -73,7 +72,20 @@ class Running(NamedTuple):
     start: int  # the step it started in
 
 
-_NOTHING: Mapping[int, int] = MappingProxyType({})
+class FrozenDict(dict[int, int]):
+    """A value's mapping: read like a dict, replaced whole, never changed in place (copies and
+    pickles, for the full-mode solver's process, as a dict does)."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a FrozenDict is replaced, never changed in place")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDict, (dict(self),))
+
+
+_NOTHING = FrozenDict()
 
 
 @dataclass(frozen=True)
@@ -98,8 +110,8 @@ class AppSpec:
         # kept read-only, whatever was given, so the value cannot be changed through them
         if self.profile is not None and not isinstance(self.profile, tuple):
             object.__setattr__(self, "profile", tuple(self.profile))
-        if not isinstance(self.observed, MappingProxyType):
-            object.__setattr__(self, "observed", MappingProxyType(dict(self.observed)))
+        if not isinstance(self.observed, FrozenDict):
+            object.__setattr__(self, "observed", FrozenDict(self.observed))
 
 
 @dataclass(frozen=True)

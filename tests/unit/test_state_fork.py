@@ -9,7 +9,6 @@ import random
 from collections import deque
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel
@@ -20,6 +19,7 @@ from gpualloc.forecasting.jobs import KindModel
 from gpualloc.forecasting.traffic import AppTraffic
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.interpreter import Pool
+from gpualloc.solvers.planner.records import FrozenDict
 from gpualloc.solvers.planner.state import fork, is_part, restore
 
 POOL = {"gpus": 32, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "gpu_type": "a100-80gb"}
@@ -36,7 +36,7 @@ def immutable(value: Any) -> bool:
         return True
     if isinstance(value, (tuple, frozenset)):
         return all(immutable(v) for v in value)
-    if isinstance(value, MappingProxyType):
+    if isinstance(value, FrozenDict):
         return all(immutable(v) for v in value.values())
     if isinstance(value, BaseModel):
         return bool(value.model_config.get("frozen"))

@@ -95,15 +95,17 @@ async def test_every_commit_says_what_became_of_full_mode_and_status_shows_it(ka
 async def test_between_solves_due_every_few_steps_no_idle_solver_process_is_held(kafka_bootstrap):
     topics = Topics.with_prefix(unique_topic("idle") + ".")
     await publish(kafka_bootstrap, topics, trial())
-    every_3 = RollingFullMode(every=3, options=FullModeOptions(time_limit=5.0))
+    # steps long enough that a solve (its process's start included) ends well before the next due
+    # step on a loaded machine, so a boundary with no solve due finds the worker idle
+    every_3 = RollingFullMode(every=3, options=FullModeOptions(time_limit=1.0))
     agent = AgentService(
-        kafka_bootstrap, AgentSettings(step_seconds=1.0, full_mode=every_3, group_id=unique_topic("g")), topics
+        kafka_bootstrap, AgentSettings(step_seconds=2.0, full_mode=every_3, group_id=unique_topic("g")), topics
     )
     stop = asyncio.Event()
     task = asyncio.create_task(agent.run(stop))
     solved, released, restarted = set(), False, False
     try:
-        for _ in range(1200):  # a solve ends, its process goes, the next due step starts one again
+        for _ in range(2400):  # a solve ends, its process goes, the next due step starts one again
             worker, report = agent.worker, agent.dispatcher.full_mode_report
             if worker is not None and report is not None and report.last is not None:
                 released = released or (not worker.busy and not worker.done and worker.pid is None)

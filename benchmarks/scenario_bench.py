@@ -20,7 +20,7 @@ from gpualloc.agent.loading import InputError, load_scenario
 from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.schemas import Plan, Scenario
 from gpualloc.solvers import POLICIES, Problem, build_plan, compile_scenario
-from gpualloc.solvers.policies.policy import Solution
+from gpualloc.solvers.policies.solution import Solution
 
 BENCH_SCHEDULERS = ("fifo", "heuristic")
 

@@ -32,7 +32,7 @@ from gpualloc.solvers.metrics import objective_of, relative_gap
 from gpualloc.solvers.policies.greedy import greedy_schedule
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.policies.milp.model import EXACT_GPUS
-from gpualloc.solvers.policies.policy import Solution
+from gpualloc.solvers.policies.solution import Solution
 
 CORPUS_DIR = benchmarks.DATA_DIR / "corpus"
 CHUNK = 20  # scenarios per optima file

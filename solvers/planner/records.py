@@ -79,7 +79,7 @@ class FrozenDict(dict[int, int]):
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("a FrozenDict is replaced, never changed in place")
 
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (FrozenDict, (dict(self),))

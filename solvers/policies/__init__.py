@@ -17,7 +17,7 @@ from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import R3_REALTIME, R4
 from gpualloc.solvers.metrics import compute_metrics
 from gpualloc.solvers.policies import fifo, greedy, heuristic, milp
-from gpualloc.solvers.policies.policy import Policy, Solution
+from gpualloc.solvers.policies.solution import Policy, Solution
 from gpualloc.solvers.problem import Problem
 
 POLICIES: dict[str, Policy] = {

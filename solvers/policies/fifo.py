@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.policies.policy import Solution
+from gpualloc.solvers.policies.solution import Solution
 from gpualloc.solvers.problem import Problem, bits_of, insert_in_order
 
 

@@ -9,7 +9,7 @@ from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic import greedy_plan
 from gpualloc.solvers.policies.heuristic.kernels import kernels_for
-from gpualloc.solvers.policies.policy import Solution
+from gpualloc.solvers.policies.solution import Solution
 from gpualloc.solvers.problem import Problem
 
 __all__ = ["greedy_schedule", "solve"]

@@ -11,7 +11,7 @@ from support.builders import make
 from gpualloc.benchmarks.scenario_bench import Report, bench_scenario, run_bench
 from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.solvers import POLICIES
-from gpualloc.solvers.policies.policy import Solution
+from gpualloc.solvers.policies.solution import Solution
 
 
 @pytest.fixture(scope="module")

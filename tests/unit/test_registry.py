@@ -18,7 +18,7 @@ from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import R4
 from gpualloc.solvers.policies import online_policy, plan_names, policy
 from gpualloc.solvers.policies.fifo import fifo_schedule
-from gpualloc.solvers.policies.policy import Policy, Solution
+from gpualloc.solvers.policies.solution import Policy, Solution
 from gpualloc.solvers.simulation.report import executed_violations
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 

@@ -28,7 +28,7 @@ from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic.kernels import kernels_for
 from gpualloc.solvers.policies.heuristic.knobs import Knobs
 from gpualloc.solvers.policies.heuristic.layouts import HOME_CAP, RESERVING_REPAIRS
-from gpualloc.solvers.policies.policy import Solution
+from gpualloc.solvers.policies.solution import Solution
 from gpualloc.solvers.problem import Problem
 
 DEFAULT_EFFORT = SolveOptions().effort

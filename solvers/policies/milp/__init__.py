@@ -8,7 +8,7 @@ import time
 
 from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
-from gpualloc.solvers.policies.policy import Solution
+from gpualloc.solvers.policies.solution import Solution
 from gpualloc.solvers.problem import Problem
 
 

@@ -73,13 +73,13 @@ def run(hours: int = 4, arrivals_per_hour: int = 60, seed: int = 0) -> dict[str,
                     began = time.perf_counter()
                     planner.observe_traffic(f"app-{a}", planner.now, math.ceil(load - 1e-9), load)
                     observations.append((time.perf_counter() - began) * 1e6)
-        d, a, b = quantiles(decisions + boundaries), quantiles(decisions), quantiles(boundaries)
+        d, arr, b = quantiles(decisions + boundaries), quantiles(decisions), quantiles(boundaries)
         out[name] = {
             "decisions": len(decisions) + len(boundaries),
             "decision_p50_ms": round(d["p50"], 3),
             "decision_p99_ms": round(d["p99"], 3),
             "decision_max_ms": round(d["max"], 3),
-            "arrival_p99_ms": round(a["p99"], 3),
+            "arrival_p99_ms": round(arr["p99"], 3),
             "boundary_p50_ms": round(b["p50"], 2),
             "boundary_max_ms": round(b["max"], 2),
             "observations": len(observations),

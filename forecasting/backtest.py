@@ -8,9 +8,10 @@ figures are those of the last `share` of the jobs, by submission, once the model
 from what came before.
 
 Traffic: each app's forecaster learns from every observation as it comes (as the agent does) and,
-from `WARMUP_WEEKS` on, forecasts each step before its first observation (one step ahead); a
-step is under-provisioned when the GPUs forecast are fewer than the GPUs its largest observation
-needs. Beside it, the two baselines a platform would otherwise use: the registered profile and a
+from `WARMUP_WEEKS` on, forecasts each step before its first observation (one step ahead) and,
+for the calibration by lead time, at the first observation of the step `lead - 1` before it
+(`LEADS`: the steps a job placed now runs through); a step is under-provisioned when the GPUs
+forecast are fewer than the GPUs its largest observation needs (the contract's demand). Beside it, the two baselines a platform would otherwise use: the registered profile and a
 reservation at the peak demand of the warm-up weeks (its `PEAK_QUANTILE`, so one glitch does not
 set it).
 """
@@ -34,6 +35,8 @@ from gpualloc.schemas.settings import ForecastSettings
 
 PEAK_QUANTILE = 0.99  # of the warm-up weeks' demand: the peak reservation baseline
 WARMUP_WEEKS = 2  # of traffic learned before its steps are scored
+QUANTILES = (0.8, 0.9, 0.95, 0.99)  # levels whose calibration is reported
+LEADS = (1, 4, 16, 64)  # steps ahead a forecast is made, whose calibration is reported
 
 # A trace: each event's envelope and its payload, whose model the envelope's type decides (Any here).
 Events = list[tuple[Envelope, Any]]
@@ -187,12 +190,13 @@ class _AppSeries:
 def traffic_backtest(
     events: Events,
     settings: ForecastSettings = ForecastSettings(),
-    quantiles: Sequence[float] = (),
+    quantiles: Sequence[float] = QUANTILES,
     by_step: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Per app: the scored steps' under-provisioned share and over-provisioning, for the
-    forecaster (at the settings' quantile and at each of `quantiles`) and the two baselines (see
-    the module docstring); with `by_step`, also each scored step's forecasts and demand."""
+    forecaster (at the settings' quantile one step ahead, and at each of `quantiles` by lead)
+    and the two baselines (see the module docstring); with `by_step`, also each scored step's
+    one-step forecasts and demand."""
     events = sorted(events, key=lambda e: e[0].occurred_at)
     configs: dict[str, tuple[PoolConfigured, datetime]] = {}
     series: dict[tuple[str, str], _AppSeries] = {}
@@ -236,28 +240,40 @@ def _app_backtest(
     def hour(step: int) -> int:
         return pool_hour(start_minute, step, step_minutes)
 
-    made: dict[int, list[int]] = {}  # step -> GPUs forecast at each of `levels`
-    latest = 0
+    made: dict[int, dict[int, list[int]]] = {lead: {} for lead in LEADS}  # lead -> step -> GPUs at `levels`
+    latest, previous = 0, -1
     for step, load, gpus in s.loads:
-        if step >= scored_from and step not in made:
-            fallback = s.profile[hour(step) % 24] if s.profile else latest
-            made[step] = [_or(forecasters.demand(s.app, hour(step), q), fallback) for q in levels]
+        if step != previous:
+            for lead in LEADS:
+                target = step + lead - 1
+                if target >= scored_from and target not in made[lead]:
+                    fallback = s.profile[hour(target) % 24] if s.profile else latest
+                    made[lead][target] = [_or(forecasters.demand(s.app, hour(target), q), fallback) for q in levels]
         forecasters.observed(s.app, hour(step), load)
-        latest = gpus
+        latest, previous = gpus, step
     trained = sorted(g for step, g in s.demand.items() if step < scored_from)
     peak = trained[math.ceil(PEAK_QUANTILE * len(trained)) - 1]
-    steps = sorted(made)
+    one_step = made[1]
+    steps = sorted(one_step)
     actual = [s.demand[t] for t in steps]
+
+    def calibration(i: int) -> dict[str, Any]:
+        by_lead = {}
+        for lead in LEADS:
+            judged = [t for t in sorted(made[lead]) if t in s.demand]
+            by_lead[str(lead)] = provisioning([made[lead][t][i] for t in judged], [s.demand[t] for t in judged])
+        return {**by_lead["1"], "by_lead": by_lead}
+
     return {
         "steps": len(steps),
         "weeks": round(end / week, 1),
         "scored_from": scored_from,
         "step_minutes": step_minutes,
-        "forecast": provisioning([made[t][0] for t in steps], actual),
-        "quantiles": {f"{q:g}": provisioning([made[t][i + 1] for t in steps], actual) for i, q in enumerate(quantiles)},
+        "forecast": provisioning([one_step[t][0] for t in steps], actual),
+        "quantiles": {f"{q:g}": calibration(i + 1) for i, q in enumerate(quantiles)},
         "profile": provisioning([s.profile[hour(t) % 24] for t in steps], actual) if s.profile else None,
         "peak": provisioning([peak] * len(steps), actual),
-        "by_step": {t: (made[t][1:], s.demand[t]) for t in steps},
+        "by_step": {t: (one_step[t][1:], s.demand[t]) for t in steps},
     }
 
 
@@ -267,6 +283,8 @@ def _or(value: int | None, fallback: int) -> int:
 
 def provisioning(planned: list[int], actual: list[int]) -> dict[str, float]:
     """The share of steps planned below demand, and GPUs planned above it as a share of demand."""
+    if not actual:
+        return {"under_share": 0.0, "over_share": 0.0}
     under = sum(1 for f, a in zip(planned, actual) if f < a) / len(actual)
     over = sum(max(0, f - a) for f, a in zip(planned, actual)) / max(1, sum(actual))
     return {"under_share": round(under, 4), "over_share": round(over, 4)}

@@ -65,9 +65,28 @@ def table(result: dict) -> str:
                 f"{_pct(r['peak']['over_share']):>6}"
             )
         lines.append("under: share of steps planned below demand; over: GPUs planned above demand, as a share of it")
+        lines += _calibration(traffic)
     else:
         lines.append("traffic: no app observed")
     return "\n".join(lines)
+
+
+def _calibration(traffic: dict) -> list[str]:
+    """Per app and quantile: the share of steps under (target 1 - q) and GPUs over, by lead."""
+    scored = [(app, r) for app, r in traffic.items() if r["steps"] and r["quantiles"]]
+    if not scored:
+        return []
+    leads = list(next(iter(scored[0][1]["quantiles"].values()))["by_lead"])
+    head = f"{'app':<24} {'q':>5}  " + "  ".join(f"{'lead ' + lead + ' under':>14} {'over':>6}" for lead in leads)
+    lines = ["", "calibration: each q's forecasts made 1 to 64 steps ahead", head, "-" * len(head)]
+    for app, r in scored:
+        for q, c in r["quantiles"].items():
+            cells = "  ".join(
+                f"{_pct(c['by_lead'][lead]['under_share']):>14} {_pct(c['by_lead'][lead]['over_share']):>6}"
+                for lead in leads
+            )
+            lines.append(f"{app:<24} {q:>5}  {cells}")
+    return lines
 
 
 def _pct(x: float | None) -> str:

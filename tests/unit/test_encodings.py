@@ -21,7 +21,8 @@ from support.planner_states import loaded_planner
 from gpualloc.agent.service import dispatcher
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.bus.topics import Record, encode
-from gpualloc.forecasting.traffic import ERRORS, HOUR_ERRORS, HOUR_SAMPLES, QUANTILES, AppTraffic, Pending
+from gpualloc.forecasting.calibration import ERRORS, LEADS, QUANTILES, Calibration, Pending
+from gpualloc.forecasting.traffic import AppTraffic
 from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart, RecordedCommit
 from gpualloc.schemas.features import FEATURES
 from gpualloc.solvers.grid import Schedule
@@ -184,7 +185,7 @@ def test_snapshots_and_ledger_schedules_round_trip_exactly_at_any_size(state, pa
     with mock.patch.object(dispatcher, "SNAPSHOT_BYTES", part_bytes):  # split into parts of this size
         records = d.snapshot(T0, 0, 1, 0)
     assert all(len(r.message["payload"]["state"]) <= part_bytes and encode(r.message) for r in records)
-    _same_planner(_restored(records).planner, planner)
+    _same_planner(_restored(records).interpreter.planner, planner)
 
 
 # ---- the whole pool at the limits -----------------------------------------------------------------
@@ -224,14 +225,17 @@ def limits_planner(seed: int = 0) -> Planner:
             {p.now + t: rng.randint(1, 32) for t in range(horizon)},
             ((1 << app_gpus) - 1) << (gpus - app_gpus * (k + 1)),
         )
-        p.forecasts.traffic.apps[app_id] = AppTraffic(  # six weeks of hours, two of errors, every hour's most
+        p.forecasts.traffic.apps[app_id] = AppTraffic(  # six weeks of hours, two of errors, every lead pending
             loads={h: rng.uniform(0, 40) for h in range(6 * 168)},
-            samples=[rng.uniform(0, 40) for _ in range(HOUR_SAMPLES)],
-            seen=10**6,
-            stride=2**14,
-            errors=[tuple(rng.uniform(-1, 1) for _ in range(HOUR_ERRORS)) for _ in range(ERRORS)],
-            offsets=[rng.uniform(-0.1, 0.1) for _ in QUANTILES],
-            pending=Pending(6 * 168, rng.uniform(0, 4), [rng.randint(1, 40) for _ in QUANTILES]),
+            calibration=Calibration(
+                errors=[rng.uniform(-1, 1) for _ in range(ERRORS)],
+                offsets=[rng.uniform(-0.1, 0.1) for _ in QUANTILES],
+                pending=Pending(6 * 168, rng.uniform(0, 4), [rng.randint(1, 40) for _ in QUANTILES]),
+                lead_pending=[
+                    {6 * 168 + k: [rng.randint(1, 40) for _ in QUANTILES] for k in range(lead)} for lead in LEADS
+                ],
+            ),
+            last=6 * 168 - 1,
         )
     g = 0
     while g < gpus - 64 * app_gpus:

@@ -16,7 +16,8 @@ from gpualloc.agent.traces import read_trace
 from gpualloc.benchmarks import DATA_DIR
 from gpualloc.generators.trace_files import pollux_trace
 from gpualloc.schemas.events import parse_event
-from gpualloc.solvers.planner.interpreter import Event, Pool
+from gpualloc.solvers.planner.effects import Event
+from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.simulation.report import JobOutcomes, executed_violations, outcomes, whole_run, window_gaps
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 

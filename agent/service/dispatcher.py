@@ -37,8 +37,9 @@ from gpualloc.schemas.events import (
 from gpualloc.schemas.settings import AgentSettings, ForecastSettings
 from gpualloc.solvers.grid import Schedule, batch_spans
 from gpualloc.solvers.metrics import objective_of
+from gpualloc.solvers.planner.effects import Decided, Effect, Event, Failed, Granted, Rejected
 from gpualloc.solvers.planner.full_mode import settled
-from gpualloc.solvers.planner.interpreter import Decided, Effect, Event, Failed, Granted, Pool, Rejected
+from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.records import FULL_MODE, Commit, FullModePlan, Grant, is_blocker
 from gpualloc.solvers.planner.snapshot import READABLE as SNAPSHOT_READABLE
 from gpualloc.solvers.planner.snapshot import VERSION as SNAPSHOT_VERSION

@@ -15,7 +15,7 @@ from gpualloc.bus.topics import Record, decode
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.limits import LIMITS
-from gpualloc.solvers.planner.interpreter import Event
+from gpualloc.solvers.planner.effects import Event
 
 
 def read_record(rec: Record, pool: str, keyed: bool, seen: SeenIds, taken: dict[str, str]) -> Event | str | None:

@@ -12,7 +12,7 @@ from gpualloc.bus.topics import Record, Topics
 from gpualloc.forecasting.jobs import JobForecast
 from gpualloc.schemas.events import AllocationDecided, ForecastMade, InputRejected, JobFailed, envelope
 from gpualloc.schemas.limits import LIMITS
-from gpualloc.solvers.planner.interpreter import Decided, Failed
+from gpualloc.solvers.planner.effects import Decided, Failed
 
 
 @dataclass(frozen=True)

@@ -20,116 +20,28 @@ import math
 from collections import deque
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Literal, Union, cast
+from typing import Callable, cast
 
 from pydantic import BaseModel
 
-from gpualloc.forecasting.forecasters import Forecasters
-from gpualloc.forecasting.jobs import SizeError
-from gpualloc.forecasting.traffic import week_minute
-from gpualloc.schemas.events import (
-    AppRegistered,
-    BindingReported,
-    EventType,
-    JobCompleted,
-    JobFailed,
-    JobRef,
-    JobSubmitted,
-    NodeStatus,
-    PoolConfigured,
-    TrafficObserved,
-)
+from gpualloc.schemas.events import EventType, JobSubmitted, PoolConfigured
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import ForecastSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.planner.admission_events import binding_reported, decide, job_ended, job_failed
+from gpualloc.solvers.planner.effects import Committed, Effect, Event, Failed, Rejected
 from gpualloc.solvers.planner.full_mode import full_mode_window
 from gpualloc.solvers.planner.planner import Planner
-from gpualloc.solvers.planner.records import (
-    FULL_MODE,
-    Adoption,
-    AppSpec,
-    Commit,
-    Cut,
-    Decision,
-    FullModePlan,
-    Grant,
-    JobSpec,
-    PoolConfig,
-)
+from gpualloc.solvers.planner.pool_change_events import configure, node_status
+from gpualloc.solvers.planner.realtime_events import app_registered, traffic_observed
+from gpualloc.solvers.planner.records import FULL_MODE, Cut, FullModePlan, PoolConfig
 from gpualloc.solvers.planner.state import fork, restore
 from gpualloc.solvers.planner.view import PoolView
 from gpualloc.solvers.policies import online_policy
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
-from gpualloc.solvers.problem import Problem, bits_of, mask_of
+from gpualloc.solvers.problem import Problem
 
 FIRST = (EventType.POOL_CONFIGURED, EventType.NODE_STATUS)  # applied before the rest of their pass
-
-
-@dataclass(frozen=True)
-class Event:
-    """One input event: its contract type, typed payload and time; `ref` is the caller's handle
-    (a record, an event id), handed back with whatever the event caused."""
-
-    type: str
-    payload: BaseModel
-    occurred_at: datetime
-    ref: Any = None
-
-
-@dataclass(frozen=True)
-class Decided:
-    """An arrival's decision, from planning pass `pass_seq` of `pass_size` arrivals."""
-
-    ref: Any
-    decision: Decision
-    pass_seq: int
-    pass_size: int
-
-
-@dataclass(frozen=True)
-class Rejected:
-    """An event the pool cannot act on: `reason` names the field and the rule."""
-
-    ref: Any
-    reason: str
-
-
-@dataclass(frozen=True)
-class Failed:
-    """A job that failed: re-queued if it allows it. `by_gpualloc`: the pool failed it itself (its
-    node went down, its binding failed), so upstream is owed a `job.failed` notice."""
-
-    job_id: str
-    detail: str
-    by_gpualloc: bool
-    reason: Literal["time_limit"] | None = None  # `job.failed`'s reason, when gpualloc gives one
-
-
-@dataclass(frozen=True)
-class Granted:
-    """A real-time app's set changed within the committed step (`Planner.react` granted it GPUs,
-    or `Planner.release` handed some back): the shell publishes it as a reactive commit of that step."""
-
-    grant: Grant
-
-
-@dataclass(frozen=True)
-class Ended:
-    """A running job left its GPUs on a `job.completed` or `job.cancelled`."""
-
-    job_id: str
-
-
-Effect = Union[Decided, Rejected, Failed, Ended, Granted]
-
-
-@dataclass(frozen=True)
-class Committed:
-    commit: Commit
-    full_mode: str | None  # what became of full mode's plan, when one was offered
-    bound: float | None  # its bound, when it was adopted
-    expired: tuple[Failed, ...] = ()  # jobs failed at their time limit before the step was planned
-    adoption: Adoption | None = None  # how full mode's offered plan fared (objectives, reason)
 
 
 @dataclass
@@ -224,186 +136,9 @@ class Pool:
             raise ValueError(f"type: {event.type!r} is not an input event type")
         return handler(self, event, now)
 
-    def _unknown_job(self, event: Event) -> list[Effect]:
-        """A job event naming a job the pool does not hold: rejected, naming the field."""
-        return [
-            Rejected(
-                event.ref,
-                f"id: job {cast(JobRef, event.payload).id!r} is neither queued nor running in this pool "
-                "(never submitted, rejected, or ended already)",
-            )
-        ]
-
-    def _ended(self, event: Event, now: datetime) -> list[Effect]:
-        p, planner = cast(JobRef, event.payload), self._planner
-        if p.id not in planner.queued and p.id not in planner.running:
-            return self._unknown_job(event)
-        was_running = p.id in planner.running
-        if event.type == EventType.JOB_COMPLETED:
-            planner.complete(p.id, cast(JobCompleted, p).used)
-        else:
-            planner.cancel(p.id)
-        return [Ended(p.id)] if was_running else []
-
-    def _job_failed(self, event: Event, now: datetime) -> list[Effect]:
-        p, planner = cast(JobFailed, event.payload), self._planner
-        if p.source is not None:  # gpualloc's own notice for upstream: it acted already
-            return []
-        if p.id not in planner.queued and p.id not in planner.running:
-            return self._unknown_job(event)
-        if p.reason == "time_limit":  # its platform ended it at a limit of its own: not re-queued
-            planner.cancel(p.id)
-            return [Failed(p.id, p.detail, by_gpualloc=False)]
-        if p.reason != "out_of_memory":
-            planner.fail(p.id)
-            return [Failed(p.id, p.detail, by_gpualloc=False)]
-        again, note = planner.out_of_memory(p.id)
-        failed = Failed(p.id, "; ".join(x for x in (p.detail, note) if x), by_gpualloc=False)
-        if again is None:
-            return [failed]
-        self.passes += 1  # decided anew at its new count, as an arrival is
-        return [failed, Decided(event.ref, planner.submit(again), self.passes, 1)]
-
-    def _app_registered(self, event: Event, now: datetime) -> list[Effect]:
-        p, planner = cast(AppRegistered, event.payload), self._planner
-        app = AppSpec(
-            p.id,
-            p.priority,
-            p.min_gpus,
-            p.max_gpus,
-            p.swap_cap,
-            p.profile,
-            rps_per_gpu=p.rps_per_gpu,
-            held=mask_of(p.current) if p.current is not None else -1,
-        )
-        problem = self._app_problem(p) or planner.floor_problem(app)
-        if problem:
-            return [Rejected(event.ref, problem)]
-        planner.register_app(app)
-        return []
-
-    def _traffic(self, event: Event, now: datetime) -> list[Effect]:
-        p, planner = cast(TrafficObserved, event.payload), self._planner
-        app = planner.apps.get(p.app)
-        if app is None:
-            return [Rejected(event.ref, f"app: {p.app!r} is not registered (app.registered comes first)")]
-        step = self.step_at(event.occurred_at)
-        planner.observe_traffic(p.app, step, p.gpus_needed(app.rps_per_gpu), p.load(app.rps_per_gpu))
-        if step != planner.now - 1:  # not demand in the committed step
-            return []
-        grant = planner.react(p.app) or planner.release(p.app)
-        return [] if grant is None else [Granted(grant)]
-
-    def _configure(self, event: Event, now: datetime) -> list[Effect]:
-        p = cast(PoolConfigured, event.payload)
-        config = PoolConfig(
-            p.gpus,
-            p.gpus_per_node,
-            p.horizon,
-            p.step_minutes,
-            p.time_decay,
-            p.realtime_penalty,
-            p.swap_cap,
-            p.gpu_type,
-            p.gpu_memory_gb,
-            p.starvation_bound,
-            p.time_limit,
-        )
-        if self.planner is None:
-            self.planner = Planner(
-                config,
-                scheduler=self.scheduler,
-                forecasts=Forecasters(self.forecast),
-                week_minute=week_minute(now),
-                by_arrival=self.by_arrival,
-                replan_work=self.replan_work,
-            )
-            self.origin = now
-            return []  # the events that waited for it are its pass's next (`_pass`)
-        problem = self.planner.resize_problem(config)
-        if problem:
-            return [Rejected(event.ref, problem)]
-        return [Failed(job_id, why, by_gpualloc=True) for job_id, why in self.planner.resize(config)]
-
-    def _binding(self, event: Event, now: datetime) -> list[Effect]:
-        p, planner = cast(BindingReported, event.payload), self._planner
-        if p.status != "failed" or p.job_id not in planner.running:
-            return []
-        planner.fail(p.job_id)
-        return [Failed(p.job_id, f"binding failed on node {p.node}: {p.detail}", by_gpualloc=True)]
-
-    def _node(self, event: Event, now: datetime) -> list[Effect]:
-        p, planner = cast(NodeStatus, event.payload), self._planner
-        nodes = planner.config.gpus // planner.config.node_size
-        if p.node >= nodes:
-            return [Rejected(event.ref, f"node: must be below {nodes}, the pool's node count (got {p.node})")]
-        detail = f"node {p.node} is down: {p.detail}".rstrip(": ")
-        return [Failed(job_id, detail, by_gpualloc=True) for job_id in planner.node_status(p.node, p.state)]
-
-    def _app_problem(self, p: AppRegistered) -> str:
-        planner = self._planner
-        gpus, apps = planner.config.gpus, planner.apps
-        if p.id not in apps and len(apps) >= LIMITS.apps:
-            return f"id: the pool has {len(apps)} apps registered, the limit"
-        bad = [g for g in p.current or () if not 0 <= g < gpus]
-        if bad:
-            return f"current: GPU {bad[0]} is outside the pool's {gpus} GPUs"
-        if p.current is not None and len(set(p.current)) < len(p.current):
-            return "current: lists a GPU twice"
-        if p.max_gpus is not None and p.max_gpus < p.min_gpus:
-            return f"max_gpus: must be >= min_gpus ({p.max_gpus} < {p.min_gpus})"
-        if p.id in apps or not p.current:  # a registered app keeps what it holds
-            return ""
-        holders = {
-            g: f"running job {job_id!r}"
-            for job_id, entry in sorted(planner.running.items())
-            for g in bits_of(entry.mask)
-        }
-        holders.update(
-            {g: f"app {app_id!r}" for app_id, a in sorted(apps.items()) if a.held > 0 for g in bits_of(a.held)}
-        )
-        clash = [g for g in p.current if g in holders]
-        if clash:
-            return f"current: GPU {clash[0]} is held by {holders[clash[0]]}"
-        return ""
-
     def _decide(self, arrivals: list[Event]) -> list[Effect]:
-        """One planning pass for the arrivals; one decision (or rejection) each. A job that
-        gives its features has what it does not give forecast; one that cannot be sized is
-        decided `rejected` with the reason."""
-        out: list[Effect] = []
-        jobs: list[tuple[Event, JobSpec | Decision]] = []
-        planner = self._planner
-        for event in arrivals:
-            p = cast(JobSubmitted, event.payload)
-            if len(planner.queued) + len(jobs) >= LIMITS.queued_jobs and p.id not in planner.queued:
-                out.append(Rejected(event.ref, f"id: the pool has {LIMITS.queued_jobs} jobs queued, the limit"))
-                continue
-            try:
-                jobs.append((event, self._spec(p)))
-            except SizeError as e:
-                jobs.append((event, Decision(p.id, "rejected", (), None, str(e))))
-        if not jobs:
-            return out
-        self.passes += 1
-        specs = [job for _, job in jobs if isinstance(job, JobSpec)]
-        decided = iter(planner.submit_all(specs) if specs else ())
-        return out + [
-            Decided(event.ref, job if isinstance(job, Decision) else next(decided), self.passes, len(jobs))
-            for event, job in jobs
-        ]
-
-    def _spec(self, p: JobSubmitted) -> JobSpec:
-        """The job as the planner plans it: the sizes given, the rest from the forecasters."""
-        planner = self._planner
-        features = p.feature_model()
-        forecast = None
-        gpus, duration = p.gpus, p.duration
-        limit = p.time_limit if p.time_limit is not None else planner.config.time_limit  # the pool's default
-        if gpus is None or duration is None:
-            forecast = planner.size_job(p.kind, features, gpus, duration)
-            gpus, duration = forecast.gpus, forecast.duration
-        return JobSpec(p.id, p.kind, p.priority, gpus, duration, planner.now, p.requeue, features, forecast, limit)
+        """The pass's arrivals, decided together (`admission_events.decide`)."""
+        return decide(self, arrivals)
 
     def _too_far_ahead(self, event: Event, now: datetime) -> str:
         """Why an event stamped more than one horizon after `now` is refused ("" when it is not):
@@ -569,20 +304,20 @@ class Pool:
         if self.planner is None:
             return None
         origin = self.origin
-        assert origin is not None  # set with the planner (`_configure`, a snapshot's `load_pool`)
+        assert origin is not None  # set with the planner (`pool_change_events.configure`, a snapshot's `load_pool`)
         return origin + self.planner.now * self.step_length
 
 
-# what each input event does (`Pool._apply`); `job.submitted` is decided by the pass (`Pool._decide`)
+# what each input event does (`Pool._apply`); `job.submitted` is decided by the pass (`admission_events.decide`)
 _HANDLERS: dict[str, Callable[[Pool, Event, datetime], list[Effect]]] = {
-    EventType.POOL_CONFIGURED: Pool._configure,
-    EventType.NODE_STATUS: Pool._node,
-    EventType.JOB_CANCELLED: Pool._ended,
-    EventType.JOB_COMPLETED: Pool._ended,
-    EventType.JOB_FAILED: Pool._job_failed,
-    EventType.BINDING_REPORTED: Pool._binding,
-    EventType.APP_REGISTERED: Pool._app_registered,
-    EventType.TRAFFIC_OBSERVED: Pool._traffic,
+    EventType.POOL_CONFIGURED: configure,
+    EventType.NODE_STATUS: node_status,
+    EventType.JOB_CANCELLED: job_ended,
+    EventType.JOB_COMPLETED: job_ended,
+    EventType.JOB_FAILED: job_failed,
+    EventType.BINDING_REPORTED: binding_reported,
+    EventType.APP_REGISTERED: app_registered,
+    EventType.TRAFFIC_OBSERVED: traffic_observed,
 }
 
 

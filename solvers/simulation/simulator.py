@@ -47,8 +47,9 @@ from gpualloc.schemas.events import Envelope, JobFailed, JobSubmitted
 from gpualloc.schemas.features import FEATURES
 from gpualloc.schemas.settings import ForecastSettings, RollingFullMode, SimulationSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.planner.effects import Decided, Ended, Event, Failed, Granted, Rejected
 from gpualloc.solvers.planner.full_mode import FullModeRun, run_snapshot, snapshot
-from gpualloc.solvers.planner.interpreter import Decided, Ended, Event, Failed, Granted, Pool, Rejected
+from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.records import FULL_MODE, Commit, Decision, Grant, PoolConfig
 from gpualloc.solvers.policies import OnlinePolicy, online_policy

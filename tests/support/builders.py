@@ -15,7 +15,7 @@ T0 = datetime(2026, 1, 5, tzinfo=timezone.utc)  # a Monday: the pools of the int
 def ev(kind: str, payload: dict, minutes: float = 0, ref=None):
     """An input event of pool `default`, `minutes` after T0, validated as the contract says."""
     from gpualloc.schemas.events import parse_event
-    from gpualloc.solvers.planner.interpreter import Event
+    from gpualloc.solvers.planner.effects import Event
 
     env, p = parse_event(
         {

@@ -17,7 +17,8 @@ from support.feature_jobs import training_features
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.bus.topics import Record
 from gpualloc.solvers.grid import Schedule
-from gpualloc.solvers.planner.interpreter import Effect, Event, Pool
+from gpualloc.solvers.planner.effects import Effect, Event
+from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.records import JobSpec
 from gpualloc.solvers.planner.snapshot import dump_pool
 from gpualloc.solvers.policies.heuristic import heuristic_schedule

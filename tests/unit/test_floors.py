@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from support.builders import T0, ev
 
 from gpualloc.solvers.legality import R3_REALTIME, lowered_floors, online_violations
-from gpualloc.solvers.planner.interpreter import Decided, Pool, Rejected
+from gpualloc.solvers.planner.effects import Decided, Rejected
+from gpualloc.solvers.planner.interpreter import Pool
 
 STEP = timedelta(minutes=60)
 

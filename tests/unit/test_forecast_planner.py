@@ -20,7 +20,8 @@ from gpualloc.schemas.events import AllocationDecided, parse_event
 from gpualloc.schemas.settings import ForecastSettings
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
-from gpualloc.solvers.planner.interpreter import Decided, Event, Pool
+from gpualloc.solvers.planner.effects import Decided, Event
+from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import dump_pool, load_pool
 from gpualloc.solvers.simulation.report import executed_violations, forecast_price, mistakes, report, spikes
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate

@@ -8,7 +8,8 @@ from support.builders import T0, ev
 from support.feature_jobs import LORA_7B
 
 from gpualloc.schemas.events import parse_event
-from gpualloc.solvers.planner.interpreter import Decided, Ended, Event, Failed, Pool, Rejected
+from gpualloc.solvers.planner.effects import Decided, Ended, Event, Failed, Rejected
+from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 
 POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60}

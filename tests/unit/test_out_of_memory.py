@@ -8,7 +8,8 @@ from support.builders import T0, ev
 from support.feature_jobs import LORA_7B
 
 from gpualloc.schemas.events import JobFailed, parse_event
-from gpualloc.solvers.planner.interpreter import Decided, Failed, Pool
+from gpualloc.solvers.planner.effects import Decided, Failed
+from gpualloc.solvers.planner.interpreter import Pool
 
 FULL_13B = {**LORA_7B, "variant": "full", "params_b": 13, "layers": 40, "hidden_size": 5120, "zero_stage": 3}
 FULL_13B["gradient_checkpointing"] = True  # without, its activations alone pass an H100 at any count

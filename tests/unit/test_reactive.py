@@ -12,7 +12,8 @@ from support.builders import T0, ev
 
 from gpualloc.schemas.commits import current
 from gpualloc.solvers.legality import online_violations
-from gpualloc.solvers.planner.interpreter import Granted, Pool
+from gpualloc.solvers.planner.effects import Granted
+from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.records import Commit
 from gpualloc.solvers.problem import bits_of
 

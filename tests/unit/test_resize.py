@@ -8,7 +8,8 @@ from __future__ import annotations
 from support.builders import T0, ev
 
 from gpualloc.solvers.legality import online_violations
-from gpualloc.solvers.planner.interpreter import Failed, Pool, Rejected
+from gpualloc.solvers.planner.effects import Failed, Rejected
+from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.records import JobSpec, Running
 from gpualloc.solvers.problem import mask_of
 

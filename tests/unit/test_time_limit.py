@@ -15,7 +15,8 @@ from gpualloc.schemas.events import JobSubmitted, PoolSnapshot
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
-from gpualloc.solvers.planner.interpreter import Decided, Failed, Pool
+from gpualloc.solvers.planner.effects import Decided, Failed
+from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import dump_pool, load_pool
 
 POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60}

@@ -1,0 +1,58 @@
+"""The pool's own events, as the planner's pool-changes role takes them: `pool.configured` (the
+planner made at the first, a resize after) and `node.status`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, cast
+
+from gpualloc.forecasting.forecasters import Forecasters
+from gpualloc.forecasting.traffic import week_minute
+from gpualloc.schemas.events import NodeStatus, PoolConfigured
+from gpualloc.solvers.planner.effects import Effect, Event, Failed, Rejected
+from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.records import PoolConfig
+
+if TYPE_CHECKING:
+    from gpualloc.solvers.planner.interpreter import Pool
+
+
+def configure(pool: Pool, event: Event, now: datetime) -> list[Effect]:
+    p = cast(PoolConfigured, event.payload)
+    config = PoolConfig(
+        p.gpus,
+        p.gpus_per_node,
+        p.horizon,
+        p.step_minutes,
+        p.time_decay,
+        p.realtime_penalty,
+        p.swap_cap,
+        p.gpu_type,
+        p.gpu_memory_gb,
+        p.starvation_bound,
+        p.time_limit,
+    )
+    if pool.planner is None:
+        pool.planner = Planner(
+            config,
+            scheduler=pool.scheduler,
+            forecasts=Forecasters(pool.forecast),
+            week_minute=week_minute(now),
+            by_arrival=pool.by_arrival,
+            replan_work=pool.replan_work,
+        )
+        pool.origin = now
+        return []  # the events that waited for it are its pass's next (`Pool._pass`)
+    problem = pool.planner.resize_problem(config)
+    if problem:
+        return [Rejected(event.ref, problem)]
+    return [Failed(job_id, why, by_gpualloc=True) for job_id, why in pool.planner.resize(config)]
+
+
+def node_status(pool: Pool, event: Event, now: datetime) -> list[Effect]:
+    p, planner = cast(NodeStatus, event.payload), pool._planner
+    nodes = planner.config.gpus // planner.config.node_size
+    if p.node >= nodes:
+        return [Rejected(event.ref, f"node: must be below {nodes}, the pool's node count (got {p.node})")]
+    detail = f"node {p.node} is down: {p.detail}".rstrip(": ")
+    return [Failed(job_id, detail, by_gpualloc=True) for job_id in planner.node_status(p.node, p.state)]

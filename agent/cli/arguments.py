@@ -226,7 +226,7 @@ def solve_options(args: argparse.Namespace, full_mode: bool) -> SolveOptions:
             ["full-mode options: give --scheduler full-mode, or drop them"],
         )
     if full_mode:
-        from gpualloc.solvers.policies.milp.model import solver_available
+        from gpualloc.solvers.policies.milp.backends import solver_available
 
         name = options.full_mode.solver
         if not solver_available(name):

@@ -14,7 +14,7 @@ from gpualloc.solvers.simulation.report import (
     mistakes,
     outcomes,
 )
-from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_policy
+from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_policy
 
 
 def table(rows: list[DayReport], sim: Simulation) -> str:

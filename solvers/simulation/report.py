@@ -13,7 +13,7 @@ from gpualloc.solvers.legality import online_violations
 from gpualloc.solvers.metrics import objective_of, relative_gap
 from gpualloc.solvers.planner.records import Commit
 from gpualloc.solvers.policies.milp.bound import capacity_bound
-from gpualloc.solvers.simulation.simulator import PolicyRun, Simulation, base_policy
+from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_policy
 
 
 @dataclass(frozen=True)

@@ -39,20 +39,19 @@ forecast error.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from gpualloc.schemas.events import Envelope, JobFailed, JobSubmitted
-from gpualloc.schemas.features import FEATURES
 from gpualloc.schemas.settings import ForecastSettings, RollingFullMode, SimulationSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.effects import Decided, Ended, Event, Failed, Granted, Rejected
 from gpualloc.solvers.planner.full_mode import FullModeRun, run_snapshot, snapshot
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.planner import Planner
-from gpualloc.solvers.planner.records import FULL_MODE, Commit, Decision, Grant, PoolConfig
 from gpualloc.solvers.policies import OnlinePolicy, online_policy
+from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_policy
+from gpualloc.solvers.simulation.trace_events import Events, Timed, drain_cap, informed, observed
 
 OUT_OF_MEMORY_AFTER = 1  # steps a job given too few GPUs runs before it runs out of memory (loading, first steps)
 
@@ -73,75 +72,6 @@ class SimOptions:
         if not self.forecast:
             return [(name, None) for name in names]
         return [(f"{name}/{mode}", mode) for name in names for mode in ("oracle", "forecast")]
-
-
-def base_policy(label: str) -> str:
-    """The online policy a run label names ("heuristic/forecast" -> "heuristic")."""
-    return label.split("/", 1)[0]
-
-
-@dataclass
-class PolicyRun:
-    policy: str
-    exempt: frozenset[str] = frozenset()  # online rules its hot path is exempt from (FIFO's)
-    commits: list[Commit] = field(default_factory=list)
-    decisions: list[Decision] = field(default_factory=list)
-    submitted: dict[str, int] = field(default_factory=dict)  # job id -> step
-    started: dict[str, int] = field(default_factory=dict)
-    finished: dict[str, int] = field(default_factory=dict)
-    failed: dict[str, list[int]] = field(default_factory=dict)  # job id -> steps it failed at (then re-queued)
-    rejected: list[tuple[int, str]] = field(default_factory=list)  # (step, reason): events the pool refused
-    down: list[int] = field(default_factory=list)  # per committed step: GPUs of nodes down or drained
-    full_mode: list[tuple[int, str | None]] = field(default_factory=list)  # (step, what became of its plan)
-    run_steps: dict[str, int] = field(default_factory=dict)  # job id -> steps its last start runs for
-    full_mode_runs: list[FullModeRun] = field(default_factory=list)  # every solve: warm, own objective, bound
-    grants: list[tuple[float, Grant]] = field(default_factory=list)  # (minute of its step, grant), in order
-    # (job, step it failed at, GPUs it was given, GPU-steps it held for nothing): started below its true need
-    out_of_memory: list[tuple[str, int, int, int]] = field(default_factory=list)
-
-    def executed(self) -> list[Commit]:
-        """Each step's commit as it ended: its reactive grants applied to the apps' sets."""
-        out = list(self.commits)
-        first = out[0].step if out else 0
-        for _, grant in self.grants:
-            k = grant.step - first
-            if 0 <= k < len(out):
-                out[k] = replace(out[k], assignments={**out[k].assignments, **grant.sets})
-        return out
-
-    @property
-    def full_mode_adopted(self) -> list[int]:
-        """Steps whose commit came from full mode."""
-        return [c.step for c in self.commits if c.source == FULL_MODE]
-
-    def recorded(self) -> dict[int, Schedule]:
-        """The adopted full-mode plans by step, as the commits record them: what a replay reuses."""
-        return {c.step: c.schedule for c in self.commits if c.source == FULL_MODE}
-
-
-@dataclass
-class Simulation:
-    config: PoolConfig
-    steps: int
-    demand: dict[str, list[int]]  # app id -> demand actually observed per step (its largest observation)
-    priorities: dict[str, float]  # job and app id -> priority
-    limits: dict[str, tuple[int, int, int]]  # app id -> (min_gpus, max_gpus, swap_cap)
-    runs: dict[str, PolicyRun]
-    drained: bool = False  # whole-trace: each run went on past the trace until its jobs finished (or the cap)
-    cap: int = 0  # the most steps a run could take
-    # whole-trace: real-time service counts through this step, the last event's; after it the
-    # demand is the last observation held, and runs of different lengths would serve it unequally
-    apps_until: int | None = None
-    # (app, step) observed within the step -> its demand from each minute on: the last value before
-    # the step until its first observation, then each observation until the next (service and
-    # shortfall count by these; a step absent here has its `demand` throughout)
-    within: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
-
-
-# A trace's events, (envelope, payload), and the same with each one's step in front; the
-# envelope's type decides the payload's model (Any here).
-Events = list[tuple[Envelope, Any]]
-Timed = list[tuple[int, Envelope, Any]]
 
 
 def simulate(
@@ -173,7 +103,7 @@ def simulate(
     timed: Timed = [(clock.step_at(e[0].occurred_at), *e) for e in rest]
     last = max((s for s, _, _ in timed), default=0)
     steps = options.days * 24 * 60 // config.step_minutes if options.days else drain_cap(timed, last)
-    demand, priorities, within = _observed(timed, steps, first[0].occurred_at, clock.step_length, config.step_minutes)
+    demand, priorities, within = observed(timed, steps, first[0].occurred_at, clock.step_length, config.step_minutes)
     limits = {
         p.id: (
             p.min_gpus,
@@ -189,7 +119,7 @@ def simulate(
             label,
             online_policy(base_policy(label)),
             first,
-            _informed(timed, mode, config),
+            informed(timed, mode, config),
             steps,
             drain_after,
             options,
@@ -210,80 +140,6 @@ def simulate(
         apps_until=drain_after,
         within=within,
     )
-
-
-def drain_cap(timed: Timed, last: int) -> int:
-    """Steps a whole-trace run may take: past the last event, twice the longest declared
-    duration, for the jobs still queued or running to finish (those that cannot by then are
-    reported as never started or unfinished)."""
-    longest = max(
-        (max(p.duration or 1, p.actual_duration or 1) for _, env, p in timed if env.type == "job.submitted"), default=0
-    )
-    return last + 1 + 2 * longest
-
-
-def _informed(timed: Timed, mode: str | None, config: PoolConfig) -> Timed:
-    """The events as a run with `mode`'s information meets them: (delivery step, envelope,
-    payload). Forecast: sizes withheld from jobs that give features. Oracle: true sizes, and
-    traffic delivered a window (horizon - 1 steps) before the step it is for."""
-    if mode is None:
-        return timed
-    out = []
-    for step, env, p in timed:
-        if env.type == "job.submitted" and mode == "forecast" and p.features and p.kind in FEATURES:
-            p = p.model_copy(update={"gpus": None, "duration": None})
-        elif env.type == "job.submitted" and mode == "oracle":
-            used = p.actual_used
-            p = p.model_copy(
-                update={
-                    "gpus": used.gpus if used and used.gpus else p.gpus,
-                    "duration": p.actual_duration or p.duration,
-                }
-            )
-        elif env.type == "traffic.observed" and mode == "oracle":
-            step = max(0, step - config.horizon + 1)
-        out.append((step, env, p))
-    return sorted(out, key=lambda e: e[0])  # stable
-
-
-def _observed(
-    timed: Timed, steps: int, origin: datetime, step_length: timedelta, step_minutes: int
-) -> tuple[dict[str, list[int]], dict[str, float], dict[tuple[str, int], list[tuple[float, int]]]]:
-    """Per app, demand per step as observed (its largest observation, held flat between
-    observations); priorities; and per (app, step) observed within the step, its demand from each
-    minute on (`Simulation.within`)."""
-    demand: dict[str, list[int]] = {}
-    rps: dict[str, float] = {}
-    priorities: dict[str, float] = {}
-    seen: dict[tuple[str, int], list[tuple[float, int]]] = {}  # (app, step) -> (minute, GPUs) in time order
-    for step, env, p in timed:
-        if env.type == "app.registered":
-            demand.setdefault(p.id, [0] * steps)
-            rps[p.id] = p.rps_per_gpu
-            priorities[p.id] = p.priority
-        elif env.type == "job.submitted":
-            priorities[p.id] = p.priority
-        elif env.type == "traffic.observed" and p.app in demand and step < steps:
-            gpus = p.gpus_needed(rps[p.app])
-            demand[p.app][step] = max(demand[p.app][step], gpus)
-            minute = (env.occurred_at - origin - step * step_length) / step_length * step_minutes
-            seen.setdefault((p.app, step), []).append((max(0.0, minute), gpus))
-    for curve in demand.values():
-        for s in range(1, steps):
-            if curve[s] == 0:
-                curve[s] = curve[s - 1]
-    within: dict[tuple[str, int], list[tuple[float, int]]] = {}
-    for app in demand:
-        last: int | None = None  # the last observation before the step at hand
-        for step in range(steps):
-            points = sorted(seen.get((app, step), ()))
-            if points:
-                carried = [] if points[0][0] == 0 or last is None else [(0.0, last)]
-                within[(app, step)] = carried + ([(0.0, points[0][1])] if last is None else []) + points
-                last = points[-1][1]
-            elif last is not None:
-                within[(app, step)] = [(0.0, last)]
-    return demand, priorities, within
 
 
 def _run(

@@ -22,8 +22,8 @@ from gpualloc.solvers import check_plan, compile_scenario
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.policies import policy
+from gpualloc.solvers.policies.milp.backends import solver_available
 from gpualloc.solvers.policies.milp.bound import capacity_bound
-from gpualloc.solvers.policies.milp.model import solver_available
 
 BEST_KNOWN = json.loads((DATA_DIR / "best-known.json").read_text())
 

@@ -14,7 +14,7 @@ from test_milp import need
 from gpualloc import benchmarks
 from gpualloc.agent.cli import build_parser, main
 from gpualloc.agent.loading import parse_plan
-from gpualloc.solvers.policies.milp.model import MIN_SEARCH_S
+from gpualloc.solvers.policies.milp.backends import MIN_SEARCH_S
 
 MIXED = str(benchmarks.scenario_dir() / "mixed_control.json")
 

@@ -16,8 +16,9 @@ from gpualloc.solvers.planner.full_mode import SETUP_SHARE, full_mode_window, no
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig
 from gpualloc.solvers.policies.milp import solve
+from gpualloc.solvers.policies.milp.backends import solve_model
 from gpualloc.solvers.policies.milp.data import SETUP_S_PER_NONZERO, milp_data, model_size
-from gpualloc.solvers.policies.milp.model import build_model, solve_model
+from gpualloc.solvers.policies.milp.formulation import build_model
 from gpualloc.solvers.problem import Problem
 
 

@@ -18,8 +18,8 @@ from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.policies import policy
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.policies.milp.backends import solver_available
 from gpualloc.solvers.policies.milp.lns import _windows, solve_lns
-from gpualloc.solvers.policies.milp.model import solver_available
 
 WORK_LIMITED = FullModeOptions(time_limit=None, node_limit=200)  # no clock: reproducible
 

@@ -20,7 +20,8 @@ from gpualloc.solvers import check_plan, compile_scenario
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
-from gpualloc.solvers.policies.milp.model import solve_milp, solver_available
+from gpualloc.solvers.policies.milp.backends import solver_available
+from gpualloc.solvers.policies.milp.model import solve_milp
 from gpualloc.solvers.problem import Problem, bits_of
 
 
@@ -228,7 +229,7 @@ def test_a_plan_below_its_proven_bound_is_not_called_optimal(monkeypatch):
     warm = heuristic_schedule(problem)
     bound = objective_of(problem, warm) * 1.05
     monkeypatch.setattr(model, "solve_model", lambda m, options: ("optimal", bound, bound))
-    monkeypatch.setattr(model, "_realize", lambda *args: (None, "stage 2 fell short (test)"))
+    monkeypatch.setattr(model, "realize", lambda *args: (None, "stage 2 fell short (test)"))
     result = solve_milp(problem, FullModeOptions(mip_gap=1e-4), warm=warm)
     assert result.status == "feasible" and result.source == "heuristic"
     assert result.gap == pytest.approx(0.05 / 1.05) and "below its bound" in result.notes[-1]
@@ -247,7 +248,7 @@ def test_where_stage_2_falls_short_the_exact_model_closes_the_gap(monkeypatch):
     problem = TINY[3]
     warm = greedy_schedule(problem)  # below the optimum here (the heuristic reaches it)
     assert objective_of(problem, warm) < brute_force(problem) - 1
-    monkeypatch.setattr(model, "_realize", lambda *args: (None, "stage 2 fell short (test)"))
+    monkeypatch.setattr(model, "realize", lambda *args: (None, "stage 2 fell short (test)"))
     result = solve_milp(problem, FullModeOptions(time_limit=30), warm=warm)
     assert "solved again with the exact model" in result.notes
     assert result.status == "optimal" and result.source == "milp" and result.stage2 == "in the model (exact)"

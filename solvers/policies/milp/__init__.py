@@ -1,6 +1,6 @@
-"""Full mode: the contract's model as a MILP (`model`, from plain data built by `data`), solved by
-HiGHS or CBC, warm-started from the heuristic. The registry's entry point imports Pyomo only
-when it runs, so the hot path never loads the solver stack."""
+"""Full mode: the contract's model as a MILP (`formulation`, from plain data built by `data`), solved
+by HiGHS or CBC (`backends`), warm-started from the heuristic (`model`). The registry's entry point
+imports Pyomo only when it runs, so the hot path never loads the solver stack."""
 
 from __future__ import annotations
 

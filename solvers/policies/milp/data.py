@@ -53,7 +53,7 @@ class ModelSize:
 
 
 def model_size(problem: Problem, exact: bool = False) -> ModelSize:
-    """The model `milp_data` and `model.build_model` would make of `problem` (`exact`: with the
+    """The model `milp_data` and `formulation.build_model` would make of `problem` (`exact`: with the
     apps' per-GPU sets), counted without building it: a binary per queued job, start and block
     (each in a row per cell it covers), the cells' occupancy and transition variables, and the
     apps' counts; blocks that running jobs rule out are counted too."""

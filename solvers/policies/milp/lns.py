@@ -25,7 +25,8 @@ from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
-from gpualloc.solvers.policies.milp.model import MilpResult, solve_model
+from gpualloc.solvers.policies.milp.backends import solve_model
+from gpualloc.solvers.policies.milp.model import MilpResult
 from gpualloc.solvers.problem import Batch, Problem, bits_of, free_block_starts
 
 WINDOW_NODES = 2  # nodes a neighbourhood frees

@@ -1,0 +1,89 @@
+"""A trace read for the runs: its events by step, how long a run may go, what each information mode sees, demand."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from gpualloc.schemas.events import Envelope
+from gpualloc.schemas.features import FEATURES
+from gpualloc.solvers.planner.records import PoolConfig
+
+# A trace's events, (envelope, payload), and the same with each one's step in front; the
+# envelope's type decides the payload's model (Any here).
+Events = list[tuple[Envelope, Any]]
+Timed = list[tuple[int, Envelope, Any]]
+
+
+def drain_cap(timed: Timed, last: int) -> int:
+    """Steps a whole-trace run may take: past the last event, twice the longest declared
+    duration, for the jobs still queued or running to finish (those that cannot by then are
+    reported as never started or unfinished)."""
+    longest = max(
+        (max(p.duration or 1, p.actual_duration or 1) for _, env, p in timed if env.type == "job.submitted"), default=0
+    )
+    return last + 1 + 2 * longest
+
+
+def informed(timed: Timed, mode: str | None, config: PoolConfig) -> Timed:
+    """The events as a run with `mode`'s information meets them: (delivery step, envelope,
+    payload). Forecast: sizes withheld from jobs that give features. Oracle: true sizes, and
+    traffic delivered a window (horizon - 1 steps) before the step it is for."""
+    if mode is None:
+        return timed
+    out = []
+    for step, env, p in timed:
+        if env.type == "job.submitted" and mode == "forecast" and p.features and p.kind in FEATURES:
+            p = p.model_copy(update={"gpus": None, "duration": None})
+        elif env.type == "job.submitted" and mode == "oracle":
+            used = p.actual_used
+            p = p.model_copy(
+                update={
+                    "gpus": used.gpus if used and used.gpus else p.gpus,
+                    "duration": p.actual_duration or p.duration,
+                }
+            )
+        elif env.type == "traffic.observed" and mode == "oracle":
+            step = max(0, step - config.horizon + 1)
+        out.append((step, env, p))
+    return sorted(out, key=lambda e: e[0])  # stable
+
+
+def observed(
+    timed: Timed, steps: int, origin: datetime, step_length: timedelta, step_minutes: int
+) -> tuple[dict[str, list[int]], dict[str, float], dict[tuple[str, int], list[tuple[float, int]]]]:
+    """Per app, demand per step as observed (its largest observation, held flat between
+    observations); priorities; and per (app, step) observed within the step, its demand from each
+    minute on (`Simulation.within`)."""
+    demand: dict[str, list[int]] = {}
+    rps: dict[str, float] = {}
+    priorities: dict[str, float] = {}
+    seen: dict[tuple[str, int], list[tuple[float, int]]] = {}  # (app, step) -> (minute, GPUs) in time order
+    for step, env, p in timed:
+        if env.type == "app.registered":
+            demand.setdefault(p.id, [0] * steps)
+            rps[p.id] = p.rps_per_gpu
+            priorities[p.id] = p.priority
+        elif env.type == "job.submitted":
+            priorities[p.id] = p.priority
+        elif env.type == "traffic.observed" and p.app in demand and step < steps:
+            gpus = p.gpus_needed(rps[p.app])
+            demand[p.app][step] = max(demand[p.app][step], gpus)
+            minute = (env.occurred_at - origin - step * step_length) / step_length * step_minutes
+            seen.setdefault((p.app, step), []).append((max(0.0, minute), gpus))
+    for curve in demand.values():
+        for s in range(1, steps):
+            if curve[s] == 0:
+                curve[s] = curve[s - 1]
+    within: dict[tuple[str, int], list[tuple[float, int]]] = {}
+    for app in demand:
+        last: int | None = None  # the last observation before the step at hand
+        for step in range(steps):
+            points = sorted(seen.get((app, step), ()))
+            if points:
+                carried = [] if points[0][0] == 0 or last is None else [(0.0, last)]
+                within[(app, step)] = carried + ([(0.0, points[0][1])] if last is None else []) + points
+                last = points[-1][1]
+            elif last is not None:
+                within[(app, step)] = [(0.0, last)]
+    return demand, priorities, within

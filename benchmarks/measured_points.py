@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from gpualloc.benchmarks import DATA_DIR
 from gpualloc.forecasting.forecasters import Forecasters
-from gpualloc.forecasting.jobs import Hardware, SizeError
+from gpualloc.forecasting.job_forecast import Hardware, SizeError
 from gpualloc.forecasting.physics_v1 import GPU_MEMORY_GB
 from gpualloc.schemas.features import QuantizationFeatures, TrainingFeatures
 

@@ -30,7 +30,7 @@ from typing import Any
 from gpualloc.benchmarks import DATA_DIR
 from gpualloc.forecasting.forecasters import Forecasters, hardware
 from gpualloc.forecasting.hardware import USABLE_GIB
-from gpualloc.forecasting.jobs import SizeError
+from gpualloc.forecasting.job_forecast import SizeError
 from gpualloc.forecasting.real_runs import RealRun, real_run
 from gpualloc.schemas.features import GPU_TYPES
 from gpualloc.schemas.settings import ForecastSettings

@@ -28,11 +28,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from gpualloc.forecasting.counts import choose_count
 from gpualloc.forecasting.designs import (
     BASELINES,
     PHYSICS,
     PHYSICS_VERSION,
-    PROBES,
     Baseline,
     Features,
     architecture,
@@ -41,124 +41,15 @@ from gpualloc.forecasting.designs import (
 )
 from gpualloc.forecasting.groups import GroupModel, Refinement, errors_of, taught
 from gpualloc.forecasting.hardware import USABLE_GIB
-from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow, OnlineRidge
-from gpualloc.schemas.features import GPU_TYPES
+from gpualloc.forecasting.job_forecast import Hardware, JobForecast, SizeError
+from gpualloc.forecasting.kind_model import KindModel, fresh_model, group_key, parts_row
+from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import ForecastSettings
 
-__all__ = ["Features", "Hardware", "JobForecast", "JobForecaster", "SizeError"]
-
 INTERVAL_RATE = 0.01  # of the interval's tails, a completion inside or outside it
 UTILIZATION = 200  # finished jobs' peak shares of a GPU kept
-
-
-@dataclass(frozen=True)
-class Hardware:
-    """What a job runs on: the GPU type and its memory, and the pool it is planned in. `nominal`:
-    the memory is the type's name's (neither the job nor the pool gave it), so a physics that
-    knows what a framework can use of that type takes that instead."""
-
-    gpu_type: str
-    memory_gb: float
-    max_gpus: int
-    step_minutes: int
-    nominal: bool = False
-    pool_gpus: int | None = None  # the pool's GPUs where apps' floors (`floors`) leave it `max_gpus`
-    floors: tuple[tuple[str, int], ...] = ()
-
-    def room(self) -> str:
-        """The GPUs a job may be given, in words: the pool's, or those its apps' floors leave
-        (a refusal names both, else its count reads as the pool's size)."""
-        if not self.floors:
-            return f"the pool's {self.max_gpus} GPUs"
-        kept = ", ".join(f"{app}: {n}" for app, n in self.floors)
-        return f"the {self.max_gpus} GPUs left of the pool's {self.pool_gpus} once app floors ({kept}) are kept"
-
-
-@dataclass(frozen=True)
-class JobForecast:
-    gpus: int
-    duration: int  # pool steps to plan with: the kind's quantile, rounded up
-    median: float  # pool steps
-    low: float  # the interval's ends, pool steps
-    high: float
-    coverage: float  # of [low, high]
-    quantile: float  # of `duration`
-    forecast: tuple[str, ...]  # the values forecast ("gpus", "duration"); the rest were given
-    peak_memory_gb: float  # forecast a GPU at `gpus`
-
-
-PARTS_PENALTY = 8.0  # completions' worth of pull of the parts' correction towards the physics as it is
-
-
-def _parts_row(base: Baseline[Any], f: Features, gpus: int) -> np.ndarray:
-    return np.array(list((base.components or base.parts)(f, gpus).values()))
-
-
-@dataclass
-class KindModel:
-    """One kind's pooled corrections, their errors, its groups and its interval's shift. Memory
-    has two pooled corrections: `memory`, on the design row (`designs.memory_row`), for a physics
-    whose accounting leaves things out; `parts`, each part of the accounting scaled on its own (a
-    completion corrects the part it shows wrong, and what one model teaches carries to another in
-    proportion to what it holds of that part), for one that accounts for what the runtime holds
-    (`Baseline.by_parts`)."""
-
-    memory: OnlineRidge
-    duration: OnlineRidge
-    errors: ErrorWindow = field(default_factory=ErrorWindow)  # log duration, out of sample
-    memory_errors: ErrorWindow = field(default_factory=ErrorWindow)  # log peak (its prior: the physics')
-    groups: dict[str, GroupModel] = field(default_factory=dict)
-    architectures: dict[str, Refinement] = field(default_factory=dict)  # memory; the most recently taught last
-    shift: float = 0.0  # of the interval's tails: up while completions fall outside more than they should
-    parts: OnlineRidge = field(default_factory=lambda: OnlineRidge(0))
-
-    def dump(self) -> dict[str, Any]:
-        return {
-            "parts": self.parts.dump(),
-            "memory": self.memory.dump(),
-            "duration": self.duration.dump(),
-            "errors": self.errors.errors,
-            "memory_errors": self.memory_errors.errors,
-            "groups": {key: g.dump() for key, g in self.groups.items()},
-            "architectures": [[key, r.dump()] for key, r in self.architectures.items()],
-            "shift": self.shift,
-        }
-
-    @classmethod
-    def load(cls, data: dict[str, Any], kind: str) -> "KindModel":
-        """From `dump`; terms added since it was made start untaught."""
-        level_dims = len(group_memory_row(kind, PROBES[kind], 1))
-        parts = data.get("parts")
-        return cls(
-            OnlineRidge.load(data["memory"], dims=len(memory_row(kind, PROBES[kind], GPU_TYPES[0], 1, 1.0))),
-            OnlineRidge.load(data["duration"]),
-            ErrorWindow(errors=list(data["errors"])),
-            ErrorWindow(errors=list(data.get("memory_errors", []))),
-            {key: GroupModel.load(g, level_dims) for key, g in data.get("groups", {}).items()},
-            {key: Refinement.load(r, level_dims) for key, r in data.get("architectures", [])},
-            float(data.get("shift", 0.0)),
-            _fresh_parts(kind) if parts is None else OnlineRidge.load(parts, PARTS_PENALTY, relative=True),
-        )
-
-
-def _fresh_parts(kind: str) -> OnlineRidge:
-    return OnlineRidge(len(_parts_row(BASELINES[kind], PROBES[kind], 1)), PARTS_PENALTY, relative=True)
-
-
-def _fresh(kind: str) -> KindModel:
-    probe = BASELINES[kind].design(PROBES[kind], GPU_TYPES[0], 1, 1.0, 1.0)
-    memory = OnlineRidge(len(memory_row(kind, PROBES[kind], GPU_TYPES[0], 1, 1.0)))
-    return KindModel(memory, OnlineRidge(len(probe)), parts=_fresh_parts(kind))
-
-
-def group_key(f: Features, gpu_type: str) -> str:
-    """A job's group: its variant (training) or algorithm (quantization) on its GPU type."""
-    return f"{getattr(f, 'variant', None) or getattr(f, 'algorithm')}/{gpu_type}"
-
-
 OVERSHOOT = 0.02  # the share of forecasts the borderline tolerance lets overshoot by more than it
-KNEE = 0.02  # of a GPU's memory: a doubling of the GPUs that lowers the forecast peak by less barely helps
 OOM_PEAK = 1.05  # of a GPU's memory: the peak an out-of-memory failure is learned as
 SANE = 1e4  # the largest magnitude a design value or target of a real job has (a 500 TB memory part)
 
@@ -172,39 +63,9 @@ def _hours(base: Baseline[Any], f: Features, gpu_type: str, gpus: int) -> float:
     return max(base.hours(f, gpu_type, gpus), 1e-9)
 
 
-def _choose(
-    counts: list[int],
-    peak: Callable[[int], float],
-    rules: tuple[Callable[[int], bool], ...],
-    memory_gb: float,
-    tolerance: float,
-) -> tuple[int, bool] | None:
-    """Of `counts` (ascending powers of two): the smallest that the first rule that any count
-    meets allows (and True: the forecast shows it fitting), else the smallest whose peak is
-    within `tolerance` of fitting, doubled while a doubling lowers the peak by at least KNEE of
-    the GPU's memory (and False). Past that knee the peak barely falls (what is left is not
-    sharded), so more GPUs would not make the job fit, only keep them from others. None: no
-    count comes within `tolerance`."""
-    for rule in rules:
-        n = next((n for n in counts if rule(n)), None)
-        if n is not None:
-            return n, True
-    near = [i for i, n in enumerate(counts) if peak(n) <= memory_gb * (1 + tolerance)]
-    if not near:
-        return None
-    i = near[0]
-    while i + 1 < len(counts) and peak(counts[i]) - peak(counts[i + 1]) >= KNEE * memory_gb:
-        i += 1
-    return counts[i], False
-
-
-class SizeError(ValueError):
-    """A job no count of the pool's GPUs holds: the message names the feature and the rule."""
-
-
 @dataclass
 class JobForecaster:
-    models: dict[str, KindModel] = field(default_factory=lambda: {kind: _fresh(kind) for kind in BASELINES})
+    models: dict[str, KindModel] = field(default_factory=lambda: {kind: fresh_model(kind) for kind in BASELINES})
     utilization: list[float] = field(default_factory=list)  # finished jobs' peak over their GPU's memory
     physics: int = PHYSICS_VERSION  # the version forecasts are made by (a setting: not part of the state)
     # the most GPUs each configuration (its kind, features and GPU type) ran out of memory at: the
@@ -340,7 +201,7 @@ class JobForecaster:
         base = self._base(kind)
         accounted = base.memory(f, gpus) / base.headroom
         pooled_level = model.parts if base.by_parts else model.memory
-        row = _parts_row(base, f, gpus) if base.by_parts else memory_row(kind, f, hw.gpu_type, gpus, accounted, base)
+        row = parts_row(base, f, gpus) if base.by_parts else memory_row(kind, f, hw.gpu_type, gpus, accounted, base)
         xm = group_memory_row(kind, f, gpus, base)
         target = peak - accounted
         if not (_sane(row, target) and _sane(xm, target)):
@@ -414,7 +275,7 @@ class JobForecaster:
         group, arch = self._levels(kind, f, gpu_type)
         own = (group.memory.value(xm) if group else 0.0) + (arch.value(xm) if arch else 0.0)
         if base.by_parts:
-            return accounted + model.parts.predict(_parts_row(base, f, n)) + own
+            return accounted + model.parts.predict(parts_row(base, f, n)) + own
         return accounted + model.memory.predict(memory_row(kind, f, gpu_type, n, accounted, base)) + own
 
     def _window(self, kind: str, f: Features, gpu_type: str) -> ErrorWindow:
@@ -436,7 +297,7 @@ class JobForecaster:
         return math.exp(max(seen, base.prior * NormalDist().inv_cdf(1 - risk)))
 
     def _count(self, kind: str, f: Features, hw: Hardware, share: float, risk: float) -> int:
-        """`_choose` over the powers of two from the layout's floor to the pool's size, by risk
+        """`choose_count` over the powers of two from the layout's floor to the pool's size, by risk
         first, then by the forecast peak alone, then by the baseline alone. A job these show
         fitting gets its count, the whole pool if it must; but one the forecast peak alone fits
         within `share` of the pool, and only the risk's margin takes further, gets that share (a
@@ -484,7 +345,7 @@ class JobForecaster:
             over = model.memory_errors.errors
             seen = math.exp(-float(np.quantile(over, OVERSHOOT))) - 1 if len(over) >= MIN_ERRORS else 0.0
             tolerance = max(base.tolerance, seen)
-        chosen = _choose(counts, peak, rules, memory, tolerance)
+        chosen = choose_count(counts, peak, rules, memory, tolerance)
         if chosen is None and base.by_parts:  # corrections say over, the physics alone fits: a borderline try
             chosen = next(((n, False) for n in counts if base.memory(f, n) <= memory), None)
         if chosen is None:

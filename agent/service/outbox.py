@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, Literal, cast
 
 from gpualloc.bus.topics import Record, Topics
-from gpualloc.forecasting.jobs import JobForecast
+from gpualloc.forecasting.job_forecast import JobForecast
 from gpualloc.schemas.events import AllocationDecided, ForecastMade, InputRejected, JobFailed, envelope
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.solvers.planner.effects import Decided, Failed

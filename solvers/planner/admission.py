@@ -8,7 +8,7 @@ import functools
 from dataclasses import replace
 from typing import Callable
 
-from gpualloc.forecasting.jobs import SizeError
+from gpualloc.forecasting.job_forecast import SizeError
 from gpualloc.schemas.events import JobUsage
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.pool_state import PlannerState

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, cast
 
-from gpualloc.forecasting.jobs import SizeError
+from gpualloc.forecasting.job_forecast import SizeError
 from gpualloc.schemas.events import (
     BindingReported,
     EventType,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from gpualloc.forecasting.forecasters import Forecasters, pool_hardware
-from gpualloc.forecasting.jobs import Hardware, JobForecast
+from gpualloc.forecasting.job_forecast import Hardware, JobForecast
 from gpualloc.forecasting.traffic import pool_hour
 from gpualloc.schemas.scenario import block_size_problems
 from gpualloc.solvers.grid import Schedule

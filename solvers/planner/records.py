@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from gpualloc.forecasting.jobs import JobForecast
+from gpualloc.forecasting.job_forecast import JobForecast
 from gpualloc.schemas.events import Action
 from gpualloc.schemas.limits import POOL
 from gpualloc.solvers.grid import Schedule

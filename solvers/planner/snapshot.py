@@ -20,7 +20,7 @@ from typing import Any, Callable
 import orjson
 
 from gpualloc.forecasting.forecasters import Forecasters
-from gpualloc.forecasting.jobs import JobForecast
+from gpualloc.forecasting.job_forecast import JobForecast
 from gpualloc.schemas.features import FEATURES
 from gpualloc.schemas.gpu_runs import gpu_runs, mask_of_runs
 from gpualloc.schemas.settings import ForecastSettings

@@ -17,7 +17,8 @@ from support.feature_jobs import LORA_7B
 from gpualloc.forecasting import physics_v1 as physics
 from gpualloc.forecasting import traffic
 from gpualloc.forecasting.forecasters import Forecasters, hardware
-from gpualloc.forecasting.jobs import Hardware, JobForecaster, SizeError
+from gpualloc.forecasting.job_forecast import Hardware, SizeError
+from gpualloc.forecasting.jobs import JobForecaster
 from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow, OnlineRidge
 from gpualloc.forecasting.traffic import WEEK, TrafficForecaster, day_type
 from gpualloc.generators.synthetic_jobs import sample_job

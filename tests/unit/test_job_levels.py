@@ -17,7 +17,9 @@ from support.forecaster_states import largest_job_forecaster
 from gpualloc.forecasting import physics_v1 as physics
 from gpualloc.forecasting import quantization
 from gpualloc.forecasting.forecasters import Forecasters
-from gpualloc.forecasting.jobs import Hardware, JobForecaster, group_key
+from gpualloc.forecasting.job_forecast import Hardware
+from gpualloc.forecasting.jobs import JobForecaster
+from gpualloc.forecasting.kind_model import group_key
 from gpualloc.schemas.features import QuantizationFeatures, TrainingFeatures
 from gpualloc.schemas.settings import ForecastSettings
 

@@ -8,7 +8,7 @@ from support.builders import T0, ev
 
 from gpualloc.agent.operator.overruns import LISTED, SHOWN, overrun, past_plan, past_plan_lines
 from gpualloc.agent.operator.status import lines, view
-from gpualloc.forecasting.jobs import JobForecast
+from gpualloc.forecasting.job_forecast import JobForecast
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.records import JobSpec, Running

@@ -180,7 +180,7 @@ def test_draining_the_node_under_an_app_moves_the_app_instead_of_failing():
 
 def test_a_refusal_names_the_pool_and_the_app_floors_it_keeps():
     """A job no count holds is refused with the pool's true size and the floors taken off it."""
-    from gpualloc.forecasting.jobs import SizeError
+    from gpualloc.forecasting.job_forecast import SizeError
     from gpualloc.schemas.features import TrainingFeatures
 
     unsharded = TrainingFeatures(

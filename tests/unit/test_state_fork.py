@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from support.builders import T0, ev
 from support.feature_jobs import training_features
 
-from gpualloc.forecasting.jobs import KindModel
+from gpualloc.forecasting.kind_model import KindModel
 from gpualloc.forecasting.traffic import AppTraffic
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.interpreter import Pool

@@ -39,7 +39,6 @@ from gpualloc.bus.clients import Broker
 from gpualloc.bus.topics import Topics, decode, encode, key_of
 from gpualloc.schemas.errors import describe
 from gpualloc.schemas.events import (
-    AllocationDecided,
     AppRegistered,
     JobCompleted,
     JobFailed,
@@ -51,6 +50,7 @@ from gpualloc.schemas.events import (
     TrafficObserved,
     envelope,
 )
+from gpualloc.schemas.published import AllocationDecided
 from gpualloc.schemas.settings import KafkaSecurity
 
 log = logging.getLogger("gpualloc.client")

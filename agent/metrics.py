@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from gpualloc.schemas.events import FullModeOutcome, FullModeReport
+from gpualloc.schemas.published import FullModeOutcome, FullModeReport
 from gpualloc.solvers.planner.full_mode import outcome
 
 ACTIONS = ("start", "planned", "queued", "rejected")  # of allocation.decided

@@ -52,7 +52,8 @@ from gpualloc.bus.clients import Broker
 from gpualloc.bus.history import partitions, read_range, reader
 from gpualloc.bus.topics import Topics
 from gpualloc.generators.synthetic_jobs import sample_job
-from gpualloc.schemas.events import PassRecorded, envelope
+from gpualloc.schemas.events import envelope
+from gpualloc.schemas.published import PassRecorded
 from gpualloc.schemas.settings import AgentSettings
 
 T = TypeVar("T")

@@ -32,7 +32,8 @@ from gpualloc.bus import clients
 from gpualloc.bus.clients import Broker
 from gpualloc.bus.history import read_range, reader
 from gpualloc.bus.topics import Topics, partition_of
-from gpualloc.schemas.events import PassRecorded, RecordedCommit, envelope
+from gpualloc.schemas.events import envelope
+from gpualloc.schemas.published import PassRecorded, RecordedCommit
 
 POOL = {"gpus": 64, "gpus_per_node": 8, "horizon": 24, "step_minutes": 60, "swap_cap": 2}
 SIZES = (1, 1, 2, 2, 4, 8)

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from gpualloc.bus import clients
 from gpualloc.bus.clients import Broker
 from gpualloc.bus.topics import Record, Topics, decode, partition_of
-from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart
+from gpualloc.schemas.published import PassRecorded, PoolSnapshot, PoolSnapshotPart
 
 log = logging.getLogger("gpualloc.agent")
 

@@ -21,7 +21,7 @@ from gpualloc.agent.operator.operate import check_node, latest_config, published
 from gpualloc.agent.operator.tail import line
 from gpualloc.bus.topics import Topics
 from gpualloc.client import Client, Rejected
-from gpualloc.schemas.events import AllocationDecided
+from gpualloc.schemas.published import AllocationDecided
 
 EXIT_OK, EXIT_UNANSWERED = 0, 1
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gpualloc.schemas.commits import Parts
-from gpualloc.schemas.events import AllocationDecided, Envelope, PlanCommitted
+from gpualloc.schemas.events import Envelope
+from gpualloc.schemas.published import AllocationDecided, PlanCommitted
 
 SEEN_LIMIT = 10_000  # event ids remembered for de-duplication
 KNOWN_LIMIT = 100_000  # job and app ids remembered for the job.failed rule

@@ -40,7 +40,8 @@ from gpualloc.bus import clients
 from gpualloc.bus.clients import Broker
 from gpualloc.bus.topics import Topics, decode, encode
 from gpualloc.schemas.commits import Parts, current
-from gpualloc.schemas.events import BindingReported, JobRef, PlanCommitted, envelope
+from gpualloc.schemas.events import BindingReported, JobRef, envelope
+from gpualloc.schemas.published import PlanCommitted
 from gpualloc.schemas.settings import NodeAgentSettings
 
 log = logging.getLogger("gpualloc.node_agent")

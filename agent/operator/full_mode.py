@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpualloc.schemas.events import FullModeReport, FullModeSolve
+from gpualloc.schemas.published import FullModeReport, FullModeSolve
 
 ENDED = {"adopted": "adopted", "not_better": "not adopted", "stale": "not adopted, stale", "failed": "failed"}
 

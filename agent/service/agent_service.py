@@ -51,7 +51,7 @@ from gpualloc.bus.admin import ensure_topics
 from gpualloc.bus.history import partitions, read_history, reader
 from gpualloc.bus.topics import Record, Topics, encode, partition_of
 from gpualloc.schemas.commits import Parts, folded
-from gpualloc.schemas.events import FullModeReport, FullModeSolve
+from gpualloc.schemas.published import FullModeReport, FullModeSolve
 from gpualloc.schemas.settings import AgentSettings
 from gpualloc.solvers.planner.full_mode import next_due
 from gpualloc.solvers.planner.interpreter import Pool

@@ -26,14 +26,8 @@ from gpualloc.agent.service.seen_ids import SeenIds
 from gpualloc.agent.service.snapshots import SNAPSHOT_BYTES, SnapshotRecords, snapshot_records
 from gpualloc.bus.topics import Record, Topics
 from gpualloc.schemas.commits import PART_BYTES, split, tentative_plan
-from gpualloc.schemas.events import (
-    FullModeReport,
-    PassRecorded,
-    PlanCommitted,
-    PoolSnapshot,
-    RecordedCommit,
-    envelope,
-)
+from gpualloc.schemas.events import envelope
+from gpualloc.schemas.published import FullModeReport, PassRecorded, PlanCommitted, PoolSnapshot, RecordedCommit
 from gpualloc.schemas.settings import AgentSettings, ForecastSettings
 from gpualloc.solvers.grid import Schedule, batch_spans
 from gpualloc.solvers.metrics import objective_of

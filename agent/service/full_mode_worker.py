@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from gpualloc.agent.service.solve_process import SolveProcess
-from gpualloc.schemas.events import FullModeOutcome, FullModeSolve
+from gpualloc.schemas.published import FullModeOutcome, FullModeSolve
 from gpualloc.schemas.settings import FullModeOptions, RollingFullMode, SolveOptions
 from gpualloc.solvers.planner.full_mode import FullModeRun, ended_without_plan, not_worth_starting, run_snapshot
 from gpualloc.solvers.planner.records import Cut, FullModePlan

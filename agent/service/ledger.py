@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from gpualloc.bus.topics import Record
-from gpualloc.schemas.events import RecordedCommit
+from gpualloc.schemas.published import RecordedCommit
 from gpualloc.schemas.settings import AgentSettings
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.snapshot import dump_schedule

@@ -10,8 +10,9 @@ from typing import Any, Literal, cast
 
 from gpualloc.bus.topics import Record, Topics
 from gpualloc.forecasting.job_forecast import JobForecast
-from gpualloc.schemas.events import AllocationDecided, ForecastMade, InputRejected, JobFailed, envelope
+from gpualloc.schemas.events import JobFailed, envelope
 from gpualloc.schemas.limits import LIMITS
+from gpualloc.schemas.published import AllocationDecided, ForecastMade, InputRejected
 from gpualloc.solvers.planner.effects import Decided, Failed
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import orjson
 
 from gpualloc.agent.service.outbox import Output
-from gpualloc.schemas.events import PoolSnapshot, PoolSnapshotPart, envelope
+from gpualloc.schemas.events import envelope
+from gpualloc.schemas.published import PoolSnapshot, PoolSnapshotPart
 from gpualloc.solvers.planner.snapshot import pack_json
 
 SNAPSHOT_BYTES = 900_000  # a snapshot record's piece of the state: under the broker's default message limit (1 MiB)

@@ -7,14 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, cast
 
 from gpualloc.forecasting.job_forecast import SizeError
-from gpualloc.schemas.events import (
-    BindingReported,
-    EventType,
-    JobCompleted,
-    JobFailed,
-    JobRef,
-    JobSubmitted,
-)
+from gpualloc.schemas.events import BindingReported, EventType, JobCompleted, JobFailed, JobRef, JobSubmitted
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.solvers.planner.effects import Decided, Effect, Ended, Event, Failed, Rejected
 from gpualloc.solvers.planner.records import Decision, JobSpec

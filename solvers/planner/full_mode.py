@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpualloc.schemas.events import FullModeReport, FullModeSolve
+from gpualloc.schemas.published import FullModeReport, FullModeSolve
 from gpualloc.schemas.settings import FullModeOptions, SolveOptions
 from gpualloc.solvers.metrics import objective_of, relative_gap
 from gpualloc.solvers.planner.planner import Planner

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from gpualloc.forecasting.job_forecast import JobForecast
-from gpualloc.schemas.events import Action
 from gpualloc.schemas.limits import POOL
+from gpualloc.schemas.published import Action
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.problem import Problem
 

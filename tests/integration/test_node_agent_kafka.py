@@ -21,7 +21,8 @@ from gpualloc.agent.node.binders import BindError, FileBinder
 from gpualloc.agent.node.node_agent import NodeAgent
 from gpualloc.bus.topics import Topics, decode, encode
 from gpualloc.schemas.commits import split
-from gpualloc.schemas.events import AllocationDecided, BindingReported, JobRef, PlanCommitted, envelope
+from gpualloc.schemas.events import BindingReported, JobRef, envelope
+from gpualloc.schemas.published import AllocationDecided, PlanCommitted
 
 pytestmark = pytest.mark.kafka
 

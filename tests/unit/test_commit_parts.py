@@ -22,9 +22,10 @@ from gpualloc.bus.topics import Record, Topics
 from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.schemas import Scenario
 from gpualloc.schemas.commits import PART_BYTES, Parts, commit_grid, latest, merge, split, tentative_plan
-from gpualloc.schemas.events import PassRecorded, PlanCommitted, envelope
+from gpualloc.schemas.events import envelope
 from gpualloc.schemas.gpu_runs import gpu_runs
 from gpualloc.schemas.limits import LIMITS
+from gpualloc.schemas.published import PassRecorded, PlanCommitted
 from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers import compile_scenario
 from gpualloc.solvers.grid import batch_spans, to_grid

@@ -11,7 +11,7 @@ from support.feature_jobs import LORA_7B
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.bus.topics import Record
 from gpualloc.schemas.commits import commit_grid
-from gpualloc.schemas.events import AllocationDecided, InputRejected, PlanCommitted
+from gpualloc.schemas.published import AllocationDecided, InputRejected, PlanCommitted
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.planner.interpreter import Pool
 

@@ -23,8 +23,8 @@ from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.bus.topics import Record, encode
 from gpualloc.forecasting.calibration import ERRORS, LEADS, QUANTILES, Calibration, Pending
 from gpualloc.forecasting.traffic import AppTraffic
-from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart, RecordedCommit
 from gpualloc.schemas.features import FEATURES
+from gpualloc.schemas.published import PassRecorded, PoolSnapshot, PoolSnapshotPart, RecordedCommit
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.interpreter import Pool

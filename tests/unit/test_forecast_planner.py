@@ -16,7 +16,8 @@ from support.feature_jobs import LORA_7B, feature_job, training_features
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.bus.topics import Record
 from gpualloc.generators.synthetic import forecast_trace
-from gpualloc.schemas.events import AllocationDecided, parse_event
+from gpualloc.schemas.events import parse_event
+from gpualloc.schemas.published import AllocationDecided
 from gpualloc.schemas.settings import ForecastSettings
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan

@@ -7,7 +7,7 @@ import pytest
 
 from gpualloc.agent.metrics import FULL_MODE_OUTCOMES, AgentMetrics
 from gpualloc.agent.operator.full_mode import full_mode_line, full_mode_status
-from gpualloc.schemas.events import FullModeReport, FullModeSolve
+from gpualloc.schemas.published import FullModeReport, FullModeSolve
 from gpualloc.solvers.planner.full_mode import FullModeRun, ended_without_plan, next_due, outcome, settled
 from gpualloc.solvers.planner.records import Adoption
 

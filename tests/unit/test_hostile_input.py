@@ -16,8 +16,8 @@ from support.hostile import HOSTILE_IDS, envelope, hostile, job, topic_of
 
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.bus.topics import Record
-from gpualloc.schemas.events import InputRejected
 from gpualloc.schemas.limits import LIMITS
+from gpualloc.schemas.published import InputRejected
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import dump_pool
 

@@ -16,7 +16,7 @@ from support.feature_jobs import feature_job
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.plan_ahead import hot_plan
 from gpualloc.bus.topics import Record
-from gpualloc.schemas.events import PassRecorded, PoolSnapshot, PoolSnapshotPart
+from gpualloc.schemas.published import PassRecorded, PoolSnapshot, PoolSnapshotPart
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.records import FullModePlan
 from gpualloc.solvers.planner.snapshot import SnapshotError, dump_pool, unpack

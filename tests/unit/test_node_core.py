@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from gpualloc.agent.node.binders import BindError, FileBinder, HookBinder, file_name, job_of
 from gpualloc.agent.node.core import Action, NodeState
 from gpualloc.schemas.commits import split
-from gpualloc.schemas.events import AllocationDecided, PlanCommitted, envelope
+from gpualloc.schemas.events import envelope
+from gpualloc.schemas.published import AllocationDecided, PlanCommitted
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

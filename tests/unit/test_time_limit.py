@@ -11,8 +11,9 @@ from support.builders import T0, ev
 from test_ledger import fresh, live, message, replay
 
 from gpualloc.bus.topics import Record
-from gpualloc.schemas.events import JobSubmitted, PoolSnapshot
+from gpualloc.schemas.events import JobSubmitted
 from gpualloc.schemas.limits import LIMITS
+from gpualloc.schemas.published import PoolSnapshot
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.planner.effects import Decided, Failed

@@ -22,6 +22,7 @@ from gpualloc.forecasting.jobs import JobForecaster
 from gpualloc.forecasting.kind_model import group_key
 from gpualloc.schemas.features import QuantizationFeatures, TrainingFeatures
 from gpualloc.schemas.settings import ForecastSettings
+from gpualloc.solvers.planner.state import fork, restore
 
 H100 = Hardware("h100-80gb", 80.0, 64, 30)
 
@@ -144,11 +145,11 @@ def test_a_failed_pass_is_undone_at_the_forecasters_largest():
     fc = Forecasters(ForecastSettings(physics=1))
     fc.jobs = largest_job_forecaster(1)
     before = json.dumps(fc.dump(), sort_keys=True)
-    fc.begin()
+    found = fork(fc)  # a pass begins: what apply keeps to restore
     fc.finished("training", training(), H100, 2, 9, 41.0)
     fc.finished("quantization", QuantizationFeatures(params_b=7, algorithm="awq", bits=4), H100, 1, 2, 20.0)
     fc.out_of_memory("training", training(variant="full", lora_rank=None), H100, 1)
     assert json.dumps(fc.dump(), sort_keys=True) != before
-    fc.rollback()
+    restore(fc, found)  # the pass failed
     assert json.dumps(fc.dump(), sort_keys=True) == before
     assert group_key(training(), "h100-80gb") == "lora/h100-80gb"

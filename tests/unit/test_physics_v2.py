@@ -12,6 +12,7 @@ from gpualloc.forecasting.hardware import GIB, USABLE_GIB
 from gpualloc.forecasting.jobs import JobForecaster
 from gpualloc.schemas.features import TrainingFeatures
 from gpualloc.schemas.settings import ForecastSettings
+from gpualloc.solvers.planner.state import fork, restore
 
 QWEN_SHAPE = {"vocab_size": 151936, "intermediate_size": 18944, "attention_heads": 28, "kv_heads": 4}
 QLORA_8B = TrainingFeatures(
@@ -150,12 +151,10 @@ def test_the_most_gpus_a_configuration_ran_out_at_is_kept():
     sharded = QLORA_8B.model_copy(update={"variant": "full", "lora_rank": None, "lora_targets": None, "zero_stage": 3})
     fc = Forecasters()
     hw = hardware(sharded, None, None, 64, 60)
-    fc.begin()
     fc.out_of_memory("training", sharded, hw, 8)
     fc.out_of_memory("training", sharded, hw, 2)  # a smaller count given afterwards
-    fc.keep()
     assert fc.size("training", sharded, hw, None, None).gpus > 8
-    fc.begin()
+    found = fork(fc)  # a pass begins: what apply keeps to restore
     fc.out_of_memory("training", sharded, hw, 16)
-    fc.rollback()
+    restore(fc, found)  # the pass failed
     assert list(fc.jobs.ran_out.values()) == [8]

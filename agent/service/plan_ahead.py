@@ -37,7 +37,8 @@ def hot_plan(problem: Problem, policy: str, effort: float) -> Schedule:
 
 
 def _warm(policy: str) -> None:
-    """Start the solver process and import the planners there, so the first plan is in time."""
+    """Start the solver process and import the planners there, so the first plan is in time
+    (a start-up call: at the agent's priority)."""
     online_policy(policy)
 
 
@@ -61,7 +62,7 @@ class PlanAhead:
         self.made = self.late = 0  # plans made in time for their boundary, and too late
         self.plan_s = 0.0  # the last plan's wall time (a replay of its boundary makes it again)
         self._launched: tuple[int, float] | None = None  # the running plan's step and start
-        self.process.submit(_warm, policy)
+        self.process.submit(_warm, policy, start_up=True)
 
     def cut_time(self, boundary: datetime, step_length: timedelta) -> datetime:
         return boundary - timedelta(seconds=min(self.lead_s, LEAD_SHARE * step_length.total_seconds()))

@@ -31,12 +31,10 @@ TERMINATE_GRACE_S = 1.0  # after SIGTERM, this long before SIGKILL
 
 
 def _start_worker(parent: int, memory_bytes: int | None) -> None:
-    """In the solver process: run below the agent's priority (its work is background work: a
-    plan wanted by the next boundary, not by the arrival waiting now), within `memory_bytes` of
-    address space (an allocation past it fails the solve, not the machine), and end once the
-    agent that started it is gone (killed, or a test's event loop closed under it)."""
+    """In the solver process: run within `memory_bytes` of address space (an allocation past it
+    fails the solve, not the machine), and end once the agent that started it is gone (killed,
+    or a test's event loop closed under it)."""
     os.setpgrp()  # its own process group: ended with what it started (CBC runs as a program)
-    os.nice(NICENESS)
     if memory_bytes is not None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
 
@@ -49,13 +47,22 @@ def _start_worker(parent: int, memory_bytes: int | None) -> None:
 
 
 def _serve(conn: Connection, parent: int, memory_bytes: int | None) -> None:
-    """The solver process's loop: a call in, its result (or the error it raised) out."""
+    """The solver process's loop: a call in, its result (or the error it raised) out. From its
+    first call that is not a start-up one it runs below the agent's priority: its work is
+    background work (a plan wanted by the next boundary, not by the arrival waiting now). Its
+    start-up (importing the planners, a fraction of a CPU second) runs at the agent's: niced, on
+    a machine kept busy by other processes it would take seconds (about 6 s beside four busy
+    loops on 2 cores), and the first plans made ahead would come after their boundaries."""
     _start_worker(parent, memory_bytes)
+    background = False
     while True:
         try:
-            solve, args = conn.recv()
+            solve, args, start_up = conn.recv()
         except EOFError:  # the agent closed its end
             return
+        if not start_up and not background:
+            os.nice(NICENESS)
+            background = True
         try:
             reply = (True, solve(*args))
         except BaseException as exc:  # noqa: BLE001 - sent back as the solve's error (MemoryError too)
@@ -94,15 +101,18 @@ class SolveProcess:
         """A solve has ended and waits to be taken."""
         return self._future is not None and self._future.done()
 
-    def submit(self, solve: Callable[..., Any], *args: Any, deadline_s: float | None = None) -> bool:
+    def submit(
+        self, solve: Callable[..., Any], *args: Any, deadline_s: float | None = None, start_up: bool = False
+    ) -> bool:
         """Run `solve(*args)` in the process (picklable, importable there); False while a solve
-        runs. A solve still running `deadline_s` after this has its process killed."""
+        runs. A solve still running `deadline_s` after this has its process killed. `start_up`:
+        a call that readies a new process (imports), run at the agent's priority (`_serve`)."""
         if self.busy:
             return False
         loop = asyncio.get_running_loop()
         self._start()
         self._killed = None
-        self._future = loop.create_task(self._call(solve, args))
+        self._future = loop.create_task(self._call(solve, args, start_up))
         if deadline_s is not None:
             self._timer = loop.call_later(deadline_s, self._overrun, deadline_s)
         return True
@@ -154,14 +164,14 @@ class SolveProcess:
         self._process.start()
         child.close()
 
-    async def _call(self, solve: Callable[..., Any], args: tuple) -> Any:
+    async def _call(self, solve: Callable[..., Any], args: tuple, start_up: bool) -> Any:
         conn, loop = self._conn, asyncio.get_running_loop()
         try:
             # opened by `submit`'s `_start`; closed since only by a kill (past the deadline), which raises
             # here as a SolveError, as the pipe's use did before it was checked
             assert conn is not None, "the solver process ended before the call was handed over"
             # in a thread: a large call fills the pipe until the process (perhaps still starting) reads it
-            await loop.run_in_executor(None, conn.send, (solve, args))
+            await loop.run_in_executor(None, conn.send, (solve, args, start_up))
             self._reply = _receive(conn)
             ok, value = await self._reply
         except (EOFError, OSError) as exc:

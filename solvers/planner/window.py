@@ -93,7 +93,9 @@ def demand(
     step's, say), else the traffic forecaster's for its hour at `quantile` (None: the settings';
     an hour of day not observed yet: the registered profile scaled by the level the observed
     hours ran at against it), else the profile as registered (nothing observed), else the
-    latest observation held flat."""
+    latest observation held flat. The first step needs at least the observation of the step
+    before it (`held_into`): demand seen before the boundary holds into the step it commits, so
+    the plan meets it before starting batch work there."""
     latest = app.observed[max(app.observed)] if app.observed else 0
     out = []
     for t in range(cfg.horizon):
@@ -109,7 +111,15 @@ def demand(
             out.append(app.profile[hour % 24])
         else:
             out.append(latest)
+    if out and now not in app.observed:
+        out[0] = max(out[0], min(cfg.gpus, held_into(app, now)))
     return out
+
+
+def held_into(app: AppSpec, step: int) -> int:
+    """GPUs `app` was last seen to need, when that was in the step before `step`: an observation
+    holds until the next (0: none then)."""
+    return app.latest[1] if app.latest is not None and app.latest[0] == step - 1 else 0
 
 
 def observed_in(app: AppSpec, step: int) -> int | None:

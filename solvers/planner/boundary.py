@@ -8,6 +8,7 @@ from dataclasses import replace
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over
 from gpualloc.solvers.planner.headroom import displaced_value
+from gpualloc.solvers.planner.keep_held import keep_held
 from gpualloc.solvers.planner.pool_changes import PoolChanges
 from gpualloc.solvers.planner.records import (
     FULL_MODE,
@@ -72,6 +73,7 @@ class Boundary(PoolChanges):
     def _commit(self, problem: Problem, schedule: Schedule, source: Source) -> Commit:
         """Step 0 of `schedule` (a plan of the window `problem`) committed; the clock advances,
         and the plan, one step on, is what the next step's arrivals are inserted into."""
+        schedule = keep_held(problem, schedule)  # apps stay on the GPUs they hold where nothing needs them
         displaced = displaced_value(self.queued.values())
         reasons = {app_id: self.headroom(app, displaced).why for app_id, app in sorted(self.apps.items())}
         assignments: dict[str, tuple[int, ...]] = {}

@@ -20,7 +20,7 @@ from gpualloc.solvers.planner.full_mode import outcome
 
 ACTIONS = ("start", "planned", "queued", "rejected")  # of allocation.decided
 GPU_STATES = ("batch", "realtime", "down", "idle")
-PUBLISH_FAILURES = ("too_large", "unserializable")  # a pass no retry can publish (`agent_service.PublishFailed`)
+PUBLISH_FAILURES = ("too_large", "unserializable")  # a pass no retry can publish (`publishing.PublishFailed`)
 # what became of full mode at a commit: how its solve ended, or its state (`full_mode.outcome`)
 FULL_MODE_OUTCOMES = (*get_args(FullModeOutcome), "running", "skipped", "not_due")
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)

@@ -33,7 +33,7 @@ def _pool(seed: int) -> Planner:
     rng = random.Random(seed)
     planner = Planner(PoolConfig(gpus=GPUS, gpus_per_node=8, horizon=48), scheduler=heuristic_schedule)
     for a in range(APPS):
-        planner.register_app(AppSpec(f"app-{a}", priority=5, min_gpus=1, max_gpus=8, profile=[2] * 24))
+        planner.realtime.register_app(AppSpec(f"app-{a}", priority=5, min_gpus=1, max_gpus=8, profile=[2] * 24))
     for h in range(WARM_HOURS):
         for a in range(APPS):
             load = _demand(a, h + 0.5, rng)
@@ -43,7 +43,7 @@ def _pool(seed: int) -> Planner:
         planner.queued[f"q{k}"] = JobSpec(
             f"q{k}", "training", rng.randint(1, 9), rng.choice(SIZES), rng.randint(1, 12), 0
         )
-    planner.tick()
+    planner.boundary.tick()
     return planner
 
 
@@ -57,7 +57,7 @@ def run(hours: int = 4, arrivals_per_hour: int = 60, seed: int = 0) -> dict[str,
         decisions, boundaries, observations = [], [], []
         for h in range(hours):
             began = time.perf_counter()
-            planner.tick()
+            planner.boundary.tick()
             boundaries.append((time.perf_counter() - began) * 1000)
             events = [(k / per_hour, "obs", k) for k in range(per_hour)]
             events += [((k + 0.5) / arrivals_per_hour, "job", k) for k in range(arrivals_per_hour)]
@@ -65,13 +65,13 @@ def run(hours: int = 4, arrivals_per_hour: int = 60, seed: int = 0) -> dict[str,
                 if kind == "job":
                     job = JobSpec(f"j{h}-{k}", "training", rng.randint(1, 9), rng.choice(SIZES), rng.randint(1, 12), 0)
                     began = time.perf_counter()
-                    planner.submit(job)
+                    planner.admission.submit(job)
                     decisions.append((time.perf_counter() - began) * 1000)
                     continue
                 for a in range(APPS):
                     load = _demand(a, planner.now + at, rng)
                     began = time.perf_counter()
-                    planner.observe_traffic(f"app-{a}", planner.now, math.ceil(load - 1e-9), load)
+                    planner.realtime.observe_traffic(f"app-{a}", planner.now, math.ceil(load - 1e-9), load)
                     observations.append((time.perf_counter() - began) * 1e6)
         d, arr, b = quantiles(decisions + boundaries), quantiles(decisions), quantiles(boundaries)
         out[name] = {

@@ -29,7 +29,8 @@ from prometheus_client import CollectorRegistry
 
 from gpualloc.agent.loading import InputError
 from gpualloc.agent.metrics import HealthServer, PoolsCollector
-from gpualloc.agent.service.agent_service import AgentFenced, AgentService, AgentStats
+from gpualloc.agent.service.agent_service import AgentFenced, AgentService
+from gpualloc.agent.service.counting import AgentStats
 from gpualloc.agent.service.outbox import rejection
 from gpualloc.bus import clients
 from gpualloc.bus.admin import ensure_topics

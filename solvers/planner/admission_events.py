@@ -33,9 +33,9 @@ def job_ended(pool: Pool, event: Event, now: datetime) -> list[Effect]:
         return _unknown_job(event)
     was_running = p.id in planner.running
     if event.type == EventType.JOB_COMPLETED:
-        planner.complete(p.id, cast(JobCompleted, p).used)
+        planner.admission.complete(p.id, cast(JobCompleted, p).used)
     else:
-        planner.cancel(p.id)
+        planner.admission.cancel(p.id)
     return [Ended(p.id)] if was_running else []
 
 
@@ -46,24 +46,24 @@ def job_failed(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     if p.id not in planner.queued and p.id not in planner.running:
         return _unknown_job(event)
     if p.reason == "time_limit":  # its platform ended it at a limit of its own: not re-queued
-        planner.cancel(p.id)
+        planner.admission.cancel(p.id)
         return [Failed(p.id, p.detail, by_gpualloc=False)]
     if p.reason != "out_of_memory":
-        planner.fail(p.id)
+        planner.admission.fail(p.id)
         return [Failed(p.id, p.detail, by_gpualloc=False)]
-    again, note = planner.out_of_memory(p.id)
+    again, note = planner.admission.out_of_memory(p.id)
     failed = Failed(p.id, "; ".join(x for x in (p.detail, note) if x), by_gpualloc=False)
     if again is None:
         return [failed]
     pool.passes += 1  # decided anew at its new count, as an arrival is
-    return [failed, Decided(event.ref, planner.submit(again), pool.passes, 1)]
+    return [failed, Decided(event.ref, planner.admission.submit(again), pool.passes, 1)]
 
 
 def binding_reported(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     p, planner = cast(BindingReported, event.payload), pool._planner
     if p.status != "failed" or p.job_id not in planner.running:
         return []
-    planner.fail(p.job_id)
+    planner.admission.fail(p.job_id)
     return [Failed(p.job_id, f"binding failed on node {p.node}: {p.detail}", by_gpualloc=True)]
 
 
@@ -87,7 +87,7 @@ def decide(pool: Pool, arrivals: list[Event]) -> list[Effect]:
         return out
     pool.passes += 1
     specs = [job for _, job in jobs if isinstance(job, JobSpec)]
-    decided = iter(planner.submit_all(specs) if specs else ())
+    decided = iter(planner.admission.submit_all(specs) if specs else ())
     return out + [
         Decided(event.ref, job if isinstance(job, Decision) else next(decided), pool.passes, len(jobs))
         for event, job in jobs

@@ -2,7 +2,7 @@
 
 Replanning the window takes tens of milliseconds at 64 GPUs, and an arrival that comes while
 the agent replans waits for it. So the agent cuts the window a little before the boundary
-(`Planner.cut`), has the plan made elsewhere while arrivals go on being inserted into the
+(`Boundary.cut`), has the plan made elsewhere while arrivals go on being inserted into the
 current plan, and at the boundary carries that plan onto the window as it is then
 (`carry_over`): the same step's window, with what happened since the cut. Running jobs hold
 what they hold now (those started since the cut included); the plan's app sets stay, unless an

@@ -53,8 +53,8 @@ class Failed:
 
 @dataclass(frozen=True)
 class Granted:
-    """A real-time app's set changed within the committed step (`Planner.react` granted it GPUs,
-    or `Planner.release` handed some back): the shell publishes it as a reactive commit of that step."""
+    """A real-time app's set changed within the committed step (`RealTime.react` granted it GPUs,
+    or `RealTime.release` handed some back): the shell publishes it as a reactive commit of that step."""
 
     grant: Grant
 

@@ -1,7 +1,7 @@
 """Full mode as the rolling horizon runs it: every K steps, on a snapshot of the planner's window.
 
 The snapshot keeps the running jobs, the apps and the most valuable `max_jobs` queued jobs (the
-model grows with the queue; `Planner.adopt` packs the others around full mode's blocks). The
+model grows with the queue; `FullModeAdoption.adopt` packs the others around full mode's blocks). The
 solve is a pure function of the snapshot and the options, so the agent can run it in another
 process and the simulator inline; with a time limit its result depends on the machine, which is
 why an adopted plan is recorded in its commit and replays reuse it.

@@ -7,7 +7,7 @@ report. Pure: no I/O and no clock. Time comes in as `now` (the caller's clock at
 the events' `occurred_at`; steps count from `origin`, the time the pool was first configured.
 
 One `apply` is one planning pass: configuration and node states first, then the events in order,
-with all arrivals decided together (`Planner.submit_all`), except that an event naming a waiting
+with all arrivals decided together (`Admission.submit_all`), except that an event naming a waiting
 arrival (its cancellation, say) has the arrivals decided before it. Events of a pool that is not
 configured yet wait for its `pool.configured`, and are its pass's next events once it comes:
 their arrivals are decided with the pass's own, after every registration and node state the
@@ -170,22 +170,22 @@ class Pool:
         planner = self._planner
         expired = self._expire()
         if plan is not None:
-            adoption = planner.adopt(plan)
+            adoption = planner.adoption.adopt(plan)
             refused = admit(adoption.schedule) if admit is not None and adoption.schedule is not None else None
             if refused:
                 adoption = replace(adoption, schedule=None, reason=refused)
             starving = bool(planner.starving())  # the plan's bound is on the boosted objective then
-            commit = planner.tick_after(adoption)
+            commit = planner.boundary.tick_after(adoption)
             bound = plan.bound if commit.source == FULL_MODE and not starving else None
             return Committed(commit, adoption.reason, bound, expired, adoption)
-        return Committed(planner.tick(recorded), full_mode, None, expired)
+        return Committed(planner.boundary.tick(recorded), full_mode, None, expired)
 
     def _expire(self) -> tuple[Failed, ...]:
         """The running jobs whose time limit is up at this boundary, failed before it is planned
-        (`Planner.expire`): upstream is owed a `job.failed` notice for each."""
+        (`Admission.expire`): upstream is owed a `job.failed` notice for each."""
         return tuple(
             Failed(spec.id, f"its time limit of {spec.time_limit} steps is up", by_gpualloc=True, reason="time_limit")
-            for spec in self._planner.expire()
+            for spec in self._planner.admission.expire()
         )
 
     def replay_commit(
@@ -198,10 +198,10 @@ class Pool:
         planner = self._planner
         expired = self._expire()
         if not carried:
-            planner.drop_cut()
+            planner.boundary.drop_cut()
         elif (waiting := self.waiting_cut()) is not None:
-            planner.planned_ahead(planner.scheduler(waiting.problem))
-        return Committed(planner.tick(schedule), full_mode, bound, expired)
+            planner.boundary.planned_ahead(planner.scheduler(waiting.problem))
+        return Committed(planner.boundary.tick(schedule), full_mode, bound, expired)
 
     # ---- plans made elsewhere -------------------------------------------------------------------
     def cut(self) -> Cut | None:
@@ -210,7 +210,7 @@ class Pool:
         configured or while a cut waits for its boundary."""
         if self.planner is None or self.planner.ahead is not None:
             return None
-        problem = self.planner.cut()
+        problem = self.planner.boundary.cut()
         return Cut(self.planner.now, problem)
 
     def waiting_cut(self) -> Cut | None:
@@ -228,11 +228,11 @@ class Pool:
     def planned_ahead(self, step: int, schedule: Schedule) -> None:
         """The plan of the cut made at `step` (ignored unless that cut still waits for it)."""
         if self.planner is not None and self.planner.ahead is not None and self.planner.ahead.now == step:
-            self.planner.planned_ahead(schedule)
+            self.planner.boundary.planned_ahead(schedule)
 
     def ahead_ready(self) -> bool:
         """Will the next commit carry a plan made ahead onto its window (else it replans)?"""
-        return self.planner is not None and self.planner.ahead_ready()
+        return self.planner is not None and self.planner.boundary.ahead_ready()
 
     @property
     def view(self) -> PoolView | None:
@@ -258,26 +258,18 @@ class Pool:
         """Plan with registered policy `policy` (its hot path at `effort`; its full mode every
         `every` steps, when it has one), on a step of `step_seconds` (None: the pool's own), the
         forecasters set by `forecast`, passes replanning while queued jobs x GPUs is at most
-        `replan_work`. The one writer of the hot path, here and in the planner."""
+        `replan_work`. The one writer of the hot path, here and in the planner (a planner made by
+        `pool.configured` or loaded from a snapshot starts with the pool's)."""
         online = online_policy(policy)
         self.step_seconds = step_seconds
         self.full_mode_every = every if online.full_mode is not None else 0
         self.forecast = forecast
         self.replan_work = replan_work
-        self._use_hot(online.hot.bind(SolveOptions(effort=effort)), online.hot.by_arrival)
+        self.scheduler, self.by_arrival = online.hot.bind(SolveOptions(effort=effort)), online.hot.by_arrival
         if self.planner is not None:
+            self.planner.scheduler, self.planner.by_arrival = self.scheduler, self.by_arrival
+            self.planner.replan_work = replan_work
             self.planner.forecasts.use(forecast)
-
-    def _use_hot(self, scheduler: Callable[[Problem], Schedule], by_arrival: bool) -> None:
-        self.scheduler, self.by_arrival = scheduler, by_arrival
-        if self.planner is not None:
-            self.planner.scheduler, self.planner.by_arrival = scheduler, by_arrival
-            self.planner.replan_work = self.replan_work
-
-    def adopt_planner(self, planner: Planner | None) -> None:
-        """Take up `planner` (a snapshot's) with this pool's hot path."""
-        self.planner = planner
-        self._use_hot(self.scheduler, self.by_arrival)
 
     def full_mode_due(self) -> bool:
         """Solve full mode for the current step? Every `full_mode_every` steps, from step 0."""

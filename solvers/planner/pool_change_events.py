@@ -43,10 +43,10 @@ def configure(pool: Pool, event: Event, now: datetime) -> list[Effect]:
         )
         pool.origin = now
         return []  # the events that waited for it are its pass's next (`Pool._pass`)
-    problem = pool.planner.resize_problem(config)
+    problem = pool.planner.pool_changes.resize_problem(config)
     if problem:
         return [Rejected(event.ref, problem)]
-    return [Failed(job_id, why, by_gpualloc=True) for job_id, why in pool.planner.resize(config)]
+    return [Failed(job_id, why, by_gpualloc=True) for job_id, why in pool.planner.pool_changes.resize(config)]
 
 
 def node_status(pool: Pool, event: Event, now: datetime) -> list[Effect]:
@@ -55,4 +55,4 @@ def node_status(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     if p.node >= nodes:
         return [Rejected(event.ref, f"node: must be below {nodes}, the pool's node count (got {p.node})")]
     detail = f"node {p.node} is down: {p.detail}".rstrip(": ")
-    return [Failed(job_id, detail, by_gpualloc=True) for job_id in planner.node_status(p.node, p.state)]
+    return [Failed(job_id, detail, by_gpualloc=True) for job_id in planner.pool_changes.node_status(p.node, p.state)]

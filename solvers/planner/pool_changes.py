@@ -1,33 +1,41 @@
-"""Changes of the pool itself: nodes going down, drained or up, and a new shape (`resize`)."""
+"""The planner's pool-changes role: nodes going down, drained or up, and a new shape (`resize`);
+the running jobs they fail leave through admission's lifecycle (`Admission.fail`)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from gpualloc.schemas.scenario import block_size_problems
-from gpualloc.solvers.planner.realtime import RealTime
+from gpualloc.solvers.planner.admission import Admission
+from gpualloc.solvers.planner.pool_state import PlannerState, next_floor
 from gpualloc.solvers.planner.records import (
     PoolConfig,
 )
+from gpualloc.solvers.planner.window import running_mask
 from gpualloc.solvers.problem import obeys_node_rule
 
 
-class PoolChanges(RealTime):
-    """The pool's nodes and shape."""
+class PoolChanges:
+    """The pool's nodes and shape, over the pool's `state`; jobs failed through `admission`."""
+
+    __slots__ = ("state", "admission")
+
+    def __init__(self, state: PlannerState, admission: Admission) -> None:
+        self.state, self.admission = state, admission
 
     def node_status(self, node: int, state: str) -> list[str]:
         """Mark a node up, drained or down; returns the running jobs that fail with it."""
-        N = self.config.node_size
+        N = self.state.config.node_size
         mask = ((1 << N) - 1) << (node * N)
-        self.down &= ~mask
-        self.drained &= ~mask
+        self.state.down &= ~mask
+        self.state.drained &= ~mask
         if state == "down":
-            self.down |= mask
+            self.state.down |= mask
         elif state == "drained":
-            self.drained |= mask
-        failed = [jid for jid, entry in sorted(self.running.items()) if state == "down" and entry.mask & mask]
+            self.state.drained |= mask
+        failed = [jid for jid, entry in sorted(self.state.running.items()) if state == "down" and entry.mask & mask]
         for jid in failed:
-            self.fail(jid)
+            self.admission.fail(jid)
         return failed
 
     def resize_problem(self, config: PoolConfig) -> str:
@@ -35,7 +43,7 @@ class PoolChanges(RealTime):
         which a running job's block would break R3's node rule (running work is never moved),
         or too few GPUs for the registered apps' floors beside the running work that stays."""
         ns = config.node_size
-        for job_id, entry in sorted(self.running.items()):
+        for job_id, entry in sorted(self.state.running.items()):
             mask = entry.mask
             first, last = (mask & -mask).bit_length() - 1, mask.bit_length() - 1
             if last < config.gpus and not obeys_node_rule(first, last - first + 1, ns):
@@ -44,8 +52,8 @@ class PoolChanges(RealTime):
                     f"{ns} GPUs (R3's node rule); change the node size once it ends"
                 )
         pool = (1 << config.gpus) - 1
-        floors = sum(self._next_floor(a, a.held & pool if a.held >= 0 else -1) for a in self.apps.values())
-        staying = (self._running_mask() | self.down | self.drained) & pool
+        floors = sum(next_floor(self.state, a, a.held & pool if a.held >= 0 else -1) for a in self.state.apps.values())
+        staying = (running_mask(self.state.running) | self.state.down | self.state.drained) & pool
         if floors > config.gpus - staying.bit_count():
             return (
                 f"gpus: {config.gpus} GPUs cannot hold the registered apps' floors ({floors} GPUs) beside the "
@@ -62,21 +70,25 @@ class PoolChanges(RealTime):
         next arrivals and boundary get a fresh plan (the window may have changed shape)."""
         pool = (1 << config.gpus) - 1
         out = []
-        for job_id, entry in sorted(self.running.items()):
+        for job_id, entry in sorted(self.state.running.items()):
             if entry.mask & ~pool:
-                self.fail(job_id)
+                self.admission.fail(job_id)
                 out.append((job_id, f"the pool shrank to {config.gpus} GPUs and its GPUs left it"))
         failed = {job_id for job_id, _ in out}
-        for job_id, spec in sorted(self.queued.items()):
+        for job_id, spec in sorted(self.state.queued.items()):
             if next(block_size_problems(spec.gpus, config.gpus, config.node_size, "job"), None):
-                self.queued.pop(job_id)
+                self.state.queued.pop(job_id)
                 if job_id not in failed:  # one that was running is failed once, with why it left
                     out.append((job_id, f"its {spec.gpus} GPUs no longer fit the pool of {config.gpus} GPUs"))
-        for app_id, app in self.apps.items():
+        for app_id, app in self.state.apps.items():
             if app.held >= 0:
-                self.apps[app_id] = replace(app, held=app.held & pool)
-        self.down, self.drained, self.committed = self.down & pool, self.drained & pool, self.committed & pool
-        self.config = config
-        self.busy = None
-        self.ahead = None
+                self.state.apps[app_id] = replace(app, held=app.held & pool)
+        self.state.down, self.state.drained, self.state.committed = (
+            self.state.down & pool,
+            self.state.drained & pool,
+            self.state.committed & pool,
+        )
+        self.state.config = config
+        self.state.busy = None
+        self.state.ahead = None
         return out

@@ -1,5 +1,7 @@
 """The pool's state as the planner holds it, and what every role reads of it: the window as a
-Problem, the hot path's plan of it, demand and headroom, the hardware a job is sized for.
+Problem, the hot path's plan of it, demand and headroom, the hardware a job is sized for (the
+state's methods), and the roles' shared reads of running work, floors and the current plan
+(`steps_held`, `next_floor`, `plan_busy`).
 
 One brain for the Kafka agent, the simulator and the audit: no I/O, no clock. Time is the step
 counter a commit advances; every plan covers the window [now, now + horizon) and weighs time
@@ -18,7 +20,6 @@ from typing import Any, Callable
 from gpualloc.forecasting.forecasters import Forecasters, pool_hardware
 from gpualloc.forecasting.job_forecast import Hardware, JobForecast
 from gpualloc.forecasting.traffic import pool_hour
-from gpualloc.schemas.scenario import block_size_problems
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.ahead import Ahead
 from gpualloc.solvers.planner.headroom import Headroom, displaced_value, fixed, priced
@@ -29,13 +30,15 @@ from gpualloc.solvers.planner.records import (
     Running,
 )
 from gpualloc.solvers.planner.starvation import raised, starving
-from gpualloc.solvers.planner.window import demand, running_mask, steps_left, window
+from gpualloc.solvers.planner.window import demand, steps_left, window
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Problem
 
 
 @dataclass
 class PlannerState:
+    """One pool's state: what a pass may change, with the reads every role and the shell share."""
+
     config: PoolConfig
     now: int = 0
     queued: dict[str, JobSpec] = field(default_factory=dict)
@@ -47,10 +50,10 @@ class PlannerState:
     committed: int = 0  # GPUs assigned in the last committed step
     forecasts: Forecasters = field(default_factory=Forecasters)
     week_minute: int = 0  # minute of the week (from Monday 00:00 UTC) at which step 0 began
-    busy: list[int] | None = None  # the current plan, per step of the window: the GPUs it holds (`submit_all`)
+    busy: list[int] | None = None  # the current plan, per step of the window: the GPUs it holds (`plan_busy`)
     by_arrival: bool = False  # a pass's arrivals inserted in arrival order (FIFO's), else most valuable first
     replan_work: int = 0  # a pass replans the window while queued jobs x GPUs is at most this (0: never)
-    ahead: Ahead | None = None  # the next boundary's plan, cut before it (`cut`)
+    ahead: Ahead | None = None  # the next boundary's plan, cut before it (`Boundary.cut`)
 
     def hour_of(self, step: int) -> int:
         """The pool hour `step` begins in (hour 0: the Monday 00:00 UTC before step 0)."""
@@ -117,54 +120,48 @@ class PlannerState:
     def _demand(self, app: AppSpec, displaced: float | None = None) -> list[int]:
         return demand(app, self.config, self.now, self.forecasts, self.hour_of, self.headroom(app, displaced).quantile)
 
-    def _running_mask(self) -> int:
-        return running_mask(self.running)
 
-    def _steps_left(self, entry: Running) -> int:
-        """Steps of the window a running job holds its GPUs for (one at least, when it overruns)."""
-        return min(steps_left(entry.spec, entry.start, self.now), self.config.horizon)
+def steps_held(state: PlannerState, entry: Running) -> int:
+    """Steps of the window a running job holds its GPUs for (one at least, when it overruns)."""
+    return min(steps_left(entry.spec, entry.start, state.now), state.config.horizon)
 
-    def _next_floor(self, app: AppSpec, held: int) -> int:
-        """The GPUs `app` holds at the next commit at least: its floor, or, holding `held` now,
-        what its swap cap lets it give up of those in one step, whichever is more."""
-        if held < 0:
-            return app.min_gpus
-        cap = self.config.swap_cap if app.swap_cap is None else app.swap_cap
-        return max(app.min_gpus, (held & ~(self.down | self.drained)).bit_count() - cap)
 
-    def _unplaceable(self, job: JobSpec) -> str:
-        problems = list(block_size_problems(job.gpus, self.config.gpus, self.config.node_size, "job"))
-        if job.duration < 1:
-            problems.append(f"job.duration: must be >= 1 (got {job.duration})")
-        return "; ".join(problems)
+def next_floor(state: PlannerState, app: AppSpec, held: int) -> int:
+    """The GPUs `app` holds at the next commit at least: its floor, or, holding `held` now,
+    what its swap cap lets it give up of those in one step, whichever is more."""
+    if held < 0:
+        return app.min_gpus
+    cap = state.config.swap_cap if app.swap_cap is None else app.swap_cap
+    return max(app.min_gpus, (held & ~(state.down | state.drained)).bit_count() - cap)
 
-    def _plan_busy(self, schedule: Schedule, shift: int) -> list[int]:
-        """Per step of the window at `now`, the GPUs held by running jobs (for as long as the
-        window counts them, overrunning ones included), by `schedule`'s blocks of jobs still
-        queued and by its app sets, `schedule` being a plan made `shift` steps ago (its last app
-        sets held on): the plan arrivals are inserted into."""
-        T = self.config.horizon
-        busy = [0] * T
-        for entry in self.running.values():
-            for t in range(self._steps_left(entry)):
-                busy[t] |= entry.mask
-        for job_id, (start, mask) in schedule.batch.items():
-            spec = self.queued.get(job_id)
-            if spec is not None:
-                for t in range(max(0, start - shift), min(start - shift + spec.duration, T)):
-                    busy[t] |= mask
-        apps = [0] * T
-        for masks in schedule.realtime.values():
-            for t in range(T):
-                apps[t] |= masks[min(t + shift, len(masks) - 1)]
-        pool = (1 << self.config.gpus) - 1
+
+def plan_busy(state: PlannerState, schedule: Schedule, shift: int) -> list[int]:
+    """Per step of the window at `now`, the GPUs held by running jobs (for as long as the
+    window counts them, overrunning ones included), by `schedule`'s blocks of jobs still
+    queued and by its app sets, `schedule` being a plan made `shift` steps ago (its last app
+    sets held on): the plan arrivals are inserted into."""
+    T = state.config.horizon
+    busy = [0] * T
+    for entry in state.running.values():
+        for t in range(steps_held(state, entry)):
+            busy[t] |= entry.mask
+    for job_id, (start, mask) in schedule.batch.items():
+        spec = state.queued.get(job_id)
+        if spec is not None:
+            for t in range(max(0, start - shift), min(start - shift + spec.duration, T)):
+                busy[t] |= mask
+    apps = [0] * T
+    for masks in schedule.realtime.values():
         for t in range(T):
-            # an app set planned on GPUs a job still holds (one that overran the plan) needs as
-            # many others: held from the top, as floors are, so arrivals do not take them
-            clash = (apps[t] & busy[t]).bit_count()
-            busy[t] |= apps[t]
-            free = pool & ~(busy[t] | self.down | self.drained)
-            while clash > 0 and free:
-                top = 1 << (free.bit_length() - 1)
-                busy[t], free, clash = busy[t] | top, free ^ top, clash - 1
-        return busy
+            apps[t] |= masks[min(t + shift, len(masks) - 1)]
+    pool = (1 << state.config.gpus) - 1
+    for t in range(T):
+        # an app set planned on GPUs a job still holds (one that overran the plan) needs as
+        # many others: held from the top, as floors are, so arrivals do not take them
+        clash = (apps[t] & busy[t]).bit_count()
+        busy[t] |= apps[t]
+        free = pool & ~(busy[t] | state.down | state.drained)
+        while clash > 0 and free:
+            top = 1 << (free.bit_length() - 1)
+            busy[t], free, clash = busy[t] | top, free ^ top, clash - 1
+    return busy

@@ -1,4 +1,4 @@
-"""Real-time apps: their floors (checked at registration, reserved in the current plan), their
+"""The planner's real-time role: apps' floors (checked at registration, reserved in the current plan), their
 observed traffic, and the GPUs granted within the committed step when demand rises (`react`) or
 handed back when it falls (`release`)."""
 
@@ -6,17 +6,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpualloc.solvers.planner.admission import Admission
+from gpualloc.solvers.planner.pool_state import PlannerState, next_floor
 from gpualloc.solvers.planner.records import (
     AppSpec,
     Grant,
 )
-from gpualloc.solvers.planner.window import observed_in
+from gpualloc.solvers.planner.window import observed_in, running_mask
 from gpualloc.solvers.problem import bits_of
 
 
-class RealTime(Admission):
-    """Real-time apps' floors, traffic, grants and releases."""
+class RealTime:
+    """Real-time apps' floors, traffic, grants and releases, over the pool's `state`."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: PlannerState) -> None:
+        self.state = state
 
     def floor_problem(self, app: AppSpec) -> str:
         """Why `app`'s bounds cannot be kept from the next commit on, or "" when they can. Running
@@ -25,9 +30,9 @@ class RealTime(Admission):
         floors could not be kept within its bounds; nor could one whose bounds are further from
         the GPUs it holds than its swap cap moves in a step. It is refused instead of committed
         outside them."""
-        cap = self.config.swap_cap if app.swap_cap is None else app.swap_cap
-        old = self.apps.get(app.id)
-        held = (old.held if old is not None else app.held) & ~(self.down | self.drained)
+        cap = self.state.config.swap_cap if app.swap_cap is None else app.swap_cap
+        old = self.state.apps.get(app.id)
+        held = (old.held if old is not None else app.held) & ~(self.state.down | self.state.drained)
         if held >= 0:  # it holds GPUs now: R4 lets it gain or give up `cap` of them a step
             n = held.bit_count()
             if app.min_gpus > n + cap:
@@ -40,17 +45,17 @@ class RealTime(Admission):
                     f"max_gpus: {app.max_gpus} cannot be reached at the next step: the app holds {n} GPUs and its "
                     f"swap_cap lets it give up at most {cap} a step (R4); register a ceiling of at least {n - cap}"
                 )
-        need = self._next_floor(app, held)
+        need = next_floor(self.state, app, held)
         if need == 0:
             return ""
-        others = sum(self._next_floor(a, a.held) for a_id, a in self.apps.items() if a_id != app.id)
-        taken = (self._running_mask() | self.down | self.drained).bit_count()
-        room = self.config.gpus - taken - others
+        others = sum(next_floor(self.state, a, a.held) for a_id, a in self.state.apps.items() if a_id != app.id)
+        taken = (running_mask(self.state.running) | self.state.down | self.state.drained).bit_count()
+        room = self.state.config.gpus - taken - others
         if need <= room:
             return ""
         return (
             f"min_gpus: {need} GPUs cannot be kept from the next step on: running jobs and "
-            f"unavailable nodes take {taken} of the pool's {self.config.gpus} GPUs and the other apps' "
+            f"unavailable nodes take {taken} of the pool's {self.state.config.gpus} GPUs and the other apps' "
             f"floors {others}, leaving {max(room, 0)} (running work is never moved; register with a "
             "lower floor, or once work ends)"
         )
@@ -61,16 +66,16 @@ class RealTime(Admission):
         on the GPUs the floor needs (`floor_problem` says whether it fits at all). A cut waiting
         for its plan is dropped: that plan could not be carried over, and its boundary need not
         wait for it."""
-        old = self.apps.get(app.id)
+        old = self.state.apps.get(app.id)
         if old is not None:  # what the pool knows of it stays; its registration changes
             app = replace(
                 app, observed=old.observed, held=old.held, before=old.before, latest=old.latest, granted=old.granted
             )
         elif app.held > 0:  # a new app's `current`: bound to it now, as a committed step's GPUs are
-            self.committed |= app.held & ((1 << self.config.gpus) - 1)
-        self.apps[app.id] = app
-        self.ahead = None  # a plan cut before knew other app rules: the boundary replans (`carry_over`)
-        if self.busy is not None:
+            self.state.committed |= app.held & ((1 << self.state.config.gpus) - 1)
+        self.state.apps[app.id] = app
+        self.state.ahead = None  # a plan cut before knew other app rules: the boundary replans (`carry_over`)
+        if self.state.busy is not None:
             self._reserve_floor(app, app.min_gpus - (old.min_gpus if old is not None else 0), old is None)
 
     def _reserve_floor(self, app: AppSpec, extra: int, new: bool) -> None:
@@ -79,10 +84,10 @@ class RealTime(Admission):
         registered gives it nothing, and the floors must not be taken by work started before the
         boundary replans with it. Where a step has too few free GPUs, they are held by work
         planned there, not running (`floor_problem`), which the boundary's replan moves."""
-        pool = (1 << self.config.gpus) - 1
-        blocked = self.down | self.drained
+        pool = (1 << self.state.config.gpus) - 1
+        blocked = self.state.down | self.state.drained
         own = app.held & pool & ~blocked if new and app.held >= 0 else 0
-        plan = self.busy
+        plan = self.state.busy
         assert plan is not None  # `register_app` reserves only in a current plan
         for t, busy in enumerate(plan):
             kept = own & ~busy
@@ -97,11 +102,11 @@ class RealTime(Admission):
 
     def observe_traffic(self, app_id: str, step: int, gpus: int, load: float | None = None) -> None:
         """`gpus` needed at `step` (`load`: the same, unrounded, when the observation gave requests/s)."""
-        app = self.apps[app_id]
+        app = self.state.apps[app_id]
         latest = (step, gpus) if app.latest is None or step >= app.latest[0] else app.latest
         observed = {**app.observed, step: max(gpus, app.observed.get(step, 0))}
-        self.apps[app_id] = replace(app, observed=observed, latest=latest)
-        self.forecasts.observed(app_id, self.hour_of(step), gpus if load is None else load)
+        self.state.apps[app_id] = replace(app, observed=observed, latest=latest)
+        self.state.forecasts.observed(app_id, self.state.hour_of(step), gpus if load is None else load)
 
     def react(self, app_id: str) -> Grant | None:
         """The demand `app_id` needs now in the committed step (`_needs`) above what it holds there, met at once
@@ -115,20 +120,20 @@ class RealTime(Admission):
         makes it keep then). Idle GPUs are taken first among those it held then, then those the
         current plan leaves free next step, lowest first. None when nothing is short or nothing
         can be had. What it gets it keeps until the next boundary's plan, which starts from it."""
-        step, app = self.now - 1, self.apps.get(app_id)
+        step, app = self.state.now - 1, self.state.apps.get(app_id)
         wanted = None if app is None else self._needs(app)
         if app is None or app.held < 0 or wanted is None:
             return None
-        pool, dead = (1 << self.config.gpus) - 1, self.down | self.drained
-        ceiling = self.config.gpus if app.max_gpus is None else min(app.max_gpus, self.config.gpus)
+        pool, dead = (1 << self.state.config.gpus) - 1, self.state.down | self.state.drained
+        ceiling = self.state.config.gpus if app.max_gpus is None else min(app.max_gpus, self.state.config.gpus)
         short = min(wanted, ceiling) - (app.held & ~dead).bit_count()
         if short <= 0:
             return None
-        taken = self.committed | self._running_mask() | dead
-        for other in self.apps.values():
+        taken = self.state.committed | running_mask(self.state.running) | dead
+        for other in self.state.apps.values():
             taken |= max(other.held, 0)
         cap, before, spent = self._swaps(app)
-        planned = self.busy[0] if self.busy else 0
+        planned = self.state.busy[0] if self.state.busy else 0
         order: list[tuple[str | None, int]] = []  # (donor or None for idle, GPU), in the order taken
         for g in sorted(bits_of(pool & ~taken), key=lambda g: (not before >> g & 1, bool(planned >> g & 1), g)):
             cost = -1 if before >> g & 1 else 1  # held at the end of the previous step: taking it back undoes a swap
@@ -136,7 +141,9 @@ class RealTime(Admission):
                 break
             order.append((None, g))
             spent, short = spent + cost, short - 1
-        donors = (d for d in self.apps.values() if d.id != app_id and d.held > 0 and observed_in(d, step) is not None)
+        donors = (
+            d for d in self.state.apps.values() if d.id != app_id and d.held > 0 and observed_in(d, step) is not None
+        )
         for donor in sorted(donors, key=lambda d: (d.priority, d.id)):
             live = donor.held & ~dead
             spare = live.bit_count() - max(observed_in(donor, step) or 0, donor.min_gpus)
@@ -148,7 +155,7 @@ class RealTime(Admission):
                 if d_spent + d_cost <= d_cap and spent + cost <= cap:
                     order.append((donor.id, g))
                     d_spent, spent, short, spare = d_spent + d_cost, spent + cost, short - 1, spare - 1
-        room = self.config.gpus - (self._running_mask() | dead).bit_count()
+        room = self.state.config.gpus - (running_mask(self.state.running) | dead).bit_count()
         if order and not self._floors_fit(app_id, order, room):  # the last taken go back first
             low, high = 0, len(order) - 1  # the longest prefix that fits: taking more only raises floors
             while low < high:
@@ -160,11 +167,13 @@ class RealTime(Admission):
         grant = sum(1 << g for _, g in order)
         for donor_id, g in order:
             if donor_id is not None:
-                donor = self.apps[donor_id]
-                self.apps[donor_id] = replace(donor, held=donor.held & ~(1 << g))
-        app = self.apps[app_id] = replace(app, held=app.held | grant, granted=app.granted | grant)
-        self.committed |= grant
-        given = {d: tuple(bits_of(self.apps[d].held)) for d in dict.fromkeys(d for d, _ in order if d is not None)}
+                donor = self.state.apps[donor_id]
+                self.state.apps[donor_id] = replace(donor, held=donor.held & ~(1 << g))
+        app = self.state.apps[app_id] = replace(app, held=app.held | grant, granted=app.granted | grant)
+        self.state.committed |= grant
+        given = {
+            d: tuple(bits_of(self.state.apps[d].held)) for d in dict.fromkeys(d for d, _ in order if d is not None)
+        }
         n, idle = grant.bit_count(), sum(1 for d, _ in order if d is None)
         still = min(wanted, ceiling) - (app.held & ~dead).bit_count()
         if app.latest is not None and app.latest[0] == step:
@@ -195,9 +204,9 @@ class RealTime(Admission):
         (each gives back the swap taking it cost), then, as its swap cap allows, those it did
         (each a swap again), highest first; none on a down or drained node. None when it needs
         them all, or nothing was given in the step."""
-        step, app = self.now - 1, self.apps.get(app_id)
+        step, app = self.state.now - 1, self.state.apps.get(app_id)
         wanted = None if app is None else self._needs(app)
-        dead = self.down | self.drained
+        dead = self.state.down | self.state.drained
         if app is None or wanted is None or not app.granted & app.held & ~dead:
             return None
         surplus = (app.held & ~dead).bit_count() - max(wanted, app.min_gpus)
@@ -210,8 +219,8 @@ class RealTime(Admission):
             freed, spent, surplus = freed | 1 << g, spent + cost, surplus - 1
         if not freed:
             return None
-        app = self.apps[app_id] = replace(app, held=app.held & ~freed, granted=app.granted & ~freed)
-        self.committed &= ~freed
+        app = self.state.apps[app_id] = replace(app, held=app.held & ~freed, granted=app.granted & ~freed)
+        self.state.committed &= ~freed
         reason = (
             f"observed demand {wanted} GPUs in step {step}: {freed.bit_count()} GPU{'s' * (freed.bit_count() != 1)} "
             "granted in the step handed back idle"
@@ -222,7 +231,7 @@ class RealTime(Admission):
         """GPUs `app` needs now in the committed step: its last observation, when it was made in
         that step or the step before (an observation holds until the next), else the largest one
         known ahead for that step; None: none."""
-        step = self.now - 1
+        step = self.state.now - 1
         if app.latest is not None and step - 1 <= app.latest[0] <= step:
             return app.latest[1]
         return app.observed.get(step)
@@ -231,17 +240,17 @@ class RealTime(Admission):
         """Would every app's floor at the next commit (`_next_floor`: what its swap cap makes it
         keep of its set then) fit in the `room` running work and unavailable nodes leave, were
         `app_id` to take the GPUs of `order` (idle ones, or a donor's)?"""
-        after = {a_id: a.held for a_id, a in self.apps.items()}
+        after = {a_id: a.held for a_id, a in self.state.apps.items()}
         for donor_id, g in order:
             after[app_id] = after[app_id] | 1 << g
             if donor_id is not None:
                 after[donor_id] &= ~(1 << g)
-        return sum(self._next_floor(a, after[a_id]) for a_id, a in self.apps.items()) <= room
+        return sum(next_floor(self.state, a, after[a_id]) for a_id, a in self.state.apps.items()) <= room
 
     def _swaps(self, app: AppSpec) -> tuple[int, int, int]:
         """(swap cap, the set it ended the previous step with, swaps spent in this step) of `app`;
         its first committed step is bound by no cap (R4 counts between steps)."""
-        cap = self.config.swap_cap if app.swap_cap is None else app.swap_cap
+        cap = self.state.config.swap_cap if app.swap_cap is None else app.swap_cap
         if app.before < 0:
-            return self.config.gpus, 0, 0
+            return self.state.config.gpus, 0, 0
         return cap, app.before, (app.held ^ app.before).bit_count()

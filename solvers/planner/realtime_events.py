@@ -29,10 +29,10 @@ def app_registered(pool: Pool, event: Event, now: datetime) -> list[Effect]:
         rps_per_gpu=p.rps_per_gpu,
         held=mask_of(p.current) if p.current is not None else -1,
     )
-    problem = _app_problem(pool, p) or planner.floor_problem(app)
+    problem = _app_problem(pool, p) or planner.realtime.floor_problem(app)
     if problem:
         return [Rejected(event.ref, problem)]
-    planner.register_app(app)
+    planner.realtime.register_app(app)
     return []
 
 
@@ -42,10 +42,10 @@ def traffic_observed(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     if app is None:
         return [Rejected(event.ref, f"app: {p.app!r} is not registered (app.registered comes first)")]
     step = pool.step_at(event.occurred_at)
-    planner.observe_traffic(p.app, step, p.gpus_needed(app.rps_per_gpu), p.load(app.rps_per_gpu))
+    planner.realtime.observe_traffic(p.app, step, p.gpus_needed(app.rps_per_gpu), p.load(app.rps_per_gpu))
     if step != planner.now - 1:  # not demand in the committed step
         return []
-    grant = planner.react(p.app) or planner.release(p.app)
+    grant = planner.realtime.react(p.app) or planner.realtime.release(p.app)
     return [] if grant is None else [Granted(grant)]
 
 

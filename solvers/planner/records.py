@@ -56,7 +56,7 @@ class JobSpec:
     requeue: bool = True
     features: Any = None  # the validated features, when the job gave them (its completion teaches the forecasters)
     forecast: JobForecast | None = None  # when its GPUs or duration were forecast
-    time_limit: int | None = None  # steps it may run from its start: failed at that boundary (`Planner.expire`)
+    time_limit: int | None = None  # steps it may run from its start: failed at that boundary (`Admission.expire`)
 
     def __post_init__(self) -> None:
         # planned to hold its GPUs no longer than its limit lets it run
@@ -138,9 +138,9 @@ class Commit:
 @dataclass(frozen=True)
 class Grant:
     """A real-time app's set changed within the committed step: GPUs given at once when its
-    observed demand exceeds what it holds (`Planner.react`: idle ones, and others apps held above
+    observed demand exceeds what it holds (`RealTime.react`: idle ones, and others apps held above
     their own demand), or GPUs so given handed back as idle when its demand falls again
-    (`Planner.release`). Published as a reactive commit of that step, which carries only the
+    (`RealTime.release`). Published as a reactive commit of that step, which carries only the
     sets it changes."""
 
     step: int

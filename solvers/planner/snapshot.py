@@ -126,14 +126,22 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
 
 
 def load_planner(
-    data: dict[str, Any], scheduler: Callable[[Problem], Schedule], forecast: ForecastSettings = ForecastSettings()
+    data: dict[str, Any],
+    scheduler: Callable[[Problem], Schedule],
+    forecast: ForecastSettings = ForecastSettings(),
+    by_arrival: bool = False,
+    replan_work: int = 0,
 ) -> Planner:
+    """The planner a snapshot holds, planning with the hot path given (`scheduler`, `by_arrival`,
+    `replan_work`: the run's settings, which a snapshot does not keep)."""
     planner = Planner(
         PoolConfig(*data["config"]),
         now=data["now"],
         scheduler=scheduler,
         forecasts=Forecasters.load(data["forecasters"], forecast),
         week_minute=data["week_minute"],
+        by_arrival=by_arrival,
+        replan_work=replan_work,
     )
     planner.queued = {job_id: _spec(job_id, job) for job_id, job in data["queued"].items()}
     planner.running = {
@@ -169,12 +177,17 @@ def dump_pool(pool: Pool) -> dict[str, Any]:
 
 
 def load_pool(data: dict[str, Any], pool: Pool) -> Pool:
-    """`pool` (fresh, with the agent's scheduler and clock settings) given the snapshot's state
-    (the snapshot message carries the `VERSION` it was written with)."""
+    """`pool` (fresh, with the agent's hot path and clock settings) given the snapshot's state, its
+    planner planning with that hot path (the snapshot message carries the `VERSION` it was
+    written with)."""
     try:
         pool.origin = datetime.fromisoformat(data["origin"]) if data["origin"] else None
         pool.passes = data["passes"]
-        pool.adopt_planner(load_planner(data["planner"], pool.scheduler, pool.forecast) if data["planner"] else None)
+        pool.planner = (
+            load_planner(data["planner"], pool.scheduler, pool.forecast, pool.by_arrival, pool.replan_work)
+            if data["planner"]
+            else None
+        )
     except (KeyError, TypeError, ValueError) as e:
         raise SnapshotError(f"snapshot: damaged ({type(e).__name__}: {e})") from None
     return pool

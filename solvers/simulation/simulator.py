@@ -12,7 +12,7 @@ the events and the options.
 Time within a step is what the agent sees: a step's commit is made at its start, with what
 arrived before it; a traffic observation stamped after the step began reaches the pool after that
 commit (the next commit plans with it), and may be met at once by a reactive grant of idle GPUs
-(`Planner.react`), which serves from the minute it came (`PolicyRun.grants`). Real-time service
+(`RealTime.react`), which serves from the minute it came (`PolicyRun.grants`). Real-time service
 and shortfall are counted in GPU-minutes over each step's pieces, against demand that holds each
 observation until the next (`Simulation.within`). Jobs keep the step they arrive
 in: one decided `start` runs from that step.
@@ -202,7 +202,7 @@ def _run(
                 _record(run, actual, ends, step, effect)
             i += 1
         for job_id in sorted(j for j, end in ends.items() if end <= step):
-            planner.complete(job_id, actual[job_id].actual_used if job_id in actual else None)
+            planner.admission.complete(job_id, actual[job_id].actual_used if job_id in actual else None)
             run.finished[job_id] = step
             del ends[job_id]
         for job_id in sorted(j for j, (at, _, _) in failing.items() if at <= step):

@@ -127,7 +127,7 @@ async def test_a_pass_that_cannot_be_published_fails_loudly_without_looping(kafk
             if got[("gpualloc_publish_failures_total", (("kind", "too_large"), ("pool", "default")))] >= 1:
                 break
             await asyncio.sleep(0.1)
-        assert agent.failure is not None
+        assert agent.readiness.failure is not None
         assert (await loop.run_in_executor(None, get, port, "/readyz"))[0] == 503
         assert got[("gpualloc_publish_failing", (("pool", "default"),))] == 1
         await asyncio.sleep(8)  # the retries come after 3 s, then 6 s: no loop
@@ -188,10 +188,10 @@ async def test_a_message_the_broker_refuses_aborts_the_pass_whole(kafka_bootstra
     try:
         await asyncio.wait_for(ready.wait(), 30)
         for _ in range(150):
-            if agent.failure is not None:
+            if agent.readiness.failure is not None:
                 break
             await asyncio.sleep(0.1)
-        assert agent.failure is not None and agent.stats.transactions == 0
+        assert agent.readiness.failure is not None and agent.stats.transactions == 0
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)
@@ -218,8 +218,9 @@ async def test_session_restarts_leave_no_solver_process(kafka_bootstrap, monkeyp
     async def flaky(self, consumer, producer):
         nonlocal passes
         passes += 1
-        if self.worker is not None and self.worker.busy and self.ahead is not None and passes % 3 == 0:
-            sessions.append((self.worker.pid, self.ahead.process.pid))
+        worker, ahead = self.boundaries.full_mode.worker, self.boundaries.ahead
+        if worker is not None and worker.busy and ahead is not None and passes % 3 == 0:
+            sessions.append((worker.pid, ahead.process.pid))
             raise KafkaConnectionError("the test took the broker away")
         await real_pass(self, consumer, producer)
 
@@ -310,7 +311,8 @@ async def test_full_mode_too_large_for_its_time_limit_is_skipped_said_once_and_i
             if agent.stats.commits >= 5:
                 break
             await asyncio.sleep(0.1)
-        assert agent.worker is not None and agent.worker.pid is None  # no process started for full mode
+        worker = agent.boundaries.full_mode.worker
+        assert worker is not None and worker.pid is None  # no process started for full mode
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)

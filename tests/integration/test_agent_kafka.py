@@ -169,7 +169,7 @@ async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
     # from there and skips the entries it holds), without waiting for its own entry's offset
     ledger = await read_offsets(kafka_bootstrap, topics.ledger)
     snapshots = [m["payload"] for m in await read_all(kafka_bootstrap, topics.state)]
-    assert snapshots and len(snapshots) <= len(commits) + len(ledger) // agent.settings.snapshot_every
+    assert snapshots and len(snapshots) <= len(commits) + len(ledger) // agent.setup.settings.snapshot_every
     for snap in snapshots:
         later = [offset for offset, m in ledger if m["payload"]["txn"] > snap["txn"]]
         assert not later or snap["ledger_next"] <= min(later)
@@ -177,7 +177,7 @@ async def test_a_compressed_day_through_the_broker(kafka_bootstrap, tmp_path):
     admin = clients.admin(kafka_bootstrap)
     await admin.start()
     try:
-        grouped = await admin.list_consumer_group_offsets(agent.group_id)
+        grouped = await admin.list_consumer_group_offsets(agent.setup.group_id)
     finally:
         await admin.close()
     jobs = TopicPartition(topics.jobs, 0)

@@ -25,15 +25,15 @@ from gpualloc.solvers.problem import Problem
 def planner(gpus: int, jobs: int, horizon: int) -> Planner:
     """An app, a few running jobs and a queue (as `planner_states.loaded_planner`, on any pool)."""
     p = Planner(PoolConfig(gpus=gpus, gpus_per_node=8, horizon=horizon, swap_cap=2))
-    p.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=8, profile=PROFILE))
+    p.realtime.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=8, profile=PROFILE))
     for k in range(jobs):
-        p.submit(
+        p.admission.submit(
             JobSpec(
                 f"j{k}", "training", 1 + (k * 5 + 2) % 9, [1, 2, 4, 8, 2, 1, 4][(k * 7 + 2) % 7], 1 + (k * 3 + 2) % 7, 0
             )
         )
         if k % 5 == 4:
-            p.tick()
+            p.boundary.tick()
     return p
 
 

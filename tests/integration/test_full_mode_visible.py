@@ -106,7 +106,7 @@ async def test_between_solves_due_every_few_steps_no_idle_solver_process_is_held
     solved, released, restarted = set(), False, False
     try:
         for _ in range(2400):  # a solve ends, its process goes, the next due step starts one again
-            worker, report = agent.worker, agent.dispatcher.full_mode_report
+            worker, report = agent.boundaries.full_mode.worker, agent.dispatcher.full_mode_report
             if worker is not None and report is not None and report.last is not None:
                 released = released or (not worker.busy and not worker.done and worker.pid is None)
                 restarted = restarted or (released and worker.busy and worker.solving not in solved)

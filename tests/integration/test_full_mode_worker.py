@@ -29,7 +29,7 @@ async def test_arrivals_are_decided_while_full_mode_solves_and_its_plan_is_adopt
         for k in range(40):
             if not worker.busy:
                 break
-            decision = planner.submit(JobSpec(f"late{k}", "training", 3, 1, 2, planner.now))
+            decision = planner.admission.submit(JobSpec(f"late{k}", "training", 3, 1, 2, planner.now))
             decided_while_busy += decision.job_id == f"late{k}"
             await asyncio.sleep(0.01)
         await worker.wait()
@@ -40,9 +40,9 @@ async def test_arrivals_are_decided_while_full_mode_solves_and_its_plan_is_adopt
     assert decided_while_busy > 0
     assert plan is not None and plan.made_at == planner.now
     assert ended is not None and ended.step == planner.now and ended.seconds > 0
-    adoption = planner.adopt(plan)
+    adoption = planner.adoption.adopt(plan)
     assert adoption.schedule is not None, adoption.reason
-    commit = planner.tick(adoption.schedule)
+    commit = planner.boundary.tick(adoption.schedule)
     assert commit.source == "milp"
     assert not check_plan(commit.window, to_grid(commit.window, commit.schedule))
 

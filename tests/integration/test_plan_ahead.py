@@ -35,15 +35,15 @@ RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0}
 
 def cut_and_plan(planner: Planner) -> None:
     """What the agent does before a boundary, the plan made here rather than in its process."""
-    planner.planned_ahead(hot_plan(planner.cut(), "heuristic", 0.05))
+    planner.boundary.planned_ahead(hot_plan(planner.boundary.cut(), "heuristic", 0.05))
 
 
 def test_with_nothing_since_the_cut_the_boundary_commits_the_plan_a_replan_would_make():
     planner = loaded_planner(jobs=30)
     replanned = copy.deepcopy(planner)
     cut_and_plan(planner)
-    assert planner.ahead_ready()
-    carried, fresh = planner.tick(), replanned.tick()
+    assert planner.boundary.ahead_ready()
+    carried, fresh = planner.boundary.tick(), replanned.boundary.tick()
     assert carried.schedule == fresh.schedule and carried.assignments == fresh.assignments
     assert planner.ahead is None  # a plan made ahead serves one boundary
 
@@ -61,7 +61,7 @@ def after_the_cut(planner: Planner, events: list[tuple[str, int]]) -> set[str]:
     for n, (kind, x) in enumerate(events):
         rng = random.Random(x)
         if kind == "arrive":
-            planner.submit(
+            planner.admission.submit(
                 JobSpec(
                     f"late{n}", "training", rng.randint(1, 9), rng.choice([1, 2, 4, 8]), rng.randint(1, 6), planner.now
                 )
@@ -69,13 +69,13 @@ def after_the_cut(planner: Planner, events: list[tuple[str, int]]) -> set[str]:
         elif kind in ("complete", "cancel") and (planner.running or planner.queued):
             ids = sorted(planner.running) + sorted(planner.queued)
             job_id = ids[x % len(ids)]
-            planner.complete(job_id) if kind == "complete" else planner.cancel(job_id)
+            planner.admission.complete(job_id) if kind == "complete" else planner.admission.cancel(job_id)
         elif kind in ("down", "drain", "up"):
-            planner.node_status(x % 2, {"drain": "drained"}.get(kind, kind))
+            planner.pool_changes.node_status(x % 2, {"drain": "drained"}.get(kind, kind))
         elif kind == "traffic" and "chat" in planner.apps:
-            planner.observe_traffic("chat", planner.now, 1 + x % 6)
+            planner.realtime.observe_traffic("chat", planner.now, 1 + x % 6)
         elif kind == "register":
-            planner.register_app(AppSpec("chat", priority=5, min_gpus=1 + x % 2, max_gpus=8))
+            planner.realtime.register_app(AppSpec("chat", priority=5, min_gpus=1 + x % 2, max_gpus=8))
         elif kind == "limit" and planner.running:  # a running job whose time limit is up at the boundary
             job_id = sorted(planner.running)[x % len(planner.running)]
             r = planner.running[job_id]
@@ -94,9 +94,10 @@ def test_the_carried_plan_is_legal_and_keeps_every_start_whatever_happened_since
     cut_and_plan(planner)
     running = dict(planner.running)
     started = after_the_cut(planner, events)
-    expired = {spec.id for spec in planner.expire()}  # the boundary fails them before it plans (`Pool.commit`)
+    # the boundary fails them before it plans (`Pool.commit`)
+    expired = {spec.id for spec in planner.admission.expire()}
     held = {job_id: r.mask for job_id, r in planner.running.items()}
-    commit = planner.tick()
+    commit = planner.boundary.tick()
     assert not check_plan(commit.window, to_grid(commit.window, commit.schedule))
     for job_id in held:  # every start given, before the cut or after, runs on as decided
         assert commit.schedule.batch[job_id] == (0, held[job_id])
@@ -112,8 +113,8 @@ def test_jobs_that_arrived_after_the_cut_are_inserted_into_the_carried_plan():
     planner = loaded_planner(jobs=6)
     cut_and_plan(planner)
     for k in range(4):
-        planner.submit(JobSpec(f"late{k}", "training", 9, 1, 1, planner.now))
-    problem, carried = planner.boundary_plan()
+        planner.admission.submit(JobSpec(f"late{k}", "training", 9, 1, 1, planner.now))
+    problem, carried = planner.boundary.boundary_plan()
     assert {f"late{k}" for k in range(4)} <= set(carried.batch)
     assert not check_plan(problem, to_grid(problem, carried))
 
@@ -122,10 +123,10 @@ def test_an_app_changed_since_the_cut_makes_the_boundary_replan():
     planner = loaded_planner(jobs=10)
     cut_and_plan(planner)
     ahead = planner.ahead
-    planner.register_app(AppSpec("search", priority=4, min_gpus=2, max_gpus=4))
+    planner.realtime.register_app(AppSpec("search", priority=4, min_gpus=2, max_gpus=4))
     assert carry_over(planner.window_problem(), ahead) is None  # the plan made ahead cannot be carried...
-    assert planner.ahead is None and not planner.ahead_ready()  # ...so the cut is dropped: nothing to wait for
-    commit = planner.tick()  # a fresh plan, with the new app's floor
+    assert planner.ahead is None and not planner.boundary.ahead_ready()  # ...so the cut is dropped: nothing to wait for
+    commit = planner.boundary.tick()  # a fresh plan, with the new app's floor
     assert len(commit.assignments["search"]) >= 2
 
 
@@ -134,16 +135,16 @@ def test_a_node_down_since_the_cut_takes_none_of_the_boundary_plan():
     cut_and_plan(planner)
     node = (1 << 16) - (1 << 8)
     assert any(mask & node for job_id, (_, mask) in planner.ahead.schedule.batch.items() if job_id in planner.queued)
-    planner.node_status(1, "down")
+    planner.pool_changes.node_status(1, "down")
     queued = set(planner.queued)
-    commit = planner.tick()
+    commit = planner.boundary.tick()
     assert not check_plan(commit.window, to_grid(commit.window, commit.schedule))
     assert not any(mask & node for job_id, (_, mask) in commit.schedule.batch.items() if job_id in queued)
 
 
 def test_a_plan_made_in_a_solver_process_is_the_one_made_here():
     planner = loaded_planner(jobs=40)
-    problem = planner.cut()
+    problem = planner.boundary.cut()
 
     async def made_elsewhere():
         process = SolveProcess()
@@ -200,7 +201,7 @@ def test_the_agent_cuts_once_a_lead_before_the_boundary_and_drops_a_plan_made_to
             assert ahead.launch(d, T0)
             await ahead.process.wait()
             ahead.deliver(d)
-            assert d.interpreter.planner.ahead_ready() and (ahead.made, ahead.late) == (1, 1)
+            assert d.interpreter.planner.boundary.ahead_ready() and (ahead.made, ahead.late) == (1, 1)
             assert 0.05 <= ahead.lead_s < 60  # a few times the plan's own wall time
         finally:
             ahead.close()
@@ -233,7 +234,7 @@ def test_a_boundary_waits_for_its_plan_while_it_is_made_and_a_quarter_step_at_mo
         assert not ahead.awaited(d, boundary, step, boundary + LEAD_SHARE * step)  # then it replans
         await ahead.process.wait()
         ahead.deliver(d)
-        assert d.interpreter.planner.ahead_ready() and not ahead.awaited(d, boundary, step, boundary)  # made: commit
+        assert d.interpreter.ahead_ready() and not ahead.awaited(d, boundary, step, boundary)  # made: commit
 
     warmed(body)
 
@@ -242,11 +243,11 @@ def test_a_cut_replayed_without_its_plan_is_planned_by_the_live_agent_and_carrie
     async def body(ahead: PlanAhead, d: Dispatcher) -> None:
         assert not ahead.resume(d)  # no cut
         d.cut(T0)  # as a replay leaves it: the cut, not its plan
-        assert d.interpreter.planner.ahead.problem is not None and not d.interpreter.planner.ahead_ready()
+        assert d.interpreter.planner.ahead.problem is not None and not d.interpreter.planner.boundary.ahead_ready()
         assert ahead.resume(d) and not ahead.resume(d)  # one plan at a time
         await ahead.process.wait()
         ahead.deliver(d)
-        assert d.interpreter.planner.ahead_ready() and ahead.made == 1 and ahead.plan_s > 0
+        assert d.interpreter.planner.boundary.ahead_ready() and ahead.made == 1 and ahead.plan_s > 0
 
     warmed(body)
 

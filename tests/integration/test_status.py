@@ -67,11 +67,13 @@ def test_the_summary_sums_each_group_of_nodes_up_and_merges_groups_alike():
 
 def test_the_view_tells_each_queued_job_its_promised_start_and_why():
     planner = Planner(PoolConfig(gpus=8, gpus_per_node=4, horizon=6))
-    planner.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=4))
-    planner.observe_traffic("chat", 0, 2)
-    first = planner.submit_all([JobSpec("big", "training", 9, 4, 3, 0), JobSpec("wide", "training", 1, 8, 2, 0)])
+    planner.realtime.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=4))
+    planner.realtime.observe_traffic("chat", 0, 2)
+    first = planner.admission.submit_all(
+        [JobSpec("big", "training", 9, 4, 3, 0), JobSpec("wide", "training", 1, 8, 2, 0)]
+    )
     assert [d.action for d in first] == ["start", "queued"]
-    commit = planner.tick()
+    commit = planner.boundary.tick()
     planner.drained = 0b11110000  # node 1 drained after the commit
     reports = [
         {
@@ -119,16 +121,16 @@ def test_the_view_tells_each_queued_job_its_promised_start_and_why():
 
 def test_the_queue_reads_each_jobs_promise_from_the_latest_commits_plan():
     planner = Planner(PoolConfig(gpus=16, gpus_per_node=8, horizon=6))
-    planner.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=4))
-    planner.submit_all(
+    planner.realtime.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=4))
+    planner.admission.submit_all(
         [
             JobSpec("a", "training", 9, 8, 3, 0),
             JobSpec("b", "training", 2, 8, 2, 0),
             JobSpec("c", "training", 1, 16, 2, 0),
         ]
     )
-    planner.tick()
-    planner.submit_all([JobSpec("late", "training", 1, 16, 1, 1)])
+    planner.boundary.tick()
+    planner.admission.submit_all([JobSpec("late", "training", 1, 16, 1, 1)])
     plan = {
         "gpus": 16,
         "steps": 6,
@@ -157,7 +159,7 @@ def test_the_queue_reads_each_jobs_promise_from_the_latest_commits_plan():
 
 def test_the_text_lists_the_first_jobs_and_says_how_many_more():
     planner = Planner(PoolConfig(gpus=8, gpus_per_node=4, horizon=6))
-    planner.submit_all([JobSpec(f"j{k}", "training", 1, 8, 2, 0) for k in range(SHOWN + 6)])  # one starts
+    planner.admission.submit_all([JobSpec(f"j{k}", "training", 1, 8, 2, 0) for k in range(SHOWN + 6)])  # one starts
     text = "\n".join(lines(view("p", planner, None, [])))
     assert f"queue ({SHOWN + 5}, 0 planned in the window):" in text and "  ... and 5 more (`--all` lists all)" in text
     assert text.count("GPUs x 2  priority 1") == SHOWN
@@ -174,7 +176,7 @@ def _at_the_limits() -> tuple[Planner, dict]:
     holders: dict[str, list[list[int]]] = {}
     for k in range(LIMITS.apps):
         app = AppSpec(name(k, "app"), priority=5, min_gpus=2, max_gpus=2)
-        planner.register_app(app)
+        planner.realtime.register_app(app)
         g = LIMITS.gpus - 2 * (k + 1)
         planner.apps[app.id] = replace(planner.apps[app.id], held=0b11 << g)
         holders[app.id] = [[g, g + 2, 0, LIMITS.horizon]]

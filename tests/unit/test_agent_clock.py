@@ -11,6 +11,7 @@ import orjson
 
 from gpualloc.agent.service.agent_service import AgentService
 from gpualloc.agent.service.clock import Clock
+from gpualloc.agent.service.outbox import Output
 from gpualloc.bus.topics import Record
 from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 
@@ -51,12 +52,17 @@ def configured(catch_up: int = 4) -> AgentService:
     return agent
 
 
+def commits_due(agent: AgentService, now: datetime) -> list[Output]:
+    """What a pass at `now` commits."""
+    return agent.boundaries.commit_due(agent.dispatcher, now, agent.setup, agent.snapshots)
+
+
 def test_a_pool_far_behind_its_clock_catches_up_a_few_steps_a_pass(caplog):
     agent = configured(catch_up=4)
     late = T0 + timedelta(seconds=10 * 50 + 1)  # 51 steps are due (0..50)
     with caplog.at_level(logging.WARNING, logger="gpualloc.agent"):
         passes = []
-        while commits := agent._boundaries(late):
+        while commits := commits_due(agent, late):
             passes.append([c.message["payload"]["step"] for c in commits])
     assert passes[0] == [0, 1, 2, 3] and all(len(p) <= 4 for p in passes)
     assert [s for p in passes for s in p] == list(range(51))  # every step once, in order
@@ -65,7 +71,7 @@ def test_a_pool_far_behind_its_clock_catches_up_a_few_steps_a_pass(caplog):
 
 def test_after_the_clock_went_back_nothing_is_committed_until_the_next_step_starts():
     agent = configured()
-    assert len(agent._boundaries(T0 + timedelta(seconds=25))) == 3  # steps 0, 1, 2
+    assert len(commits_due(agent, T0 + timedelta(seconds=25))) == 3  # steps 0, 1, 2
     earlier = T0 + timedelta(seconds=5)  # a restart found the wall clock 20 s back
-    assert agent._boundaries(earlier) == [] and agent._boundaries(T0 + timedelta(seconds=29)) == []
-    assert [c.message["payload"]["step"] for c in agent._boundaries(T0 + timedelta(seconds=30))] == [3]
+    assert commits_due(agent, earlier) == [] and commits_due(agent, T0 + timedelta(seconds=29)) == []
+    assert [c.message["payload"]["step"] for c in commits_due(agent, T0 + timedelta(seconds=30))] == [3]

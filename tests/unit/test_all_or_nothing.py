@@ -191,7 +191,7 @@ def test_a_failed_pass_at_the_contracts_limits_changes_nothing():
     for a in range(64):
         pool.apply([ev("app.registered", {"id": f"app-{a}", "priority": 5, "min_gpus": 1, "max_gpus": 16})], T0)
         for h in range(0, 168, 24):
-            planner.observe_traffic(f"app-{a}", h, 2, 2.5)
+            planner.realtime.observe_traffic(f"app-{a}", h, 2, 2.5)
     rng = random.Random(0)
     for k in range(10_000):
         job_id = f"{'q' * 190}{k:010d}"

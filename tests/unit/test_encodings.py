@@ -29,6 +29,7 @@ from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.planner import Planner
+from gpualloc.solvers.planner.pool_state import plan_busy
 from gpualloc.solvers.planner.records import AppSpec, FullModePlan, JobSpec, PoolConfig, Running
 from gpualloc.solvers.planner.snapshot import dump_planner, dump_pool, dump_schedule, load_planner, load_schedule
 from gpualloc.solvers.policies.fifo import fifo_schedule
@@ -114,7 +115,7 @@ def test_an_app_above_gpu_63_is_snapshotted_and_restored():
 
 def test_an_app_never_committed_keeps_held_minus_one_and_version_2_forms_read():
     planner = Planner(PoolConfig(gpus=128, gpus_per_node=8, horizon=4), scheduler=heuristic_schedule)
-    planner.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=4))
+    planner.realtime.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=4))
     planner.busy = [0xFF, 0xFF, 1 << 127, 0]
     data = orjson.loads(orjson.dumps(dump_planner(planner)))
     assert data["busy"] == [[2, "ff"], [1, format(1 << 127, "x")], [1, "0"]]  # runs of equal steps
@@ -266,7 +267,7 @@ def limits_planner(seed: int = 0) -> Planner:
     p.forecasts.jobs = largest_job_forecaster(seed)
     p.down, p.drained = 0xFF << 800, 0xFFFF << 1600
     p.committed = (1 << gpus) - 1 - p.down
-    p.busy = p._plan_busy(Schedule(), 0)
+    p.busy = plan_busy(p, Schedule(), 0)
     return p
 
 

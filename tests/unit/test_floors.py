@@ -90,8 +90,8 @@ def test_every_commit_keeps_every_registered_floor(gpus, node, horizon, passes, 
                 limits[e.ref[1]] = (e.ref[2], max(e.ref[2], 8), planner.config.swap_cap)
         assert all(e.decision.action != "rejected" for e in effects if isinstance(e, Decided))
         if boundary == "ahead":
-            problem = planner.cut()
-            planner.planned_ahead(planner.scheduler(problem))
+            problem = planner.boundary.cut()
+            planner.boundary.planned_ahead(planner.scheduler(problem))
         if boundary != "none":
             commits.append(pool.commit().commit)
             bounds.append(dict(limits))

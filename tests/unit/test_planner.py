@@ -18,7 +18,7 @@ def run(days_steps: int = 48, seed: int = 5):
     """A compressed trace: arrivals, early and late completions, one app with a daily profile."""
     rng = random.Random(seed)
     planner = Planner(CONFIG)
-    planner.register_app(AppSpec("chat", priority=6, min_gpus=1, max_gpus=6, profile=PROFILE))
+    planner.realtime.register_app(AppSpec("chat", priority=6, min_gpus=1, max_gpus=6, profile=PROFILE))
     decisions, commits, ends = [], [], {}
     for step in range(days_steps):
         for _ in range(rng.choice([0, 1, 1, 2])):
@@ -30,15 +30,15 @@ def run(days_steps: int = 48, seed: int = 5):
                 rng.randint(1, 8),
                 step,
             )
-            decisions.append(planner.submit(job))
-        commit = planner.tick()
+            decisions.append(planner.admission.submit(job))
+        commit = planner.boundary.tick()
         commits.append(commit)
         for job_id in commit.started:
             spec = planner.running[job_id].spec
             ends[job_id] = step + max(1, spec.duration + rng.choice([-2, -1, 0, 0, 1, 3]))
         for job_id, end in list(ends.items()):
             if end <= step + 1:
-                planner.complete(job_id)
+                planner.admission.complete(job_id)
                 del ends[job_id]
     return decisions, commits
 
@@ -64,29 +64,29 @@ def test_same_events_give_the_same_decisions_and_commits():
 
 def test_a_job_too_big_for_the_pool_is_rejected_with_the_rule():
     planner = Planner(CONFIG)
-    decision = planner.submit(JobSpec("huge", "training", 5, 32, 3, 0))
+    decision = planner.admission.submit(JobSpec("huge", "training", 5, 32, 3, 0))
     assert decision.action == "rejected" and "gpus" in decision.reason and "huge" not in planner.queued
 
 
 def test_a_waiting_job_is_told_who_holds_its_block():
     planner = Planner(PoolConfig(gpus=8, horizon=12))
-    assert planner.submit(JobSpec("big", "training", 9, 8, 5, 0)).action == "start"
-    planner.tick()
-    decision = planner.submit(JobSpec("next", "training", 5, 4, 2, 1))
+    assert planner.admission.submit(JobSpec("big", "training", 9, 8, 5, 0)).action == "start"
+    planner.boundary.tick()
+    decision = planner.admission.submit(JobSpec("next", "training", 5, 4, 2, 1))
     assert decision.action == "planned" and decision.start_step == 5
     assert "big (priority 9) until step 5" in decision.reason
 
 
 def test_a_down_node_fails_and_requeues_its_jobs():
     planner = Planner(PoolConfig(gpus=16, gpus_per_node=8, horizon=12))
-    planner.submit(JobSpec("a", "training", 5, 8, 10, 0))
-    planner.submit(JobSpec("b", "training", 5, 8, 10, 0))
-    planner.tick()
+    planner.admission.submit(JobSpec("a", "training", 5, 8, 10, 0))
+    planner.admission.submit(JobSpec("b", "training", 5, 8, 10, 0))
+    planner.boundary.tick()
     mask = planner.running["a"].mask
     node = ((mask & -mask).bit_length() - 1) // 8
-    failed = planner.node_status(node, "down")
+    failed = planner.pool_changes.node_status(node, "down")
     assert failed == ["a"] and "a" in planner.queued
-    commit = planner.tick()
+    commit = planner.boundary.tick()
     down_gpus = set(range(node * 8, node * 8 + 8))
     assert not any(set(g) & down_gpus for g in commit.assignments.values())
     assert "a" not in commit.assignments  # no room left: b keeps the other node
@@ -94,14 +94,14 @@ def test_a_down_node_fails_and_requeues_its_jobs():
 
 def test_a_drained_node_keeps_its_running_work_and_takes_no_new_work():
     planner = Planner(PoolConfig(gpus=16, gpus_per_node=8, horizon=12))
-    planner.submit(JobSpec("a", "training", 5, 2, 10, 0))
-    planner.tick()
+    planner.admission.submit(JobSpec("a", "training", 5, 2, 10, 0))
+    planner.boundary.tick()
     mask = planner.running["a"].mask
     node = ((mask & -mask).bit_length() - 1) // 8
-    assert planner.node_status(node, "drained") == []
+    assert planner.pool_changes.node_status(node, "drained") == []
     for i in range(3):
-        planner.submit(JobSpec(f"n{i}", "training", 5, 2, 4, 1))
-    commit = planner.tick()
+        planner.admission.submit(JobSpec(f"n{i}", "training", 5, 2, 4, 1))
+    commit = planner.boundary.tick()
     drained = set(range(node * 8, node * 8 + 8))
     assert set(commit.assignments["a"]) <= drained
     assert all(not set(commit.assignments[f"n{i}"]) & drained for i in range(3))
@@ -111,15 +111,15 @@ def test_gpus_freed_mid_step_are_planned_for_the_boundary_not_started_at_once():
     """A node agent binds a `start` at once, so `start` needs GPUs idle in the committed step;
     GPUs a job frees mid-step go to a new arrival from the next boundary (`planned`)."""
     planner = Planner(PoolConfig(gpus=4, horizon=6))
-    planner.submit(JobSpec("big", "training", 5, 4, 3, 0))
-    planner.tick()
-    planner.complete("big")  # exits mid-step: its GPUs stay bound until the next commit
-    decision = planner.submit(JobSpec("next", "training", 5, 4, 2, planner.now))
+    planner.admission.submit(JobSpec("big", "training", 5, 4, 3, 0))
+    planner.boundary.tick()
+    planner.admission.complete("big")  # exits mid-step: its GPUs stay bound until the next commit
+    decision = planner.admission.submit(JobSpec("next", "training", 5, 4, 2, planner.now))
     assert decision.action == "planned" and decision.start_step == planner.now, decision
     assert "free up at the boundary" in decision.reason
-    commit = planner.tick()
+    commit = planner.boundary.tick()
     assert commit.started == ("next",)
-    late = planner.submit_all(
+    late = planner.admission.submit_all(
         [JobSpec("a", "training", 1, 4, 1, planner.now), JobSpec("a", "training", 1, 4, 1, planner.now)]
     )
     assert late[1].action == "rejected" and "already queued" in late[1].reason
@@ -129,16 +129,16 @@ def test_a_node_going_down_under_the_floors_lowers_them_instead_of_failing():
     """A running job holds node 0 and node 1 goes down: no GPU is left for the app's floor of 2.
     The planner plans anyway (the app takes the shortfall) and raises it again when GPUs return."""
     planner = Planner(PoolConfig(gpus=16, gpus_per_node=8, horizon=6))
-    planner.register_app(AppSpec("chat", priority=3, min_gpus=2, max_gpus=4, profile=[2] * 24))
-    planner.submit(JobSpec("big", "training", 9, 8, 20, 0))
-    planner.tick()
+    planner.realtime.register_app(AppSpec("chat", priority=3, min_gpus=2, max_gpus=4, profile=[2] * 24))
+    planner.admission.submit(JobSpec("big", "training", 9, 8, 20, 0))
+    planner.boundary.tick()
     node_of_big = (planner.running["big"].mask.bit_length() - 1) // 8
-    planner.node_status(1 - node_of_big, "down")  # the other node
-    commit = planner.tick()
+    planner.pool_changes.node_status(1 - node_of_big, "down")  # the other node
+    commit = planner.boundary.tick()
     assert commit.assignments.get("chat", ()) == () and "big" in commit.assignments
     assert [a.min_gpus for a in commit.window.realtime] == [0]
-    planner.node_status(0, "up")
-    planner.node_status(1, "up")
+    planner.pool_changes.node_status(0, "up")
+    planner.pool_changes.node_status(1, "up")
     assert [a.min_gpus for a in planner.window_problem().realtime] == [2]
 
 
@@ -149,10 +149,10 @@ def test_draining_the_node_under_an_app_moves_the_app_instead_of_failing():
     rng = random.Random(0)
     planner = Planner(PoolConfig(gpus=64, gpus_per_node=8, horizon=24))
     for app in ("a", "b"):
-        planner.register_app(AppSpec(app, priority=5, min_gpus=1, max_gpus=8))
+        planner.realtime.register_app(AppSpec(app, priority=5, min_gpus=1, max_gpus=8))
     commits, drained = [], None
     for step in range(8):
-        planner.submit_all(
+        planner.admission.submit_all(
             [
                 JobSpec(
                     f"j{step}-{k}",
@@ -166,11 +166,11 @@ def test_draining_the_node_under_an_app_moves_the_app_instead_of_failing():
             ]
         )
         for app in ("a", "b"):
-            planner.observe_traffic(app, planner.now, rng.randint(0, 8))
-        commits.append(planner.tick())
+            planner.realtime.observe_traffic(app, planner.now, rng.randint(0, 8))
+        commits.append(planner.boundary.tick())
         if step == 1:
             drained = commits[-1].assignments["a"][0] // 8
-            planner.node_status(drained, "drained")
+            planner.pool_changes.node_status(drained, "drained")
     assert any(g // 8 == drained for g in commits[1].assignments["a"])
     assert not any(g // 8 == drained for g in commits[-1].assignments["a"])
     held = {job_id for c in commits[:2] for job_id in c.assignments}
@@ -203,7 +203,7 @@ def test_a_refusal_names_the_pool_and_the_app_floors_it_keeps():
         assert "no count of the pool's 32 GPUs holds the job" in str(alone)
     else:
         raise AssertionError("a 14B full fine-tuning without sharding was given GPUs")
-    planner.register_app(AppSpec("rt-0", priority=6, min_gpus=2, max_gpus=8))
+    planner.realtime.register_app(AppSpec("rt-0", priority=6, min_gpus=2, max_gpus=8))
     try:
         planner.size_job("training", unsharded, None, None)
     except SizeError as beside:
@@ -224,11 +224,11 @@ def _drained_with_a_job_ending(scheduler=None):
         PoolConfig(gpus=32, gpus_per_node=8, horizon=12, swap_cap=2), scheduler=scheduler or heuristic_schedule
     )
     for job_id in ("long-0", "pretrain-b", "long-2", "long-3"):  # inserted lowest GPUs first
-        planner.submit(JobSpec(job_id, "training", 9, 8, {"pretrain-b": 4, "long-3": 6}.get(job_id, 40), 0))
-    planner.tick()
+        planner.admission.submit(JobSpec(job_id, "training", 9, 8, {"pretrain-b": 4, "long-3": 6}.get(job_id, 40), 0))
+    planner.boundary.tick()
     assert planner.running["pretrain-b"].mask == 0xFF00, "pretrain-b runs on node 1"
-    planner.node_status(1, "drained")
-    decisions = [planner.submit(JobSpec(f"sft-{k}", "training", 5, 8, 2, 1)) for k in range(3)]
+    planner.pool_changes.node_status(1, "drained")
+    decisions = [planner.admission.submit(JobSpec(f"sft-{k}", "training", 5, 8, 2, 1)) for k in range(3)]
     return planner, decisions
 
 
@@ -244,7 +244,7 @@ def test_a_drained_node_takes_no_new_work_once_its_running_job_ends():
         planner, decisions = _drained_with_a_job_ending(scheduler)
         assert all(not set(d.gpus) & set(range(8, 16)) for d in decisions), decisions
         for _ in range(6):  # pretrain-b's end (step 4) and after
-            commit = planner.tick()
+            commit = planner.boundary.tick()
             assert not check_plan(commit.window, to_grid(commit.window, commit.schedule))
             for job_id, (_, _, mask) in batch_spans(commit.window, commit.schedule).items():
                 if job_id in planner.queued or job_id in commit.started:

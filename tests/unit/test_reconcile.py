@@ -38,17 +38,17 @@ def test_an_unchanged_window_gets_the_plan_back():
 def test_a_better_plan_is_adopted_over_a_weaker_hot_path():
     planner = loaded(scheduler=fifo_schedule)
     plan = offer(planner)
-    adoption = planner.adopt(plan)
+    adoption = planner.adoption.adopt(plan)
     assert adoption.schedule is not None, adoption.reason
     assert adoption.objective > adoption.hot_objective
-    commit = planner.tick(adoption.schedule)
+    commit = planner.boundary.tick(adoption.schedule)
     assert commit.source == "milp"
     assert not check_plan(commit.window, to_grid(commit.window, commit.schedule))
 
 
 def test_a_plan_no_better_than_the_hot_path_is_declined():
     planner = loaded()
-    adoption = planner.adopt(offer(planner))
+    adoption = planner.adoption.adopt(offer(planner))
     assert adoption.schedule is None and "no better than the hot path" in adoption.reason
 
 
@@ -56,8 +56,8 @@ def test_a_stale_plan_is_declined():
     planner = loaded(scheduler=fifo_schedule)
     plan = offer(planner)
     for _ in range(CONFIG.horizon):
-        planner.tick()
-    adoption = planner.adopt(plan)
+        planner.boundary.tick()
+    adoption = planner.adoption.adopt(plan)
     assert adoption.schedule is None and "window is at step" in adoption.reason
 
 
@@ -65,9 +65,9 @@ def test_arrivals_and_departures_since_the_snapshot_are_reconciled():
     planner = loaded(scheduler=fifo_schedule)
     plan = offer(planner)
     gone = sorted(planner.queued)[0]
-    planner.cancel(gone)
-    planner.submit(JobSpec("late", "training", 9, 2, 2, planner.now))
-    adoption = planner.adopt(plan)
+    planner.admission.cancel(gone)
+    planner.admission.submit(JobSpec("late", "training", 9, 2, 2, planner.now))
+    adoption = planner.adoption.adopt(plan)
     assert adoption.schedule is not None, adoption.reason
     assert gone not in adoption.schedule.batch
     assert "late" in adoption.schedule.batch  # the new arrival is packed around the kept blocks
@@ -87,12 +87,12 @@ def test_reconciled_candidates_that_pass_are_legal_commits(jobs, seed, ticks, ar
     planner = loaded(jobs=jobs, seed=seed)
     plan = offer(planner, effort=1.0)
     for _ in range(ticks):
-        planner.tick()
+        planner.boundary.tick()
     for k in range(arrivals):
-        planner.submit(JobSpec(f"new{k}", "training", 2 + k, [1, 2, 4][k % 3], 1 + k, planner.now))
-    planner.observe_traffic("chat", planner.now, traffic)
-    adoption = planner.adopt(plan)
-    commits = [planner.tick(adoption.schedule)] + [planner.tick() for _ in range(3)]
+        planner.admission.submit(JobSpec(f"new{k}", "training", 2 + k, [1, 2, 4][k % 3], 1 + k, planner.now))
+    planner.realtime.observe_traffic("chat", planner.now, traffic)
+    adoption = planner.adoption.adopt(plan)
+    commits = [planner.boundary.tick(adoption.schedule)] + [planner.boundary.tick() for _ in range(3)]
     for commit in commits:
         assert not check_plan(commit.window, to_grid(commit.window, commit.schedule))
     chat = [set(c.assignments["chat"]) for c in commits]

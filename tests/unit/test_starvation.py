@@ -19,13 +19,13 @@ def flooded(bound: int | None, steps: int = 30) -> tuple[Planner, list]:
     """An 8-GPU pool held for a step, a low-priority whole-pool job behind it, then every step a
     high-priority one."""
     planner = Planner(PoolConfig(gpus=8, gpus_per_node=8, horizon=12, starvation_steps=bound))
-    planner.submit(JobSpec("first", "training", 9, 8, 1, 0))
-    planner.submit(JobSpec("low", "training", 1, 8, 2, 0))
+    planner.admission.submit(JobSpec("first", "training", 9, 8, 1, 0))
+    planner.admission.submit(JobSpec("low", "training", 1, 8, 2, 0))
     commits = []
     for step in range(steps):
         finish(planner)
-        planner.submit(JobSpec(f"high-{step}", "training", 9, 8, 1, planner.now))
-        commits.append(planner.tick())
+        planner.admission.submit(JobSpec(f"high-{step}", "training", 9, 8, 1, planner.now))
+        commits.append(planner.boundary.tick())
     return planner, commits
 
 
@@ -33,7 +33,7 @@ def finish(planner: Planner) -> None:
     """Complete the running jobs whose time is up, as their platform would."""
     for job_id, r in list(planner.running.items()):
         if planner.now >= r.start + r.spec.duration:
-            planner.complete(job_id)
+            planner.admission.complete(job_id)
 
 
 def starved() -> Planner:
@@ -83,7 +83,7 @@ def test_full_mode_may_not_start_a_starving_job_later_than_the_hot_path():
     _, hot = planner.plan()
     assert hot.batch["low"][0] == 0
     later = Schedule({"high-0": (0, 0xFF), "low": (1, 0xFF)}, {})  # legal, and worth more to the contract
-    adoption = planner.adopt(FullModePlan(planner.now, later, objective=1e9))
+    adoption = planner.adoption.adopt(FullModePlan(planner.now, later, objective=1e9))
     assert adoption.schedule is None and "starving job 'low'" in adoption.reason
 
 
@@ -97,12 +97,12 @@ def test_plans_with_the_bound_are_legal_and_every_job_runs(bound, jobs, seed):
     planner = Planner(PoolConfig(gpus=8, gpus_per_node=4, horizon=8, starvation_steps=bound))
     commits = []
     for k, (priority, gpus, duration) in enumerate(jobs):
-        planner.submit(JobSpec(f"j{k}", "training", priority, gpus, duration, planner.now))
+        planner.admission.submit(JobSpec(f"j{k}", "training", priority, gpus, duration, planner.now))
         if (seed >> k) & 1:
-            commits.append(planner.tick())
+            commits.append(planner.boundary.tick())
     while (planner.queued or planner.running) and len(commits) < 200:
         finish(planner)
-        commits.append(planner.tick())
+        commits.append(planner.boundary.tick())
     assert not planner.queued
     for commit in commits:
         assert check_plan(commit.window, to_grid(commit.window, commit.schedule)) == []

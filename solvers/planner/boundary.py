@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.admission import Admission
-from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over
+from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over, first_needs
 from gpualloc.solvers.planner.headroom import displaced_value
 from gpualloc.solvers.planner.keep_held import keep_held
 from gpualloc.solvers.planner.pool_state import PlannerState, plan_busy
@@ -39,7 +39,9 @@ class Boundary:
         the problem to solve with the hot path's scheduler, its plan handed back by `planned_ahead`."""
         window = self.state.window_problem()
         problem = self.state.scheduling_problem(window)
-        self.state.ahead = Ahead(self.state.now, frozenset(self.state.queued), app_rules(window), problem)
+        self.state.ahead = Ahead(
+            self.state.now, frozenset(self.state.queued), app_rules(window), problem, needs=first_needs(window)
+        )
         return problem
 
     def planned_ahead(self, schedule: Schedule) -> None:

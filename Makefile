@@ -1,6 +1,6 @@
 # Bootstrap .venv once (again whenever pyproject.toml changes), then run the demo or the tests.
 #   make demo   -> bench on the bundled scenarios + Gantt SVGs in demo-out/
-#   make check  -> the fast tier: no broker, no Docker, nothing slow (well under a minute)
+#   make check  -> the fast tier: no broker, no Docker, nothing slow, a tenth of the property examples (under a minute)
 #   make test   -> the pytest suite, every tier
 #   make native -> rebuild the compiled heuristic (solvers/native) now
 #   make lint   -> ruff (lint and format check), mypy and the layer contracts; settings in pyproject.toml
@@ -36,7 +36,7 @@ demo: $(STAMP)
 	$(VENV)/bin/gpualloc demo
 
 check: $(STAMP)
-	$(VENV)/bin/python -m pytest -m "not kafka and not docker and not slow"
+	$(VENV)/bin/python -m pytest -m "not kafka and not docker and not slow" --hypothesis-profile=check
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest

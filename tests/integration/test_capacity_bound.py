@@ -13,6 +13,7 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 
 from gpualloc.benchmarks import DATA_DIR
 from gpualloc.generators.scenarios import generate_scenario
@@ -37,7 +38,7 @@ def test_it_is_never_below_the_best_known_plan(name):
     assert capacity_bound(bundled(name)) >= BEST_KNOWN[name]["objective"] - 1e-4  # stored to 4 decimals
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     gpus=st.sampled_from([8, 16, 24, 32]),
     jobs=st.integers(1, 30),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from gpualloc.agent.cli import main
 from gpualloc.benchmarks import DATA_DIR
 from gpualloc.benchmarks.forecast_bench import GENERATORS, run_forecast_bench
@@ -14,6 +16,7 @@ from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.settings import ForecastSettings
 
 
+@pytest.mark.slow
 def test_a_generator_is_scored_against_its_own_noise_floor_and_count_ceiling():
     [run] = run_forecast_bench(1, ForecastSettings(), ["synthetic"]).runs
     jobs = run.result["jobs"]
@@ -57,6 +60,7 @@ def test_a_generated_job_is_refused_only_where_the_physics_alone_puts_it_over_ev
         assert all(base.memory(f, n) > hw.memory_gb for n in counts if n >= base.smallest(f)), r.id
 
 
+@pytest.mark.slow
 def test_the_bench_prints_a_row_a_seed_and_json(capsys):
     assert main(["bench", "forecast", "--seeds", "1", "--generators", "synthetic", "--json"]) == 0
     runs = json.loads(capsys.readouterr().out)["runs"]
@@ -68,6 +72,7 @@ def test_the_bench_prints_a_row_a_seed_and_json(capsys):
 TRACES = DATA_DIR / "traces"
 
 
+@pytest.mark.slow
 def test_the_backtest_of_a_shipped_trace_and_its_refusals(capsys):
     assert main(["forecast", "backtest", str(TRACES / "forecast-jobs-600.jsonl"), "--json"]) == 0
     jobs = json.loads(capsys.readouterr().out)["jobs"]

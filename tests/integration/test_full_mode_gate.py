@@ -41,7 +41,7 @@ def window(gpus: int = 64, jobs: int = 20, horizon: int = 24) -> Problem:
     return snapshot(planner(gpus, jobs, horizon), jobs)
 
 
-@pytest.mark.parametrize("gpus,jobs,horizon", [(16, 12, 12), (64, 60, 24)])
+@pytest.mark.parametrize("gpus,jobs,horizon", [(16, 12, 12), pytest.param(64, 60, 24, marks=pytest.mark.slow)])
 def test_the_size_estimate_bounds_the_model_it_would_build(gpus, jobs, horizon):
     """An upper bound, within a factor of two where queued jobs make the model."""
     problem = window(gpus, jobs, horizon)

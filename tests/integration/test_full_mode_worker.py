@@ -47,6 +47,7 @@ async def test_arrivals_are_decided_while_full_mode_solves_and_its_plan_is_adopt
     assert not check_plan(commit.window, to_grid(commit.window, commit.schedule))
 
 
+@pytest.mark.slow
 async def test_a_skipped_window_leaves_no_idle_solver_process():
     """A solve keeps its process for the next one; a window the size gate skips ends it (its
     memory with it) rather than holding it idle, and the next solve starts a new one."""
@@ -68,6 +69,7 @@ async def test_a_skipped_window_leaves_no_idle_solver_process():
     assert not children()
 
 
+@pytest.mark.slow
 async def test_release_ends_an_idle_process_and_leaves_a_running_solve_alone():
     planner = loaded_planner(jobs=8)
     worker = FullModeWorker(FullModeOptions(time_limit=30, node_limit=50), max_jobs=8)

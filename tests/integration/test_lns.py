@@ -9,6 +9,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 
 from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.schemas import Scenario
@@ -68,7 +69,7 @@ def test_the_registry_runs_it_as_full_mode():
 
 
 @pytest.mark.slow
-@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     gpus=st.sampled_from([8, 16, 24, 32]),
     jobs=st.integers(2, 24),

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.builders import app, batch, make
+from support.examples import examples
 
 from gpualloc import benchmarks
 from gpualloc.agent.loading import load_scenario
@@ -141,7 +142,9 @@ TINY = [
 
 
 @pytest.mark.parametrize("exact", [True, False], ids=["exact", "counts"])
-@pytest.mark.parametrize("problem", TINY, ids=[f"tiny{i}" for i in range(len(TINY))])
+@pytest.mark.parametrize(
+    "problem", [*TINY[:-1], pytest.param(TINY[-1], marks=pytest.mark.slow)], ids=[f"tiny{i}" for i in range(len(TINY))]
+)
 def test_highs_finds_the_brute_force_optimum(problem, exact):
     """Both models: per-GPU sets inside the model (exact), and counts realized by stage 2."""
     need("highs")
@@ -186,7 +189,7 @@ def test_a_work_limit_makes_full_mode_reproducible():
     assert first.objective == second.objective
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     gpus=st.sampled_from([2, 3, 4, 6, 8]),
     jobs=st.integers(2, 8),

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
 from support.builders import ROOT
 
 GENERIC = ("agent", "bus", "solvers", "schemas", "forecasting", "benchmarks", "generators")
@@ -21,6 +22,7 @@ def test_every_folder_with_an_init_is_an_installed_package():
     assert found == listed
 
 
+@pytest.mark.slow
 def test_every_module_imports_under_gpualloc_alone(tmp_path):
     """From a folder outside the checkout, so a stale `import solvers` cannot be rescued by the
     working directory; afterwards no generic top-level package is loaded."""

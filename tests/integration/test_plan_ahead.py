@@ -18,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 from support.planner_states import loaded_planner
 
 from gpualloc.agent.service.dispatcher import Dispatcher
@@ -84,7 +85,7 @@ def after_the_cut(planner: Planner, events: list[tuple[str, int]]) -> set[str]:
     return {job_id for job_id, r in planner.running.items() if r.start == planner.now}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(jobs=st.integers(0, 40), seed=st.integers(0, 50), events=st.lists(EVENT, max_size=25), app=st.booleans())
 def test_the_carried_plan_is_legal_and_keeps_every_start_whatever_happened_since_the_cut(jobs, seed, events, app):
     planner = loaded_planner(jobs=jobs, seed=seed)

@@ -203,6 +203,7 @@ def _at_the_limits() -> tuple[Planner, dict]:
     return planner, commit
 
 
+@pytest.mark.slow
 def test_the_status_at_the_contracts_limits_stays_under_its_stated_size():
     planner, commit = _at_the_limits()
     status = view("p", planner, commit, [], length=timedelta(minutes=60))

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.builders import T0, ev
+from support.examples import examples
 from support.feature_jobs import training_features
 
 from gpualloc.agent.service.dispatcher import Dispatcher
@@ -99,7 +100,7 @@ def run(pool: Pool, plan: list[list[Event]], commits: set[int]) -> list[list[Eff
     return out
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 10_000), failing=st.integers(0, 7), fuse=st.integers(0, 12), commits=st.sets(st.integers(0, 7))
 )

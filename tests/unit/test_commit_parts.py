@@ -13,6 +13,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 from test_property import generator_args
 
 from gpualloc.agent.operator import audit
@@ -67,7 +68,7 @@ def message(plan: dict, assignments: dict, started: list[str], seq: int = 7) -> 
     return envelope("plan.committed", payload, T0, f"default:commit:{seq}")
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(generator_args())
 def test_the_plan_of_a_generated_window_gives_back_its_grid(args):
     problem = compile_scenario(Scenario.model_validate(generate_scenario(**args)))
@@ -90,7 +91,7 @@ def windows(draw):
     return gpus, steps, batch, realtime
 
 
-@settings(max_examples=400, deadline=None, derandomize=True)
+@settings(max_examples=examples(400), deadline=None, derandomize=True)
 @given(windows(), st.integers(600, 3000))
 def test_any_window_round_trips_and_splits_into_parts_that_fit(window, limit):
     gpus, steps, batch, realtime = window
@@ -182,6 +183,7 @@ def reference_grid_fast(gpus: int, steps: int, batch: dict, realtime: dict) -> l
     return grid
 
 
+@pytest.mark.slow
 def test_parts_of_different_commits_are_never_mixed_and_bad_sets_are_refused():
     batch, realtime, assignments, started = at_the_limits()
     plan = tentative_plan(LIMITS.gpus, LIMITS.horizon, batch, realtime)

@@ -14,6 +14,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 from support.feature_jobs import feature_job
 from support.forecaster_states import largest_job_forecaster
 from support.planner_states import loaded_planner
@@ -172,7 +173,7 @@ def planners(draw) -> tuple[Planner, Schedule]:
 
 
 @pytest.mark.slow
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(state=planners(), part_bytes=st.integers(40, 2_000))
 def test_snapshots_and_ledger_schedules_round_trip_exactly_at_any_size(state, part_bytes):
     planner, schedule = state
@@ -285,6 +286,7 @@ def test_a_pool_at_the_limits_is_snapshotted_in_records_under_the_message_limit_
     assert again.seen.newest() == d.seen.newest()[len(d.seen) - len(again.seen) :]
 
 
+@pytest.mark.slow
 def test_a_snapshot_in_fewer_parts_than_the_last_drops_the_older_parts_keys():
     d = _dispatcher(limits_planner())
     many = d.snapshot(T0, 0, 1, 0)

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.builders import T0, ev
+from support.examples import examples
 
 from gpualloc.solvers.legality import R3_REALTIME, lowered_floors, online_violations
 from gpualloc.solvers.planner.effects import Decided, Rejected
@@ -41,7 +42,7 @@ PASS = st.tuples(
 
 
 @pytest.mark.slow
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.sampled_from([16, 32, 64, 128]),
     st.sampled_from([4, 8]),

@@ -11,6 +11,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 from support.feature_jobs import LORA_7B, feature_job, training_features
 
 from gpualloc.agent.service.dispatcher import Dispatcher
@@ -178,7 +179,7 @@ def test_a_restored_pool_forecasts_and_decides_as_the_original():
     assert pool.planner.window_problem() == twin.planner.window_problem()
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(seed=st.integers(0, 10_000), steps=st.integers(1, 12))
 def test_plans_with_forecast_jobs_are_legal(seed, steps):
     rng, pool = random.Random(seed), configured()

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 from support.feature_jobs import LORA_7B
 
 from gpualloc.forecasting import physics_v1 as physics
@@ -278,6 +279,7 @@ def test_the_profile_follows_the_hour_of_the_week():
     assert tf.forecast("app", h + 14, 0.9) > tf.forecast("app", h + 14, 0.5)  # an upper quantile
 
 
+@pytest.mark.slow
 def test_a_glitch_in_history_is_passed_over_and_so_are_gaps():
     clean, glitchy = trained(), trained(weeks=2)
     glitchy.observe("app", 2 * WEEK, 100.0)  # a x50 sensor glitch at the start of week 2
@@ -288,6 +290,7 @@ def test_a_glitch_in_history_is_passed_over_and_so_are_gaps():
     assert gappy.forecast("app", h, 0.9) == pytest.approx(clean.forecast("app", h, 0.9), rel=0.1)
 
 
+@pytest.mark.slow
 def test_a_weekly_growth_is_followed():
     tf, h = trained(weeks=5, growth=0.05), 5 * WEEK + 14  # 5% a week, compounded
     assert math.exp(tf.fit("app").point(h)) == pytest.approx(weekly(h) * 1.05**5, rel=0.05)  # the point forecast
@@ -295,6 +298,7 @@ def test_a_weekly_growth_is_followed():
     assert tf.forecast("app", h, 0.9) > 1.15 * flat.forecast("app", h, 0.9)
 
 
+@pytest.mark.slow
 def test_a_launch_lifts_the_forecast_within_hours_and_a_holiday_does_not_lower_the_next_day():
     tf, h = trained(), 3 * WEEK + 10
     plain = tf.forecast("app", h + 8, 0.9)
@@ -308,6 +312,7 @@ def test_a_launch_lifts_the_forecast_within_hours_and_a_holiday_does_not_lower_t
     assert holiday.forecast("app", tuesday, 0.9) == pytest.approx(trained().forecast("app", tuesday, 0.9), rel=0.1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("growth", [0.0, 0.03])
 @pytest.mark.parametrize("noise", [0.05, 0.2])
 def test_the_under_provisioned_share_comes_to_one_minus_the_quantile(growth, noise):
@@ -369,7 +374,9 @@ def sampled(per_hour: int, seed: int = 3, weeks: int = 4) -> tuple[TrafficForeca
     return tf, {q: n / scored for q, n in short.items()}
 
 
-@pytest.mark.parametrize("per_hour", [1, 8, 240])
+@pytest.mark.parametrize(
+    "per_hour", [1, pytest.param(8, marks=pytest.mark.slow), pytest.param(240, marks=pytest.mark.slow)]
+)
 def test_an_hours_demand_is_its_largest_observation_and_its_quantiles_hold_at_any_rate(per_hour):
     """The contract's demand: an hour needs its largest observation. Observed once, 8 or 240
     times an hour, the share of hours whose largest observation needs more GPUs than the
@@ -478,6 +485,7 @@ def test_a_state_written_with_hour_medians_and_per_observation_errors_restores()
     assert len(app.calibration.errors) == 41
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 2])
 def test_forecasts_hours_ahead_take_the_error_of_that_lead(seed):
     """A level that wanders (a random walk: small one-step errors, larger sixteen hours ahead):
@@ -564,7 +572,7 @@ def any_quantization(draw) -> QuantizationFeatures:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     kind_f=st.one_of(
         st.tuples(st.just("training"), any_training()), st.tuples(st.just("quantization"), any_quantization())

@@ -45,6 +45,7 @@ def test_same_seed_same_stream_and_no_global_randomness():
     assert generate(6, weeks=3, rate_seconds=900) != a
 
 
+@pytest.mark.slow
 def test_same_seed_same_traffic_at_every_rate():
     """The rate changes when traffic is looked at, not the traffic: the hourly medians agree."""
     slow = _observations(generate(4, weeks=3, rate_seconds=900, jitter=0.1))
@@ -59,7 +60,7 @@ def test_same_seed_same_traffic_at_every_rate():
         assert 0.85 < float(np.median(ratios)) < 1.15, app
 
 
-@pytest.mark.parametrize("rate, jitter", [(3600.0, 0.1), (450.0, 0.3), (60.0, 0.3)])
+@pytest.mark.parametrize("rate, jitter", [(3600.0, 0.1), (450.0, 0.3), pytest.param(60.0, 0.3, marks=pytest.mark.slow)])
 def test_every_event_is_contract_valid_and_in_order(rate, jitter):
     events = generate(2, weeks=3, rate_seconds=rate, jitter=jitter)
     ids = [e["event_id"] for e in events]
@@ -82,7 +83,15 @@ def test_every_event_is_contract_valid_and_in_order(rate, jitter):
     assert times == sorted(times) and times[0] >= parsed[0][0].occurred_at
 
 
-@pytest.mark.parametrize("rate, jitter", [(3600.0, 0.1), (3600.0, 0.3), (450.0, 0.3), (15.0, 0.3), (60.0, 0.5)])
+@pytest.mark.parametrize(
+    "rate, jitter",
+    [
+        (3600.0, 0.1),
+        (3600.0, 0.3),
+        (450.0, 0.3),
+        *(pytest.param(*c, marks=pytest.mark.slow) for c in [(15.0, 0.3), (60.0, 0.5)]),
+    ],
+)
 def test_the_observation_rate_is_respected(rate, jitter):
     weeks = 3
     events = generate(3, weeks=weeks, rate_seconds=rate, jitter=jitter)
@@ -92,7 +101,7 @@ def test_the_observation_rate_is_respected(rate, jitter):
         assert 0.7 < len(times) * rate / (weeks * 7 * DAY) < 1.1, app
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, *(pytest.param(s, marks=pytest.mark.slow) for s in (1, 2))])
 def test_gaps_a_launch_holidays_and_glitches_are_in_the_data(seed):
     weeks = 8
     events, truth = generate_with_truth(seed, weeks=weeks, rate_seconds=450)

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 from support.hostile import HOSTILE_IDS, envelope, hostile, job, topic_of
 
 from gpualloc.agent.service.dispatcher import Dispatcher
@@ -105,7 +106,7 @@ def decisions(outputs: list[dict]) -> dict[str, tuple]:
     }
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(seed=st.integers(0, 100_000), passes=st.integers(2, 25), bad=st.integers(1, 60), commit_every=st.integers(1, 3))
 def test_bad_messages_are_each_answered_once_and_change_nothing(seed, passes, bad, commit_every):
     rng = random.Random(seed)

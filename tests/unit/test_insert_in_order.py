@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 from test_property import drawn_scenarios
 
 from gpualloc.schemas import Scenario
@@ -23,7 +24,7 @@ def one_scan_a_job(problem, jobs, busy):
     return placed
 
 
-@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(drawn_scenarios(), st.data())
 def test_skipping_the_jobs_that_cannot_fit_places_what_a_scan_a_job_places(data, draw):
     problem = compile_scenario(Scenario.model_validate(data))

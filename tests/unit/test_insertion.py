@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan, online_violations
@@ -76,7 +77,7 @@ JOBS = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(JOBS, st.booleans(), st.integers(0, 2**30))
 def test_inserted_decisions_never_overlap_and_every_start_is_committed_as_decided(jobs, app, seed):
     """Arrivals over several steps (`gap` steps before each, early exits now and then): in each

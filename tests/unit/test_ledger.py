@@ -11,6 +11,7 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 from support.feature_jobs import feature_job
 
 from gpualloc.agent.service.dispatcher import Dispatcher
@@ -192,7 +193,7 @@ def replay(entries: list[PassRecorded], records: list[Record], start: Dispatcher
     return d, [o.message for o in out]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     seed=st.integers(0, 10_000),
     cuts=st.lists(st.integers(0, 60), max_size=25),
@@ -220,7 +221,7 @@ def test_a_replay_of_the_ledger_makes_the_same_messages_and_state(seed, cuts, co
         assert dump_pool(tail.interpreter) == dump_pool(d.interpreter) and tail.seq == d.seq
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(
     seed=st.integers(0, 10_000),
     cuts=st.lists(st.integers(0, 90), max_size=25),

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 from support.scenario_args import generator_args
 
 from gpualloc.generators.scenarios import generate_scenario
@@ -56,7 +57,7 @@ def small_scenarios() -> st.SearchStrategy[tuple[dict, float]]:
 
 
 @pytest.mark.slow
-@settings(max_examples=2000, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(2000), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(small_scenarios())
 def test_generated_scenarios_get_the_same_plan_compiled(drawn):
     args, effort = drawn
@@ -95,7 +96,7 @@ def test_a_contended_scenario_with_trades_gets_the_same_plan_compiled_at_every_e
         _same_plan(problem, effort)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(small_scenarios())
 def test_the_greedy_plan_is_the_same_compiled(drawn):
     """The greedy (`greedy_plan`, also the heuristic's last candidate) in one compiled call."""
@@ -150,6 +151,7 @@ def test_the_native_bench_reports_the_same_plans_and_a_speed_up(capsys):
     assert all(r["same_plan"] and r["native_ms"] > 0 and r["python_ms"] > 0 for r in rows)
 
 
+@pytest.mark.slow
 def test_the_compiled_heuristic_and_polish_work_at_the_contract_limits():
     # 4,096 GPUs, 336 steps, 64 apps and a queue near 10,000 jobs: the greedy's plan polished
     # with the heuristic's largest polish budget stays legal and loses nothing, and the whole

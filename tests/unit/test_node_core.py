@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 
 from gpualloc.agent.node.binders import BindError, FileBinder, HookBinder, file_name, job_of
 from gpualloc.agent.node.core import Action, NodeState
@@ -175,7 +176,7 @@ ASSIGNMENTS = st.lists(st.integers(0, 5), min_size=16, max_size=16).map(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(ASSIGNMENTS, min_size=1, max_size=8), st.data())
 def test_replay_with_duplicates_tracks_the_last_commit(plans: list[dict[str, list[int]]], data: st.DataObject) -> None:
     commits = [envelope("plan.committed", commit(i + 1, a), T0, f"c{i}") for i, a in enumerate(plans)]

@@ -11,6 +11,7 @@ from unittest.mock import patch
 import pytest
 from hypothesis import HealthCheck, given, settings
 from support.builders import app, batch, make
+from support.examples import examples
 from support.scenario_args import generator_args
 
 from gpualloc.generators.scenarios import generate_scenario
@@ -88,7 +89,7 @@ def _generated(args: dict):
     return compile_scenario(Scenario.model_validate(generate_scenario(**args)))
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(generator_args([2, 4, 8, 12, 16, 32, 64], 24, [1, 4, 8, 16], max_node=16))
 def test_polishing_a_legal_plan_keeps_it_legal_and_never_lowers_its_objective(args):
     problem = _generated(args)

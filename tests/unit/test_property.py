@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import scenario_args
+from support.examples import examples
 
 from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.schemas import Scenario
@@ -40,7 +41,7 @@ def scenario_json(args: dict) -> str:
 
 
 @pytest.mark.slow
-@settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1000), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(generator_args())
 def test_generated_plans_are_legal_and_the_heuristic_is_deterministic(args):
     scenario = Scenario.model_validate(generate_scenario(**args))  # the generator's own promise
@@ -134,7 +135,7 @@ def drawn_scenarios(draw) -> dict:
 
 
 @pytest.mark.slow
-@settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1000), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(drawn_scenarios())
 def test_drawn_plans_are_legal_and_the_heuristic_is_deterministic(data):
     scenario = Scenario.model_validate(data)
@@ -149,7 +150,7 @@ def test_drawn_plans_are_legal_and_the_heuristic_is_deterministic(data):
     assert solve(problem, "greedy").grid == greedy.grid
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(generator_args())
 def test_the_objective_of_a_schedule_is_its_grids(args):
     """`objective_of` weighs blocks and app sets without building the grid: the same figure."""

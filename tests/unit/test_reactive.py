@@ -9,6 +9,7 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.builders import T0, ev
+from support.examples import examples
 
 from gpualloc.schemas.commits import current
 from gpualloc.solvers.legality import online_violations
@@ -136,7 +137,7 @@ def _folded(commits: list[Commit], grants: list) -> list[Commit]:
     return [replace(c, assignments={**c.assignments, **by_step.get(c.step, {})}) for c in commits]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.integers(0, 3),
     st.lists(

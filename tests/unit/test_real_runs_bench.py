@@ -57,6 +57,7 @@ def test_per_gpu_type_no_start_on_the_h200_where_a_run_runs_out(bench):
         assert g["refused_where_fits"] + g["more_than_one_where_fits"] <= g["fits"]
 
 
+@pytest.mark.slow
 def test_the_section_renders_and_goes_into_the_json(bench, capsys):
     text = table(bench.as_dict())
     assert "leave one model out" in text and "h200-141gb" in text

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 from support.planner_states import CONFIG
 from support.planner_states import loaded_planner as loaded
 
@@ -73,7 +74,7 @@ def test_arrivals_and_departures_since_the_snapshot_are_reconciled():
     assert "late" in adoption.schedule.batch  # the new arrival is packed around the kept blocks
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     jobs=st.integers(4, 20),
     seed=st.integers(0, 50),

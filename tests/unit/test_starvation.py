@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 
 from gpualloc.solvers.grid import Schedule, to_grid
 from gpualloc.solvers.legality import check_plan, online_violations
@@ -87,7 +88,7 @@ def test_full_mode_may_not_start_a_starving_job_later_than_the_hot_path():
     assert adoption.schedule is None and "starving job 'low'" in adoption.reason
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     st.integers(1, 6),
     st.lists(st.tuples(st.integers(1, 9), st.sampled_from([1, 2, 4, 8]), st.integers(1, 4)), min_size=1, max_size=12),

@@ -10,6 +10,8 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+import pytest
+
 from gpualloc.generators.truth_heldout import trace
 from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.features import GPU_TYPES
@@ -44,6 +46,7 @@ def test_sorted_with_unique_ids() -> None:
     assert len(ids) == len(set(ids))
 
 
+@pytest.mark.slow
 def test_deterministic_per_seed() -> None:
     first = trace(0)
     again = trace(0)

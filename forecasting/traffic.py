@@ -96,7 +96,12 @@ class AppTraffic:
     def copy(self) -> AppTraffic:
         """The history and calibration, copied; the cache (derived from them) starts empty."""
         return AppTraffic(
-            dict(self.loads), self.calibration.copy(), self.last, levels=dict(self.levels), previous=self.previous, count=self.count
+            dict(self.loads),
+            self.calibration.copy(),
+            self.last,
+            levels=dict(self.levels),
+            previous=self.previous,
+            count=self.count,
         )
 
     def confirm(self, load: float) -> None:

@@ -16,6 +16,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gpualloc.schemas.published import FullModeOutcome, FullModeReport
+from gpualloc.solvers.metrics import app_moves
 from gpualloc.solvers.planner.full_mode import outcome
 
 ACTIONS = ("start", "planned", "queued", "rejected")  # of allocation.decided
@@ -67,6 +68,17 @@ class AgentMetrics:
         self.shortfall = Gauge(
             "gpualloc_realtime_shortfall_gpus", "Real-time demand not held in the last commit", p, registry=r
         )
+        self.moves = Counter(
+            "gpualloc_realtime_moves",
+            "GPUs real-time apps moved between consecutive committed steps (a release and a bind each; "
+            "divide by gpualloc_realtime_app_steps for moves per app-step)",
+            p,
+            registry=r,
+        )
+        self.app_steps = Counter(
+            "gpualloc_realtime_app_steps", "App-steps whose move count is in gpualloc_realtime_moves", p, registry=r
+        )
+        self._steps: tuple[int | None, dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]] = (None, {}, {})
         self.gap = Gauge(
             "gpualloc_full_mode_gap", "Relative gap of the last adopted full-mode plan to its bound", p, registry=r
         )
@@ -139,6 +151,7 @@ class AgentMetrics:
         self.utilization.labels(self.pool).set((states["batch"] + states["realtime"]) / gpus if gpus else 0.0)
         self.queue.labels(self.pool).set(queued)
         self.shortfall.labels(self.pool).set(shortfall)
+        self._count_moves(payload["step"], {app: tuple(assignments.get(app, ())) for app in demand})
         if payload.get("reactive"):  # folded into its step's commit, already counted
             self.reactive.labels(self.pool).inc()
             return
@@ -150,6 +163,18 @@ class AgentMetrics:
             bound = payload.get("bound")
             if bound:
                 self.gap.labels(self.pool).set(max(0.0, (bound - payload["objective"]) / abs(bound)))
+
+    def _count_moves(self, step: int, sets: dict[str, tuple[int, ...]]) -> None:
+        """Keep `step`'s app sets (a reactive commit's replace its step's); when a later step
+        comes, count the moves of the step before it as it ended, against the one before that."""
+        current, ended, before = self._steps
+        if current is not None and step != current:
+            for app, gpus in ended.items():
+                if app in before:
+                    self.moves.labels(self.pool).inc(app_moves(before[app], gpus))
+                    self.app_steps.labels(self.pool).inc()
+            before = ended
+        self._steps = (step, sets, before)
 
 
 class NodeMetrics:

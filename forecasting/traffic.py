@@ -4,7 +4,11 @@ An app's demand in an hour of the pool's clock is the contract's (`traffic.obser
 needs throughout the hour, its largest observation (load in GPUs, fractional: requests/s over
 `rps_per_gpu`), whether it reports once an hour, every 15 seconds or at irregular times. An
 observation only raises its hour's maximum, so the cost of one does not grow with the rate;
-hours are kept for `weeks` weeks. The model of those maxima, in logs:
+hours are kept for `weeks` weeks. The model's location is fitted to each hour's confirmed level:
+the largest load two observations in a row reached (an hour observed once: that observation). A
+lone spike, one observation far above its neighbours, is its hour's maximum, and the calibration
+counts the miss, but it moves neither the hour's level nor the profile a new app's unseen hours
+are scaled by; a rise that lasts is seen twice and does. The model of those levels, in logs:
 
     log demand(h) = seasonal(day type, hour of day) + trend x (h - now) + level + error
 
@@ -85,10 +89,35 @@ class AppTraffic:
     calibration: Calibration = field(default_factory=Calibration)
     last: int | None = None  # the latest hour observed
     cache: dict[str, Any] = field(default_factory=dict, repr=False)  # the fit and the margins, derived
+    levels: dict[int, float] = field(default_factory=dict)  # hour -> its confirmed level (`confirm`)
+    previous: float | None = None  # the latest observation of hour `last`
+    count: int = 0  # observations of hour `last`
 
     def copy(self) -> AppTraffic:
         """The history and calibration, copied; the cache (derived from them) starts empty."""
-        return AppTraffic(dict(self.loads), self.calibration.copy(), self.last)
+        return AppTraffic(
+            dict(self.loads),
+            self.calibration.copy(),
+            self.last,
+            levels=dict(self.levels),
+            previous=self.previous,
+            count=self.count,
+        )
+
+    def confirm(self, load: float) -> None:
+        """A later observation of hour `last`: its maximum rises to it, its level to the lower of
+        it and the observation before (the level of an hour's first observation gives way to the
+        second's confirmation, so a lone spike opening the hour sets nothing)."""
+        hour = self.last
+        assert hour is not None and self.previous is not None  # `observe` opened the hour
+        seen = min(self.previous, load)
+        level = seen if self.count == 1 else max(self.levels[hour], seen)
+        if load > self.loads[hour]:
+            self.loads[hour] = load
+        if level != self.levels[hour]:
+            self.levels[hour] = level
+            self.cache.pop("fit", None)
+        self.previous, self.count = load, self.count + 1
 
 
 @dataclass
@@ -101,15 +130,14 @@ class TrafficForecaster:
         """`load` GPUs needed in pool hour `hour` (late ones for an hour already left behind are
         not learned). The first observation of a new hour settles the hour before (its error
         and the tracked corrections) and makes the forecasts it will be judged by; later ones
-        only raise the hour's maximum."""
+        only raise the hour's maximum and its confirmed level."""
         app = self.apps.setdefault(app_id, AppTraffic())
         if app.last is not None and hour < app.last:
             return
         if app.last is None or hour > app.last:
             self._new_hour(app, hour, load)
-        elif load > app.loads[hour]:
-            app.loads[hour] = load
-            app.cache.pop("fit", None)
+        else:
+            app.confirm(load)
 
     def _new_hour(self, app: AppTraffic, hour: int, load: float) -> None:
         """Settle the hour before `hour`, make `hour`'s forecasts (one step and each lead ahead)
@@ -127,11 +155,12 @@ class TrafficForecaster:
                 target = hour + lead - 1
                 if cal.learned(WEEK) and target % 24 in fit.hours_of_day:
                     cal.lead_pending[i][target] = [_gpus(cal.at(fit.point(target), q, i)) for q in QUANTILES]
-        app.last = hour
-        app.loads[hour] = load
+        app.last, app.previous, app.count = hour, load, 1
+        app.loads[hour] = app.levels[hour] = load
         oldest = hour - self.weeks * WEEK
         for h in [h for h in app.loads if h <= oldest]:
             del app.loads[h]
+            app.levels.pop(h, None)
         app.cache.clear()
 
     def forecast(self, app_id: str, hour: int, quantile: float) -> float | None:
@@ -153,7 +182,7 @@ class TrafficForecaster:
         app = self.apps.get(app_id)
         if app is None or not app.loads:
             return None
-        ratios = [math.log((app.loads[h] + SLACK) / (profile[h % 24] + SLACK)) for h in sorted(app.loads)]
+        ratios = [math.log((app.levels[h] + SLACK) / (profile[h % 24] + SLACK)) for h in sorted(app.levels)]
         return max(0.0, (profile[hour % 24] + SLACK) * math.exp(float(np.quantile(ratios, quantile))) - SLACK)
 
     def fit(self, app_id: str) -> Fit | None:
@@ -164,30 +193,41 @@ class TrafficForecaster:
     def fit_of(self, app: AppTraffic) -> Fit | None:
         """`app`'s model, cached until its history changes (an hour's maximum rises only a few
         times an hour however often it is observed)."""
-        if not app.loads:
+        if not app.levels:
             return None
         if "fit" not in app.cache:
-            app.cache["fit"] = _fit(app.loads, self.forgetting)
+            app.cache["fit"] = _fit(app.levels, self.forgetting)
         fit: Fit = app.cache["fit"]
         return fit
 
     def dump(self) -> dict[str, Any]:
         return {
-            app_id: {"hours": sorted([h, v] for h, v in a.loads.items()), **a.calibration.dump()}
+            app_id: {
+                "hours": sorted([h, v] for h, v in a.loads.items()),
+                "levels": sorted([h, v] for h, v in a.levels.items()),
+                "previous": a.previous,
+                "count": a.count,
+                **a.calibration.dump(),
+            }
             for app_id, a in self.apps.items()
         }
 
     @classmethod
     def load(cls, data: dict[str, Any], weeks: int, forgetting: float) -> "TrafficForecaster":
         """The state `dump` wrote; one written with hour medians and per-observation errors
-        restores with its latest hour's maximum taken from the samples it kept."""
+        restores with its latest hour's maximum taken from the samples it kept, and one without
+        levels with each hour's maximum for its level."""
         out = cls(weeks, forgetting)
         for app_id, a in data.items():
             loads = {int(h): float(v) for h, v in a["hours"]}
             last = max(loads) if loads else None
             if last is not None and a.get("samples"):
                 loads[last] = max(float(v) for v in a["samples"])
-            out.apps[app_id] = AppTraffic(loads, Calibration.restore(a), last)
+            levels = {int(h): float(v) for h, v in a["levels"]} if "levels" in a else dict(loads)
+            previous = a.get("previous", loads[last] if last is not None else None)
+            out.apps[app_id] = AppTraffic(
+                loads, Calibration.restore(a), last, levels=levels, previous=previous, count=int(a.get("count", 1))
+            )
         return out
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from gpualloc.schemas import Metrics
 from gpualloc.solvers.grid import Grid, Schedule, batch_spans, occupancy, step_masks
 from gpualloc.solvers.problem import Problem
@@ -53,6 +55,14 @@ def compute_metrics(problem: Problem, grid: Grid) -> Metrics:
         scheduled=scheduled,
         unscheduled=unscheduled,
     )
+
+
+def app_moves(before: Iterable[int], after: Iterable[int]) -> int:
+    """GPUs an app moved between two consecutive sets: each one released while another is bound
+    (a release and a bind on the node agents, a model reload); growing or shrinking alone is no
+    move."""
+    old, new = set(before), set(after)
+    return min(len(new - old), len(old - new))
 
 
 def objective_of(problem: Problem, schedule: Schedule) -> float:

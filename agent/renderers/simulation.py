@@ -20,7 +20,7 @@ from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_poli
 def table(rows: list[DayReport], sim: Simulation) -> str:
     head = (
         f"{'policy':<15} {'day':>4}  {'util':>6}  {'value':>10}  {'timely':>10}  {'objective':>10}  {'rt short':>8}  "
-        f"{'GPU-min':>8}  "
+        f"{'GPU-min':>8}  {'moves':>6}  "
         f"{'started':>7}  "
         f"{'done':>5}  {'queue':>6}  {'JCT':>6}"
     )
@@ -32,7 +32,7 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
         lines.append(
             f"{r.policy:<15} {day:>4}  {r.utilization:>6.1%}  {r.value:>10.1f}  {r.timely_value:>10.1f}  "
             f"{r.objective:>10.1f}  "
-            f"{r.realtime_shortfall:>8.2f}  {r.realtime_shortfall_minutes:>8.0f}  "
+            f"{r.realtime_shortfall:>8.2f}  {r.realtime_shortfall_minutes:>8.0f}  {r.realtime_moves:>6.3f}  "
             f"{r.started:>7}  {r.completed:>5}  {q:>6}  {jct:>6}"
         )
     scope = (

@@ -19,6 +19,7 @@ from gpualloc.solvers.planner.records import (
     JobSpec,
     Running,
 )
+from gpualloc.solvers.planner.window import overruns
 from gpualloc.solvers.problem import Batch, Problem, bits_of, earliest_block
 
 
@@ -82,7 +83,14 @@ class Admission:
         if placed is None:
             return waiting(job, why_waiting(problem, schedule, job))
         start, mask = placed
-        return self._placed(job, start, mask, lambda: holders(problem, schedule, mask, start, self.state.now))
+        return self._placed(
+            job,
+            start,
+            mask,
+            lambda: holders(
+                problem, schedule, mask, start, self.state.now, overruns(self.state.running, self.state.now)
+            ),
+        )
 
     def _insert(self, job: JobSpec) -> Decision:
         """`job` decided into the current plan: its earliest block free of everything the plan
@@ -118,6 +126,7 @@ class Admission:
                 mask,
                 start,
                 self.state.now,
+                overruns(self.state.running, self.state.now),
             ),
         )
         if decision.action == "start":

@@ -6,7 +6,9 @@ the agent replans waits for it. So the agent cuts the window a little before the
 current plan, and at the boundary carries that plan onto the window as it is then
 (`carry_over`): the same step's window, with what happened since the cut. Running jobs hold
 what they hold now (those started since the cut included); the plan's app sets stay, unless an
-app changed or a GPU they take is now held; its blocks of jobs still queued stay where they
+app changed, a GPU they take is now held, or an app was seen since the cut to need more in the
+first step than the plan gives it (the boundary then replans: observed demand comes before the
+batch starts a plan made without it would commit); its blocks of jobs still queued stay where they
 clash with nothing; and the jobs it never saw (they arrived after the cut), with those whose
 block now clashes, are inserted at their earliest legal block, as the hot path inserts
 arrivals. Jobs the plan left unplaced stay unplaced, as it decided. The result is legal by
@@ -26,13 +28,15 @@ from gpualloc.solvers.problem import Batch, Problem, insert_in_order
 class Ahead:
     """A plan of the window at step `now`, cut before its boundary: `seen`, the queued jobs it
     was made for; `apps`, each app's rules then (id, floor, ceiling, swap cap, current set);
-    `problem`, what is to be solved for it; `schedule`, None until it is made."""
+    `problem`, what is to be solved for it; `schedule`, None until it is made; `needs`, each
+    app's demand in the window's first step then (`first_needs`)."""
 
     now: int
     seen: frozenset[str]
     apps: tuple[tuple[str, int, int, int, int], ...]
     problem: Problem | None = None
     schedule: Schedule | None = None
+    needs: tuple[tuple[str, int], ...] = ()
 
 
 def app_rules(problem: Problem) -> tuple[tuple[str, int, int, int, int], ...]:
@@ -40,14 +44,26 @@ def app_rules(problem: Problem) -> tuple[tuple[str, int, int, int, int], ...]:
     return tuple((a.id, a.min_gpus, a.max_gpus, a.swap_cap, a.current_mask) for a in problem.realtime)
 
 
+def first_needs(problem: Problem) -> tuple[tuple[str, int], ...]:
+    """Each app's demand in `problem`'s first step: what it was seen to need before the boundary."""
+    return tuple((a.id, a.demand[0]) for a in problem.realtime)
+
+
 def carry_over(window: Problem, ahead: Ahead, by_arrival: bool = False) -> Schedule | None:
     """`ahead`'s plan on `window` (see the module docstring); None when its app sets no longer
-    hold (an app registered, changed or left, or a GPU one of them takes is held now). Jobs are
-    inserted most valuable first (priority, then GPU-steps), or in arrival order when
-    `by_arrival` (FIFO's order)."""
+    hold (an app registered, changed or left, or a GPU one of them takes is held now), or when
+    an app was seen to need more in the first step since the cut than the plan gives it there
+    (observed demand outranks the batch starts the plan made without it: the boundary replans
+    with it). Jobs are inserted most valuable first (priority, then GPU-steps), or in arrival
+    order when `by_arrival` (FIFO's order)."""
     plan, T = ahead.schedule, window.horizon
     if plan is None or app_rules(window) != ahead.apps or set(plan.realtime) != {a.id for a in window.realtime}:
         return None
+    before = dict(ahead.needs)
+    for app_id, need in first_needs(window):
+        masks = plan.realtime[app_id]
+        if need > before.get(app_id, need) and masks and masks[0].bit_count() < need:
+            return None
     busy = [0] * T
     batch: dict[str, tuple[int, int]] = {}
     for job in window.batch:

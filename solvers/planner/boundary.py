@@ -9,8 +9,9 @@ from dataclasses import replace
 
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.admission import Admission
-from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over
+from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over, first_needs
 from gpualloc.solvers.planner.headroom import displaced_value
+from gpualloc.solvers.planner.keep_held import keep_held
 from gpualloc.solvers.planner.pool_state import PlannerState, plan_busy
 from gpualloc.solvers.planner.realtime import RealTime
 from gpualloc.solvers.planner.records import (
@@ -38,7 +39,9 @@ class Boundary:
         the problem to solve with the hot path's scheduler, its plan handed back by `planned_ahead`."""
         window = self.state.window_problem()
         problem = self.state.scheduling_problem(window)
-        self.state.ahead = Ahead(self.state.now, frozenset(self.state.queued), app_rules(window), problem)
+        self.state.ahead = Ahead(
+            self.state.now, frozenset(self.state.queued), app_rules(window), problem, needs=first_needs(window)
+        )
         return problem
 
     def planned_ahead(self, schedule: Schedule) -> None:
@@ -86,6 +89,7 @@ class Boundary:
     def _commit(self, problem: Problem, schedule: Schedule, source: Source) -> Commit:
         """Step 0 of `schedule` (a plan of the window `problem`) committed; the clock advances,
         and the plan, one step on, is what the next step's arrivals are inserted into."""
+        schedule = keep_held(problem, schedule)  # apps stay on the GPUs they hold where nothing needs them
         displaced = displaced_value(self.state.queued.values())
         reasons = {app_id: self.state.headroom(app, displaced).why for app_id, app in sorted(self.state.apps.items())}
         assignments: dict[str, tuple[int, ...]] = {}

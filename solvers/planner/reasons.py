@@ -3,7 +3,7 @@ why it waits, and what was forecast of it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.records import Decision, JobSpec, is_blocker
@@ -13,8 +13,11 @@ HELD_NOW = "its GPUs are held in the current step and free up at the boundary"
 FREE_AHEAD = "the earliest block the current plan leaves free, no decision already given moving for it"
 
 
-def holders(problem: Problem, schedule: Schedule, mask: int, start: int, now: int) -> str:
-    """Who holds `mask` before `start` in a fresh plan: "held by train-3 (priority 9) until step 12"."""
+def holders(
+    problem: Problem, schedule: Schedule, mask: int, start: int, now: int, overrun: Mapping[str, int] | None = None
+) -> str:
+    """Who holds `mask` before `start` in a fresh plan: "held by train-3 (priority 9) until step 12"
+    (`overrun`: running jobs past their planned duration, with the step it ended at)."""
     held = []
     for job in problem.batch:
         placed = schedule.batch.get(job.id)
@@ -23,21 +26,39 @@ def holders(problem: Problem, schedule: Schedule, mask: int, start: int, now: in
         s, m = placed
         end = min(job.remaining, problem.horizon) if job.running_mask else problem.end_of(job, s)
         if m & mask and s < start:
-            held.append(f"{job.id} (priority {job.priority:g}) until step {now + end}")
+            held.append(_holder(job.id, job.priority, now + end, overrun))
     if not held:
         return "the GPUs go to real-time demand or higher-value work until then"
     return "its block is held by " + ", ".join(held)
 
 
-def running_holders(running: Iterable[tuple[str, float, int, int]], mask: int, start: int, now: int) -> str:
+def running_holders(
+    running: Iterable[tuple[str, float, int, int]],
+    mask: int,
+    start: int,
+    now: int,
+    overrun: Mapping[str, int] | None = None,
+) -> str:
     """Why a job inserted into the current plan waits for `start`: the running jobs (id,
     priority, GPUs, steps left) on its block until then, and the work planned ahead of it."""
     held = [
-        f"{job_id} (priority {priority:g}) until step {now + left}"
+        _holder(job_id, priority, now + left, overrun)
         for job_id, priority, gpus, left in running
         if gpus & mask and left <= start
     ]
     return f"its block is held by {', '.join(held)}; {FREE_AHEAD}" if held else FREE_AHEAD
+
+
+def _holder(job_id: str, priority: float, end: int, overrun: Mapping[str, int] | None) -> str:
+    """One holder of a block, in words; a start behind a job that overran its plan depends on
+    that job's likely end, and says so."""
+    planned = None if overrun is None else overrun.get(job_id)
+    if planned is None:
+        return f"{job_id} (priority {priority:g}) until step {end}"
+    return (
+        f"{job_id} (priority {priority:g}; overrunning the plan that ended at step {planned}: "
+        f"likely to end by step {end}, and this start depends on it)"
+    )
 
 
 def why_waiting(problem: Problem, schedule: Schedule, job: JobSpec) -> str:

@@ -4,6 +4,7 @@ few GPUs), and GPUs that may take no new work held by blockers (`blocked_from`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 from gpualloc.forecasting.forecasters import Forecasters
@@ -93,7 +94,9 @@ def demand(
     step's, say), else the traffic forecaster's for its hour at `quantile` (None: the settings';
     an hour of day not observed yet: the registered profile scaled by the level the observed
     hours ran at against it), else the profile as registered (nothing observed), else the
-    latest observation held flat."""
+    latest observation held flat. The first step needs at least the observation of the step
+    before it (`held_into`): demand seen before the boundary holds into the step it commits, so
+    the plan meets it before starting batch work there."""
     latest = app.observed[max(app.observed)] if app.observed else 0
     out = []
     for t in range(cfg.horizon):
@@ -109,7 +112,15 @@ def demand(
             out.append(app.profile[hour % 24])
         else:
             out.append(latest)
+    if out and now not in app.observed:
+        out[0] = max(out[0], min(cfg.gpus, held_into(app, now)))
     return out
+
+
+def held_into(app: AppSpec, step: int) -> int:
+    """GPUs `app` was last seen to need, when that was in the step before `step`: an observation
+    holds until the next (0: none then)."""
+    return app.latest[1] if app.latest is not None and app.latest[0] == step - 1 else 0
 
 
 def observed_in(app: AppSpec, step: int) -> int | None:
@@ -120,9 +131,35 @@ def observed_in(app: AppSpec, step: int) -> int | None:
 
 def steps_left(spec: JobSpec, start: int, now: int) -> int:
     """Steps a running job is planned to hold its GPUs from `now`: the rest of its planned
-    duration, one at least (a job past it is planned a step at a time: it ends at a boundary the
-    next plan sees)."""
-    return max(1, start + spec.duration - now)
+    duration; past it, until its likely end (`likely_end`). It ends at a boundary the next plan
+    sees, whichever comes first."""
+    planned = start + spec.duration - now
+    return planned if planned >= 1 else likely_end(spec, start, now) - now
+
+
+def likely_end(spec: JobSpec, start: int, now: int) -> int:
+    """The step a job that has run past its planned duration is likely to have ended by: the
+    upper end of its duration's interval when its duration was forecast and that end is still
+    ahead; else as long again as it has overrun so far (under heavy-tailed run times what is
+    left grows with how long a job has outlived its plan). Planned a step at a time, the work
+    waiting for its GPUs would slide forward one step per boundary while shorter work that fits
+    before the end never starts; an early end costs at most what the overrun took. A time limit
+    bounds it (the pool fails the job then)."""
+    age, f = now - start, spec.forecast
+    if f is not None and "duration" in f.forecast and math.ceil(f.high - 1e-9) > age:
+        end = start + math.ceil(f.high - 1e-9)
+    else:
+        end = now + max(1, age - spec.duration + 1)
+    return end if spec.time_limit is None else max(now + 1, min(end, start + spec.time_limit))
+
+
+def overruns(running: Mapping[str, Running], now: int) -> dict[str, int]:
+    """Running jobs past their planned duration, with the step their plan ended at."""
+    return {
+        job_id: entry.start + entry.spec.duration
+        for job_id, entry in running.items()
+        if entry.start + entry.spec.duration <= now
+    }
 
 
 def blocked_from(running: Mapping[str, Running], unavailable: int, now: int, horizon: int) -> dict[int, int]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpualloc.solvers.legality import online_violations
-from gpualloc.solvers.metrics import objective_of, relative_gap
+from gpualloc.solvers.metrics import app_moves, objective_of, relative_gap
 from gpualloc.solvers.planner.records import Commit
 from gpualloc.solvers.policies.milp.bound import capacity_bound
 from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_policy
@@ -27,6 +27,7 @@ class DayReport:
     objective: float
     realtime_shortfall: float  # GPU-steps: demand not held, each step weighted by the share of it that was short
     realtime_shortfall_minutes: float  # the same in GPU-minutes
+    realtime_moves: float  # GPUs apps moved per app-step (`metrics.app_moves` between executed steps)
     started: int
     completed: int
     mean_queue_steps: float | None
@@ -189,6 +190,7 @@ def _summary(
 ) -> DayReport:
     used = value = timely = short = penalty = 0.0
     decay, minutes = sim.config.time_decay, sim.config.step_minutes
+    moves, app_steps = _moves(sim, run, lo, hi)
     for commit in run.commits[lo:hi]:
         apps_count = sim.apps_until is None or commit.step <= sim.apps_until
         for owner, gpus in commit.assignments.items():
@@ -219,11 +221,29 @@ def _summary(
         round(timely - sim.config.realtime_penalty * penalty, 2),
         round(short / minutes, 2),
         round(short, 1),
+        round(moves / app_steps, 4) if app_steps else 0.0,
         len(started),
         len(finished),
         round(statistics.fmean(queue), 2) if queue else None,
         round(statistics.fmean(jct), 2) if jct else None,
     )
+
+
+def _moves(sim: Simulation, run: PolicyRun, lo: int, hi: int) -> tuple[int, int]:
+    """(GPUs the apps moved, app-steps) over executed steps [lo, hi) that real-time service
+    counts in, each step's set as it ended against the step before's (a step's first set is
+    no move)."""
+    executed = run.executed()
+    moves = app_steps = 0
+    for k in range(max(lo, 1), hi):
+        if sim.apps_until is not None and executed[k].step > sim.apps_until:
+            break
+        before, after = executed[k - 1].assignments, executed[k].assignments
+        for app_id in sim.demand:
+            if app_id in before and app_id in after:
+                moves += app_moves(before[app_id], after[app_id])
+                app_steps += 1
+    return moves, app_steps
 
 
 def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:

@@ -40,7 +40,7 @@ def cut_and_plan(planner: Planner) -> None:
 
 
 def test_with_nothing_since_the_cut_the_boundary_commits_the_plan_a_replan_would_make():
-    planner = loaded_planner(jobs=30)
+    planner = loaded_planner(lambda problem: hot_plan(problem, "heuristic", 0.05), jobs=30)  # replans as the cut plans
     replanned = copy.deepcopy(planner)
     cut_and_plan(planner)
     assert planner.boundary.ahead_ready()
@@ -144,7 +144,7 @@ def test_a_node_down_since_the_cut_takes_none_of_the_boundary_plan():
 
 
 def test_a_plan_made_in_a_solver_process_is_the_one_made_here():
-    planner = loaded_planner(jobs=40)
+    planner = loaded_planner(lambda problem: hot_plan(problem, "heuristic", 0.05), jobs=40)
     problem = planner.boundary.cut()
 
     async def made_elsewhere():

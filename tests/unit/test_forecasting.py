@@ -427,17 +427,34 @@ def test_an_hour_of_many_observations_keeps_a_bounded_state_that_reloads_alike()
     assert mid.dump() == tf.dump() and mid.forecast("app", 31, 0.9) == tf.forecast("app", 31, 0.9)
 
 
-def test_observations_within_an_hour_refit_only_when_its_largest_rises(monkeypatch):
-    """The model is refitted when an hour's largest observation rises or a new hour begins, not
-    at every observation: 15-second observations cost about what hourly ones do."""
+def test_observations_within_an_hour_refit_only_when_its_level_rises(monkeypatch):
+    """The model is refitted when an hour's confirmed level rises or a new hour begins, not at
+    every observation: 15-second observations cost about what hourly ones do."""
     tf = trained(weeks=2)
     fits = []
     real = traffic._fit
     monkeypatch.setattr(traffic, "_fit", lambda *a: fits.append(1) or real(*a))
     for k in range(240):
-        tf.observe("app", 2 * WEEK, 3.0 if k != 100 else 4.0)  # the hour's largest rises twice
+        tf.observe("app", 2 * WEEK, 3.0 if k < 100 else 4.0)  # the hour's level rises once, seen twice
         tf.forecast("app", 2 * WEEK + 1, 0.9)
-    assert len(fits) == 3  # the new hour's forecast, then after each rise
+    assert len(fits) == 3  # the new hour's forecast, then after the rise: its first sight and its confirmation
+
+
+def test_a_lone_spike_is_its_hours_maximum_but_not_its_level():
+    """One observation far above its neighbours counts as the hour's maximum (the calibration
+    judges the hour by it) but does not lift the level the model is fitted to, nor the profile a
+    new app's unseen hours are scaled by; a rise seen twice does."""
+    profile = [2] * 9 + [4, 5, 6, 6, 5, 5, 4, 3, 3] + [2] * 6
+    runs = {name: TrafficForecaster() for name in ("steady", "spiked", "lasting")}
+    for k in range(120):  # a new app's first hour, observed every 30 seconds
+        runs["steady"].observe("app", 9, 2.0)
+        runs["spiked"].observe("app", 9, 8.0 if k == 6 else 2.0)
+        runs["lasting"].observe("app", 9, 8.0 if 6 <= k < 8 else 2.0)
+    spiked, lasting = runs["spiked"].apps["app"], runs["lasting"].apps["app"]
+    assert (spiked.loads[9], spiked.levels[9]) == (8.0, 2.0) and (lasting.loads[9], lasting.levels[9]) == (8.0, 8.0)
+    peak = {name: run.scaled_profile("app", 11, 0.99, profile) for name, run in runs.items()}
+    assert peak["spiked"] == peak["steady"] < peak["lasting"]
+    assert runs["spiked"].forecast("app", 9 + 24, 0.99) == runs["steady"].forecast("app", 9 + 24, 0.99)
 
 
 def test_a_state_written_with_hour_medians_and_per_observation_errors_restores():

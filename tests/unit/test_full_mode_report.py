@@ -60,7 +60,13 @@ def test_each_commit_counts_once_under_its_outcome():
     metrics = AgentMetrics("p")
     reports = [OFFERED, FullModeReport(state="running", running_since=13), FullModeReport(state="not_due")]
     for report in reports:
-        payload = {"assignments": {}, "source": "heuristic", "objective": 0.0, "full_mode_report": report.model_dump()}
+        payload = {
+            "step": 1,
+            "assignments": {},
+            "source": "heuristic",
+            "objective": 0.0,
+            "full_mode_report": report.model_dump(),
+        }
         metrics.committed(payload, 8, 0, 0, {})
     counted = {o: metrics.full_mode.labels("p", o)._value.get() for o in FULL_MODE_OUTCOMES}
     assert counted == {o: float(o in ("adopted", "running", "not_due")) for o in FULL_MODE_OUTCOMES}

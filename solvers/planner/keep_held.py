@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpualloc.solvers.grid import Schedule, batch_spans
+from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.problem import Problem, bits_of
 
 
@@ -31,7 +31,7 @@ def keep_held(problem: Problem, schedule: Schedule) -> Schedule:
             released |= app.current_mask & ~masks[0]
     if not released:
         return schedule
-    blocks = _first_taken(((start, mask) for start, _end, mask in batch_spans(problem, schedule).values()), released)
+    blocks = _first_taken(schedule.batch.values(), released)  # a block holds its GPUs from its first step
     moved = False
     while _rename_round(problem, blocks, sets):
         moved = True

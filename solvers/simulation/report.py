@@ -46,15 +46,15 @@ def report(sim: Simulation) -> list[DayReport]:
     for policy, run in sim.runs.items():
         steps = len(run.commits)
         days = range(math.ceil(steps / per_day))
-        held = held_over_step(run)
-        out += [_summary(sim, run, day, day * per_day, min((day + 1) * per_day, steps), held) for day in days]
-        out.append(_summary(sim, run, None, 0, steps, held))
+        held, executed = held_over_step(run), run.executed()
+        out += [_summary(sim, run, day, day * per_day, min((day + 1) * per_day, steps), held, executed) for day in days]
+        out.append(_summary(sim, run, None, 0, steps, held, executed))
     return out
 
 
 def whole_run(sim: Simulation, run: PolicyRun) -> DayReport:
     """The row of a run's whole length (`day` None)."""
-    return _summary(sim, run, None, 0, len(run.commits), held_over_step(run))
+    return _summary(sim, run, None, 0, len(run.commits), held_over_step(run), run.executed())
 
 
 @dataclass(frozen=True)
@@ -187,10 +187,11 @@ def _summary(
     lo: int,
     hi: int,
     held: dict[tuple[int, str], list[tuple[float, int]]],
+    executed: list[Commit],
 ) -> DayReport:
     used = value = timely = short = penalty = 0.0
     decay, minutes = sim.config.time_decay, sim.config.step_minutes
-    moves, app_steps = _moves(sim, run, lo, hi)
+    moves, app_steps = _moves(sim, executed, lo, hi)
     for commit in run.commits[lo:hi]:
         apps_count = sim.apps_until is None or commit.step <= sim.apps_until
         for owner, gpus in commit.assignments.items():
@@ -229,11 +230,10 @@ def _summary(
     )
 
 
-def _moves(sim: Simulation, run: PolicyRun, lo: int, hi: int) -> tuple[int, int]:
-    """(GPUs the apps moved, app-steps) over executed steps [lo, hi) that real-time service
-    counts in, each step's set as it ended against the step before's (a step's first set is
-    no move)."""
-    executed = run.executed()
+def _moves(sim: Simulation, executed: list[Commit], lo: int, hi: int) -> tuple[int, int]:
+    """(GPUs the apps moved, app-steps) over the run's executed steps [lo, hi)
+    (`PolicyRun.executed`) that real-time service counts in, each step's set as it ended against
+    the step before's (a step's first set is no move)."""
     moves = app_steps = 0
     for k in range(max(lo, 1), hi):
         if sim.apps_until is not None and executed[k].step > sim.apps_until:

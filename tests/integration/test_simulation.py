@@ -16,7 +16,7 @@ from gpualloc.agent.traces import read_trace
 from gpualloc.generators.trace_files import write_trace
 from gpualloc.generators.traces import generate_trace
 from gpualloc.schemas.events import parse_event
-from gpualloc.schemas.settings import ForecastSettings, FullModeOptions, RollingFullMode
+from gpualloc.schemas.settings import FullModeOptions, RollingFullMode
 from gpualloc.solvers.simulation.report import (
     executed_violations,
     full_mode_figures,
@@ -182,11 +182,11 @@ def test_adopted_full_mode_plans_are_recorded_and_a_replay_reuses_them():
     """Full mode runs at steps 0, 6, 12, ...; its plans, reconciled with the arrivals of the
     step, are adopted when better. Replaying the trace with the recorded plans (no solver)
     gives the same decisions and commits."""
-    events = events_of(gpus=16, days=1, jobs=40, apps=1, seed=0)
+    # a batch pool where some of full mode's plans beat the hot path
+    events = events_of(gpus=16, days=1, jobs=40, apps=0, seed=3)
     options = SimOptions(
         policies=("heuristic+milp",),
         full_mode=RollingFullMode(every=6, max_jobs=8, options=FullModeOptions(node_limit=10, time_limit=None)),
-        forecast_settings=ForecastSettings(realtime_quantile=0.9),  # a pool where some of its plans beat the hot path
     )
     run = simulate(events, options).runs["full-mode"]
     assert run.full_mode_adopted, run.full_mode

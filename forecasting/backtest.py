@@ -26,12 +26,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
 
-from gpualloc.forecasting.designs import Features
 from gpualloc.forecasting.forecasters import Forecasters, pool_hardware
 from gpualloc.forecasting.job_forecast import SizeError
 from gpualloc.forecasting.traffic import WEEK, pool_hour, week_minute
 from gpualloc.schemas.events import Envelope, JobUsage, PoolConfigured
-from gpualloc.schemas.features import FEATURES
+from gpualloc.schemas.features import FEATURES, Features
 from gpualloc.schemas.settings import ForecastSettings
 
 PEAK_QUANTILE = 0.99  # of the warm-up weeks' demand: the peak reservation baseline

@@ -21,11 +21,11 @@ from gpualloc.schemas.features import (
     PRECISIONS,
     QUANT_ALGORITHMS,
     TRAINING_VARIANTS,
+    Features,
     QuantizationFeatures,
     TrainingFeatures,
 )
 
-Features = TrainingFeatures | QuantizationFeatures
 F = TypeVar("F", TrainingFeatures, QuantizationFeatures)  # a baseline's own kind of features
 
 

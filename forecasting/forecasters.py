@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpualloc.forecasting.designs import Features
 from gpualloc.forecasting.job_forecast import Hardware, JobForecast, SizeError
 from gpualloc.forecasting.jobs import JobForecaster
 from gpualloc.forecasting.physics_v1 import GPU_MEMORY_GB
 from gpualloc.forecasting.traffic import TrafficForecaster
+from gpualloc.schemas.features import Features
 from gpualloc.schemas.settings import ForecastSettings
 
 

@@ -34,7 +34,6 @@ from gpualloc.forecasting.designs import (
     PHYSICS,
     PHYSICS_VERSION,
     Baseline,
-    Features,
     architecture,
     group_memory_row,
     memory_row,
@@ -44,6 +43,7 @@ from gpualloc.forecasting.hardware import USABLE_GIB
 from gpualloc.forecasting.job_forecast import Hardware, JobForecast, SizeError
 from gpualloc.forecasting.kind_model import KindModel, fresh_model, group_key, parts_row
 from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow
+from gpualloc.schemas.features import Features
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import ForecastSettings
 

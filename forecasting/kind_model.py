@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from gpualloc.forecasting.designs import BASELINES, PROBES, Baseline, Features, group_memory_row, memory_row
+from gpualloc.forecasting.designs import BASELINES, PROBES, Baseline, group_memory_row, memory_row
 from gpualloc.forecasting.groups import GroupModel, Refinement
 from gpualloc.forecasting.ridge import ErrorWindow, OnlineRidge
-from gpualloc.schemas.features import GPU_TYPES
+from gpualloc.schemas.features import GPU_TYPES, Features
 
 PARTS_PENALTY = 8.0  # completions' worth of pull of the parts' correction towards the physics as it is
 

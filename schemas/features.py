@@ -144,6 +144,8 @@ class QuantizationFeatures(_Features):
         return self
 
 
+Features = TrainingFeatures | QuantizationFeatures  # a job's features, validated by its kind
+
 FEATURES: dict[str, type[TrainingFeatures] | type[QuantizationFeatures]] = {
     "training": TrainingFeatures,
     "quantization": QuantizationFeatures,

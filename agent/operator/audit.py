@@ -254,7 +254,7 @@ def compare(
             result.mismatches.append(f"{m['type']} {event_id}: published, but the ledger's replay does not make it")
     planner = d.reads.view
     if planner is not None:
-        apps = planner.apps
+        apps = {a: s.spec for a, s in planner.apps.items()}
         limits = {
             a: (
                 s.min_gpus,

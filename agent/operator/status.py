@@ -159,16 +159,16 @@ def view(
     for app_id, app in sorted(planner.apps.items()):
         demand = planner.window_demand(app_id)
         now = demand[0] if demand else 0
-        room = planner.headroom(app)
+        room = planner.headroom(app.spec)
         apps.append(
             {
                 "id": app_id,
-                "priority": app.priority,
-                "min_gpus": app.min_gpus,
-                "max_gpus": app.max_gpus,
+                "priority": app.spec.priority,
+                "min_gpus": app.spec.min_gpus,
+                "max_gpus": app.spec.max_gpus,
                 "demand": now,
                 "held": held.get(app_id, 0),
-                "shortfall": max(0, min(now, app.max_gpus or cfg.gpus) - held.get(app_id, 0)),
+                "shortfall": max(0, min(now, app.spec.max_gpus or cfg.gpus) - held.get(app_id, 0)),
                 "demand_ahead": demand,
                 "quantile": room.quantile,
                 "why": reasons.get(app_id) or room.why,
@@ -239,7 +239,7 @@ def promises(planner: PoolView, commit: dict[str, Any] | None, length: timedelta
     plan = (commit or {}).get("plan") or {"steps": 0, "holders": {}}
     holders = Holders(plan)
     priority = (
-        {a: s.priority for a, s in planner.apps.items()}
+        {a: s.spec.priority for a, s in planner.apps.items()}
         | {j: s.priority for j, s in planner.queued.items()}
         | {j: r.spec.priority for j, r in planner.running.items()}
     )

@@ -183,15 +183,16 @@ class Admission:
         its GPUs and the steps since it started)."""
         entry = self._release(job_id)
         self.state.queued.pop(job_id, None)
-        if entry is None or entry.spec.features is None:
+        features = None if entry is None else entry.spec.features
+        if entry is None or features is None:
             return
         spec, start = entry.spec, entry.start
         used = used or JobUsage()
         gpus = used.gpus or spec.gpus
         self.state.forecasts.finished(
             spec.kind,
-            spec.features,
-            self.state.hardware(spec.features),
+            features,
+            self.state.hardware(features),
             gpus,
             used.duration or max(1, self.state.now - start),
             used.peak_memory_gb,

@@ -102,6 +102,7 @@ def job_spec(pool: Pool, p: JobSubmitted) -> JobSpec:
     gpus, duration = p.gpus, p.duration
     limit = p.time_limit if p.time_limit is not None else planner.config.time_limit  # the pool's default
     if gpus is None or duration is None:
+        assert features is not None  # `JobSubmitted` refuses a job giving neither its sizes nor its features
         forecast = planner.size_job(p.kind, features, gpus, duration)
         gpus, duration = forecast.gpus, forecast.duration
     return JobSpec(p.id, p.kind, p.priority, gpus, duration, planner.now, p.requeue, features, forecast, limit)

@@ -91,7 +91,9 @@ class Boundary:
         and the plan, one step on, is what the next step's arrivals are inserted into."""
         schedule = keep_held(problem, schedule)  # apps stay on the GPUs they hold where nothing needs them
         displaced = displaced_value(self.state.queued.values())
-        reasons = {app_id: self.state.headroom(app, displaced).why for app_id, app in sorted(self.state.apps.items())}
+        reasons = {
+            app_id: self.state.headroom(app.spec, displaced).why for app_id, app in sorted(self.state.apps.items())
+        }
         assignments: dict[str, tuple[int, ...]] = {}
         for job_id, (start, mask) in sorted(schedule.batch.items()):
             if is_blocker(job_id) or (job_id not in self.state.running and job_id not in self.state.queued):
@@ -124,7 +126,7 @@ class Boundary:
         self.state.now += 1
         self.state.ahead = None
         self.state.busy = plan_busy(self.state, schedule, 1)
-        for app_id in sorted(self.state.apps, key=lambda a: (-self.state.apps[a].priority, a)):
+        for app_id in sorted(self.state.apps, key=lambda a: (-self.state.apps[a].spec.priority, a)):
             grant = self.realtime.react(app_id)  # demand observed before the boundary holds into the step
             if grant is not None:
                 reasons[app_id] = f"{reasons[app_id]}; {grant.reason}"

@@ -52,7 +52,9 @@ class PoolChanges:
                     f"{ns} GPUs (R3's node rule); change the node size once it ends"
                 )
         pool = (1 << config.gpus) - 1
-        floors = sum(next_floor(self.state, a, a.held & pool if a.held >= 0 else -1) for a in self.state.apps.values())
+        floors = sum(
+            next_floor(self.state, a.spec, a.held & pool if a.held >= 0 else -1) for a in self.state.apps.values()
+        )
         staying = (running_mask(self.state.running) | self.state.down | self.state.drained) & pool
         if floors > config.gpus - staying.bit_count():
             return (

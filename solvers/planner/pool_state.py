@@ -15,20 +15,16 @@ field keeps the rule of `gpualloc.solvers.planner.state`, so a pass works on a f
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Callable
 
 from gpualloc.forecasting.forecasters import Forecasters, pool_hardware
 from gpualloc.forecasting.job_forecast import Hardware, JobForecast
 from gpualloc.forecasting.traffic import pool_hour
+from gpualloc.schemas.features import Features
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.ahead import Ahead
 from gpualloc.solvers.planner.headroom import Headroom, displaced_value, fixed, priced
-from gpualloc.solvers.planner.records import (
-    AppSpec,
-    JobSpec,
-    PoolConfig,
-    Running,
-)
+from gpualloc.solvers.planner.records import AppSpec, AppState, JobSpec, PoolConfig, Running
 from gpualloc.solvers.planner.starvation import raised, starving
 from gpualloc.solvers.planner.window import demand, steps_left, window
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
@@ -43,7 +39,7 @@ class PlannerState:
     now: int = 0
     queued: dict[str, JobSpec] = field(default_factory=dict)
     running: dict[str, Running] = field(default_factory=dict)
-    apps: dict[str, AppSpec] = field(default_factory=dict)
+    apps: dict[str, AppState] = field(default_factory=dict)
     down: int = 0  # GPUs of nodes that are down
     drained: int = 0  # GPUs of drained nodes: running work continues, nothing new lands there
     scheduler: Callable[[Problem], Schedule] = heuristic_schedule  # the hot path (FIFO for baselines)
@@ -59,16 +55,16 @@ class PlannerState:
         """The pool hour `step` begins in (hour 0: the Monday 00:00 UTC before step 0)."""
         return pool_hour(self.week_minute, step, self.config.step_minutes)
 
-    def size_job(self, kind: str, features: Any, gpus: int | None, duration: int | None) -> JobForecast:
+    def size_job(self, kind: str, features: Features, gpus: int | None, duration: int | None) -> JobForecast:
         """A job's GPU count and duration from its features (given values win); SizeError with
         the field and the rule when it cannot be sized."""
         return self.forecasts.size(kind, features, self.hardware(features), gpus, duration)
 
-    def hardware(self, features: Any) -> Hardware:
+    def hardware(self, features: Features) -> Hardware:
         """What a job given by `features` runs on; the most GPUs it can ever be given are those
         the real-time apps' floors leave, so no forecast sizes a job that could never start."""
         hw = pool_hardware(features, self.config)
-        floors = tuple((app_id, app.min_gpus) for app_id, app in sorted(self.apps.items()) if app.min_gpus)
+        floors = tuple((app_id, app.spec.min_gpus) for app_id, app in sorted(self.apps.items()) if app.spec.min_gpus)
         if not floors:
             return hw
         kept = sum(n for _, n in floors)
@@ -117,8 +113,10 @@ class PlannerState:
             displaced = displaced_value(self.queued.values())
         return priced(app, self.config.realtime_penalty, displaced)
 
-    def _demand(self, app: AppSpec, displaced: float | None = None) -> list[int]:
-        return demand(app, self.config, self.now, self.forecasts, self.hour_of, self.headroom(app, displaced).quantile)
+    def _demand(self, app: AppState, displaced: float | None = None) -> list[int]:
+        return demand(
+            app, self.config, self.now, self.forecasts, self.hour_of, self.headroom(app.spec, displaced).quantile
+        )
 
 
 def steps_held(state: PlannerState, entry: Running) -> int:

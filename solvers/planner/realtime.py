@@ -7,10 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpualloc.solvers.planner.pool_state import PlannerState, next_floor
-from gpualloc.solvers.planner.records import (
-    AppSpec,
-    Grant,
-)
+from gpualloc.solvers.planner.records import AppSpec, AppState, Grant, Seen
 from gpualloc.solvers.planner.window import observed_in, running_mask
 from gpualloc.solvers.problem import bits_of
 
@@ -23,16 +20,16 @@ class RealTime:
     def __init__(self, state: PlannerState) -> None:
         self.state = state
 
-    def floor_problem(self, app: AppSpec) -> str:
+    def floor_problem(self, app: AppSpec, current: int = -1) -> str:
         """Why `app`'s bounds cannot be kept from the next commit on, or "" when they can. Running
         work is never moved and holds its GPUs at least until the next commit, so an app whose
         floor does not fit beside it, the GPUs of down or drained nodes and the other apps'
         floors could not be kept within its bounds; nor could one whose bounds are further from
-        the GPUs it holds than its swap cap moves in a step. It is refused instead of committed
-        outside them."""
+        the GPUs it holds (a registered app's, or a new one's `current` mask, -1: none) than its
+        swap cap moves in a step. It is refused instead of committed outside them."""
         cap = self.state.config.swap_cap if app.swap_cap is None else app.swap_cap
         old = self.state.apps.get(app.id)
-        held = (old.held if old is not None else app.held) & ~(self.state.down | self.state.drained)
+        held = (old.held if old is not None else current) & ~(self.state.down | self.state.drained)
         if held >= 0:  # it holds GPUs now: R4 lets it gain or give up `cap` of them a step
             n = held.bit_count()
             if app.min_gpus > n + cap:
@@ -48,7 +45,7 @@ class RealTime:
         need = next_floor(self.state, app, held)
         if need == 0:
             return ""
-        others = sum(next_floor(self.state, a, a.held) for a_id, a in self.state.apps.items() if a_id != app.id)
+        others = sum(next_floor(self.state, a.spec, a.held) for a_id, a in self.state.apps.items() if a_id != app.id)
         taken = (running_mask(self.state.running) | self.state.down | self.state.drained).bit_count()
         room = self.state.config.gpus - taken - others
         if need <= room:
@@ -60,25 +57,26 @@ class RealTime:
             "lower floor, or once work ends)"
         )
 
-    def register_app(self, app: AppSpec) -> None:
-        """Register (or update) an app. Its floor is reserved at once in the current plan
+    def register_app(self, app: AppSpec, current: int = -1) -> None:
+        """Register (or update) an app; a new one holding GPUs (`current`, a mask; -1: none)
+        holds them from now on, a registered one keeps what it holds. Its floor is reserved at once in the current plan
         (`_reserve_floor`), so no arrival inserted before the next boundary's replan can start
         on the GPUs the floor needs (`floor_problem` says whether it fits at all). A cut waiting
         for its plan is dropped: that plan could not be carried over, and its boundary need not
         wait for it."""
         old = self.state.apps.get(app.id)
         if old is not None:  # what the pool knows of it stays; its registration changes
-            app = replace(
-                app, observed=old.observed, held=old.held, before=old.before, latest=old.latest, granted=old.granted
-            )
-        elif app.held > 0:  # a new app's `current`: bound to it now, as a committed step's GPUs are
-            self.state.committed |= app.held & ((1 << self.state.config.gpus) - 1)
-        self.state.apps[app.id] = app
+            state = replace(old, spec=app)
+        else:
+            state = AppState(app, held=current)
+            if current > 0:  # bound to it now, as a committed step's GPUs are
+                self.state.committed |= current & ((1 << self.state.config.gpus) - 1)
+        self.state.apps[app.id] = state
         self.state.ahead = None  # a plan cut before knew other app rules: the boundary replans (`carry_over`)
         if self.state.busy is not None:
-            self._reserve_floor(app, app.min_gpus - (old.min_gpus if old is not None else 0), old is None)
+            self._reserve_floor(state, app.min_gpus - (old.spec.min_gpus if old is not None else 0), old is None)
 
-    def _reserve_floor(self, app: AppSpec, extra: int, new: bool) -> None:
+    def _reserve_floor(self, app: AppState, extra: int, new: bool) -> None:
         """Hold `extra` more GPUs for `app` at every step of the current plan (and, for a new app
         holding GPUs, that set first, so its swap cap lets it keep them): the plan made before it
         registered gives it nothing, and the floors must not be taken by work started before the
@@ -103,7 +101,7 @@ class RealTime:
     def observe_traffic(self, app_id: str, step: int, gpus: int, load: float | None = None) -> None:
         """`gpus` needed at `step` (`load`: the same, unrounded, when the observation gave requests/s)."""
         app = self.state.apps[app_id]
-        latest = (step, gpus) if app.latest is None or step >= app.latest[0] else app.latest
+        latest = Seen(step, gpus) if app.latest is None or step >= app.latest.step else app.latest
         observed = {**app.observed, step: max(gpus, app.observed.get(step, 0))}
         self.state.apps[app_id] = replace(app, observed=observed, latest=latest)
         self.state.forecasts.observed(app_id, self.state.hour_of(step), gpus if load is None else load)
@@ -125,7 +123,9 @@ class RealTime:
         if app is None or app.held < 0 or wanted is None:
             return None
         pool, dead = (1 << self.state.config.gpus) - 1, self.state.down | self.state.drained
-        ceiling = self.state.config.gpus if app.max_gpus is None else min(app.max_gpus, self.state.config.gpus)
+        ceiling = (
+            self.state.config.gpus if app.spec.max_gpus is None else min(app.spec.max_gpus, self.state.config.gpus)
+        )
         short = min(wanted, ceiling) - (app.held & ~dead).bit_count()
         if short <= 0:
             return None
@@ -142,18 +142,20 @@ class RealTime:
             order.append((None, g))
             spent, short = spent + cost, short - 1
         donors = (
-            d for d in self.state.apps.values() if d.id != app_id and d.held > 0 and observed_in(d, step) is not None
+            d
+            for d in self.state.apps.values()
+            if d.spec.id != app_id and d.held > 0 and observed_in(d, step) is not None
         )
-        for donor in sorted(donors, key=lambda d: (d.priority, d.id)):
+        for donor in sorted(donors, key=lambda d: (d.spec.priority, d.spec.id)):
             live = donor.held & ~dead
-            spare = live.bit_count() - max(observed_in(donor, step) or 0, donor.min_gpus)
+            spare = live.bit_count() - max(observed_in(donor, step) or 0, donor.spec.min_gpus)
             d_cap, d_before, d_spent = self._swaps(donor)
             for g in sorted(bits_of(live), key=lambda g: (bool(d_before >> g & 1), not before >> g & 1, g)):
                 if short == 0 or spare <= 0:
                     break
                 d_cost, cost = (1 if d_before >> g & 1 else -1), (-1 if before >> g & 1 else 1)
                 if d_spent + d_cost <= d_cap and spent + cost <= cap:
-                    order.append((donor.id, g))
+                    order.append((donor.spec.id, g))
                     d_spent, spent, short, spare = d_spent + d_cost, spent + cost, short - 1, spare - 1
         room = self.state.config.gpus - (running_mask(self.state.running) | dead).bit_count()
         if order and not self._floors_fit(app_id, order, room):  # the last taken go back first
@@ -176,9 +178,9 @@ class RealTime:
         }
         n, idle = grant.bit_count(), sum(1 for d, _ in order if d is None)
         still = min(wanted, ceiling) - (app.held & ~dead).bit_count()
-        if app.latest is not None and app.latest[0] == step:
+        if app.latest is not None and app.latest.step == step:
             seen = f"in step {step}"
-        elif app.latest is not None and app.latest[0] == step - 1:
+        elif app.latest is not None and app.latest.step == step - 1:
             seen = f"in step {step - 1}, holding into step {step}"
         else:
             seen = f"for step {step} (known ahead)"
@@ -209,7 +211,7 @@ class RealTime:
         dead = self.state.down | self.state.drained
         if app is None or wanted is None or not app.granted & app.held & ~dead:
             return None
-        surplus = (app.held & ~dead).bit_count() - max(wanted, app.min_gpus)
+        surplus = (app.held & ~dead).bit_count() - max(wanted, app.spec.min_gpus)
         cap, before, spent = self._swaps(app)
         freed = 0
         for g in sorted(bits_of(app.granted & app.held & ~dead), key=lambda g: (bool(before >> g & 1), -g)):
@@ -227,13 +229,13 @@ class RealTime:
         )
         return Grant(step, app_id, tuple(bits_of(app.held)), (), reason, {}, tuple(bits_of(freed)))
 
-    def _needs(self, app: AppSpec) -> int | None:
+    def _needs(self, app: AppState) -> int | None:
         """GPUs `app` needs now in the committed step: its last observation, when it was made in
         that step or the step before (an observation holds until the next), else the largest one
         known ahead for that step; None: none."""
         step = self.state.now - 1
-        if app.latest is not None and step - 1 <= app.latest[0] <= step:
-            return app.latest[1]
+        if app.latest is not None and step - 1 <= app.latest.step <= step:
+            return app.latest.gpus
         return app.observed.get(step)
 
     def _floors_fit(self, app_id: str, order: list[tuple[str | None, int]], room: int) -> bool:
@@ -245,12 +247,12 @@ class RealTime:
             after[app_id] = after[app_id] | 1 << g
             if donor_id is not None:
                 after[donor_id] &= ~(1 << g)
-        return sum(next_floor(self.state, a, after[a_id]) for a_id, a in self.state.apps.items()) <= room
+        return sum(next_floor(self.state, a.spec, after[a_id]) for a_id, a in self.state.apps.items()) <= room
 
-    def _swaps(self, app: AppSpec) -> tuple[int, int, int]:
+    def _swaps(self, app: AppState) -> tuple[int, int, int]:
         """(swap cap, the set it ended the previous step with, swaps spent in this step) of `app`;
         its first committed step is bound by no cap (R4 counts between steps)."""
-        cap = self.state.config.swap_cap if app.swap_cap is None else app.swap_cap
+        cap = self.state.config.swap_cap if app.spec.swap_cap is None else app.spec.swap_cap
         if app.before < 0:
             return self.state.config.gpus, 0, 0
         return cap, app.before, (app.held ^ app.before).bit_count()

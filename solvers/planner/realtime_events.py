@@ -19,20 +19,12 @@ if TYPE_CHECKING:
 
 def app_registered(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     p, planner = cast(AppRegistered, event.payload), pool._planner
-    app = AppSpec(
-        p.id,
-        p.priority,
-        p.min_gpus,
-        p.max_gpus,
-        p.swap_cap,
-        p.profile,
-        rps_per_gpu=p.rps_per_gpu,
-        held=mask_of(p.current) if p.current is not None else -1,
-    )
-    problem = _app_problem(pool, p) or planner.realtime.floor_problem(app)
+    app = AppSpec(p.id, p.priority, p.min_gpus, p.max_gpus, p.swap_cap, p.profile, p.rps_per_gpu)
+    current = mask_of(p.current) if p.current is not None else -1
+    problem = _app_problem(pool, p) or planner.realtime.floor_problem(app, current)
     if problem:
         return [Rejected(event.ref, problem)]
-    planner.realtime.register_app(app)
+    planner.realtime.register_app(app, current)
     return []
 
 
@@ -42,7 +34,7 @@ def traffic_observed(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     if app is None:
         return [Rejected(event.ref, f"app: {p.app!r} is not registered (app.registered comes first)")]
     step = pool.step_at(event.occurred_at)
-    planner.realtime.observe_traffic(p.app, step, p.gpus_needed(app.rps_per_gpu), p.load(app.rps_per_gpu))
+    planner.realtime.observe_traffic(p.app, step, p.gpus_needed(app.spec.rps_per_gpu), p.load(app.spec.rps_per_gpu))
     if step != planner.now - 1:  # not demand in the committed step
         return []
     grant = planner.realtime.react(p.app) or planner.realtime.release(p.app)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from gpualloc.forecasting.job_forecast import JobForecast
+from gpualloc.schemas.features import Features
 from gpualloc.schemas.limits import POOL
 from gpualloc.schemas.published import Action
 from gpualloc.solvers.grid import Schedule
@@ -54,7 +55,9 @@ class JobSpec:
     duration: int
     submitted: int  # step of arrival
     requeue: bool = True
-    features: Any = None  # the validated features, when the job gave them (its completion teaches the forecasters)
+    features: Features | None = (
+        None  # the validated features, when the job gave them (its completion teaches the forecasters)
+    )
     forecast: JobForecast | None = None  # when its GPUs or duration were forecast
     time_limit: int | None = None  # steps it may run from its start: failed at that boundary (`Admission.expire`)
 
@@ -90,8 +93,9 @@ _NOTHING = FrozenDict()
 
 @dataclass(frozen=True)
 class AppSpec:
-    """A real-time app: its registration and what the pool knows of it since (its observations,
-    the sets it held). A value: the planner replaces an app's, never changes one in place."""
+    """A real-time app as it registered (`app.registered`): its bounds, its value and how its
+    traffic reads. Replaced whole when the app registers again; what the pool learns of the app
+    since lives in its `AppState`."""
 
     id: str
     priority: float
@@ -100,17 +104,35 @@ class AppSpec:
     swap_cap: int | None = None
     profile: Sequence[int] | None = None  # GPUs by hour of day, before traffic history exists (kept as a tuple)
     rps_per_gpu: float = 1.0  # requests per second one GPU serves
+
+    def __post_init__(self) -> None:
+        # kept read-only, whatever was given, so the value cannot be changed through it
+        if self.profile is not None and not isinstance(self.profile, tuple):
+            object.__setattr__(self, "profile", tuple(self.profile))
+
+
+class Seen(NamedTuple):
+    """An app's observation as the pool keeps its latest: GPUs needed in a step."""
+
+    step: int
+    gpus: int
+
+
+@dataclass(frozen=True)
+class AppState:
+    """A registered app as the pool knows it: its registration and what happened since (its
+    observations, the sets it held). A value: the planner replaces an app's, never changes one
+    in place."""
+
+    spec: AppSpec
     observed: Mapping[int, int] = field(default_factory=lambda: _NOTHING)  # step -> largest GPUs observed (read-only)
     held: int = -1  # GPU mask held in the last committed step (-1: never committed), reactive grants included
     before: int = -1  # GPU mask held at the end of the step before it: what R4 counts a step's grants against
-    latest: tuple[int, int] | None = None  # (step, GPUs) of its last observation, of the latest step observed
+    latest: Seen | None = None  # its last observation, of the latest step observed
     granted: int = 0  # GPUs of `held` granted within the committed step (its commit's own set excluded)
 
     def __post_init__(self) -> None:
-        # kept read-only, whatever was given, so the value cannot be changed through them
-        if self.profile is not None and not isinstance(self.profile, tuple):
-            object.__setattr__(self, "profile", tuple(self.profile))
-        if not isinstance(self.observed, FrozenDict):
+        if not isinstance(self.observed, FrozenDict):  # kept read-only, whatever was given
             object.__setattr__(self, "observed", FrozenDict(self.observed))
 
 

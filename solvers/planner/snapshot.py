@@ -27,7 +27,7 @@ from gpualloc.schemas.settings import ForecastSettings
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.planner import Planner
-from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig, Running
+from gpualloc.solvers.planner.records import AppSpec, AppState, JobSpec, PoolConfig, Running, Seen
 from gpualloc.solvers.problem import Problem
 
 # 2: the forecasters' state, the pool's GPU type, jobs' features; 3: apps' held GPUs in hex, the GPUs the
@@ -104,12 +104,12 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
         "running": {job_id: [_job(r.spec), _hex(r.mask), r.start] for job_id, r in planner.running.items()},
         "apps": {
             app_id: [
-                a.priority,
-                a.min_gpus,
-                a.max_gpus,
-                a.swap_cap,
-                a.profile,
-                a.rps_per_gpu,
+                a.spec.priority,
+                a.spec.min_gpus,
+                a.spec.max_gpus,
+                a.spec.swap_cap,
+                a.spec.profile,
+                a.spec.rps_per_gpu,
                 [[step, gpus] for step, gpus in a.observed.items()],
                 _hex(a.held),
                 _hex(a.before),
@@ -152,11 +152,10 @@ def load_planner(
         held = int(held, 16) if isinstance(held, str) else held  # version 2: a JSON integer
         before = rest[0] if rest else held  # absent before reactive grants: its set is what the step began with
         before = int(before, 16) if isinstance(before, str) else before
-        latest = tuple(rest[1]) if len(rest) > 1 and rest[1] is not None else None  # absent before releases
+        latest = Seen(*rest[1]) if len(rest) > 1 and rest[1] is not None else None  # absent before releases
         granted = int(rest[2], 16) if len(rest) > 2 else 0
-        planner.apps[app_id] = AppSpec(
-            app_id, priority, lo, hi, cap, profile, rps, {s: g for s, g in observed}, held, before, latest, granted
-        )
+        spec = AppSpec(app_id, priority, lo, hi, cap, profile, rps)
+        planner.apps[app_id] = AppState(spec, {s: g for s, g in observed}, held, before, latest, granted)
     planner.down, planner.drained = int(data["down"], 16), int(data["drained"], 16)
     planner.committed = int(data["committed"], 16)
     busy = data.get("busy")  # absent from snapshots made before arrivals were inserted: a fresh plan then

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from gpualloc.solvers.planner.headroom import Headroom
-from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig, Running
+from gpualloc.solvers.planner.records import AppSpec, AppState, JobSpec, PoolConfig, Running
 from gpualloc.solvers.problem import Problem
 
 
@@ -29,7 +29,7 @@ class PoolView(Protocol):
     def running(self) -> Mapping[str, Running]: ...
 
     @property
-    def apps(self) -> Mapping[str, AppSpec]: ...
+    def apps(self) -> Mapping[str, AppState]: ...
 
     @property
     def down(self) -> int: ...  # GPUs of nodes that are down (a mask)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.solvers.legality import lowered_floors
-from gpualloc.solvers.planner.records import BLOCKER, AppSpec, JobSpec, PoolConfig, Running
+from gpualloc.solvers.planner.records import BLOCKER, AppState, JobSpec, PoolConfig, Running
 from gpualloc.solvers.problem import Batch, Problem, Realtime
 
 
@@ -18,9 +18,9 @@ def window(
     now: int,
     running: Mapping[str, Running],
     queued: Mapping[str, JobSpec],
-    apps: Mapping[str, AppSpec],
+    apps: Mapping[str, AppState],
     unavailable: int,
-    demand_of: Callable[[AppSpec], list[int]],
+    demand_of: Callable[[AppState], list[int]],
 ) -> Problem:
     """The window at step `now`; `unavailable`: the GPUs of down or drained nodes."""
     T = cfg.horizon
@@ -42,15 +42,16 @@ def window(
     realtime = []
     lows = floors(apps, cfg, blocked | held, unavailable)
     for app_id, app in sorted(apps.items()):
-        hi = cfg.gpus if app.max_gpus is None else min(app.max_gpus, cfg.gpus)
+        rules = app.spec
+        hi = cfg.gpus if rules.max_gpus is None else min(rules.max_gpus, cfg.gpus)
         # GPUs of down or drained nodes are held by the blocker: an app leaves them (as work
         # may, unlike a batch block), so they are not its to keep (else nothing can meet its floor)
         current = app.held & ~unavailable if app.held >= 0 else -1
-        cap = cfg.swap_cap if app.swap_cap is None else app.swap_cap
+        cap = cfg.swap_cap if rules.swap_cap is None else rules.swap_cap
         lo = lows[app_id]
         if current >= 0:  # bounds one step cannot reach (`floor_problem` refuses them) are approached
             lo, hi = min(lo, current.bit_count() + cap), max(hi, current.bit_count() - cap)
-        realtime.append(Realtime(index, app_id, app.priority, tuple(demand_of(app)), lo, hi, cap, current))
+        realtime.append(Realtime(index, app_id, rules.priority, tuple(demand_of(app)), lo, hi, cap, current))
         index += 1
     weights = tuple(cfg.time_decay**t for t in range(T))
     return Problem(
@@ -66,24 +67,27 @@ def window(
     )
 
 
-def floors(apps: Mapping[str, AppSpec], cfg: PoolConfig, held: int, unavailable: int) -> dict[str, int]:
+def floors(apps: Mapping[str, AppState], cfg: PoolConfig, held: int, unavailable: int) -> dict[str, int]:
     """Each app's floor for the window (`lowered_floors`; `held`: the GPUs of running jobs and
     of down or drained nodes), beside what each app's swap cap makes it keep of its set."""
     kept = {
-        app_id: max(0, (app.held & ~unavailable).bit_count() - (cfg.swap_cap if app.swap_cap is None else app.swap_cap))
+        app_id: max(
+            0,
+            (app.held & ~unavailable).bit_count() - (cfg.swap_cap if app.spec.swap_cap is None else app.spec.swap_cap),
+        )
         for app_id, app in apps.items()
         if app.held >= 0
     }
     return lowered_floors(
-        {app_id: app.min_gpus for app_id, app in apps.items()},
-        {app_id: app.priority for app_id, app in apps.items()},
+        {app_id: app.spec.min_gpus for app_id, app in apps.items()},
+        {app_id: app.spec.priority for app_id, app in apps.items()},
         cfg.gpus - held.bit_count(),
         kept,
     )
 
 
 def demand(
-    app: AppSpec,
+    app: AppState,
     cfg: PoolConfig,
     now: int,
     forecasts: Forecasters,
@@ -105,11 +109,11 @@ def demand(
             out.append(app.observed[step])
             continue
         hour = hour_of(step)
-        forecast = forecasts.demand(app.id, hour, quantile, app.profile)
+        forecast = forecasts.demand(app.spec.id, hour, quantile, app.spec.profile)
         if forecast is not None:
             out.append(min(cfg.gpus, forecast))
-        elif app.profile:
-            out.append(app.profile[hour % 24])
+        elif app.spec.profile:
+            out.append(app.spec.profile[hour % 24])
         else:
             out.append(latest)
     if out and now not in app.observed:
@@ -117,13 +121,13 @@ def demand(
     return out
 
 
-def held_into(app: AppSpec, step: int) -> int:
+def held_into(app: AppState, step: int) -> int:
     """GPUs `app` was last seen to need, when that was in the step before `step`: an observation
     holds until the next (0: none then)."""
-    return app.latest[1] if app.latest is not None and app.latest[0] == step - 1 else 0
+    return app.latest.gpus if app.latest is not None and app.latest.step == step - 1 else 0
 
 
-def observed_in(app: AppSpec, step: int) -> int | None:
+def observed_in(app: AppState, step: int) -> int | None:
     """GPUs `app` was seen to need in `step`: its largest observation there, else the previous
     step's, which holds until the next observation comes (None: neither was observed)."""
     return app.observed.get(step, app.observed.get(step - 1))

@@ -31,7 +31,7 @@ from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.pool_state import plan_busy
-from gpualloc.solvers.planner.records import AppSpec, FullModePlan, JobSpec, PoolConfig, Running
+from gpualloc.solvers.planner.records import AppSpec, AppState, FullModePlan, JobSpec, PoolConfig, Running
 from gpualloc.solvers.planner.snapshot import dump_planner, dump_pool, dump_schedule, load_planner, load_schedule
 from gpualloc.solvers.policies.fifo import fifo_schedule
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
@@ -157,7 +157,7 @@ def planners(draw) -> tuple[Planner, Schedule]:
     high = st.integers(0, 63).map(lambda k: ((1 << min(k + 1, gpus)) - 1) << (gpus - min(k + 1, gpus)))
     planner = Planner(PoolConfig(gpus, 8, horizon), now=draw(st.integers(0, 10_000)), scheduler=heuristic_schedule)
     for k in range(draw(st.integers(0, 4))):
-        planner.apps[f"app{k}"] = AppSpec(f"app{k}", 1.0 + k, held=draw(st.one_of(st.just(-1), high, masks)))
+        planner.apps[f"app{k}"] = AppState(AppSpec(f"app{k}", 1.0 + k), held=draw(st.one_of(st.just(-1), high, masks)))
     for k in range(draw(st.integers(0, 4))):
         planner.running[f"r{k}"] = Running(
             JobSpec(f"r{k}", "training", 1.0, 1, 5, 0), draw(masks), draw(st.integers(0, 99))
@@ -216,14 +216,10 @@ def limits_planner(seed: int = 0) -> Planner:
     )
     for k in range(64):
         app_id = _ident(rng, f"app{k}-")
-        p.apps[app_id] = AppSpec(
-            app_id,
-            rng.uniform(1, 100),
-            1,
-            32,
-            4,
-            [rng.randint(1, 32) for _ in range(24)],
-            rng.uniform(0.5, 50),
+        p.apps[app_id] = AppState(
+            AppSpec(
+                app_id, rng.uniform(1, 100), 1, 32, 4, [rng.randint(1, 32) for _ in range(24)], rng.uniform(0.5, 50)
+            ),
             {p.now + t: rng.randint(1, 32) for t in range(horizon)},
             ((1 << app_gpus) - 1) << (gpus - app_gpus * (k + 1)),
         )

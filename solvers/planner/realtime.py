@@ -80,16 +80,18 @@ class RealTime:
         """Hold `extra` more GPUs for `app` at every step of the current plan (and, for a new app
         holding GPUs, that set first, so its swap cap lets it keep them): the plan made before it
         registered gives it nothing, and the floors must not be taken by work started before the
-        boundary replans with it. Where a step has too few free GPUs, they are held by work
-        planned there, not running (`floor_problem`), which the boundary's replan moves."""
+        boundary replans with it. GPUs of that set the plan had booked (another app's floor
+        held there, work planned there) are booked again on free ones, so no floor loses the
+        GPUs held for it. Where a step has too few free GPUs, they are held by work planned
+        there, not running (`floor_problem`), which the boundary's replan moves."""
         pool = (1 << self.state.config.gpus) - 1
         blocked = self.state.down | self.state.drained
         own = app.held & pool & ~blocked if new and app.held >= 0 else 0
         plan = self.state.busy
         assert plan is not None  # `register_app` reserves only in a current plan
         for t, busy in enumerate(plan):
-            kept = own & ~busy
-            need = extra - kept.bit_count()
+            kept = own
+            need = max(0, extra - own.bit_count()) + (own & busy).bit_count()
             free = pool & ~(busy | blocked | kept)
             while need > 0 and free:
                 top = 1 << (free.bit_length() - 1)  # from the top: inserted blocks fill from GPU 0

@@ -243,3 +243,33 @@ def test_a_boundary_where_kept_sets_and_floors_overfill_what_a_down_node_leaves_
     assert (
         online_violations(commits, limits, set(limits), down, node_size=8, pool=(16, {"big": 1.0, "small": 9.0})) == []
     )
+
+
+def test_a_new_app_holding_gpus_another_floor_was_held_on_leaves_that_floor_room():
+    """An app registers the GPUs it holds now (`current`) where the plan held another app's
+    floor: that floor is held again on free GPUs, so arrivals of the same pass do not start on
+    the GPUs the floors need at the commit."""
+    pool = configured(32, 2, node=4)
+    pool.apply(
+        [ev("app.registered", {"id": "big", "priority": 1, "max_gpus": 8, "current": list(range(23, 32))})]
+        + [
+            ev("job.submitted", {"id": f"a{k}", "kind": "training", "priority": 1, "gpus": g, "duration": 1})
+            for k, g in enumerate([1, 1, 4, 8])
+        ],
+        T0,
+    )
+    free = [g for g in range(32) if not any(r.mask >> g & 1 for r in pool.planner.running.values())][:-9]
+    jobs = [
+        ev("job.submitted", {"id": f"b{k}", "kind": "training", "priority": 1, "gpus": g, "duration": 1})
+        for k, g in enumerate([1, 1, 2])
+    ]
+    apps = [
+        ev("app.registered", {"id": "six", "priority": 1, "min_gpus": 6, "max_gpus": 8}, ref="six"),
+        ev("app.registered", {"id": "one", "priority": 1, "min_gpus": 1, "max_gpus": 8}, ref="one"),
+        ev("app.registered", {"id": "late", "priority": 1, "max_gpus": 8, "current": free[-3:]}, ref="late"),
+    ]
+    effects = pool.apply(jobs[::-1] + apps, T0)
+    accepted = {e.ref for e in apps} - {e.ref for e in effects if isinstance(e, Rejected)}
+    commit = pool.commit().commit
+    floors = {"six": 6, "one": 1, "late": 1}  # `late` keeps all but its swap cap of its 3
+    assert accepted == set(floors) and all(len(commit.assignments[a]) >= n for a, n in floors.items())

@@ -76,16 +76,15 @@ class ForecastSettings(_Frozen):
 
     training_quantile: float = Field(default=0.7, gt=0, lt=1)
     quantization_quantile: float = Field(default=0.7, gt=0, lt=1)
-    # of the share of its observations an app's plan covers: a GPU held spare for an app seldom finds a
-    # batch block to host for a whole job, while a GPU-step short costs the penalty times the app's priority
-    # (0.99 against 0.9: +15% objective on the bundled four-week trace, -1% on the serving traces, a third
-    # less shortfall on both; docs/results.md)
+    # of the share of its steps an app's plan covers, when not priced (`realtime_priced` off): a GPU held
+    # spare for an app seldom finds a batch block to host for a whole job, while a GPU-step short costs the
+    # penalty times the app's priority
     realtime_quantile: float = Field(default=0.99, gt=0, lt=1)
     # plan each app at the quantile the objective's prices call for (its shortfall penalty against the
-    # batch value a GPU held idle displaces: `gpualloc.solvers.planner.headroom`), not realtime_quantile;
-    # off: the displaced value it counts is the queue's whole batch value, which the GPUs an app's headroom
-    # frees seldom earn, so it plans below the fixed quantile and loses objective (docs/results.md)
-    realtime_priced: bool = False
+    # batch value a GPU held idle displaces: `gpualloc.solvers.planner.headroom`), not realtime_quantile:
+    # against a fixed 0.99 it earns more objective on the serving and generated traces and the bundled
+    # four-week trace, with no more shortfall on the traces (docs/results.md, "Headroom")
+    realtime_priced: bool = True
     interval: float = Field(default=0.8, gt=0, lt=1)  # the coverage of the interval decisions report
     traffic_weeks: int = Field(default=6, ge=1, le=52)  # weeks of hourly traffic history kept an app
     traffic_forgetting: float = Field(default=0.7, gt=0, le=1)  # a week's weight against the week after it

@@ -171,7 +171,9 @@ def test_a_restored_pool_forecasts_and_decides_as_the_original():
         )
     assert pool.planner.forecasts.jobs.models["training"].parts.examples > 0  # the correction physics 2 learns
     state = orjson.loads(orjson.dumps(dump_pool(pool)))
-    twin = load_pool(state, Pool())
+    twin = load_pool(
+        state, Pool(forecast=ForecastSettings(realtime_priced=False))
+    )  # the run's settings: a snapshot keeps none
     arrivals = [ev("job.submitted", feature_job(rng, f"n{k}"), 171) for k in range(8)]
     mine = [e.decision for e in pool.apply(arrivals, T0 + timedelta(hours=171))]
     theirs = [e.decision for e in twin.apply(arrivals, T0 + timedelta(hours=171))]

@@ -128,7 +128,6 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 group.min.session.timeout.ms=500
-broker.session.timeout.ms=60000
 log.retention.hours=168
 log.segment.bytes=16777216
 EOF

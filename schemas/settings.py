@@ -96,7 +96,7 @@ class ForecastSettings(_Frozen):
     oom_risk: float = Field(default=0.2, gt=0, lt=0.5)
     # the version of the training physics (`gpualloc.forecasting.designs.PHYSICS`): 2, the stack's own
     # accounting fitted to real runs; 1, the textbook one (ledger entries that name none were made by it)
-    physics: Literal[1, 2] = 2
+    physics: int = Field(default=2, ge=1, le=2)  # an integer field, so a variable ("2") sets it too
 
     def quantile(self, kind: str) -> float:
         return self.quantization_quantile if kind == "quantization" else self.training_quantile

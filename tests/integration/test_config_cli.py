@@ -48,3 +48,23 @@ def test_the_readme_carries_the_table():
     assert table == markdown(options(build_parser())), (
         "run `gpualloc config options` and paste it into docs/configuration.md"
     )
+
+
+def test_every_setting_takes_its_default_written_as_its_environment_variable(monkeypatch, capsys):
+    """A variable is text: each scalar setting, given its own default as text, loads to it (so no
+    setting's type refuses what a variable can say, as a `Literal[1, 2]` refuses "1")."""
+    given = {}
+    for o in options(build_parser()):
+        if o.default is None or isinstance(o.default, (list, tuple, dict)):
+            continue
+        text = str(o.default).lower() if isinstance(o.default, bool) else str(o.default)
+        monkeypatch.setenv(o.env, text)
+        given[o.path] = o.default
+    assert len(given) > 50
+    assert main(["config", "show"]) == 0, capsys.readouterr().err
+    shown = json.loads(capsys.readouterr().out)
+    for path, default in given.items():
+        value = shown
+        for part in path.split("."):
+            value = value[part]
+        assert value == default or value == "**********", path

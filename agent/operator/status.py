@@ -156,10 +156,11 @@ def view(
     queue.sort(key=lambda q: (q["promised_start"] is None, q["promised_start"] or 0, -q["priority"], q["id"]))
     apps = []
     reasons = (commit or {}).get("reasons", {})
+    displaced = planner.displaced()
     for app_id, app in sorted(planner.apps.items()):
-        demand = planner.window_demand(app_id)
+        demand = planner.window_demand(app_id, displaced)
         now = demand[0] if demand else 0
-        room = planner.headroom(app.spec)
+        room = planner.headroom(app.spec, displaced)
         apps.append(
             {
                 "id": app_id,

@@ -10,7 +10,6 @@ from dataclasses import replace
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.admission import Admission
 from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over, first_needs
-from gpualloc.solvers.planner.headroom import displaced_value
 from gpualloc.solvers.planner.keep_held import keep_held
 from gpualloc.solvers.planner.pool_state import PlannerState, plan_busy
 from gpualloc.solvers.planner.realtime import RealTime
@@ -90,7 +89,7 @@ class Boundary:
         """Step 0 of `schedule` (a plan of the window `problem`) committed; the clock advances,
         and the plan, one step on, is what the next step's arrivals are inserted into."""
         schedule = keep_held(problem, schedule)  # apps stay on the GPUs they hold where nothing needs them
-        displaced = displaced_value(self.state.queued.values())
+        displaced = self.state.displaced()
         reasons = {
             app_id: self.state.headroom(app.spec, displaced).why for app_id, app in sorted(self.state.apps.items())
         }

@@ -85,13 +85,19 @@ class PlannerState:
         """`problem` with the starving jobs' priorities raised (`starvation.raised`)."""
         return raised(problem, self.starving())
 
-    def window_demand(self, app_id: str) -> list[int]:
-        """An app's GPUs needed in each step of the window, as the plan sees them."""
-        return self._demand(self.apps[app_id])
+    def window_demand(self, app_id: str, displaced: float | None = None) -> list[int]:
+        """An app's GPUs needed in each step of the window, as the plan sees them (`displaced`:
+        the queue's `displaced()`, computed when not given)."""
+        return self._demand(self.apps[app_id], displaced)
+
+    def displaced(self) -> float:
+        """What a GPU-step of the waiting work earns (`headroom.displaced_value`): what priced
+        headroom weighs an app's shortfall against. Once for all apps: it reads the whole queue."""
+        return displaced_value(self.queued.values())
 
     def window_problem(self) -> Problem:
         """The window [now, now + horizon) as a Problem (`window.window`)."""
-        displaced = displaced_value(self.queued.values())
+        displaced = self.displaced()
         return window(
             self.config,
             self.now,
@@ -110,7 +116,7 @@ class PlannerState:
         if not settings.realtime_priced:
             return fixed(settings.realtime_quantile)
         if displaced is None:
-            displaced = displaced_value(self.queued.values())
+            displaced = self.displaced()
         return priced(app, self.config.realtime_penalty, displaced)
 
     def _demand(self, app: AppState, displaced: float | None = None) -> list[int]:

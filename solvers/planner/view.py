@@ -37,7 +37,9 @@ class PoolView(Protocol):
     @property
     def drained(self) -> int: ...  # GPUs of drained nodes (a mask)
 
-    def window_demand(self, app_id: str) -> list[int]: ...
+    def window_demand(self, app_id: str, displaced: float | None = None) -> list[int]: ...
+
+    def displaced(self) -> float: ...  # what a GPU-step of the waiting work earns (priced headroom's price)
 
     def headroom(self, app: AppSpec, displaced: float | None = None) -> Headroom: ...
 

@@ -259,7 +259,7 @@ def compare(
             a: (
                 s.min_gpus,
                 planner.config.gpus if s.max_gpus is None else s.max_gpus,
-                planner.config.swap_cap if s.swap_cap is None else s.swap_cap,
+                s.cap(planner.config.swap_cap),
             )
             for a, s in apps.items()
         }

@@ -135,7 +135,7 @@ def next_floor(state: PlannerState, app: AppSpec, held: int) -> int:
     what its swap cap lets it give up of those in one step, whichever is more."""
     if held < 0:
         return app.min_gpus
-    cap = state.config.swap_cap if app.swap_cap is None else app.swap_cap
+    cap = app.cap(state.config.swap_cap)
     return max(app.min_gpus, (held & ~(state.down | state.drained)).bit_count() - cap)
 
 

@@ -27,7 +27,7 @@ class RealTime:
         floors could not be kept within its bounds; nor could one whose bounds are further from
         the GPUs it holds (a registered app's, or a new one's `current` mask, -1: none) than its
         swap cap moves in a step. It is refused instead of committed outside them."""
-        cap = self.state.config.swap_cap if app.swap_cap is None else app.swap_cap
+        cap = app.cap(self.state.config.swap_cap)
         old = self.state.apps.get(app.id)
         held = (old.held if old is not None else current) & ~(self.state.down | self.state.drained)
         if held >= 0:  # it holds GPUs now: R4 lets it gain or give up `cap` of them a step
@@ -125,9 +125,7 @@ class RealTime:
         if app is None or app.held < 0 or wanted is None:
             return None
         pool, dead = (1 << self.state.config.gpus) - 1, self.state.down | self.state.drained
-        ceiling = (
-            self.state.config.gpus if app.spec.max_gpus is None else min(app.spec.max_gpus, self.state.config.gpus)
-        )
+        ceiling = app.spec.ceiling(self.state.config.gpus)
         short = min(wanted, ceiling) - (app.held & ~dead).bit_count()
         if short <= 0:
             return None
@@ -254,7 +252,7 @@ class RealTime:
     def _swaps(self, app: AppState) -> tuple[int, int, int]:
         """(swap cap, the set it ended the previous step with, swaps spent in this step) of `app`;
         its first committed step is bound by no cap (R4 counts between steps)."""
-        cap = self.state.config.swap_cap if app.spec.swap_cap is None else app.spec.swap_cap
+        cap = app.spec.cap(self.state.config.swap_cap)
         if app.before < 0:
             return self.state.config.gpus, 0, 0
         return cap, app.before, (app.held ^ app.before).bit_count()

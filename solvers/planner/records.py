@@ -55,9 +55,8 @@ class JobSpec:
     duration: int
     submitted: int  # step of arrival
     requeue: bool = True
-    features: Features | None = (
-        None  # the validated features, when the job gave them (its completion teaches the forecasters)
-    )
+    # the validated features, when the job gave them (its completion teaches the forecasters)
+    features: Features | None = None
     forecast: JobForecast | None = None  # when its GPUs or duration were forecast
     time_limit: int | None = None  # steps it may run from its start: failed at that boundary (`Admission.expire`)
 
@@ -109,6 +108,14 @@ class AppSpec:
         # kept read-only, whatever was given, so the value cannot be changed through it
         if self.profile is not None and not isinstance(self.profile, tuple):
             object.__setattr__(self, "profile", tuple(self.profile))
+
+    def cap(self, pool_cap: int) -> int:
+        """Its swap cap: its own, else the pool's (`pool_cap`)."""
+        return pool_cap if self.swap_cap is None else self.swap_cap
+
+    def ceiling(self, gpus: int) -> int:
+        """The most GPUs it may hold in a pool of `gpus`."""
+        return gpus if self.max_gpus is None else min(self.max_gpus, gpus)
 
 
 class Seen(NamedTuple):

@@ -43,11 +43,11 @@ def window(
     lows = floors(apps, cfg, blocked | held, unavailable)
     for app_id, app in sorted(apps.items()):
         rules = app.spec
-        hi = cfg.gpus if rules.max_gpus is None else min(rules.max_gpus, cfg.gpus)
+        hi = rules.ceiling(cfg.gpus)
         # GPUs of down or drained nodes are held by the blocker: an app leaves them (as work
         # may, unlike a batch block), so they are not its to keep (else nothing can meet its floor)
         current = app.held & ~unavailable if app.held >= 0 else -1
-        cap = cfg.swap_cap if rules.swap_cap is None else rules.swap_cap
+        cap = rules.cap(cfg.swap_cap)
         lo = lows[app_id]
         if current >= 0:  # bounds one step cannot reach (`floor_problem` refuses them) are approached
             lo, hi = min(lo, current.bit_count() + cap), max(hi, current.bit_count() - cap)
@@ -71,10 +71,7 @@ def floors(apps: Mapping[str, AppState], cfg: PoolConfig, held: int, unavailable
     """Each app's floor for the window (`lowered_floors`; `held`: the GPUs of running jobs and
     of down or drained nodes), beside what each app's swap cap makes it keep of its set."""
     kept = {
-        app_id: max(
-            0,
-            (app.held & ~unavailable).bit_count() - (cfg.swap_cap if app.spec.swap_cap is None else app.spec.swap_cap),
-        )
+        app_id: max(0, (app.held & ~unavailable).bit_count() - app.spec.cap(cfg.swap_cap))
         for app_id, app in apps.items()
         if app.held >= 0
     }

@@ -23,11 +23,14 @@ from gpualloc.schemas.published import PassRecorded, PoolSnapshot, PoolSnapshotP
 log = logging.getLogger("gpualloc.agent")
 
 POLL_MS = 200
+HISTORY_FETCH_WAIT_MS = 20  # what history reads let a fetch wait for records that are not there yet
 
 
-def reader(bootstrap: Broker | str, fetch_wait_ms: int = 500) -> AIOKafkaConsumer:
-    """A consumer for reading history back: no group, committed transactions only. The agent's
-    live input reader passes a short `fetch_wait_ms` (`agent.fetch_wait_ms`)."""
+def reader(bootstrap: Broker | str, fetch_wait_ms: int = HISTORY_FETCH_WAIT_MS) -> AIOKafkaConsumer:
+    """A consumer for reading history back: no group, committed transactions only. History is
+    read up to end offsets known beforehand, so a fetch has nothing to wait for; a broker answers
+    a connection's requests in order, and a long wait would hold each offset lookup behind it.
+    The agent's live input reader passes its own `fetch_wait_ms` (`agent.fetch_wait_ms`)."""
     return clients.consumer(
         bootstrap=bootstrap,
         group_id=None,

@@ -56,7 +56,7 @@ def _flat(h: float, weekend: bool) -> float:
 
 
 @dataclass
-class _App:
+class App:
     id: str
     shape: Callable[[float, bool], float]
     utc_offset: int  # hours
@@ -81,12 +81,12 @@ class _App:
         return base
 
 
-def _fleet(rng: random.Random, weeks: int) -> list[_App]:
+def fleet(rng: random.Random, weeks: int) -> list[App]:
     third = 14 + rng.randint(0, 4) if weeks >= 3 else None
     return [
-        _App("spiky", _evening, 9, rng.uniform(8, 12), 0.35, 300.0, 40.0, rng.uniform(0.01, 0.03), 2.0),
-        _App("smooth", _office, -5, rng.uniform(100, 140), 0.04, 1800.0, 200.0, rng.uniform(0.01, 0.03), 0.0, third),
-        _App(
+        App("spiky", _evening, 9, rng.uniform(8, 12), 0.35, 300.0, 40.0, rng.uniform(0.01, 0.03), 2.0),
+        App("smooth", _office, -5, rng.uniform(100, 140), 0.04, 1800.0, 200.0, rng.uniform(0.01, 0.03), 0.0, third),
+        App(
             "api",
             _flat,
             1,
@@ -120,22 +120,29 @@ def _times(rng: random.Random, rate: str, end: float) -> Iterator[float]:
         raise ValueError(f"rate: one of {', '.join(RATES)} (got {rate!r})")
 
 
-def _observations(app: _App, seed: int, rate: str, weeks: int) -> list[tuple[float, float]]:
-    """(seconds since T0, requests/s). The demand process is drawn on a 15-second grid from
-    `seed` alone, so every rate samples the same demand; the observation times, gaps and
-    glitches come from the rate's own draws."""
-    end = weeks * 168 * HOUR
-    world = random.Random(f"{seed}:{app.id}:world")
-    grid: list[float] = []  # log multiplier every 15 s: wander x bursts
+def multipliers(app: App, world: random.Random, steps: int) -> list[float]:
+    """The within-hour process, from its start: the log multiplier of demand over the level
+    every 15 seconds for `steps` steps (wander x bursts), drawn from `world`."""
+    grid: list[float] = []
     x, burst_left, burst = 0.0, 0.0, 1.0
     keep = math.exp(-15.0 / app.tau)
     kick = app.wander * math.sqrt(1 - keep * keep)
-    for _ in range(int(end // 15) + 1):
+    for _ in range(steps):
         x = x * keep + kick * world.gauss(0, 1)
         if burst_left <= 0 and world.random() < app.bursts_per_hour * 15 / HOUR:
             burst_left, burst = world.uniform(60, 600), world.uniform(1.5, 3.0)
         burst_left -= 15
         grid.append(x + (math.log(burst) if burst_left > 0 else 0.0))
+    return grid
+
+
+def observations(app: App, seed: int, rate: str, weeks: int) -> list[tuple[float, float]]:
+    """(seconds since T0, requests/s). The demand process is drawn on a 15-second grid from
+    `seed` alone, so every rate samples the same demand; the observation times, gaps and
+    glitches come from the rate's own draws."""
+    end = weeks * 168 * HOUR
+    world = random.Random(f"{seed}:{app.id}:world")
+    grid = multipliers(app, world, int(end // 15) + 1)
     gaps = [(s, s + world.uniform(1, 6) * HOUR) for s in (world.uniform(0, end) for _ in range(world.randint(2, 3)))]
     glitch_days = {day: world.uniform(0, 24 * HOUR) for day in range(weeks * 7)}
     seen = random.Random(f"{seed}:{app.id}:{rate}")
@@ -157,16 +164,16 @@ def rates_trace(seed: int, weeks: int = 5, rate: str = "irregular") -> list[dict
     """The trace's envelopes in time order: the pool, its three apps, their observations."""
     if rate not in RATES:
         raise ValueError(f"rate: one of {', '.join(RATES)} (got {rate!r})")
-    fleet = _fleet(random.Random(f"{seed}:fleet"), weeks)
+    apps = fleet(random.Random(f"{seed}:fleet"), weeks)
     made: list[tuple[float, str, dict[str, Any], str]] = [
         (0.0, "pool.configured", {"gpus": GPUS, "gpus_per_node": 8, "horizon": 48, "step_minutes": 60}, "pool")
     ]
-    for app in fleet:
+    for app in apps:
         profile = [max(0, round(app.level((h + 0.5) * HOUR))) for h in range(24)]
         payload = {"id": app.id, "priority": 5, "min_gpus": 1, "max_gpus": GPUS // 2, "swap_cap": 4}
         made.append((0.0, "app.registered", {**payload, "rps_per_gpu": app.rps_per_gpu, "profile": profile}, app.id))
-    for app in fleet:
-        for k, (t, rps) in enumerate(_observations(app, seed, rate, weeks)):
+    for app in apps:
+        for k, (t, rps) in enumerate(observations(app, seed, rate, weeks)):
             made.append((t, "traffic.observed", {"app": app.id, "requests_per_s": rps}, f"{app.id}:{k}"))
     made.sort(key=lambda m: m[0])
     return [

@@ -104,6 +104,15 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
             f"of which at one-step spikes {price['forecast_spike_shortfall']} vs "
             f"{price['oracle_spike_shortfall']} ({steady} away from them)"
         )
+        if "sizes_known_objective" in price:
+            kept_known = price["objective_gain_kept_of_sizes_known"]
+            lines.append(
+                f"{policy}: knowing every job's size, traffic as it comes: objective {price['sizes_known_objective']:.1f}, "
+                f"real-time shortfall {price['sizes_known_shortfall']}; forecast-driven keeps "
+                + ("-" if kept_known is None else f"{kept_known:.1%}")
+                + f" of its objective gain over fifo/oracle; of the objective given up, job-size forecasts cost "
+                f"{price['price_of_job_sizes']:.1f} and traffic met as it comes {price['price_of_traffic_foresight']:.1f}"
+            )
     lines.append(
         "queue and JCT in steps (a job never started waits to the run's end); value is undiscounted "
         "priority x GPU-steps (real-time: served only), timely value the same with each batch GPU-step "

@@ -14,6 +14,8 @@ from gpualloc.solvers.planner.records import PoolConfig
 Events = list[tuple[Envelope, Any]]
 Timed = list[tuple[int, Envelope, Any]]
 
+SIZES_KNOWN = "sizes-known"  # the information mode of jobs' true sizes with traffic as it comes
+
 
 def drain_cap(timed: Timed, last: int) -> int:
     """Steps a whole-trace run may take: past the last event, twice the longest declared
@@ -27,15 +29,16 @@ def drain_cap(timed: Timed, last: int) -> int:
 
 def informed(timed: Timed, mode: str | None, config: PoolConfig) -> Timed:
     """The events as a run with `mode`'s information meets them: (delivery step, envelope,
-    payload). Forecast: sizes withheld from jobs that give features. Oracle: true sizes, and
-    traffic delivered a window (horizon - 1 steps) before the step it is for."""
+    payload). Forecast: sizes withheld from jobs that give features. Sizes known: jobs with
+    their true sizes, traffic as it comes. Oracle: true sizes, and traffic delivered a window
+    (horizon - 1 steps) before the step it is for."""
     if mode is None:
         return timed
     out = []
     for step, env, p in timed:
         if env.type == "job.submitted" and mode == "forecast" and p.features and p.kind in FEATURES:
             p = p.model_copy(update={"gpus": None, "duration": None})
-        elif env.type == "job.submitted" and mode == "oracle":
+        elif env.type == "job.submitted" and mode in (SIZES_KNOWN, "oracle"):
             used = p.actual_used
             p = p.model_copy(
                 update={

@@ -276,3 +276,16 @@ def test_demand_rising_within_a_step_counts_short_only_until_a_grant_meets_it():
     assert [(g.step, len(g.gpus)) for _, g in run.grants] == [(2, 5)]
     assert sim.within[("rt", 2)] == [(0.0, 1), (40.0, 5)]
     assert whole_run(sim, run).realtime_shortfall_minutes == 0
+
+
+def test_simulate_splits_the_price_of_forecast_error_only_beside_forecast_runs(tmp_path, capsys):
+    from gpualloc.generators.synthetic import forecast_trace
+
+    trace = tmp_path / "f.jsonl"
+    write_trace(trace, forecast_trace(seed=2, weeks=1, gpus=16, gpus_per_node=8))
+    assert main(["simulate", str(trace), "--sizes-known"]) == 2
+    assert "--sizes-known: compares runs made with --forecast" in capsys.readouterr().err
+    assert main(["simulate", str(trace), "--forecast", "--sizes-known", "--days", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "heuristic/sizes-known: legal at every committed step" in out
+    assert "heuristic: knowing every job's size, traffic as it comes: objective" in out

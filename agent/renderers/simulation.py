@@ -82,11 +82,16 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
                 f"{policy}: {len(given)} reactive grants within their step, {sum(len(g.added) for g in given)} GPUs; "
                 f"{len(back)} handed back idle, {sum(len(g.released) for g in back)} GPUs"
             )
+        lost = mistakes(sim, run)
         if run.out_of_memory:
-            lost = mistakes(sim, run)
             lines.append(
                 f"{policy}: {lost['out_of_memory_restarts']} out-of-memory restarts (jobs started below their "
                 f"true GPUs), {lost['gpu_hours_lost']:g} GPU-hours held for nothing"
+            )
+        if lost["gpu_hours_beyond_need"]:
+            lines.append(
+                f"{policy}: {lost['gpu_hours_beyond_need']:g} GPU-hours held by jobs past their true GPUs "
+                "(no value: they run no faster)"
             )
         refused = refusals(run)
         lines.append(f"{policy}: {len(refused)} inputs refused" + (f", first: {refused[0]}" if refused else ""))

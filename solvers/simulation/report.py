@@ -22,7 +22,9 @@ class DayReport:
     policy: str
     day: int | None  # None: the whole run
     utilization: float
-    value: float  # undiscounted priority x GPU-steps (batch) + priority x served (real-time)
+    # undiscounted priority x GPU-steps (batch: those that do a job's work, `Simulation.useful_gpus`)
+    # + priority x served (real-time)
+    value: float
     timely_value: float  # the same, each batch GPU-step discounted by time_decay per step since its job arrived
     # timely value less the real-time penalty: realtime_penalty x each app's priority x its GPU-steps short
     objective: float
@@ -200,8 +202,9 @@ def _summary(
             if owner in sim.demand:
                 continue
             used += len(gpus)
-            value += prio * len(gpus)
-            timely += prio * len(gpus) * decay ** (commit.step - run.submitted.get(owner, commit.step))
+            useful = sim.useful_gpus(owner, len(gpus))
+            value += prio * useful
+            timely += prio * useful * decay ** (commit.step - run.submitted.get(owner, commit.step))
         for app_id in sim.demand if apps_count else ():
             served_minutes, short_minutes = _step_minutes(sim, held, commit, app_id)
             served = served_minutes / minutes
@@ -365,9 +368,17 @@ def full_mode_figures(run: PolicyRun) -> dict[str, object] | None:
 
 
 def mistakes(sim: Simulation, run: PolicyRun) -> dict[str, float]:
-    """What GPU counts below the truth cost a run: restarts, and the GPU-hours they held."""
+    """What GPU counts off the truth cost a run: restarts and the GPU-hours they held (counts
+    below), and the GPU-hours jobs held past their need (counts above)."""
     steps = sum(lost for *_, lost in run.out_of_memory)
+    beyond = sum(
+        len(gpus) - sim.useful_gpus(owner, len(gpus))
+        for commit in run.commits
+        for owner, gpus in commit.assignments.items()
+        if owner in sim.needs and len(gpus) > sim.needs[owner]
+    )
     return {
         "out_of_memory_restarts": len(run.out_of_memory),
         "gpu_hours_lost": round(steps * sim.config.step_minutes / 60, 2),
+        "gpu_hours_beyond_need": round(beyond * sim.config.step_minutes / 60, 2),
     }

@@ -70,3 +70,14 @@ class Simulation:
     # the step until its first observation, then each observation until the next (service and
     # shortfall count by these; a step absent here has its `demand` throughout)
     within: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
+    # job id -> the GPUs it truly needs, where the trace says (`actual_used.gpus`): a step of it on
+    # fewer does no work (it runs out of memory), GPUs past it do none either (`useful_gpus`)
+    needs: dict[str, int] = field(default_factory=dict)
+
+    def useful_gpus(self, job_id: str, given: int) -> int:
+        """The GPUs of a job's step that do its work: all it was given where its need is unknown,
+        else its need, none below it."""
+        need = self.needs.get(job_id)
+        if need is None:
+            return given
+        return 0 if given < need else need

@@ -143,6 +143,7 @@ def simulate(
         cap=steps,
         apps_until=drain_after,
         within=within,
+        needs={p.id: need for _, env, p in timed if env.type == "job.submitted" and (need := _need(p)) is not None},
     )
 
 

@@ -238,10 +238,16 @@ def test_a_job_forecast_below_its_true_gpus_runs_out_of_memory_and_is_sized_up_u
     assert given and all(g < 4 for g in given) and given == sorted(given)
     assert "small" in forecast.finished and not oracle.out_of_memory and "small" in oracle.finished
     assert forecast.failed["small"] == [step for _, step, _, _ in forecast.out_of_memory]
+    last = len(next(c for c in forecast.commits if c.step == forecast.started["small"]).assignments["small"])
+    assert last >= 4
     assert mistakes(sim, forecast) == {
         "out_of_memory_restarts": len(given),
         "gpu_hours_lost": float(sum(lost for *_, lost in forecast.out_of_memory)),
+        "gpu_hours_beyond_need": float((last - 4) * 3),  # its last run held `last` GPUs for 3 one-hour steps
     }
+    # the steps that ran out of memory did no work: both runs did the job's 4 GPUs x 3 steps once
+    work = job["priority"] * 4 * 3
+    assert [r.value for r in report(sim) if r.day is None] == [work, work]
     assert all(executed_violations(sim, run) == [] for run in sim.runs.values())
 
 
@@ -301,3 +307,15 @@ def test_the_price_of_forecast_error_splits_into_job_sizes_and_traffic():
     assert gain > 0  # knowing the sizes, the heuristic beats the FIFO oracle on this trace
     kept = (price["forecast_objective"] - price["fifo_oracle_objective"]) / gain
     assert price["objective_gain_kept_of_sizes_known"] == pytest.approx(kept, abs=1e-4)
+
+
+def test_a_jobs_steps_count_the_gpus_that_do_its_work():
+    """Value counts a job's true need while it runs on at least that, nothing on fewer (it is
+    running out of memory), and no GPU past it (a job runs no faster on more); without a known
+    need, every GPU it holds."""
+    events = [parse_event(e) for e in forecast_trace(seed=4, weeks=1, gpus=16, gpus_per_node=8)]
+    sim = simulate(events, SimOptions(policies=("heuristic",), days=1))
+    job = next(iter(sim.needs))
+    need = sim.needs[job]
+    assert [sim.useful_gpus(job, n) for n in (need - 1, need, 2 * need)] == [0, need, need]
+    assert sim.useful_gpus("not-in-the-trace", 8) == 8

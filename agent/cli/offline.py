@@ -131,8 +131,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 
     settings = settings_of(args).simulation
-    if args.sizes_known and not args.forecast:
-        raise InputError("--sizes-known", ["compares runs made with --forecast: give it too"])
+    if args.known and not args.forecast:
+        raise InputError("--known", ["compares runs made with --forecast: give it too"])
     events = read_trace(args.trace)
     try:
         sim = simulate(
@@ -142,7 +142,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 days=args.days,
                 full_mode=settings.full_mode,
                 forecast=args.forecast,
-                sizes_known=args.sizes_known,
+                known=tuple(dict.fromkeys(args.known or ())),
                 forecast_settings=settings.forecast,
                 starvation_steps=args.starvation_steps,
                 replan_work=settings.replan_work,
@@ -362,10 +362,11 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
         help="run each policy forecast-driven (jobs by their features, traffic forecast) and as an oracle",
     )
     p.add_argument(
-        "--sizes-known",
-        action="store_true",
-        help="with --forecast, a third run a policy: every job's true size, traffic as it comes "
-        "(splits the price of forecast error between job sizes and traffic)",
+        "--known",
+        action="append",
+        choices=("gpus", "durations", "sizes"),
+        help="with --forecast, one more run a policy: the forecast run's with every job's true GPUs, "
+        "durations or both, traffic as it comes (what knowing them is worth); repeatable",
     )
     p.add_argument(
         "--starvation-steps",

@@ -16,6 +16,8 @@ from gpualloc.solvers.simulation.report import (
 )
 from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_policy
 
+KNOWN_WORDS = {"gpus": "true GPUs", "durations": "true duration", "sizes": "true GPUs and duration"}
+
 
 def table(rows: list[DayReport], sim: Simulation) -> str:
     head = (
@@ -109,14 +111,12 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
             f"of which at one-step spikes {price['forecast_spike_shortfall']} vs "
             f"{price['oracle_spike_shortfall']} ({steady} away from them)"
         )
-        if "sizes_known_objective" in price:
-            kept_known = price["objective_gain_kept_of_sizes_known"]
+        for part, known in price["known"].items():
+            kept_known = "-" if known["objective_gain_kept"] is None else f"{known['objective_gain_kept']:.1%}"
             lines.append(
-                f"{policy}: knowing every job's size, traffic as it comes: objective {price['sizes_known_objective']:.1f}, "
-                f"real-time shortfall {price['sizes_known_shortfall']}; forecast-driven keeps "
-                + ("-" if kept_known is None else f"{kept_known:.1%}")
-                + f" of its objective gain over fifo/oracle; of the objective given up, job-size forecasts cost "
-                f"{price['price_of_job_sizes']:.1f} and traffic met as it comes {price['price_of_traffic_foresight']:.1f}"
+                f"{policy}: knowing every job's {KNOWN_WORDS[part]}, traffic as it comes: objective "
+                f"{known['objective']:.1f} ({known['worth']:+.1f} on the forecast run's), real-time shortfall "
+                f"{known['shortfall']}; forecast-driven keeps {kept_known} of its objective gain over fifo/oracle"
             )
     lines.append(
         "queue and JCT in steps (a job never started waits to the run's end); value is undiscounted "

@@ -14,7 +14,7 @@ from gpualloc.solvers.metrics import app_moves, objective_of, relative_gap
 from gpualloc.solvers.planner.records import Commit
 from gpualloc.solvers.policies.milp.bound import capacity_bound
 from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_policy
-from gpualloc.solvers.simulation.trace_events import SIZES_KNOWN
+from gpualloc.solvers.simulation.trace_events import KNOWN
 
 
 @dataclass(frozen=True)
@@ -268,9 +268,9 @@ def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:
 def forecast_price(rows: list[DayReport], sim: Simulation) -> dict[str, dict[str, Any]]:
     """Per policy run both ways (`SimOptions.forecast`): the share of the oracle's value gain over
     the FIFO oracle that the forecast-driven run keeps, and its real-time shortfall beside the
-    oracle's, in all and away from one-step `spikes` (with a sizes-known run, the objective given
-    up split between job sizes and traffic, `_split_price`). Empty without a `fifo/oracle` run to
-    measure gains from."""
+    oracle's, in all and away from one-step `spikes`; under "known", what each known run
+    (`SimOptions.known`) says knowing its part is worth (`_worth`). Empty without a `fifo/oracle`
+    run to measure gains from."""
     whole = {r.policy: r for r in rows if r.day is None}
     fifo = whole.get("fifo/oracle")
     if fifo is None:
@@ -287,6 +287,7 @@ def forecast_price(rows: list[DayReport], sim: Simulation) -> dict[str, dict[str
         steady = {
             mode: run.realtime_shortfall - spiky[mode] for mode, run in (("oracle", oracle), ("forecast", forecast))
         }
+        known = {part: whole.get(f"{base_policy(label)}/{part}-known") for part in KNOWN}
         out[base_policy(label)] = {
             "oracle_value": oracle.value,
             "forecast_value": forecast.value,
@@ -306,26 +307,21 @@ def forecast_price(rows: list[DayReport], sim: Simulation) -> dict[str, dict[str
             "oracle_spike_shortfall": spiky["oracle"],
             "forecast_spike_shortfall": spiky["forecast"],
             "steady_shortfall_ratio": round(steady["forecast"] / steady["oracle"], 4) if steady["oracle"] else None,
+            "known": {part: _worth(fifo, forecast, run) for part, run in known.items() if run is not None},
         }
-        known = whole.get(f"{base_policy(label)}/{SIZES_KNOWN}")
-        if known is not None:
-            out[base_policy(label)] |= _split_price(fifo, oracle, forecast, known)
     return out
 
 
-def _split_price(fifo: DayReport, oracle: DayReport, forecast: DayReport, known: DayReport) -> dict[str, Any]:
-    """The objective the forecast run gives up, split: to job-size forecasts (the sizes-known
-    run's objective less its own) and to traffic met as it comes (the oracle's less the
-    sizes-known run's), with the share of the sizes-known run's gain over the FIFO oracle kept."""
+def _worth(fifo: DayReport, forecast: DayReport, known: DayReport) -> dict[str, Any]:
+    """What knowing part of the jobs' truth is worth beside the forecast run: the known run's
+    objective and shortfall, its objective less the forecast run's, and the share of its gain
+    over the FIFO oracle that the forecast run keeps."""
     gain = known.objective - fifo.objective
     return {
-        "sizes_known_objective": known.objective,
-        "sizes_known_shortfall": known.realtime_shortfall,
-        "objective_gain_kept_of_sizes_known": round((forecast.objective - fifo.objective) / gain, 4)
-        if gain > 0
-        else None,
-        "price_of_job_sizes": round(known.objective - forecast.objective, 2),
-        "price_of_traffic_foresight": round(oracle.objective - known.objective, 2),
+        "objective": known.objective,
+        "shortfall": known.realtime_shortfall,
+        "worth": round(known.objective - forecast.objective, 2),
+        "objective_gain_kept": round((forecast.objective - fifo.objective) / gain, 4) if gain > 0 else None,
     }
 
 

@@ -34,9 +34,9 @@ curves come from the traffic forecaster; completions (with the trace's `actual_u
 teach them as the run goes. `<policy>/oracle`: jobs arrive with their true GPUs
 (`actual_used.gpus`, else `gpus`) and `actual_duration`, and each traffic observation reaches the
 pool a window ahead, so every plan knows the demand it will meet. The difference is the price of
-forecast error. With `sizes_known` as well, a third run, `<policy>/sizes-known`, gets the jobs as
-the oracle does and the traffic as it comes: the forecast run's gap to it is the price of job-size
-forecasts, its own gap to the oracle the price of not seeing traffic ahead.
+forecast error. Each part of `known` adds a run, `<policy>/<part>-known`: the forecast run's, but
+with every job's true GPUs (`gpus`), duration (`durations`) or both (`sizes`), so the difference
+to the forecast run is what knowing that part is worth, with traffic as it comes.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.policies import OnlinePolicy, online_policy
 from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_policy
-from gpualloc.solvers.simulation.trace_events import SIZES_KNOWN, Events, Timed, drain_cap, informed, observed
+from gpualloc.solvers.simulation.trace_events import KNOWN, Events, Timed, drain_cap, informed, observed
 
 OUT_OF_MEMORY_AFTER = 1  # steps a job given too few GPUs runs before it runs out of memory (loading, first steps)
 
@@ -64,7 +64,7 @@ class SimOptions:
     days: int | None = None  # None: the whole trace, until every job finished (at most `drain_cap` steps)
     full_mode: RollingFullMode = SimulationSettings().full_mode
     forecast: bool = False  # each policy forecast-driven and as an oracle (see the module)
-    sizes_known: bool = False  # with `forecast`, a third run a policy: jobs' true sizes, traffic as it comes
+    known: tuple[str, ...] = ()  # with `forecast`, a run a policy for each: `trace_events.KNOWN`'s parts
     forecast_settings: ForecastSettings = SimulationSettings().forecast
     starvation_steps: int | None = None  # the pools' starvation bound B instead of the trace's (0: none)
     replan_work: int = SimulationSettings().replan_work  # passes replan while queued jobs x GPUs <= this
@@ -74,7 +74,10 @@ class SimOptions:
         names = [online_policy(name).name for name in self.policies]  # ValueError naming a bad one
         if not self.forecast:
             return [(name, None) for name in names]
-        modes = ("oracle", "forecast") + ((SIZES_KNOWN,) if self.sizes_known else ())
+        for part in self.known:
+            if part not in KNOWN:
+                raise ValueError(f"known: {part!r} is none of {', '.join(KNOWN)}")
+        modes = ("oracle", "forecast", *(f"{part}-known" for part in self.known))
         return [(f"{name}/{mode}", mode) for name in names for mode in modes]
 
 

@@ -14,7 +14,9 @@ from gpualloc.solvers.planner.records import PoolConfig
 Events = list[tuple[Envelope, Any]]
 Timed = list[tuple[int, Envelope, Any]]
 
-SIZES_KNOWN = "sizes-known"  # the information mode of jobs' true sizes with traffic as it comes
+# What a run told part of the truth knows of each job, by the name its mode takes ("gpus" ->
+# "gpus-known"): the rest of a job given by its features is forecast, and traffic comes as it comes
+KNOWN = {"gpus": ("gpus",), "durations": ("duration",), "sizes": ("gpus", "duration")}
 
 
 def drain_cap(timed: Timed, last: int) -> int:
@@ -29,23 +31,21 @@ def drain_cap(timed: Timed, last: int) -> int:
 
 def informed(timed: Timed, mode: str | None, config: PoolConfig) -> Timed:
     """The events as a run with `mode`'s information meets them: (delivery step, envelope,
-    payload). Forecast: sizes withheld from jobs that give features. Sizes known: jobs with
-    their true sizes, traffic as it comes. Oracle: true sizes, and traffic delivered a window
-    (horizon - 1 steps) before the step it is for."""
+    payload). Forecast: sizes withheld from jobs that give features. `<part>-known` (`KNOWN`):
+    the forecast run's, but every job with its true GPUs, duration or both. Oracle: true sizes,
+    and traffic delivered a window (horizon - 1 steps) before the step it is for."""
     if mode is None:
         return timed
+    known = KNOWN["sizes"] if mode == "oracle" else KNOWN.get(mode.removesuffix("-known"), ())
     out = []
     for step, env, p in timed:
-        if env.type == "job.submitted" and mode == "forecast" and p.features and p.kind in FEATURES:
-            p = p.model_copy(update={"gpus": None, "duration": None})
-        elif env.type == "job.submitted" and mode in (SIZES_KNOWN, "oracle"):
+        if env.type == "job.submitted":
             used = p.actual_used
-            p = p.model_copy(
-                update={
-                    "gpus": used.gpus if used and used.gpus else p.gpus,
-                    "duration": p.actual_duration or p.duration,
-                }
+            truth = {"gpus": used.gpus if used and used.gpus else p.gpus, "duration": p.actual_duration or p.duration}
+            withheld = (
+                {"gpus": None, "duration": None} if mode != "oracle" and p.features and p.kind in FEATURES else {}
             )
+            p = p.model_copy(update=withheld | {field: truth[field] for field in known})
         elif env.type == "traffic.observed" and mode == "oracle":
             step = max(0, step - config.horizon + 1)
         out.append((step, env, p))

@@ -278,14 +278,14 @@ def test_demand_rising_within_a_step_counts_short_only_until_a_grant_meets_it():
     assert whole_run(sim, run).realtime_shortfall_minutes == 0
 
 
-def test_simulate_splits_the_price_of_forecast_error_only_beside_forecast_runs(tmp_path, capsys):
+def test_simulate_prices_known_parts_only_beside_forecast_runs(tmp_path, capsys):
     from gpualloc.generators.synthetic import forecast_trace
 
     trace = tmp_path / "f.jsonl"
     write_trace(trace, forecast_trace(seed=2, weeks=1, gpus=16, gpus_per_node=8))
-    assert main(["simulate", str(trace), "--sizes-known"]) == 2
-    assert "--sizes-known: compares runs made with --forecast" in capsys.readouterr().err
-    assert main(["simulate", str(trace), "--forecast", "--sizes-known", "--days", "2"]) == 0
+    assert main(["simulate", str(trace), "--known", "gpus"]) == 2
+    assert "--known: compares runs made with --forecast" in capsys.readouterr().err
+    assert main(["simulate", str(trace), "--forecast", "--known", "durations", "--days", "2"]) == 0
     out = capsys.readouterr().out
-    assert "heuristic/sizes-known: legal at every committed step" in out
-    assert "heuristic: knowing every job's size, traffic as it comes: objective" in out
+    assert "heuristic/durations-known: legal at every committed step" in out
+    assert "heuristic: knowing every job's true duration, traffic as it comes: objective" in out

@@ -27,7 +27,7 @@ from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import dump_pool, load_pool
 from gpualloc.solvers.simulation.report import executed_violations, forecast_price, mistakes, report, spikes
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
-from gpualloc.solvers.simulation.trace_events import SIZES_KNOWN, informed
+from gpualloc.solvers.simulation.trace_events import informed
 
 T0 = datetime(2026, 1, 5, tzinfo=timezone.utc)  # a Monday
 POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "gpu_type": "a100-80gb"}
@@ -274,39 +274,53 @@ def test_a_ledger_entry_that_names_no_physics_replays_with_version_1():
     assert pool.planner.forecasts.jobs.physics == 1
 
 
-def test_a_sizes_known_run_gets_the_oracles_jobs_and_the_forecast_runs_traffic():
-    """The third information mode: each job with its true GPUs and duration, as the oracle has
-    them, and each traffic observation at its own step, as the forecast run meets it."""
+def test_a_known_run_gets_the_truth_of_its_part_and_the_forecast_runs_traffic():
+    """A run told part of the truth: each job with its true GPUs, duration or both (the rest of
+    a job given by its features withheld, as from the forecast run), and each traffic observation
+    at its own step, as the forecast run meets it; the oracle's come a window ahead."""
     events = [parse_event(e) for e in forecast_trace(seed=4, weeks=1, gpus=16, gpus_per_node=8)]
     timed = [(k // 5, env, p) for k, (env, p) in enumerate(events)]
     config = configured().planner.config
-    known, oracle = informed(timed, SIZES_KNOWN, config), informed(timed, "oracle", config)
-    jobs = [(p, q) for (_, env, p), (_, _, q) in zip(timed, known) if env.type == "job.submitted"]
-    assert jobs and all(
-        q.gpus == (p.actual_used.gpus if p.actual_used and p.actual_used.gpus else p.gpus) for p, q in jobs
-    )
-    assert all(q.duration == (p.actual_duration or p.duration) for p, q in jobs)
+    jobs = [p for _, env, p in timed if env.type == "job.submitted"]
+    assert jobs and all(p.features for p in jobs)
+    true_gpus = [p.actual_used.gpus if p.actual_used and p.actual_used.gpus else p.gpus for p in jobs]
+    true_steps = [p.actual_duration or p.duration for p in jobs]
+    for mode, gpus, steps in (
+        ("gpus-known", true_gpus, [None] * len(jobs)),
+        ("durations-known", [None] * len(jobs), true_steps),
+        ("sizes-known", true_gpus, true_steps),
+    ):
+        told = [p for _, env, p in informed(timed, mode, config) if env.type == "job.submitted"]
+        assert [p.gpus for p in told] == gpus and [p.duration for p in told] == steps, mode
     traffic = [s for s, env, _ in timed if env.type == "traffic.observed"]
-    assert [s for s, env, _ in known if env.type == "traffic.observed"] == traffic
-    assert [s for s, env, _ in oracle if env.type == "traffic.observed"] != traffic  # the oracle's come a window ahead
+    assert [s for s, env, _ in informed(timed, "gpus-known", config) if env.type == "traffic.observed"] == traffic
+    oracle = informed(timed, "oracle", config)
+    assert [s for s, env, _ in oracle if env.type == "traffic.observed"] != traffic
 
 
 @pytest.mark.slow
-def test_the_price_of_forecast_error_splits_into_job_sizes_and_traffic():
+def test_what_knowing_part_of_the_jobs_truth_is_worth_beside_the_forecast_run():
     events = [parse_event(e) for e in forecast_trace(seed=3, weeks=1, gpus=16, gpus_per_node=8)]
-    sim = simulate(events, SimOptions(policies=("fifo", "heuristic"), forecast=True, sizes_known=True, days=4))
-    assert list(sim.runs) == [f"{p}/{m}" for p in ("fifo", "heuristic") for m in ("oracle", "forecast", SIZES_KNOWN)]
+    options = SimOptions(policies=("fifo", "heuristic"), forecast=True, known=("gpus", "sizes"), days=4)
+    sim = simulate(events, options)
+    modes = ("oracle", "forecast", "gpus-known", "sizes-known")
+    assert list(sim.runs) == [f"{p}/{m}" for p in ("fifo", "heuristic") for m in modes]
     assert all(executed_violations(sim, run) == [] for run in sim.runs.values())
-    known = sim.runs[f"heuristic/{SIZES_KNOWN}"]
-    assert all(d.forecast is None for d in known.decisions) and not known.out_of_memory
+    for mode in ("gpus-known", "sizes-known"):
+        known = sim.runs[f"heuristic/{mode}"]
+        assert not known.out_of_memory and all(
+            d.forecast is None or "gpus" not in d.forecast.forecast for d in known.decisions
+        )
     price = forecast_price(report(sim), sim)["heuristic"]
-    given_up = price["oracle_objective"] - price["forecast_objective"]
-    assert price["price_of_job_sizes"] + price["price_of_traffic_foresight"] == pytest.approx(given_up, abs=0.02)
-    assert price["price_of_job_sizes"] == pytest.approx(price["sizes_known_objective"] - price["forecast_objective"])
-    gain = price["sizes_known_objective"] - price["fifo_oracle_objective"]
-    assert gain > 0  # knowing the sizes, the heuristic beats the FIFO oracle on this trace
-    kept = (price["forecast_objective"] - price["fifo_oracle_objective"]) / gain
-    assert price["objective_gain_kept_of_sizes_known"] == pytest.approx(kept, abs=1e-4)
+    assert set(price["known"]) == {"gpus", "sizes"}
+    for part, worth in price["known"].items():
+        assert worth["worth"] == pytest.approx(worth["objective"] - price["forecast_objective"], abs=0.02)
+        gain = worth["objective"] - price["fifo_oracle_objective"]
+        assert gain > 0  # knowing part of the truth, the heuristic beats the FIFO oracle on this trace
+        kept = (price["forecast_objective"] - price["fifo_oracle_objective"]) / gain
+        assert worth["objective_gain_kept"] == pytest.approx(kept, abs=1e-4)
+    with pytest.raises(ValueError, match="known: 'memory' is none of gpus, durations, sizes"):
+        simulate(events, SimOptions(forecast=True, known=("memory",)))
 
 
 def test_a_jobs_steps_count_the_gpus_that_do_its_work():

@@ -22,6 +22,7 @@ from gpualloc.agent.cli.arguments import (
 from gpualloc.agent.cli.bench import add_bench_command
 from gpualloc.agent.loading import InputError, dump_json, dump_plan, load_plan, load_scenario, write_text
 from gpualloc.solvers.policies import POLICIES, names, online_policy, policy
+from gpualloc.solvers.simulation.trace_events import KNOWN
 
 EXIT_OK, EXIT_ILLEGAL = 0, 1
 
@@ -364,7 +365,7 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--known",
         action="append",
-        choices=("gpus", "durations", "sizes"),
+        choices=tuple(KNOWN),
         help="with --forecast, one more run a policy: the forecast run's with every job's true GPUs, "
         "durations or both, traffic as it comes (what knowing them is worth); repeatable",
     )

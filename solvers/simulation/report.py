@@ -368,10 +368,10 @@ def mistakes(sim: Simulation, run: PolicyRun) -> dict[str, float]:
     below), and the GPU-hours jobs held past their need (counts above)."""
     steps = sum(lost for *_, lost in run.out_of_memory)
     beyond = sum(
-        len(gpus) - sim.useful_gpus(owner, len(gpus))
+        max(0, len(gpus) - sim.needs[owner])
         for commit in run.commits
         for owner, gpus in commit.assignments.items()
-        if owner in sim.needs and len(gpus) > sim.needs[owner]
+        if owner in sim.needs
     )
     return {
         "out_of_memory_restarts": len(run.out_of_memory),

@@ -178,13 +178,46 @@ def _round(x: float | None) -> float | None:
 
 
 @dataclass
-class _AppSeries:
+class AppSeries:
+    """One app's traffic as a trace has it, by the pool's steps."""
+
     pool: str
     app: str
     profile: list[int] | None
     rps: float  # requests/s a GPU serves
     demand: dict[int, int] = field(default_factory=dict)  # step -> GPUs (its largest observation)
     loads: list[tuple[int, float, int]] = field(default_factory=list)  # (step, load, GPUs) in time order
+    step_minutes: int = 60  # the pool's (its latest configuration's)
+    start_minute: int = 0  # the pool's step 0, in minutes from the Monday 00:00 UTC before it
+
+
+def traffic_series(events: Events) -> dict[str, AppSeries]:
+    """Per app (`pool/app`, sorted): its observations by the pool's steps (a re-registered app
+    keeps what it had; observations before step 0 are left out)."""
+    events = sorted(events, key=lambda e: e[0].occurred_at)
+    configs: dict[str, tuple[PoolConfigured, datetime]] = {}
+    series: dict[tuple[str, str], AppSeries] = {}
+    for env, p in events:
+        if env.type == "pool.configured":
+            configs[env.pool] = (p, configs[env.pool][1] if env.pool in configs else env.occurred_at)
+        elif env.type == "app.registered" and env.pool in configs:
+            old = series.get((env.pool, p.id))
+            series[(env.pool, p.id)] = AppSeries(
+                env.pool, p.id, p.profile, p.rps_per_gpu, *((old.demand, old.loads) if old else ())
+            )
+        elif env.type == "traffic.observed" and (env.pool, p.app) in series:
+            s = series[(env.pool, p.app)]
+            config, origin = configs[env.pool]
+            step = math.floor((env.occurred_at - origin) / timedelta(minutes=config.step_minutes))
+            if step < 0:
+                continue
+            gpus = p.gpus_needed(s.rps)
+            s.demand[step] = max(gpus, s.demand.get(step, 0))
+            s.loads.append((step, p.load(s.rps), gpus))
+    for (pool, _), s in series.items():  # steps are scored on the pool's latest configuration
+        config, origin = configs[pool]
+        s.step_minutes, s.start_minute = config.step_minutes, week_minute(origin)
+    return {f"{pool}/{app}": s for (pool, app), s in sorted(series.items())}
 
 
 def traffic_backtest(
@@ -197,38 +230,16 @@ def traffic_backtest(
     forecaster (at the settings' quantile one step ahead, and at each of `quantiles` by lead)
     and the two baselines (see the module docstring); with `by_step`, also each scored step's
     one-step forecasts and demand."""
-    events = sorted(events, key=lambda e: e[0].occurred_at)
-    configs: dict[str, tuple[PoolConfigured, datetime]] = {}
-    series: dict[tuple[str, str], _AppSeries] = {}
-    for env, p in events:
-        if env.type == "pool.configured":
-            configs[env.pool] = (p, configs[env.pool][1] if env.pool in configs else env.occurred_at)
-        elif env.type == "app.registered" and env.pool in configs:
-            old = series.get((env.pool, p.id))
-            series[(env.pool, p.id)] = _AppSeries(
-                env.pool, p.id, p.profile, p.rps_per_gpu, *((old.demand, old.loads) if old else ())
-            )
-        elif env.type == "traffic.observed" and (env.pool, p.app) in series:
-            s = series[(env.pool, p.app)]
-            config, origin = configs[env.pool]
-            step = math.floor((env.occurred_at - origin) / timedelta(minutes=config.step_minutes))
-            if step < 0:
-                continue
-            gpus = p.gpus_needed(s.rps)
-            s.demand[step] = max(gpus, s.demand.get(step, 0))
-            s.loads.append((step, p.load(s.rps), gpus))
     out: dict[str, dict[str, Any]] = {}
-    for (pool, app), s in sorted(series.items()):
-        config, origin = configs[pool]
-        out[f"{pool}/{app}"] = _app_backtest(s, config.step_minutes, week_minute(origin), settings, quantiles)
+    for key, s in traffic_series(events).items():
+        out[key] = _app_backtest(s, settings, quantiles)
         if not by_step:
-            out[f"{pool}/{app}"].pop("by_step", None)
+            out[key].pop("by_step", None)
     return out
 
 
-def _app_backtest(
-    s: _AppSeries, step_minutes: int, start_minute: int, settings: ForecastSettings, quantiles: Sequence[float]
-) -> dict[str, Any]:
+def _app_backtest(s: AppSeries, settings: ForecastSettings, quantiles: Sequence[float]) -> dict[str, Any]:
+    step_minutes, start_minute = s.step_minutes, s.start_minute
     week = WEEK * 60 // step_minutes
     end = max(s.demand, default=-1) + 1
     if end < (WARMUP_WEEKS + 1) * week:

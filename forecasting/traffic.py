@@ -4,11 +4,14 @@ An app's demand in an hour of the pool's clock is the contract's (`traffic.obser
 needs throughout the hour, its largest observation (load in GPUs, fractional: requests/s over
 `rps_per_gpu`), whether it reports once an hour, every 15 seconds or at irregular times. An
 observation only raises its hour's maximum, so the cost of one does not grow with the rate;
-hours are kept for `weeks` weeks. The model's location is fitted to each hour's confirmed level:
-the largest load two observations in a row reached (an hour observed once: that observation). A
-lone spike, one observation far above its neighbours, is its hour's maximum, and the calibration
-counts the miss, but it moves neither the hour's level nor the profile a new app's unseen hours
-are scaled by; a rise that lasts is seen twice and does. The model of those levels, in logs:
+hours are kept for `weeks` weeks. The model's location is fitted to each hour's sustained level:
+the largest load the app held for `SUSTAIN_MINUTES`, as the observations show it: the largest
+load as many observations in a row reached as the hour before had in that time (at least two; an
+hour observed once: that observation). So the level means the same at any rate: a burst of a
+minute, seen by four observations at 15 seconds, sets it no more than a lone spike seen once an
+hour does. Such a burst is its hour's maximum, and the calibration counts the miss, but it moves
+neither the hour's level nor the profile a new app's unseen hours are scaled by; a rise that
+lasts does. The model of those levels, in logs:
 
     log demand(h) = seasonal(day type, hour of day) + trend x (h - now) + level + error
 
@@ -30,6 +33,7 @@ Pure and deterministic: a function of the observations in order; `dump` and `loa
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -44,6 +48,8 @@ FADE = 24  # hours over which the latest hours' level fades to the last week's, 
 MAX_TREND = 0.2 / WEEK  # log units an hour: a trend steeper than about 22% a week is not believed
 DAY_SPAN = 7  # days at most between two daily medians whose slope counts
 MIN_DAY = 6  # hours a day needs for its median to count
+SUSTAIN_MINUTES = 10  # how long a load must hold to be an hour's level (`AppTraffic.confirm`)
+MAX_SUSTAIN = 1024  # observations at most a level is judged over (one every 0.6 s: the window shortens)
 
 
 def week_minute(at: datetime) -> int:
@@ -89,9 +95,12 @@ class AppTraffic:
     calibration: Calibration = field(default_factory=Calibration)
     last: int | None = None  # the latest hour observed
     cache: dict[str, Any] = field(default_factory=dict, repr=False)  # the fit and the margins, derived
-    levels: dict[int, float] = field(default_factory=dict)  # hour -> its confirmed level (`confirm`)
-    previous: float | None = None  # the latest observation of hour `last`
+    levels: dict[int, float] = field(default_factory=dict)  # hour -> its sustained level (`confirm`)
+    # hour `last`'s observations that may yet be the least of its latest `sustain`: (number in the
+    # hour, load), loads rising (a sliding minimum: a load is dropped once a later one is no higher)
+    window: deque[tuple[int, float]] = field(default_factory=deque)
     count: int = 0  # observations of hour `last`
+    sustain: int = 2  # observations in a row that make hour `last`'s level
 
     def copy(self) -> AppTraffic:
         """The history and calibration, copied; the cache (derived from them) starts empty."""
@@ -100,24 +109,40 @@ class AppTraffic:
             self.calibration.copy(),
             self.last,
             levels=dict(self.levels),
-            previous=self.previous,
+            window=deque(self.window),
             count=self.count,
+            sustain=self.sustain,
         )
 
+    def open_hour(self, hour: int, load: float) -> None:
+        """`hour`'s first observation: its maximum and, for now, its level; its level will be
+        judged over as many observations as the hour before had in `SUSTAIN_MINUTES`."""
+        if self.last is not None:
+            self.sustain = min(MAX_SUSTAIN, max(2, round(self.count * SUSTAIN_MINUTES / 60)))
+        self.last, self.count = hour, 1
+        self.window = deque([(1, load)])
+        self.loads[hour] = self.levels[hour] = load
+
     def confirm(self, load: float) -> None:
-        """A later observation of hour `last`: its maximum rises to it, its level to the lower of
-        it and the observation before (the level of an hour's first observation gives way to the
-        second's confirmation, so a lone spike opening the hour sets nothing)."""
+        """A later observation of hour `last`: its maximum rises to it; its level is the lowest of
+        its first `sustain` observations, then the largest load `sustain` in a row reached (the
+        level of an hour's first observation gives way to its confirmation, so a spike opening
+        the hour sets nothing)."""
         hour = self.last
-        assert hour is not None and self.previous is not None  # `observe` opened the hour
-        seen = min(self.previous, load)
-        level = seen if self.count == 1 else max(self.levels[hour], seen)
+        assert hour is not None and self.window  # `observe` opened the hour
+        self.count += 1
+        while self.window and self.window[-1][1] >= load:
+            self.window.pop()
+        self.window.append((self.count, load))
+        while self.window[0][0] <= self.count - self.sustain:
+            self.window.popleft()
+        seen = self.window[0][1]
+        level = seen if self.count <= self.sustain else max(self.levels[hour], seen)
         if load > self.loads[hour]:
             self.loads[hour] = load
         if level != self.levels[hour]:
             self.levels[hour] = level
             self.cache.pop("fit", None)
-        self.previous, self.count = load, self.count + 1
 
 
 @dataclass
@@ -130,7 +155,7 @@ class TrafficForecaster:
         """`load` GPUs needed in pool hour `hour` (late ones for an hour already left behind are
         not learned). The first observation of a new hour settles the hour before (its error
         and the tracked corrections) and makes the forecasts it will be judged by; later ones
-        only raise the hour's maximum and its confirmed level."""
+        only raise the hour's maximum and its sustained level."""
         app = self.apps.setdefault(app_id, AppTraffic())
         if app.last is not None and hour < app.last:
             return
@@ -155,8 +180,7 @@ class TrafficForecaster:
                 target = hour + lead - 1
                 if cal.learned(WEEK) and target % 24 in fit.hours_of_day:
                     cal.lead_pending[i][target] = [_gpus(cal.at(fit.point(target), q, i)) for q in QUANTILES]
-        app.last, app.previous, app.count = hour, load, 1
-        app.loads[hour] = app.levels[hour] = load
+        app.open_hour(hour, load)
         oldest = hour - self.weeks * WEEK
         for h in [h for h in app.loads if h <= oldest]:
             del app.loads[h]
@@ -205,8 +229,9 @@ class TrafficForecaster:
             app_id: {
                 "hours": sorted([h, v] for h, v in a.loads.items()),
                 "levels": sorted([h, v] for h, v in a.levels.items()),
-                "previous": a.previous,
+                "window": [list(r) for r in a.window],
                 "count": a.count,
+                "sustain": a.sustain,
                 **a.calibration.dump(),
             }
             for app_id, a in self.apps.items()
@@ -215,8 +240,9 @@ class TrafficForecaster:
     @classmethod
     def load(cls, data: dict[str, Any], weeks: int, forgetting: float) -> "TrafficForecaster":
         """The state `dump` wrote; one written with hour medians and per-observation errors
-        restores with its latest hour's maximum taken from the samples it kept, and one without
-        levels with each hour's maximum for its level."""
+        restores with its latest hour's maximum taken from the samples it kept, one without
+        levels with each hour's maximum for its level, and one with only the latest observation
+        judging its hour's level by two in a row."""
         out = cls(weeks, forgetting)
         for app_id, a in data.items():
             loads = {int(h): float(v) for h, v in a["hours"]}
@@ -224,9 +250,18 @@ class TrafficForecaster:
             if last is not None and a.get("samples"):
                 loads[last] = max(float(v) for v in a["samples"])
             levels = {int(h): float(v) for h, v in a["levels"]} if "levels" in a else dict(loads)
-            previous = a.get("previous", loads[last] if last is not None else None)
+            sustain = int(a.get("sustain", 2))
+            count = int(a.get("count", 1))
+            latest = [[count, a.get("previous", loads[last])]] if last is not None else []
+            window = a.get("window", latest)
             out.apps[app_id] = AppTraffic(
-                loads, Calibration.restore(a), last, levels=levels, previous=previous, count=int(a.get("count", 1))
+                loads,
+                Calibration.restore(a),
+                last,
+                levels=levels,
+                window=deque((int(n), float(v)) for n, v in window),
+                count=count,
+                sustain=sustain,
             )
         return out
 

@@ -427,8 +427,58 @@ def test_an_hour_of_many_observations_keeps_a_bounded_state_that_reloads_alike()
     assert mid.dump() == tf.dump() and mid.forecast("app", 31, 0.9) == tf.forecast("app", 31, 0.9)
 
 
+def _hour_at_15_seconds(tf: TrafficForecaster, hour: int, loads: list[float]) -> None:
+    for load in loads:
+        tf.observe("app", hour, load)
+
+
+def test_an_hours_level_is_what_held_for_the_sustain_time_at_any_rate():
+    """At 15 seconds a burst of a minute (four observations) is the hour's maximum but not its
+    level; a rise held longer than `SUSTAIN_MINUTES` is. Hourly and every 7-8 minutes the
+    level is the observation, then the largest two in a row reached, as before."""
+    per_hour = 240
+    sustain = traffic.SUSTAIN_MINUTES * per_hour // 60
+    tf = TrafficForecaster()
+    _hour_at_15_seconds(tf, 0, [10.0] * per_hour)
+    burst = [10.0] * 100 + [20.0] * 4 + [10.0] * 136
+    _hour_at_15_seconds(tf, 1, burst)
+    app = tf.apps["app"]
+    assert app.sustain == sustain and app.loads[1] == 20.0 and app.levels[1] == 10.0
+    held = [10.0] * 100 + [20.0] * (sustain + 4) + [10.0] * (140 - sustain - 4)
+    _hour_at_15_seconds(tf, 2, held)
+    assert app.levels[2] == 20.0
+    shorter = [10.0] * 100 + [20.0] * (sustain - 1) + [10.0] * (141 - sustain)
+    _hour_at_15_seconds(tf, 3, shorter)
+    assert app.levels[3] == 10.0 and app.loads[3] == 20.0
+    assert len(app.window) <= 2  # a sliding minimum keeps only the loads that may yet be least
+
+    slow = TrafficForecaster()
+    for hour, loads in enumerate([[7.0], [9.0, 20.0, 8.0, 9.0, 12.0, 11.0, 10.0, 9.0]]):
+        for load in loads:
+            slow.observe("app", hour, load)
+    assert slow.apps["app"].levels == {0: 7.0, 1: 11.0} and slow.apps["app"].sustain == 2
+
+
+def test_a_forecaster_state_dumped_before_sustained_levels_restores_and_goes_on():
+    """A state of the form that kept only the hour's latest observation (`previous`) restores
+    with it and judges the hour's level by two in a row, as it did."""
+    tf = TrafficForecaster()
+    for h in range(30):
+        for load in (5.0, 9.0, 6.0):
+            tf.observe("app", h, load)
+    state = json.loads(json.dumps(tf.dump()))
+    for a in state.values():
+        a["previous"] = a.pop("window")[-1][1]
+        del a["sustain"]
+    older = TrafficForecaster.load(state, tf.weeks, tf.forgetting)
+    for model in (tf, older):
+        model.observe("app", 29, 8.0)
+        model.observe("app", 30, 4.0)
+    assert older.apps["app"].levels == tf.apps["app"].levels and older.dump() == tf.dump()
+
+
 def test_observations_within_an_hour_refit_only_when_its_level_rises(monkeypatch):
-    """The model is refitted when an hour's confirmed level rises or a new hour begins, not at
+    """The model is refitted when an hour's sustained level rises or a new hour begins, not at
     every observation: 15-second observations cost about what hourly ones do."""
     tf = trained(weeks=2)
     fits = []

@@ -38,27 +38,33 @@ from gpualloc.forecasting.traffic import WEEK
 
 TARGET = 0.9
 SEARCH_STEPS = 50  # bisections of the factor
+DECIMALS = 3  # of the factor reported
+MAX_FACTOR = 2.0**20  # a factor no reference needs: past it, none covers
 
 
-def least_over(base: list[float], actual: list[int], target: float = TARGET) -> dict[str, float]:
-    """The least factor f with ceil(f x base) under `actual` on at most `1 - target` of the steps,
-    and its figures (`provisioning`)."""
+def least_over(base: list[float], actual: list[int], target: float = TARGET) -> dict[str, Any]:
+    """The least factor f (to `DECIMALS` places, rounded up) with ceil(f x base) under `actual`
+    on at most `1 - target` of the steps, and its figures (`provisioning`); the factor None when
+    no factor up to `MAX_FACTOR` covers (more than that share of steps have a base of 0 and
+    some demand)."""
 
     def planned(f: float) -> list[int]:
         return [math.ceil(f * b - 1e-9) for b in base]
 
     def covers(f: float) -> bool:
-        return provisioning(planned(f), actual)["under_share"] <= 1 - target + 1e-9  # 1 - 0.9 < 0.1 in floats
+        under = sum(p < a for p, a in zip(planned(f), actual))
+        return under <= (1 - target) * len(actual) + 1e-9  # counted, not the rounded share
 
+    if not covers(MAX_FACTOR):
+        return {"factor": None, **provisioning(planned(MAX_FACTOR), actual)}
     low, high = 0.0, 1.0
-    while not covers(high):  # the factor doubles until it covers (a base of 0 never does: capped)
+    while not covers(high):
         low, high = high, high * 2
-        if high > 1e6:
-            break
     for _ in range(SEARCH_STEPS):
         middle = (low + high) / 2
         low, high = (low, middle) if covers(middle) else (middle, high)
-    return {"factor": round(high, 3), **provisioning(planned(high), actual)}
+    factor = math.ceil(high * 10**DECIMALS) / 10**DECIMALS  # no lower than one that covers
+    return {"factor": factor, **provisioning(planned(factor), actual)}
 
 
 def app_references(s: AppSeries, target: float = TARGET) -> dict[str, Any]:

@@ -6,8 +6,10 @@ needs throughout the hour, its largest observation (load in GPUs, fractional: re
 observation only raises its hour's maximum, so the cost of one does not grow with the rate;
 hours are kept for `weeks` weeks. The model's location is fitted to each hour's sustained level:
 the largest load the app held for `SUSTAIN_MINUTES`, as the observations show it: the largest
-load as many observations in a row reached as the hour before had in that time (at least two; an
-hour observed once: that observation). So the level means the same at any rate: a burst of a
+load as many observations in a row reached as the app's recent hours had in that time (the
+median count of its last `RATE_HOURS` hours observed, so a gap or an hour half reported does not
+set it; at least two, and two in an app's first hour, whose rate is not known yet; an hour
+observed once: that observation). So the level means the same at any rate: a burst of a
 minute, seen by four observations at 15 seconds, sets it no more than a lone spike seen once an
 hour does. Such a burst is its hour's maximum, and the calibration counts the miss, but it moves
 neither the hour's level nor the profile a new app's unseen hours are scaled by; a rise that
@@ -50,6 +52,7 @@ DAY_SPAN = 7  # days at most between two daily medians whose slope counts
 MIN_DAY = 6  # hours a day needs for its median to count
 SUSTAIN_MINUTES = 10  # how long a load must hold to be an hour's level (`AppTraffic.confirm`)
 MAX_SUSTAIN = 1024  # observations at most a level is judged over (one every 0.6 s: the window shortens)
+RATE_HOURS = 24  # hours observed whose median count of observations is the app's rate
 
 
 def week_minute(at: datetime) -> int:
@@ -101,6 +104,8 @@ class AppTraffic:
     window: deque[tuple[int, float]] = field(default_factory=deque)
     count: int = 0  # observations of hour `last`
     sustain: int = 2  # observations in a row that make hour `last`'s level
+    # observations of each of the last `RATE_HOURS` hours observed before `last`
+    counts: deque[int] = field(default_factory=lambda: deque(maxlen=RATE_HOURS))
 
     def copy(self) -> AppTraffic:
         """The history and calibration, copied; the cache (derived from them) starts empty."""
@@ -112,13 +117,16 @@ class AppTraffic:
             window=deque(self.window),
             count=self.count,
             sustain=self.sustain,
+            counts=deque(self.counts, maxlen=RATE_HOURS),
         )
 
     def open_hour(self, hour: int, load: float) -> None:
         """`hour`'s first observation: its maximum and, for now, its level; its level will be
-        judged over as many observations as the hour before had in `SUSTAIN_MINUTES`."""
+        judged over as many observations as the app's recent hours had in `SUSTAIN_MINUTES`."""
         if self.last is not None:
-            self.sustain = min(MAX_SUSTAIN, max(2, round(self.count * SUSTAIN_MINUTES / 60)))
+            self.counts.append(self.count)
+            rate = float(np.median(self.counts))
+            self.sustain = min(MAX_SUSTAIN, max(2, round(rate * SUSTAIN_MINUTES / 60)))
         self.last, self.count = hour, 1
         self.window = deque([(1, load)])
         self.loads[hour] = self.levels[hour] = load
@@ -232,6 +240,7 @@ class TrafficForecaster:
                 "window": [list(r) for r in a.window],
                 "count": a.count,
                 "sustain": a.sustain,
+                "counts": list(a.counts),
                 **a.calibration.dump(),
             }
             for app_id, a in self.apps.items()
@@ -262,6 +271,7 @@ class TrafficForecaster:
                 window=deque((int(n), float(v)) for n, v in window),
                 count=count,
                 sustain=sustain,
+                counts=deque((int(n) for n in a.get("counts", [])), maxlen=RATE_HOURS),
             )
         return out
 

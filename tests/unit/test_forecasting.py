@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections import deque
 
 import numpy as np
 import pytest
@@ -453,10 +454,38 @@ def test_an_hours_level_is_what_held_for_the_sustain_time_at_any_rate():
     assert len(app.window) <= 2  # a sliding minimum keeps only the loads that may yet be least
 
     slow = TrafficForecaster()
-    for hour, loads in enumerate([[7.0], [9.0, 20.0, 8.0, 9.0, 12.0, 11.0, 10.0, 9.0]]):
+    for hour, loads in enumerate([[7.0], [9.0, 20.0, 8.0, 9.0, 12.0, 11.0, 10.0, 9.0], [20.0, 10.0, 10.0]]):
         for load in loads:
             slow.observe("app", hour, load)
-    assert slow.apps["app"].levels == {0: 7.0, 1: 11.0} and slow.apps["app"].sustain == 2
+    assert slow.apps["app"].levels == {0: 7.0, 1: 11.0, 2: 10.0} and slow.apps["app"].sustain == 2
+
+
+def test_the_rate_a_level_is_judged_at_is_the_recent_hours_median_so_gaps_do_not_set_it():
+    """An hour half reported or a gap of hours leaves the rate as it was: a burst of a minute after
+    them is still no level; a rate that changes for good is taken up within half a day."""
+    tf = TrafficForecaster()
+    for hour in range(24):
+        _hour_at_15_seconds(tf, hour, [10.0] * 240)
+    _hour_at_15_seconds(tf, 24, [10.0] * 4)  # reporting stopped four observations in
+    _hour_at_15_seconds(tf, 30, [10.0] * 100 + [20.0] * 4 + [10.0] * 136)  # back after a gap
+    app = tf.apps["app"]
+    assert app.sustain == 40 and app.levels[30] == 10.0 and app.loads[30] == 20.0
+    for hour in range(31, 31 + 13):
+        _hour_at_15_seconds(tf, hour, [10.0] * 100)  # one every 36 seconds from now on
+    assert app.sustain == round(100 * traffic.SUSTAIN_MINUTES / 60) == 17
+
+
+def test_a_copy_goes_on_as_the_original_does():
+    """`copy` (a pool's forecasters before a pass) carries the rate and the hour's window."""
+    tf = TrafficForecaster()
+    for hour in range(3):
+        _hour_at_15_seconds(tf, hour, [10.0 + (k % 5) for k in range(240)])
+    _hour_at_15_seconds(tf, 3, [10.0] * 50)
+    twin = TrafficForecaster(tf.weeks, tf.forgetting, {"app": tf.apps["app"].copy()})
+    for model in (tf, twin):
+        _hour_at_15_seconds(model, 3, [14.0] * 39 + [9.0])
+        _hour_at_15_seconds(model, 4, [10.0] * 10)
+    assert twin.dump() == tf.dump() and twin.apps["app"].sustain == 40
 
 
 def test_a_forecaster_state_dumped_before_sustained_levels_restores_and_goes_on():
@@ -469,12 +498,14 @@ def test_a_forecaster_state_dumped_before_sustained_levels_restores_and_goes_on(
     state = json.loads(json.dumps(tf.dump()))
     for a in state.values():
         a["previous"] = a.pop("window")[-1][1]
-        del a["sustain"]
+        del a["sustain"], a["counts"]
     older = TrafficForecaster.load(state, tf.weeks, tf.forgetting)
     for model in (tf, older):
         model.observe("app", 29, 8.0)
         model.observe("app", 30, 4.0)
-    assert older.apps["app"].levels == tf.apps["app"].levels and older.dump() == tf.dump()
+        model.observe("app", 30, 7.0)
+    assert older.apps["app"].levels == tf.apps["app"].levels and older.apps["app"].counts == deque([4])
+    assert older.forecast("app", 31, 0.9) == tf.forecast("app", 31, 0.9)
 
 
 def test_observations_within_an_hour_refit_only_when_its_level_rises(monkeypatch):

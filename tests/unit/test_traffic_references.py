@@ -17,11 +17,20 @@ def test_the_least_factor_covers_all_but_the_allowed_share_and_no_less():
     base = [10.0] * 10
     actual = list(range(10, 20))  # covering nine of ten steps takes 18 GPUs: any factor over 1.7
     r = least_over(base, actual)
-    assert r["factor"] == pytest.approx(1.7, abs=1e-3)
+    assert r["factor"] == 1.701  # the least to three places: 1.7 itself plans 17
     assert r["under_share"] == 0.1
     assert r["over_share"] == pytest.approx(sum(max(0, 18 - a) for a in actual) / sum(actual), abs=1e-4)
     slightly_less = [math.ceil((r["factor"] - 0.01) * b) for b in base]
     assert sum(p < a for p, a in zip(slightly_less, actual)) == 2
+
+
+def test_the_factor_never_reads_under_the_one_that_covers_and_none_when_no_factor_can():
+    base, actual = [1.0] * 2499, [1] * 2249 + [2] * 250  # 250 of 2,499 over 1 GPU: just over 10%
+    r = least_over(base, actual)
+    assert r["factor"] > 1.0 and r["under_share"] < 0.1  # 10.004% rounds to 10%, and does not cover
+    assert least_over([0.9] * 10, [2] * 10)["factor"] == pytest.approx(1.112, abs=1e-9)  # 1.111 leaves all under
+    unreachable = least_over([0.0] * 5 + [1.0] * 5, [1] * 10)  # half the steps forecast nothing
+    assert unreachable["factor"] is None and unreachable["under_share"] == 0.5
 
 
 def _series(levels: list[float], burst: float) -> AppSeries:

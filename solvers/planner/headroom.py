@@ -8,11 +8,12 @@ when nothing waits). Planning at the quantile q = short / (short + idle) of the 
 makes the expected cost of the last GPU held equal either way. Pure: the same queue and app give
 the same quantile, so replays plan alike.
 
-It is off by default (`forecast.realtime_priced`): measured on the bundled four-week trace it
-loses objective against the fixed quantile (docs/results.md). A GPU held for an app is priced
-here as one GPU-step of average batch value, but in a packed pool one GPU can keep an 8-GPU block
-from starting, and a future step planned short is replanned at every boundary before it is a
-shortfall; the per-step newsvendor prices neither.
+It is the default (`forecast.realtime_priced`; docs/results.md, "Headroom", has what it earns
+against fixed quantiles). A GPU held for an app is priced here as one GPU-step of average batch
+value, but in a packed pool one GPU can keep an 8-GPU block from starting, a batch job started
+on GPUs the app turns out to need holds them until it ends, and a future step planned short is
+replanned at every boundary before it is a shortfall; the per-step newsvendor prices none of
+these.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ hours are kept for `weeks` weeks. The model's location is fitted to each hour's 
 the largest load the app held for `SUSTAIN_MINUTES`, as the observations show it: the largest
 load as many observations in a row reached as the app's recent hours had in that time (the
 median count of its last `RATE_HOURS` hours observed, so a gap or an hour half reported does not
-set it; at least two, and two in an app's first hour, whose rate is not known yet; an hour
-observed once: that observation). So the level means the same at any rate: a burst of a
+set it; at least two; in an app's first hour, whose rate is not known yet, the rate of the
+pool's other apps, else two; an hour observed once: that observation). So the level means the same at any rate: a burst of a
 minute, seen by four observations at 15 seconds, sets it no more than a lone spike seen once an
 hour does. Such a burst is its hour's maximum, and the calibration counts the miss, but it moves
 neither the hour's level nor the profile a new app's unseen hours are scaled by; a rise that
@@ -164,13 +164,21 @@ class TrafficForecaster:
         not learned). The first observation of a new hour settles the hour before (its error
         and the tracked corrections) and makes the forecasts it will be judged by; later ones
         only raise the hour's maximum and its sustained level."""
-        app = self.apps.setdefault(app_id, AppTraffic())
+        app = self.apps.get(app_id)
+        if app is None:
+            app = self.apps[app_id] = AppTraffic(sustain=self._pool_sustain())
         if app.last is not None and hour < app.last:
             return
         if app.last is None or hour > app.last:
             self._new_hour(app, hour, load)
         else:
             app.confirm(load)
+
+    def _pool_sustain(self) -> int:
+        """What a new app's first hour is judged by: the median of the pool's apps whose rate is
+        known (their observations come through the same pipeline, as a rule), else two."""
+        known = [a.sustain for a in self.apps.values() if a.counts]
+        return max(2, round(float(np.median(known)))) if known else 2
 
     def _new_hour(self, app: AppTraffic, hour: int, load: float) -> None:
         """Settle the hour before `hour`, make `hour`'s forecasts (one step and each lead ahead)

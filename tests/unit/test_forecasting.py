@@ -475,6 +475,25 @@ def test_the_rate_a_level_is_judged_at_is_the_recent_hours_median_so_gaps_do_not
     assert app.sustain == round(100 * traffic.SUSTAIN_MINUTES / 60) == 17
 
 
+def test_a_new_apps_first_hour_is_judged_at_the_rate_of_the_pools_other_apps():
+    """A new app's rate is not known in its first hour: it takes the pool's (the same metrics
+    pipeline, as a rule), so a burst of a minute then is no level; alone in a pool, it has only
+    two in a row to go by."""
+    tf = TrafficForecaster()
+    for hour in range(3):
+        tf.observe("old", hour, 5.0)
+        _hour_at_15_seconds(tf, hour, [10.0] * 240)  # "app": one every 15 seconds
+        for _ in range(240):
+            tf.observe("other", hour, 7.0)
+    burst = [10.0] * 100 + [20.0] * 4 + [10.0] * 136
+    for app_id in ("new", "alone"):
+        forecaster = tf if app_id == "new" else TrafficForecaster()
+        for load in burst:
+            forecaster.observe(app_id, 3, load)
+    assert tf.apps["new"].sustain == 40 and tf.apps["new"].levels[3] == 10.0
+    assert tf.apps["old"].sustain == 2  # observed hourly: its own rate, not the pool's
+
+
 def test_a_copy_goes_on_as_the_original_does():
     """`copy` (a pool's forecasters before a pass) carries the rate and the hour's window."""
     tf = TrafficForecaster()

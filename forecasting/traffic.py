@@ -9,11 +9,11 @@ the largest load the app held for `SUSTAIN_MINUTES`, as the observations show it
 load as many observations in a row reached as the app's recent hours had in that time (the
 median count of its last `RATE_HOURS` hours observed, so a gap or an hour half reported does not
 set it; at least two; in an app's first hour, whose rate is not known yet, the rate of the
-pool's other apps, else two; an hour observed once: that observation). So the level means the same at any rate: a burst of a
-minute, seen by four observations at 15 seconds, sets it no more than a lone spike seen once an
-hour does. Such a burst is its hour's maximum, and the calibration counts the miss, but it moves
-neither the hour's level nor the profile a new app's unseen hours are scaled by; a rise that
-lasts does. The model of those levels, in logs:
+pool's other apps, else two; an hour observed once: that observation). So the level means the
+same at any rate: a burst of a minute, seen by four observations at 15 seconds, sets it no more
+than a lone spike seen once an hour does. Such a burst is its hour's maximum, and the
+calibration counts the miss, but it moves neither the hour's level nor the profile a new app's
+unseen hours are scaled by; a rise that lasts does. The model of those levels, in logs:
 
     log demand(h) = seasonal(day type, hour of day) + trend x (h - now) + level + error
 

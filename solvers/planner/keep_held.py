@@ -5,10 +5,13 @@ which), so a replan may give an app another GPU for one it holds although both a
 such move is a release and a bind on the node agents, and an inference replica reloads its model.
 `keep_held` moves them back. For a GPU `a` the app would bind at the committed step and a GPU `b`
 it holds and would release there, `a` is renamed `b` in the app's sets from that step until the
-first step that no longer has `a` (or already has `b`), where `b` is held by nothing else. Counts,
-batch blocks and every other app are unchanged, so the objective is too; the swaps between
-consecutive steps never rise (at the first step they fall by two, and where the renaming stops
-they stay or fall), so a legal plan stays legal. Moves that make room for work stay.
+first step that no longer has `a` (or already has `b`), or until the first step where a batch
+block or another app takes `b`. Counts, batch blocks and every other app are unchanged, so the
+objective is too. At the committed step the swaps fall by two. Where the renaming stops at the
+end of `a` they stay or fall; where work takes `b` first, the app moves from `b` to `a` at that
+step instead (two more swaps there, only where the app's swap cap allows them, so a legal plan
+stays legal). A move that makes room for work is thus made when the work starts, not before: a
+later plan that no longer places the work there never makes it.
 """
 
 from __future__ import annotations
@@ -56,8 +59,10 @@ def _rename_round(problem: Problem, blocks: dict[int, int], sets: dict[str, list
         for a in bits_of(bind):
             for b in bits_of(release):
                 end = next((t for t in range(T) if not masks[t] >> a & 1 or masks[t] >> b & 1), T)
-                if end <= min(taken.get(b, T), blocks.get(b, T)):
-                    for t in range(end):
+                stop = min(end, taken.get(b, T), blocks.get(b, T))
+                # stopping before `end`, the app moves from b to a at `stop`: two more swaps there
+                if stop and (stop == end or (masks[stop] ^ masks[stop - 1]).bit_count() + 2 <= app.swap_cap):
+                    for t in range(stop):
                         masks[t] = masks[t] & ~(1 << a) | 1 << b
                     release &= ~(1 << b)
                     renamed = True

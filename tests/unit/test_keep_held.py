@@ -18,9 +18,10 @@ def _block(first: int, n: int) -> int:
 
 
 @pytest.mark.slow
-def test_at_the_limits_apps_go_back_to_their_gpus_where_nothing_needs_them_and_stay_where_work_does():
+def test_at_the_limits_apps_go_back_to_their_gpus_and_move_only_when_work_takes_them():
     """64 apps, each holding 16 GPUs and planned on the 16 beside them for the whole window; on
-    the odd apps' held GPUs a batch block starts at step 3, so only the even apps go back. 10,000
+    the odd apps' held GPUs a batch block starts at step 3, so the even apps go back for the whole
+    window and the odd ones until step 3, where they move (all 16: 32 swaps, their cap). 10,000
     one-GPU jobs fill the other half of the pool over the window."""
     G, T, apps, jobs = LIMITS.gpus, LIMITS.horizon, LIMITS.apps, LIMITS.queued_jobs
     realtime, sets = [], {}
@@ -48,5 +49,41 @@ def test_at_the_limits_apps_go_back_to_their_gpus_where_nothing_needs_them_and_s
     assert objective_of(problem, kept) == objective_of(problem, plan) and kept.batch == plan.batch
     for app in problem.realtime:
         i = int(app.id[2:])
-        expected = app.current_mask if i % 2 == 0 else sets[app.id][0]
-        assert kept.realtime[app.id] == [expected] * T, app.id
+        moved_at = T if i % 2 == 0 else 3
+        assert kept.realtime[app.id] == [app.current_mask] * moved_at + [sets[app.id][0]] * (T - moved_at), app.id
+
+
+def _one_app(current: int, planned: list[int], cap: int, blocks: dict[str, tuple[int, int]]) -> tuple[Problem, Schedule]:
+    """A 16-GPU pool, a 6-step window: one app holding `current`, planned on `planned`, and batch
+    blocks of one step each (job id -> (start, mask))."""
+    T = len(planned)
+    batch = tuple(Batch(1 + k, job_id, 1.0, mask.bit_count(), 1, 0, 0, 0) for k, (job_id, (_, mask)) in enumerate(blocks.items()))
+    demand = tuple(m.bit_count() for m in planned)
+    app = Realtime(0, "rt", 5.0, demand, 1, 16, cap, current)
+    problem = Problem("one app", 16, 8, T, 0.99, 1.0, tuple(0.99**t for t in range(T)), batch, (app,))
+    plan = Schedule(dict(blocks), {"rt": list(planned)})
+    assert check_plan(problem, to_grid(problem, plan)) == []
+    return problem, plan
+
+
+def test_an_app_stays_on_its_gpu_until_the_step_a_block_takes_it():
+    """Held on GPU 0, planned on GPU 1; a block takes GPU 0 at step 3. The app stays on 0 for
+    steps 0-2 and moves at step 3, where the block starts: a plan that no longer places the block
+    there by then never moves it."""
+    problem, plan = _one_app(0b1, [0b10] * 6, 2, {"j": (3, 0b1)})
+
+    kept = keep_held(problem, plan)
+
+    assert kept.realtime["rt"] == [0b1] * 3 + [0b10] * 3
+    assert check_plan(problem, to_grid(problem, kept)) == []
+    assert objective_of(problem, kept) == objective_of(problem, plan) and kept.batch == plan.batch
+    assert keep_held(problem, kept) == kept
+
+
+def test_a_move_is_not_put_off_onto_a_step_whose_swaps_the_cap_already_spends():
+    """As above, but the app grows by two at step 3 under a swap cap of 2: moving there as well
+    would take four swaps, so the app moves at step 0 as planned."""
+    planned = [0b10] * 3 + [0b1110] * 3
+    problem, plan = _one_app(0b1, planned, 2, {"j": (3, 0b1)})
+
+    assert keep_held(problem, plan) == plan

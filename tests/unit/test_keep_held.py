@@ -53,11 +53,15 @@ def test_at_the_limits_apps_go_back_to_their_gpus_and_move_only_when_work_takes_
         assert kept.realtime[app.id] == [app.current_mask] * moved_at + [sets[app.id][0]] * (T - moved_at), app.id
 
 
-def _one_app(current: int, planned: list[int], cap: int, blocks: dict[str, tuple[int, int]]) -> tuple[Problem, Schedule]:
+def _one_app(
+    current: int, planned: list[int], cap: int, blocks: dict[str, tuple[int, int]]
+) -> tuple[Problem, Schedule]:
     """A 16-GPU pool, a 6-step window: one app holding `current`, planned on `planned`, and batch
     blocks of one step each (job id -> (start, mask))."""
     T = len(planned)
-    batch = tuple(Batch(1 + k, job_id, 1.0, mask.bit_count(), 1, 0, 0, 0) for k, (job_id, (_, mask)) in enumerate(blocks.items()))
+    batch = tuple(
+        Batch(1 + k, job_id, 1.0, mask.bit_count(), 1, 0, 0, 0) for k, (job_id, (_, mask)) in enumerate(blocks.items())
+    )
     demand = tuple(m.bit_count() for m in planned)
     app = Realtime(0, "rt", 5.0, demand, 1, 16, cap, current)
     problem = Problem("one app", 16, 8, T, 0.99, 1.0, tuple(0.99**t for t in range(T)), batch, (app,))

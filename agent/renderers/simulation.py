@@ -77,6 +77,12 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
                 f"({figures['capacity_bounds']} of them the capacity relaxation's): "
                 + (f"p50 {gap['p50']:.2%}, p90 {gap['p90']:.2%}, max {gap['max']:.2%}" if gap else "no bound")
             )
+        whole = next((r for r in rows if r.policy == policy and r.day is None), None)
+        if whole is not None and whole.realtime_moves:
+            lines.append(
+                f"{policy}: apps moved {whole.realtime_moves:.3f} GPUs per app-step, "
+                f"{whole.realtime_idle_moves:.3f} of them for nothing (every GPU left stayed idle)"
+            )
         if run.grants:
             given = [g for _, g in run.grants if g.added]
             back = [g for _, g in run.grants if g.released]

@@ -13,6 +13,7 @@ from gpualloc.solvers.legality import online_violations
 from gpualloc.solvers.metrics import app_moves, objective_of, relative_gap
 from gpualloc.solvers.planner.records import Commit
 from gpualloc.solvers.policies.milp.bound import capacity_bound
+from gpualloc.solvers.problem import bits_of
 from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_policy
 from gpualloc.solvers.simulation.trace_events import KNOWN
 
@@ -35,6 +36,8 @@ class DayReport:
     completed: int
     mean_queue_steps: float | None
     mean_completion_steps: float | None
+    # of `realtime_moves`, those no work needed: every GPU the app left stayed idle (`_moves`)
+    realtime_idle_moves: float = 0.0
 
 
 SPIKE = 2.0  # a step's demand over both neighbours' that makes it a one-step spike
@@ -194,7 +197,7 @@ def _summary(
 ) -> DayReport:
     used = value = timely = short = penalty = 0.0
     decay, minutes = sim.config.time_decay, sim.config.step_minutes
-    moves, app_steps = _moves(sim, executed, lo, hi)
+    moves, idle_moves, app_steps = _moves(sim, run, executed, lo, hi)
     for commit in run.commits[lo:hi]:
         apps_count = sim.apps_until is None or commit.step <= sim.apps_until
         for owner, gpus in commit.assignments.items():
@@ -231,23 +234,30 @@ def _summary(
         len(finished),
         round(statistics.fmean(queue), 2) if queue else None,
         round(statistics.fmean(jct), 2) if jct else None,
+        round(idle_moves / app_steps, 4) if app_steps else 0.0,
     )
 
 
-def _moves(sim: Simulation, executed: list[Commit], lo: int, hi: int) -> tuple[int, int]:
-    """(GPUs the apps moved, app-steps) over the run's executed steps [lo, hi)
-    (`PolicyRun.executed`) that real-time service counts in, each step's set as it ended against
-    the step before's (a step's first set is no move)."""
-    moves = app_steps = 0
+def _moves(sim: Simulation, run: PolicyRun, executed: list[Commit], lo: int, hi: int) -> tuple[int, int, int]:
+    """(GPUs the apps moved, of them those no work needed, app-steps) over the run's executed
+    steps [lo, hi) (`PolicyRun.executed`) that real-time service counts in, each step's set as it
+    ended against the step before's (a step's first set is no move). A move is needed where work
+    took a GPU the app left (a batch job or another app holds it in the new step) or its node went
+    down or was drained; where every GPU it left stayed idle, the move was for nothing."""
+    moves = idle = app_steps = 0
     for k in range(max(lo, 1), hi):
         if sim.apps_until is not None and executed[k].step > sim.apps_until:
             break
         before, after = executed[k - 1].assignments, executed[k].assignments
+        taken = set().union(*after.values()) | set(bits_of(run.down[k] if k < len(run.down) else 0))
         for app_id in sim.demand:
             if app_id in before and app_id in after:
-                moves += app_moves(before[app_id], after[app_id])
+                moved = app_moves(before[app_id], after[app_id])
+                moves += moved
+                if moved and not taken & (set(before[app_id]) - set(after[app_id])):
+                    idle += moved
                 app_steps += 1
-    return moves, app_steps
+    return moves, idle, app_steps
 
 
 def executed_violations(sim: Simulation, run: PolicyRun) -> list[str]:

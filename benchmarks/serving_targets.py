@@ -1,0 +1,145 @@
+"""`python -m gpualloc.benchmarks.serving_targets`: FIFO against the heuristic on the project's
+own serving and generated traces, judged by the real-time targets: shortfall at most max(10,
+1.5x FIFO's) GPU-steps, timely value at least 1.2x FIFO's, completions at least FIFO's.
+
+Two sets, both made here from their seeds: `tuned` (the traces changes to the real-time
+path were measured on while they were made) and `held-out` (run after a choice, never to make
+one). Each trace runs whole (every job until it finishes), so every submitted job is counted."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gpualloc.generators.serving import serving_trace
+from gpualloc.generators.traces import generate_trace
+from gpualloc.schemas.events import parse_event
+from gpualloc.solvers.simulation.report import DayReport, whole_run
+from gpualloc.solvers.simulation.simulator import SimOptions, simulate
+
+
+@dataclass(frozen=True)
+class Trace:
+    kind: str  # "serving" (generators/serving.py) or "generate" (generators/traces.py, three days)
+    gpus: int
+    seed: int
+    apps: int = 3
+
+    @property
+    def name(self) -> str:
+        apps = "" if self.apps == 3 else f" {self.apps} apps"
+        return f"{self.kind} {self.gpus} GPUs{apps} seed {self.seed}"
+
+    def events(self) -> list[dict[str, Any]]:
+        if self.kind == "serving":
+            return serving_trace(self.seed, 3, self.gpus, apps=self.apps)
+        return generate_trace(self.gpus, 3, 150 * self.gpus // 32, self.apps, self.seed)
+
+
+SETS: dict[str, tuple[Trace, ...]] = {
+    "tuned": (
+        *(Trace("serving", 32, s) for s in (0, 1, 2, 3, 4, 5, 6, 7, 9)),
+        Trace("serving", 64, 1),
+        Trace("serving", 16, 1),
+        *(Trace("serving", 32, s, apps) for s in (100, 101, 102, 103) for apps in (1, 2)),
+        *(Trace("generate", 32, s) for s in (1, 2, 3, 4, 5, 7)),
+        Trace("generate", 64, 9),
+    ),
+    "held-out": (
+        *(Trace("serving", 32, s) for s in (20, 21, 22, 40, 41, 42, 43)),
+        Trace("serving", 24, 24),
+        Trace("serving", 48, 44),
+        Trace("serving", 64, 23, 5),
+        Trace("generate", 32, 20),
+        Trace("generate", 32, 21),
+        Trace("generate", 64, 22, 4),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Judged:
+    trace: str
+    fifo: DayReport
+    heuristic: DayReport
+
+    @property
+    def shortfall_met(self) -> bool:
+        return self.heuristic.realtime_shortfall <= max(10.0, 1.5 * self.fifo.realtime_shortfall)
+
+    @property
+    def all_met(self) -> bool:
+        return (
+            self.shortfall_met
+            and self.heuristic.timely_value >= 1.2 * self.fifo.timely_value
+            and self.heuristic.completed >= self.fifo.completed
+        )
+
+
+def judge(trace: Trace) -> Judged:
+    """The trace run whole by FIFO and the heuristic, each run's whole-run row."""
+    sim = simulate([parse_event(e) for e in trace.events()], SimOptions(policies=("fifo", "heuristic")))
+    return Judged(trace.name, whole_run(sim, sim.runs["fifo"]), whole_run(sim, sim.runs["heuristic"]))
+
+
+def summary(rows: list[Judged]) -> dict[str, Any]:
+    """What a set's rows add up to: traces meeting the shortfall target and all three, the
+    heuristic's objective and shortfall summed (FIFO's beside them), moves per app-step averaged."""
+    n = len(rows)
+    return {
+        "traces": n,
+        "all_targets_met": sum(r.all_met for r in rows),
+        "shortfall_target_met": sum(r.shortfall_met for r in rows),
+        "objective": round(sum(r.heuristic.objective for r in rows), 1),
+        "fifo_objective": round(sum(r.fifo.objective for r in rows), 1),
+        "shortfall": round(sum(r.heuristic.realtime_shortfall for r in rows), 1),
+        "fifo_shortfall": round(sum(r.fifo.realtime_shortfall for r in rows), 1),
+        "moves": round(sum(r.heuristic.realtime_moves for r in rows) / n, 4) if n else 0.0,
+        "idle_moves": round(sum(r.heuristic.realtime_idle_moves for r in rows) / n, 4) if n else 0.0,
+        "misses": [r.trace for r in rows if not r.all_met],
+    }
+
+
+def _line(r: Judged) -> str:
+    h, f = r.heuristic, r.fifo
+    verdict = "met" if r.all_met else "shortfall missed" if not r.shortfall_met else "missed"
+    return (
+        f"{r.trace:<32} {h.objective:>9.1f} {f.objective:>9.1f} {h.realtime_shortfall:>7.1f} "
+        f"{f.realtime_shortfall:>7.1f} {h.timely_value / f.timely_value if f.timely_value else 0:>6.2f}x "
+        f"{h.completed:>4}/{f.completed:<4} {h.realtime_moves:>6.3f} {h.realtime_idle_moves:>6.3f}  {verdict}"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--set", choices=[*SETS, "all"], default="all", help="which traces (default: all)")
+    p.add_argument("--json", action="store_true", help="every trace's rows and each set's summary as JSON")
+    args = p.parse_args(argv)
+    names = list(SETS) if args.set == "all" else [args.set]
+    out: dict[str, Any] = {}
+    for name in names:
+        if not args.json:
+            print(
+                f"{name}:\n{'trace':<32} {'objective':>9} {'fifo':>9} {'short':>7} {'fifo':>7} {'timely':>7} "
+                f"{'done/fifo':>9} {'moves':>6} {'idle':>6}"
+            )
+        rows = []
+        for trace in SETS[name]:
+            rows.append(judge(trace))
+            if not args.json:
+                print(_line(rows[-1]), flush=True)
+        out[name] = {
+            "summary": summary(rows),
+            "traces": {r.trace: {"fifo": asdict(r.fifo), "heuristic": asdict(r.heuristic)} for r in rows},
+        }
+        if not args.json:
+            print(json.dumps(out[name]["summary"]), end="\n\n")
+    if args.json:
+        json.dump(out, sys.stdout, indent=1)
+
+
+if __name__ == "__main__":
+    main()

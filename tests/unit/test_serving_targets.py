@@ -1,0 +1,37 @@
+"""`benchmarks.serving_targets`: its sets, and how a trace is judged against the real-time targets."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpualloc.benchmarks.serving_targets import SETS, Judged, summary
+from gpualloc.solvers.simulation.report import DayReport
+
+FIFO = DayReport("fifo", None, 0.5, 1000.0, 800.0, 700.0, 20.0, 1200.0, 0.1, 50, 50, 3.0, 5.0, 0.0)
+
+
+def _heuristic(**figures: float) -> DayReport:
+    base = replace(FIFO, policy="heuristic", timely_value=1000.0, objective=900.0, realtime_shortfall=25.0)
+    return replace(base, **figures)
+
+
+def test_the_sets_are_the_26_tuned_and_13_held_out_traces_none_in_both():
+    tuned, held_out = ({t.name for t in SETS[name]} for name in ("tuned", "held-out"))
+    assert (len(tuned), len(held_out)) == (26, 13) and not tuned & held_out
+
+
+def test_each_target_decides_a_trace_and_the_summary_counts_them():
+    rows = [
+        Judged("met", FIFO, _heuristic()),  # 25 <= 1.5 x 20, 1.25x timely, 50 done
+        Judged("short", FIFO, _heuristic(realtime_shortfall=30.5)),
+        Judged("slow", FIFO, _heuristic(timely_value=950.0)),  # 1.19x
+        Judged("fewer", FIFO, _heuristic(completed=49)),
+        Judged("floor", replace(FIFO, realtime_shortfall=2.0), _heuristic(realtime_shortfall=10.0)),  # max(10, 3)
+    ]
+
+    assert [r.all_met for r in rows] == [True, False, False, False, True]
+    assert [r.shortfall_met for r in rows] == [True, False, True, True, True]
+    totals = summary(rows)
+    assert totals["all_targets_met"] == 2 and totals["shortfall_target_met"] == 4
+    assert totals["misses"] == ["short", "slow", "fewer"]
+    assert totals["shortfall"] == 25.0 * 3 + 30.5 + 10.0 and totals["fifo_shortfall"] == 20.0 * 4 + 2.0

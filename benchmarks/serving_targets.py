@@ -4,7 +4,9 @@ own serving and generated traces, judged by the real-time targets: shortfall at 
 
 Two sets, both made here from their seeds: `tuned` (the traces changes to the real-time
 path were measured on while they were made) and `held-out` (run after a choice, never to make
-one). Each trace runs whole (every job until it finishes), so every submitted job is counted."""
+one). Each trace runs whole (every job until it finishes), so every submitted job is counted.
+Settings come as `gpualloc simulate` takes them (GPUALLOC_SIMULATION__..., e.g.
+GPUALLOC_SIMULATION__FORECAST__REALTIME_PRICED=false for the fixed headroom quantile)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 from gpualloc.generators.serving import serving_trace
 from gpualloc.generators.traces import generate_trace
 from gpualloc.schemas.events import parse_event
+from gpualloc.schemas.settings import load_settings
 from gpualloc.solvers.simulation.report import DayReport, whole_run
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 
@@ -79,9 +82,17 @@ class Judged:
         )
 
 
-def judge(trace: Trace) -> Judged:
+def options() -> SimOptions:
+    """FIFO and the heuristic, with the simulation settings of the environment."""
+    settings = load_settings().simulation
+    return SimOptions(
+        policies=("fifo", "heuristic"), forecast_settings=settings.forecast, replan_work=settings.replan_work
+    )
+
+
+def judge(trace: Trace, run_with: SimOptions) -> Judged:
     """The trace run whole by FIFO and the heuristic, each run's whole-run row."""
-    sim = simulate([parse_event(e) for e in trace.events()], SimOptions(policies=("fifo", "heuristic")))
+    sim = simulate([parse_event(e) for e in trace.events()], run_with)
     return Judged(trace.name, whole_run(sim, sim.runs["fifo"]), whole_run(sim, sim.runs["heuristic"]))
 
 
@@ -119,6 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", action="store_true", help="every trace's rows and each set's summary as JSON")
     args = p.parse_args(argv)
     names = list(SETS) if args.set == "all" else [args.set]
+    run_with = options()
     out: dict[str, Any] = {}
     for name in names:
         if not args.json:
@@ -128,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         rows = []
         for trace in SETS[name]:
-            rows.append(judge(trace))
+            rows.append(judge(trace, run_with))
             if not args.json:
                 print(_line(rows[-1]), flush=True)
         out[name] = {

@@ -1,26 +1,23 @@
-"""`python -m gpualloc.benchmarks.serving_targets`: FIFO against the heuristic on the project's
+"""`gpualloc bench serving`: FIFO against the heuristic on the project's
 own serving and generated traces, judged by the real-time targets: shortfall at most max(10,
 1.5x FIFO's) GPU-steps, timely value at least 1.2x FIFO's, completions at least FIFO's.
 
 Two sets, both made here from their seeds: `tuned` (the traces changes to the real-time
 path were measured on while they were made) and `held-out` (run after a choice, never to make
 one). Each trace runs whole (every job until it finishes), so every submitted job is counted.
-Settings come as `gpualloc simulate` takes them (GPUALLOC_SIMULATION__..., e.g.
+Settings come as `gpualloc simulate` takes them (--settings, GPUALLOC_SIMULATION__..., e.g.
 GPUALLOC_SIMULATION__FORECAST__REALTIME_PRICED=false for the fixed headroom quantile)."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable
 
 from gpualloc.generators.serving import serving_trace
 from gpualloc.generators.traces import generate_trace
 from gpualloc.schemas.events import parse_event
-from gpualloc.schemas.settings import load_settings
-from gpualloc.solvers.simulation.report import DayReport, whole_run
+from gpualloc.schemas.settings import SimulationSettings
+from gpualloc.solvers.simulation.report import DayReport, executed_violations, whole_run
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 
 
@@ -68,6 +65,7 @@ class Judged:
     trace: str
     fifo: DayReport
     heuristic: DayReport
+    violations: int = 0  # online rules either run broke (`report.executed_violations`)
 
     @property
     def shortfall_met(self) -> bool:
@@ -82,18 +80,34 @@ class Judged:
         )
 
 
-def options() -> SimOptions:
-    """FIFO and the heuristic, with the simulation settings of the environment."""
-    settings = load_settings().simulation
+def options(settings: SimulationSettings) -> SimOptions:
+    """FIFO and the heuristic, with `settings` (the CLI's: flags, GPUALLOC_* variables, file)."""
     return SimOptions(
         policies=("fifo", "heuristic"), forecast_settings=settings.forecast, replan_work=settings.replan_work
     )
 
 
 def judge(trace: Trace, run_with: SimOptions) -> Judged:
-    """The trace run whole by FIFO and the heuristic, each run's whole-run row."""
+    """The trace run whole by FIFO and the heuristic: each run's whole-run row, and the online
+    rules the runs broke."""
     sim = simulate([parse_event(e) for e in trace.events()], run_with)
-    return Judged(trace.name, whole_run(sim, sim.runs["fifo"]), whole_run(sim, sim.runs["heuristic"]))
+    fifo, heuristic = sim.runs["fifo"], sim.runs["heuristic"]
+    broken = len(executed_violations(sim, fifo)) + len(executed_violations(sim, heuristic))
+    return Judged(trace.name, whole_run(sim, fifo), whole_run(sim, heuristic), broken)
+
+
+def run_serving_targets(
+    names: list[str], run_with: SimOptions, progress: Callable[[str], None] | None = None
+) -> dict[str, list[Judged]]:
+    """Every trace of the sets `names`, judged; `progress(trace)` after each."""
+    out: dict[str, list[Judged]] = {}
+    for name in names:
+        out[name] = []
+        for trace in SETS[name]:
+            out[name].append(judge(trace, run_with))
+            if progress:
+                progress(trace.name)
+    return out
 
 
 def summary(rows: list[Judged]) -> dict[str, Any]:
@@ -114,44 +128,39 @@ def summary(rows: list[Judged]) -> dict[str, Any]:
     }
 
 
+def table(sets: dict[str, list[Judged]]) -> str:
+    """A line a trace and a summary a set."""
+    lines = []
+    for name, rows in sets.items():
+        lines += [
+            f"{name}:",
+            f"{'trace':<32} {'objective':>9} {'fifo':>9} {'short':>7} {'fifo':>7} {'timely':>7} "
+            f"{'done/fifo':>9} {'moves':>6} {'idle':>6}",
+            *(_line(r) for r in rows),
+            ", ".join(f"{k} {v}" for k, v in summary(rows).items() if k != "misses"),
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def as_dict(sets: dict[str, list[Judged]]) -> dict[str, Any]:
+    """Each set's summary and every trace's rows."""
+    return {
+        name: {
+            "summary": summary(rows),
+            "traces": {r.trace: {"fifo": asdict(r.fifo), "heuristic": asdict(r.heuristic)} for r in rows},
+        }
+        for name, rows in sets.items()
+    }
+
+
 def _line(r: Judged) -> str:
     h, f = r.heuristic, r.fifo
     verdict = "met" if r.all_met else "shortfall missed" if not r.shortfall_met else "missed"
+    if r.violations:
+        verdict += f", {r.violations} VIOLATIONS"
     return (
         f"{r.trace:<32} {h.objective:>9.1f} {f.objective:>9.1f} {h.realtime_shortfall:>7.1f} "
         f"{f.realtime_shortfall:>7.1f} {h.timely_value / f.timely_value if f.timely_value else 0:>6.2f}x "
         f"{h.completed:>4}/{f.completed:<4} {h.realtime_moves:>6.3f} {h.realtime_idle_moves:>6.3f}  {verdict}"
     )
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--set", choices=[*SETS, "all"], default="all", help="which traces (default: all)")
-    p.add_argument("--json", action="store_true", help="every trace's rows and each set's summary as JSON")
-    args = p.parse_args(argv)
-    names = list(SETS) if args.set == "all" else [args.set]
-    run_with = options()
-    out: dict[str, Any] = {}
-    for name in names:
-        if not args.json:
-            print(
-                f"{name}:\n{'trace':<32} {'objective':>9} {'fifo':>9} {'short':>7} {'fifo':>7} {'timely':>7} "
-                f"{'done/fifo':>9} {'moves':>6} {'idle':>6}"
-            )
-        rows = []
-        for trace in SETS[name]:
-            rows.append(judge(trace, run_with))
-            if not args.json:
-                print(_line(rows[-1]), flush=True)
-        out[name] = {
-            "summary": summary(rows),
-            "traces": {r.trace: {"fifo": asdict(r.fifo), "heuristic": asdict(r.heuristic)} for r in rows},
-        }
-        if not args.json:
-            print(json.dumps(out[name]["summary"]), end="\n\n")
-    if args.json:
-        json.dump(out, sys.stdout, indent=1)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
 """`gpualloc bench NAME`: one subcommand a bench of benchmarks/, each with its own options.
 Offline: `scenarios` (FIFO against the heuristic on a folder of scenarios; `gpualloc bench` with
-no NAME runs it), `full-mode`, `corpus`, `native`, `forecast`, `hot-path`, `traces`. Through a real broker
+no NAME runs it), `full-mode`, `corpus`, `native`, `forecast`, `hot-path`, `traces`, `serving`. Through a real broker
 (`--bootstrap`, security from the settings): `agent`, `recovery`, `scale`, `soak`."""
 
 from __future__ import annotations
@@ -127,6 +127,23 @@ def cmd_traces(args: argparse.Namespace) -> int:
     if args.chart:
         write_text(args.chart, trace_bench.chart(rows))
     return EXIT_OK
+
+
+def cmd_serving(args: argparse.Namespace) -> int:
+    from gpualloc.agent.renderers.progress import Progress
+    from gpualloc.benchmarks import serving_targets
+
+    names = list(serving_targets.SETS) if args.set == "all" else [args.set]
+    count = sum(len(serving_targets.SETS[name]) for name in names)
+    progress, done = Progress("bench serving", "traces"), []
+
+    def step(trace: str) -> None:
+        done.append(trace)
+        progress("bench serving", len(done), count)
+
+    sets = serving_targets.run_serving_targets(names, serving_targets.options(settings_of(args).simulation), step)
+    sys.stdout.write(dump_json(serving_targets.as_dict(sets)) if args.json else serving_targets.table(sets) + "\n")
+    return EXIT_FAILED if any(r.violations for rows in sets.values() for r in rows) else EXIT_OK
 
 
 # ---- through a real broker --------------------------------------------------------------------------
@@ -273,6 +290,7 @@ BENCHES = (
     "scale",
     "soak",
     "traces",
+    "serving",
 )
 
 
@@ -456,4 +474,15 @@ def add_bench_command(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--chart", help="write the trade-off (value kept against p99 wait, per bound) here (SVG)")
     _json(p, "the rows", "a table")
+
+    p = _add(
+        benches,
+        "serving",
+        "FIFO against the heuristic on the 26 tuned and 13 held-out serving and generated traces, judged by "
+        "the real-time targets (shortfall, timely value, completions); 4-5 minutes",
+        cmd_serving,
+    )
+    p.add_argument("--set", choices=["tuned", "held-out", "all"], default="all", help="which traces (default: all)")
+    settings_arguments(p)
+    _json(p, "each set's summary and every trace's rows", "a table")
     assert set(benches.choices) == set(BENCHES), "BENCHES names every bench (`implied` reads it)"

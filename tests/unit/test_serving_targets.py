@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpualloc.benchmarks.serving_targets import SETS, Judged, summary
+from gpualloc.benchmarks.serving_targets import SETS, Judged, as_dict, summary, table
 from gpualloc.solvers.simulation.report import DayReport
 
 FIFO = DayReport("fifo", None, 0.5, 1000.0, 800.0, 700.0, 20.0, 1200.0, 0.1, 50, 50, 3.0, 5.0, 0.0)
@@ -35,3 +35,14 @@ def test_each_target_decides_a_trace_and_the_summary_counts_them():
     assert totals["all_targets_met"] == 2 and totals["shortfall_target_met"] == 4
     assert totals["misses"] == ["short", "slow", "fewer"]
     assert totals["shortfall"] == 25.0 * 3 + 30.5 + 10.0 and totals["fifo_shortfall"] == 20.0 * 4 + 2.0
+
+
+def test_the_table_and_the_json_say_which_traces_miss_and_why():
+    sets = {"tuned": [Judged("a", FIFO, _heuristic()), Judged("b", FIFO, _heuristic(realtime_shortfall=31.0), 2)]}
+
+    lines = table(sets).splitlines()
+    data = as_dict(sets)
+
+    assert lines[2].endswith("met") and lines[3].endswith("shortfall missed, 2 VIOLATIONS")
+    assert data["tuned"]["summary"]["misses"] == ["b"]
+    assert data["tuned"]["traces"]["b"]["heuristic"]["realtime_shortfall"] == 31.0

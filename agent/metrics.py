@@ -78,7 +78,19 @@ class AgentMetrics:
         self.app_steps = Counter(
             "gpualloc_realtime_app_steps", "App-steps whose move count is in gpualloc_realtime_moves", p, registry=r
         )
-        self._steps: tuple[int | None, dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]] = (None, {}, {})
+        self.idle_moves = Counter(
+            "gpualloc_realtime_idle_moves",
+            "Of gpualloc_realtime_moves, those no work needed: every GPU the app left stayed idle, its node up",
+            p,
+            registry=r,
+        )
+        # (step, its app sets, GPUs held or unavailable in it, the app sets of the step before)
+        self._steps: tuple[int | None, dict[str, tuple[int, ...]], frozenset[int], dict[str, tuple[int, ...]]] = (
+            None,
+            {},
+            frozenset(),
+            {},
+        )
         self.gap = Gauge(
             "gpualloc_full_mode_gap", "Relative gap of the last adopted full-mode plan to its bound", p, registry=r
         )
@@ -140,9 +152,12 @@ class AgentMetrics:
     def dead_lettered(self, reason: str) -> None:
         self.dead_letters.labels(self.pool, reason_label(reason)).inc()
 
-    def committed(self, payload: dict, gpus: int, down: int, queued: int, demand: dict[str, int]) -> None:
+    def committed(
+        self, payload: dict, gpus: int, down: int, queued: int, demand: dict[str, int], unavailable: int = 0
+    ) -> None:
         """A `plan.committed` payload (a reactive one folded into its step's: `commits.folded`)
-        and the pool's state after it; `demand`: each app's in the committed step."""
+        and the pool's state after it; `demand`: each app's in the committed step; `unavailable`:
+        the GPUs of nodes down or drained (a mask), which apps leave for a reason."""
         assignments = payload["assignments"]
         states = gpu_states(assignments, demand, gpus, down)
         shortfall = sum(max(0, need - len(assignments.get(app, ()))) for app, need in demand.items())
@@ -151,7 +166,9 @@ class AgentMetrics:
         self.utilization.labels(self.pool).set((states["batch"] + states["realtime"]) / gpus if gpus else 0.0)
         self.queue.labels(self.pool).set(queued)
         self.shortfall.labels(self.pool).set(shortfall)
-        self._count_moves(payload["step"], {app: tuple(assignments.get(app, ())) for app in demand})
+        dead = frozenset(g for g in range(unavailable.bit_length()) if unavailable >> g & 1)
+        taken = frozenset(g for held in assignments.values() for g in held) | dead
+        self._count_moves(payload["step"], {app: tuple(assignments.get(app, ())) for app in demand}, taken)
         if payload.get("reactive"):  # folded into its step's commit, already counted
             self.reactive.labels(self.pool).inc()
             return
@@ -164,17 +181,22 @@ class AgentMetrics:
             if bound:
                 self.gap.labels(self.pool).set(max(0.0, (bound - payload["objective"]) / abs(bound)))
 
-    def _count_moves(self, step: int, sets: dict[str, tuple[int, ...]]) -> None:
-        """Keep `step`'s app sets (a reactive commit's replace its step's); when a later step
-        comes, count the moves of the step before it as it ended, against the one before that."""
-        current, ended, before = self._steps
+    def _count_moves(self, step: int, sets: dict[str, tuple[int, ...]], taken: frozenset[int]) -> None:
+        """Keep `step`'s app sets and the GPUs held or unavailable in it (a reactive commit's
+        replace its step's); when a later step comes, count the moves of the step before it as it
+        ended, against the one before that: all of them, and those for nothing (every GPU the
+        app left stayed idle on a node up)."""
+        current, ended, ended_taken, before = self._steps
         if current is not None and step != current:
             for app, gpus in ended.items():
                 if app in before:
-                    self.moves.labels(self.pool).inc(app_moves(before[app], gpus))
+                    moved = app_moves(before[app], gpus)
+                    self.moves.labels(self.pool).inc(moved)
+                    if moved and not ended_taken & (set(before[app]) - set(gpus)):
+                        self.idle_moves.labels(self.pool).inc(moved)
                     self.app_steps.labels(self.pool).inc()
             before = ended
-        self._steps = (step, sets, before)
+        self._steps = (step, sets, taken, before)
 
 
 class NodeMetrics:

@@ -87,7 +87,14 @@ class Tally:
         )
         for app_id, app in planner.apps.items():  # what a reactive grant answered
             demand[app_id] = max(demand.get(app_id, 0), app.observed.get(payload["step"], 0))
-        metrics.committed(payload, planner.config.gpus, planner.down.bit_count(), len(planner.queued), demand)
+        metrics.committed(
+            payload,
+            planner.config.gpus,
+            planner.down.bit_count(),
+            len(planner.queued),
+            demand,
+            unavailable=planner.down | planner.drained,
+        )
 
 
 def lag(consumer: AIOKafkaConsumer, frontier: dict[str, int], metrics: AgentMetrics, pool: str) -> None:

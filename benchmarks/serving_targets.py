@@ -1,6 +1,6 @@
-"""`gpualloc bench serving`: FIFO against the heuristic on the project's
-own serving and generated traces, judged by the real-time targets: shortfall at most max(10,
-1.5x FIFO's) GPU-steps, timely value at least 1.2x FIFO's, completions at least FIFO's.
+"""`gpualloc bench serving`: FIFO against the heuristic on the project's own serving and
+generated traces, judged by the real-time targets: shortfall at most max(10, 1.5x FIFO's)
+GPU-steps, timely value at least 1.2x FIFO's, completions at least FIFO's.
 
 Two sets, both made here from their seeds: `tuned` (the traces changes to the real-time
 path were measured on while they were made) and `held-out` (run after a choice, never to make
@@ -34,6 +34,7 @@ class Trace:
         return f"{self.kind} {self.gpus} GPUs{apps} seed {self.seed}"
 
     def events(self) -> list[dict[str, Any]]:
+        """The trace's envelopes, made from its seed (as `gpualloc trace serving|generate` writes them)."""
         if self.kind == "serving":
             return serving_trace(self.seed, 3, self.gpus, apps=self.apps)
         return generate_trace(self.gpus, 3, 150 * self.gpus // 32, self.apps, self.seed)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import sys
 from dataclasses import asdict
 from typing import Any, Callable, Coroutine
@@ -135,11 +136,10 @@ def cmd_serving(args: argparse.Namespace) -> int:
 
     names = list(serving_targets.SETS) if args.set == "all" else [args.set]
     count = sum(len(serving_targets.SETS[name]) for name in names)
-    progress, done = Progress("bench serving", "traces"), []
+    progress, done = Progress("bench serving", "traces"), itertools.count(1)
 
     def step(trace: str) -> None:
-        done.append(trace)
-        progress("bench serving", len(done), count)
+        progress("bench serving", next(done), count)
 
     sets = serving_targets.run_serving_targets(names, serving_targets.options(settings_of(args).simulation), step)
     sys.stdout.write(dump_json(serving_targets.as_dict(sets)) if args.json else serving_targets.table(sets) + "\n")

@@ -16,7 +16,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gpualloc.schemas.published import FullModeOutcome, FullModeReport
-from gpualloc.solvers.metrics import app_moves
+from gpualloc.solvers.metrics import app_moves, idle_moves
 from gpualloc.solvers.planner.full_mode import outcome
 
 ACTIONS = ("start", "planned", "queued", "rejected")  # of allocation.decided
@@ -84,11 +84,14 @@ class AgentMetrics:
             p,
             registry=r,
         )
-        # (step, its app sets, GPUs held or unavailable in it, the app sets of the step before)
-        self._steps: tuple[int | None, dict[str, tuple[int, ...]], frozenset[int], dict[str, tuple[int, ...]]] = (
+        # (step, its app sets, every holder's sets, its GPUs of nodes down or drained, the app sets of the step before)
+        self._steps: tuple[
+            int | None, dict[str, tuple[int, ...]], dict[str, list[int]], int, dict[str, tuple[int, ...]]
+        ] = (
             None,
             {},
-            frozenset(),
+            {},
+            0,
             {},
         )
         self.gap = Gauge(
@@ -166,9 +169,9 @@ class AgentMetrics:
         self.utilization.labels(self.pool).set((states["batch"] + states["realtime"]) / gpus if gpus else 0.0)
         self.queue.labels(self.pool).set(queued)
         self.shortfall.labels(self.pool).set(shortfall)
-        dead = frozenset(g for g in range(unavailable.bit_length()) if unavailable >> g & 1)
-        taken = frozenset(g for held in assignments.values() for g in held) | dead
-        self._count_moves(payload["step"], {app: tuple(assignments.get(app, ())) for app in demand}, taken)
+        self._count_moves(
+            payload["step"], {app: tuple(assignments.get(app, ())) for app in demand}, assignments, unavailable
+        )
         if payload.get("reactive"):  # folded into its step's commit, already counted
             self.reactive.labels(self.pool).inc()
             return
@@ -181,22 +184,22 @@ class AgentMetrics:
             if bound:
                 self.gap.labels(self.pool).set(max(0.0, (bound - payload["objective"]) / abs(bound)))
 
-    def _count_moves(self, step: int, sets: dict[str, tuple[int, ...]], taken: frozenset[int]) -> None:
-        """Keep `step`'s app sets and the GPUs held or unavailable in it (a reactive commit's
-        replace its step's); when a later step comes, count the moves of the step before it as it
-        ended, against the one before that: all of them, and those for nothing (every GPU the
-        app left stayed idle on a node up)."""
-        current, ended, ended_taken, before = self._steps
+    def _count_moves(
+        self, step: int, sets: dict[str, tuple[int, ...]], assignments: dict[str, list[int]], unavailable: int
+    ) -> None:
+        """Keep `step`'s app sets, every holder's sets and the GPUs unavailable in it (a reactive
+        commit's replace its step's); when a later step comes, count the moves of the step before
+        it as it ended, against the one before that: all of them, and those for nothing
+        (`metrics.idle_moves`)."""
+        current, ended, ended_all, ended_dead, before = self._steps
         if current is not None and step != current:
             for app, gpus in ended.items():
                 if app in before:
-                    moved = app_moves(before[app], gpus)
-                    self.moves.labels(self.pool).inc(moved)
-                    if moved and not ended_taken & (set(before[app]) - set(gpus)):
-                        self.idle_moves.labels(self.pool).inc(moved)
+                    self.moves.labels(self.pool).inc(app_moves(before[app], gpus))
+                    self.idle_moves.labels(self.pool).inc(idle_moves(before[app], gpus, ended_all.values(), ended_dead))
                     self.app_steps.labels(self.pool).inc()
             before = ended
-        self._steps = (step, sets, taken, before)
+        self._steps = (step, sets, assignments, unavailable, before)
 
 
 class NodeMetrics:

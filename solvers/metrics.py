@@ -65,6 +65,21 @@ def app_moves(before: Iterable[int], after: Iterable[int]) -> int:
     return min(len(new - old), len(old - new))
 
 
+def idle_moves(
+    before: Iterable[int], after: Iterable[int], step_sets: Iterable[Iterable[int]], unavailable: int
+) -> int:
+    """`app_moves` of an app made for nothing: every GPU it left is held by nothing in the new
+    step (`step_sets`: that step's sets, every holder's) and on a node up (`unavailable`: the
+    GPUs of nodes down or drained); 0 where work or a lost node needed the move."""
+    moved = app_moves(before, after)
+    if not moved:
+        return 0
+    left = set(before) - set(after)
+    if any(unavailable >> g & 1 for g in left) or any(g in left for held in step_sets for g in held):
+        return 0
+    return moved
+
+
 def objective_of(problem: Problem, schedule: Schedule) -> float:
     """The contract's objective of a legal schedule (no GPU held twice in a step): its grid's,
     computed from its blocks and app sets without building the grid (GPUs x steps cells: 1.4

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpualloc.solvers.legality import online_violations
-from gpualloc.solvers.metrics import app_moves, objective_of, relative_gap
+from gpualloc.solvers.metrics import app_moves, idle_moves, objective_of, relative_gap
 from gpualloc.solvers.planner.records import Commit
 from gpualloc.solvers.policies.milp.bound import capacity_bound
-from gpualloc.solvers.problem import bits_of
 from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_policy
 from gpualloc.solvers.simulation.trace_events import KNOWN
 
@@ -249,13 +248,11 @@ def _moves(sim: Simulation, run: PolicyRun, executed: list[Commit], lo: int, hi:
         if sim.apps_until is not None and executed[k].step > sim.apps_until:
             break
         before, after = executed[k - 1].assignments, executed[k].assignments
-        taken = set().union(*after.values()) | set(bits_of(run.down[k] if k < len(run.down) else 0))
+        dead = run.down[k] if k < len(run.down) else 0
         for app_id in sim.demand:
             if app_id in before and app_id in after:
-                moved = app_moves(before[app_id], after[app_id])
-                moves += moved
-                if moved and not taken & (set(before[app_id]) - set(after[app_id])):
-                    idle += moved
+                moves += app_moves(before[app_id], after[app_id])
+                idle += idle_moves(before[app_id], after[app_id], after.values(), dead)
                 app_steps += 1
     return moves, idle, app_steps
 

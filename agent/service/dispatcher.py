@@ -106,10 +106,11 @@ class Dispatcher:
         self.keyed = run.get("keyed", False)
 
     # ---- input ----------------------------------------------------------------------------
-    def handle(self, records: list[Record], now: datetime) -> list[Output]:
+    def handle(self, records: list[Record], now: datetime, recorded: dict[str, int] | None = None) -> list[Output]:
         """Apply a poll's records in one planning pass; the messages to publish. A keyed pool
         (one of a shared group's) reads a partition it shares with other pools: their records
-        are passed over, moving only the frontier. All or nothing: the pass is read and planned
+        are passed over, moving only the frontier (a replay, which reads only the pool's own,
+        gives the frontier the pass `recorded`, so the messages it makes carry the same). All or nothing: the pass is read and planned
         first, and the de-duplication window, the frontier and the transaction's log take what
         it read only once the pool has planned it (`Pool.apply`, itself all or nothing), so a
         pass that raises leaves them as it found them and the same records handed in again are
@@ -143,7 +144,7 @@ class Dispatcher:
         for event_id, digest in taken.items():
             self.seen.add(event_id, step, digest)
         self.seen.keep_newest(self.seen_limit)
-        self.frontier, self._log = frontier, log
+        self.frontier, self._log = (frontier if recorded is None else dict(recorded)), log
         return rejected + [o for effect in effects for o in self._outputs(effect, now)]
 
     def _outputs(self, effect: Effect, now: datetime) -> list[Output]:
@@ -360,7 +361,7 @@ class Dispatcher:
                 records.append(Record(topic, partition, first, self.pool, inline.encode()))
             else:
                 records.extend(record_at(topic, partition, offset) for offset in range(first, last + 1))
-        out = self.handle(records, entry.now) if records else []
+        out = self.handle(records, entry.now, entry.frontier) if records else []
         self.frontier = dict(entry.frontier)  # with the records a keyed pool passed over
         out += [part for c in entry.commits for part in self.commit(entry.now, recorded=c)]
         if entry.cut:  # its plan, made elsewhere, is made here by the commit that carries it (the same

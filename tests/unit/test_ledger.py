@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from support.examples import examples
 from support.feature_jobs import feature_job
@@ -227,6 +227,7 @@ def test_a_replay_of_the_ledger_makes_the_same_messages_and_state(seed, cuts, co
     cuts=st.lists(st.integers(0, 90), max_size=25),
     commits=st.lists(st.integers(0, 2), min_size=1, max_size=6),
 )
+@example(seed=3381, cuts=[3, 27], commits=[2])  # a reactive commit in a pass that passed over another pool's record
 def test_a_keyed_pool_on_a_shared_partition_replays_alike_and_reads_only_its_records(seed, cuts, commits):
     records = shared(stream(seed, 60), seed)
     keyed = {**RUN, "keyed": True}

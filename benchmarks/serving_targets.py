@@ -2,9 +2,10 @@
 generated traces, judged by the real-time targets: shortfall at most max(10, 1.5x FIFO's)
 GPU-steps, timely value at least 1.2x FIFO's, completions at least FIFO's.
 
-Two sets, both made here from their seeds: `tuned` (the traces changes to the real-time
-path were measured on while they were made) and `held-out` (run after a choice, never to make
-one). Each trace runs whole (every job until it finishes), so every submitted job is counted.
+Three sets, all made here from their seeds: `tuned` (the traces changes to the real-time
+path were measured on while they were made), `held-out` (run after a choice, never to make
+one; two of its traces were since read to find a cause) and `unseen` (other seeds, pool sizes
+and app counts, never read: each change is judged there, before and after, once). Each trace runs whole (every job until it finishes), so every submitted job is counted.
 Settings come as `gpualloc simulate` takes them (--settings, GPUALLOC_SIMULATION__..., e.g.
 GPUALLOC_SIMULATION__FORECAST__REALTIME_PRICED=false for the fixed headroom quantile)."""
 
@@ -57,6 +58,19 @@ SETS: dict[str, tuple[Trace, ...]] = {
         Trace("generate", 32, 20),
         Trace("generate", 32, 21),
         Trace("generate", 64, 22, 4),
+    ),
+    "unseen": (
+        *(Trace("serving", 32, s) for s in range(200, 210)),
+        *(Trace("serving", 32, s, 2) for s in range(210, 216)),
+        *(Trace("serving", 32, s, 1) for s in range(216, 219)),
+        Trace("serving", 48, 220),
+        Trace("serving", 64, 221, 5),
+        Trace("serving", 24, 222),
+        Trace("serving", 16, 223),
+        Trace("serving", 128, 224, 6),
+        Trace("generate", 32, 225),
+        Trace("generate", 32, 226),
+        Trace("generate", 64, 227, 4),
     ),
 }
 

@@ -62,7 +62,7 @@ class Calibration:
     pending: Pending | None = None
     lead_offsets: list[list[float]] = field(default_factory=lambda: [_zeros() for _ in LEADS])
     lead_pending: list[dict[int, list[int]]] = field(default_factory=lambda: [{} for _ in LEADS])  # hour -> GPUs
-    cache: dict[float, float] = field(default_factory=dict, repr=False)  # q -> one-step log margin
+    cache: dict[tuple[float, int | None], float] = field(default_factory=dict, repr=False)  # (q, lead) -> log margin
 
     def copy(self) -> Calibration:
         p = self.pending
@@ -77,15 +77,16 @@ class Calibration:
     def at(self, point: float, q: float, lead: int | None = None) -> float:
         """GPUs (fractional) at quantile `q` around the log point forecast `point`, one step
         ahead, or with `lead` (an index of `LEADS`) that lead's correction on top."""
-        if q not in self.cache:
+        margin = self.cache.get((q, lead))
+        if margin is None:
             if len(self.errors) < MIN_ERRORS:
                 base = PRIOR_SPREAD * NormalDist().inv_cdf(min(max(q, 0.01), 0.99))
             else:
                 base = conformal_quantile(self.errors, q)
-            self.cache[q] = base + float(np.interp(q, QUANTILES, self.offsets))
-        margin = self.cache[q]
-        if lead is not None:
-            margin += float(np.interp(q, QUANTILES, self.lead_offsets[lead]))
+            margin = base + float(np.interp(q, QUANTILES, self.offsets))
+            if lead is not None:
+                margin += float(np.interp(q, QUANTILES, self.lead_offsets[lead]))
+            self.cache[(q, lead)] = margin
         return max(0.0, (math.exp(point) + SLACK) * math.exp(margin) - SLACK)
 
     def settle(self, hour: int, demand: float) -> None:

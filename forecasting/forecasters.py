@@ -89,11 +89,18 @@ class Forecasters:
         """GPUs app `app_id` needs in pool hour `hour` at `quantile` (the settings' by default;
         None: nothing observed to go by); an hour of day not seen yet takes the registered
         `profile` scaled by the observations' own level (`TrafficForecaster.scaled_profile`)."""
-        q = quantile or self.settings.realtime_quantile
-        load = self.traffic.forecast(app_id, hour, q)
-        if load is None and profile:
-            load = self.traffic.scaled_profile(app_id, hour, q, list(profile))
-        return None if load is None else math.ceil(load - 1e-9)
+        found = self.demands(app_id, hour, (quantile or self.settings.realtime_quantile,), profile)
+        return None if found is None else found[0]
+
+    def demands(
+        self, app_id: str, hour: int, quantiles: Sequence[float], profile: Sequence[int] | None = None
+    ) -> list[int] | None:
+        """`demand` at each of `quantiles`, the model read once."""
+        loads = self.traffic.forecasts(app_id, hour, quantiles)
+        if loads is None and profile:
+            scaled = [self.traffic.scaled_profile(app_id, hour, q, list(profile)) for q in quantiles]
+            loads = None if None in scaled else [load for load in scaled if load is not None]
+        return None if loads is None else [math.ceil(load - 1e-9) for load in loads]
 
     # ---- state --------------------------------------------------------------------------------
     def dump(self) -> dict[str, Any]:

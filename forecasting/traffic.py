@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -207,12 +208,18 @@ class TrafficForecaster:
         """GPUs needed in pool hour `hour` at `quantile` (None: no history to go by, or none yet
         at that hour of the day: a new app's first day has seen its night, not its morning ramp,
         and the rest of the day's median says nothing of the ramp; the caller's prior does)."""
+        found = self.forecasts(app_id, hour, (quantile,))
+        return None if found is None else found[0]
+
+    def forecasts(self, app_id: str, hour: int, quantiles: Sequence[float]) -> list[float] | None:
+        """`forecast` at each of `quantiles`, the model read once for all of them."""
         app = self.apps.get(app_id)
         fit = None if app is None else self.fit_of(app)
         if app is None or fit is None or hour % 24 not in fit.hours_of_day:
             return None
         lead = sum(1 for ahead in LEADS if hour - fit.last >= ahead) - 1
-        return app.calibration.at(fit.point(hour), quantile, lead if lead >= 0 else None)
+        point = fit.point(hour)
+        return [app.calibration.at(point, q, lead if lead >= 0 else None) for q in quantiles]
 
     def scaled_profile(self, app_id: str, hour: int, quantile: float, profile: list[int]) -> float | None:
         """GPUs at `quantile` in an hour of day the history has not seen yet (a new app's first

@@ -58,7 +58,9 @@ class Batch:
 
 @dataclass(frozen=True, slots=True)
 class Realtime:
-    """A real-time app; `current_mask` is -1 when the app has no `current` (step 0 is free)."""
+    """A real-time app; `current_mask` is -1 when the app has no `current` (step 0 is free).
+    `median`: its median demand per step where the planner has a forecast's (the heuristic
+    shares contested room by it, `heuristic.contention`); empty otherwise."""
 
     index: int
     id: str
@@ -68,6 +70,7 @@ class Realtime:
     max_gpus: int
     swap_cap: int
     current_mask: int
+    median: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

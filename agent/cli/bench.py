@@ -478,11 +478,13 @@ def add_bench_command(sub: argparse._SubParsersAction) -> None:
     p = _add(
         benches,
         "serving",
-        "FIFO against the heuristic on the 26 tuned and 13 held-out serving and generated traces, judged by "
-        "the real-time targets (shortfall, timely value, completions); 4-5 minutes",
+        "FIFO against the heuristic on the 26 tuned, 13 held-out and 27 unseen serving and generated traces, "
+        "judged by the real-time targets (shortfall, timely value, completions); 1-5 minutes",
         cmd_serving,
     )
-    p.add_argument("--set", choices=["tuned", "held-out", "all"], default="all", help="which traces (default: all)")
+    p.add_argument(
+        "--set", choices=["tuned", "held-out", "unseen", "all"], default="all", help="which traces (default: all)"
+    )
     settings_arguments(p)
     _json(p, "each set's summary and every trace's rows", "a table")
     assert set(benches.choices) == set(BENCHES), "BENCHES names every bench (`implied` reads it)"

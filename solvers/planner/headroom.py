@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from gpualloc.solvers.planner.records import AppSpec, JobSpec
 
-LOWEST, HIGHEST = 0.5, 0.99  # never below the median (a plan short half the time), never the certain peak
+MEDIAN = 0.5  # the demand an app needs in most steps (`Realtime.median`: contested room is shared by it)
+LOWEST, HIGHEST = MEDIAN, 0.99  # never below the median (a plan short half the time), never the certain peak
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,10 @@ from gpualloc.forecasting.traffic import pool_hour
 from gpualloc.schemas.features import Features
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.ahead import Ahead
-from gpualloc.solvers.planner.headroom import Headroom, displaced_value, fixed, priced
+from gpualloc.solvers.planner.headroom import MEDIAN, Headroom, displaced_value, fixed, priced
 from gpualloc.solvers.planner.records import AppSpec, AppState, JobSpec, PoolConfig, Running
 from gpualloc.solvers.planner.starvation import raised, starving
-from gpualloc.solvers.planner.window import demand, steps_left, window
+from gpualloc.solvers.planner.window import demand, demands, steps_left, window
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Problem
 
@@ -96,8 +96,16 @@ class PlannerState:
         return displaced_value(self.queued.values())
 
     def window_problem(self) -> Problem:
-        """The window [now, now + horizon) as a Problem (`window.window`)."""
+        """The window [now, now + horizon) as a Problem (`window.window`), each app's median
+        read with its planned demand."""
         displaced = self.displaced()
+        medians: dict[str, list[int]] = {}
+
+        def planned(app: AppState) -> list[int]:
+            q = self.headroom(app.spec, displaced).quantile
+            curve, medians[app.spec.id] = demands(app, self.config, self.now, self.forecasts, self.hour_of, (q, MEDIAN))
+            return curve
+
         return window(
             self.config,
             self.now,
@@ -105,7 +113,8 @@ class PlannerState:
             self.queued,
             self.apps,
             self.down | self.drained,
-            lambda app: self._demand(app, displaced),
+            planned,
+            lambda app: medians[app.spec.id],
         )
 
     def headroom(self, app: AppSpec, displaced: float | None = None) -> Headroom:

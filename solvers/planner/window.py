@@ -5,11 +5,13 @@ few GPUs), and GPUs that may take no new work held by blockers (`blocked_from`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.solvers.legality import lowered_floors
 from gpualloc.solvers.planner.records import BLOCKER, AppState, JobSpec, PoolConfig, Running
+from gpualloc.solvers.policies.heuristic.contention import contested
 from gpualloc.solvers.problem import Batch, Problem, Realtime
 
 
@@ -21,8 +23,11 @@ def window(
     apps: Mapping[str, AppState],
     unavailable: int,
     demand_of: Callable[[AppState], list[int]],
+    median_of: Callable[[AppState], list[int]] | None = None,
 ) -> Problem:
-    """The window at step `now`; `unavailable`: the GPUs of down or drained nodes."""
+    """The window at step `now`; `unavailable`: the GPUs of down or drained nodes; `median_of`:
+    each app's median demand (`Realtime.median`), where the planner has one, attached where some
+    step's apps contend for room (`contention.contested`); elsewhere none is needed."""
     T = cfg.horizon
     batch: list[Batch] = []
     index = 0
@@ -54,7 +59,7 @@ def window(
         realtime.append(Realtime(index, app_id, rules.priority, tuple(demand_of(app)), lo, hi, cap, current))
         index += 1
     weights = tuple(cfg.time_decay**t for t in range(T))
-    return Problem(
+    problem = Problem(
         f"window@{now}",
         cfg.gpus,
         cfg.node_size,
@@ -64,6 +69,15 @@ def window(
         weights,
         tuple(batch),
         tuple(realtime),
+    )
+    if median_of is None or not contested(problem):
+        return problem
+    medians = (median_of(apps[app.id]) for app in problem.realtime)
+    return replace(
+        problem,
+        realtime=tuple(
+            replace(app, median=tuple(map(min, m, app.demand))) for app, m in zip(problem.realtime, medians)
+        ),
     )
 
 
@@ -98,23 +112,37 @@ def demand(
     latest observation held flat. The first step needs at least the observation of the step
     before it (`held_into`): demand seen before the boundary holds into the step it commits, so
     the plan meets it before starting batch work there."""
+    return demands(app, cfg, now, forecasts, hour_of, (quantile or forecasts.settings.realtime_quantile,))[0]
+
+
+def demands(
+    app: AppState,
+    cfg: PoolConfig,
+    now: int,
+    forecasts: Forecasters,
+    hour_of: Callable[[int], int],
+    quantiles: Sequence[float],
+) -> list[list[int]]:
+    """`demand` at each of `quantiles`, each hour's forecast read once for all of them."""
     latest = app.observed[max(app.observed)] if app.observed else 0
-    out = []
+    out: list[list[int]] = [[] for _ in quantiles]
     for t in range(cfg.horizon):
         step = now + t
         if step in app.observed:
-            out.append(app.observed[step])
-            continue
-        hour = hour_of(step)
-        forecast = forecasts.demand(app.spec.id, hour, quantile, app.spec.profile)
-        if forecast is not None:
-            out.append(min(cfg.gpus, forecast))
-        elif app.spec.profile:
-            out.append(app.spec.profile[hour % 24])
+            found = [app.observed[step]] * len(quantiles)
         else:
-            out.append(latest)
-    if out and now not in app.observed:
-        out[0] = max(out[0], min(cfg.gpus, held_into(app, now)))
+            hour = hour_of(step)
+            forecast = forecasts.demands(app.spec.id, hour, quantiles, app.spec.profile)
+            if forecast is not None:
+                found = [min(cfg.gpus, f) for f in forecast]
+            else:
+                found = [app.spec.profile[hour % 24] if app.spec.profile else latest] * len(quantiles)
+        for curve, n in zip(out, found):
+            curve.append(n)
+    if cfg.horizon and now not in app.observed:
+        held = min(cfg.gpus, held_into(app, now))
+        for curve in out:
+            curve[0] = max(curve[0], held)
     return out
 
 

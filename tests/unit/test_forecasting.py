@@ -718,3 +718,21 @@ def test_a_forecaster_state_of_the_older_form_is_read_with_what_it_learned():
         fc.size("training", training(), H100, 1, None).median, rel=0.3
     )
     assert again.traffic.apps["app"].loads == fc.traffic.apps["app"].loads and again.demand("app", 410) is not None
+
+
+def test_demands_at_several_quantiles_are_each_quantiles_demand():
+    """The planned demand and the median read in one pass (`Forecasters.demands`) are what each
+    quantile's own `demand` gives, on seen hours, unseen ones with a profile, and none without."""
+    profile = [2] * 8 + [5] * 16
+    f = Forecasters(ForecastSettings(realtime_quantile=0.9))
+    rng = random.Random(4)
+    for h in range(3 * 24 + 10):
+        f.observed("app", h, profile[h % 24] * rng.uniform(0.6, 1.8))
+    for hour in (3 * 24 + 11, 3 * 24 + 30, 3 * 24 + 200):
+        for prior in (None, profile):
+            want = [f.demand("app", hour, q, prior) for q in (0.5, 0.9, 0.99)]
+            assert f.demands("app", hour, (0.5, 0.9, 0.99), prior) == (None if None in want else want)
+    fresh = Forecasters(ForecastSettings())
+    fresh.observed("app", 0, 3.0)
+    assert fresh.demands("app", 14, (0.5, 0.9)) is None
+    assert fresh.demands("app", 14, (0.5, 0.9), profile) == [fresh.demand("app", 14, q, profile) for q in (0.5, 0.9)]

@@ -15,9 +15,10 @@ def _heuristic(**figures: float) -> DayReport:
     return replace(base, **figures)
 
 
-def test_the_sets_are_the_26_tuned_and_13_held_out_traces_none_in_both():
-    tuned, held_out = ({t.name for t in SETS[name]} for name in ("tuned", "held-out"))
-    assert (len(tuned), len(held_out)) == (26, 13) and not tuned & held_out
+def test_the_sets_are_26_tuned_13_held_out_and_27_unseen_traces_none_in_two():
+    tuned, held_out, unseen = ({t.name for t in SETS[name]} for name in ("tuned", "held-out", "unseen"))
+    assert (len(tuned), len(held_out), len(unseen)) == (26, 13, 27)
+    assert not tuned & held_out and not tuned & unseen and not held_out & unseen
 
 
 def test_each_target_decides_a_trace_and_the_summary_counts_them():

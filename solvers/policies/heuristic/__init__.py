@@ -3,7 +3,8 @@ The steps run in `compose` (Python) or compiled (solvers/native), the same plans
 this module holds the defaults and turns an effort into the counts both run on.
 
 1. Real-time apps get target curves (`realtime.target_curves`): demand followed within the swap
-   cap, troughs lent to batch work, no daily-peak reservation.
+   cap, troughs lent to batch work, no daily-peak reservation. Where the apps contend for the
+   room running work leaves, it is first shared medians first (`contention`).
 2. For each layout (`layouts`: reserving, skyline, nest) batch jobs are packed (`packing`) in a few
    value- and priority-led seed orders, and the best is finished (step 4). The two best
    demand-first plans get a local search over the order (adjacent swaps, moves to the front),
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.policies.heuristic.contention import shared
 from gpualloc.solvers.policies.heuristic.kernels import kernels_for
 from gpualloc.solvers.policies.heuristic.knobs import Knobs
 from gpualloc.solvers.policies.heuristic.layouts import HOME_CAP, RESERVING_REPAIRS
@@ -58,6 +60,7 @@ def heuristic_schedule(problem: Problem, effort: float = DEFAULT_EFFORT, native:
     It runs compiled (solvers/native) when the extension is installed, in Python (`compose`)
     otherwise (`native=False` forces that); the plan is the same either way.
     """
+    problem = shared(problem)
     return kernels_for(problem, native).solve(knobs_for(problem, effort))
 
 

@@ -85,6 +85,11 @@ class ForecastSettings(_Frozen):
     # against a fixed 0.99 it earns more objective on the serving and generated traces and the bundled
     # four-week trace, with no more shortfall on the traces (docs/results.md, "Headroom")
     realtime_priced: bool = True
+    # plan each step's apps to lose any one node and keep their median demand (`gpualloc.solvers.planner.
+    # node_reserve`): a node's GPUs held against an outage, paid in batch work; off by default, as on the
+    # serving and generated traces it costs more objective than the shortfall it saves (docs/results.md,
+    # "A node's worth held")
+    realtime_node_reserve: bool = False
     interval: float = Field(default=0.8, gt=0, lt=1)  # the coverage of the interval decisions report
     traffic_weeks: int = Field(default=6, ge=1, le=52)  # weeks of hourly traffic history kept an app
     traffic_forgetting: float = Field(default=0.7, gt=0, le=1)  # a week's weight against the week after it

@@ -60,7 +60,9 @@ class Batch:
 class Realtime:
     """A real-time app; `current_mask` is -1 when the app has no `current` (step 0 is free).
     `median`: its median demand per step where the planner has a forecast's (the heuristic
-    shares contested room by it, `heuristic.contention`); empty otherwise."""
+    shares contested room by it, `heuristic.contention`); empty otherwise. `reserve`: the GPUs
+    per step `demand` was lifted by against a node's loss (`planner.node_reserve`); empty
+    where it was not."""
 
     index: int
     id: str
@@ -71,6 +73,7 @@ class Realtime:
     swap_cap: int
     current_mask: int
     median: tuple[int, ...] = ()
+    reserve: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from gpualloc.schemas.features import Features
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.ahead import Ahead
 from gpualloc.solvers.planner.headroom import MEDIAN, Headroom, displaced_value, fixed, priced
+from gpualloc.solvers.planner.node_reserve import reserved
 from gpualloc.solvers.planner.records import AppSpec, AppState, JobSpec, PoolConfig, Running
 from gpualloc.solvers.planner.starvation import raised, starving
 from gpualloc.solvers.planner.window import demand, demands, steps_left, window
@@ -82,8 +83,11 @@ class PlannerState:
         return starving(self.queued, self.now, self.config.starvation_steps, self.config.gpus)
 
     def scheduling_problem(self, problem: Problem) -> Problem:
-        """`problem` with the starving jobs' priorities raised (`starvation.raised`)."""
-        return raised(problem, self.starving())
+        """`problem` with the starving jobs' priorities raised (`starvation.raised`) and, with
+        `forecast.realtime_node_reserve`, the apps' demand lifted against a node's loss
+        (`node_reserve.reserved`)."""
+        problem = raised(problem, self.starving())
+        return reserved(problem) if self.forecasts.settings.realtime_node_reserve else problem
 
     def window_demand(self, app_id: str, displaced: float | None = None) -> list[int]:
         """An app's GPUs needed in each step of the window, as the plan sees them (`displaced`:
@@ -115,6 +119,7 @@ class PlannerState:
             self.down | self.drained,
             planned,
             lambda app: medians[app.spec.id],
+            medians_always=self.forecasts.settings.realtime_node_reserve,
         )
 
     def headroom(self, app: AppSpec, displaced: float | None = None) -> Headroom:

@@ -24,10 +24,12 @@ def window(
     unavailable: int,
     demand_of: Callable[[AppState], list[int]],
     median_of: Callable[[AppState], list[int]] | None = None,
+    medians_always: bool = False,
 ) -> Problem:
     """The window at step `now`; `unavailable`: the GPUs of down or drained nodes; `median_of`:
     each app's median demand (`Realtime.median`), where the planner has one, attached where some
-    step's apps contend for room (`contention.contested`); elsewhere none is needed."""
+    step's apps contend for room (`contention.contested`), or always with `medians_always` (the
+    node reserve's sizing reads them, `node_reserve`); elsewhere none is needed."""
     T = cfg.horizon
     batch: list[Batch] = []
     index = 0
@@ -70,7 +72,7 @@ def window(
         tuple(batch),
         tuple(realtime),
     )
-    if median_of is None or not contested(problem):
+    if median_of is None or not (medians_always or contested(problem)):
         return problem
     medians = (median_of(apps[app.id]) for app in problem.realtime)
     return replace(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from gpualloc.schemas.settings import SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.solution import Solution
-from gpualloc.solvers.problem import Problem, bits_of, insert_in_order
+from gpualloc.solvers.problem import Problem, Realtime, bits_of, insert_in_order
 
 
 def solve(problem: Problem, options: SolveOptions) -> Solution:
@@ -27,7 +27,7 @@ def fifo_schedule(problem: Problem) -> Schedule:
         held_ever |= mask
     reserved_all = 0
     for app in problem.realtime:
-        want = min(max(max(app.demand, default=0), app.min_gpus), app.max_gpus)
+        want = min(max(max(unreserved(app), default=0), app.min_gpus), app.max_gpus)
         free = problem.full & ~held_ever
         reserved = free & app.current_mask if app.current_mask > 0 else 0
         for g in bits_of(free & ~reserved):
@@ -42,3 +42,11 @@ def fifo_schedule(problem: Problem) -> Schedule:
     order = sorted((j for j in problem.batch if not j.running_mask), key=lambda j: (j.arrival, j.index))
     schedule.batch.update(insert_in_order(problem, order, busy))
     return schedule
+
+
+def unreserved(app: Realtime) -> tuple[int, ...]:
+    """`app`'s demand without a planner's reserve (`Realtime.reserve`): the contract's FIFO
+    reserves the peak of the demand itself."""
+    if not app.reserve:
+        return app.demand
+    return tuple(d - r for d, r in zip(app.demand, app.reserve))

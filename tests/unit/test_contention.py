@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from support.examples import examples
+from support.realtime_pools import realtime_pools, realtime_problem
 
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.solvers.grid import to_grid
@@ -20,11 +20,6 @@ from gpualloc.solvers.policies.heuristic.contention import shared
 from gpualloc.solvers.problem import Batch, Problem, Realtime
 
 
-def _problem(gpus: int, horizon: int, apps: list[Realtime], running: list[Batch] = ()) -> Problem:
-    weights = tuple(0.95**t for t in range(horizon))
-    return Problem("contention", gpus, 8, horizon, 0.95, 8.0, weights, tuple(running), tuple(apps))
-
-
 def _two_apps(median: bool) -> Problem:
     """16 GPUs, 8 of them held by a running job for the whole window: a spiky priority-7 app
     planned at 8 GPUs (median 2) beside a priority-5 app planned at 6 (median 5), each holding 4."""
@@ -32,7 +27,7 @@ def _two_apps(median: bool) -> Problem:
     running = Batch(0, "long", 3.0, 8, 20, 0, 0xFF, 20)
     spiky = Realtime(1, "spiky", 7.0, (8,) * T, 1, 11, 4, 0xF00, (2,) * T if median else ())
     steady = Realtime(2, "steady", 5.0, (6,) * T, 1, 11, 4, 0xF000, (5,) * T if median else ())
-    return _problem(16, T, [spiky, steady], [running])
+    return realtime_problem("contention", 16, T, [spiky, steady], [running])
 
 
 def test_a_lower_priority_apps_median_comes_before_a_higher_ones_spike_headroom():
@@ -62,43 +57,8 @@ def test_fifo_reserves_the_planned_peak_whatever_the_medians():
     assert fifo_schedule(_two_apps(True)) == fifo_schedule(_two_apps(False))
 
 
-@st.composite
-def contested(draw) -> Problem:
-    """A pool with running jobs taking a drawn share of it and apps whose demands may exceed the rest."""
-    gpus, T = draw(st.sampled_from([8, 16, 24, 32])), draw(st.integers(1, 6))
-    running, used = [], 0
-    for i in range(draw(st.integers(0, 3))):
-        n = draw(st.integers(1, max(1, gpus // 4)))
-        if used + n > gpus:
-            break
-        running.append(Batch(i, f"r{i}", 1.0, n, 9, 0, ((1 << n) - 1) << used, draw(st.integers(1, T))))
-        used += n
-    apps, floors = [], 0
-    for a in range(draw(st.integers(1, 4))):
-        lo, hi = draw(st.integers(0, 2)), draw(st.integers(2, gpus))
-        if used + floors + lo > gpus:  # floors that never fit beside running work are refused at registration
-            break
-        floors += lo
-        demand = tuple(draw(st.lists(st.integers(0, gpus), min_size=T, max_size=T)))
-        median = tuple(min(d, draw(st.integers(0, gpus))) for d in demand)
-        apps.append(
-            Realtime(
-                len(running) + a,
-                f"app{a}",
-                draw(st.sampled_from([1.0, 5.0, 9.0])),
-                demand,
-                lo,
-                hi,
-                draw(st.integers(1, 4)),
-                -1,
-                median,
-            )
-        )
-    return _problem(gpus, T, apps, running)
-
-
 @settings(max_examples=examples(300), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(contested())
+@given(realtime_pools())
 def test_shared_demand_stays_within_planned_demand_fills_the_room_and_plans_stay_legal(problem):
     """At a contested step whose floors fit, the apps' demands sum to the room, none above its
     planned demand or below the floor it wanted; elsewhere the demand is as planned. The
@@ -132,7 +92,7 @@ def test_at_the_limits_the_room_is_shared_every_step():
     running = [Batch(0, "held", 1.0, held, 999, 0, (1 << held) - 1, T)]
     apps = [Realtime(1 + a, f"app{a}", 9.0 if a % 2 else 1.0, (32,) * T, 1, 64, 64, -1, (16,) * T) for a in range(n)]
 
-    out = shared(_problem(G, T, apps, running))
+    out = shared(realtime_problem("contention", G, T, apps, running))
 
     for app in out.realtime:
         assert set(app.demand) == {32 if app.priority == 9 else 16}, app.id

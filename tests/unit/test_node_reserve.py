@@ -1,0 +1,118 @@
+"""A node's worth held against a node's loss (`planner.node_reserve`, `forecast.realtime_node_reserve`):
+the apps' planned demand is lifted so that losing any one node leaves them their medians, only
+into room that running work and the apps' demands leave, within the ceilings; FIFO's static
+reservations read the demand without it; plans of lifted problems are legal."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from support.examples import examples
+from support.realtime_pools import realtime_pools, realtime_problem
+
+from gpualloc.benchmarks.serving_targets import Trace
+from gpualloc.schemas.events import parse_event
+from gpualloc.schemas.limits import LIMITS
+from gpualloc.schemas.settings import ForecastSettings
+from gpualloc.solvers.grid import to_grid
+from gpualloc.solvers.legality import check_plan
+from gpualloc.solvers.planner.node_reserve import reserved
+from gpualloc.solvers.policies.fifo import fifo_schedule
+from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.problem import Batch, Realtime
+from gpualloc.solvers.simulation.report import executed_violations, whole_run
+from gpualloc.solvers.simulation.simulator import SimOptions, simulate
+
+
+def _app(i: int, demand: int, median: int, priority: float = 5.0, hi: int = 16, T: int = 3) -> Realtime:
+    return Realtime(i, f"app{i}", priority, (demand,) * T, 1, hi, 4, -1, (median,) * T)
+
+
+def test_the_apps_can_lose_a_node_and_keep_their_medians():
+    """32 GPUs, two apps planned at 6 and 4 GPUs (medians 4 and 3): they could lose 8 GPUs and
+    hold 3 above their medians, so 5 more are held, shared by planned demand (3 and 2)."""
+    out = reserved(realtime_problem("reserve", 32, 3, [_app(0, 6, 4), _app(1, 4, 3)]))
+
+    assert [app.demand for app in out.realtime] == [(9,) * 3, (6,) * 3]
+    assert [app.reserve for app in out.realtime] == [(3,) * 3, (2,) * 3]
+    assert sum(app.demand[0] for app in out.realtime) - 8 >= 4 + 3
+
+
+def test_apps_on_less_than_a_node_hold_what_they_could_lose_and_the_room_bounds_it():
+    """Apps planned at 3 GPUs in all (no headroom above their medians) could lose all 3: 3 more
+    are held. With a running job leaving 4 GPUs, only the 1 left after their demand is."""
+    apps = [_app(0, 2, 2), _app(1, 1, 1)]
+    assert sum(a.demand[0] for a in reserved(realtime_problem("reserve", 32, 3, apps)).realtime) == 6
+    running = Batch(2, "big", 3.0, 28, 9, 0, (1 << 28) - 1, 3)
+    assert sum(a.demand[0] for a in reserved(realtime_problem("reserve", 32, 3, apps, [running])).realtime) == 4
+
+
+def test_ceilings_bound_the_lift_and_the_rest_goes_highest_priority_first():
+    """An app at its ceiling takes none of the lift; the other takes it all."""
+    out = reserved(realtime_problem("reserve", 32, 3, [_app(0, 8, 8, priority=9.0, hi=8), _app(1, 2, 2, priority=1.0)]))
+    assert [app.reserve[0] for app in out.realtime] == [0, 8]
+
+
+def test_nothing_is_lifted_twice_and_fifo_reserves_the_demand_without_the_lift():
+    problem = realtime_problem("reserve", 32, 3, [_app(0, 6, 4), _app(1, 4, 3)])
+    once = reserved(problem)
+    assert reserved(once) is once
+    assert fifo_schedule(once) == fifo_schedule(problem)
+
+
+@settings(max_examples=examples(300), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(realtime_pools())
+def test_the_lift_covers_a_lost_node_within_room_and_ceilings_and_plans_stay_legal(problem):
+    """At every step: no app's demand falls, none passes its ceiling, the lift fits the room the
+    demands leave, and the apps hold their medians after losing a node's worth unless the room or
+    the ceilings stop them. The heuristic's plan of the lifted problem is legal on the window
+    itself, and FIFO's is the window's own."""
+    out = reserved(problem)
+    for t, busy in enumerate(problem.running_busy):
+        want = [min(max(app.demand[t], app.min_gpus), app.max_gpus) for app in problem.realtime]
+        got = [app.demand[t] for app in out.realtime]
+        lift = sum(app.reserve[t] for app in out.realtime) if out is not problem else 0
+        assert all(g >= d for g, d in zip(got, (app.demand[t] for app in problem.realtime)))
+        assert all(g <= app.max_gpus or g == app.demand[t] for g, app in zip(got, problem.realtime))
+        room = problem.gpus - busy.bit_count() - sum(want)
+        assert 0 <= lift <= max(0, room)
+        at_ceilings = all(max(g, w) >= app.max_gpus for g, w, app in zip(got, want, problem.realtime))
+        medians = sum(min(app.median[t], w) for app, w in zip(problem.realtime, want))
+        if lift < room and not at_ceilings:
+            assert sum(want) + lift - min(problem.node_size, sum(want)) >= medians
+    plan = heuristic_schedule(out)
+    assert check_plan(problem, to_grid(problem, plan)) == []
+    assert fifo_schedule(out) == fifo_schedule(problem)
+
+
+@pytest.mark.slow
+def test_at_the_limits_every_step_is_lifted():
+    """4,096 GPUs, 336 steps, 64 apps planned at 32 GPUs with medians of 31: 64 GPUs above their
+    medians, so a node's 8 are covered and nothing is lifted; with medians of 32, 8 GPUs are held
+    at every step: no app's share of them reaches a whole GPU, so one each goes to the 8 apps
+    first by priority."""
+    G, T, n = LIMITS.gpus, LIMITS.horizon, LIMITS.apps
+    covered = [Realtime(a, f"app{a}", 1.0 + a % 9, (32,) * T, 1, 64, 64, -1, (31,) * T) for a in range(n)]
+    assert reserved(realtime_problem("reserve", G, T, covered)).realtime == tuple(covered)
+    exposed = [Realtime(a, f"app{a}", 1.0 + a % 9, (32,) * T, 1, 64, 64, -1, (32,) * T) for a in range(n)]
+    out = reserved(realtime_problem("reserve", G, T, exposed))
+    assert all(sum(app.reserve[t] for app in out.realtime) == 8 for t in range(T))
+    first = sorted(range(n), key=lambda a: (-(1.0 + a % 9), a))[:8]
+    assert {app.id for app in out.realtime if app.reserve[0]} == {f"app{a}" for a in first}
+
+
+@pytest.mark.slow
+def test_a_serving_run_with_the_reserve_is_legal_and_leaves_fifo_as_it_was():
+    """A three-day, 32-GPU serving trace with a node down: with the reserve on, neither run
+    breaks an online rule, FIFO's run is the default's, the heuristic's apps are short fewer
+    GPU-steps than without it, and its commits say where GPUs were held against a node's loss."""
+    events = [parse_event(e) for e in Trace("serving", 32, 7).events()]
+    runs = {}
+    for on in (False, True):
+        sim = simulate(events, SimOptions(forecast_settings=ForecastSettings(realtime_node_reserve=on)))
+        assert executed_violations(sim, sim.runs["heuristic"]) == []
+        runs[on] = (whole_run(sim, sim.runs["fifo"]), whole_run(sim, sim.runs["heuristic"]))
+        held = [c for c in sim.runs["heuristic"].commits if any("node's loss" in r for r in c.reasons.values())]
+        assert bool(held) == on
+    assert runs[True][0] == runs[False][0]
+    assert runs[True][1].realtime_shortfall < runs[False][1].realtime_shortfall

@@ -2,10 +2,11 @@
 generated traces, judged by the real-time targets: shortfall at most max(10, 1.5x FIFO's)
 GPU-steps, timely value at least 1.2x FIFO's, completions at least FIFO's.
 
-Three sets, all made here from their seeds: `tuned` (the traces changes to the real-time
+Four sets, all made here from their seeds: `tuned` (the traces changes to the real-time
 path were measured on while they were made), `held-out` (run after a choice, never to make
-one; two of its traces were since read to find a cause) and `unseen` (other seeds, pool sizes
-and app counts, never read: each change is judged there, before and after, once). Each trace runs whole (every job until it finishes), so every submitted job is counted.
+one; two of its traces were since read to find a cause), `unseen` (other seeds, pool sizes
+and app counts, never read: each change is judged there, before and after, once) and
+`independent` (another author's generator, `generators/heldout_genai.py`, never tuned on). Each trace runs whole (every job until it finishes), so every submitted job is counted.
 Settings come as `gpualloc simulate` takes them (--settings, GPUALLOC_SIMULATION__..., e.g.
 GPUALLOC_SIMULATION__FORECAST__REALTIME_PRICED=false for the fixed headroom quantile)."""
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
+from gpualloc.generators import heldout_genai
 from gpualloc.generators.serving import serving_trace
 from gpualloc.generators.traces import generate_trace
 from gpualloc.schemas.events import parse_event
@@ -24,20 +26,24 @@ from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 
 @dataclass(frozen=True)
 class Trace:
-    kind: str  # "serving" (generators/serving.py) or "generate" (generators/traces.py, three days)
+    # "serving" (generators/serving.py), "generate" (generators/traces.py, three days) or "genai"
+    # (generators/heldout_genai.py: 32 GPUs, three days; `gpus` and `apps` are the generator's own)
+    kind: str
     gpus: int
     seed: int
     apps: int = 3
 
     @property
     def name(self) -> str:
-        apps = "" if self.apps == 3 else f" {self.apps} apps"
+        apps = "" if self.apps == 3 or self.kind == "genai" else f" {self.apps} apps"
         return f"{self.kind} {self.gpus} GPUs{apps} seed {self.seed}"
 
     def events(self) -> list[dict[str, Any]]:
         """The trace's envelopes, made from its seed (as `gpualloc trace serving|generate` writes them)."""
         if self.kind == "serving":
             return serving_trace(self.seed, 3, self.gpus, apps=self.apps)
+        if self.kind == "genai":
+            return heldout_genai.generate(self.seed)[0]
         return generate_trace(self.gpus, 3, 150 * self.gpus // 32, self.apps, self.seed)
 
 
@@ -72,6 +78,7 @@ SETS: dict[str, tuple[Trace, ...]] = {
         Trace("generate", 32, 226),
         Trace("generate", 64, 227, 4),
     ),
+    "independent": tuple(Trace("genai", 32, s) for s in range(1, 9)),
 }
 
 

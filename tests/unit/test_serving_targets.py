@@ -15,10 +15,12 @@ def _heuristic(**figures: float) -> DayReport:
     return replace(base, **figures)
 
 
-def test_the_sets_are_26_tuned_13_held_out_and_27_unseen_traces_none_in_two():
-    tuned, held_out, unseen = ({t.name for t in SETS[name]} for name in ("tuned", "held-out", "unseen"))
-    assert (len(tuned), len(held_out), len(unseen)) == (26, 13, 27)
-    assert not tuned & held_out and not tuned & unseen and not held_out & unseen
+def test_the_sets_are_26_tuned_13_held_out_27_unseen_and_8_independent_traces_none_in_two():
+    names = ("tuned", "held-out", "unseen", "independent")
+    sets = [{t.name for t in SETS[name]} for name in names]
+    assert [len(s) for s in sets] == [26, 13, 27, 8]
+    assert all(not a & b for i, a in enumerate(sets) for b in sets[i + 1 :])
+    assert {t.kind for t in SETS["independent"]} == {"genai"}
 
 
 def test_each_target_decides_a_trace_and_the_summary_counts_them():

@@ -14,7 +14,7 @@ cluster nobody tuned it for. Never tune on these traces; use them only to judge 
                     gpus + duration (the user's estimate), features for training/quantization,
                     and actual_duration / actual_used (the truth, for the simulator); run times
                     heavy-tailed (lognormal, Pareto for continued pre-training)
-  job.cancelled     ~10-15% of jobs, some soon after submission, some late (likely running),
+  job.cancelled     ~10-16% of jobs, some soon after submission, some late (likely running),
                     always before the job could have finished
   node.status       one node down for 3-8 hours on day 2 or 3, then up again
 
@@ -230,7 +230,7 @@ def make_job(rng: random.Random, n: int, t_submit: int) -> dict[str, Any]:
 
 
 def job_arrivals(rng: random.Random, count: int) -> list[int]:
-    """Arrival seconds over three days, busier in working hours (UTC 7-20) on weekdays."""
+    """Arrival seconds over three days, busier in working hours (UTC 7-20), every day alike."""
 
     def rate(sec: float) -> float:
         h = (sec / 3600.0) % 24

@@ -85,7 +85,7 @@ class ForecastSettings(_Frozen):
     # against a fixed 0.99 it earns more objective on the serving and generated traces and the bundled
     # four-week trace, with no more shortfall on the traces (docs/results.md, "Headroom")
     realtime_priced: bool = True
-    # plan each step's apps to lose any one node and keep their median demand (`gpualloc.solvers.planner.
+    # plan each step's apps to lose any one node and keep, together, their median demand (`gpualloc.solvers.planner.
     # node_reserve`): a node's GPUs held against an outage, paid in batch work; off by default, as on the
     # serving and generated traces it costs more objective than the shortfall it saves (docs/results.md,
     # "A node's worth held")

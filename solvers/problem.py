@@ -61,8 +61,8 @@ class Realtime:
     """A real-time app; `current_mask` is -1 when the app has no `current` (step 0 is free).
     `median`: its median demand per step where the planner has a forecast's (the heuristic
     shares contested room by it, `heuristic.contention`); empty otherwise. `reserve`: the GPUs
-    per step `demand` was lifted by against a node's loss (`planner.node_reserve`); empty
-    where it was not."""
+    per step `demand` was lifted by against a node's loss (`planner.node_reserve`), over the
+    demand within the app's floor and ceiling; empty where it was not lifted."""
 
     index: int
     id: str

@@ -11,7 +11,6 @@ from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.admission import Admission
 from gpualloc.solvers.planner.ahead import Ahead, app_rules, carry_over, first_needs
 from gpualloc.solvers.planner.keep_held import keep_held
-from gpualloc.solvers.planner.node_reserve import first_step_reserve
 from gpualloc.solvers.planner.pool_state import PlannerState, plan_busy
 from gpualloc.solvers.planner.realtime import RealTime
 from gpualloc.solvers.planner.records import (
@@ -94,9 +93,6 @@ class Boundary:
         reasons = {
             app_id: self.state.headroom(app.spec, displaced).why for app_id, app in sorted(self.state.apps.items())
         }
-        if self.state.forecasts.settings.realtime_node_reserve:
-            for app_id, n in first_step_reserve(problem).items():
-                reasons[app_id] += f"; {n} GPUs more held against a node's loss (forecast.realtime_node_reserve)"
         assignments: dict[str, tuple[int, ...]] = {}
         for job_id, (start, mask) in sorted(schedule.batch.items()):
             if is_blocker(job_id) or (job_id not in self.state.running and job_id not in self.state.queued):

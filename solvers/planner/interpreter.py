@@ -174,9 +174,11 @@ class Pool:
             refused = admit(adoption.schedule) if admit is not None and adoption.schedule is not None else None
             if refused:
                 adoption = replace(adoption, schedule=None, reason=refused)
-            starving = bool(planner.starving())  # the plan's bound is on the boosted objective then
+            # the plan's bound is on the boosted objective with starving jobs, on the lifted one
+            # with the node reserve: it bounds neither the window's
+            other = bool(planner.starving()) or planner.forecasts.settings.realtime_node_reserve
             commit = planner.boundary.tick_after(adoption)
-            bound = plan.bound if commit.source == FULL_MODE and not starving else None
+            bound = plan.bound if commit.source == FULL_MODE and not other else None
             return Committed(commit, adoption.reason, bound, expired, adoption)
         return Committed(planner.boundary.tick(recorded), full_mode, None, expired)
 

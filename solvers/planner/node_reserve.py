@@ -3,17 +3,20 @@
 When a node goes down, the apps lose the GPUs they held on it, and running batch work, which
 is never moved, holds the rest of the pool: the apps regrow only as jobs end, hours in a small
 pool. With the reserve on, each step of the plan holds the apps enough GPUs that losing any one
-node still leaves them their median demand: the GPUs they could lose (a node's, or all they
+node still leaves them, together, their median demand: the GPUs they could lose (a node's, or all they
 hold when that is fewer), less the headroom they already hold above their medians. The lift
 takes only room that running work and the apps' planned demands leave, so it never cuts
 another app's demand, and it is shared by each app's planned demand (the GPUs it could lose),
-the remainder one GPU an app, highest priority first, within the ceilings.
+the remainder one GPU an app, highest priority first, within the ceilings. It covers the apps
+together: one app's headroom may stand in for another's loss (the GPUs can move between them
+within their swap caps).
 
 Its price is the batch work those GPUs would have held: on the serving and generated traces it
-trades objective and completions for service (docs/results.md, "A node's worth held").
-It counts GPUs, not where they sit: apps whose sets all fit on one node can still lose them
-together. The planners plan on the lifted demand (`Realtime.reserve` records the lift); FIFO,
-the contract's baseline, reserves its static peaks on the demand without it.
+trades objective and completions for service (docs/results.md, "A node's worth held"). It
+counts GPUs, not where they sit: apps whose sets, lift included, fit on one node can still lose
+them together; a pool of one node gets none. The planners plan on the lifted demand
+(`Realtime.reserve` records the lift; full mode's bound is then on the lifted objective and is
+not published); FIFO, the contract's baseline, reserves its static peaks on the demand without it.
 """
 
 from __future__ import annotations
@@ -24,30 +27,41 @@ from gpualloc.solvers.problem import Problem, Realtime
 
 
 def _wanted(app: Realtime, t: int) -> int:
+    """The GPUs the app's plan holds at `t` before the lift: its demand within its floor and
+    ceiling (the lift stacks on what the app holds, so on its floor where its demand is below)."""
     return min(max(app.demand[t], app.min_gpus), app.max_gpus)
 
 
-def step_reserve(problem: Problem, t: int, running: int) -> list[int]:
-    """Each app's lift at step `t` (the module's rule), `running` GPUs held by running work there."""
+def step_reserve(problem: Problem, t: int, running: int, medians: bool) -> list[int]:
+    """Each app's lift at step `t` (the module's rule): `running` GPUs held by running work
+    there; `medians`: the apps carry their medians (else none of their headroom is counted)."""
     apps = problem.realtime
+    if problem.gpus <= problem.node_size:  # one node: losing it loses everything, nothing to hold
+        return [0] * len(apps)
     want = [_wanted(app, t) for app in apps]
     total = sum(want)
     exposed = min(problem.node_size, total)
-    held_above = sum(w - min(app.median[t], w) for app, w in zip(apps, want)) if _has_medians(problem) else 0
-    room = problem.gpus - running - total
-    lift = max(0, min(exposed - held_above, room))
+    held_above = sum(w - min(app.median[t], w) for app, w in zip(apps, want)) if medians else 0
+    lift = max(0, min(exposed - held_above, problem.gpus - running - total))
     if not lift:
         return [0] * len(apps)
     share = [min(lift * w // total, app.max_gpus - w) for app, w in zip(apps, want)]
+    spare = [app.max_gpus - w - n for app, w, n in zip(apps, want, share)]
     left = lift - sum(share)
-    order = sorted(range(len(apps)), key=lambda a: (-apps[a].priority, a))
-    while left:  # the remainder one GPU an app, highest priority first, round by round
-        under = [a for a in order if want[a] + share[a] < apps[a].max_gpus][:left]
-        if not under:
-            break
-        for a in under:
+    # the remainder in rounds of one GPU an app below its ceiling, the last round highest
+    # priority first: `rounds` whole rounds, found by bisection, not one GPU at a time
+    lo, hi = 0, max(spare)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if sum(min(mid, s) for s in spare) <= left else (lo, mid - 1)
+    rounds = lo
+    for a, s in enumerate(spare):
+        share[a] += min(rounds, s)
+    left -= sum(min(rounds, s) for s in spare)
+    for a in sorted(range(len(apps)), key=lambda a: (-apps[a].priority, a)):
+        if left and spare[a] > rounds:
             share[a] += 1
-        left -= len(under)
+            left -= 1
     return share
 
 
@@ -57,7 +71,8 @@ def reserved(problem: Problem) -> Problem:
     apps = problem.realtime
     if not apps or any(app.reserve for app in apps):
         return problem
-    lifts = [step_reserve(problem, t, busy.bit_count()) for t, busy in enumerate(problem.running_busy)]
+    medians = all(len(app.median) == problem.horizon for app in apps)
+    lifts = [step_reserve(problem, t, busy.bit_count(), medians) for t, busy in enumerate(problem.running_busy)]
     if not any(any(step) for step in lifts):
         return problem
     return replace(
@@ -73,15 +88,3 @@ def reserved(problem: Problem) -> Problem:
             for a, app in enumerate(apps)
         ),
     )
-
-
-def _has_medians(problem: Problem) -> bool:
-    return all(len(app.median) == problem.horizon for app in problem.realtime)
-
-
-def first_step_reserve(problem: Problem) -> dict[str, int]:
-    """Each app's lift at the window's first step, the step a commit holds (what its reason says)."""
-    if not problem.realtime:
-        return {}
-    lifts = step_reserve(problem, 0, problem.running_busy[0].bit_count())
-    return {app.id: n for app, n in zip(problem.realtime, lifts) if n}

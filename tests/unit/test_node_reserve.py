@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from support.builders import T0, ev
 from support.examples import examples
 from support.realtime_pools import realtime_pools, realtime_problem
 
@@ -18,7 +19,10 @@ from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import ForecastSettings
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
+from gpualloc.solvers.metrics import objective_of
+from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.node_reserve import reserved
+from gpualloc.solvers.planner.records import FULL_MODE, FullModePlan
 from gpualloc.solvers.policies.fifo import fifo_schedule
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Batch, Realtime
@@ -130,3 +134,33 @@ def test_a_serving_run_with_the_reserve_is_legal_and_leaves_fifo_as_it_was():
         runs[on] = (whole_run(sim, sim.runs["fifo"]), whole_run(sim, sim.runs["heuristic"]))
     assert runs[True][0] == runs[False][0]
     assert runs[True][1].realtime_shortfall < runs[False][1].realtime_shortfall
+
+
+def _adopted(reserve: bool) -> float | None:
+    """The bound published with a full-mode plan adopted over a hot path that starts nothing, the
+    setting on or off."""
+    idle = lambda problem: fifo_schedule(replace(problem, batch=()))  # noqa: E731 (legal: no work started)
+    pool = Pool(scheduler=idle, forecast=ForecastSettings(realtime_node_reserve=reserve))
+    pool.apply(
+        [
+            ev("pool.configured", {"gpus": 16, "gpus_per_node": 8, "horizon": 6, "step_minutes": 60}),
+            ev("app.registered", {"id": "rt", "priority": 5, "min_gpus": 1, "max_gpus": 8, "swap_cap": 4}),
+            ev("traffic.observed", {"app": "rt", "gpus": 2}),
+            *(
+                ev("job.submitted", {"id": f"j{k}", "kind": "training", "priority": p, "gpus": n, "duration": d}, ref=k)
+                for k, (p, n, d) in enumerate([(1, 8, 6), (1, 4, 6), (9, 8, 3)])
+            ),
+        ],
+        T0,
+    )
+    problem = pool.planner.window_problem()
+    better = heuristic_schedule(problem)
+    committed = pool.commit(plan=FullModePlan(pool.planner.now, better, objective_of(problem, better), bound=1e6))
+    assert committed.commit.source == FULL_MODE
+    return committed.bound
+
+
+def test_full_modes_bound_is_not_published_for_a_plan_made_on_lifted_demand():
+    """The bound is on the lifted objective: it does not bound the window's, which commits weigh."""
+    assert _adopted(reserve=False) == 1e6
+    assert _adopted(reserve=True) is None

@@ -176,9 +176,9 @@ class Pool:
                 adoption = replace(adoption, schedule=None, reason=refused)
             # the plan's bound is on the boosted objective with starving jobs, on the lifted one
             # with the node reserve: it bounds neither the window's
-            other = bool(planner.starving()) or planner.forecasts.settings.realtime_node_reserve
+            off_window = bool(planner.starving()) or planner.forecasts.settings.realtime_node_reserve
             commit = planner.boundary.tick_after(adoption)
-            bound = plan.bound if commit.source == FULL_MODE and not other else None
+            bound = plan.bound if commit.source == FULL_MODE and not off_window else None
             return Committed(commit, adoption.reason, bound, expired, adoption)
         return Committed(planner.boundary.tick(recorded), full_mode, None, expired)
 

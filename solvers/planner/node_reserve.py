@@ -32,12 +32,11 @@ def _wanted(app: Realtime, t: int) -> int:
     return min(max(app.demand[t], app.min_gpus), app.max_gpus)
 
 
-def step_reserve(problem: Problem, t: int, running: int, medians: bool) -> list[int]:
+def _step_reserve(problem: Problem, t: int, running: int, medians: bool, order: list[int]) -> list[int]:
     """Each app's lift at step `t` (the module's rule): `running` GPUs held by running work
-    there; `medians`: the apps carry their medians (else none of their headroom is counted)."""
+    there; `medians`: the apps carry their medians (else none of their headroom is counted);
+    `order`: the apps' indices, highest priority first."""
     apps = problem.realtime
-    if problem.gpus <= problem.node_size:  # one node: losing it loses everything, nothing to hold
-        return [0] * len(apps)
     want = [_wanted(app, t) for app in apps]
     total = sum(want)
     exposed = min(problem.node_size, total)
@@ -47,19 +46,18 @@ def step_reserve(problem: Problem, t: int, running: int, medians: bool) -> list[
         return [0] * len(apps)
     share = [min(lift * w // total, app.max_gpus - w) for app, w in zip(apps, want)]
     spare = [app.max_gpus - w - n for app, w, n in zip(apps, want, share)]
-    left = lift - sum(share)
     # the remainder in rounds of one GPU an app below its ceiling, the last round highest
     # priority first: `rounds` whole rounds, found by bisection, not one GPU at a time
+    left = lift - sum(share)
     lo, hi = 0, max(spare)
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if sum(min(mid, s) for s in spare) <= left else (lo, mid - 1)
-    rounds = lo
     for a, s in enumerate(spare):
-        share[a] += min(rounds, s)
-    left -= sum(min(rounds, s) for s in spare)
-    for a in sorted(range(len(apps)), key=lambda a: (-apps[a].priority, a)):
-        if left and spare[a] > rounds:
+        share[a] += min(lo, s)
+        left -= min(lo, s)
+    for a in order:
+        if left and spare[a] > lo:
             share[a] += 1
             left -= 1
     return share
@@ -69,10 +67,12 @@ def reserved(problem: Problem) -> Problem:
     """`problem` with each app's demand lifted by its reserve at every step, recorded in
     `Realtime.reserve`; the same problem where nothing is lifted or it was lifted already."""
     apps = problem.realtime
-    if not apps or any(app.reserve for app in apps):
+    # one node: losing it loses everything, nothing to hold
+    if not apps or any(app.reserve for app in apps) or problem.gpus <= problem.node_size:
         return problem
     medians = all(len(app.median) == problem.horizon for app in apps)
-    lifts = [step_reserve(problem, t, busy.bit_count(), medians) for t, busy in enumerate(problem.running_busy)]
+    order = sorted(range(len(apps)), key=lambda a: (-apps[a].priority, a))
+    lifts = [_step_reserve(problem, t, busy.bit_count(), medians, order) for t, busy in enumerate(problem.running_busy)]
     if not any(any(step) for step in lifts):
         return problem
     return replace(

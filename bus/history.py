@@ -8,17 +8,21 @@ was aborted by a crash is never seen; each read stops at the end offsets it foun
 
 from __future__ import annotations
 
+import base64
 import logging
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
+import orjson
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from pydantic import ValidationError
 
 from gpualloc.bus import clients
 from gpualloc.bus.clients import Broker
 from gpualloc.bus.topics import Record, Topics, decode, partition_of
-from gpualloc.schemas.published import PassRecorded, PoolSnapshot, PoolSnapshotPart
+from gpualloc.schemas.published import PassFactsPart, PassRecorded, PoolSnapshot, PoolSnapshotPart
 
 log = logging.getLogger("gpualloc.agent")
 
@@ -63,16 +67,16 @@ async def read_range(consumer: AIOKafkaConsumer, starts: dict[TopicPartition, in
     return out
 
 
-def _of_pool(records: Iterable, pool: str, model, keyed: Callable[[str], bool] | None = None):
+def _of_pool(records: Iterable, pool: str, model, keyed: Callable[[str], bool] | None = None, kind: str = ""):
     """(record, payload) of `pool`'s messages among `records` keyed by the pool (or unkeyed), or
-    with a key `keyed` accepts."""
+    with a key `keyed` accepts; with `kind`, only messages of that type."""
     keyed = keyed or pool.__eq__
     for r in records:
         if r.value is None or (r.key is not None and not keyed(r.key.decode("utf-8", "replace"))):
             continue
         try:
             message = decode(r.value)
-            if message.get("pool") == pool:
+            if message.get("pool") == pool and (not kind or message.get("type") == kind):
                 yield r, model.model_validate(message["payload"])
         except (ValueError, TypeError, KeyError, AttributeError, ValidationError) as e:
             log.warning(
@@ -99,6 +103,26 @@ class History:
             ) from None
 
 
+def with_facts(entries: list[PassRecorded], parts: Iterable[tuple[Any, PassFactsPart]]) -> list[PassRecorded]:
+    """`entries` with the facts their `pass.facts.part` records carry joined in (ValueError
+    naming an entry whose parts are missing or damaged)."""
+    pieces: dict[tuple[int, int], str] = {(p.txn, p.part): p.text for _, p in parts}
+    out = []
+    for entry in entries:
+        if entry.facts_parts:
+            missing = [k for k in range(1, entry.facts_parts + 1) if (entry.txn, k) not in pieces]
+            if missing:
+                raise ValueError(f"ledger entry {entry.txn}: its facts' part {missing[0]} is missing")
+            packed = "".join(pieces[entry.txn, k] for k in range(1, entry.facts_parts + 1))
+            try:
+                facts = orjson.loads(zlib.decompress(base64.b64decode(packed)))
+            except (ValueError, zlib.error) as e:
+                raise ValueError(f"ledger entry {entry.txn}: its facts' parts are damaged ({e})") from None
+            entry = entry.model_copy(update={"facts": facts})
+        out.append(entry)
+    return out
+
+
 async def read_history(
     consumer: AIOKafkaConsumer, topics: Topics, counts: dict[str, int], pool: str, use_snapshot: bool = True
 ) -> History:
@@ -121,11 +145,12 @@ async def read_history(
     else:
         starts = {tp: 0 for tp in partitions(counts, topics.ledger)}
     after = snap.txn if snap is not None else 0
+    ledger = await read_range(consumer, starts)
     entries = sorted(
-        (e for _, e in _of_pool(await read_range(consumer, starts), pool, PassRecorded) if e.txn > after),
+        (e for _, e in _of_pool(ledger, pool, PassRecorded, kind="pass.recorded") if e.txn > after),
         key=lambda e: e.txn,
     )
-    history.entries = entries
+    history.entries = with_facts(entries, _of_pool(ledger, pool, PassFactsPart, kind="pass.facts.part"))
     spans: dict[TopicPartition, list[int]] = {}
     for entry in entries:
         for topic, partition, first, last in entry.inputs:

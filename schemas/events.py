@@ -17,6 +17,7 @@ from gpualloc.schemas.limits import LIMITS, POOL
 from gpualloc.schemas.published import (
     AllocationDecided,
     InputRejected,
+    PassFactsPart,
     PassRecorded,
     PlanCommitted,
     PoolSnapshot,
@@ -208,6 +209,7 @@ class EventType(StrEnum):
     PLAN_COMMITTED = "plan.committed"
     INPUT_REJECTED = "input.rejected"
     PASS_RECORDED = "pass.recorded"
+    PASS_FACTS_PART = "pass.facts.part"
     POOL_SNAPSHOT = "pool.snapshot"
     POOL_SNAPSHOT_PART = "pool.snapshot.part"
 
@@ -228,6 +230,7 @@ OUTPUTS: dict[str, type[BaseModel]] = {  # what the agent publishes
     EventType.PLAN_COMMITTED: PlanCommitted,
     EventType.INPUT_REJECTED: InputRejected,
     EventType.PASS_RECORDED: PassRecorded,
+    EventType.PASS_FACTS_PART: PassFactsPart,
     EventType.POOL_SNAPSHOT: PoolSnapshot,
     EventType.POOL_SNAPSHOT_PART: PoolSnapshotPart,
 }

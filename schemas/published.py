@@ -162,6 +162,23 @@ class PassRecorded(BaseModel):
     cut: bool = False
     frontier: dict[str, int] = {}
     run: dict[str, Any] = {}
+    # added: what the pass changed of what is bound (`gpualloc.solvers.planner.facts.dump_change`): jobs started
+    # {job: [[kind, priority, gpus, duration, submitted, requeue, time_limit], GPU runs, start step]}, jobs that
+    # stopped running {job: re-queued}, apps' sets {app: [held, before, granted] GPU runs or null}, the committed
+    # step's GPUs; None: written by a release that did not record it
+    facts: dict[str, Any] | None = None
+    facts_parts: StrictInt = Field(default=0, ge=0)  # added: > 0: `facts` is in that many `pass.facts.part` records
+    seq: int | None = None  # added: the commits (reactive ones too) published up to and with this pass
+
+
+class PassFactsPart(BaseModel):
+    """`pass.facts.part` on the ledger topic (key: pool), written in the transaction of the entry
+    `txn` before it: piece `part` (1 .. parts) of that entry's `facts` packed (zlib-compressed
+    JSON, base64, as a snapshot's `state`), when they would make the entry larger than one message."""
+
+    txn: int = Field(ge=1)
+    part: int = Field(ge=1)
+    text: str
 
 
 class PoolSnapshot(BaseModel):

@@ -1,12 +1,18 @@
 """`gpualloc audit`: replay a pool's ledger from its first transaction through the planner core
 and check that every published decision and commit is reproduced exactly and every committed
 step is legal. Holds across agent restarts: the ledger records each transaction's inputs in the
-order they were used, its commits and the adopted full-mode plans."""
+order they were used, its commits and the adopted full-mode plans.
+
+Holds across releases too: an entry of this release's planning rules is replayed exactly (its
+messages and the facts it recorded); an entry of older rules, which this planner would plan
+otherwise, is judged by the contract instead: its published commits against the online rules
+R1-R5, together with the commits before and after them (nothing bound moves or is dropped), and
+the replay held to the facts it recorded. The report says how many entries were judged each way."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Set
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -20,10 +26,12 @@ from gpualloc.bus.admin import partition_counts
 from gpualloc.bus.clients import Broker
 from gpualloc.bus.history import partitions, read_history, read_range, reader
 from gpualloc.bus.topics import Topics, decode
+from gpualloc.schemas.commits import merge
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan, online_violations
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.records import Commit
+from gpualloc.solvers.release import RULES, NewerRelease
 
 STALLED_AFTER_S = 300.0  # inputs waiting past the ledger this long: the pool's agent publishes nothing
 AUDITED = ("allocation.decided", "plan.committed", "input.rejected", "job.failed")
@@ -52,6 +60,8 @@ class AuditResult:
     mismatches: list[str] = field(default_factory=list)
     illegal: list[str] = field(default_factory=list)
     waiting: int = 0  # the pool's input records on the bus past the ledger's frontier
+    replayed: int = 0  # entries of this release's rules, replayed exactly
+    judged: int = 0  # entries of older rules, judged by the online rules and continuity
     waited_s: float = 0.0  # how long the oldest of them has been on the bus
 
     @property
@@ -80,6 +90,11 @@ class AuditResult:
         out.append(
             f"audit {self.pool}: {self.decisions} decisions, {self.commits} commits reproduced; {problems} mismatches"
         )
+        if self.judged:
+            out.append(
+                f"  {self.replayed} transactions replayed exactly (rules {RULES}); {self.judged} of older rules "
+                "judged by R1-R5 and continuity with the commits around them"
+            )
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -92,6 +107,8 @@ class AuditResult:
             "illegal": self.illegal,
             "waiting": self.waiting,
             "waited_s": round(self.waited_s, 3),
+            "replayed": self.replayed,
+            "judged": self.judged,
             "stalled": self.stalled,
             "ok": self.ok,
         }
@@ -218,14 +235,29 @@ def compare(
     d = Dispatcher(pool, topics, Pool(), on_commit=seen)
     reproduced: set[str] = set()
     grants: dict[int, dict[str, list[int]]] = {}  # step -> app -> its set after the step's reactive commits
+    older: list[PublishedStep] = []  # the commits of older rules' entries, as published
+    older_down: dict[int, int] = {}  # their steps' GPUs of nodes down or drained
     for entry in history.entries:
-        step = step_of(d.reads) or 0
+        step, seq, frontier = step_of(d.reads) or 0, d.seq, dict(d.frontier)
+        judging = entry.run.get("rules", 1) < RULES
+        mark = len(commits)
         try:
-            outputs = d.replay(entry, history.record_at)
-        except LookupError as e:
+            replayed = d.replay(entry, history.record_at)
+        except (LookupError, NewerRelease) as e:
             result.mismatches.append(f"transaction {entry.txn}: {e}")
             break
-        for o in outputs:
+        if judging:  # planned by other rules: its own messages are the record, judged below
+            result.judged += 1
+            older_down.update((c.step, mask) for c, mask in zip(commits[mark:], down[mark:]))  # the pool's nodes
+            del commits[mark:], down[mark:]
+            mine = _of_entry(recorded, entry, seq, frontier, step, step_of(d.reads) or 0, history)
+            reproduced |= mine
+            older += _published_commits([recorded[i] for i in mine if i in recorded], grants)
+            continue
+        result.replayed += 1
+        if replayed.differs is not None:
+            result.mismatches.append(f"transaction {entry.txn}: {replayed.differs}")
+        for o in replayed.outputs:
             m = o.message
             assert m is not None  # a replay makes no tombstones (only snapshots do)
             event_id, kind = m["event_id"], m["type"]
@@ -263,15 +295,17 @@ def compare(
             )
             for a, s in apps.items()
         }
+        steps = sorted([*(PublishedStep(c.step, c.assignments, c.started) for c in commits), *older], key=_step)
         visible = [
             replace(c, assignments={**c.assignments, **{a: tuple(g) for a, g in grants.get(c.step, {}).items()}})
-            for c in commits
+            for c in steps
             if bounds.holds(c.step, d.reads.step_at)
         ]
-        down_at = [0] * (max((c.step for c in commits), default=0) + 1)
+        down_at = [0] * (max((c.step for c in steps), default=0) + 1)
+        for step, mask in [*((c.step, mask) for c, mask in zip(commits, down)), *older_down.items()]:
+            down_at[step] = mask
         restarts: dict[str, list[int]] = {}
-        for c, mask in zip(commits, down):
-            down_at[c.step] = mask
+        for c in steps:
             for job_id in c.started:  # a job started again after failing is a fresh start
                 restarts.setdefault(job_id, []).append(c.step)
         result.illegal += online_violations(
@@ -286,14 +320,86 @@ def compare(
     return result
 
 
-def _event_ids(records) -> set[str]:
+def _of_entry(
+    recorded: dict[str, dict],
+    entry: Any,
+    seq: int,
+    frontier: dict[str, int],
+    first: int,
+    last: int,
+    history: Any,
+) -> set[str]:
+    """The event ids of the messages an entry published: its commits (seqs after `seq`, up to
+    the entry's), the decisions of its inputs, the rejections of its records (past `frontier`),
+    and the agent's failure notices of the steps it covered (`first` to `last`)."""
+    inputs: set[str] = set()
+    for topic, partition, lo, hi in entry.inputs:
+        for offset in range(lo, hi + 1):
+            inline = entry.inline.get(f"{topic}:{partition}:{lo}")
+            value = inline.encode() if inline is not None else history.record_at(topic, partition, offset).value
+            inputs.add(_event_id(value))
+    top = entry.seq if entry.seq is not None else max((c.seq for c in entry.commits), default=seq)
     out = set()
-    for r in records:
-        try:
-            out.add(decode(r.value)["event_id"])
-        except (ValueError, TypeError, KeyError):
-            continue
+    for event_id, m in recorded.items():
+        p, kind = m.get("payload") or {}, m.get("type")
+        if kind == "plan.committed":
+            mine = seq < p.get("seq", 0) <= top
+        elif kind == "allocation.decided":
+            mine = p.get("input_event_id") in inputs
+        elif kind == "input.rejected":
+            where = f"{p.get('topic')}:{p.get('partition')}"
+            mine = frontier.get(where, 0) <= p.get("offset", -1) < entry.frontier.get(where, 0)
+        else:
+            at = event_id.rsplit(":", 1)[-1]
+            mine = at.isdigit() and first <= int(at) <= last
+        if mine:
+            out.add(event_id)
     return out
+
+
+@dataclass(frozen=True)
+class PublishedStep:
+    """A step's commit as published, as the online rules read it."""
+
+    step: int
+    assignments: dict[str, tuple[int, ...]]
+    started: tuple[str, ...]
+
+
+def _step(c: PublishedStep) -> int:
+    return c.step
+
+
+def _published_commits(messages: list[dict], grants: dict[int, dict[str, list[int]]]) -> list[PublishedStep]:
+    """The step commits among `messages` (their parts merged) as the online rules read them; the
+    reactive ones folded into `grants` (step -> app -> its set after them)."""
+    parts: dict[int, list[Mapping[str, Any]]] = {}
+    for m in messages:
+        if m.get("type") != "plan.committed":
+            continue
+        p = m["payload"]
+        if p.get("reactive"):
+            grants.setdefault(p["step"], {}).update(p["assignments"])
+        else:
+            parts.setdefault(p["seq"], []).append(p)
+    out = []
+    for seq in sorted(parts):
+        whole = merge(parts[seq])
+        assignments = {holder: tuple(gpus) for holder, gpus in whole["assignments"].items()}
+        out.append(PublishedStep(whole["step"], assignments, tuple(whole.get("started", ()))))
+    return out
+
+
+def _event_ids(records) -> set[str]:
+    return {event_id for r in records if (event_id := _event_id(r.value))}
+
+
+def _event_id(value: bytes | None) -> str:
+    """A record's event id ("" when it has none to read)."""
+    try:
+        return str(decode(value)["event_id"]) if value is not None else ""
+    except (ValueError, TypeError, KeyError):
+        return ""
 
 
 def _after(message: dict[str, Any], d: Dispatcher, later: Set[str]) -> bool:

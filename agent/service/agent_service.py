@@ -253,13 +253,14 @@ class AgentService:
     ) -> None:
         """Publish one pass atomically: outputs, ledger entry, snapshot when due, offsets."""
         d, settings = self.dispatcher, self.setup.settings
-        entry = d.seal(self.setup.run_info)
+        sealed = d.seal(self.setup.run_info)
+        entry = sealed[-1] if sealed else None
         ready = self.snapshots.ready()
         if entry is None and not ready:
             return
         await producer.begin_transaction()
         try:
-            sent = await self._publish(producer, outputs, entry, ready, now, received)
+            sent = await self._publish(producer, outputs + sealed[:-1], entry, ready, now, received)
             await self.sending.delivered()
         except PublishFailed:
             with contextlib.suppress(KafkaError, TimeoutError):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import orjson
 
@@ -27,11 +27,19 @@ from gpualloc.agent.service.snapshots import SNAPSHOT_BYTES, SnapshotRecords, sn
 from gpualloc.bus.topics import Record, Topics
 from gpualloc.schemas.commits import PART_BYTES, split, tentative_plan
 from gpualloc.schemas.events import envelope
-from gpualloc.schemas.published import FullModeReport, PassRecorded, PlanCommitted, PoolSnapshot, RecordedCommit
+from gpualloc.schemas.published import (
+    FullModeReport,
+    PassFactsPart,
+    PassRecorded,
+    PlanCommitted,
+    PoolSnapshot,
+    RecordedCommit,
+)
 from gpualloc.schemas.settings import AgentSettings, ForecastSettings
 from gpualloc.solvers.grid import Schedule, batch_spans
 from gpualloc.solvers.metrics import objective_of
 from gpualloc.solvers.planner.effects import Decided, Effect, Event, Failed, Granted, Rejected
+from gpualloc.solvers.planner.facts import Facts, dump_change, load_change
 from gpualloc.solvers.planner.full_mode import settled
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.records import FULL_MODE, Commit, FullModePlan, Grant, is_blocker
@@ -44,9 +52,23 @@ from gpualloc.solvers.planner.snapshot import (
     joined,
     load_pool,
     load_schedule,
+    pack_json,
     unpack,
 )
 from gpualloc.solvers.problem import Problem
+from gpualloc.solvers.release import NewerRelease, refuse_newer
+
+FACTS_BYTES = 200_000  # an entry's facts as JSON larger than this go, packed, in `pass.facts.part` records...
+FACTS_PART_CHARS = 800_000  # ...of at most this many characters (base64: as many bytes) each
+
+
+class Replayed(NamedTuple):
+    """What a replayed ledger entry made, and where the facts this replay planned differ from
+    the facts the entry recorded (None: they agree, or the entry recorded none), before the pool
+    was held to the recorded ones."""
+
+    outputs: list[Output]
+    differs: str | None = None
 
 
 @dataclass
@@ -66,6 +88,7 @@ class Dispatcher:
     on_commit: Callable[[Commit], None] | None = None  # sees every commit (audits check each one)
     part_bytes: int = PART_BYTES  # a commit's message larger than this is split into parts of at most this
     _log: TxnLog = field(default_factory=TxnLog)  # this transaction, for the ledger
+    _before: Facts = field(default_factory=Facts)  # what was bound when this transaction began
     _seen_fit: int | None = None  # the ids the last snapshot kept when it could not keep them all
     _snapshot_parts: int = 1  # the records of the last snapshot taken or restored
 
@@ -254,13 +277,21 @@ class Dispatcher:
         self.seen.forget_before(step)
 
     # ---- the ledger, snapshots and replays ----------------------------------------------------
-    def seal(self, run: dict[str, Any]) -> Output | None:
-        """The ledger entry of this transaction (None when it consumed and committed nothing);
-        `run`: the agent settings a replay needs."""
+    def seal(self, run: dict[str, Any]) -> list[Output]:
+        """The ledger records of this transaction, its entry last (none when it consumed and
+        committed nothing); `run`: the agent settings a replay needs. The entry records what the
+        transaction changed of what is bound (`facts`), so a replay by any later release holds
+        the pool to it; facts too large to share the entry's message go before it in
+        `pass.facts.part` records."""
         log, self._log = self._log, TxnLog()
         if log.now is None:
-            return None
+            return []
+        facts = dump_change(self.interpreter.changed(self._before))
+        self._before = self.interpreter.facts()
         self.txn += 1
+        raw = orjson.dumps(facts)
+        packed = pack_json(raw) if len(raw) > FACTS_BYTES else ""
+        pieces = [packed[i : i + FACTS_PART_CHARS] for i in range(0, len(packed), FACTS_PART_CHARS)]
         entry = PassRecorded(
             txn=self.txn,
             now=log.now,
@@ -270,12 +301,32 @@ class Dispatcher:
             cut=log.cut,
             frontier=dict(self.frontier),
             run=run,
+            facts=None if pieces else facts,
+            facts_parts=len(pieces),
+            seq=self.seq,
         )
-        return Output(
-            self.topics.ledger,
-            self.pool,
-            envelope("pass.recorded", entry, log.now, f"{self.pool}:pass:{self.txn}", self.pool),
-        )
+        parts = [
+            Output(
+                self.topics.ledger,
+                self.pool,
+                envelope(
+                    "pass.facts.part",
+                    PassFactsPart(txn=self.txn, part=k, text=piece),
+                    log.now,
+                    f"{self.pool}:pass:{self.txn}:facts:{k}",
+                    self.pool,
+                ),
+            )
+            for k, piece in enumerate(pieces, 1)
+        ]
+        return [
+            *parts,
+            Output(
+                self.topics.ledger,
+                self.pool,
+                envelope("pass.recorded", entry, log.now, f"{self.pool}:pass:{self.txn}", self.pool),
+            ),
+        ]
 
     def snapshot(self, now: datetime, ledger_partition: int, ledger_next: int, state_partition: int) -> list[Output]:
         """The pool's state after the sealed transaction, for the compacted state topic (see
@@ -335,6 +386,11 @@ class Dispatcher:
     def restore(self, snap: PoolSnapshot, pieces: dict[int, str] | None = None) -> None:
         """Take up the state a snapshot holds, with `pieces`, its parts' pieces by part number
         (SnapshotError when this release cannot read it, or a part is missing)."""
+        if snap.version > SNAPSHOT_VERSION:
+            raise NewerRelease(
+                f"snapshot of transaction {snap.txn}: written by a newer release (snapshot version {snap.version}; "
+                f"this release writes {SNAPSHOT_VERSION})"
+            )
         if snap.version not in SNAPSHOT_READABLE:
             raise SnapshotError(
                 f"snapshot version {snap.version!r}: this release reads versions "
@@ -344,15 +400,21 @@ class Dispatcher:
         load_pool(state["pool"], self.interpreter)
         self.seq, self.txn, self.frontier = snap.seq, snap.txn, dict(snap.frontier)
         self._snapshot_parts = snap.parts
+        self._before = self.interpreter.facts()
         self.seen = SeenIds(
             (event_id, step, digest[0] if digest else None)  # no digest: older snapshots
             for event_id, step, *digest in state["seen"]
         )
 
-    def replay(self, entry: PassRecorded, record_at: Callable[[str, int, int], Record]) -> list[Output]:
+    def replay(self, entry: PassRecorded, record_at: Callable[[str, int, int], Record]) -> Replayed:
         """Redo a recorded transaction: its inputs in the recorded order (`record_at` fetches a
-        record by topic, partition and offset), then its commits as recorded. Returns the
-        messages it made, which equal the ones published the first time but for latency_ms."""
+        record by topic, partition and offset), then its commits as recorded, then hold the pool
+        to the facts it recorded (what was bound stays bound, whichever release's rules wrote the
+        entry). Returns the messages it made, which, for an entry of this release's rules, equal
+        the ones published the first time but for latency_ms. NewerRelease for an entry written by
+        a newer release."""
+        refuse_newer(entry.run, f"ledger entry {entry.txn}")
+        before = self._before
         self.use(entry.run)
         records = []
         for topic, partition, first, last in entry.inputs:
@@ -366,8 +428,17 @@ class Dispatcher:
         out += [part for c in entry.commits for part in self.commit(entry.now, recorded=c)]
         if entry.cut:  # its plan, made elsewhere, is made here by the commit that carries it (the same
             self.cut(entry.now)  # function of the same window); one still to come is made by the live agent
+        differs = None
+        if entry.facts is not None:
+            recorded = load_change(entry.facts)
+            planned = dump_change(self.interpreter.changed(before))
+            if planned != entry.facts:
+                differs = _difference(entry.facts, planned)
+            self.interpreter.hold(before, recorded)
+        if entry.seq is not None:  # its reactive commits counted as published, whoever planned them
+            self.seq = entry.seq
         self.seal(entry.run)
-        return out
+        return Replayed(out, differs)
 
     # ---- outputs --------------------------------------------------------------------------
     def _reject(self, rec: Record, reason: str, now: datetime) -> Output:
@@ -382,3 +453,17 @@ class Dispatcher:
 def _recordable(schedule: Schedule) -> str | None:
     """`recordable` against this module's SCHEDULE_BYTES."""
     return recordable(schedule, SCHEDULE_BYTES)
+
+
+def _difference(recorded: dict[str, Any], planned: dict[str, Any]) -> str:
+    """The first difference between the facts an entry recorded and a replay's, in words."""
+    for part in ("started", "ended", "apps", "committed"):
+        mine, theirs = planned.get(part), recorded.get(part)
+        if mine == theirs:
+            continue
+        if isinstance(mine, dict) or isinstance(theirs, dict):
+            mine, theirs = mine or {}, theirs or {}
+            key = min(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+            return f"facts.{part}[{key!r}]: recorded {theirs.get(key)!r}, replayed {mine.get(key)!r}"
+        return f"facts.{part}: recorded {theirs!r}, replayed {mine!r}"
+    return "facts differ"

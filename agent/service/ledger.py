@@ -15,6 +15,7 @@ from gpualloc.schemas.published import RecordedCommit
 from gpualloc.schemas.settings import AgentSettings
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.snapshot import dump_schedule
+from gpualloc.solvers.release import release
 
 # an adopted full-mode schedule in its ledger entry: with the entry's other fields (up to 2,000 input runs,
 # the frontier, the run) under 1 MiB; a schedule that would take more is not adopted
@@ -33,6 +34,7 @@ def run_settings(settings: AgentSettings) -> dict[str, Any]:
         "seen_limit": settings.seen_limit,
         "keyed": settings.group is not None,
         "forecast": settings.forecast.model_dump(),
+        **release(),  # the version, the rules and ledger schema it wrote by, the heuristic's implementation
     }
 
 

@@ -30,6 +30,7 @@ from gpualloc.schemas.settings import ForecastSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.admission_events import binding_reported, decide, job_ended, job_failed
 from gpualloc.solvers.planner.effects import Committed, Effect, Event, Failed, Rejected
+from gpualloc.solvers.planner.facts import Change, Facts, change, facts_of, hold
 from gpualloc.solvers.planner.full_mode import full_mode_window
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.pool_change_events import configure, node_status
@@ -204,6 +205,21 @@ class Pool:
         elif (waiting := self.waiting_cut()) is not None:
             planner.boundary.planned_ahead(planner.scheduler(waiting.problem))
         return Committed(planner.boundary.tick(schedule), full_mode, bound, expired)
+
+    # ---- what is bound ----------------------------------------------------------------------------
+    def facts(self) -> Facts:
+        """What the pool has bound now (`gpualloc.solvers.planner.facts`): a value, kept by the
+        caller to see what a pass changes."""
+        return facts_of(self.planner)
+
+    def changed(self, before: Facts) -> Change:
+        """What the pool changed of the facts `before` since (what its ledger entry records)."""
+        return change(before, self.planner)
+
+    def hold(self, before: Facts, recorded: Change) -> bool:
+        """Hold the pool to the facts a replayed pass `recorded` (its facts `before` when the pass
+        began), whatever this planner decided in it (`facts.hold`); True when it had to."""
+        return self.planner is not None and hold(self.planner, before, recorded)
 
     # ---- plans made elsewhere -------------------------------------------------------------------
     def cut(self) -> Cut | None:

@@ -272,7 +272,7 @@ def test_split_commits_replay_alike_and_the_audit_compares_them_part_by_part(mon
         if d.interpreter.planner is not None:
             out += d.commit(now)
             grids[d.seq] = to_grid(d.last_commit.window, d.last_commit.schedule)
-        entries.append(PassRecorded.model_validate(d.seal(RUN).message["payload"]))
+        entries.append(PassRecorded.model_validate(d.seal(RUN)[-1].message["payload"]))
         outputs += [o.message for o in out]
     commits = [m for m in outputs if m["type"] == "plan.committed"]
     assert all(len(orjson.dumps(m)) <= 1500 for m in commits) and max(m["payload"]["parts"] for m in commits) >= 3
@@ -280,7 +280,7 @@ def test_split_commits_replay_alike_and_the_audit_compares_them_part_by_part(mon
         whole = latest(m["payload"] for m in commits if m["payload"]["seq"] == seq)
         assert commit_grid(whole) == [[None if c and is_blocker(c) else c for c in row] for row in grid]
     again = Dispatcher("default", interpreter=Pool(), part_bytes=1500)
-    assert [o.message for e in entries for o in again.replay(e, lambda t, p, o: index[t, p, o])] == outputs
+    assert [o.message for e in entries for o in again.replay(e, lambda t, p, o: index[t, p, o]).outputs] == outputs
     history = SimpleNamespace(entries=entries, record_at=lambda t, p, o: index[t, p, o])
     monkeypatch.setattr(audit, "Dispatcher", partial(Dispatcher, part_bytes=1500))  # the agent's part size
     result = compare("default", Topics(), history, {m["event_id"]: m for m in outputs})

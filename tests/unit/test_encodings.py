@@ -319,14 +319,14 @@ def test_an_adopted_plan_recorded_in_the_older_hex_form_replays_to_the_same_comm
     d, plan = _offered()
     published = [o.message for o in d.commit(T0, plan)]
     assert published[0]["payload"]["source"] == "milp"
-    entry = d.seal(RUN).message["payload"]
+    entry = d.seal(RUN)[-1].message["payload"]
     schedule = d.last_commit.schedule
     entry["commits"][0]["schedule"] = {  # as ledgers before 2026-12-02 recorded it
         "batch": {job_id: [start, format(mask, "x")] for job_id, (start, mask) in schedule.batch.items()},
         "realtime": {app_id: [format(m, "x") for m in masks] for app_id, masks in schedule.realtime.items()},
     }
     again, _ = _offered()
-    replayed = again.replay(PassRecorded.model_validate(entry), lambda *where: None)
+    replayed = again.replay(PassRecorded.model_validate(entry), lambda *where: None).outputs
     assert [o.message for o in replayed] == published
     assert dump_pool(again.interpreter) == dump_pool(d.interpreter)
 
@@ -335,7 +335,7 @@ def test_a_full_mode_plan_whose_record_would_outgrow_the_ledger_is_not_adopted(m
     d, plan = _offered()
     commit = d.commit(T0, plan)[0].message["payload"]
     assert commit["source"] == "milp"
-    recorded = d.seal(RUN).message["payload"]["commits"][0]
+    recorded = d.seal(RUN)[-1].message["payload"]["commits"][0]
     assert load_schedule(recorded["schedule"]) == d.last_commit.schedule
 
     monkeypatch.setattr(dispatcher, "SCHEDULE_BYTES", len(orjson.dumps(recorded["schedule"])) - 1)
@@ -343,4 +343,4 @@ def test_a_full_mode_plan_whose_record_would_outgrow_the_ledger_is_not_adopted(m
     commit = d.commit(T0, plan)[0].message["payload"]
     assert commit["source"] == "heuristic"
     assert commit["full_mode"].startswith("not adopted: its ledger record would take")
-    assert d.seal(RUN).message["payload"]["commits"][0]["schedule"] is None
+    assert d.seal(RUN)[-1].message["payload"]["commits"][0]["schedule"] is None

@@ -22,6 +22,7 @@ from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.records import FullModePlan
 from gpualloc.solvers.planner.snapshot import SnapshotError, dump_pool, unpack
 from gpualloc.solvers.policies.fifo import fifo_schedule
+from gpualloc.solvers.release import NewerRelease
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 RUN = {
@@ -168,10 +169,10 @@ def live(
                 out += d.commit(now, plan)
         if k in aheads and (problem := d.cut(now)) is not None and aheads[k]:
             d.planned_ahead(d.interpreter.planner.now, hot_plan(problem, run["policy"], run["effort"]))
-        entry = d.seal(run)
+        sealed = d.seal(run)
         outputs += out
-        if entry is not None:
-            entries.append(PassRecorded.model_validate(entry.message["payload"]))
+        if sealed:
+            entries.append(PassRecorded.model_validate(sealed[-1].message["payload"]))
             snapshots.append(
                 None
                 if d.interpreter.planner is not None and d.interpreter.planner.ahead is not None
@@ -189,7 +190,7 @@ def replay(entries: list[PassRecorded], records: list[Record], start: Dispatcher
     d = start or fresh()
     out = []
     for entry in entries:
-        out += d.replay(entry, lambda t, p, o: index[t, p, o])
+        out += d.replay(entry, lambda t, p, o: index[t, p, o]).outputs
     return d, [o.message for o in out]
 
 
@@ -255,13 +256,13 @@ def test_the_ledger_entry_lists_inputs_as_runs_and_the_frontier():
     d = fresh()
     d.handle(records, T0)
     d.commit(T0)
-    entry = PassRecorded.model_validate(d.seal(RUN).message["payload"])
+    entry = PassRecorded.model_validate(d.seal(RUN)[-1].message["payload"])
     covered = sum(last - first + 1 for _, _, first, last in entry.inputs)
     assert covered == len(records) and entry.commits[0].seq == 1 and entry.run == RUN
     assert entry.frontier == {
         f"{t}:0": max(r.offset for r in records if r.topic == t) + 1 for t in {r.topic for r in records}
     }
-    assert d.seal(RUN) is None  # nothing consumed or committed since
+    assert d.seal(RUN) == []  # nothing consumed or committed since
 
 
 def test_a_snapshot_of_another_version_is_refused_with_a_reason():
@@ -270,8 +271,10 @@ def test_a_snapshot_of_another_version_is_refused_with_a_reason():
     d.commit(T0)
     d.seal(RUN)
     snap = PoolSnapshot.model_validate(d.snapshot(T0, 0, 1, 0)[0].message["payload"])
-    with pytest.raises(SnapshotError, match="version 99"):
+    with pytest.raises(NewerRelease, match="written by a newer release \\(snapshot version 99"):
         fresh().restore(snap.model_copy(update={"version": 99}))
+    with pytest.raises(SnapshotError, match="version 1: this release reads versions 2, 3"):
+        fresh().restore(snap.model_copy(update={"version": 1}))
     with pytest.raises(SnapshotError, match="damaged"):
         fresh().restore(snap.model_copy(update={"state": "not a snapshot"}))
 

@@ -37,9 +37,11 @@ from gpualloc.bus import clients
 from gpualloc.bus.admin import partition_counts
 from gpualloc.bus.clients import Broker
 from gpualloc.bus.topics import Topics, decode, encode, key_of
-from gpualloc.schemas.errors import describe
+from gpualloc.schemas.errors import describe, near_misses
 from gpualloc.schemas.events import (
+    PAYLOADS,
     AppRegistered,
+    Envelope,
     JobCompleted,
     JobFailed,
     JobRef,
@@ -50,6 +52,7 @@ from gpualloc.schemas.events import (
     TrafficObserved,
     envelope,
 )
+from gpualloc.schemas.features import FEATURES
 from gpualloc.schemas.published import AllocationDecided
 from gpualloc.schemas.settings import KafkaSecurity
 
@@ -135,7 +138,7 @@ class Client:
         `ValueError` for a job the contract refuses, `Rejected` if the agent dead-letters it,
         `TimeoutError` if no decision comes within `timeout` seconds (the job may still be decided
         later: `gpualloc tail --job ID` shows it)."""
-        model = _valid(JobSubmitted, job)
+        model = validated(JobSubmitted, job)
         if not wait:
             await self.send("job.submitted", model)
             return None
@@ -166,36 +169,36 @@ class Client:
 
     async def cancel(self, job_id: str, detail: str = "") -> str:
         """`job.cancelled`: a queued job leaves the queue, a running one is released."""
-        return await self.send("job.cancelled", _valid(JobRef, {"id": job_id, "detail": detail}))
+        return await self.send("job.cancelled", validated(JobRef, {"id": job_id, "detail": detail}))
 
     async def complete(self, job_id: str, used: JobUsage | Mapping[str, Any] | None = None, detail: str = "") -> str:
         """`job.completed`, with what the job used when known (the forecasters learn from it)."""
-        return await self.send("job.completed", _valid(JobCompleted, {"id": job_id, "detail": detail, "used": used}))
+        return await self.send("job.completed", validated(JobCompleted, {"id": job_id, "detail": detail, "used": used}))
 
     async def fail(self, job_id: str, detail: str = "", *, reason: str | None = None) -> str:
         """`job.failed`: the job stopped on its own; its GPUs are released. `reason`:
         `out_of_memory` (the pool re-sizes a job it sized), `error` or None (re-queued as it was),
         `time_limit` (ended at a limit of the platform's own: not re-queued)."""
-        return await self.send("job.failed", _valid(JobFailed, {"id": job_id, "detail": detail, "reason": reason}))
+        return await self.send("job.failed", validated(JobFailed, {"id": job_id, "detail": detail, "reason": reason}))
 
     async def node_status(self, node: int, state: str, detail: str = "") -> str:
         """`node.status`: a node `drained` (no new work; running work goes on), `down` (its jobs
         fail) or `up` again."""
-        return await self.send("node.status", _valid(NodeStatus, {"node": node, "state": state, "detail": detail}))
+        return await self.send("node.status", validated(NodeStatus, {"node": node, "state": state, "detail": detail}))
 
     async def configure(self, config: PoolConfigured | Mapping[str, Any]) -> str:
         """`pool.configured`: the pool's whole configuration (a later one reconfigures it, its size
         included)."""
-        return await self.send("pool.configured", _valid(PoolConfigured, config))
+        return await self.send("pool.configured", validated(PoolConfigured, config))
 
     async def register_app(self, app: AppRegistered | Mapping[str, Any]) -> str:
         """`app.registered`: a real-time app, its priority and GPU bounds."""
-        return await self.send("app.registered", _valid(AppRegistered, app))
+        return await self.send("app.registered", validated(AppRegistered, app))
 
     async def report_traffic(self, app: str, *, gpus: int | None = None, requests_per_s: float | None = None) -> str:
         """`traffic.observed`: an app's GPUs needed now, or its request rate."""
         return await self.send(
-            "traffic.observed", _valid(TrafficObserved, {"app": app, "gpus": gpus, "requests_per_s": requests_per_s})
+            "traffic.observed", validated(TrafficObserved, {"app": app, "gpus": gpus, "requests_per_s": requests_per_s})
         )
 
     async def send(
@@ -223,6 +226,9 @@ class Client:
         streams; `flush` waits for them all)."""
         if self._producer is None:
             raise RuntimeError("Client: not started (use `async with Client(...)` or `await client.start()`)")
+        misspelt = message_near_misses(message)
+        if misspelt:
+            raise ValueError("; ".join(misspelt))
         sent = await self._producer.send(
             self.topics.of_type(message["type"]), encode(message), key=key_of(message).encode()
         )
@@ -292,11 +298,31 @@ class Client:
                 future.set_exception(Rejected(event_id, reason))
 
 
-def _valid(model: type[BaseModel], value: BaseModel | Mapping[str, Any]) -> Any:
-    """`value` as `model`, or ValueError with one "field: rule" line per problem."""
+def validated(model: type[BaseModel], value: BaseModel | Mapping[str, Any]) -> Any:
+    """`value` as `model`, or ValueError with one "field: rule" line per problem; a field that
+    nearly names a known one is refused too (`near_misses`), though the contract would ignore
+    it, since it is most likely a misspelling that would otherwise go unnoticed."""
     if isinstance(value, model):
         return value
+    fields = value.model_dump() if isinstance(value, BaseModel) else dict(value)
+    misspelt = near_misses(model, fields, nested=_nested(model, fields))
+    if misspelt:
+        raise ValueError("; ".join(misspelt))
     try:
-        return model.model_validate(value.model_dump() if isinstance(value, BaseModel) else dict(value))
+        return model.model_validate(fields)
     except ValidationError as e:
         raise ValueError("; ".join(describe(e))) from None
+
+
+def message_near_misses(message: Mapping[str, Any]) -> list[str]:
+    """The near misses (`near_misses`) of a whole contract message: its envelope's fields, and
+    its payload's by its type's model (a type the contract has no input model for: none)."""
+    payload, model = message.get("payload"), PAYLOADS.get(str(message.get("type")))
+    inner = near_misses(model, payload, "payload.", _nested(model, payload)) if model is not None else []
+    return near_misses(Envelope, message) + inner
+
+
+def _nested(model: type[BaseModel], fields: object) -> dict[str, type[BaseModel]]:
+    """The model of a field typed as a plain object: a job's `features`, its kind's feature set."""
+    kind = fields.get("kind") if isinstance(fields, Mapping) else None
+    return {"features": FEATURES[kind]} if model is JobSubmitted and kind in FEATURES else {}

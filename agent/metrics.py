@@ -115,6 +115,12 @@ class AgentMetrics:
         self.publish_failures = Counter(
             "gpualloc_publish_failures", "Passes that could not be published, by why", p + ["kind"], registry=r
         )
+        self.internal_errors = Counter(
+            "gpualloc_internal_errors",
+            "Passes the planner core raised on, their records dead-lettered, by exception",
+            p + ["error"],
+            registry=r,
+        )
         self.publish_failing = Gauge(
             "gpualloc_publish_failing", "1 from a pass that could not be published until one is", p, registry=r
         )
@@ -148,6 +154,9 @@ class AgentMetrics:
     def publish_failed(self, kind: str) -> None:
         self.publish_failures.labels(self.pool, kind).inc()
         self.publish_failing.labels(self.pool).set(1)
+
+    def internal_error(self, error: str) -> None:
+        self.internal_errors.labels(self.pool, error).inc()
 
     def published(self) -> None:
         self.publish_failing.labels(self.pool).set(0)

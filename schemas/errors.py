@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import types
+from collections.abc import Mapping
 from difflib import get_close_matches
+from typing import Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 _UNION_TAGS = {"training", "batch_inference", "quantization", "realtime"}
+NEAR_MISS = 0.8  # difflib's ratio at which an unknown field is taken for a misspelt known one
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:
@@ -48,3 +52,34 @@ def _misspelt(given: object, missing: str, path: str) -> list[str]:
         f"{prefix}{k}: unknown field (did you mean {missing!r}?)"
         for k in get_close_matches(missing, keys, n=1, cutoff=0.75)
     ]
+
+
+def near_misses(model: type[BaseModel], value: object, path: str = "", nested: Mapping[str, Any] = {}) -> list[str]:
+    """The fields of `value` that `model` does not know but nearly does (a misspelling, which the
+    contract would ignore as an added field), one "field: unknown field; did you mean known?"
+    line each; the fields of nested models are checked too, and `nested` names the model of a
+    field typed as a plain object (a job's `features`: its kind's feature set). A field nowhere
+    near a known one (ratio under NEAR_MISS) passes, as the contract allows."""
+    if not isinstance(value, Mapping):
+        return []
+    known = {name for name, f in model.model_fields.items()} | {f.alias for f in model.model_fields.values() if f.alias}
+    lines = []
+    for key, inner in value.items():
+        if not isinstance(key, str):
+            continue
+        if key not in known:
+            close = get_close_matches(key, sorted(known), n=1, cutoff=NEAR_MISS)
+            lines += [f"{path}{key}: unknown field; did you mean {close[0]}?"] if close else []
+            continue
+        child = nested.get(key) or _model_of(model.model_fields[key].annotation)
+        lines += near_misses(child, inner, f"{path}{key}.") if child is not None else []
+    return lines
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, itself or among the members of an optional or union type."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) in (Union, types.UnionType):
+        return next((m for m in map(_model_of, get_args(annotation)) if m is not None), None)
+    return None

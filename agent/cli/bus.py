@@ -28,9 +28,11 @@ from gpualloc.agent.cli.running import run_until_signal
 from gpualloc.agent.loading import InputError, read_text
 from gpualloc.bus.clients import Broker
 from gpualloc.bus.topics import Topics
-from gpualloc.schemas.errors import describe
+from gpualloc.client import message_near_misses
+from gpualloc.schemas.errors import describe, near_misses
 from gpualloc.schemas.events import PoolConfigured, envelope
 from gpualloc.solvers.policies import online_policy
+from gpualloc.solvers.release import NewerRelease, release, release_words
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -40,9 +42,14 @@ def _initial_config(path: str | None, pool: str) -> bytes | None:
     if path is None:
         return None
     try:
-        payload = PoolConfigured.model_validate(orjson.loads(read_text(path)))
+        value = orjson.loads(read_text(path))
     except orjson.JSONDecodeError as e:
         raise InputError(path, [f"not JSON: {e}"]) from None
+    misspelt = near_misses(PoolConfigured, value)
+    if misspelt:
+        raise InputError(path, misspelt)
+    try:
+        payload = PoolConfigured.model_validate(value)
     except ValidationError as e:
         raise InputError(path, describe(e)) from None
     message = envelope("pool.configured", payload, datetime.now(timezone.utc), f"{pool}:--config", pool)
@@ -83,9 +90,14 @@ def cmd_agent(args: argparse.Namespace) -> int:
             bootstrap, settings.agent, topics, settings.pool, initial_config=_initial_config(args.config, settings.pool)
         )
     logs.configure(settings.log.level, settings.log.format)
-    run_until_signal(service.run, bootstrap)
+    log = logging.getLogger("gpualloc.agent")
+    log.info("%s", release_words(), extra={"release": release()})
+    try:
+        run_until_signal(service.run, bootstrap)
+    except NewerRelease as e:  # its records mean what this release cannot know: refused, untouched
+        raise InputError(f"pool {settings.pool}", [str(e)]) from None
     s = service.stats
-    logging.getLogger("gpualloc.agent").info(
+    log.info(
         "agent stopped: %d records, %d decisions, %d commits, %d dead-lettered",
         s.records,
         s.decisions,
@@ -139,6 +151,9 @@ def cmd_publish(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     bootstrap = bootstrap_of(settings)
     events = read_trace_messages(args.trace)
+    misspelt = [f"event {k}: {line}" for k, e in enumerate(events) for line in message_near_misses(e)]
+    if misspelt:
+        raise InputError(args.trace, misspelt)
 
     async def body(stop: asyncio.Event) -> None:
         task = asyncio.create_task(

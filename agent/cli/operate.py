@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 from gpualloc.agent.cli.arguments import bootstrap_of, bus_arguments, positive_float, settings_of
 from gpualloc.agent.cli.running import run_until_signal
@@ -20,7 +21,8 @@ from gpualloc.agent.loading import InputError, read_text
 from gpualloc.agent.operator.operate import check_node, latest_config, published
 from gpualloc.agent.operator.tail import line
 from gpualloc.bus.topics import Topics
-from gpualloc.client import Client, Rejected
+from gpualloc.client import Client, Rejected, validated
+from gpualloc.schemas.events import AppRegistered, JobSubmitted, PoolConfigured
 from gpualloc.schemas.published import AllocationDecided
 
 EXIT_OK, EXIT_UNANSWERED = 0, 1
@@ -129,8 +131,17 @@ def cmd_resize(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _checked(model: type[BaseModel], value: dict[str, Any], source: str) -> None:
+    """`value` refused before any broker is reached, as the client would refuse it (exit 2)."""
+    try:
+        validated(model, value)
+    except ValueError as e:
+        raise InputError(source, [str(e)]) from None
+
+
 def cmd_configure(args: argparse.Namespace) -> int:
     config = _json_object(args.config, "the pool.configured payload")
+    _checked(PoolConfigured, config, args.command)
 
     async def act(client: Client) -> str:
         await client.configure(config)
@@ -182,6 +193,7 @@ def cmd_register_app(args: argparse.Namespace) -> int:
             "profile": None if args.profile is None else _profile(args.profile),
         }
         app = {name: value for name, value in fields.items() if value is not None}
+    _checked(AppRegistered, app, args.command)
 
     async def act(client: Client) -> str:
         await client.register_app(app)
@@ -193,6 +205,7 @@ def cmd_register_app(args: argparse.Namespace) -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     job = _json_object(args.job, "the job.submitted payload")
+    _checked(JobSubmitted, job, args.command)
     answer: list[AllocationDecided | BaseException] = []
 
     async def act(client: Client) -> str:

@@ -39,6 +39,8 @@ from gpualloc.agent.metrics import AgentMetrics, HealthServer
 from gpualloc.agent.service.boundaries import Boundaries
 from gpualloc.agent.service.clock import Clock
 from gpualloc.agent.service.counting import AgentStats, Tally, lag
+from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.agent.service.internal_errors import dead_lettered, internal_reason
 from gpualloc.agent.service.outbox import Output
 from gpualloc.agent.service.publishing import PublishFailed, Sending, message_of, stamp
 from gpualloc.agent.service.resume import resume
@@ -237,7 +239,7 @@ class AgentService:
             for m in messages
         ]
         now = setup.clock.now()
-        outputs = d.handle(records, now) if records else []
+        outputs = self._handle(d, records, now) if records else []
         self.boundaries.deliver(d)
         outputs += self.boundaries.commit_due(d, now, setup, self.snapshots)
         self.boundaries.cut(d, now)
@@ -247,6 +249,22 @@ class AgentService:
         await asyncio.wait_for(
             self._transact(producer, outputs, now, received), setup.settings.transaction_timeout_ms / 1000
         )
+
+    def _handle(self, d: Dispatcher, records: list[Record], now: datetime) -> list[Output]:
+        """The pass's outputs; a pass the core raises on (a bug: it left the pool as it found it)
+        has its records dead-lettered (`internal_errors`), loudly, and the pool goes on."""
+        try:
+            return d.handle(records, now)
+        except Exception as e:
+            self.metrics.internal_error(type(e).__name__)
+            log.exception(
+                "pool %s: the planner failed on a pass of %d records (%s); they are dead-lettered",
+                self.setup.pool,
+                len(records),
+                internal_reason(e),
+                extra={"error": type(e).__name__, "records": len(records)},
+            )
+            return dead_lettered(d, records, e, now)
 
     async def _transact(
         self, producer: AIOKafkaProducer, outputs: list[Output], now: datetime, received: float

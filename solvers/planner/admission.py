@@ -177,26 +177,28 @@ class Admission:
                 self.state.busy[t] &= ~entry.mask
         return entry
 
-    def complete(self, job_id: str, used: JobUsage | None = None) -> None:
+    def complete(self, job_id: str, used: JobUsage | None = None) -> str:
         """The job exited: its GPUs are free from the next committed step. One that gave its
         features teaches the forecasters what it really took (`used`, else what the pool saw:
-        its GPUs and the steps since it started)."""
+        its GPUs and the steps since it started), unless no hardware is known to size it on (no
+        GPU type in its features or the pool's configuration): the completion still frees its
+        GPUs, and why nothing was taught is returned ("" when it was, or had nothing to teach)."""
         entry = self._release(job_id)
         self.state.queued.pop(job_id, None)
         features = None if entry is None else entry.spec.features
         if entry is None or features is None:
-            return
+            return ""
         spec, start = entry.spec, entry.start
+        try:
+            hw = self.state.hardware(features)
+        except SizeError as e:
+            return f"the forecasters were not taught by it: {e}"
         used = used or JobUsage()
         gpus = used.gpus or spec.gpus
         self.state.forecasts.finished(
-            spec.kind,
-            features,
-            self.state.hardware(features),
-            gpus,
-            used.duration or max(1, self.state.now - start),
-            used.peak_memory_gb,
+            spec.kind, features, hw, gpus, used.duration or max(1, self.state.now - start), used.peak_memory_gb
         )
+        return ""
 
     def fail(self, job_id: str) -> None:
         """The job failed (or could not bind): it goes back to the queue if it allows it."""
@@ -240,7 +242,11 @@ class Admission:
         if spec.features is None:
             self._requeue(spec)
             return None, ""
-        hw = self.state.hardware(spec.features)
+        try:
+            hw = self.state.hardware(spec.features)
+        except SizeError as e:
+            self._requeue(spec)
+            return None, f"the forecasters were not taught by it: {e}"
         self.state.forecasts.out_of_memory(spec.kind, spec.features, hw, ran)
         if spec.forecast is None or "gpus" not in spec.forecast.forecast or not spec.requeue:
             self._requeue(spec)

@@ -31,12 +31,12 @@ def job_ended(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     p, planner = cast(JobRef, event.payload), pool._planner
     if p.id not in planner.queued and p.id not in planner.running:
         return _unknown_job(event)
-    was_running = p.id in planner.running
+    was_running, detail = p.id in planner.running, ""
     if event.type == EventType.JOB_COMPLETED:
-        planner.admission.complete(p.id, cast(JobCompleted, p).used)
+        detail = planner.admission.complete(p.id, cast(JobCompleted, p).used)
     else:
         planner.admission.cancel(p.id)
-    return [Ended(p.id)] if was_running else []
+    return [Ended(p.id, detail)] if was_running else []
 
 
 def job_failed(pool: Pool, event: Event, now: datetime) -> list[Effect]:
@@ -80,7 +80,7 @@ def decide(pool: Pool, arrivals: list[Event]) -> list[Effect]:
             out.append(Rejected(event.ref, f"id: the pool has {LIMITS.queued_jobs} jobs queued, the limit"))
             continue
         try:
-            jobs.append((event, job_spec(pool, p)))
+            jobs.append((event, job_spec(pool, p, event.occurred_at)))
         except SizeError as e:
             jobs.append((event, Decision(p.id, "rejected", (), None, str(e))))
     if not jobs:
@@ -94,13 +94,15 @@ def decide(pool: Pool, arrivals: list[Event]) -> list[Effect]:
     ]
 
 
-def job_spec(pool: Pool, p: JobSubmitted) -> JobSpec:
-    """The job as the planner plans it: the sizes given, the rest from the forecasters."""
+def job_spec(pool: Pool, p: JobSubmitted, submitted: datetime) -> JobSpec:
+    """The job as the planner plans it: the sizes given, the rest from the forecasters; without
+    a time limit, the pool's default in force when it was `submitted` (its `occurred_at`), though
+    a configuration occurring later came first in its pass."""
     planner = pool._planner
     features = p.feature_model()
     forecast = None
     gpus, duration = p.gpus, p.duration
-    limit = p.time_limit if p.time_limit is not None else planner.config.time_limit  # the pool's default
+    limit = p.time_limit if p.time_limit is not None else planner.config.time_limit_at(submitted)
     if gpus is None or duration is None:
         assert features is not None  # `JobSubmitted` refuses a job giving neither its sizes nor its features
         forecast = planner.size_job(p.kind, features, gpus, duration)

@@ -61,9 +61,11 @@ class Granted:
 
 @dataclass(frozen=True)
 class Ended:
-    """A running job left its GPUs on a `job.completed` or `job.cancelled`."""
+    """A running job left its GPUs on a `job.completed` or `job.cancelled`; `detail`: what its
+    completion could not do (teach the forecasters, with why), "" when nothing."""
 
     job_id: str
+    detail: str = ""
 
 
 Effect = Union[Decided, Rejected, Failed, Ended, Granted]

@@ -43,6 +43,7 @@ def configure(pool: Pool, event: Event, now: datetime) -> list[Effect]:
         )
         pool.origin = now
         return []  # the events that waited for it are its pass's next (`Pool._pass`)
+    config = config.with_time_limit_history(pool.planner.config, event.occurred_at)
     problem = pool.planner.pool_changes.resize_problem(config)
     if problem:
         return [Rejected(event.ref, problem)]

@@ -5,7 +5,8 @@ the shell reads and passes back; the planner (`planner.py`) is the one to change
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 from gpualloc.forecasting.job_forecast import JobForecast
@@ -40,10 +41,30 @@ class PoolConfig:
     gpu_memory_gb: float | None = None
     starvation_steps: int | None = None  # the starvation bound B (`Planner.starving`); None: off
     time_limit: int | None = None  # the time limit of a job submitted without one; None: none
+    # the default before the configuration that set `time_limit`, and that configuration's
+    # `occurred_at` (None: the first configuration's, in force for every earlier job)
+    previous_time_limit: int | None = None
+    time_limit_since: datetime | None = None
 
     @property
     def node_size(self) -> int:
         return self.gpus_per_node or self.gpus
+
+    def time_limit_at(self, submitted: datetime) -> int | None:
+        """The default time limit of a job submitted at `submitted`: a configuration applies to
+        the jobs submitted from its `occurred_at` on, whenever the pool takes it."""
+        if self.time_limit_since is not None and submitted < self.time_limit_since:
+            return self.previous_time_limit
+        return self.time_limit
+
+    def with_time_limit_history(self, before: PoolConfig, at: datetime) -> PoolConfig:
+        """This configuration, occurring at `at`, as it follows `before`: a changed default keeps
+        the one in force at `at` for jobs submitted earlier; an unchanged one keeps `before`'s."""
+        if self.time_limit == before.time_limit:
+            return replace(
+                self, previous_time_limit=before.previous_time_limit, time_limit_since=before.time_limit_since
+            )
+        return replace(self, previous_time_limit=before.time_limit_at(at), time_limit_since=at)
 
 
 @dataclass(frozen=True)

@@ -124,3 +124,19 @@ def test_the_simulator_reads_events_through_the_same_interpreter():
     plain, noisy = run(base), run(base + extra)
     assert noisy.rejected == [(0, "app: 'ghost' is not registered (app.registered comes first)")]
     assert noisy.commits == plain.commits
+
+
+def test_a_job_the_pool_cannot_size_completes_without_teaching_the_forecasters():
+    """A pool with no GPU type and a job with features but given sizes: its completion frees its
+    GPUs and says the forecasters learnt nothing; its failure at running out of memory re-queues it."""
+    pool = Pool()
+    pool.apply([ev("pool.configured", {"gpus": 1024})], T0)
+    sized = {"kind": "training", "priority": 1, "gpus": 8, "duration": 3, "features": FEATURES}
+    pool.apply([ev("job.submitted", {"id": "f", **sized}), ev("job.submitted", {"id": "g", **sized})], T0)
+    pool.commit()
+    untaught = pool.planner.forecasts.jobs.dump()
+    (ended,) = pool.apply([ev("job.completed", {"id": "f", "used": {"gpus": 8, "duration": 2}})], T0)
+    assert ended.job_id == "f" and ended.detail.startswith("the forecasters were not taught by it: features.gpu_type")
+    assert "f" not in pool.planner.running and pool.planner.forecasts.jobs.dump() == untaught
+    (failed,) = pool.apply([ev("job.failed", {"id": "g", "reason": "out_of_memory", "detail": "oom"})], T0)
+    assert failed.detail.startswith("oom; the forecasters were not taught by it") and "g" in pool.planner.queued

@@ -139,3 +139,41 @@ def test_the_pools_default_limits_jobs_that_give_none_and_a_snapshot_keeps_it():
     restored = load_pool(dump_pool(pool), Pool())
     assert restored.planner.config.time_limit == 2 and dump_pool(restored) == dump_pool(pool)
     assert [[f.job_id for f in pool.commit().expired] for _ in range(3)] == [[], [], ["d"]]
+
+
+def test_a_job_submitted_before_a_new_default_keeps_the_one_in_force_in_the_same_pass():
+    """The configuration comes first in its pass; a job submitted before it occurred still gets
+    the default of its own time, one submitted after it the new one."""
+    pool = Pool()
+    pool.apply([ev("pool.configured", {**POOL, "time_limit": 8})], T0)
+    pool.apply(
+        [
+            ev("job.submitted", job("before", None, gpus=1), minutes=1, ref="before"),
+            ev("pool.configured", {**POOL, "time_limit": 2}, minutes=2),
+            ev("job.submitted", job("after", None, gpus=1), minutes=3, ref="after"),
+        ],
+        T0 + timedelta(minutes=3),
+    )
+    assert {j: r.spec.time_limit for j, r in pool.planner.running.items()} == {"before": 8, "after": 2}
+
+
+def test_a_late_job_gets_the_default_of_its_time_and_an_unchanged_default_keeps_the_history():
+    pool = Pool()
+    pool.apply([ev("pool.configured", {**POOL, "time_limit": 8})], T0)
+    pool.apply([ev("pool.configured", {**POOL, "time_limit": 2}, minutes=10)], T0 + timedelta(minutes=10))
+    pool.apply([ev("pool.configured", {**POOL, "gpus": 8, "time_limit": 2}, minutes=20)], T0 + timedelta(minutes=20))
+    pool.apply(
+        [
+            ev("job.submitted", job("early", None, gpus=1), minutes=5, ref="early"),  # delivered late
+            ev("job.submitted", job("between", None, gpus=1), minutes=15, ref="between"),
+        ],
+        T0 + timedelta(minutes=25),
+    )
+    assert {j: r.spec.time_limit for j, r in pool.planner.running.items()} == {"early": 8, "between": 2}
+
+
+def test_jobs_that_waited_for_the_first_configuration_take_its_default():
+    pool = Pool()
+    pool.apply([ev("job.submitted", job("w", None, gpus=1), ref="w")], T0)
+    pool.apply([ev("pool.configured", {**POOL, "time_limit": 4}, minutes=1)], T0 + timedelta(minutes=1))
+    assert pool.planner.running["w"].spec.time_limit == 4

@@ -21,6 +21,7 @@ from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.schemas import Plan, Scenario
 from gpualloc.solvers import POLICIES, Problem, build_plan, compile_scenario
 from gpualloc.solvers.policies.solution import Solution
+from gpualloc.solvers.release import heuristic_implementation, release, release_words
 
 BENCH_SCHEDULERS = ("fifo", "heuristic")
 
@@ -124,6 +125,7 @@ class Report:
             "scenarios": [r.as_dict() for r in self.rows],
             "mean_value_gain_pct": _round(self.mean_value_gain_pct, 3),
             "ok": self.ok,
+            "release": release(),  # which heuristic the timings are of
         }
         if self.full_mode:
             out["full_mode"] = [r.as_dict() for r in self.full_mode]
@@ -207,6 +209,13 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f} ms"
 
 
+def _python_warning() -> str:
+    """Where the heuristic runs as the Python reference, what that costs."""
+    if heuristic_implementation() == "compiled":
+        return ""
+    return ": the Python reference, 16-60x slower than the compiled heuristic (no cargo here; `make native` builds it)"
+
+
 def format_table(report: Report) -> str:
     head = (
         f"{'scenario':<22} {'GPUs':>5} {'tasks':>5}  {'utilization FIFO -> heur':>24}  "
@@ -230,6 +239,7 @@ def format_table(report: Report) -> str:
         f"mean value gain: {_fmt(mean, '+.1f')}% over {len(report.rows)} scenarios "
         f"(p50 of {report.repeat} timed run{'s' if report.repeat != 1 else ''} each)"
     )
+    lines.append(release_words() + _python_warning())
     for r in report.rows:
         for p in r.runs["heuristic"].problems() + r.runs["fifo"].problems():
             lines.append(f"FAIL {r.scenario}: {p}")

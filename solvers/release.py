@@ -47,7 +47,7 @@ def release() -> dict[str, Any]:
     }
 
 
-def describe() -> str:
+def release_words() -> str:
     """This release in words: `gpualloc 0.2.0 (rules 1, ledger schema 2, heuristic compiled)`."""
     r = release()
     return f"gpualloc {r['version']} (rules {r['rules']}, ledger schema {r['schema']}, heuristic {r['heuristic']})"
@@ -61,6 +61,6 @@ def refuse_newer(run: dict[str, Any], what: str) -> None:
         raise NewerRelease(f"{what}: its release is unreadable (schema {schema!r}, rules {rules!r})")
     if schema > LEDGER_SCHEMA or rules > RULES:
         raise NewerRelease(
-            f"{what}: written by a newer release (schema {schema}, rules {rules}); this is {describe()}: "
+            f"{what}: written by a newer release (schema {schema}, rules {rules}); this is {release_words()}: "
             "upgrade this agent, or roll the pool back as docs/operations.md says"
         )

@@ -102,7 +102,36 @@ async def read_status(
     out = view(pool, planner, commit, reports, dispatcher.reads.origin, width, gpu_range, length, listed)
     out["waiting"] = waiting
     out["stalled"] = bool(waiting) and idle_s is not None and idle_s > STALLED_AFTER_S
+    out["release"] = agent_release(history.entries[-1].run if history.entries else None)
     return out
+
+
+def agent_release(run: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The release of the agent that wrote the pool's last ledger entry (`run`), as its entry
+    names it: version, rules, ledger schema and the heuristic's implementation (None: no entry
+    read; an entry of a release that named none gives rules 1, schema 1, the rest unknown)."""
+    if run is None:
+        return None
+    return {
+        "version": run.get("version", "unknown"),
+        "rules": run.get("rules", 1),
+        "schema": run.get("schema", 1),
+        "heuristic": run.get("heuristic", "unknown"),
+    }
+
+
+def release_line(release: dict[str, Any] | None) -> list[str]:
+    """The agent's release in words, with a warning when its heuristic runs as the Python
+    reference (16-60x slower: the hot path's latency targets are not met that way)."""
+    if release is None:
+        return []
+    line = (
+        f"agent: gpualloc {release['version']} (rules {release['rules']}, ledger schema {release['schema']}, "
+        f"heuristic {release['heuristic']})"
+    )
+    if release["heuristic"] == "python":
+        line += " - the Python reference: 16-60x slower than the compiled heuristic; `make native` builds it"
+    return [line]
 
 
 async def _tails(consumer, tps: list[TopicPartition]) -> list[dict[str, Any]]:
@@ -402,6 +431,7 @@ def lines(status: dict[str, Any], shown: int | None = SHOWN) -> list[str]:
     out = [
         head,
         f"now: {status['now_words']}",
+        *release_line(status.get("release")),
         f"GPUs: {u['batch']} batch, {u['realtime']} real-time, {u['idle']} idle, {u['down']} down",
         "",
     ]

@@ -11,13 +11,14 @@ import asyncio
 import re
 from typing import Callable, get_args
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gpualloc.schemas.published import FullModeOutcome, FullModeReport
 from gpualloc.solvers.metrics import app_moves, idle_moves
 from gpualloc.solvers.planner.full_mode import outcome
+from gpualloc.solvers.release import release
 
 ACTIONS = ("start", "planned", "queued", "rejected")  # of allocation.decided
 GPU_STATES = ("batch", "realtime", "down", "idle")
@@ -124,6 +125,13 @@ class AgentMetrics:
         self.publish_failing = Gauge(
             "gpualloc_publish_failing", "1 from a pass that could not be published until one is", p, registry=r
         )
+        self.release = Info(
+            "gpualloc_release",
+            "The agent's release: package version, planning rules, ledger schema, heuristic (compiled or python)",
+            p,
+            registry=r,
+        )
+        self.release.labels(pool).info({k: str(v) for k, v in release().items()})
         # Every series whose labels are known is there from the start (at 0), so a dashboard or an
         # alert sees it before its first event, and rate() sees the first one.
         for action in ACTIONS:

@@ -31,9 +31,9 @@ from gpualloc.solvers.planner.records import AppSpec, AppState, JobSpec, PoolCon
 from gpualloc.solvers.problem import Problem
 
 # 2: the forecasters' state, the pool's GPU type, jobs' features; 3: apps' held GPUs in hex, the GPUs the
-# current plan holds once per run of steps
-VERSION = 3
-READABLE = (2, 3)  # version 2 reads as written: held GPUs JSON integers, the plan's GPUs a hex mask a step
+# current plan holds once per run of steps; 4: the default time limit a configuration replaced, and when
+VERSION = 4
+READABLE = (2, 3, 4)  # version 2 reads as written: held GPUs JSON integers, the plan's GPUs a hex mask a step
 
 
 class SnapshotError(ValueError):
@@ -96,6 +96,8 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
             c.gpu_memory_gb,
             c.starvation_steps,
             c.time_limit,
+            c.previous_time_limit,
+            None if c.time_limit_since is None else c.time_limit_since.isoformat(),
         ],  # a snapshot without the last ones reads them as None
         "now": planner.now,
         "week_minute": planner.week_minute,
@@ -135,7 +137,7 @@ def load_planner(
     """The planner a snapshot holds, planning with the hot path given (`scheduler`, `by_arrival`,
     `replan_work`: the run's settings, which a snapshot does not keep)."""
     planner = Planner(
-        PoolConfig(*data["config"]),
+        _config(data["config"]),
         now=data["now"],
         scheduler=scheduler,
         forecasts=Forecasters.load(data["forecasters"], forecast),
@@ -163,6 +165,14 @@ def load_planner(
         busy = _steps([[1, m] if isinstance(m, str) else m for m in busy], lambda mask: int(mask, 16))
     planner.busy = busy
     return planner
+
+
+def _config(fields: list[Any]) -> PoolConfig:
+    """`dump_planner`'s configuration list back (the time its default time limit last changed
+    written as ISO 8601 text)."""
+    if len(fields) > 12 and fields[12] is not None:
+        fields = [*fields[:12], datetime.fromisoformat(fields[12]), *fields[13:]]
+    return PoolConfig(*fields)
 
 
 def dump_pool(pool: Pool) -> dict[str, Any]:

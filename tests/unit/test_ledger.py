@@ -273,7 +273,7 @@ def test_a_snapshot_of_another_version_is_refused_with_a_reason():
     snap = PoolSnapshot.model_validate(d.snapshot(T0, 0, 1, 0)[0].message["payload"])
     with pytest.raises(NewerRelease, match="written by a newer release \\(snapshot version 99"):
         fresh().restore(snap.model_copy(update={"version": 99}))
-    with pytest.raises(SnapshotError, match="version 1: this release reads versions 2, 3"):
+    with pytest.raises(SnapshotError, match="version 1: this release reads versions 2, 3, 4"):
         fresh().restore(snap.model_copy(update={"version": 1}))
     with pytest.raises(SnapshotError, match="damaged"):
         fresh().restore(snap.model_copy(update={"state": "not a snapshot"}))

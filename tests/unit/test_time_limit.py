@@ -177,3 +177,17 @@ def test_jobs_that_waited_for_the_first_configuration_take_its_default():
     pool.apply([ev("job.submitted", job("w", None, gpus=1), ref="w")], T0)
     pool.apply([ev("pool.configured", {**POOL, "time_limit": 4}, minutes=1)], T0 + timedelta(minutes=1))
     assert pool.planner.running["w"].spec.time_limit == 4
+
+
+def test_a_restored_pool_keeps_when_its_default_changed():
+    """The default a change replaced, and when, survive a snapshot: a job submitted before the
+    change and delivered after a restart still gets the default of its time."""
+    pool = Pool()
+    pool.apply([ev("pool.configured", {**POOL, "time_limit": 8})], T0)
+    pool.apply([ev("pool.configured", {**POOL, "time_limit": 2}, minutes=10)], T0 + timedelta(minutes=10))
+    restored = load_pool(dump_pool(pool), Pool())
+    assert restored.planner.config == pool.planner.config and restored.planner.config.time_limit_since is not None
+    restored.apply(
+        [ev("job.submitted", job("early", None, gpus=1), minutes=5, ref="early")], T0 + timedelta(minutes=11)
+    )
+    assert restored.planner.running["early"].spec.time_limit == 8

@@ -10,12 +10,14 @@ a ledger or snapshot written by a newer release, whose meaning it cannot know.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Literal
 
+from gpualloc import __version__
 from gpualloc.solvers.policies.heuristic.native import AVAILABLE
 
-RULES = 1  # the planning rules' version
+# the planning rules' version. 1: the first; 2: a job submitted without a time limit gets the pool's default in
+# force at its `occurred_at` (under 1, the default of the configuration the pool holds when it decides the job)
+RULES = 2
 LEDGER_SCHEMA = 2  # 1: entries without `facts` (rules 1); 2: entries record the facts their pass changed
 
 
@@ -24,11 +26,8 @@ class NewerRelease(ValueError):
 
 
 def package_version() -> str:
-    """The installed package's version ("unknown" when it runs from a tree not installed)."""
-    try:
-        return version("gpualloc")
-    except PackageNotFoundError:
-        return "unknown"
+    """The installed package's version ("0+unknown" when it runs from a tree not installed)."""
+    return __version__
 
 
 def heuristic_implementation() -> Literal["compiled", "python"]:

@@ -21,12 +21,12 @@ import argparse
 import os
 import sys
 
-from gpualloc import __version__
 from gpualloc.agent.cli.bench import implied
 from gpualloc.agent.cli.bus import add_bus_commands
 from gpualloc.agent.cli.offline import add_offline_commands
 from gpualloc.agent.cli.operate import add_operator_commands
 from gpualloc.agent.loading import InputError
+from gpualloc.solvers.release import release_words
 
 EXIT_OK, EXIT_INPUT, EXIT_INTERNAL = 0, 2, 3
 
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Constraint-aware GPU allocator.",
         epilog="exit codes: 0 ok, 1 illegal plan or failing bench, 2 bad input, 3 internal error",
     )
-    parser.add_argument("--version", action="version", version=f"gpualloc {__version__}")
+    parser.add_argument("--version", action="version", version=release_words())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_offline_commands(sub)
     add_bus_commands(sub)

@@ -250,7 +250,7 @@ def compare(
             result.judged += 1
             older_down.update((c.step, mask) for c, mask in zip(commits[mark:], down[mark:]))  # the pool's nodes
             del commits[mark:], down[mark:]
-            mine = _of_entry(recorded, entry, seq, frontier, step, step_of(d.reads) or 0, history)
+            mine = _of_entry(recorded, entry, seq, frontier, step, step_of(d.reads) or 0, history) - reproduced
             reproduced |= mine
             older += _published_commits([recorded[i] for i in mine if i in recorded], grants)
             continue
@@ -329,21 +329,28 @@ def _of_entry(
     last: int,
     history: Any,
 ) -> set[str]:
-    """The event ids of the messages an entry published: its commits (seqs after `seq`, up to
-    the entry's), the decisions of its inputs, the rejections of its records (past `frontier`),
-    and the agent's failure notices of the steps it covered (`first` to `last`)."""
+    """The event ids of the messages an entry published: its commits (its step commits by seq,
+    its reactive ones by the frontier they carry, which is the entry's, or, where the entry names
+    it, every seq after `seq` up to its own), the decisions of its inputs, the rejections of its
+    records (past `frontier`), and the agent's failure notices of the steps it covered (`first`
+    to `last`)."""
     inputs: set[str] = set()
     for topic, partition, lo, hi in entry.inputs:
         for offset in range(lo, hi + 1):
             inline = entry.inline.get(f"{topic}:{partition}:{lo}")
             value = inline.encode() if inline is not None else history.record_at(topic, partition, offset).value
             inputs.add(_event_id(value))
-    top = entry.seq if entry.seq is not None else max((c.seq for c in entry.commits), default=seq)
+    steps = {c.seq for c in entry.commits}
     out = set()
     for event_id, m in recorded.items():
         p, kind = m.get("payload") or {}, m.get("type")
         if kind == "plan.committed":
-            mine = seq < p.get("seq", 0) <= top
+            mine = (
+                seq < p.get("seq", 0) <= entry.seq
+                if entry.seq is not None
+                else p.get("seq") in steps
+                or (bool(p.get("reactive")) and p.get("seq", 0) > seq and p.get("frontier") == entry.frontier)
+            )
         elif kind == "allocation.decided":
             mine = p.get("input_event_id") in inputs
         elif kind == "input.rejected":

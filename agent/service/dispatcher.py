@@ -123,6 +123,7 @@ class Dispatcher:
             run["every"],
             ForecastSettings(**{"physics": 1, **run.get("forecast", {})}),  # entries without it: version 1
             run.get("replan_work", 0),  # entries without it were made by agents that always inserted
+            run.get("rules", 1),  # entries without it were written by rules 1
         )
         self.dedup_steps = run.get("dedup_steps", self.dedup_steps)
         self.seen_limit = run.get("seen_limit", self.seen_limit)

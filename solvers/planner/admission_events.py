@@ -14,6 +14,7 @@ from gpualloc.solvers.planner.records import Decision, JobSpec
 
 if TYPE_CHECKING:
     from gpualloc.solvers.planner.interpreter import Pool
+    from gpualloc.solvers.planner.planner import Planner
 
 
 def _unknown_job(event: Event) -> list[Effect]:
@@ -102,9 +103,15 @@ def job_spec(pool: Pool, p: JobSubmitted, submitted: datetime) -> JobSpec:
     features = p.feature_model()
     forecast = None
     gpus, duration = p.gpus, p.duration
-    limit = p.time_limit if p.time_limit is not None else planner.config.time_limit_at(submitted)
+    limit = p.time_limit if p.time_limit is not None else default_time_limit(planner, submitted)
     if gpus is None or duration is None:
         assert features is not None  # `JobSubmitted` refuses a job giving neither its sizes nor its features
         forecast = planner.size_job(p.kind, features, gpus, duration)
         gpus, duration = forecast.gpus, forecast.duration
     return JobSpec(p.id, p.kind, p.priority, gpus, duration, planner.now, p.requeue, features, forecast, limit)
+
+
+def default_time_limit(planner: Planner, submitted: datetime) -> int | None:
+    """The pool's default time limit for a job submitted at `submitted`: the one in force then
+    (rules 2 on), or, replaying rules 1, the one the pool's last configuration gave."""
+    return planner.config.time_limit_at(submitted) if planner.rules >= 2 else planner.config.time_limit

@@ -41,6 +41,7 @@ from gpualloc.solvers.planner.view import PoolView
 from gpualloc.solvers.policies import online_policy
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Problem
+from gpualloc.solvers.release import RULES
 
 FIRST = (EventType.POOL_CONFIGURED, EventType.NODE_STATUS)  # applied before the rest of their pass
 
@@ -64,6 +65,7 @@ class Pool:
     scheduler: Callable[[Problem], Schedule] = heuristic_schedule  # the hot path
     by_arrival: bool = False  # the hot path's order is arrival order (`Planner.by_arrival`)
     replan_work: int = 0  # a pass replans while queued jobs x GPUs is at most this (`Planner.replan_work`)
+    rules: int = RULES  # the planning rules it decides by (`Planner.rules`)
     step_seconds: float | None = None  # compressed clock; None: the pool's step_minutes
     full_mode_every: int = 0  # steps between full-mode solves (0: never)
     pending_limit: int = LIMITS.pending_events
@@ -272,6 +274,7 @@ class Pool:
         every: int,
         forecast: ForecastSettings,
         replan_work: int = 0,
+        rules: int = RULES,
     ) -> None:
         """Plan with registered policy `policy` (its hot path at `effort`; its full mode every
         `every` steps, when it has one), on a step of `step_seconds` (None: the pool's own), the
@@ -283,10 +286,12 @@ class Pool:
         self.full_mode_every = every if online.full_mode is not None else 0
         self.forecast = forecast
         self.replan_work = replan_work
+        self.rules = rules
         self.scheduler, self.by_arrival = online.hot.bind(SolveOptions(effort=effort)), online.hot.by_arrival
         if self.planner is not None:
             self.planner.scheduler, self.planner.by_arrival = self.scheduler, self.by_arrival
             self.planner.replan_work = replan_work
+            self.planner.rules = rules
             self.planner.forecasts.use(forecast)
 
     def full_mode_due(self) -> bool:

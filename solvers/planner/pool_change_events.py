@@ -40,6 +40,7 @@ def configure(pool: Pool, event: Event, now: datetime) -> list[Effect]:
             week_minute=week_minute(now),
             by_arrival=pool.by_arrival,
             replan_work=pool.replan_work,
+            rules=pool.rules,
         )
         pool.origin = now
         return []  # the events that waited for it are its pass's next (`Pool._pass`)

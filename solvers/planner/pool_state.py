@@ -29,6 +29,7 @@ from gpualloc.solvers.planner.records import AppSpec, AppState, JobSpec, PoolCon
 from gpualloc.solvers.planner.starvation import raised, starving
 from gpualloc.solvers.planner.window import demand, demands, steps_left, window
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.release import RULES
 from gpualloc.solvers.problem import Problem
 
 
@@ -51,6 +52,7 @@ class PlannerState:
     by_arrival: bool = False  # a pass's arrivals inserted in arrival order (FIFO's), else most valuable first
     replan_work: int = 0  # a pass replans the window while queued jobs x GPUs is at most this (0: never)
     ahead: Ahead | None = None  # the next boundary's plan, cut before it (`Boundary.cut`)
+    rules: int = RULES  # the planning rules it decides by (`gpualloc.solvers.release`): older ones replay older entries
 
     def hour_of(self, step: int) -> int:
         """The pool hour `step` begins in (hour 0: the Monday 00:00 UTC before step 0)."""

@@ -29,6 +29,7 @@ from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.records import AppSpec, AppState, JobSpec, PoolConfig, Running, Seen
 from gpualloc.solvers.problem import Problem
+from gpualloc.solvers.release import RULES
 
 # 2: the forecasters' state, the pool's GPU type, jobs' features; 3: apps' held GPUs in hex, the GPUs the
 # current plan holds once per run of steps; 4: the default time limit a configuration replaced, and when
@@ -133,6 +134,7 @@ def load_planner(
     forecast: ForecastSettings = ForecastSettings(),
     by_arrival: bool = False,
     replan_work: int = 0,
+    rules: int = RULES,
 ) -> Planner:
     """The planner a snapshot holds, planning with the hot path given (`scheduler`, `by_arrival`,
     `replan_work`: the run's settings, which a snapshot does not keep)."""
@@ -144,6 +146,7 @@ def load_planner(
         week_minute=data["week_minute"],
         by_arrival=by_arrival,
         replan_work=replan_work,
+        rules=rules,
     )
     planner.queued = {job_id: _spec(job_id, job) for job_id, job in data["queued"].items()}
     planner.running = {
@@ -193,7 +196,7 @@ def load_pool(data: dict[str, Any], pool: Pool) -> Pool:
         pool.origin = datetime.fromisoformat(data["origin"]) if data["origin"] else None
         pool.passes = data["passes"]
         pool.planner = (
-            load_planner(data["planner"], pool.scheduler, pool.forecast, pool.by_arrival, pool.replan_work)
+            load_planner(data["planner"], pool.scheduler, pool.forecast, pool.by_arrival, pool.replan_work, pool.rules)
             if data["planner"]
             else None
         )

@@ -30,8 +30,9 @@ from gpualloc.solvers.planner.ahead import carry_over
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.records import AppSpec, JobSpec
+from gpualloc.solvers.release import RULES
 
-RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0}
+RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0, "rules": RULES}
 
 
 def cut_and_plan(planner: Planner) -> None:

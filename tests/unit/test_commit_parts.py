@@ -33,6 +33,7 @@ from gpualloc.solvers.grid import batch_spans, to_grid
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.records import is_blocker
 from gpualloc.solvers.policies import policy
+from gpualloc.solvers.release import RULES
 
 T0 = datetime(2026, 12, 2, tzinfo=UTC)
 
@@ -199,7 +200,7 @@ def test_parts_of_different_commits_are_never_mixed_and_bad_sets_are_refused():
         raise AssertionError("parts of two commits merged")
 
 
-RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0}
+RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0, "rules": RULES}
 
 
 def stream(count: int) -> list[Record]:

@@ -35,9 +35,10 @@ from gpualloc.solvers.planner.records import AppSpec, AppState, FullModePlan, Jo
 from gpualloc.solvers.planner.snapshot import dump_planner, dump_pool, dump_schedule, load_planner, load_schedule
 from gpualloc.solvers.policies.fifo import fifo_schedule
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
+from gpualloc.solvers.release import RULES
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
-RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0}
+RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0, "rules": RULES}
 MESSAGE_LIMIT = 1_000_000  # every record, as the agent sends it: under the broker's default (1 MiB)
 
 

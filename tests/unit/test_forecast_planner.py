@@ -25,13 +25,14 @@ from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.planner.effects import Decided, Event
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import dump_pool, load_pool
+from gpualloc.solvers.release import RULES
 from gpualloc.solvers.simulation.report import executed_violations, forecast_price, mistakes, report, spikes
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 from gpualloc.solvers.simulation.trace_events import informed
 
 T0 = datetime(2026, 1, 5, tzinfo=timezone.utc)  # a Monday
 POOL = {"gpus": 16, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60, "gpu_type": "a100-80gb"}
-RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": None, "every": 0}
+RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": None, "every": 0, "rules": RULES}
 
 
 def ev(kind: str, payload: dict, hours: float = 0, ref=None) -> Event:

@@ -21,10 +21,11 @@ from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.published import InputRejected
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import dump_pool
+from gpualloc.solvers.release import RULES
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=timezone.utc)
 GPUS = 16
-RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0}
+RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0, "rules": RULES}
 FIELD_AND_RULE = re.compile(r"^[\w.\[\](), ]+: \S")  # "gpus: must be ...", "payload.duration: Input should ..."
 
 

@@ -14,9 +14,10 @@ from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.bus.topics import Record, Topics
 from gpualloc.schemas.published import InputRejected, PassRecorded
 from gpualloc.solvers.planner.interpreter import Pool
+from gpualloc.solvers.release import RULES
 
 T0 = datetime(2026, 12, 1, 8, tzinfo=timezone.utc)
-RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0}
+RUN = {"policy": "heuristic", "effort": 0.05, "step_seconds": 10, "every": 0, "rules": RULES}
 JOBS, CONFIG = Topics().jobs, Topics().config
 
 

@@ -22,7 +22,7 @@ from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.records import FullModePlan
 from gpualloc.solvers.planner.snapshot import SnapshotError, dump_pool, unpack
 from gpualloc.solvers.policies.fifo import fifo_schedule
-from gpualloc.solvers.release import NewerRelease
+from gpualloc.solvers.release import RULES, NewerRelease
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 RUN = {
@@ -31,6 +31,7 @@ RUN = {
     "step_seconds": 10,
     "every": 0,
     "replan_work": 4096,
+    "rules": RULES,
 }  # passes replan small queues
 
 

@@ -14,6 +14,7 @@ from gpualloc.bus.topics import Record
 from gpualloc.schemas.events import JobSubmitted
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.published import PoolSnapshot
+from gpualloc.schemas.settings import ForecastSettings
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan
 from gpualloc.solvers.planner.effects import Decided, Failed
@@ -191,3 +192,19 @@ def test_a_restored_pool_keeps_when_its_default_changed():
         [ev("job.submitted", job("early", None, gpus=1), minutes=5, ref="early")], T0 + timedelta(minutes=11)
     )
     assert restored.planner.running["early"].spec.time_limit == 8
+
+
+def test_a_replay_of_rules_1_gives_the_default_of_the_configuration_it_holds():
+    """Entries written by rules 1 replay as they were decided: a job without a limit got the
+    default of the configuration the pool held when it decided the job."""
+    pool = Pool()
+    pool.use("heuristic", 0.05, None, 0, ForecastSettings(), rules=1)
+    pool.apply([ev("pool.configured", {**POOL, "time_limit": 8})], T0)
+    pool.apply(
+        [
+            ev("job.submitted", job("before", None, gpus=1), minutes=1, ref="before"),
+            ev("pool.configured", {**POOL, "time_limit": 2}, minutes=2),
+        ],
+        T0 + timedelta(minutes=3),
+    )
+    assert pool.planner.running["before"].spec.time_limit == 2

@@ -169,6 +169,9 @@ class PassRecorded(BaseModel):
     facts: dict[str, Any] | None = None
     facts_parts: StrictInt = Field(default=0, ge=0)  # added: > 0: `facts` is in that many `pass.facts.part` records
     seq: int | None = None  # added: the commits (reactive ones too) published up to and with this pass
+    # added: records dead-lettered without being planned ("topic:partition:offset" -> reason): a pass the planner
+    # raised on; a replay dead-letters them again, and its frontier moves past them
+    refused: dict[str, str] = {}
 
 
 class PassFactsPart(BaseModel):

@@ -171,6 +171,21 @@ class Dispatcher:
         self.frontier, self._log = (frontier if recorded is None else dict(recorded)), log
         return rejected + [o for effect in effects for o in self._outputs(effect, now)]
 
+    def refuse(self, records: list[Record], reason: str, now: datetime) -> list[Output]:
+        """Dead-letter `records` without planning them (a pass the planner raised on: a bug that
+        would raise again on every restart), moving the frontier past them; the ledger entry
+        names them with `reason`, so a replay dead-letters them again. A shared partition's
+        records of other pools only move the frontier."""
+        frontier, refused, out = dict(self.frontier), {}, []
+        for rec in records:
+            if rec.topic in self.topics.inputs:
+                frontier[f"{rec.topic}:{rec.partition}"] = rec.offset + 1
+            if not self.keyed or rec.key == self.pool:
+                out.append(self._reject(rec, reason, now))
+                refused[f"{rec.topic}:{rec.partition}:{rec.offset}"] = reason
+        self.frontier, self._log = frontier, self._log.refusing(refused, now)
+        return out
+
     def _outputs(self, effect: Effect, now: datetime) -> list[Output]:
         if isinstance(effect, Decided):
             return [decided(self.topics, self.pool, effect, now)]
@@ -305,6 +320,7 @@ class Dispatcher:
             facts=None if pieces else facts,
             facts_parts=len(pieces),
             seq=self.seq,
+            refused=dict(log.refused),
         )
         parts = [
             Output(
@@ -425,6 +441,9 @@ class Dispatcher:
             else:
                 records.extend(record_at(topic, partition, offset) for offset in range(first, last + 1))
         out = self.handle(records, entry.now, entry.frontier) if records else []
+        for where, reason in entry.refused.items():
+            topic, partition, offset = where.rsplit(":", 2)
+            out += self.refuse([record_at(topic, int(partition), int(offset))], reason, entry.now)
         self.frontier = dict(entry.frontier)  # with the records a keyed pool passed over
         out += [part for c in entry.commits for part in self.commit(entry.now, recorded=c)]
         if entry.cut:  # its plan, made elsewhere, is made here by the commit that carries it (the same

@@ -4,18 +4,16 @@ pool nor its restarts.
 `Pool.apply` is all or nothing: a pass that raises leaves the pool, and `Dispatcher.handle` its
 frontier and transaction log, as it found them. Handed the same records again it would raise
 again, on every restart, so its records are answered here with `input.rejected` (the reason names
-the exception) and the frontier moves past them. The transaction is marked as having read, so
-its ledger entry carries that frontier; its inputs do not name the records, so a replay passes
-them over rather than failing on them again.
+the exception) and the frontier moves past them. The ledger entry names them as refused, not as
+inputs, so a replay dead-letters them again rather than failing on them.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime
 
 from gpualloc.agent.service.dispatcher import Dispatcher
-from gpualloc.agent.service.outbox import Output, rejection
+from gpualloc.agent.service.outbox import Output
 from gpualloc.bus.topics import Record
 
 
@@ -26,13 +24,5 @@ def internal_reason(error: Exception) -> str:
 
 def dead_lettered(d: Dispatcher, records: list[Record], error: Exception, now: datetime) -> list[Output]:
     """The dead letters of the pass `d.handle(records, now)` raised `error` on, each of the pool's
-    records answered once (a shared partition's records of other pools only move the frontier)."""
-    reason = internal_reason(error)
-    out = []
-    for rec in records:
-        if rec.topic in d.topics.inputs:
-            d.frontier[f"{rec.topic}:{rec.partition}"] = rec.offset + 1
-        if not d.keyed or rec.key == d.pool:
-            out.append(rejection(d.topics, rec, reason, now, d.pool))
-    d._log = replace(d._log, now=d._log.now or now)  # an entry is sealed: it carries the frontier
-    return out
+    records answered once (`Dispatcher.refuse`)."""
+    return d.refuse(records, internal_reason(error), now)

@@ -49,6 +49,7 @@ class TxnLog:
     inline: Mapping[str, str] = field(default_factory=dict)  # records from no topic, by topic:partition:offset
     commits: tuple[RecordedCommit, ...] = ()
     cut: bool = False
+    refused: Mapping[str, str] = field(default_factory=dict)  # "topic:partition:offset" -> why, dead-lettered unplanned
 
     def read(self, records: list[Record], now: datetime, topics: Collection[str]) -> TxnLog:
         """With `records` read in order, as runs of consecutive offsets (a record of none of the
@@ -68,6 +69,10 @@ class TxnLog:
             else:
                 runs.append((rec.topic, rec.partition, rec.offset, rec.offset))
         return replace(self, now=self.now or now, inputs=tuple(runs), inline=inline)
+
+    def refusing(self, refused: Mapping[str, str], now: datetime) -> TxnLog:
+        """With records dead-lettered without being planned (`Dispatcher.refuse`), by where they are."""
+        return replace(self, now=self.now or now, refused={**self.refused, **refused})
 
     def committed(self, commit: RecordedCommit, now: datetime) -> TxnLog:
         """With a step's commit made."""

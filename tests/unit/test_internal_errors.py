@@ -58,12 +58,15 @@ def test_the_agent_dead_letters_a_pass_the_core_raises_on_and_counts_it():
     assert counted == 1
 
 
-def test_the_ledger_entry_carries_the_frontier_past_them_and_a_replay_passes_them_over():
+def test_the_ledger_entry_names_them_refused_and_a_replay_dead_letters_them_again():
     d = configured()
-    AgentService("localhost:1")._handle(d, submissions(), T0)
+    records = submissions()
+    published = AgentService("localhost:1")._handle(d, records, T0)
     *_, entry = d.seal(RUN)
     assert entry.message["payload"]["inputs"] == []
+    assert sorted(entry.message["payload"]["refused"]) == [f"{JOBS}:0:{k}" for k in range(3)]
     again = configured()
-    replayed = again.replay(PassRecorded.model_validate(entry.message["payload"]), lambda *a: None)
-    assert replayed.outputs == [] and replayed.differs is None
+    index = {(r.topic, r.partition, r.offset): r for r in records}
+    replayed = again.replay(PassRecorded.model_validate(entry.message["payload"]), lambda *at: index[at])
+    assert [o.message for o in replayed.outputs] == [o.message for o in published] and replayed.differs is None
     assert again.frontier == d.frontier == {f"{CONFIG}:0": 1, f"{JOBS}:0": 3}

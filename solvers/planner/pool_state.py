@@ -29,8 +29,8 @@ from gpualloc.solvers.planner.records import AppSpec, AppState, JobSpec, PoolCon
 from gpualloc.solvers.planner.starvation import raised, starving
 from gpualloc.solvers.planner.window import demand, demands, steps_left, window
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
-from gpualloc.solvers.release import RULES
 from gpualloc.solvers.problem import Problem
+from gpualloc.solvers.release import RULES
 
 
 @dataclass

@@ -49,6 +49,14 @@ class PoolConfigured(PoolFields):
     starvation_minutes: StrictInt | None = Field(default=None, ge=0, le=LIMITS.duration * 60)
     # added: the time limit (steps) of a job that gives none (`JobSubmitted.time_limit`); None: none
     time_limit: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)
+    # added: the pool's set-up window, seconds from its first configuration to its step 0: no
+    # arrival starts in it, and the first commit plans them with the apps registered in it, so a
+    # backlog sent with the configuration cannot take the floors of apps sent beside it. None or
+    # 0: step 0 begins at the configuration. Only the first configuration's counts
+    setup_seconds: float | None = Field(default=None, ge=0, le=LIMITS.setup_seconds, allow_inf_nan=False)
+    # added: the planning rules version this configuration needs (`gpualloc.solvers.release.RULES`):
+    # an agent of older rules refuses it rather than plan it by rules that ignore what it asks
+    rules: StrictInt | None = Field(default=None, ge=1, le=LIMITS.rules)
 
     @property
     def starvation_bound(self) -> int | None:

@@ -45,6 +45,8 @@ class Limits(_Frozen):
     queued_jobs: int = 10_000  # jobs queued in one pool (more are answered `rejected`)
     apps: int = 64  # real-time apps registered in one pool
     pending_events: int = 10_000  # events held until their pool is configured (`agent.pending_limit`)
+    setup_seconds: float = 600.0  # a pool's set-up window (`pool.configured`): ten minutes hold every start
+    rules: int = 1_000  # a planning rules version a configuration may need
     original_chars: int = 16 * 1024  # of a rejected record kept in its dead letter (with its length and SHA-256)
 
 

@@ -26,6 +26,10 @@ from gpualloc.schemas.events import AppRegistered, JobSubmitted, PoolConfigured
 from gpualloc.schemas.published import AllocationDecided
 
 EXIT_OK, EXIT_UNANSWERED = 0, 1
+# the set-up window `configure` writes when neither the file nor --setup-seconds gives one: long
+# enough for a platform's apps and backlog sent with the configuration to reach the agent, short
+# enough that nothing waits noticeably for its first start (docs/operations.md, "Setting a pool up")
+SETUP_SECONDS = 5.0
 
 Act = Callable[[Client], Awaitable[str]]  # publishes one event through the client; returns what it is about
 
@@ -140,12 +144,14 @@ def _checked(model: type[BaseModel], value: dict[str, Any], source: str) -> None
 
 
 def cmd_configure(args: argparse.Namespace) -> int:
-    config = _json_object(args.config, "the pool.configured payload")
+    config = {"setup_seconds": SETUP_SECONDS, **_json_object(args.config, "the pool.configured payload")}
+    if args.setup_seconds is not None:
+        config["setup_seconds"] = args.setup_seconds
     _checked(PoolConfigured, config, args.command)
 
     async def act(client: Client) -> str:
         await client.configure(config)
-        return f"gpus {config.get('gpus')}"
+        return f"gpus {config.get('gpus')}, set-up window {config['setup_seconds']:g} s"
 
     _publish(args, act)
     return EXIT_OK
@@ -281,6 +287,13 @@ def add_operator_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "config", metavar="FILE", help="the pool.configured payload, JSON (-: stdin): gpus, gpus_per_node, ..."
+    )
+    p.add_argument(
+        "--setup-seconds",
+        type=float,
+        metavar="S",
+        help=f"the pool's set-up window, over the file's setup_seconds (default: the file's, else {SETUP_SECONDS:g}; "
+        "0: none): no job starts before it closes, so apps sent with the backlog keep their floors",
     )
     _common(p)
     p.set_defaults(func=cmd_configure)

@@ -13,7 +13,7 @@ from gpualloc.schemas.events import JobUsage
 from gpualloc.schemas.scenario import block_size_problems
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.pool_state import PlannerState, plan_busy, steps_held
-from gpualloc.solvers.planner.reasons import HELD_NOW, holders, noted, running_holders, waiting, why_waiting
+from gpualloc.solvers.planner.reasons import HELD_NOW, SETUP, holders, noted, running_holders, waiting, why_waiting
 from gpualloc.solvers.planner.records import (
     Decision,
     JobSpec,
@@ -31,11 +31,11 @@ class Admission:
     def __init__(self, state: PlannerState) -> None:
         self.state = state
 
-    def submit(self, job: JobSpec) -> Decision:
-        """A job arrives: it joins the queue and gets a decision from a fresh plan."""
-        return self.submit_all([job])[0]
+    def submit(self, job: JobSpec, setup: bool = False) -> Decision:
+        """A job arrives: it joins the queue and gets its decision (`submit_all`)."""
+        return self.submit_all([job], setup)[0]
 
-    def submit_all(self, jobs: list[JobSpec]) -> list[Decision]:
+    def submit_all(self, jobs: list[JobSpec], setup: bool = False) -> list[Decision]:
         """Arrivals taken together (one poll's worth): all join the queue and get their decisions.
 
         While the queue is small (`replan_work`: queued jobs x GPUs, a count of work, so a
@@ -47,7 +47,9 @@ class Admission:
         at the last step boundary) at its earliest legal block: no decision already given
         moves, nor the committed step, and it costs a scan of the window, not a replan. A
         `start` takes effect at once: the job runs from this step on its GPUs (its node agent
-        binds them now), so nothing later in the step moves it."""
+        binds them now), so nothing later in the step moves it. In the pool's set-up window
+        (`setup`) none starts: a block free now is `planned` for step 0, whose commit plans every
+        job queued then with every app registered in the window."""
         rejected: dict[int, Decision] = {}
         for k, job in enumerate(jobs):
             if job.id in self.state.queued or job.id in self.state.running:
@@ -66,17 +68,17 @@ class Admission:
                 if self.state.by_arrival
                 else sorted(range(len(jobs)), key=lambda k: (-jobs[k].priority, -jobs[k].gpus * jobs[k].duration, k))
             )
-            inserted = {k: self._insert(jobs[k]) for k in order if k not in rejected}
+            inserted = {k: self._insert(jobs[k], setup) for k in order if k not in rejected}
             return [rejected.get(k) or inserted[k] for k in range(len(jobs))]
         problem, schedule = self.state.plan()
-        decisions = [rejected.get(k) or self._decision(problem, schedule, job) for k, job in enumerate(jobs)]
+        decisions = [rejected.get(k) or self._decision(problem, schedule, job, setup) for k, job in enumerate(jobs)]
         for decision in decisions:
             if decision.action == "start":
                 self.start(decision.job_id, schedule.batch[decision.job_id][1])
         self.state.busy = plan_busy(self.state, schedule, 0)
         return decisions
 
-    def _decision(self, problem: Problem, schedule: Schedule, job: JobSpec) -> Decision:
+    def _decision(self, problem: Problem, schedule: Schedule, job: JobSpec, setup: bool) -> Decision:
         """`job`'s decision from a fresh plan of the window (`_placed`; `queued` when the plan
         leaves it out)."""
         placed = schedule.batch.get(job.id)
@@ -90,9 +92,10 @@ class Admission:
             lambda: holders(
                 problem, schedule, mask, start, self.state.now, overruns(self.state.running, self.state.now)
             ),
+            setup,
         )
 
-    def _insert(self, job: JobSpec) -> Decision:
+    def _insert(self, job: JobSpec, setup: bool) -> Decision:
         """`job` decided into the current plan: its earliest block free of everything the plan
         holds and of GPUs that may take no new work, lowest GPUs first; `queued` when the window
         has none (the next boundary's replan looks again). A `start` runs from now."""
@@ -128,18 +131,20 @@ class Admission:
                 self.state.now,
                 overruns(self.state.running, self.state.now),
             ),
+            setup,
         )
         if decision.action == "start":
             self.start(job.id, mask)
         return decision
 
-    def _placed(self, job: JobSpec, start: int, mask: int, held_by: Callable[[], str]) -> Decision:
+    def _placed(self, job: JobSpec, start: int, mask: int, held_by: Callable[[], str], setup: bool) -> Decision:
         """The decision of `job` placed on `mask` from window step `start`: `start` only when its
         block is idle in the committed step too, so a node agent can bind it at once; a block
         still held there (by work ending at this boundary, say) makes it `planned` for the
-        boundary, and a later block `planned` with what holds it until then (`held_by`)."""
+        boundary, and a later block `planned` with what holds it until then (`held_by`). In the
+        pool's set-up window (`setup`) a block free now is `planned` for step 0."""
         gpus = tuple(bits_of(mask))
-        if start == 0 and not mask & self.state.committed:
+        if start == 0 and not setup and not mask & self.state.committed:
             return Decision(
                 job.id,
                 "start",
@@ -148,7 +153,7 @@ class Admission:
                 noted(f"starts now on GPUs {gpus[0]}-{gpus[-1]}", job),
                 job.forecast,
             )
-        why = held_by() if start else HELD_NOW
+        why = held_by() if start else SETUP if setup else HELD_NOW
         return Decision(
             job.id,
             "planned",

@@ -57,7 +57,7 @@ def job_failed(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     if again is None:
         return [failed]
     pool.passes += 1  # decided anew at its new count, as an arrival is
-    return [failed, Decided(event.ref, planner.admission.submit(again), pool.passes, 1)]
+    return [failed, Decided(event.ref, planner.admission.submit(again, pool.setting_up(now)), pool.passes, 1)]
 
 
 def binding_reported(pool: Pool, event: Event, now: datetime) -> list[Effect]:
@@ -68,10 +68,11 @@ def binding_reported(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     return [Failed(p.job_id, f"binding failed on node {p.node}: {p.detail}", by_gpualloc=True)]
 
 
-def decide(pool: Pool, arrivals: list[Event]) -> list[Effect]:
+def decide(pool: Pool, arrivals: list[Event], setup: bool = False) -> list[Effect]:
     """One planning pass for the arrivals; one decision (or rejection) each. A job that
     gives its features has what it does not give forecast; one that cannot be sized is
-    decided `rejected` with the reason."""
+    decided `rejected` with the reason. In the pool's set-up window (`setup`) none starts
+    (`Admission.submit_all`)."""
     out: list[Effect] = []
     jobs: list[tuple[Event, JobSpec | Decision]] = []
     planner = pool._planner
@@ -88,7 +89,7 @@ def decide(pool: Pool, arrivals: list[Event]) -> list[Effect]:
         return out
     pool.passes += 1
     specs = [job for _, job in jobs if isinstance(job, JobSpec)]
-    decided = iter(planner.admission.submit_all(specs) if specs else ())
+    decided = iter(planner.admission.submit_all(specs, setup) if specs else ())
     return out + [
         Decided(event.ref, job if isinstance(job, Decision) else next(decided), pool.passes, len(jobs))
         for event, job in jobs

@@ -4,7 +4,10 @@ The Kafka dispatcher, the simulator and audit replays hand their events to a `Po
 event means the same thing everywhere. Each caller keeps only its own concerns: the dispatcher
 its records, dead letters, event ids and the wall clock; the simulator its simulated clock and
 report. Pure: no I/O and no clock. Time comes in as `now` (the caller's clock at the pass) and
-the events' `occurred_at`; steps count from `origin`, the time the pool was first configured.
+the events' `occurred_at`; steps count from `origin`, the time the pool was first configured
+plus its set-up window (`setup_seconds`): a pass whose `now` is before it decides its arrivals
+without a start, so step 0's commit plans them with every app registered in the window (a later
+configuration keeps the origin).
 
 One `apply` is one planning pass: configuration and node states first, then the events in order,
 with all arrivals decided together (`Admission.submit_all`), except that an event naming a waiting
@@ -71,7 +74,7 @@ class Pool:
     pending_limit: int = LIMITS.pending_events
     forecast: ForecastSettings = ForecastSettings()  # the forecasters' settings, for a pool configured from now on
     planner: Planner | None = None
-    origin: datetime | None = None  # time of step 0: when the pool was first configured
+    origin: datetime | None = None  # time of step 0: the pool's first configuration, plus its set-up window
     passes: int = 0  # planning passes over arrivals
     pending: list[Event] = field(default_factory=list)
 
@@ -122,7 +125,7 @@ class Pool:
                 arrivals.append(event)
                 continue
             if arrivals and _names_one_of(event.payload, {cast(JobSubmitted, a.payload).id for a in arrivals}):
-                out += self._decide(arrivals)
+                out += self._decide(arrivals, now)
                 arrivals = []
             configuring = self.planner is None
             out += self._apply(event, now)
@@ -130,7 +133,7 @@ class Pool:
                 queue.extendleft(reversed(self.pending))
                 self.pending = []
         if arrivals:
-            out += self._decide(arrivals)
+            out += self._decide(arrivals, now)
         return out
 
     def _apply(self, event: Event, now: datetime) -> list[Effect]:
@@ -139,9 +142,15 @@ class Pool:
             raise ValueError(f"type: {event.type!r} is not an input event type")
         return handler(self, event, now)
 
-    def _decide(self, arrivals: list[Event]) -> list[Effect]:
-        """The pass's arrivals, decided together (`admission_events.decide`)."""
-        return decide(self, arrivals)
+    def _decide(self, arrivals: list[Event], now: datetime) -> list[Effect]:
+        """The pass's arrivals, decided together (`admission_events.decide`); none starts in the
+        pool's set-up window."""
+        return decide(self, arrivals, self.setting_up(now))
+
+    def setting_up(self, now: datetime) -> bool:
+        """Is `now` in the pool's set-up window: configured, its step 0 not begun (`origin`, the
+        first configuration's time plus its `setup_seconds`)?"""
+        return self.origin is not None and now < self.origin
 
     def _too_far_ahead(self, event: Event, now: datetime) -> str:
         """Why an event stamped more than one horizon after `now` is refused ("" when it is not):

@@ -1,9 +1,10 @@
 """The pool's own events, as the planner's pool-changes role takes them: `pool.configured` (the
-planner made at the first, a resize after) and `node.status`."""
+planner made at the first, with step 0 at the end of its set-up window; a resize after) and
+`node.status`."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, cast
 
 from gpualloc.forecasting.forecasters import Forecasters
@@ -12,6 +13,7 @@ from gpualloc.schemas.events import NodeStatus, PoolConfigured
 from gpualloc.solvers.planner.effects import Effect, Event, Failed, Rejected
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.records import PoolConfig
+from gpualloc.solvers.release import RULES, package_version
 
 if TYPE_CHECKING:
     from gpualloc.solvers.planner.interpreter import Pool
@@ -19,6 +21,8 @@ if TYPE_CHECKING:
 
 def configure(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     p = cast(PoolConfigured, event.payload)
+    if p.rules is not None and p.rules > RULES:
+        return [Rejected(event.ref, newer_rules(p.rules))]
     config = PoolConfig(
         p.gpus,
         p.gpus_per_node,
@@ -33,22 +37,32 @@ def configure(pool: Pool, event: Event, now: datetime) -> list[Effect]:
         p.time_limit,
     )
     if pool.planner is None:
+        origin = now + timedelta(seconds=p.setup_seconds or 0)  # step 0 begins when the set-up window closes
         pool.planner = Planner(
             config,
             scheduler=pool.scheduler,
             forecasts=Forecasters(pool.forecast),
-            week_minute=week_minute(now),
+            week_minute=week_minute(origin),
             by_arrival=pool.by_arrival,
             replan_work=pool.replan_work,
             rules=pool.rules,
         )
-        pool.origin = now
+        pool.origin = origin
         return []  # the events that waited for it are its pass's next (`Pool._pass`)
     config = config.with_time_limit_history(pool.planner.config, event.occurred_at)
     problem = pool.planner.pool_changes.resize_problem(config)
     if problem:
         return [Rejected(event.ref, problem)]
     return [Failed(job_id, why, by_gpualloc=True) for job_id, why in pool.planner.pool_changes.resize(config)]
+
+
+def newer_rules(needed: int) -> str:
+    """Why a configuration needing planning rules `needed`, newer than this agent's, is refused:
+    planned by older rules, what it asks for would be silently ignored."""
+    return (
+        f"rules: this configuration needs planning rules {needed}; this agent plans by rules {RULES} "
+        f"(gpualloc {package_version()}): upgrade the agent"
+    )
 
 
 def node_status(pool: Pool, event: Event, now: datetime) -> list[Effect]:

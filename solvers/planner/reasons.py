@@ -10,6 +10,10 @@ from gpualloc.solvers.planner.records import Decision, JobSpec, is_blocker
 from gpualloc.solvers.problem import Problem
 
 HELD_NOW = "its GPUs are held in the current step and free up at the boundary"
+SETUP = (
+    "the pool's set-up window is open: nothing starts before step 0, whose commit plans every queued job "
+    "with every app registered in the window"
+)
 FREE_AHEAD = "the earliest block the current plan leaves free, no decision already given moving for it"
 
 

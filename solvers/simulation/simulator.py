@@ -104,13 +104,15 @@ def simulate(
             first[1].model_copy(update={"starvation_steps": bound, "starvation_minutes": 0 if bound is None else None}),
         )
     clock = Pool()  # only to read the trace's steps the way every run's interpreter reads them
-    clock.apply([Event(first[0].type, first[1], first[0].occurred_at)], first[0].occurred_at)
-    assert clock.planner is not None  # pool.configured makes the planner
+    effects = clock.apply([Event(first[0].type, first[1], first[0].occurred_at)], first[0].occurred_at)
+    if clock.planner is None or clock.origin is None:  # refused: a configuration needing newer planning rules
+        refused = "; ".join(e.reason for e in effects if isinstance(e, Rejected))
+        raise ValueError(f"trace: its pool.configured is refused: {refused}")
     config = clock.planner.config
     timed: Timed = [(clock.step_at(e[0].occurred_at), *e) for e in rest]
     last = max((s for s, _, _ in timed), default=0)
     steps = options.days * 24 * 60 // config.step_minutes if options.days else drain_cap(timed, last)
-    demand, priorities, within = observed(timed, steps, first[0].occurred_at, clock.step_length, config.step_minutes)
+    demand, priorities, within = observed(timed, steps, clock.origin, clock.step_length, config.step_minutes)
     limits = {
         p.id: (
             p.min_gpus,
@@ -171,10 +173,9 @@ def _run(
         forecast=options.forecast_settings,
         replan_work=options.replan_work,
     )
-    origin = first[0].occurred_at
-    pool.apply([Event(first[0].type, first[1], origin)], origin)
-    planner = pool.planner
-    assert planner is not None  # pool.configured makes the planner
+    pool.apply([Event(first[0].type, first[1], first[0].occurred_at)], first[0].occurred_at)
+    planner, origin = pool.planner, pool.origin
+    assert planner is not None and origin is not None  # pool.configured makes the planner and step 0's time
     run = PolicyRun(label, online.hot.exempt)
     config_minutes = planner.config.step_minutes
     actual: dict[str, JobSubmitted] = {}  # job -> its payload, for what it really runs and uses

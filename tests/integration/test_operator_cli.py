@@ -155,9 +155,10 @@ def test_each_command_publishes_its_event_on_its_topic(kafka_bootstrap, topics, 
     used = payloads["complete"][1]["used"]
     assert (used["gpus"], used["peak_memory_gb"], used["duration"], used["steps"]) == (4, 61.5, 3, None)
     assert payloads["configure"][0] == "pool.configured" and payloads["configure"][1]["gpus"] == 32
+    assert payloads["configure"][1]["setup_seconds"] == 5.0  # the set-up window `configure` writes by default
     kind, config = payloads["resize"]  # the pool's configuration kept, its size changed
     assert kind == "pool.configured" and (config["gpus"], config["gpus_per_node"], config["horizon"]) == (48, 8, 6)
-    assert config["swap_cap"] == 1
+    assert config["swap_cap"] == 1 and config["setup_seconds"] == 5.0
     assert payloads["submit"][0] == "job.submitted" and payloads["submit"][1]["gpus"] == 4
     kind, app = payloads["register-app"]
     assert kind == "app.registered" and (app["id"], app["priority"], app["min_gpus"], app["profile"]) == (
@@ -222,6 +223,8 @@ def test_bad_input_exits_2_with_one_line_naming_the_field_and_publishes_nothing(
     bad_json.write_text('{"id": "x", ')
     no_size = tmp_path / "no_size.json"
     no_size.write_text('{"id": "x", "kind": "training", "priority": 1}')
+    sized = tmp_path / "pool.json"
+    sized.write_text('{"gpus": 32, "gpus_per_node": 8}')
     cases = [
         (("fail", "j", "--reason", "oom"), "fail: reason: Input should be 'out_of_memory'"),
         (("drain", "-1"), "drain: node: Input should be greater than or equal to 0"),
@@ -237,6 +240,7 @@ def test_bad_input_exits_2_with_one_line_naming_the_field_and_publishes_nothing(
         (("register-app", "chat", "--priority", "1", "--profile", "1,2"), "register-app: profile: List should"),
         (("submit", str(bad_json)), f"{bad_json}: not JSON"),
         (("configure", str(no_size)), "configure: gpus: Field required"),
+        (("configure", str(sized), "--setup-seconds", "-1"), "configure: setup_seconds: Input should be greater"),
         (("submit", str(no_size)), "submit: gpus, duration: give both, or features for the forecaster"),
     ]
     for args, needle in cases:

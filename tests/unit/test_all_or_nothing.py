@@ -5,7 +5,7 @@ the same inputs handed in again decide exactly as if the failure never happened.
 from __future__ import annotations
 
 import random
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import orjson
 import pytest
@@ -49,9 +49,9 @@ class Faulty(Pool):
         self._tick()
         return super()._apply(event, now)
 
-    def _decide(self, arrivals: list[Event]) -> list[Effect]:
+    def _decide(self, arrivals: list[Event], now: datetime) -> list[Effect]:
         self._tick()
-        return super()._decide(arrivals)
+        return super()._decide(arrivals, now)
 
 
 def state(pool: Pool) -> tuple:

@@ -4,6 +4,7 @@ state back (`state.restore`), and on a copy of the planner, never on a state lef
 from __future__ import annotations
 
 import copy
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -30,8 +31,8 @@ class FailsAfterDeciding(Pool):
 
     failing = False  # not a field: no part of the state
 
-    def _decide(self, arrivals: list[Event]) -> list[Effect]:
-        out = super()._decide(arrivals)
+    def _decide(self, arrivals: list[Event], now: datetime) -> list[Effect]:
+        out = super()._decide(arrivals, now)
         if self.failing:
             raise Boom("the pass failed after deciding its arrivals")
         return out

@@ -442,8 +442,8 @@ class Dispatcher:
                 records.extend(record_at(topic, partition, offset) for offset in range(first, last + 1))
         out = self.handle(records, entry.now, entry.frontier) if records else []
         for where, reason in entry.refused.items():
-            name, partition, offset = where.rsplit(":", 2)
-            out += self.refuse([record_at(name, int(partition), int(offset))], reason, entry.now)
+            name, at, offset = where.rsplit(":", 2)
+            out += self.refuse([record_at(name, int(at), int(offset))], reason, entry.now)
         self.frontier = dict(entry.frontier)  # with the records a keyed pool passed over
         out += [part for c in entry.commits for part in self.commit(entry.now, recorded=c)]
         if entry.cut:  # its plan, made elsewhere, is made here by the commit that carries it (the same

@@ -18,6 +18,7 @@ from collections import Counter
 import pytest
 from support.kafka_broker import read_all, unique_topic
 from support.previous_release import build_previous, ours
+from test_audit import publish
 
 from gpualloc.agent.operator.publish import complete_jobs, publish_trace
 from gpualloc.bus.topics import Topics
@@ -214,3 +215,26 @@ async def test_an_upgrade_keeps_every_bound_job_where_it_was_bound(kafka_bootstr
     assert report["mismatches"] == [] and report["illegal"] == [] and report["ok"], report
     # the previous release's entries (rules 1) judged by the contract, this release's replayed exactly
     assert (report["judged"], report["replayed"]) == (len(theirs), len(mine)), report
+
+
+async def test_an_agent_refuses_a_ledger_a_newer_release_wrote(kafka_bootstrap, tmp_path):
+    """A made-up newer release's entry on the pool's ledger: the agent exits 2 naming its
+    versions, and publishes nothing."""
+    prefix = unique_topic("newer") + "."
+    topics = Topics.with_prefix(prefix)
+    entry = {"txn": 1, "now": "2026-12-07T00:00:00Z", "run": {"policy": "heuristic", "rules": 99, "schema": 9}}
+    message = {
+        "event_id": "default:pass:1",
+        "type": "pass.recorded",
+        "occurred_at": "2026-12-07T00:00:00Z",
+        "pool": "default",
+        "schema_version": 1,
+        "payload": entry,
+    }
+    await publish(kafka_bootstrap, topics.ledger, [json.dumps(message).encode()], key=b"default")
+    agent = subprocess.run(
+        [*ours(), *flags(kafka_bootstrap, prefix)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert agent.returncode == 2, agent.stderr[-3000:]
+    assert "ledger entry 1: written by a newer release (schema 9, rules 99)" in agent.stderr
+    assert await read_all(kafka_bootstrap, topics.commits) == []

@@ -91,8 +91,8 @@ def event(rng: random.Random) -> tuple[str, dict[str, Any]]:
         return ended(rng)
     if roll < 0.72:
         app = {"id": rng.choice(APPS), "priority": rng.randint(1, 9), "min_gpus": rng.randint(0, 4)}
-        if rng.random() < 0.5:  # at least the most traffic asks: the heuristic gives an app demand
-            app["max_gpus"] = rng.randint(TRAFFIC, 12)  # above its ceiling while jobs starve (R3)
+        if rng.random() < 0.5:  # below the most traffic asks, too: demand above the ceiling
+            app["max_gpus"] = rng.randint(0, 12)
         if rng.random() < 0.3:
             app["current"] = sorted(rng.sample(range(16), rng.randint(0, 3)))
         return "app.registered", app

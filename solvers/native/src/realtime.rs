@@ -173,7 +173,7 @@ pub fn assign_realtime<const W: usize>(
 }
 
 /// Each app (most valuable first) grows its legal sets toward `curves` with the GPUs left
-/// around `batch_busy`, within its swap budget (see the Python `grow_to_demand`).
+/// around `batch_busy`, within its swap budget and its ceiling (see the Python `grow_to_demand`).
 pub fn grow_to_demand<const W: usize>(
     problem: &Problem<W>,
     floor_sets: &[Vec<Bits<W>>],
@@ -199,8 +199,12 @@ pub fn grow_to_demand<const W: usize>(
             (0..t_len).map(|t| if before[t].is_some() { app.swap_cap } else { problem.gpus as i64 }).collect();
         let mut extras = vec![Bits::<W>::ZERO; t_len];
         let until = |g: usize, t: usize| (t..t_len).find(|&u| taken[u].test(g)).unwrap_or(t_len);
+        // the first step of [t, end) at which the app holds its ceiling (`end`: none)
+        let full_from = |t: usize, end: usize, extras: &[Bits<W>]| {
+            (t..end).find(|&u| (sets[u] | extras[u]).count() >= app.max_gpus).unwrap_or(end)
+        };
         let claim = |g: usize, t: usize, kept: bool, used: &mut Vec<i64>, extras: &mut Vec<Bits<W>>| {
-            let r = until(g, t);
+            let r = full_from(t, until(g, t), extras);
             let leave = r < t_len && used[r] >= budget[r];
             if leave || (!kept && used[t] >= budget[t]) {
                 return;

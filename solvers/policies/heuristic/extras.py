@@ -13,11 +13,12 @@ def grow_to_demand(
     problem: Problem, floor_sets: dict[str, list[int]], batch_busy: list[int], curves: list[list[int]] | None = None
 ) -> dict[str, list[int]]:
     """Each app (most valuable first) grows its legal sets `floor_sets` toward its demand with the
-    GPUs left around `batch_busy`, up to `curves` (default: `target_curves`). A GPU joins at step t only if the swap budget (R4) has room at t and at the step
-    r it must be left again (when batch work, a floor set or a more valuable app takes it), and
-    is then held through [t, r); its leaving is booked at r before it is taken. A GPU the app
-    holds in `current` is kept the same way, at no cost at step 0. Swaps are counted on the
-    floor sets and the extras apart: an overcount at worst, so the sets stay legal."""
+    GPUs left around `batch_busy`, up to `curves` (default: `target_curves`). A GPU joins at step
+    t only if the swap budget (R4) has room at t and at the step r it must be left again (when
+    batch work, a floor set or a more valuable app takes it, or when the app already holds its
+    ceiling there, R3), and is then held through [t, r); its leaving is booked at r before it is
+    taken. A GPU the app holds in `current` is kept the same way, at no cost at step 0. Swaps are
+    counted on the floor sets and the extras apart: an overcount at worst, so the sets stay legal."""
     T = problem.horizon
     taken = list(batch_busy)
     for masks in floor_sets.values():
@@ -37,9 +38,15 @@ def grow_to_demand(
             """The first step from t at which GPU g is taken (T: free to the end)."""
             return next((u for u in range(t, T) if taken[u] >> g & 1), T)
 
+        def full_from(t: int, end: int) -> int:
+            """The first step of [t, end) at which the app holds its ceiling (`end`: none): a GPU
+            held on through it would take the app past `max_gpus`."""
+            return next((u for u in range(t, end) if (sets[u] | extras[u]).bit_count() >= app.max_gpus), end)
+
         def claim(g: int, t: int, kept: bool) -> bool:
-            """Hold GPU g from step t until it is taken; False when the budget forbids it."""
-            r = until(g, t)
+            """Hold GPU g from step t until it is taken or the app is at its ceiling; False when
+            the budget forbids it."""
+            r = full_from(t, until(g, t))
             leave = r < T and used[r] >= budget[r]
             if leave or (not kept and used[t] >= budget[t]):
                 return False

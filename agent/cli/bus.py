@@ -32,7 +32,7 @@ from gpualloc.client import message_near_misses
 from gpualloc.schemas.errors import describe, near_misses
 from gpualloc.schemas.events import PoolConfigured, envelope
 from gpualloc.solvers.policies import online_policy
-from gpualloc.solvers.release import NewerRelease, release, release_words
+from gpualloc.solvers.release import NewerRelease, heuristic_implementation, release, release_words
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -92,6 +92,11 @@ def cmd_agent(args: argparse.Namespace) -> int:
     logs.configure(settings.log.level, settings.log.format)
     log = logging.getLogger("gpualloc.agent")
     log.info("%s", release_words(), extra={"release": release()})
+    if heuristic_implementation() == "python":
+        log.warning(
+            "the heuristic runs as the Python reference, 16-60x slower than the compiled one: decisions and "
+            "boundaries miss their latency targets at scale (`make native` builds it; it needs cargo)"
+        )
     try:
         run_until_signal(service.run, bootstrap)
     except NewerRelease as e:  # its records mean what this release cannot know: refused, untouched

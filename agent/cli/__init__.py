@@ -10,8 +10,9 @@ bench or audit, a bus command stopped by SIGTERM/SIGINT); 1 an illegal plan, a f
 audit, a submission no decision answered in time; 2 bad input (unreadable file, invalid JSON,
 schema violation, plan of the wrong shape, a submission the agent dead-lettered, bad arguments
 or settings, a broker still unreachable when the start's retries run out, named
-`--bootstrap`, or one refusing the login or TLS setup, named by the `kafka.*` setting to fix),
-reported on stderr naming the field and the rule; 3 an internal error (set GPUALLOC_DEBUG=1 for
+`--bootstrap`, or one refusing the login or TLS setup, named by the `kafka.*` setting to fix,
+a pool whose snapshot or ledger a newer release wrote), reported on stderr naming the field
+and the rule; 3 an internal error (set GPUALLOC_DEBUG=1 for
 the traceback).
 """
 
@@ -26,7 +27,7 @@ from gpualloc.agent.cli.bus import add_bus_commands
 from gpualloc.agent.cli.offline import add_offline_commands
 from gpualloc.agent.cli.operate import add_operator_commands
 from gpualloc.agent.loading import InputError
-from gpualloc.solvers.release import release_words
+from gpualloc.solvers.release import NewerRelease, release_words
 
 EXIT_OK, EXIT_INPUT, EXIT_INTERNAL = 0, 2, 3
 
@@ -54,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except InputError as e:
         print(f"gpualloc: {e}".replace("\n", "\ngpualloc: "), file=sys.stderr)
+        return EXIT_INPUT
+    except NewerRelease as e:  # status, explain, audit over what a newer release wrote
+        print(f"gpualloc: {e}", file=sys.stderr)
         return EXIT_INPUT
     except BrokenPipeError:
         return EXIT_OK

@@ -91,11 +91,13 @@ def cmd_agent(args: argparse.Namespace) -> int:
         )
     logs.configure(settings.log.level, settings.log.format)
     log = logging.getLogger("gpualloc.agent")
-    log.info("%s", release_words(), extra={"release": release()})
+    pool = settings.pool if not settings.agent.group else None
+    log.info("%s", release_words(), extra={"release": release(), "pool": pool})
     if heuristic_implementation() == "python":
         log.warning(
             "the heuristic runs as the Python reference, 16-60x slower than the compiled one: decisions and "
-            "boundaries miss their latency targets at scale (`make native` builds it; it needs cargo)"
+            "boundaries miss their latency targets at scale (`make native` builds it; it needs cargo)",
+            extra={"pool": pool},
         )
     try:
         run_until_signal(service.run, bootstrap)
@@ -113,7 +115,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
             "decisions": s.decisions,
             "commits": s.commits,
             "dead_lettered": s.rejected,
-            "pool": settings.pool if not settings.agent.group else None,
+            "pool": pool,
         },
     )
     return EXIT_OK

@@ -228,7 +228,7 @@ def compare(
         planner = d.reads.view
         assert planner is not None  # Dispatcher.commit: a pool that commits is configured
         down.append(planner.down | planner.drained)
-        if bounds.holds(commit.step, d.reads.step_at):
+        if not judging and bounds.holds(commit.step, d.reads.step_at):  # a judged entry's are the record's
             for v in check_plan(commit.window, to_grid(commit.window, commit.schedule)):
                 result.illegal.append(f"step {commit.step}: {v}")
 
@@ -237,6 +237,7 @@ def compare(
     grants: dict[int, dict[str, list[int]]] = {}  # step -> app -> its set after the step's reactive commits
     older: list[PublishedStep] = []  # the commits of older rules' entries, as published
     older_down: dict[int, int] = {}  # their steps' GPUs of nodes down or drained
+    judging = False  # the entry replayed is of older rules: its published commits are judged, not the replay's
     for entry in history.entries:
         step, seq, frontier = step_of(d.reads) or 0, d.seq, dict(d.frontier)
         judging = entry.run.get("rules", 1) < RULES
@@ -253,6 +254,9 @@ def compare(
             mine = _of_entry(recorded, entry, seq, frontier, step, step_of(d.reads) or 0, history) - reproduced
             reproduced |= mine
             older += _published_commits([recorded[i] for i in mine if i in recorded], grants)
+            d.seq = max(
+                (recorded[i]["payload"]["seq"] for i in mine if i in recorded and ":commit:" in i), default=d.seq
+            )
             continue
         result.replayed += 1
         if replayed.differs is not None:
@@ -355,7 +359,10 @@ def _of_entry(
             mine = p.get("input_event_id") in inputs
         elif kind == "input.rejected":
             where = f"{p.get('topic')}:{p.get('partition')}"
-            mine = frontier.get(where, 0) <= p.get("offset", -1) < entry.frontier.get(where, 0)
+            mine = (
+                frontier.get(where, 0) <= p.get("offset", -1) < entry.frontier.get(where, 0)
+                or f"{where}:{p.get('offset')}" in entry.inline
+            )
         else:
             at = event_id.rsplit(":", 1)[-1]
             mine = at.isdigit() and first <= int(at) <= last

@@ -108,7 +108,7 @@ def hold(state: PlannerState, before: Facts, recorded: Change) -> bool:
             changed = True
     for job_id, entry in truth.running.items():
         mine = state.running.get(job_id)
-        if mine is not None and (mine.mask, mine.start) == (entry.mask, entry.start):
+        if mine is not None and (mine.mask, mine.start, _job(mine.spec)) == (entry.mask, entry.start, _job(entry.spec)):
             continue
         known = mine.spec if mine is not None else state.queued.get(job_id)
         state.queued.pop(job_id, None)

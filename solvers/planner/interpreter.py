@@ -208,14 +208,25 @@ class Pool:
         """The commit a ledger recorded: its adopted full-mode `schedule` (None: the hot path's
         plan), with what the commit said of full mode; `carried`: whether it carried the plan
         made ahead (when not, the agent replanned there: its cut came too late, and is dropped;
-        when it did, the cut's plan is made here, the same function of the same window)."""
+        when it did, the cut's plan is made here, the same function of the same window). A pool
+        replaying older rules' entries may hold another window than the plan was made on: the
+        plan is then adopted as full mode's are (carried onto the window, only where legal and
+        better), else the hot path's is committed; the entry's facts correct the rest."""
         planner = self._planner
+        if schedule is not None and planner.rules < RULES:
+            self._replay_cut(carried)
+            return self.commit(FullModePlan(planner.now, schedule, 0.0), full_mode=full_mode)
         expired = self._expire()
+        self._replay_cut(carried)
+        return Committed(planner.boundary.tick(schedule), full_mode, bound, expired)
+
+    def _replay_cut(self, carried: bool) -> None:
+        """A replayed commit's plan made ahead: dropped when the commit replanned, else made here."""
+        planner = self._planner
         if not carried:
             planner.boundary.drop_cut()
         elif (waiting := self.waiting_cut()) is not None:
             planner.boundary.planned_ahead(planner.scheduler(waiting.problem))
-        return Committed(planner.boundary.tick(schedule), full_mode, bound, expired)
 
     # ---- what is bound ----------------------------------------------------------------------------
     def facts(self) -> Facts:

@@ -87,6 +87,16 @@ async def committed(bootstrap: str, topics: Topics, step: int, agent: subprocess
     raise AssertionError(f"no commit of step {step} in 2 minutes: {log.read_text()[-3000:]}")
 
 
+async def all_decided(bootstrap: str, topics: Topics, jobs: set[str], agent: subprocess.Popen, log) -> None:
+    """Wait until every job of the trace has its decision (the last ones come at the trace's end)."""
+    for _ in range(600):
+        assert agent.poll() is None, log.read_text()[-3000:]
+        if jobs <= {m["payload"]["job_id"] for m in await read_all(bootstrap, topics.decisions)}:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"jobs without a decision after 2 minutes: {log.read_text()[-3000:]}")
+
+
 async def upgrade(bootstrap: str, previous: list[str], tmp_path, stop: signal.Signals, seed: int) -> dict:
     """Play the trace paced at STEP; the previous release's agent for the first part, then this
     release's. What was published, and the trace's jobs and apps."""
@@ -110,7 +120,8 @@ async def upgrade(bootstrap: str, previous: list[str], tmp_path, stop: signal.Si
         assert code == (0 if stop == signal.SIGTERM else -signal.SIGKILL)
         new = subprocess.Popen([*ours(), *flags(bootstrap, prefix)], cwd=tmp_path, stderr=log)
         await publisher
-        await committed(bootstrap, topics, HANDOVER_STEP + 20, new, tmp_path / f"{prefix}agent.log")  # and drains
+        await committed(bootstrap, topics, HANDOVER_STEP + 20, new, tmp_path / f"{prefix}agent.log")
+        await all_decided(bootstrap, topics, set(jobs), new, tmp_path / f"{prefix}agent.log")
         assert new.poll() is None, (tmp_path / f"{prefix}agent.log").read_text()[-3000:]
         new.terminate()
         assert new.wait(timeout=60) == 0

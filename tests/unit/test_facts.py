@@ -20,8 +20,10 @@ from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.bus.history import with_facts
 from gpualloc.bus.topics import Record, Topics
 from gpualloc.schemas.published import PassFactsPart, PassRecorded
-from gpualloc.solvers.planner.facts import Change, Facts, dump_change, load_change
+from gpualloc.solvers.planner.facts import Change, Facts, dump_change, hold, load_change
 from gpualloc.solvers.planner.interpreter import Pool
+from gpualloc.solvers.planner.pool_state import PlannerState
+from gpualloc.solvers.planner.records import JobSpec, PoolConfig, Running
 from gpualloc.solvers.release import RULES, NewerRelease
 
 OTHER_RULES = {**RUN, "policy": "fifo"}  # a planner that decides otherwise from the same inputs
@@ -214,3 +216,41 @@ def test_the_audit_finds_a_bound_job_moved_across_the_upgrade():
     moved = dict(forged, payload={**forged["payload"], "assignments": {**forged["payload"]["assignments"], job: [15]}})
     result = compare("default", Topics(), history, {m["event_id"]: m for m in outputs} | {moved["event_id"]: moved})
     assert any(job in v for v in result.illegal), result.lines()
+
+
+def test_hold_binds_a_job_with_the_limit_it_was_bound_with_on_the_same_gpus():
+    """A replay that started the job on the same GPUs at the same step, with another time limit
+    and duration (forecasters that learnt otherwise): the recorded ones win."""
+    state = PlannerState(PoolConfig(gpus=8, gpus_per_node=8, horizon=8), now=3)
+    state.running["j"] = Running(JobSpec("j", "training", 3.0, 2, 4, 3, time_limit=5), 0b11, 3)
+    state.committed = 0b11
+    bound_spec = JobSpec("j", "training", 3.0, 2, 4, 3, time_limit=2)
+    assert hold(state, Facts(), Change({"j": Running(bound_spec, 0b11, 3)}, {}, {}, 0b11))
+    assert (state.running["j"].spec.time_limit, state.running["j"].spec.duration) == (2, 2)
+
+
+@pytest.mark.parametrize("seed", [70, 78])
+def test_the_audit_judges_older_rules_that_adopted_full_mode_plans_by_their_own_commits(seed):
+    """An older planner's adopted full-mode plan, replayed on a window this planner made
+    otherwise, is adopted only where legal here: the audit judges the published commits (legal on
+    the recorder's windows), not the replay's, and goes on to the end."""
+    rng = random.Random(seed)
+    records = stream(seed, 90)
+    cuts = sorted(rng.sample(range(1, 90), rng.randint(3, 30)))
+    commits = [rng.choice([0, 1, 1, 2]) for _ in range(5)]
+    k = len(cuts) + 1
+    adopt_at = sorted(rng.sample(range(k), min(k, rng.randint(0, 4))))
+    aheads = {i: rng.random() < 0.7 for i in rng.sample(range(k), min(k, rng.randint(0, 8)))}
+    _, outputs, entries, _ = live(
+        records, cuts, commits, adopt_at=adopt_at[0] if adopt_at else None, run=OTHER_RULES, aheads=aheads
+    )
+    assert any(c.schedule is not None for e in entries for c in e.commits)  # a full-mode plan was adopted
+    older = [e.model_copy(update={"run": {**e.run, "policy": "heuristic", "rules": 1}}) for e in entries]
+    index = {(r.topic, r.partition, r.offset): r for r in records}
+    result = compare(
+        "default",
+        Topics(),
+        SimpleNamespace(entries=older, record_at=lambda t, p, o: index[t, p, o]),
+        {m["event_id"]: m for m in outputs},
+    )
+    assert result.ok and result.judged == len(entries), result.lines()

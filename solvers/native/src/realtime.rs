@@ -198,13 +198,19 @@ pub fn grow_to_demand<const W: usize>(
         let budget: Vec<i64> =
             (0..t_len).map(|t| if before[t].is_some() { app.swap_cap } else { problem.gpus as i64 }).collect();
         let mut extras = vec![Bits::<W>::ZERO; t_len];
+        // GPUs the app holds at each step (its set and its extras), and from each step the first
+        // at which it holds its ceiling (see the Python `_first_full`, `_now_full`)
+        let mut held: Vec<i64> = sets.iter().map(|m| m.count()).collect();
+        let mut full = first_full(&held, app.max_gpus);
         let until = |g: usize, t: usize| (t..t_len).find(|&u| taken[u].test(g)).unwrap_or(t_len);
-        // the first step of [t, end) at which the app holds its ceiling (`end`: none)
-        let full_from = |t: usize, end: usize, extras: &[Bits<W>]| {
-            (t..end).find(|&u| (sets[u] | extras[u]).count() >= app.max_gpus).unwrap_or(end)
-        };
-        let claim = |g: usize, t: usize, kept: bool, used: &mut Vec<i64>, extras: &mut Vec<Bits<W>>| {
-            let r = full_from(t, until(g, t), extras);
+        let claim = |g: usize,
+                     t: usize,
+                     kept: bool,
+                     used: &mut Vec<i64>,
+                     extras: &mut Vec<Bits<W>>,
+                     held: &mut Vec<i64>,
+                     full: &mut Vec<usize>| {
+            let r = until(g, t).min(full[t]);
             let leave = r < t_len && used[r] >= budget[r];
             if leave || (!kept && used[t] >= budget[t]) {
                 return;
@@ -214,32 +220,36 @@ pub fn grow_to_demand<const W: usize>(
                 used[r] += 1;
             }
             let bit = Bits::bit(g);
-            for e in &mut extras[t..r] {
-                *e |= bit;
+            for u in t..r {
+                extras[u] |= bit;
+                held[u] += 1;
+                if held[u] == app.max_gpus {
+                    now_full(full, u);
+                }
             }
         };
         if let Some(current) = app.current.filter(|c| c.any()) {
             let mut mine: Vec<usize> = current.andnot(&sets[0]).andnot(&taken[0]).ones().collect();
             mine.sort_by_key(|&g| (std::cmp::Reverse(until(g, 0)), g));
             for g in mine {
-                if (sets[0] | extras[0]).count() >= curves[k][0] {
+                if held[0] >= curves[k][0] {
                     break;
                 }
-                claim(g, 0, true, &mut used, &mut extras);
+                claim(g, 0, true, &mut used, &mut extras, &mut held, &mut full);
             }
         }
         for t in 0..t_len {
-            if (sets[t] | extras[t]).count() >= curves[k][t] || used[t] >= budget[t] {
+            if held[t] >= curves[k][t] || used[t] >= budget[t] {
                 continue;
             }
             let free = problem.full.andnot(&taken[t]).andnot(&sets[t]).andnot(&extras[t]);
             let mut below = Bits::ZERO;
             'levels: for level in free_levels(free, &taken, t).into_iter().rev() {
                 for g in level.andnot(&below).ones() {
-                    if (sets[t] | extras[t]).count() >= curves[k][t] || used[t] >= budget[t] {
+                    if held[t] >= curves[k][t] || used[t] >= budget[t] {
                         break 'levels;
                     }
-                    claim(g, t, false, &mut used, &mut extras);
+                    claim(g, t, false, &mut used, &mut extras, &mut held, &mut full);
                 }
                 below |= level;
             }
@@ -250,6 +260,29 @@ pub fn grow_to_demand<const W: usize>(
         }
     }
     out
+}
+
+/// From each step, the first step at which `held` reaches `ceiling` (its length: none).
+fn first_full(held: &[i64], ceiling: i64) -> Vec<usize> {
+    let mut out = vec![held.len(); held.len()];
+    let mut first = held.len();
+    for u in (0..held.len()).rev() {
+        if held[u] >= ceiling {
+            first = u;
+        }
+        out[u] = first;
+    }
+    out
+}
+
+/// `first_full`'s answers once step u reaches the ceiling (holdings only grow).
+fn now_full(full: &mut [usize], u: usize) {
+    for v in (0..=u).rev() {
+        if full[v] <= u {
+            break;
+        }
+        full[v] = u;
+    }
 }
 
 /// n GPUs of `candidates`, one at a time, each in the smallest aligned block that already holds

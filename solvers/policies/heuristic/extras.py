@@ -33,20 +33,17 @@ def grow_to_demand(
         used = [(sets[t] ^ before[t]).bit_count() if before[t] >= 0 else 0 for t in range(T)]
         budget = [app.swap_cap if before[t] >= 0 else problem.gpus for t in range(T)]  # step 0 free without `current`
         extras = [0] * T
+        held = [m.bit_count() for m in sets]  # GPUs the app holds at each step: its set and its extras
+        full = _first_full(held, app.max_gpus)  # from each step, the first at which it holds its ceiling
 
         def until(g: int, t: int) -> int:
             """The first step from t at which GPU g is taken (T: free to the end)."""
             return next((u for u in range(t, T) if taken[u] >> g & 1), T)
 
-        def full_from(t: int, end: int) -> int:
-            """The first step of [t, end) at which the app holds its ceiling (`end`: none): a GPU
-            held on through it would take the app past `max_gpus`."""
-            return next((u for u in range(t, end) if (sets[u] | extras[u]).bit_count() >= app.max_gpus), end)
-
         def claim(g: int, t: int, kept: bool) -> bool:
-            """Hold GPU g from step t until it is taken or the app is at its ceiling; False when
-            the budget forbids it."""
-            r = full_from(t, until(g, t))
+            """Hold GPU g from step t until it is taken or the app is at its ceiling (a GPU held
+            on through that step would take it past `max_gpus`); False when the budget forbids it."""
+            r = min(until(g, t), full[t])
             leave = r < T and used[r] >= budget[r]
             if leave or (not kept and used[t] >= budget[t]):
                 return False
@@ -55,24 +52,46 @@ def grow_to_demand(
                 used[r] += 1
             for u in range(t, r):
                 extras[u] |= 1 << g
+                held[u] += 1
+                if held[u] == app.max_gpus:
+                    _now_full(full, u)
             return True
 
         if app.current_mask > 0:  # GPUs of `current` beyond the floor set: kept while free
             for g in sorted(bits_of(app.current_mask & ~sets[0] & ~taken[0]), key=lambda g: (-until(g, 0), g)):
-                if (sets[0] | extras[0]).bit_count() >= curves[k][0]:
+                if held[0] >= curves[k][0]:
                     break
                 claim(g, 0, kept=True)
         for t in range(T):
-            if (sets[t] | extras[t]).bit_count() >= curves[k][t] or used[t] >= budget[t]:
+            if held[t] >= curves[k][t] or used[t] >= budget[t]:
                 continue
             for g in _longest_free_first(problem.full & ~taken[t] & ~sets[t] & ~extras[t], taken, t):
-                if (sets[t] | extras[t]).bit_count() >= curves[k][t] or used[t] >= budget[t]:
+                if held[t] >= curves[k][t] or used[t] >= budget[t]:
                     break
                 claim(g, t, kept=False)
         for t in range(T):
             sets[t] |= extras[t]
             taken[t] |= sets[t]
     return out
+
+
+def _first_full(held: list[int], ceiling: int) -> list[int]:
+    """From each step, the first step at which `held` reaches `ceiling` (its length: none)."""
+    out, first = [len(held)] * len(held), len(held)
+    for u in range(len(held) - 1, -1, -1):
+        if held[u] >= ceiling:
+            first = u
+        out[u] = first
+    return out
+
+
+def _now_full(full: list[int], u: int) -> None:
+    """`_first_full`'s answers once step u reaches the ceiling (holdings only grow): every step up
+    to u whose first full step came later now finds u."""
+    for v in range(u, -1, -1):
+        if full[v] <= u:
+            break
+        full[v] = u
 
 
 def _longest_free_first(free: int, taken: list[int], t: int) -> Iterator[int]:

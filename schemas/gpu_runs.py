@@ -30,3 +30,16 @@ def mask_of_runs(runs: Iterable[tuple[int, int]]) -> int:
             raise ValueError(f"GPU run [{first}, {end}) is not [first, end) with 0 <= first < end")
         mask |= ((1 << (end - first)) - 1) << first
     return mask
+
+
+def flat_runs(mask: int) -> list[int]:
+    """A GPU set as its runs [first, end) laid flat, as ledger records write it: GPUs 0-3 and 8
+    are [0, 4, 8, 9]."""
+    return [g for run in gpu_runs(mask) for g in run]
+
+
+def mask_of_flat(runs: list[int]) -> int:
+    """`flat_runs`'s list back to a bitmask (ValueError for an odd count or a run that is not one)."""
+    if len(runs) % 2:
+        raise ValueError(f"GPU runs: {len(runs)} numbers, not pairs [first, end)")
+    return mask_of_runs(zip(runs[::2], runs[1::2]))

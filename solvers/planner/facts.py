@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpualloc.schemas.gpu_runs import gpu_runs, mask_of_runs
+from gpualloc.schemas.gpu_runs import flat_runs, mask_of_flat
 from gpualloc.solvers.planner.pool_state import PlannerState
 from gpualloc.solvers.planner.records import AppState, JobSpec, Running
 
@@ -153,13 +153,13 @@ def dump_change(c: Change) -> dict[str, Any]:
     runs (None: never committed); GPU runs flat [first, end, first, end, ...]."""
     out: dict[str, Any] = {}
     if c.started:
-        out["started"] = {job_id: [_job(r.spec), _runs(r.mask), r.start] for job_id, r in c.started.items()}
+        out["started"] = {job_id: [_job(r.spec), flat_runs(r.mask), r.start] for job_id, r in c.started.items()}
     if c.ended:
         out["ended"] = dict(c.ended)
     if c.apps:
         out["apps"] = {app_id: [_runs_or_none(m) for m in sets] for app_id, sets in c.apps.items()}
     if c.committed is not None:
-        out["committed"] = _runs(c.committed)
+        out["committed"] = flat_runs(c.committed)
     return out
 
 
@@ -167,7 +167,7 @@ def load_change(data: Mapping[str, Any]) -> Change:
     """`dump_change`'s form back (ValueError naming what is wrong)."""
     try:
         started = {
-            job_id: Running(_spec(job_id, job), _mask(gpus), int(start))
+            job_id: Running(_spec(job_id, job), mask_of_flat(gpus), int(start))
             for job_id, (job, gpus, start) in data.get("started", {}).items()
         }
         apps = {
@@ -179,7 +179,7 @@ def load_change(data: Mapping[str, Any]) -> Change:
             started,
             {job_id: bool(v) for job_id, v in data.get("ended", {}).items()},
             apps,
-            None if committed is None else _mask(committed),
+            None if committed is None else mask_of_flat(committed),
         )
     except (TypeError, ValueError, AttributeError) as e:
         raise ValueError(f"facts: not a recorded change ({type(e).__name__}: {e})") from None
@@ -194,19 +194,9 @@ def _spec(job_id: str, data: list[Any]) -> JobSpec:
     return JobSpec(job_id, kind, priority, gpus, duration, submitted, requeue, time_limit=time_limit)
 
 
-def _runs(mask: int) -> list[int]:
-    return [g for run in gpu_runs(mask) for g in run]
-
-
-def _mask(runs: list[int]) -> int:
-    if len(runs) % 2:
-        raise ValueError(f"GPU runs: {len(runs)} numbers, not pairs [first, end)")
-    return mask_of_runs(zip(runs[::2], runs[1::2]))
-
-
 def _runs_or_none(mask: int) -> list[int] | None:
-    return None if mask < 0 else _runs(mask)
+    return None if mask < 0 else flat_runs(mask)
 
 
 def _mask_or_none(runs: list[int] | None) -> int:
-    return -1 if runs is None else _mask(runs)
+    return -1 if runs is None else mask_of_flat(runs)

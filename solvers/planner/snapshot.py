@@ -7,7 +7,7 @@ Pure and versioned (`VERSION`, carried by the snapshot message). A snapshot of a
 replaying its ledger from the start). No GPU set is a JSON number (a pool's masks outgrow 64
 bits): in snapshots they are hex strings of their bitmasks (at most 1,024 characters at 4,096
 GPUs, and runs of zeros compress to nothing), the GPUs busy per step are stored once per run of
-equal steps; in ledger schedules they are runs of GPUs (`_runs`), a few bytes a run.
+equal steps; in ledger schedules they are runs of GPUs (`gpu_runs.flat_runs`), a few bytes a run.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import orjson
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.forecasting.job_forecast import JobForecast
 from gpualloc.schemas.features import FEATURES
-from gpualloc.schemas.gpu_runs import gpu_runs, mask_of_runs
+from gpualloc.schemas.gpu_runs import flat_runs, mask_of_flat
 from gpualloc.schemas.settings import ForecastSettings
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.interpreter import Pool
@@ -205,18 +205,6 @@ def load_pool(data: dict[str, Any], pool: Pool) -> Pool:
     return pool
 
 
-def _runs(mask: int) -> list[int]:
-    """A GPU set as its runs [first, end) laid flat: GPUs 0-3 and 8 are [0, 4, 8, 9]."""
-    return [g for run in gpu_runs(mask) for g in run]
-
-
-def _mask(runs: list[int]) -> int:
-    """`_runs`'s flat runs back to a bitmask."""
-    if len(runs) % 2:
-        raise ValueError(f"GPU runs: {len(runs)} numbers, not pairs [first, end)")
-    return mask_of_runs(zip(runs[::2], runs[1::2]))
-
-
 def _runs_over_steps(masks: list[int]) -> list[tuple[int, int]]:
     """Consecutive equal masks as (steps, mask) runs: an app's set or the busy GPUs change at a
     few steps of a window, not at each of its 336."""
@@ -242,11 +230,11 @@ def _steps(runs: list[Any], read: Callable[[Any], int]) -> list[int]:
 def dump_schedule(schedule: Schedule) -> dict[str, Any]:
     """A schedule (an adopted full-mode plan, recorded so replays reuse it) as JSON data: a
     job's block [start, GPU runs], an app's sets as runs of steps [steps, GPU runs] (GPU runs:
-    `_runs`). At most 10 bytes a run of GPUs, and an app's set is written once per change."""
+    `flat_runs`). At most 10 bytes a run of GPUs, and an app's set is written once per change."""
     return {
-        "batch": {job_id: [start, _runs(mask)] for job_id, (start, mask) in schedule.batch.items()},
+        "batch": {job_id: [start, flat_runs(mask)] for job_id, (start, mask) in schedule.batch.items()},
         "realtime": {
-            app_id: [[n, _runs(mask)] for n, mask in _runs_over_steps(masks)]
+            app_id: [[n, flat_runs(mask)] for n, mask in _runs_over_steps(masks)]
             for app_id, masks in schedule.realtime.items()
         },
     }
@@ -257,11 +245,11 @@ def load_schedule(data: dict[str, Any]) -> Schedule:
     an app's sets a hex mask per step), told apart by their JSON types."""
     return Schedule(
         {
-            job_id: (start, int(gpus, 16) if isinstance(gpus, str) else _mask(gpus))
+            job_id: (start, int(gpus, 16) if isinstance(gpus, str) else mask_of_flat(gpus))
             for job_id, (start, gpus) in data["batch"].items()
         },
         {
-            app_id: [int(m, 16) for m in sets] if all(isinstance(m, str) for m in sets) else _steps(sets, _mask)
+            app_id: [int(m, 16) for m in sets] if all(isinstance(m, str) for m in sets) else _steps(sets, mask_of_flat)
             for app_id, sets in data["realtime"].items()
         },
     )

@@ -165,6 +165,13 @@ class AppRegistered(BaseModel):
     profile: list[Count] | None = Field(default=None, min_length=24, max_length=24)
     current: list[GpuIndex] | None = Field(default=None, max_length=LIMITS.gpus)
 
+    @model_validator(mode="after")
+    def _floor_within_ceiling(self) -> "AppRegistered":
+        # the agent's rule, checked where every producer meets it (`gpualloc.client` too)
+        if self.max_gpus is not None and self.max_gpus < self.min_gpus:
+            raise ValueError(f"max_gpus: must be >= min_gpus ({self.max_gpus} < {self.min_gpus})")
+        return self
+
 
 class TrafficObserved(BaseModel):
     app: Id

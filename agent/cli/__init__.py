@@ -8,12 +8,13 @@ bus commands, `running` the one run-until-signal helper.
 Exit codes, one per kind of failure whatever the command: 0 success (a legal plan, a passing
 bench or audit, a bus command stopped by SIGTERM/SIGINT); 1 an illegal plan, a failing bench or
 audit, a submission no decision answered in time; 2 bad input (unreadable file, invalid JSON,
-schema violation, plan of the wrong shape, a submission the agent dead-lettered, bad arguments
+schema violation, plan of the wrong shape, a submission the agent dead-lettered, a configuration
+the agent would refuse or that would fail work without `--force`, bad arguments
 or settings, a broker still unreachable when the start's retries run out, named
 `--bootstrap`, or one refusing the login or TLS setup, named by the `kafka.*` setting to fix,
 a pool whose snapshot or ledger a newer release wrote), reported on stderr naming the field
 and the rule; 3 an internal error (set GPUALLOC_DEBUG=1 for
-the traceback).
+the traceback); 4 a submission the agent decided `rejected` (docs/cli.md, "Exit codes").
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpualloc",
         description="Constraint-aware GPU allocator.",
-        epilog="exit codes: 0 ok, 1 illegal plan or failing bench, 2 bad input, 3 internal error",
+        epilog="exit codes: 0 ok, 1 illegal plan, failing bench or no decision in time, 2 bad input or dead letter, "
+        "3 internal error, 4 job rejected",
     )
     parser.add_argument("--version", action="version", version=release_words())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

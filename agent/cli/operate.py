@@ -2,7 +2,11 @@
 register-app and submit. Each validates its event as `gpualloc.client` does (bad input exits 2
 with one line naming the field and the rule), publishes it through a `Client` (idempotent,
 acks=all) and prints one line: the event type, what it is about, the pool,
-topic:partition:offset and the event id (`--json`: the whole message, with where it landed)."""
+topic:partition:offset and the event id (`--json`: the whole message, with where it landed).
+`configure` and `resize` first take the new configuration on a copy of the live pool, as the
+agent will (`operate.reconfigured`): what it changes is printed, and one the agent would refuse,
+or that would fail running or queued work without `--force`, exits 2 unpublished. `submit`
+exits 4 when the agent's decision is `rejected` (module `gpualloc.agent.cli` lists every code)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import orjson
@@ -18,14 +23,14 @@ from pydantic import BaseModel
 from gpualloc.agent.cli.arguments import bootstrap_of, bus_arguments, positive_float, settings_of
 from gpualloc.agent.cli.running import run_until_signal
 from gpualloc.agent.loading import InputError, read_text
-from gpualloc.agent.operator.operate import check_node, latest_config, published
+from gpualloc.agent.operator.operate import changes, check_node, latest_config, live_pool, published, reconfigured
 from gpualloc.agent.operator.tail import line
 from gpualloc.bus.topics import Topics
 from gpualloc.client import Client, Rejected, validated
 from gpualloc.schemas.events import AppRegistered, JobSubmitted, PoolConfigured
 from gpualloc.schemas.published import AllocationDecided
 
-EXIT_OK, EXIT_UNANSWERED = 0, 1
+EXIT_OK, EXIT_UNANSWERED, EXIT_REJECTED = 0, 1, 4  # and 2, bad input or a dead letter (`InputError`)
 # the set-up window `configure` writes when neither the file nor --setup-seconds gives one: long
 # enough for a platform's apps and backlog sent with the configuration to reach the agent, short
 # enough that nothing waits noticeably for its first start (docs/operations.md, "Setting a pool up")
@@ -122,17 +127,56 @@ def cmd_complete(args: argparse.Namespace) -> int:
 
 def cmd_resize(args: argparse.Namespace) -> int:
     async def act(client: Client) -> str:
-        config = await latest_config(client.bootstrap, client.topics, client.pool)
-        if config is None:
+        latest = await latest_config(client.bootstrap, client.topics, client.pool)
+        if latest is None:
             raise ValueError(
                 f"gpus: pool {client.pool!r} has no pool.configured on {client.topics.config} to resize "
                 "(an agent started with --config keeps it off the topic: publish the whole configuration)"
             )
-        await client.configure({**config.model_dump(exclude_unset=True), "gpus": args.gpus})
-        return f"gpus {args.gpus} (was {config.gpus})"
+        config = {**latest.model_dump(exclude_unset=True), "gpus": args.gpus}
+        subject = await _reconfiguration(client, args, config, latest)
+        await client.configure(config)
+        return subject
 
     _publish(args, act)
     return EXIT_OK
+
+
+async def _reconfiguration(
+    client: Client, args: argparse.Namespace, config: dict[str, Any], latest: PoolConfigured | None
+) -> str:
+    """What `config` changes of the live pool, as the printed line names it ("gpus 32 (was 40)"
+    per setting it changes). Taken first on a copy of the live pool as the agent will take it
+    (`reconfigured`): one the agent would refuse is refused here (ValueError: exit 2), and one that
+    fails running jobs or drops queued ones is refused naming them, unless `--force` (then they
+    are named on stderr). Without a live pool (no agent has taken a configuration yet), the
+    changes are those from the latest `pool.configured` on the topic (`latest`), if any."""
+    model = validated(PoolConfigured, config)
+    pool = await live_pool(client.bootstrap, client.topics, client.pool)
+    if pool is None:
+        changed = () if latest is None else changes(latest.model_dump(), model.model_dump())
+        return _changed_words(changed, model, latest is None)
+    found = reconfigured(pool, model, datetime.now(timezone.utc))
+    if found.failed and not args.force:
+        raise InputError(
+            args.command,
+            [f"gpus: refused: it fails {_jobs(len(found.failed))} (give --force to publish it anyway):"]
+            + [f"  {what}" for what in found.failed],
+        )
+    for what in found.failed:
+        print(f"gpualloc: {args.command}: warning (--force): fails {what}", file=sys.stderr)
+    return _changed_words(found.changes, model, False)
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job" if n == 1 else f"{n} jobs"
+
+
+def _changed_words(changed: tuple[str, ...], model: PoolConfigured, first: bool) -> str:
+    """The line's subject: a first configuration's size and set-up window, else what changed."""
+    if first:
+        return f"gpus {model.gpus}, set-up window {model.setup_seconds or 0:g} s"
+    return ", ".join(changed) or "nothing changed"
 
 
 def _checked(model: type[BaseModel], value: dict[str, Any], source: str) -> None:
@@ -150,8 +194,10 @@ def cmd_configure(args: argparse.Namespace) -> int:
     _checked(PoolConfigured, config, args.command)
 
     async def act(client: Client) -> str:
+        latest = await latest_config(client.bootstrap, client.topics, client.pool)
+        subject = await _reconfiguration(client, args, config, latest)
         await client.configure(config)
-        return f"gpus {config.get('gpus')}, set-up window {config['setup_seconds']:g} s"
+        return subject
 
     _publish(args, act)
     return EXIT_OK
@@ -231,14 +277,26 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if isinstance(answer[0], BaseException):
         print(f"gpualloc: submit: {answer[0]}", file=sys.stderr)
         return EXIT_UNANSWERED
-    decided = {"type": "allocation.decided", "payload": answer[0].model_dump(mode="json")}
+    decision = answer[0]
+    decided = {"type": "allocation.decided", "payload": decision.model_dump(mode="json")}
     print(orjson.dumps(decided).decode() if args.json else line(decided, ""))
+    if decision.action == "rejected":
+        print(f"gpualloc: submit: job {decision.job_id!r} rejected: {decision.reason}", file=sys.stderr)
+        return EXIT_REJECTED
     return EXIT_OK
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     bus_arguments(p)
     p.add_argument("--json", action="store_true", help="print the whole message published, and where it landed")
+
+
+def _force(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="publish it even though it fails running jobs or drops queued ones (they are named on stderr)",
+    )
 
 
 def add_operator_commands(sub: argparse._SubParsersAction) -> None:
@@ -264,7 +322,8 @@ def add_operator_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--reason",
         metavar="REASON",
-        help="out_of_memory (the pool sizes a job it sized larger) or error; none: re-queued as it was",
+        help="out_of_memory (the pool sizes a job it sized larger), error (re-queued as it was) or time_limit "
+        "(ended at a limit of your platform's own: not re-queued); none: as error",
     )
     p.add_argument("--detail", default="", help="what happened (e.g. the error's last line)")
     _common(p)
@@ -295,6 +354,7 @@ def add_operator_commands(sub: argparse._SubParsersAction) -> None:
         help=f"the pool's set-up window, over the file's setup_seconds (default: the file's, else {SETUP_SECONDS:g}; "
         "0: none): no job starts before it closes, so apps sent with the backlog keep their floors",
     )
+    _force(p)
     _common(p)
     p.set_defaults(func=cmd_configure)
 
@@ -303,6 +363,7 @@ def add_operator_commands(sub: argparse._SubParsersAction) -> None:
         help="resize the pool: its latest pool.configured on the bus again, with GPUS (drain the nodes that leave first)",
     )
     p.add_argument("gpus", metavar="GPUS", type=int, help="the pool's new size: a multiple of gpus_per_node")
+    _force(p)
     _common(p)
     p.set_defaults(func=cmd_resize)
 
@@ -326,15 +387,19 @@ def add_operator_commands(sub: argparse._SubParsersAction) -> None:
     _common(p)
     p.set_defaults(func=cmd_register_app)
 
-    p = sub.add_parser("submit", help="submit a job and print the agent's decision (job.submitted)")
+    p = sub.add_parser(
+        "submit", help="submit a job and print the agent's decision (job.submitted); exit 4 when it is rejected"
+    )
     p.add_argument("job", metavar="FILE", help="the job.submitted payload, JSON (-: stdin)")
-    p.add_argument("--no-wait", action="store_true", help="publish only: do not wait for the decision")
+    p.add_argument(
+        "--no-wait", action="store_true", help="publish only: do not wait for the decision (exit 0 once published)"
+    )
     p.add_argument(
         "--timeout",
         type=positive_float,
         default=30.0,
         metavar="S",
-        help="seconds to wait for the decision (default 30)",
+        help="seconds to wait for the decision (default 30; none in time: exit 1)",
     )
     _common(p)
     p.set_defaults(func=cmd_submit)

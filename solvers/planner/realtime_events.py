@@ -51,8 +51,6 @@ def _app_problem(pool: Pool, p: AppRegistered) -> str:
         return f"current: GPU {bad[0]} is outside the pool's {gpus} GPUs"
     if p.current is not None and len(set(p.current)) < len(p.current):
         return "current: lists a GPU twice"
-    if p.max_gpus is not None and p.max_gpus < p.min_gpus:
-        return f"max_gpus: must be >= min_gpus ({p.max_gpus} < {p.min_gpus})"
     if p.id in apps or not p.current:  # a registered app keeps what it holds
         return ""
     holders = {

@@ -21,6 +21,7 @@ from support.feature_jobs import LORA_7B
 from support.kafka_broker import read_all, unique_topic
 
 from gpualloc.agent.cli import main
+from gpualloc.agent.operator.operate import live_pool
 from gpualloc.agent.service.agent_service import AgentService
 from gpualloc.bus.topics import Topics
 from gpualloc.client import Client
@@ -238,6 +239,10 @@ def test_bad_input_exits_2_with_one_line_naming_the_field_and_publishes_nothing(
         (("register-app", "chat"), "register-app: priority: give --priority P"),
         (("register-app", "chat", "--priority", "0"), "register-app: priority: Input should be greater than 0"),
         (("register-app", "chat", "--priority", "1", "--profile", "1,2"), "register-app: profile: List should"),
+        (
+            ("register-app", "bad", "--priority", "1", "--min-gpus", "5", "--max-gpus", "4"),
+            "register-app: max_gpus: must be >= min_gpus (4 < 5)",
+        ),
         (("submit", str(bad_json)), f"{bad_json}: not JSON"),
         (("configure", str(no_size)), "configure: gpus: Field required"),
         (("configure", str(sized), "--setup-seconds", "-1"), "configure: setup_seconds: Input should be greater"),
@@ -292,3 +297,77 @@ def test_nodes_and_sizes_at_the_contract_limits(kafka_bootstrap, topics, capsys,
     assert published(kafka_bootstrap, topics, capsys, "register-app", "--file", str(app))["payload"]["max_gpus"] == 4096
     code, _, err = cli(kafka_bootstrap, topics, capsys, "register-app", "--file", str(app), "--priority", "3")
     assert code == 2 and err.startswith("gpualloc: register-app: --file: holds the whole app")
+
+
+def live_gpus(bootstrap: str, topics: Topics) -> int | None:
+    pool = asyncio.run(live_pool(bootstrap, topics, "default"))
+    return None if pool is None else pool.view.config.gpus
+
+
+def job_file(tmp_path, id: str, gpus: int, duration: int = 10) -> str:
+    path = tmp_path / f"{id}.json"
+    path.write_text(json.dumps({"id": id, "kind": "training", "priority": 2, "gpus": gpus, "duration": duration}))
+    return str(path)
+
+
+def test_submit_exits_4_on_a_rejected_decision_0_on_one_taken_and_0_without_waiting(
+    kafka_bootstrap, topics, capsys, tmp_path
+):
+    configure(kafka_bootstrap, topics, gpus=32, gpus_per_node=8, horizon=12)
+    with running_agent(kafka_bootstrap, topics):
+        code, out, err = cli(kafka_bootstrap, topics, capsys, "submit", job_file(tmp_path, "a", 8))
+        assert code == 0 and out.splitlines()[1].startswith("decided   a: "), (out, err)
+        for job, why in (("a", "job id 'a' is already queued or running"), ("huge", "larger than the pool")):
+            code, out, err = cli(
+                kafka_bootstrap, topics, capsys, "submit", job_file(tmp_path, job, 64 if job == "huge" else 8)
+            )
+            assert code == 4, (job, out, err)  # neither a timeout (1) nor a dead letter (2)
+            assert out.splitlines()[1].startswith(f"decided   {job}: ") and "rejected" in out.splitlines()[1], out
+            assert err.startswith(f"gpualloc: submit: job {job!r} rejected: ") and why in err, err
+        code, out, err = cli(kafka_bootstrap, topics, capsys, "submit", job_file(tmp_path, "later", 64), "--no-wait")
+        assert code == 0 and len(out.splitlines()) == 1  # published, its decision not awaited
+
+
+def test_a_reconfiguration_names_what_it_changes_and_refuses_to_fail_work_unless_forced(
+    kafka_bootstrap, topics, capsys, tmp_path
+):
+    configure(kafka_bootstrap, topics, gpus=40, gpus_per_node=8, horizon=12)
+    with running_agent(kafka_bootstrap, topics):
+        for k in range(5):  # the pool full: five 8-GPU jobs running
+            code, out, err = cli(kafka_bootstrap, topics, capsys, "submit", job_file(tmp_path, f"r{k}", 8))
+            assert code == 0 and out.splitlines()[1].startswith(f"decided   r{k}: start "), (out, err)
+        code, out, err = cli(kafka_bootstrap, topics, capsys, "submit", job_file(tmp_path, "q", 32))
+        assert code == 0 and out.splitlines()[1].startswith(("decided   q: planned", "decided   q: queued")), out
+        decided = {m["payload"]["job_id"]: m["payload"]["gpus"] for m in messages(kafka_bootstrap, topics.decisions)}
+        leaving = sorted(job for job, gpus in decided.items() if job.startswith("r") and min(gpus) >= 24)
+        assert len(leaving) == 2
+
+        older = tmp_path / "older.json"  # an older file: fewer GPUs, and a time limit
+        older.write_text(json.dumps({"gpus": 24, "gpus_per_node": 8, "horizon": 12, "time_limit": 30}))
+        before = len(messages(kafka_bootstrap, topics.config))
+        code, out, err = cli(kafka_bootstrap, topics, capsys, "configure", str(older))
+        lines = err.splitlines()
+        assert code == 2 and out == "", (out, err)
+        assert lines[0] == "gpualloc: configure: gpus: refused: it fails 3 jobs (give --force to publish it anyway):"
+        assert sorted(lines[1:]) == sorted(
+            [
+                *(
+                    f"gpualloc: configure:   running job {job!r} on GPUs {min(decided[job])}-{max(decided[job])}: "
+                    "the pool shrank to 24 GPUs and its GPUs left it"
+                    for job in leaving
+                ),
+                "gpualloc: configure:   queued job 'q': its 32 GPUs no longer fit the pool of 24 GPUs",
+            ]
+        ), err
+        code, out, err = cli(kafka_bootstrap, topics, capsys, "resize", "32")  # the same refusal for resize
+        assert code == 2 and out == "" and err.startswith("gpualloc: resize: gpus: refused: it fails 1 job ("), err
+        assert err.splitlines()[1].startswith(f"gpualloc: resize:   running job {leaving[-1]!r} on GPUs 32-39: "), err
+        assert len(messages(kafka_bootstrap, topics.config)) == before  # nothing published
+
+        code, out, err = cli(kafka_bootstrap, topics, capsys, "configure", str(older), "--force")
+        assert code == 0 and out.startswith("pool.configured gpus 24 (was 40), time_limit 30 (was none): "), out
+        warned = err.splitlines()
+        assert len(warned) == 3 and all(x.startswith("gpualloc: configure: warning (--force): fails ") for x in warned)
+        wait_for(lambda: live_gpus(kafka_bootstrap, topics) == 24, "the shrink taken by the agent")
+        code, out, err = cli(kafka_bootstrap, topics, capsys, "resize", "48")  # growing fails nothing
+        assert code == 0 and err == "" and out.startswith("pool.configured gpus 48 (was 24): "), (out, err)

@@ -31,6 +31,8 @@ class Topics:
         """The topic an event type travels on."""
         if event_type == "pool.snapshot":
             return self.state
+        if event_type == "node.heartbeat":  # node agents write one topic: their reports'
+            return self.bindings
         return {
             "job.": self.jobs,
             "app.": self.traffic,

@@ -57,6 +57,10 @@ class PoolConfigured(PoolFields):
     # added: the planning rules version this configuration needs (`gpualloc.solvers.release.RULES`):
     # an agent of older rules refuses it rather than plan it by rules that ignore what it asks
     rules: StrictInt | None = Field(default=None, ge=1, le=LIMITS.rules)
+    # added: node agents known alive (`node.heartbeat`); None: the contract's defaults (`POOL`)
+    node_silence_seconds: float | None = Field(default=None, gt=0, le=LIMITS.watch_seconds, allow_inf_nan=False)
+    bind_confirm_seconds: float | None = Field(default=None, gt=0, le=LIMITS.watch_seconds, allow_inf_nan=False)
+    bind_requeue_seconds: float | None = Field(default=None, gt=0, le=LIMITS.watch_seconds, allow_inf_nan=False)
 
     @property
     def starvation_bound(self) -> int | None:
@@ -70,12 +74,29 @@ class PoolConfigured(PoolFields):
     def _node_divides(self) -> "PoolConfigured":
         if self.gpus_per_node and self.gpus % self.gpus_per_node:
             raise ValueError(f"gpus_per_node: must divide gpus ({self.gpus_per_node} does not divide {self.gpus})")
+        confirm = POOL.bind_confirm_seconds if self.bind_confirm_seconds is None else self.bind_confirm_seconds
+        requeue = POOL.bind_requeue_seconds if self.bind_requeue_seconds is None else self.bind_requeue_seconds
+        if requeue < confirm:
+            raise ValueError(
+                f"bind_requeue_seconds: must be at least bind_confirm_seconds ({requeue:g} < {confirm:g}): a start "
+                "is shown unbound before it is re-queued"
+            )
         return self
 
 
 class NodeStatus(BaseModel):
     node: GpuIndex
     state: Literal["up", "drained", "down"]
+    detail: Text = ""
+
+
+class NodeHeartbeat(BaseModel):
+    """`node.heartbeat`: a node agent is alive, sent every `interval_seconds`; `holders`: the jobs
+    and apps it has bound now (a start it lists is bound, whatever became of its report)."""
+
+    node: GpuIndex
+    interval_seconds: float = Field(ge=1, le=LIMITS.watch_seconds, allow_inf_nan=False)
+    holders: list[Id] = Field(default=[], max_length=LIMITS.gpus)
     detail: Text = ""
 
 
@@ -213,6 +234,7 @@ class EventType(StrEnum):
 
     POOL_CONFIGURED = "pool.configured"
     NODE_STATUS = "node.status"
+    NODE_HEARTBEAT = "node.heartbeat"
     JOB_SUBMITTED = "job.submitted"
     JOB_CANCELLED = "job.cancelled"
     JOB_COMPLETED = "job.completed"
@@ -232,6 +254,7 @@ class EventType(StrEnum):
 PAYLOADS: dict[str, type[BaseModel]] = {  # the input events
     EventType.POOL_CONFIGURED: PoolConfigured,
     EventType.NODE_STATUS: NodeStatus,
+    EventType.NODE_HEARTBEAT: NodeHeartbeat,
     EventType.JOB_SUBMITTED: JobSubmitted,
     EventType.JOB_CANCELLED: JobRef,
     EventType.JOB_COMPLETED: JobCompleted,

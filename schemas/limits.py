@@ -23,6 +23,13 @@ class PoolDefaults(_Frozen):
     # `starvation_minutes`: 5 days, the shortest whole number of days that keeps 80% of the
     # heuristic's value gain on every bundled trace (README, "Whole traces and the starvation bound")
     starvation_minutes: int = 5 * 24 * 60
+    # node agents known alive (`node.heartbeat`; they apply once a node agent has reported):
+    # a node whose agent is not heard from for this long (or three of its intervals, if longer)
+    # takes no new work; a job started there and not bound this long after its start is shown
+    # "started, not bound"; one not bound for `bind_requeue_seconds` goes back to the queue
+    node_silence_seconds: float = 30.0
+    bind_confirm_seconds: float = 10.0
+    bind_requeue_seconds: float = 60.0
 
 
 POOL = PoolDefaults()
@@ -47,6 +54,7 @@ class Limits(_Frozen):
     pending_events: int = 10_000  # events held until their pool is configured (`agent.pending_limit`)
     setup_seconds: float = 600.0  # a pool's set-up window (`pool.configured`): ten minutes hold every start
     rules: int = 1_000  # a planning rules version a configuration may need
+    watch_seconds: float = 3600.0  # node agents' heartbeat interval and the liveness bounds (`pool.configured`)
     original_chars: int = 16 * 1024  # of a rejected record kept in its dead letter (with its length and SHA-256)
 
 

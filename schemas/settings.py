@@ -146,6 +146,9 @@ class AgentSettings(_Frozen):
     # here in 20-45 s (README, "Where full mode pays"); None: no cap
     full_mode_max_nonzeros: int | None = Field(default=1_500_000, ge=1)
     max_wait_ms: int = Field(default=200, ge=1)  # longest poll: stops and boundaries are noticed within it
+    # a poll of nothing but node agents' heartbeats waits for the next pass with other work, at most
+    # this long: one ledger entry every few seconds for a pool's heartbeats, not one a poll
+    heartbeat_flush_s: float = Field(default=5.0, ge=0)
     # a fetch of inputs parked at the broker waits at most this long: a longer wait holds back the
     # arrivals of a fetch parked on a loaded machine (aiokafka's default is 500 ms)
     fetch_wait_ms: int = Field(default=20, ge=0)
@@ -187,6 +190,9 @@ class NodeAgentSettings(_Frozen):
     fetch_wait_ms: int = Field(default=20, ge=0)  # a fetch waits this long for the agent's next transaction
     partitions_wait_s: float = Field(default=5.0, gt=0)
     metrics_port: int | None = Field(default=None, ge=0, le=65535)  # /metrics, /healthz, /readyz (None: off)
+    # a `node.heartbeat` this often (the agent's liveness bound is three of them, 30 s at least);
+    # 512 nodes at 10 s are 51 small records a second, planned a few seconds' worth a pass
+    heartbeat_s: float = Field(default=10.0, ge=1, le=LIMITS.watch_seconds)
 
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")

@@ -404,6 +404,13 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
         shown="off",
         help="serve /metrics, /healthz and /readyz on this port",
     )
+    setting(
+        p,
+        "--heartbeat-seconds",
+        path="node_agent.heartbeat_s",
+        type=positive_float,
+        help="send node.heartbeat this often (the agent places new work only on nodes it hears)",
+    )
     p.add_argument("--bind-dir", metavar="DIR", help="one env file per bound job (with --hook: the hook's record)")
     p.add_argument(
         "--hook",

@@ -22,6 +22,7 @@ the planner ignores `job.failed` for ids it does not run as jobs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -40,7 +41,7 @@ from gpualloc.bus import clients
 from gpualloc.bus.clients import Broker
 from gpualloc.bus.topics import Topics, decode, encode
 from gpualloc.schemas.commits import Parts, current
-from gpualloc.schemas.events import BindingReported, JobRef, envelope
+from gpualloc.schemas.events import BindingReported, JobRef, NodeHeartbeat, envelope
 from gpualloc.schemas.published import PlanCommitted
 from gpualloc.schemas.settings import NodeAgentSettings
 
@@ -141,10 +142,33 @@ class NodeAgent:
         )
         await self._execute(self.state.resync(record, commit, event_id))
         self.ready.set()
+        beating = asyncio.create_task(self._beat(stop))
+        try:
+            while not stop.is_set():
+                for records in (await consumer.getmany(timeout_ms=self.settings.poll_ms)).values():
+                    for r in records:
+                        await self._handle(r)
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+
+    async def _beat(self, stop: asyncio.Event) -> None:
+        """A `node.heartbeat` every `heartbeat_s` while it follows the topics: the pool agent
+        places new work only on nodes whose agent it hears (`node_watch`), and a start this node
+        bound is confirmed by it, should its `binding.reported` have been lost."""
+        interval = self.settings.heartbeat_s
         while not stop.is_set():
-            for records in (await consumer.getmany(timeout_ms=self.settings.poll_ms)).values():
-                for r in records:
-                    await self._handle(r)
+            try:
+                payload = NodeHeartbeat(
+                    node=self.state.node, interval_seconds=interval, holders=sorted(self.state.bound)
+                )
+            except ValueError as e:
+                log.error("node %d: cannot send a heartbeat: %s", self.state.node, e)
+            else:
+                await self._publish(self.topics.bindings, "node.heartbeat", payload)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
 
     async def _latest_commit(
         self, consumer: AIOKafkaConsumer, tps: list[TopicPartition], stop: asyncio.Event

@@ -227,7 +227,7 @@ def compare(
         commits.append(commit)
         planner = d.reads.view
         assert planner is not None  # Dispatcher.commit: a pool that commits is configured
-        down.append(planner.down | planner.drained)
+        down.append(planner.closed)
         if not judging and bounds.holds(commit.step, d.reads.step_at):  # a judged entry's are the record's
             for v in check_plan(commit.window, to_grid(commit.window, commit.schedule)):
                 result.illegal.append(f"step {commit.step}: {v}")

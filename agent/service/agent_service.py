@@ -40,6 +40,7 @@ from gpualloc.agent.service.boundaries import Boundaries
 from gpualloc.agent.service.clock import Clock
 from gpualloc.agent.service.counting import AgentStats, Tally, lag
 from gpualloc.agent.service.dispatcher import Dispatcher
+from gpualloc.agent.service.heartbeats import Parked
 from gpualloc.agent.service.internal_errors import dead_lettered, internal_reason
 from gpualloc.agent.service.outbox import Output
 from gpualloc.agent.service.publishing import PublishFailed, Sending, message_of, stamp
@@ -100,6 +101,7 @@ class AgentService:
         self.boundaries = Boundaries()  # the session's solver processes, for plans made ahead and full mode
         self.sending = Sending()  # the pass under way, and the consumed offsets' last sending (`publishing`)
         self.snapshots = Snapshotting()  # the snapshot being made, and when the next is due
+        self.parked = Parked()  # node agents' heartbeats held back for a later pass (`heartbeats`)
 
     @property
     def stats(self) -> AgentStats:
@@ -229,16 +231,26 @@ class AgentService:
 
     # ---- one pass, one transaction --------------------------------------------------------------
     async def _pass(self, consumer: AIOKafkaConsumer, producer: AIOKafkaProducer) -> None:
-        setup, d = self.setup, self.dispatcher
+        setup, d, flush_s = self.setup, self.dispatcher, self.setup.settings.heartbeat_flush_s
         wait_ms = self.boundaries.wait_ms(d, setup.clock.now(), setup.settings.max_wait_ms)
+        parked_s = self.parked.wait_s(time.monotonic(), flush_s)
+        if parked_s is not None:
+            wait_ms = min(wait_ms, int(parked_s * 1000))
         batch = await consumer.getmany(timeout_ms=wait_ms, max_records=2000)
         received = time.perf_counter()
-        records = [
-            Record(tp.topic, tp.partition, m.offset, m.key.decode("utf-8", "replace") if m.key else None, m.value)
-            for tp, messages in batch.items()
-            for m in messages
-        ]
         now = setup.clock.now()
+        boundary = d.reads.next_boundary()
+        records = self.parked.take(
+            [
+                Record(tp.topic, tp.partition, m.offset, m.key.decode("utf-8", "replace") if m.key else None, m.value)
+                for tp, messages in batch.items()
+                for m in messages
+            ],
+            time.monotonic(),
+            flush_s,
+            due=boundary is not None and boundary <= now,
+            bindings=setup.topics.bindings,
+        )
         outputs = self._handle(d, records, now) if records else []
         self.boundaries.deliver(d)
         outputs += self.boundaries.commit_due(d, now, setup, self.snapshots)

@@ -93,7 +93,7 @@ class Tally:
             planner.down.bit_count(),
             len(planner.queued),
             demand,
-            unavailable=planner.down | planner.drained,
+            unavailable=planner.closed,
         )
 
 

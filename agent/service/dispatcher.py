@@ -20,7 +20,7 @@ import orjson
 
 from gpualloc.agent.service.intake import read_record
 from gpualloc.agent.service.ledger import SCHEDULE_BYTES, TxnLog, recordable
-from gpualloc.agent.service.outbox import Output, decided, job_failed, rejection
+from gpualloc.agent.service.outbox import Output, decided, job_failed, rejection, requeued_decision
 from gpualloc.agent.service.reads import PoolReads
 from gpualloc.agent.service.seen_ids import SeenIds
 from gpualloc.agent.service.snapshots import SNAPSHOT_BYTES, SnapshotRecords, snapshot_records
@@ -38,7 +38,7 @@ from gpualloc.schemas.published import (
 from gpualloc.schemas.settings import AgentSettings, ForecastSettings
 from gpualloc.solvers.grid import Schedule, batch_spans
 from gpualloc.solvers.metrics import objective_of
-from gpualloc.solvers.planner.effects import Decided, Effect, Event, Failed, Granted, Rejected
+from gpualloc.solvers.planner.effects import Decided, Effect, Event, Failed, Granted, Rejected, Requeued
 from gpualloc.solvers.planner.facts import Facts, dump_change, load_change
 from gpualloc.solvers.planner.full_mode import settled
 from gpualloc.solvers.planner.interpreter import Pool
@@ -195,6 +195,8 @@ class Dispatcher:
             return [self._job_failed(effect, now)]
         if isinstance(effect, Granted):
             return [self._reactive(effect.grant, now)]
+        if isinstance(effect, Requeued):
+            return [self._requeued(effect, now)]
         return []
 
     def _reactive(self, grant: Grant, now: datetime) -> Output:
@@ -238,11 +240,13 @@ class Dispatcher:
         returned in order, all for the same transaction."""
         if recorded is not None:
             schedule = load_schedule(recorded.schedule) if recorded.schedule is not None else None
-            committed = self.interpreter.replay_commit(schedule, recorded.full_mode, recorded.bound, recorded.ahead)
+            committed = self.interpreter.replay_commit(
+                schedule, recorded.full_mode, recorded.bound, recorded.ahead, now=now
+            )
             ahead, report = recorded.ahead, recorded.full_mode_report
         else:
             ahead = self.interpreter.ahead_ready()
-            committed = self.interpreter.commit(plan, admit=_recordable, full_mode=full_mode)
+            committed = self.interpreter.commit(plan, admit=_recordable, full_mode=full_mode, now=now)
             if report is not None and committed.adoption is not None:
                 report = settled(report, committed.adoption, committed.commit.source == FULL_MODE)
         commit = committed.commit
@@ -284,7 +288,8 @@ class Dispatcher:
             now,
         )
         message = envelope("plan.committed", payload, now, f"{self.pool}:commit:{self.seq}", self.pool)
-        notices = [self._job_failed(failed, now) for failed in committed.expired]
+        notices = [self._requeued(r, now) for r in committed.requeued]
+        notices += [self._job_failed(failed, now) for failed in committed.expired]
         return notices + [Output(self.topics.commits, self.pool, part) for part in split(message, self.part_bytes)]
 
     def _forget_before(self, step: int) -> None:
@@ -463,6 +468,11 @@ class Dispatcher:
     # ---- outputs --------------------------------------------------------------------------
     def _reject(self, rec: Record, reason: str, now: datetime) -> Output:
         return rejection(self.topics, rec, reason, now, self.pool)
+
+    def _requeued(self, requeued: Requeued, now: datetime) -> Output:
+        planner = self.interpreter.view
+        assert planner is not None  # only a configured pool re-queues a start
+        return requeued_decision(self.topics, self.pool, requeued, now, planner.now)
 
     def _job_failed(self, failed: Failed, now: datetime) -> Output:
         planner = self.interpreter.view

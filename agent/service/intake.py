@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from gpualloc.agent.service.seen_ids import SeenIds
 from gpualloc.bus.topics import Record, decode
 from gpualloc.schemas.errors import describe
-from gpualloc.schemas.events import parse_event
+from gpualloc.schemas.events import EventType, parse_event
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.solvers.planner.effects import Event
 
@@ -43,6 +43,8 @@ def read_record(rec: Record, pool: str, keyed: bool, seen: SeenIds, taken: dict[
         return f"pool: {env.pool!r} must be the record's key, {rec.key!r} (the input topics are keyed by pool)"
     if env.pool != pool:
         return None  # another pool's agent owns it
+    if env.type == EventType.NODE_HEARTBEAT:  # idempotent, and frequent: it stays out of the de-duplication window
+        return Event(env.type, payload, env.occurred_at, (rec, env.event_id))
     digest = _digest(env.type, env.payload)
     if env.event_id in seen or env.event_id in taken:
         before = taken[env.event_id] if env.event_id in taken else seen.digest(env.event_id)

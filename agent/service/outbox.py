@@ -13,7 +13,7 @@ from gpualloc.forecasting.job_forecast import JobForecast
 from gpualloc.schemas.events import JobFailed, envelope
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.published import AllocationDecided, ForecastMade, InputRejected
-from gpualloc.solvers.planner.effects import Decided, Failed
+from gpualloc.solvers.planner.effects import Decided, Failed, Requeued
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,18 @@ def decided(topics: Topics, pool: str, effect: Decided, now: datetime) -> Output
         forecast=_forecast_made(d.forecast),
     )
     return Output(topics.decisions, d.job_id, envelope("allocation.decided", payload, now, f"{input_id}:decided", pool))
+
+
+def requeued_decision(topics: Topics, pool: str, requeued: Requeued, now: datetime, step: int) -> Output:
+    """The `allocation.decided` (`queued`) of a start no node agent bound in time: upstream and
+    operators read why the job waits again; it answers no input, so its id names the pool's step."""
+    input_id = f"{pool}:unbound:{requeued.job_id}:{step}"
+    payload = AllocationDecided(
+        job_id=requeued.job_id, action="queued", reason=requeued.reason, input_event_id=input_id, latency_ms=0.0
+    )
+    return Output(
+        topics.decisions, requeued.job_id, envelope("allocation.decided", payload, now, f"{input_id}:decided", pool)
+    )
 
 
 def job_failed(topics: Topics, pool: str, failed: Failed, now: datetime, step: int) -> Output:

@@ -12,8 +12,18 @@ from gpualloc.forecasting.job_forecast import SizeError
 from gpualloc.schemas.events import JobUsage
 from gpualloc.schemas.scenario import block_size_problems
 from gpualloc.solvers.grid import Schedule
+from gpualloc.solvers.planner.node_watch import started
 from gpualloc.solvers.planner.pool_state import PlannerState, plan_busy, steps_held
-from gpualloc.solvers.planner.reasons import HELD_NOW, SETUP, holders, noted, running_holders, waiting, why_waiting
+from gpualloc.solvers.planner.reasons import (
+    HELD_NOW,
+    SETUP,
+    Room,
+    holders,
+    noted,
+    running_holders,
+    waiting,
+    why_waiting,
+)
 from gpualloc.solvers.planner.records import (
     Decision,
     JobSpec,
@@ -83,7 +93,7 @@ class Admission:
         leaves it out)."""
         placed = schedule.batch.get(job.id)
         if placed is None:
-            return waiting(job, why_waiting(problem, schedule, job))
+            return waiting(job, _room(self.state).short_now(job.gpus) or why_waiting(problem, schedule, job))
         start, mask = placed
         return self._placed(
             job,
@@ -101,7 +111,7 @@ class Admission:
         has none (the next boundary's replan looks again). A `start` runs from now."""
         busy, T = self.state.busy, self.state.config.horizon
         assert busy is not None  # `submit_all` inserts only into a current plan
-        blocked = self.state.down | self.state.drained
+        blocked = self.state.closed
         cfg = self.state.config
         placed = earliest_block(
             _geometry(cfg.gpus, cfg.node_size, T),
@@ -111,7 +121,8 @@ class Admission:
         if placed is None:
             return waiting(
                 job,
-                f"no {job.gpus}-GPU block is free for {job.duration} steps within the {T}-step window beside "
+                _room(self.state).short_now(job.gpus)
+                or f"no {job.gpus}-GPU block is free for {job.duration} steps within the {T}-step window beside "
                 "the current plan; it stays queued and is replanned at every step boundary",
             )
         start, mask = placed
@@ -168,6 +179,14 @@ class Admission:
         from now on (should it leave before the boundary, its GPUs stay bound until then)."""
         self.state.running[job_id] = Running(self.state.queued.pop(job_id), mask, self.state.now)
         self.state.committed |= mask
+        started(self.state, job_id, mask)
+
+    def never_ran(self, job_id: str) -> None:
+        """A start no node agent bound in time (`node_watch`): back in the queue as it was, as
+        never run, whatever its `requeue`."""
+        entry = self._release(job_id)
+        if entry is not None:
+            self.state.queued[job_id] = entry.spec
 
     def cancel(self, job_id: str) -> None:
         self.state.queued.pop(job_id, None)
@@ -272,11 +291,18 @@ class Admission:
 
 
 def _unplaceable(state: PlannerState, job: JobSpec) -> str:
-    """Why `job` fits nowhere in the pool, whatever else it holds ("" when it fits)."""
+    """Why `job` fits nowhere in the pool, whatever else it holds ("" when it fits): a block the
+    pool's shape cannot hold, or more GPUs than the real-time apps' floors leave (`Room.refused`)."""
     problems = list(block_size_problems(job.gpus, state.config.gpus, state.config.node_size, "job"))
     if job.duration < 1:
         problems.append(f"job.duration: must be >= 1 (got {job.duration})")
-    return "; ".join(problems)
+    return "; ".join(problems) or _room(state).refused(job.gpus)
+
+
+def _room(state: PlannerState) -> Room:
+    """The most GPUs the pool can give a job, its floors and closed nodes counted (`Room`)."""
+    floors = tuple((app_id, app.spec.min_gpus) for app_id, app in sorted(state.apps.items()) if app.spec.min_gpus)
+    return Room(state.config.gpus, floors, state.closed.bit_count())
 
 
 @functools.cache

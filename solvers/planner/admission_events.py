@@ -10,6 +10,7 @@ from gpualloc.forecasting.job_forecast import SizeError
 from gpualloc.schemas.events import BindingReported, EventType, JobCompleted, JobFailed, JobRef, JobSubmitted
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.solvers.planner.effects import Decided, Effect, Ended, Event, Failed, Rejected
+from gpualloc.solvers.planner.node_watch import bound
 from gpualloc.solvers.planner.records import Decision, JobSpec
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ def job_failed(pool: Pool, event: Event, now: datetime) -> list[Effect]:
 
 def binding_reported(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     p, planner = cast(BindingReported, event.payload), pool._planner
+    if p.status == "bound":
+        bound(planner, p.job_id, p.node)
     if p.status != "failed" or p.job_id not in planner.running:
         return []
     planner.admission.fail(p.job_id)

@@ -68,7 +68,16 @@ class Ended:
     detail: str = ""
 
 
-Effect = Union[Decided, Rejected, Failed, Ended, Granted]
+@dataclass(frozen=True)
+class Requeued:
+    """A start no node agent bound in time (`node_watch`): the job is back in the queue as never
+    run; `reason` says why, for the decision the shell publishes."""
+
+    job_id: str
+    reason: str
+
+
+Effect = Union[Decided, Rejected, Failed, Ended, Granted, Requeued]
 
 
 @dataclass(frozen=True)
@@ -78,3 +87,4 @@ class Committed:
     bound: float | None  # its bound, when it was adopted
     expired: tuple[Failed, ...] = ()  # jobs failed at their time limit before the step was planned
     adoption: Adoption | None = None  # how full mode's offered plan fared (objectives, reason)
+    requeued: tuple[Requeued, ...] = ()  # starts no node agent bound in time, re-queued before the step was planned

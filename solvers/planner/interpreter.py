@@ -32,9 +32,10 @@ from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import ForecastSettings, SolveOptions
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.admission_events import binding_reported, decide, job_ended, job_failed
-from gpualloc.solvers.planner.effects import Committed, Effect, Event, Failed, Rejected
+from gpualloc.solvers.planner.effects import Committed, Effect, Event, Failed, Rejected, Requeued
 from gpualloc.solvers.planner.facts import Change, Facts, change, facts_of, hold
 from gpualloc.solvers.planner.full_mode import full_mode_window
+from gpualloc.solvers.planner.node_watch import node_heartbeat, watch
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.pool_change_events import configure, node_status
 from gpualloc.solvers.planner.realtime_events import app_registered, traffic_observed
@@ -46,7 +47,7 @@ from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.problem import Problem
 from gpualloc.solvers.release import RULES
 
-FIRST = (EventType.POOL_CONFIGURED, EventType.NODE_STATUS)  # applied before the rest of their pass
+FIRST = (EventType.POOL_CONFIGURED, EventType.NODE_STATUS, EventType.NODE_HEARTBEAT)  # before the rest of their pass
 
 
 @dataclass
@@ -102,7 +103,7 @@ class Pool:
             raise
 
     def _pass(self, events: list[Event], now: datetime) -> list[Effect]:
-        out: list[Effect] = []
+        out: list[Effect] = self._watch(now)
         arrivals: list[Event] = []
         queue = deque(sorted(events, key=lambda e: e.type not in FIRST))  # stable
         while queue:
@@ -135,6 +136,13 @@ class Pool:
         if arrivals:
             out += self._decide(arrivals, now)
         return out
+
+    def _watch(self, now: datetime | None) -> list[Effect]:
+        """Node agents known alive at `now` (`node_watch.watch`); nothing without a clock (the
+        simulator's commits) or before the pool is configured."""
+        if self.planner is None or now is None:
+            return []
+        return watch(self.planner, now.timestamp())
 
     def _apply(self, event: Event, now: datetime) -> list[Effect]:
         handler = _HANDLERS.get(event.type)
@@ -174,12 +182,15 @@ class Pool:
         recorded: Schedule | None = None,
         admit: Callable[[Schedule], str | None] | None = None,
         full_mode: str | None = None,
+        now: datetime | None = None,
     ) -> Committed:
         """Commit the current step: full mode's `plan` when it is adopted (legal and better than
         the hot path on the current window, and let through by `admit`, which gives the reason
         it refuses a schedule, None when it does not), or `recorded` (a plan a commit recorded,
-        when replaying), else the hot path's plan, saying `full_mode` of full mode."""
+        when replaying), else the hot path's plan, saying `full_mode` of full mode; `now`: the
+        caller's clock, which node agents' liveness is judged by (`node_watch`)."""
         planner = self._planner
+        requeued = self._requeued(now)
         expired = self._expire()
         if plan is not None:
             adoption = planner.adoption.adopt(plan)
@@ -191,8 +202,12 @@ class Pool:
             off_window = bool(planner.starving()) or planner.forecasts.settings.realtime_node_reserve
             commit = planner.boundary.tick_after(adoption)
             bound = plan.bound if commit.source == FULL_MODE and not off_window else None
-            return Committed(commit, adoption.reason, bound, expired, adoption)
-        return Committed(planner.boundary.tick(recorded), full_mode, None, expired)
+            return Committed(commit, adoption.reason, bound, expired, adoption, requeued)
+        return Committed(planner.boundary.tick(recorded), full_mode, None, expired, requeued=requeued)
+
+    def _requeued(self, now: datetime | None) -> tuple[Requeued, ...]:
+        """The starts no node agent bound in time, re-queued before the step is planned."""
+        return tuple(e for e in self._watch(now) if isinstance(e, Requeued))
 
     def _expire(self) -> tuple[Failed, ...]:
         """The running jobs whose time limit is up at this boundary, failed before it is planned
@@ -203,7 +218,12 @@ class Pool:
         )
 
     def replay_commit(
-        self, schedule: Schedule | None, full_mode: str | None, bound: float | None, carried: bool
+        self,
+        schedule: Schedule | None,
+        full_mode: str | None,
+        bound: float | None,
+        carried: bool,
+        now: datetime | None = None,
     ) -> Committed:
         """The commit a ledger recorded: its adopted full-mode `schedule` (None: the hot path's
         plan), with what the commit said of full mode; `carried`: whether it carried the plan
@@ -215,10 +235,11 @@ class Pool:
         planner = self._planner
         if schedule is not None and planner.rules < RULES:
             self._replay_cut(carried)
-            return self.commit(FullModePlan(planner.now, schedule, 0.0), full_mode=full_mode)
+            return self.commit(FullModePlan(planner.now, schedule, 0.0), full_mode=full_mode, now=now)
+        requeued = self._requeued(now)
         expired = self._expire()
         self._replay_cut(carried)
-        return Committed(planner.boundary.tick(schedule), full_mode, bound, expired)
+        return Committed(planner.boundary.tick(schedule), full_mode, bound, expired, requeued=requeued)
 
     def _replay_cut(self, carried: bool) -> None:
         """A replayed commit's plan made ahead: dropped when the commit replanned, else made here."""
@@ -347,6 +368,7 @@ class Pool:
 _HANDLERS: dict[str, Callable[[Pool, Event, datetime], list[Effect]]] = {
     EventType.POOL_CONFIGURED: configure,
     EventType.NODE_STATUS: node_status,
+    EventType.NODE_HEARTBEAT: node_heartbeat,
     EventType.JOB_CANCELLED: job_ended,
     EventType.JOB_COMPLETED: job_ended,
     EventType.JOB_FAILED: job_failed,

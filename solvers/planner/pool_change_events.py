@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, cast
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.forecasting.traffic import week_minute
 from gpualloc.schemas.events import NodeStatus, PoolConfigured
+from gpualloc.schemas.limits import POOL
 from gpualloc.solvers.planner.effects import Effect, Event, Failed, Rejected
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.records import PoolConfig
@@ -35,6 +36,7 @@ def configure(pool: Pool, event: Event, now: datetime) -> list[Effect]:
         p.gpu_memory_gb,
         p.starvation_bound,
         p.time_limit,
+        **watch_settings(p),
     )
     if pool.planner is None:
         origin = now + timedelta(seconds=p.setup_seconds or 0)  # step 0 begins when the set-up window closes
@@ -54,6 +56,12 @@ def configure(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     if problem:
         return [Rejected(event.ref, problem)]
     return [Failed(job_id, why, by_gpualloc=True) for job_id, why in pool.planner.pool_changes.resize(config)]
+
+
+def watch_settings(p: PoolConfigured) -> dict[str, float]:
+    """The liveness bounds `p` gives (`node_watch`), the contract's defaults for those it omits."""
+    names = ("node_silence_seconds", "bind_confirm_seconds", "bind_requeue_seconds")
+    return {name: getattr(POOL, name) if getattr(p, name) is None else getattr(p, name) for name in names}
 
 
 def newer_rules(needed: int) -> str:

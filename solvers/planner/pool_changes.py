@@ -55,7 +55,7 @@ class PoolChanges:
         floors = sum(
             next_floor(self.state, a.spec, a.held & pool if a.held >= 0 else -1) for a in self.state.apps.values()
         )
-        staying = (running_mask(self.state.running) | self.state.down | self.state.drained) & pool
+        staying = (running_mask(self.state.running) | self.state.closed) & pool
         if floors > config.gpus - staying.bit_count():
             return (
                 f"gpus: {config.gpus} GPUs cannot hold the registered apps' floors ({floors} GPUs) beside the "

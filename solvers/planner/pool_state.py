@@ -53,6 +53,19 @@ class PlannerState:
     replan_work: int = 0  # a pass replans the window while queued jobs x GPUs is at most this (0: never)
     ahead: Ahead | None = None  # the next boundary's plan, cut before it (`Boundary.cut`)
     rules: int = RULES  # the planning rules it decides by (`gpualloc.solvers.release`): older ones replay older entries
+    # node agents known alive (`node_watch`): node -> (the clock when its agent was last heard, in
+    # seconds, and its heartbeat interval); the GPUs of nodes without a live agent, planned as
+    # drained; the starts not yet bound (job -> (the clock at its start, the nodes yet to bind it));
+    # the clock (seconds) of the pass or commit being planned
+    heard: dict[int, tuple[float, float]] = field(default_factory=dict)
+    unheard: int = 0
+    unbound: dict[str, tuple[float, int]] = field(default_factory=dict)
+    clock: float = 0.0
+
+    @property
+    def closed(self) -> int:
+        """GPUs that take no new work: down or drained nodes, and nodes without a live agent."""
+        return self.down | self.drained | self.unheard
 
     def hour_of(self, step: int) -> int:
         """The pool hour `step` begins in (hour 0: the Monday 00:00 UTC before step 0)."""
@@ -118,7 +131,7 @@ class PlannerState:
             self.running,
             self.queued,
             self.apps,
-            self.down | self.drained,
+            self.closed,
             planned,
             lambda app: medians[app.spec.id],
             medians_always=self.forecasts.settings.realtime_node_reserve,
@@ -152,7 +165,7 @@ def next_floor(state: PlannerState, app: AppSpec, held: int) -> int:
     if held < 0:
         return app.min_gpus
     cap = app.cap(state.config.swap_cap)
-    return max(app.min_gpus, (held & ~(state.down | state.drained)).bit_count() - cap)
+    return max(app.min_gpus, (held & ~state.closed).bit_count() - cap)
 
 
 def plan_busy(state: PlannerState, schedule: Schedule, shift: int) -> list[int]:
@@ -180,7 +193,7 @@ def plan_busy(state: PlannerState, schedule: Schedule, shift: int) -> list[int]:
         # many others: held from the top, as floors are, so arrivals do not take them
         clash = (apps[t] & busy[t]).bit_count()
         busy[t] |= apps[t]
-        free = pool & ~(busy[t] | state.down | state.drained)
+        free = pool & ~(busy[t] | state.closed)
         while clash > 0 and free:
             top = 1 << (free.bit_length() - 1)
             busy[t], free, clash = busy[t] | top, free ^ top, clash - 1

@@ -29,7 +29,7 @@ class RealTime:
         swap cap moves in a step. It is refused instead of committed outside them."""
         cap = app.cap(self.state.config.swap_cap)
         old = self.state.apps.get(app.id)
-        held = (old.held if old is not None else current) & ~(self.state.down | self.state.drained)
+        held = (old.held if old is not None else current) & ~(self.state.closed)
         if held >= 0:  # it holds GPUs now: R4 lets it gain or give up `cap` of them a step
             n = held.bit_count()
             if app.min_gpus > n + cap:
@@ -46,7 +46,7 @@ class RealTime:
         if need == 0:
             return ""
         others = sum(next_floor(self.state, a.spec, a.held) for a_id, a in self.state.apps.items() if a_id != app.id)
-        taken = (running_mask(self.state.running) | self.state.down | self.state.drained).bit_count()
+        taken = (running_mask(self.state.running) | self.state.closed).bit_count()
         room = self.state.config.gpus - taken - others
         if need <= room:
             return ""
@@ -85,7 +85,7 @@ class RealTime:
         GPUs held for it. Where a step has too few free GPUs, they are held by work planned
         there, not running (`floor_problem`), which the boundary's replan moves."""
         pool = (1 << self.state.config.gpus) - 1
-        blocked = self.state.down | self.state.drained
+        blocked = self.state.closed
         own = app.held & pool & ~blocked if new and app.held >= 0 else 0
         plan = self.state.busy
         assert plan is not None  # `register_app` reserves only in a current plan
@@ -124,7 +124,7 @@ class RealTime:
         wanted = None if app is None else self._needs(app)
         if app is None or app.held < 0 or wanted is None:
             return None
-        pool, dead = (1 << self.state.config.gpus) - 1, self.state.down | self.state.drained
+        pool, dead = (1 << self.state.config.gpus) - 1, self.state.closed
         ceiling = app.spec.ceiling(self.state.config.gpus)
         short = min(wanted, ceiling) - (app.held & ~dead).bit_count()
         if short <= 0:
@@ -208,7 +208,7 @@ class RealTime:
         them all, or nothing was given in the step."""
         step, app = self.state.now - 1, self.state.apps.get(app_id)
         wanted = None if app is None else self._needs(app)
-        dead = self.state.down | self.state.drained
+        dead = self.state.closed
         if app is None or wanted is None or not app.granted & app.held & ~dead:
             return None
         surplus = (app.held & ~dead).bit_count() - max(wanted, app.spec.min_gpus)

@@ -45,6 +45,10 @@ class PoolConfig:
     # `occurred_at` (None: the first configuration's, in force for every earlier job)
     previous_time_limit: int | None = None
     time_limit_since: datetime | None = None
+    # node agents known alive (`gpualloc.solvers.planner.node_watch`)
+    node_silence_seconds: float = POOL.node_silence_seconds
+    bind_confirm_seconds: float = POOL.bind_confirm_seconds
+    bind_requeue_seconds: float = POOL.bind_requeue_seconds
 
     @property
     def node_size(self) -> int:

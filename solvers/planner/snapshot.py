@@ -32,9 +32,10 @@ from gpualloc.solvers.problem import Problem
 from gpualloc.solvers.release import RULES
 
 # 2: the forecasters' state, the pool's GPU type, jobs' features; 3: apps' held GPUs in hex, the GPUs the
-# current plan holds once per run of steps; 4: the default time limit a configuration replaced, and when
-VERSION = 4
-READABLE = (2, 3, 4)  # version 2 reads as written: held GPUs JSON integers, the plan's GPUs a hex mask a step
+# current plan holds once per run of steps; 4: the default time limit a configuration replaced, and when;
+# 5: node agents known alive (when each was last heard, the starts not yet bound), the liveness bounds
+VERSION = 5
+READABLE = (2, 3, 4, 5)  # version 2 reads as written: held GPUs JSON integers, the plan's GPUs a hex mask a step
 
 
 class SnapshotError(ValueError):
@@ -99,6 +100,9 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
             c.time_limit,
             c.previous_time_limit,
             None if c.time_limit_since is None else c.time_limit_since.isoformat(),
+            c.node_silence_seconds,
+            c.bind_confirm_seconds,
+            c.bind_requeue_seconds,
         ],  # a snapshot without the last ones reads them as None
         "now": planner.now,
         "week_minute": planner.week_minute,
@@ -125,6 +129,12 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
         "drained": _hex(planner.drained),
         "committed": _hex(planner.committed),
         "busy": None if planner.busy is None else [[n, _hex(mask)] for n, mask in _runs_over_steps(planner.busy)],
+        "watch": [
+            [[node, at, interval] for node, (at, interval) in sorted(planner.heard.items())],
+            _hex(planner.unheard),
+            {job_id: [since, _hex(nodes)] for job_id, (since, nodes) in planner.unbound.items()},
+            planner.clock,
+        ],
     }
 
 
@@ -167,6 +177,12 @@ def load_planner(
     if busy is not None:  # runs [steps, hex]; version 2: a hex mask per step
         busy = _steps([[1, m] if isinstance(m, str) else m for m in busy], lambda mask: int(mask, 16))
     planner.busy = busy
+    if "watch" in data:  # absent before version 5: no node agent had reported
+        heard, unheard, unbound, clock = data["watch"]
+        planner.heard = {node: (at, interval) for node, at, interval in heard}
+        planner.unheard = int(unheard, 16)
+        planner.unbound = {job_id: (since, int(nodes, 16)) for job_id, (since, nodes) in unbound.items()}
+        planner.clock = clock
     return planner
 
 

@@ -37,6 +37,18 @@ class PoolView(Protocol):
     @property
     def drained(self) -> int: ...  # GPUs of drained nodes (a mask)
 
+    @property
+    def unheard(self) -> int: ...  # GPUs of nodes without a live agent, in a watched pool (`node_watch`)
+
+    @property
+    def closed(self) -> int: ...  # GPUs that take no new work (down, drained, unheard)
+
+    @property
+    def heard(self) -> Mapping[int, tuple[float, float]]: ...  # node -> (last heard, interval), seconds
+
+    @property
+    def unbound(self) -> Mapping[str, tuple[float, int]]: ...  # starts not yet bound: job -> (since, nodes)
+
     def window_demand(self, app_id: str, displaced: float | None = None) -> list[int]: ...
 
     def displaced(self) -> float: ...  # what a GPU-step of the waiting work earns (priced headroom's price)

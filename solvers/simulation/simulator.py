@@ -224,7 +224,7 @@ def _run(
             run.out_of_memory.append((job_id, step, given, given * (step - start)))
             for effect in pool.apply([Event("job.failed", failed, at, ("out_of_memory", job_id))], at):
                 _record(run, actual, ends, step, effect)
-        run.down.append(planner.down | planner.drained)
+        run.down.append(planner.closed)
         replayed = recorded.get(step) if full is not None and recorded is not None else None
         committed = pool.commit(proposal, replayed)
         if proposal is not None:

@@ -1,0 +1,136 @@
+"""Node agents known alive: what the pool knows of the agents that bind its nodes' GPUs.
+
+A pool is watched once any node agent has reported (`node.heartbeat`); pools bound by other
+means, the demo and the simulator never are, and plan as before. In a watched pool:
+- a node whose agent has not been heard for the silence bound (`node_silence_seconds`, or three
+  of the agent's own intervals when longer), or never was, takes no new work: its GPUs are planned
+  as a drained node's (`PlannerState.unheard`), until its agent is heard again. Jobs running there
+  stay running, shown unconfirmed: only a `node.status` down fails them;
+- a job's start is confirmed once the agent of every node it spans reports it bound (a
+  `binding.reported` bound, or a heartbeat listing it). Past `bind_confirm_seconds` an
+  unconfirmed start is shown "started, not bound"; past `bind_requeue_seconds` it goes back to
+  the queue as never run (whatever its `requeue`), and the next commit no longer assigns it, so a
+  node agent that bound it late releases it.
+
+Time is the caller's clock at the pass (`now`, which a ledger entry records), in seconds: a
+replay decides the same.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, cast
+
+from gpualloc.schemas.events import NodeHeartbeat
+from gpualloc.solvers.planner.effects import Effect, Event, Rejected, Requeued
+from gpualloc.solvers.planner.pool_state import PlannerState
+
+if TYPE_CHECKING:
+    from gpualloc.solvers.planner.interpreter import Pool
+    from gpualloc.solvers.planner.planner import Planner
+
+SILENT_INTERVALS = 3  # a node agent missing this many of its own heartbeats is silent
+
+
+def node_mask(state: PlannerState, node: int) -> int:
+    """The GPUs of `node`."""
+    n = state.config.node_size
+    return ((1 << n) - 1) << (node * n)
+
+
+def nodes_of(state: PlannerState, mask: int) -> int:
+    """The nodes a GPU set spans, as a bitmask of node indices."""
+    n, nodes = state.config.node_size, 0
+    while mask:
+        low = (mask & -mask).bit_length() - 1
+        node = low // n
+        nodes |= 1 << node
+        mask &= ~(((1 << n) - 1) << (node * n))
+    return nodes
+
+
+def node_heartbeat(pool: Pool, event: Event, now: datetime) -> list[Effect]:
+    """A node agent is alive: its node takes new work again, and the starts it lists are bound."""
+    p, state = cast(NodeHeartbeat, event.payload), pool._planner
+    nodes = state.config.gpus // state.config.node_size
+    if p.node >= nodes:
+        return [Rejected(event.ref, f"node: must be below {nodes}, the pool's node count (got {p.node})")]
+    state.clock = now.timestamp()  # the pass's: a pool watched from this pass on times its starts by it
+    state.heard[p.node] = (state.clock, p.interval_seconds)
+    state.unheard &= ~node_mask(state, p.node)
+    for holder in p.holders:
+        bound(state, holder, p.node)
+    return []
+
+
+def bound(state: PlannerState, job_id: str, node: int) -> None:
+    """`node`'s agent has bound `job_id`: its start is confirmed once every node it spans has."""
+    waiting = state.unbound.get(job_id)
+    if waiting is None:
+        return
+    since, nodes = waiting
+    nodes &= ~(1 << node)
+    if nodes:
+        state.unbound[job_id] = (since, nodes)
+    else:
+        del state.unbound[job_id]
+
+
+def started(state: PlannerState, job_id: str, mask: int) -> None:
+    """A job started on `mask`: in a watched pool, unconfirmed until its nodes' agents bind it."""
+    if state.heard:
+        state.unbound[job_id] = (state.clock, nodes_of(state, mask))
+
+
+def silent_since(state: PlannerState, node: int, at: float) -> float | None:
+    """Seconds `node`'s agent has been silent past its bound at `at` (None: heard within it; a
+    node never heard of in a watched pool: infinite)."""
+    heard = state.heard.get(node)
+    if heard is None:
+        return float("inf")
+    last, interval = heard
+    bound_s = max(state.config.node_silence_seconds, SILENT_INTERVALS * interval)
+    return None if at - last <= bound_s else at - last
+
+
+def watch(state: Planner, at: float) -> list[Effect]:
+    """At the caller's clock `at` (seconds): which nodes take no new work for want of a live agent,
+    and the starts no agent bound in time, back in the queue as never run."""
+    if not state.heard:
+        return []
+    state.clock = at
+    nodes = state.config.gpus // state.config.node_size
+    live = 0
+    for node in state.heard:
+        if node < nodes and silent_since(state, node, at) is None:
+            live |= node_mask(state, node)
+    state.unheard = ((1 << state.config.gpus) - 1) & ~live
+    out: list[Effect] = []
+    for job_id, (since, pending) in sorted(state.unbound.items()):
+        entry = state.running.get(job_id)
+        if entry is None:  # it ended meanwhile
+            del state.unbound[job_id]
+        elif at - since >= state.config.bind_requeue_seconds:
+            out.append(Requeued(job_id, _requeue_reason(state, job_id, pending, at - since)))
+            del state.unbound[job_id]
+            state.admission.never_ran(job_id)
+    return out
+
+
+def _requeue_reason(state: PlannerState, job_id: str, pending: int, waited: float) -> str:
+    entry = state.running[job_id]
+    gpus = [g for g in range(entry.mask.bit_length()) if entry.mask >> g & 1]
+    nodes = [n for n in range(pending.bit_length()) if pending >> n & 1]
+    why = ", ".join(f"node {n}: {_agent_words(state, n)}" for n in nodes)
+    return (
+        f"queued: its start at step {entry.start} on GPUs {gpus[0]}-{gpus[-1]} was not bound within "
+        f"{waited:.0f} s (bind_requeue_seconds {state.config.bind_requeue_seconds:g}; {why}); re-queued as never run"
+    )
+
+
+def _agent_words(state: PlannerState, node: int) -> str:
+    heard = state.heard.get(node)
+    if heard is None:
+        return "no agent has reported"
+    silent = silent_since(state, node, state.clock)
+    return "its agent reports but did not bind it" if silent is None else f"its agent silent for {silent:.0f} s"

@@ -1,0 +1,154 @@
+"""Node agents known alive (`node_watch`): a pool whose node agents report places new work only on
+nodes it hears, keeps running work on a node gone silent, and re-queues, once, a start no agent
+bound in time; a pool no node agent reports to plans as before."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from support.builders import T0, ev
+
+from gpualloc.solvers.planner.effects import Decided, Event, Failed, Rejected, Requeued
+from gpualloc.solvers.planner.interpreter import Pool
+from gpualloc.solvers.planner.snapshot import dump_planner, load_planner
+
+POOL = {"gpus": 32, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60}  # 4 nodes
+S = timedelta(seconds=1)
+
+
+def job(name: str, gpus: int = 8, duration: int = 6) -> Event:
+    return ev(
+        "job.submitted",
+        {"id": name, "kind": "training", "priority": 5, "gpus": gpus, "duration": duration},
+        ref=name,
+    )
+
+
+def beat(node: int, interval: float = 10.0, holders: list[str] | None = None) -> Event:
+    return ev("node.heartbeat", {"node": node, "interval_seconds": interval, "holders": holders or []}, ref=node)
+
+
+def bound(node: int, job_id: str) -> Event:
+    return ev("binding.reported", {"node": node, "job_id": job_id, "gpus": [], "status": "bound"})
+
+
+def nodes_of(pool: Pool, job_id: str) -> set[int]:
+    mask = pool.planner.running[job_id].mask
+    return {g // 8 for g in range(32) if mask >> g & 1}
+
+
+def configured(**extra: object) -> Pool:
+    pool = Pool()
+    pool.apply([ev("pool.configured", {**POOL, **extra})], T0)
+    return pool
+
+
+def test_a_pool_no_node_agent_reports_to_places_work_on_every_node_and_tracks_nothing():
+    pool = configured()
+    pool.apply([job(f"j{n}") for n in range(4)], T0 + S)
+    assert {n for j in pool.planner.running for n in nodes_of(pool, j)} == {0, 1, 2, 3}
+    assert pool.planner.unbound == {} and pool.planner.closed == 0
+    pool.apply([], T0 + 3600 * S)  # an hour later nothing is re-queued: no agent was ever expected
+    assert len(pool.planner.running) == 4
+
+
+def test_once_node_agents_report_a_node_never_heard_of_takes_no_new_work():
+    pool = configured()
+    pool.apply([beat(0), beat(1), beat(2)], T0 + S)
+    effects = pool.apply([job(f"j{n}") for n in range(4)], T0 + 2 * S)
+    actions = [e.decision.action for e in effects if isinstance(e, Decided)]
+    assert actions.count("start") == 3  # node 3 has no agent: the fourth waits
+    assert all(3 not in nodes_of(pool, j) for j in pool.planner.running)
+    commit = pool.commit(now=T0 + 3 * S).commit
+    assert all(g < 24 for gpus in commit.assignments.values() for g in gpus)
+    pool.apply([beat(3)], T0 + 4 * S)  # its agent starts: the node takes work again
+    assert pool.planner.closed == 0
+
+
+def test_a_silent_node_takes_no_new_work_keeps_its_running_jobs_and_only_down_fails_them():
+    pool = configured()
+    pool.apply([beat(n) for n in range(4)], T0)
+    pool.apply([job("a", gpus=32, duration=2)], T0 + S)
+    pool.apply([bound(n, "a") for n in range(4)], T0 + 2 * S)
+    assert pool.planner.unbound == {}
+    # node 3's agent stops; the others keep beating: at 40 s it is past the 30 s bound
+    pool.apply([beat(0), beat(1), beat(2)], T0 + 40 * S)
+    assert pool.planner.unheard == 0xFF << 24
+    assert "a" in pool.planner.running  # bound there, still running: unconfirmed, never failed for silence
+    pool.apply([ev("job.completed", {"id": "a"})], T0 + 41 * S)
+    pool.commit(now=T0 + 42 * S)
+    effects = pool.apply([job("b", gpus=32), job("c", gpus=8), job("d"), job("e"), job("f")], T0 + 43 * S)
+    decided = {e.decision.job_id: e.decision for e in effects if isinstance(e, Decided)}
+    assert decided["b"].action != "start"  # the whole pool is not open: node 3 is silent
+    assert all(3 not in nodes_of(pool, j) for j in pool.planner.running)
+    assert [d.action for d in decided.values()].count("start") == 3  # nodes 0-2 only
+    on_zero = {j for j in pool.planner.running if 0 in nodes_of(pool, j)}
+    down = pool.apply([ev("node.status", {"node": 0, "state": "down"})], T0 + 44 * S)
+    assert {e.job_id for e in down if isinstance(e, Failed)} == on_zero and len(on_zero) == 1
+
+
+def test_a_start_no_agent_binds_is_requeued_once_as_never_run_and_a_bound_one_stays():
+    pool = configured(bind_requeue_seconds=60)
+    pool.apply([beat(n) for n in range(4)], T0)
+    pool.apply([job("kept"), job("lost", duration=4)], T0 + S)
+    kept, lost = nodes_of(pool, "kept").pop(), nodes_of(pool, "lost").pop()
+    pool.apply([bound(kept, "kept")], T0 + 2 * S)
+    assert set(pool.planner.unbound) == {"lost"}
+    beats = [beat(n) for n in range(4)]
+    assert not [e for e in pool.apply(beats, T0 + 59 * S) if isinstance(e, Requeued)]  # not yet: 58 s
+    effects = pool.apply(beats, T0 + 62 * S)
+    requeued = [e for e in effects if isinstance(e, Requeued)]
+    assert [e.job_id for e in requeued] == ["lost"]
+    assert "re-queued as never run" in requeued[0].reason and f"node {lost}" in requeued[0].reason
+    assert "lost" in pool.planner.queued and "lost" not in pool.planner.running and "kept" in pool.planner.running
+    assert pool.planner.queued["lost"].submitted == 0  # it waits from its first submission
+    commit = pool.commit(now=T0 + 63 * S).commit
+    assert "lost" not in commit.assignments or "lost" in commit.started  # planned anew, never held as running
+    again = pool.apply(beats, T0 + 64 * S)
+    assert not [e for e in again if isinstance(e, Requeued)]  # once
+
+
+def test_a_heartbeat_listing_a_start_confirms_it_and_a_job_across_nodes_needs_every_node():
+    pool = configured()
+    pool.apply([beat(n) for n in range(4)], T0)
+    pool.apply([job("wide", gpus=16), job("one")], T0 + S)
+    wide = sorted(nodes_of(pool, "wide"))
+    pool.apply([bound(wide[0], "wide")], T0 + 2 * S)
+    assert "wide" in pool.planner.unbound
+    pool.apply([beat(wide[1], holders=["wide"]), beat(nodes_of(pool, "one").pop(), holders=["one"])], T0 + 3 * S)
+    assert pool.planner.unbound == {}
+
+
+def test_a_boundary_requeues_too_when_no_heartbeat_comes_at_all():
+    pool = configured(bind_requeue_seconds=20, bind_confirm_seconds=5, node_silence_seconds=10)
+    pool.apply([beat(n, interval=1) for n in range(4)], T0)
+    pool.apply([job("x")], T0 + S)
+    committed = pool.commit(now=T0 + 30 * S)  # every agent has died: the boundary sees it
+    assert [r.job_id for r in committed.requeued] == ["x"]
+    assert "x" not in committed.commit.assignments  # no node has a live agent: nothing starts
+    assert pool.planner.closed == (1 << 32) - 1
+
+
+def test_the_silence_bound_is_three_of_the_agents_own_intervals_when_longer():
+    pool = configured()
+    pool.apply([beat(0, interval=20), beat(1), beat(2), beat(3)], T0)
+    pool.apply([beat(1), beat(2), beat(3)], T0 + 50 * S)
+    assert pool.planner.unheard == 0  # node 0 beats every 20 s: silent after 60
+    pool.apply([beat(1), beat(2), beat(3)], T0 + 61 * S)
+    assert pool.planner.unheard == 0xFF
+
+
+def test_a_heartbeat_of_a_node_the_pool_has_not_is_rejected_naming_the_field():
+    pool = configured()
+    (effect,) = pool.apply([beat(9)], T0)
+    assert isinstance(effect, Rejected) and effect.reason.startswith("node: must be below 4")
+    assert pool.planner.heard == {}
+
+
+def test_a_snapshot_keeps_what_the_pool_knows_of_its_node_agents():
+    pool = configured(node_silence_seconds=45)
+    pool.apply([beat(0), beat(1, interval=5)], T0)
+    pool.apply([job("x")], T0 + S)
+    restored = load_planner(dump_planner(pool.planner), pool.scheduler)
+    assert restored.heard == pool.planner.heard and restored.unbound == pool.planner.unbound
+    assert restored.unheard == pool.planner.unheard == 0xFFFF << 16 and restored.config.node_silence_seconds == 45

@@ -18,10 +18,12 @@ from prometheus_client.registry import Collector
 from gpualloc.schemas.published import FullModeOutcome, FullModeReport
 from gpualloc.solvers.metrics import app_moves, idle_moves
 from gpualloc.solvers.planner.full_mode import outcome
+from gpualloc.solvers.planner.node_watch import Liveness
 from gpualloc.solvers.release import release
 
 ACTIONS = ("start", "planned", "queued", "rejected")  # of allocation.decided
 GPU_STATES = ("batch", "realtime", "down", "idle")
+NODE_AGENT_STATES = ("live", "silent", "never")  # of `gpualloc_node_agents`
 PUBLISH_FAILURES = ("too_large", "unserializable")  # a pass no retry can publish (`publishing.PublishFailed`)
 # what became of full mode at a commit: how its solve ended, or its state (`full_mode.outcome`)
 FULL_MODE_OUTCOMES = (*get_args(FullModeOutcome), "running", "skipped", "not_due")
@@ -125,6 +127,27 @@ class AgentMetrics:
         self.publish_failing = Gauge(
             "gpualloc_publish_failing", "1 from a pass that could not be published until one is", p, registry=r
         )
+        self.node_agents = Gauge(
+            "gpualloc_node_agents",
+            "Nodes by what the pool knows of their agent (live, silent, never); all 0 until a node agent reports",
+            p + ["state"],
+            registry=r,
+        )
+        self.starts_unbound = Gauge(
+            "gpualloc_starts_unbound",
+            "Jobs started and not bound by their nodes' agents past bind_confirm_seconds",
+            p,
+            registry=r,
+        )
+        self.jobs_unconfirmed = Gauge(
+            "gpualloc_jobs_unconfirmed", "Running jobs on nodes whose agent is silent or never reported", p, registry=r
+        )
+        self.starts_requeued = Counter(
+            "gpualloc_starts_requeued",
+            "Starts no node agent bound within bind_requeue_seconds, re-queued as never run",
+            p,
+            registry=r,
+        )
         self.release = Info(
             "gpualloc_release",
             "The agent's release: package version, planning rules, ledger schema, heuristic (compiled or python)",
@@ -142,6 +165,8 @@ class AgentMetrics:
             self.publish_failures.labels(pool, kind)
         for word in FULL_MODE_OUTCOMES:
             self.full_mode.labels(pool, word)
+        for state in NODE_AGENT_STATES:
+            self.node_agents.labels(pool, state)
         for metric in (
             self.latency,
             self.queue,
@@ -152,12 +177,26 @@ class AgentMetrics:
             self.commits,
             self.reactive,
             self.publish_failing,
+            self.starts_unbound,
+            self.jobs_unconfirmed,
+            self.starts_requeued,
         ):
             metric.labels(pool)
 
     def decided(self, action: str, latency_s: float) -> None:
         self.decisions.labels(self.pool, action).inc()
         self.latency.labels(self.pool).observe(latency_s)
+
+    def watched(self, now: Liveness) -> None:
+        """What the pool knows of its node agents (`node_watch.liveness`)."""
+        counts = {"live": len(now.live), "silent": len(now.silent), "never": len(now.never)}
+        for state, n in counts.items():
+            self.node_agents.labels(self.pool, state).set(n)
+        self.starts_unbound.labels(self.pool).set(len(now.unbound))
+        self.jobs_unconfirmed.labels(self.pool).set(len(now.unconfirmed))
+
+    def requeued_unbound(self) -> None:
+        self.starts_requeued.labels(self.pool).inc()
 
     def publish_failed(self, kind: str) -> None:
         self.publish_failures.labels(self.pool, kind).inc()

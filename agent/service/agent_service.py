@@ -52,6 +52,7 @@ from gpualloc.bus.admin import ensure_topics
 from gpualloc.bus.history import reader
 from gpualloc.bus.topics import Record, Topics, partition_of
 from gpualloc.schemas.settings import AgentSettings
+from gpualloc.solvers.planner.node_watch import liveness
 
 log = logging.getLogger("gpualloc.agent")
 
@@ -102,6 +103,7 @@ class AgentService:
         self.sending = Sending()  # the pass under way, and the consumed offsets' last sending (`publishing`)
         self.snapshots = Snapshotting()  # the snapshot being made, and when the next is due
         self.parked = Parked()  # node agents' heartbeats held back for a later pass (`heartbeats`)
+        self._watched_at = float("-inf")  # when the node agents' metrics were last set (monotonic s)
 
     @property
     def stats(self) -> AgentStats:
@@ -254,6 +256,7 @@ class AgentService:
         outputs = self._handle(d, records, now) if records else []
         self.boundaries.deliver(d)
         outputs += self.boundaries.commit_due(d, now, setup, self.snapshots)
+        self._watched(now)
         self.boundaries.cut(d, now)
         self.tally.stats.records += len(records)
         lag(consumer, d.frontier, self.metrics, setup.pool)
@@ -261,6 +264,15 @@ class AgentService:
         await asyncio.wait_for(
             self._transact(producer, outputs, now, received), setup.settings.transaction_timeout_ms / 1000
         )
+
+    def _watched(self, now: datetime) -> None:
+        """The node agents' metrics (`node_watch.liveness`), at most once a second: a pass at the
+        contract's limits would otherwise walk 4,096 nodes and their running jobs each time."""
+        view, at = self.dispatcher.reads.view, time.monotonic()
+        if view is None or not view.heard or at < self._watched_at + 1.0:
+            return
+        self._watched_at = at
+        self.metrics.watched(liveness(view, now.timestamp()))
 
     def _handle(self, d: Dispatcher, records: list[Record], now: datetime) -> list[Output]:
         """The pass's outputs; a pass the core raises on (a bug: it left the pool as it found it)

@@ -11,7 +11,7 @@ from aiokafka import AIOKafkaConsumer
 
 from gpualloc.agent.metrics import AgentMetrics
 from gpualloc.agent.service.dispatcher import Dispatcher
-from gpualloc.agent.service.outbox import Output
+from gpualloc.agent.service.outbox import Output, is_unbound_requeue
 from gpualloc.agent.service.publishing import message_of
 from gpualloc.schemas.commits import Parts, folded
 
@@ -44,6 +44,8 @@ class Tally:
         if kind == "allocation.decided":
             self.stats.decisions += 1
             metrics.decided(p["action"], p["latency_ms"] / 1000)
+            if is_unbound_requeue(message):
+                metrics.requeued_unbound()
             log.debug(
                 "job %s: %s",
                 p["job_id"],

@@ -45,13 +45,18 @@ def decided(topics: Topics, pool: str, effect: Decided, now: datetime) -> Output
 def requeued_decision(topics: Topics, pool: str, requeued: Requeued, now: datetime, step: int) -> Output:
     """The `allocation.decided` (`queued`) of a start no node agent bound in time: upstream and
     operators read why the job waits again; it answers no input, so its id names the pool's step."""
-    input_id = f"{pool}:unbound:{requeued.job_id}:{step}"
+    input_id = f"{pool}:unbound:{requeued.job_id}:{step}"  # `is_unbound_requeue` tells it apart
     payload = AllocationDecided(
         job_id=requeued.job_id, action="queued", reason=requeued.reason, input_event_id=input_id, latency_ms=0.0
     )
     return Output(
         topics.decisions, requeued.job_id, envelope("allocation.decided", payload, now, f"{input_id}:decided", pool)
     )
+
+
+def is_unbound_requeue(message: dict[str, Any]) -> bool:
+    """Is `message` a decision `requeued_decision` made (a start re-queued as never run)?"""
+    return message["event_id"].startswith(f"{message['pool']}:unbound:")
 
 
 def job_failed(topics: Topics, pool: str, failed: Failed, now: datetime, step: int) -> Output:

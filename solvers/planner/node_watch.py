@@ -18,12 +18,14 @@ replay decides the same.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, cast
 
 from gpualloc.schemas.events import NodeHeartbeat
 from gpualloc.solvers.planner.effects import Effect, Event, Rejected, Requeued
 from gpualloc.solvers.planner.pool_state import PlannerState
+from gpualloc.solvers.planner.view import PoolView
 
 if TYPE_CHECKING:
     from gpualloc.solvers.planner.interpreter import Pool
@@ -82,12 +84,14 @@ def started(state: PlannerState, job_id: str, mask: int) -> None:
         state.unbound[job_id] = (state.clock, nodes_of(state, mask))
 
 
-def silent_since(state: PlannerState, node: int, at: float) -> float | None:
-    """Seconds `node`'s agent has been silent past its bound at `at` (None: heard within it; a
+def silent_since(state: PoolView, node: int, at: float) -> float | None:
+    """Seconds `node`'s agent has been silent at `at`, past its bound (None: heard within it; a
     node never heard of in a watched pool: infinite)."""
     heard = state.heard.get(node)
-    if heard is None:
-        return float("inf")
+    return float("inf") if heard is None else _silent_for(state, heard, at)
+
+
+def _silent_for(state: PoolView, heard: tuple[float, float], at: float) -> float | None:
     last, interval = heard
     bound_s = max(state.config.node_silence_seconds, SILENT_INTERVALS * interval)
     return None if at - last <= bound_s else at - last
@@ -134,3 +138,47 @@ def _agent_words(state: PlannerState, node: int) -> str:
         return "no agent has reported"
     silent = silent_since(state, node, state.clock)
     return "its agent reports but did not bind it" if silent is None else f"its agent silent for {silent:.0f} s"
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """What the pool knows of its node agents at a time (status, metrics and explain read this one
+    account): `watched` once any has reported; nodes whose agent is live, silent past its bound or
+    never heard (silent: seconds since it was last heard); the starts no agent has bound past
+    `bind_confirm_seconds` (job -> seconds since its start) and the running jobs on nodes without a
+    live agent, bound before and shown unconfirmed."""
+
+    watched: bool
+    live: tuple[int, ...]
+    silent: dict[int, float]
+    never: tuple[int, ...]
+    unbound: dict[str, float]
+    unconfirmed: tuple[str, ...]
+
+
+def liveness(view: PoolView, at: float) -> Liveness:
+    """The pool's node agents as `view` knows them at `at` (seconds since the epoch)."""
+    if not view.heard:
+        return Liveness(False, (), {}, (), {}, ())
+    nodes = view.config.gpus // view.config.node_size
+    live, silent, never = [], {}, []
+    for node in range(nodes):
+        heard = view.heard.get(node)
+        if heard is None:
+            never.append(node)
+        elif (late := _silent_for(view, heard, at)) is None:
+            live.append(node)
+        else:
+            silent[node] = late
+    late_starts = {
+        job_id: at - since
+        for job_id, (since, _) in sorted(view.unbound.items())
+        if job_id in view.running and at - since >= view.config.bind_confirm_seconds
+    }
+    open_gpus = 0
+    for node in live:
+        open_gpus |= ((1 << view.config.node_size) - 1) << (node * view.config.node_size)
+    unconfirmed = tuple(
+        sorted(j for j, entry in view.running.items() if entry.mask & ~open_gpus and j not in view.unbound)
+    )
+    return Liveness(True, tuple(live), silent, tuple(never), late_starts, unconfirmed)

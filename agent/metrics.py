@@ -275,7 +275,7 @@ class NodeMetrics:
             registry=r,
         )
         self.bound = Gauge("gpualloc_node_bound_gpus", "GPUs of the node bound to jobs and apps", p, registry=r)
-        for action in ("bind", "release"):
+        for action in ("bind", "release", "shrink"):
             self.latency.labels(*self.labels, action)
             for status in ("ok", "failed"):
                 self.binds.labels(*self.labels, action, status)

@@ -34,6 +34,10 @@ class Binder(Protocol):
         """Take the job's GPUs back (the pool ended it: completed, cancelled, failed, past its
         time limit); releasing an unknown job is not an error."""
 
+    def shrink(self, job_id: str, local_ids: list[int]) -> None:
+        """A real-time app gives up these GPUs and keeps the rest (a `bind` of its new set follows):
+        stop what it ran on them."""
+
     def bound(self) -> dict[str, list[int]]:
         """What is bound now: job id -> local ids, from the binder's own record."""
 
@@ -126,6 +130,9 @@ class FileBinder:
         except OSError as e:
             raise BindError(f"removing {self.path_of(job_id)}: {e}") from None
 
+    def shrink(self, job_id: str, local_ids: list[int]) -> None:
+        """Nothing here: the bind that follows rewrites the env file with the set it keeps."""
+
     def bound(self) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
         for path in sorted(self.directory.iterdir()):
@@ -143,7 +150,8 @@ class FileBinder:
 
 
 class HookBinder:
-    """Runs `argv + ["bind", job_id, "<local ids>"]` and `argv + ["release", job_id]` (never through
+    """Runs `argv + ["bind", job_id, "<local ids>"]`, `argv + ["release", job_id]` and, when an app
+    gives up some of its GPUs here, `argv + ["release", job_id, "<local ids given up>"]` (never through
     a shell; GPUALLOC_GPUS carries the global ids in the environment). A non-zero exit or a
     time-out raises BindError with the tail of stderr. The record is a FileBinder in `state_dir`
     (an in-memory dict without one, which a restart forgets). A bind of a bound job is a re-bind
@@ -177,6 +185,11 @@ class HookBinder:
             self.record.bind(job_id, local_ids, global_ids)
         else:
             self.memory[job_id] = list(local_ids)
+
+    def shrink(self, job_id: str, local_ids: list[int]) -> None:
+        """`release JOB IDS`: the app gives up these local GPUs and keeps the rest (the `bind` of its
+        new set follows). A hook that reads no IDS stops the whole app, which that bind restarts."""
+        self._run(["release", job_id, _ids(local_ids)])
 
     def release(self, job_id: str) -> None:
         self._run(["release", job_id])

@@ -12,7 +12,9 @@ Rules (docs/contract/events.md, "Binding"):
   longer assigns here, bind what it newly assigns or whose GPU set changed (real-time apps move
   between steps; their re-bind is one `bind` with the new set, not a release first). A commit
   split into parts is applied once all its parts are in (each holds only some of its holders).
-  A reactive commit (a later seq of the same step) changes only the holders it names.
+  A reactive commit (a later seq of the same step) changes only the holders it names. A holder
+  that gives up GPUs here and keeps others (an app shrinking or moving) gets a `shrink` of the
+  GPUs it leaves first, so the binder can stop what ran there, then the `bind` of its new set.
 - Redelivered events (same event_id) and stale commits yield nothing.
 """
 
@@ -35,7 +37,7 @@ KNOWN_LIMIT = 100_000  # job and app ids remembered for the job.failed rule
 class Action:
     """One thing to do on the node: bind `global_ids` (= `local_ids` + first_gpu) or release."""
 
-    kind: Literal["bind", "release"]
+    kind: Literal["bind", "release", "shrink"]
     job_id: str
     global_ids: tuple[int, ...]
     local_ids: tuple[int, ...]
@@ -97,7 +99,7 @@ class NodeState:
         return tuple(sorted({g for g in global_ids if self.first_gpu <= g < hi}))
 
     def action(
-        self, kind: Literal["bind", "release"], job_id: str, global_ids: tuple[int, ...], step: int | None
+        self, kind: Literal["bind", "release", "shrink"], job_id: str, global_ids: tuple[int, ...], step: int | None
     ) -> Action:
         return Action(kind, job_id, global_ids, tuple(g - self.first_gpu for g in global_ids), step)
 
@@ -156,7 +158,14 @@ class NodeState:
         else:
             desired = {job_id: mine for job_id, gs in c.assignments.items() if (mine := self.on_node(gs))}
         releases = [self.action("release", j, gs, c.step) for j, gs in sorted(self.bound.items()) if j not in desired]
-        binds = [self.action("bind", j, gs, c.step) for j, gs in sorted(desired.items()) if self.bound.get(j) != gs]
+        binds: list[Action] = []
+        for j, gs in sorted(desired.items()):
+            old = self.bound.get(j)
+            if old == gs:
+                continue
+            if left := tuple(g for g in old or () if g not in gs):
+                binds.append(self.action("shrink", j, left, c.step))
+            binds.append(self.action("bind", j, gs, c.step))
         self.bound = desired
         self.last = (c.step, c.seq)
         self.assigned = self.assigned | frozenset(c.assignments) if c.reactive else frozenset(c.assignments)
@@ -181,8 +190,9 @@ class NodeState:
         still assigns it retries), a failed release stays bound (the next commit retries it)."""
         if action.kind == "bind":
             self.bound.pop(action.job_id, None)
-        else:
+        elif action.kind == "release":
             self.bound[action.job_id] = action.global_ids
+        # a failed shrink changes nothing: the bind of the holder's new set follows
 
     def is_app(self, job_id: str) -> bool | None:
         """True for a real-time app, False for a job, None when this node cannot tell (the id

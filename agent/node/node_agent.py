@@ -241,6 +241,8 @@ class NodeAgent:
             try:
                 if a.kind == "bind":
                     await asyncio.to_thread(self.binder.bind, a.job_id, list(a.local_ids), list(a.global_ids))
+                elif a.kind == "shrink":
+                    await asyncio.to_thread(self.binder.shrink, a.job_id, list(a.local_ids))
                 else:
                     await asyncio.to_thread(self.binder.release, a.job_id)
                 self.metrics.did(a.kind, True, time.perf_counter() - began, self._bound_gpus())

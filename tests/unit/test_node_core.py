@@ -136,6 +136,17 @@ def test_app_set_changes_rebind_with_the_new_set() -> None:
     assert kinds(s.on_commit(commit(3, {"app": [8]}))) == [("release", "app", (0, 1, 2))]  # moved off-node
 
 
+def test_an_app_giving_up_some_of_its_gpus_here_has_them_shrunk_before_its_new_set_is_bound() -> None:
+    s = node(0)
+    s.on_commit(commit(1, {"app": [0, 1, 2, 3]}))
+    assert kinds(s.on_commit(commit(2, {"app": [0, 1]}))) == [("shrink", "app", (2, 3)), ("bind", "app", (0, 1))]
+    moved = s.on_commit(commit(3, {"app": [1, 4]}))  # gives up 0, takes 4
+    assert kinds(moved) == [("shrink", "app", (0,)), ("bind", "app", (1, 4))]
+    [shrink, _] = s.on_commit(commit(4, {"app": [4]}))
+    s.failed(shrink)  # a failed shrink leaves the new set bound: the bind follows
+    assert s.bound == {"app": (4,)}
+
+
 def test_stale_decision_after_newer_commit_is_ignored() -> None:
     s = node(0)
     s.on_commit(commit(5, {"x": [0]}))
@@ -312,6 +323,20 @@ def test_hook_binder_passes_ids_as_literal_arguments(tmp_path: Path) -> None:
     assert calls(log)[0]["gpus"] == "8,9"
     assert not (tmp_path / "x").exists() and not any(tmp_path.glob("pwned"))
     assert HookBinder(argv, state_dir=tmp_path / "state").bound() == {"$(touch pwned) `id`": [2]}  # survives
+
+
+def test_the_hook_is_told_which_gpus_an_app_gives_up(tmp_path: Path) -> None:
+    argv, log = hook(tmp_path)
+    b = HookBinder(argv, state_dir=tmp_path / "state")
+    b.bind("app", [0, 1, 2], [8, 9, 10])
+    b.shrink("app", [2])
+    b.bind("app", [0, 1], [8, 9])
+    assert [c["args"] for c in calls(log)] == [
+        ["bind", "app", "0,1,2"],
+        ["release", "app", "2"],
+        ["bind", "app", "0,1"],
+    ]
+    assert b.bound() == {"app": [0, 1]}
 
 
 def test_hook_binder_failure_raises_bind_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from typing import Callable, get_args
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gpualloc.agent.service.held import START_METRIC
 from gpualloc.schemas.published import FullModeOutcome, FullModeReport
 from gpualloc.solvers.metrics import app_moves, idle_moves
 from gpualloc.solvers.planner.full_mode import outcome
@@ -148,6 +150,10 @@ class AgentMetrics:
             p,
             registry=r,
         )
+        self.started = Gauge(
+            START_METRIC, "When this agent took the pool (Unix time): a second agent on the host names it", p, registry=r
+        )
+        self.started.labels(pool).set(time.time())
         self.release = Info(
             "gpualloc_release",
             "The agent's release: package version, planning rules, ledger schema, heuristic (compiled or python)",

@@ -26,6 +26,7 @@ from gpualloc.agent.cli.arguments import (
 )
 from gpualloc.agent.cli.running import run_until_signal
 from gpualloc.agent.loading import InputError, read_text
+from gpualloc.agent.service.held import PortTaken
 from gpualloc.bus.clients import Broker
 from gpualloc.bus.topics import Topics
 from gpualloc.client import message_near_misses
@@ -103,6 +104,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
         run_until_signal(service.run, bootstrap)
     except NewerRelease as e:  # its records mean what this release cannot know: refused, untouched
         raise InputError(f"pool {settings.pool}", [str(e)]) from None
+    except PortTaken as e:  # another agent of the pool on this host, or another server on its port
+        raise InputError("agent", [str(e)]) from None
     s = service.stats
     log.info(
         "agent stopped: %d records, %d decisions, %d commits, %d dead-lettered",

@@ -41,6 +41,7 @@ from gpualloc.agent.service.clock import Clock
 from gpualloc.agent.service.counting import AgentStats, Tally, lag
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.heartbeats import Parked
+from gpualloc.agent.service.held import refuse_taken_port
 from gpualloc.agent.service.internal_errors import dead_lettered, internal_reason
 from gpualloc.agent.service.outbox import Output
 from gpualloc.agent.service.publishing import PublishFailed, Sending, message_of, stamp
@@ -121,7 +122,10 @@ class AgentService:
             if self.setup.settings.metrics_port is None:
                 await self.serve(stop, ready)
                 return
-            port = await self.health.start(self.setup.settings.metrics_port)
+            try:
+                port = await self.health.start(self.setup.settings.metrics_port)
+            except OSError as e:
+                raise await refuse_taken_port(self.setup.settings.metrics_port, self.setup.pool, e) from None
             log.info("metrics on port %d (/metrics, /healthz, /readyz)", port, extra={"port": port})
             try:
                 await self.serve(stop, ready)

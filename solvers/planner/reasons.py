@@ -1,9 +1,10 @@
 """A decision's reason, in words an operator reads: what holds a job's block until it starts,
-why it waits, and what was forecast of it."""
+why it waits, what was forecast of it, and a warning where its forecast runs past its time limit."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.records import Decision, JobSpec, is_blocker
@@ -73,6 +74,51 @@ def why_waiting(problem: Problem, schedule: Schedule, job: JobSpec) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Room:
+    """The most GPUs the pool can give one job: its GPUs less the real-time apps' floors (`floors`:
+    app id and floor; kept whatever else comes, so only a new registration or configuration
+    changes them), and now also less the GPUs of nodes that take no new work (`closed`: down,
+    drained or without a live node agent; they may come back)."""
+
+    gpus: int
+    floors: tuple[tuple[str, int], ...]
+    closed: int
+
+    @property
+    def ever(self) -> int:
+        return max(0, self.gpus - sum(n for _, n in self.floors))
+
+    @property
+    def now(self) -> int:
+        return max(0, self.ever - self.closed)
+
+    def _words(self) -> str:
+        parts = [f"the pool's {self.gpus}"]
+        if self.floors:
+            kept = sum(n for _, n in self.floors)
+            parts.append(f"less app floors {kept} ({', '.join(f'{app}: {n}' for app, n in self.floors)})")
+        if self.closed:
+            parts.append(f"less {self.closed} on down or drained nodes")
+        return f"the pool can give it at most {self.now} GPUs now ({', '.join(parts)})"
+
+    def refused(self, gpus: int) -> str:
+        """Why a job of `gpus` is refused ("" when it is not): more than the floors ever leave,
+        the rule a job sized from its features meets too (`PlannerState.hardware`)."""
+        if gpus <= self.ever:
+            return ""
+        return (
+            f"job.gpus: {gpus} GPUs can never fit beside the real-time apps' floors: {self._words()}; refused, "
+            "as a job sized from its features is (a smaller job, lower floors or a larger pool would fit)"
+        )
+
+    def short_now(self, gpus: int) -> str:
+        """Why a job of `gpus` cannot start while nodes are out ("" when the count is not why)."""
+        if gpus <= self.now:
+            return ""
+        return f"its {gpus} GPUs cannot fit now: {self._words()}; it waits, replanned at every step boundary"
+
+
 def waiting(job: JobSpec, why: str) -> Decision:
     """`job` stays queued, saying why."""
     return Decision(job.id, "queued", (), None, noted(why, job), job.forecast)
@@ -88,4 +134,27 @@ def noted(reason: str, job: JobSpec) -> str:
         )
     if job.time_limit is None:
         return reason
+    warning = past_limit(job)
+    if warning:
+        return f"{reason}; {warning}"
     return f"{reason}; time limit {job.time_limit} steps: failed that long after it starts, unless it ends first"
+
+
+def past_limit(job: JobSpec) -> str:
+    """A warning where the job's forecast duration runs past its time limit ("" where it does not,
+    or its duration was given): the median past it, it will likely be failed at the limit; only
+    the planned quantile past it, it may be."""
+    f, limit = job.forecast, job.time_limit
+    if f is None or limit is None or "duration" not in f.forecast:
+        return ""
+    if f.median > limit:
+        return (
+            f"warning: its forecast median {f.median:.1f} steps exceeds its time limit of {limit} steps; "
+            "it will be failed at the limit"
+        )
+    if f.duration > limit:
+        return (
+            f"warning: its forecast {f.quantile:.0%} quantile, {f.duration} steps, exceeds its time limit of "
+            f"{limit} steps; it may be failed at the limit"
+        )
+    return ""

@@ -89,7 +89,11 @@ def test_every_commit_keeps_every_registered_floor(gpus, node, horizon, passes, 
         for e in events:
             if e.type == "app.registered" and e.ref not in refused:
                 limits[e.ref[1]] = (e.ref[2], max(e.ref[2], 8), planner.config.swap_cap)
-        assert all(e.decision.action != "rejected" for e in effects if isinstance(e, Decided))
+        floors = sum(a.spec.min_gpus for a in planner.apps.values())
+        for e in effects:  # refused only where the floors leave no room for it (`reasons.Room.refused`)
+            if isinstance(e, Decided) and e.decision.action == "rejected":
+                assert "can never fit beside the real-time apps' floors" in e.decision.reason, e.decision
+                assert int(e.decision.reason.split()[1]) > gpus - floors, (e.decision, floors)
         if boundary == "ahead":
             problem = planner.boundary.cut()
             planner.boundary.planned_ahead(planner.scheduler(problem))

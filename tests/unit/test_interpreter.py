@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from support.builders import T0, ev
 from support.feature_jobs import LORA_7B
 
@@ -56,16 +57,17 @@ def test_what_the_pool_cannot_act_on_is_rejected_with_the_field():
             ev("traffic.observed", {"app": "nobody", "gpus": 2}, ref=1),
             ev("node.status", {"node": 5, "state": "down"}, ref=2),
             ev("app.registered", {"id": "a", "priority": 3, "current": [99]}, ref=3),
-            ev("app.registered", {"id": "b", "priority": 3, "min_gpus": 4, "max_gpus": 2}, ref=4),
             ev("job.submitted", {"id": "f", "kind": "training", "priority": 1, "features": FEATURES}, ref=5),
         ],
         T0,
     )
     reasons = [e.reason for e in effects if isinstance(e, Rejected)]
-    assert [r.split(":")[0] for r in reasons] == ["node", "app", "current", "max_gpus"]  # node states first
+    assert [r.split(":")[0] for r in reasons] == ["node", "app", "current"]  # node states first
     unsized = [e.decision for e in effects if isinstance(e, Decided)]  # a valid job the pool cannot size: decided
     assert [(d.job_id, d.action) for d in unsized] == [("f", "rejected")]
     assert unsized[0].reason.startswith("features.gpu_type: give it, or the pool's gpu_type")
+    with pytest.raises(ValueError, match=r"max_gpus: must be >= min_gpus \(2 < 4\)"):  # the contract's own rule
+        ev("app.registered", {"id": "b", "priority": 3, "min_gpus": 4, "max_gpus": 2})
 
 
 def test_failures_by_gpualloc_and_by_upstream():

@@ -55,10 +55,10 @@ def test_more_gpus_take_the_queue_at_the_next_step():
 
 def test_fewer_gpus_fail_the_jobs_on_the_gpus_that_leave_and_drop_what_no_longer_fits():
     pool = pool_of(32)
-    pool.apply([ev("app.registered", {"id": "rt", "priority": 9, "min_gpus": 2, "max_gpus": 24})], T0)
     for k, gpus in enumerate([8, 4, 8, 8]):
         submit(pool, f"j{k}", gpus, priority=9)
     submit(pool, "whole", 32, priority=1)  # queued behind: no 32-GPU block before the others end
+    pool.apply([ev("app.registered", {"id": "rt", "priority": 9, "min_gpus": 2, "max_gpus": 24})], T0)
     commits = [pool.commit().commit]
     lost = sorted(j for j, r in pool.planner.running.items() if r.mask >> 16)
     assert lost  # running on the half that leaves

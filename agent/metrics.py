@@ -71,7 +71,10 @@ class AgentMetrics:
             "gpualloc_utilization", "Share of the pool's GPUs assigned in the last commit", p, registry=r
         )
         self.shortfall = Gauge(
-            "gpualloc_realtime_shortfall_gpus", "Real-time demand not held in the last commit", p, registry=r
+            "gpualloc_realtime_shortfall_gpus",
+            "Real-time observed need (within each app's ceiling) not held in the last commit",
+            p,
+            registry=r,
         )
         self.moves = Counter(
             "gpualloc_realtime_moves",
@@ -221,7 +224,8 @@ class AgentMetrics:
         self, payload: dict, gpus: int, down: int, queued: int, demand: dict[str, int], unavailable: int = 0
     ) -> None:
         """A `plan.committed` payload (a reactive one folded into its step's: `commits.folded`)
-        and the pool's state after it; `demand`: each app's in the committed step; `unavailable`:
+        and the pool's state after it; `demand`: each app's observed need in the committed step
+        within its ceiling (`need.needs`, what `status` reports), the shortfall counted against; `unavailable`:
         the GPUs of nodes down or drained (a mask), which apps leave for a reason."""
         assignments = payload["assignments"]
         states = gpu_states(assignments, demand, gpus, down)

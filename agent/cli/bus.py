@@ -232,19 +232,28 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from gpualloc.agent.operator.explain import explain_lines, history_of
+    from gpualloc.agent.operator.explain import explain_app_lines, explain_lines, history_of, is_app
+    from gpualloc.agent.operator.status import read_status
 
     settings = settings_of(args)
     bootstrap = bootstrap_of(settings)
+    topics = Topics.with_prefix(settings.topic_prefix)
     messages: list = []
+    found: list = []
 
     async def body(stop: asyncio.Event) -> None:
-        messages.extend(await history_of(bootstrap, Topics.with_prefix(settings.topic_prefix), settings.pool, args.job))
+        messages.extend(await history_of(bootstrap, topics, settings.pool, args.job))
+        if is_app(args.job, messages):  # what the live pool holds of it, as `status` says
+            found.append(await read_status(bootstrap, topics, settings.pool, listed=0))
 
     run_until_signal(body, bootstrap)
-    lines = explain_lines(args.job, messages)
+    if found:
+        row = next((a for a in (found[0] or {}).get("apps", ()) if a["id"] == args.job), None)
+        lines = explain_app_lines(args.job, messages, row)
+    else:
+        lines = explain_lines(args.job, messages)
     if not lines:
-        raise InputError(args.job, [f"no job of pool {settings.pool!r} by this id on the bus"])
+        raise InputError(args.job, [f"no job or app of pool {settings.pool!r} by this id on the bus"])
     print("\n".join(lines))
     return EXIT_OK
 
@@ -485,7 +494,11 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("explain", help="a job's history and, while it waits, what holds its block")
-    p.add_argument("job", help="the job id")
+    p = sub.add_parser(
+        "explain",
+        help="a job's or an app's history and where it stands now (a waiting job: what holds its block; "
+        "an app: its registration, observed need, holdings and forecast)",
+    )
+    p.add_argument("job", metavar="ID", help="the job or app id")
     bus_arguments(p)
     p.set_defaults(func=cmd_explain)

@@ -1,7 +1,11 @@
-"""`gpualloc explain JOB`: a job's history from the bus (submitted, each decision with its reason,
-start, completion, failure, re-size, dead letters of records naming it) and where it stands now,
-as of the latest commit: waiting (its promised start in that commit's plan and the work holding
-its block just before), running, ended, or rejected."""
+"""`gpualloc explain ID`: a job's or an app's history from the bus and where it stands now, as of
+the latest commit, in the states `states` defines. A job: submitted, each decision with its
+reason, start, completion, failure, re-size, dead letters of records naming it; now waiting (its
+promised start in that commit's plan and the work holding its block just before), running,
+ended or rejected, with the later submissions refused beside it. An app: its registrations (or
+their dead letters), its latest observations, the reasons of its recent commits; now what the
+live pool (`status`'s view) says of it: bounds, GPUs held, observed need and shortfall, and the
+forecast the next plan counts on."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpualloc.agent.operator.tail import names, original_of
+from gpualloc.agent.operator.states import App, Job, app_words, forecast_words, names, original_of, refusals_words
 from gpualloc.agent.operator.words import Holders, at_step, now_words, promised, span, step_length
 from gpualloc.bus import clients
 from gpualloc.bus.admin import partition_counts
@@ -20,9 +24,9 @@ from gpualloc.schemas.commits import latest
 
 
 async def history_of(bootstrap: Broker | str, topics: Topics, pool: str, job_id: str) -> list[dict[str, Any]]:
-    """`gather` over the pool's inputs of jobs, decisions, commits and dead letters, in
-    publication order."""
-    names = [topics.jobs, topics.decisions, topics.commits, topics.deadletter]
+    """`gather` over the pool's inputs of jobs and apps, decisions, commits and dead letters, in
+    publication order (each record's Kafka timestamp)."""
+    names = [topics.jobs, topics.traffic, topics.decisions, topics.commits, topics.deadletter]
     counts = await partition_counts(bootstrap, names)
     consumer = await clients.started(reader(bootstrap), "explain reader")
     try:
@@ -39,9 +43,10 @@ async def history_of(bootstrap: Broker | str, topics: Topics, pool: str, job_id:
 
 
 def gather(job_id: str, pool: str, messages: Iterable[Any]) -> list[dict[str, Any]]:
-    """Every message of `pool` naming `job_id` (inputs, decisions, the parts of commits that
-    start it, dead letters of records naming it), then the pool's latest whole commit marked
-    `latest` (with its time and the step length its commits show)."""
+    """Every message of `pool` naming `job_id`, a job's or an app's id (inputs, decisions, the
+    parts of commits that start it or give reasons for it, dead letters of records naming it),
+    then the pool's latest whole commit marked `latest` (with its time and the step length its
+    commits show)."""
     out, commits, last_at = [], [], None
     for m in messages:
         if not isinstance(m, dict) or m.get("pool", "default") != pool:
@@ -50,8 +55,8 @@ def gather(job_id: str, pool: str, messages: Iterable[Any]) -> list[dict[str, An
         if m.get("type") == "plan.committed":
             commits.append(p)
             last_at = m.get("occurred_at")
-            if job_id in p.get("started", ()):
-                out.append(m)  # the part of its commit that holds the job
+            if job_id in p.get("started", ()) or job_id in (p.get("reasons") or {}):
+                out.append(m)  # the part of its commit that starts the job, or says why the app holds what it does
         elif m.get("type") == "input.rejected":
             original = original_of(p)
             if original is not None and job_id in names(original):
@@ -80,13 +85,33 @@ def _time(at: Any) -> datetime | None:
         return None
 
 
-def explain_lines(job_id: str, messages: list[dict[str, Any]]) -> list[str]:
-    """Readable history, then where the job stands now; empty when no message names the job."""
+def is_app(name: str, messages: list[dict[str, Any]]) -> bool:
+    """Do the gathered `messages` tell of an app by this name (a registration, a dead letter of
+    one, an observation) rather than a job?"""
+    for m in messages:
+        p, kind = m.get("payload") or {}, m.get("type")
+        if kind == "input.rejected":
+            kind = (original_of(p) or {}).get("type")
+        if kind in ("app.registered", "traffic.observed"):
+            return True
+        if kind in ("job.submitted", "allocation.decided"):
+            return False
+    return False
+
+
+def _latest(messages: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, timedelta | None, Any]:
+    """The latest whole commit `gather` marked, a step's length and the commit's time."""
     marked = next((m for m in messages if m.get("latest")), None)
     commit = marked["payload"] if marked else None
     seconds = marked.get("step_seconds") if marked else None
     length = timedelta(seconds=seconds) if seconds else None
-    story = _Story(job_id, commit, length, _time(marked.get("occurred_at")) if marked else None)
+    return commit, length, _time(marked.get("occurred_at")) if marked else None
+
+
+def explain_lines(job_id: str, messages: list[dict[str, Any]]) -> list[str]:
+    """Readable history, then where the job stands now; empty when no message names the job."""
+    commit, length, committed_at = _latest(messages)
+    story = _Story(job_id, commit, length, committed_at)
     for m in messages:
         if not m.get("latest"):
             story.read(m)
@@ -96,16 +121,12 @@ def explain_lines(job_id: str, messages: list[dict[str, Any]]) -> list[str]:
 
 
 class _Story:
-    """The job's state as its messages, in order, tell it."""
+    """The job's history in words, its state kept by `states.Job`."""
 
     def __init__(self, job_id: str, commit: dict[str, Any] | None, length: timedelta | None, committed_at) -> None:
         self.job_id, self.commit, self.length, self.committed_at = job_id, commit, length, committed_at
         self.lines: list[str] = []
-        self.state = "waiting"  # waiting, running, ended, rejected
-        self.why = ""  # of an ended or rejected job
-        self.gpus: list[int] = []  # while running
-        self.since = 0  # its start step while running
-        self.size, self.duration, self.requeue, self.sized = 0, 0, True, False
+        self.job = Job()
         self.out_of_memory: int | None = None  # GPUs it ran out of memory at, until its fate is told
         self.decided: dict[str, Any] | None = None  # the latest decision, while it waits
         self.decided_late = False  # that decision came after the latest commit
@@ -118,96 +139,93 @@ class _Story:
         if self.out_of_memory is not None and kind != "allocation.decided":
             self._dropped()
         if kind == "job.submitted":
-            self.size, self.duration = p.get("gpus") or 0, p.get("duration") or 0
-            self.requeue = p.get("requeue", True) is not False
-            size = f"{self.size} GPUs for {self.duration} steps" if self.size else "sized by features"
-            self.lines.append(f"{at}  submitted: {p.get('kind')}, {size}, priority {p.get('priority')}")
+            event = f" (event {m['event_id']})" if m.get("event_id") else ""
+            if not self.job.submitted(p, m.get("event_id")):
+                self.lines.append(f"{at}  submitted again{event} while it is {self.job.state}")
+                return
+            size = f"{self.job.size} GPUs for {self.job.duration} steps" if self.job.size else "sized by features"
+            self.lines.append(f"{at}  submitted{event}: {p.get('kind')}, {size}, priority {p.get('priority')}")
         elif kind == "allocation.decided":
             self._decided(p, at)
         elif kind == "plan.committed":
-            self.state, self.gpus, self.since = "running", list(p["assignments"].get(self.job_id, [])), p["step"]
+            self.job.started(self.job_id, p)
             self.lines.append(
-                f"{at}  started at {self.at(p['step'])} on GPUs {span(self.gpus)} (commit seq {p['seq']})"
+                f"{at}  started at {self.at(p['step'])} on GPUs {span(self.job.gpus)} (commit seq {p['seq']})"
             )
         elif kind in ("job.completed", "job.cancelled"):
-            self.state, self.why = "ended", kind.split(".")[1]
-            self.lines.append(f"{at}  {self.why}{_by(p)}" + (f": {p['detail']}" if p.get("detail") else ""))
+            self.job.ended(kind.split(".")[1])
+            self.lines.append(f"{at}  {self.job.why}{_by(p)}" + (f": {p['detail']}" if p.get("detail") else ""))
         elif kind == "job.failed":
-            self._failed(p, at)
+            self._failed(p, at, m.get("event_id"))
         elif kind == "input.rejected":
             self._dead_letter(p, at)
 
     def _decided(self, p: dict[str, Any], at: str) -> None:
-        forecast = p.get("forecast") or {}
-        size = forecast.get("gpus") or len(p.get("gpus") or ()) or self.size
-        self.duration = forecast.get("duration") or self.duration
-        self.sized = "gpus" in (forecast.get("forecast") or ())
+        if self.job.answers_another(p):
+            self.job.decided(p, at)
+            self.lines.append(f"{at}  {self.job.refused[-1].words()}; it stays {self.job.state}")
+            return
+        self.job.decided(p, at)
         resized = ""
         if self.out_of_memory is not None:
-            resized = f"re-sized to {size} GPUs after running out of memory at {self.out_of_memory}; "
+            resized = f"re-sized to {self.job.size} GPUs after running out of memory at {self.out_of_memory}; "
             self.out_of_memory = None
-        self.size = size
         where = f" on GPUs {span(p['gpus'])}" if p.get("gpus") else ""
         when = f" at {self.at(p['start_step'])}" if p.get("start_step") is not None else ""
         self.lines.append(f"{at}  {resized}decided {p['action']}{where}{when}: {p['reason']}")
-        if p["action"] == "rejected":
-            self.state, self.why = "rejected", p["reason"]
-        elif p["action"] == "start":
-            self.state, self.gpus, self.since = "running", list(p["gpus"]), p.get("start_step") or 0
-        else:
-            self.state, self.decided = "waiting", p
+        if self.job.state == "waiting":
+            self.decided = p
             when_at = _time(at)
             self.decided_late = bool(self.committed_at and when_at and when_at > self.committed_at)
 
-    def _failed(self, p: dict[str, Any], at: str) -> None:
+    def _failed(self, p: dict[str, Any], at: str, event_id: str | None) -> None:
         reason = p.get("reason")
-        ran = f" on GPUs {span(self.gpus)}" if self.state == "running" and self.gpus else ""
+        running = self.job.state == "running" and self.job.gpus
+        ran = f" on GPUs {span(self.job.gpus)}" if running else ""
         text = f"{at}  failed" + (f" ({reason})" if reason else "") + f"{ran}{_by(p)}"
         self.lines.append(text + (f": {p['detail']}" if p.get("detail") else ""))
-        ran_at = len(self.gpus) if self.state == "running" and self.gpus else self.size
-        self.gpus, self.decided = [], None
-        if reason == "out_of_memory" and self.sized and self.requeue:
-            self.state, self.out_of_memory = "waiting", ran_at  # re-sized by the decision that follows
-        elif reason == "time_limit" or not self.requeue:
-            self.state, self.why = "ended", f"failed ({reason})" if reason else "failed"
-        else:
-            self.state = "waiting"
+        ran_at = len(self.job.gpus) if running else self.job.size
+        self.decided = None
+        fate = self.job.failed(p, event_id)
+        if fate == "resized":
+            self.out_of_memory = ran_at  # re-sized by the decision that follows
+        elif fate == "requeued":
             self.lines[-1] += "; re-queued (it allows it)"
 
     def _dropped(self) -> None:
         """Out of memory with no decision after it: the pool could give it no more GPUs."""
-        self.state, self.why = "ended", f"failed (out_of_memory) at {self.out_of_memory} GPUs; not re-sized: dropped"
+        self.job.ended(f"failed (out_of_memory) at {self.out_of_memory} GPUs; not re-sized: dropped")
         self.out_of_memory = None
 
     def _dead_letter(self, p: dict[str, Any], at: str) -> None:
         original = original_of(p) or {}
         kind = original.get("type", "a record")
-        self.lines.append(
-            f"{at}  rejected {kind} ({p.get('topic')}:{p.get('partition')}:{p.get('offset')}): {p['reason']}"
-        )
-        if kind == "job.submitted" and self.state == "waiting" and self.decided is None:
-            self.state, self.why = "rejected", p["reason"]
+        self.lines.append(f"{at}  rejected {kind} ({_where_from(original, p)}): {p['reason']}")
+        if kind == "job.submitted":
+            self.job.dead_letter(kind, original.get("event_id"), p["reason"], at)
 
     def now(self) -> str:
         """Where the job stands as of the latest commit."""
         if self.out_of_memory is not None:
             self._dropped()
         c = self.commit
-        return f"now: {now_words(c, self.length) if c else 'no commit yet'} - {self._where(c)}"
+        head = now_words(c, self.length) if c else "no commit yet"
+        return f"now: {head} - {self._where(c)}{refusals_words(self.job.refused)}"
 
     def _where(self, c: dict[str, Any] | None) -> str:
         """The job's state in words, as of commit `c`."""
-        if self.state == "rejected":
-            return f"rejected, never planned: {self.why}"
-        if self.state == "ended":
-            return f"{self.why}; it holds no GPUs and is not planned"
-        if self.state == "running":
-            gpus = (c or {}).get("assignments", {}).get(self.job_id) or self.gpus
-            text = f"running on GPUs {span(gpus)} since {self.at(self.since)}"
-            end = self.since + self.duration
-            if c and self.duration and c["step"] >= end:
+        job = self.job
+        if job.state == "rejected":
+            return f"rejected, never planned: {job.why}"
+        if job.state == "ended":
+            return f"{job.why}; it holds no GPUs and is not planned"
+        if job.state == "running":
+            gpus = (c or {}).get("assignments", {}).get(self.job_id) or job.gpus
+            text = f"running on GPUs {span(gpus)} since {self.at(job.since)}"
+            end = job.since + job.duration
+            if c and job.duration and c["step"] >= end:
                 text += (
-                    f", past its planned end at {self.at(end)} ({self.duration} steps): it keeps its GPUs until it ends"
+                    f", past its planned end at {self.at(end)} ({job.duration} steps): it keeps its GPUs until it ends"
                 )
             return text
         if c is None:
@@ -217,10 +235,16 @@ class _Story:
             where = f" on GPUs {span(d['gpus'])}" if d.get("gpus") else ""
             when = f" at {at_step(c, self.length, d['start_step'])}" if d.get("start_step") is not None else ""
             return (
-                f"waiting at {self.size} GPUs, {d['action']}{where}{when} by its decision after "
+                f"waiting at {job.size} GPUs, {d['action']}{where}{when} by its decision after "
                 f"that commit; the next commit plans it"
             )
         return waiting(self.job_id, c, self.length)
+
+
+def _where_from(original: dict[str, Any], letter: dict[str, Any]) -> str:
+    """The rejected record's event id, when it has one, and where it was: `event e7, gpualloc.jobs:0:12`."""
+    event = f"event {original['event_id']}, " if isinstance(original.get("event_id"), str) else ""
+    return f"{event}{letter.get('topic')}:{letter.get('partition')}:{letter.get('offset')}"
 
 
 def _by(p: dict[str, Any]) -> str:
@@ -238,3 +262,56 @@ def waiting(job_id: str, commit: dict[str, Any], length: timedelta | None = None
             "higher-value work and real-time demand fill it"
         )
     return "waiting, " + promised(found, commit, length, {})
+
+
+RECENT = 5  # of an app's observations and commit reasons, the latest told
+
+
+def explain_app_lines(app_id: str, messages: list[dict[str, Any]], row: dict[str, Any] | None) -> list[str]:
+    """An app's registrations (each dead letter answering one with its reason), its latest
+    observations, the reasons of its recent commits, then where it stands now: `row`, its
+    entry in `status`'s view of the live pool (None: the pool holds no such app)."""
+    commit, length, _ = _latest(messages)
+    app, out = App(), []
+    observed: list[str] = []
+    reasons: list[str] = []
+    for m in messages:
+        if m.get("latest"):
+            continue
+        p, at, kind = m.get("payload") or {}, m.get("occurred_at", "?"), m.get("type")
+        if kind == "app.registered":
+            app.registered(p, m.get("event_id"), at)
+            top = p.get("max_gpus") if p.get("max_gpus") is not None else "pool"
+            out.append(
+                f"{at}  registration published (event {m.get('event_id')}): priority {p.get('priority')}, "
+                f"{p.get('min_gpus', 0)}-{top} GPUs"
+                + (f", swap cap {p['swap_cap']}" if p.get("swap_cap") is not None else "")
+            )
+        elif kind == "input.rejected":
+            original = original_of(p) or {}
+            app.dead_letter(str(original.get("type")), original.get("event_id"), p.get("reason", ""), at)
+            out.append(
+                f"{at}  rejected {original.get('type', 'a record')} ({_where_from(original, p)}): {p.get('reason')}"
+            )
+        elif kind == "traffic.observed":
+            seen = f"{p['gpus']} GPUs" if p.get("gpus") is not None else f"{p.get('requests_per_s')} requests/s"
+            observed.append(f"{at}  observed {seen}")
+        elif kind == "plan.committed" and app_id in (p.get("reasons") or {}):
+            what = "reactive commit" if p.get("reactive") else "commit"
+            gpus = p.get("assignments", {}).get(app_id)
+            held = f", GPUs {span(gpus)}" if gpus else ""
+            reasons.append(f"{at}  {what} of step {p['step']} (seq {p['seq']}{held}): {p['reasons'][app_id]}")
+    if not out and not observed and row is None:
+        return []
+    out += observed[-RECENT:] + reasons[-RECENT:]
+    head = f"now: {now_words(commit, length) if commit else 'no commit yet'} - "
+    if row is not None:
+        out.append(head + f"registered: {app_words(row)}{refusals_words(app.refused)}")
+        out.append(f"  {forecast_words(row)}")
+    elif app.state == "rejected":
+        out.append(head + f"rejected, never registered: {app.why}")
+    elif app.state == "registered":
+        out.append(head + "registration published, not yet taken by the agent")
+    else:
+        out.append(head + "not registered")
+    return out

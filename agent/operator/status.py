@@ -3,12 +3,13 @@
 The state is the pool's latest snapshot and the ledger's transactions after it, replayed through
 the planner core (`recovery.read_history` and `rebuild`), so it is exact as of the last committed
 transaction, whatever process asks. From it: the latest commit's plan summed up by groups of
-nodes (how many of their GPUs are taken at each step ahead, and by how many holders now; at most
-`GROUPS` rows, whatever the pool's size), and on request a per-GPU Gantt of a range of GPUs;
-the running jobs, the queue with where the latest commit's plan puts each job (its promised start
-and GPUs and who holds them first, or why it has none: read from the commit, not planned again,
-so it costs the plan's size and never a solve), the apps' demand against what they hold, and the
-nodes: up, drained or down, with their node agents' last reports. Now is the latest commit's
+nodes (how many of their GPUs the plan takes at each step ahead, and the GPUs held there now and
+by how many holders, counted as committed; at most `GROUPS` rows, whatever the pool's size), and
+on request a per-GPU Gantt of a range of GPUs; the running jobs, the queue with where the latest
+commit's plan puts each job (its promised start and GPUs and who holds them first, or why it has
+none: read from the commit, not planned again, so it costs the plan's size and never a solve),
+the apps (`states.app_row`: their observed need against what they hold, the forecast labelled
+as one), and the nodes: up, drained or down, with their node agents' last reports. Now is the latest commit's
 step, and what holds GPUs now is what held them as of the last committed transaction (the
 commit's holders, the jobs started since): `explain` says the same. `view` is pure (a dict, also
 the `--json` output, bounded: at most `LISTED` running and queued jobs each, a reason naming at
@@ -29,6 +30,7 @@ from gpualloc.agent.metrics import gpu_states
 from gpualloc.agent.operator.audit import STALLED_AFTER_S
 from gpualloc.agent.operator.full_mode import full_mode_status
 from gpualloc.agent.operator.overruns import past_plan, past_plan_lines
+from gpualloc.agent.operator.states import app_row, app_words, forecast_words
 from gpualloc.agent.operator.words import Holders, duration, now_words, promised, span, step_length
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.recovery import rebuild
@@ -167,7 +169,6 @@ def view(
     times told with a step's wall `length`, the first `listed` running and queued jobs (None: all)."""
     cfg = planner.config
     assignments = holding(planner)
-    held = {owner: len(gpus) for owner, gpus in assignments.items()}
     plan = (commit or {}).get("plan")
     running = [
         {
@@ -183,27 +184,11 @@ def view(
     ]
     queue = promises(planner, commit, length)
     queue.sort(key=lambda q: (q["promised_start"] is None, q["promised_start"] or 0, -q["priority"], q["id"]))
-    apps = []
     reasons = (commit or {}).get("reasons", {})
-    displaced = planner.displaced()
-    for app_id, app in sorted(planner.apps.items()):
-        demand = planner.window_demand(app_id, displaced)
-        now = demand[0] if demand else 0
-        room = planner.headroom(app.spec, displaced)
-        apps.append(
-            {
-                "id": app_id,
-                "priority": app.spec.priority,
-                "min_gpus": app.spec.min_gpus,
-                "max_gpus": app.spec.max_gpus,
-                "demand": now,
-                "held": held.get(app_id, 0),
-                "shortfall": max(0, min(now, app.spec.max_gpus or cfg.gpus) - held.get(app_id, 0)),
-                "demand_ahead": demand,
-                "quantile": room.quantile,
-                "why": reasons.get(app_id) or room.why,
-            }
-        )
+    apps = [
+        app_row(planner, app_id, assignments.get(app_id, []), planner.now - 1, reasons.get(app_id))
+        for app_id in sorted(planner.apps)
+    ]
     state_of = {"down": planner.down, "drained": planner.drained}
     last: dict[int, dict[str, Any]] = {}
     for m in reports:
@@ -240,7 +225,7 @@ def view(
         if commit is None
         else {k: commit.get(k) for k in ("step", "seq", "source", "objective", "bound", "step_start", "full_mode")},
         "usage": gpu_states(assignments, planner.apps, cfg.gpus, planner.down.bit_count()),
-        "plan": summary(plan, cfg.gpus // cfg.node_size, cfg.node_size, width),
+        "plan": summary(plan, cfg.gpus // cfg.node_size, cfg.node_size, width, assignments),
         "detail": None if gpu_range is None or plan is None else clipped(plan, *gpu_range, width),
         "running": running[:listed],
         "running_total": len(running),
@@ -308,23 +293,31 @@ def promises(planner: PoolView, commit: dict[str, Any] | None, length: timedelta
     return out
 
 
-def summary(plan: dict[str, Any] | None, nodes: int, node_size: int, width: int) -> dict[str, Any] | None:
+def summary(
+    plan: dict[str, Any] | None, nodes: int, node_size: int, width: int, holding: dict[str, list[int]]
+) -> dict[str, Any] | None:
     """The plan by groups of consecutive nodes (at most `GROUPS`; groups alike side by side
-    merged): per group, the GPUs taken at each of the first `width` steps and the holders there now."""
+    merged): per group, the GPUs the plan takes at each of the first `width` steps, and what
+    holds GPUs there now (`holding`: the latest commit's assignments and the jobs started
+    since, as the rest of `status` counts them): `holders_now` and `held_now` GPUs."""
     if plan is None:
         return None
     steps, per = min(width, plan["steps"]), -(-nodes // GROUPS)
     groups = -(-nodes // per)
     busy = np.zeros((nodes, steps), dtype=np.int64)
-    now: list[set[str]] = [set() for _ in range(groups)]
-    for holder, rects in plan["holders"].items():
+    for rects in plan["holders"].values():
         for g0, g1, t0, t1 in rects:
             if t0 >= steps:
                 continue
             for n in range(g0 // node_size, (g1 - 1) // node_size + 1):
                 busy[n, t0 : min(t1, steps)] += min(g1, (n + 1) * node_size) - max(g0, n * node_size)
-                if t0 == 0:
-                    now[n // per].add(holder)
+    now: list[set[str]] = [set() for _ in range(groups)]
+    held = [0] * groups
+    for holder, gpus in holding.items():
+        for g in gpus:
+            k = min(groups - 1, g // node_size // per)
+            now[k].add(holder)
+            held[k] += 1
     rows: list[dict[str, Any]] = []
     holders: list[set[str]] = []
     for k in range(groups):
@@ -332,12 +325,14 @@ def summary(plan: dict[str, Any] | None, nodes: int, node_size: int, width: int)
         taken = busy[first : last + 1].sum(axis=0).tolist()
         if rows and rows[-1]["busy"] == taken and rows[-1]["gpus_per_group"] == (last - first + 1) * node_size:
             rows[-1]["nodes"][1] = last
+            rows[-1]["held_now"] += held[k]
             holders[-1] |= now[k]
             continue
-        rows.append({"nodes": [first, last], "gpus_per_group": (last - first + 1) * node_size, "busy": taken})
+        row = {"nodes": [first, last], "gpus_per_group": (last - first + 1) * node_size, "busy": taken}
+        rows.append(row | {"held_now": held[k]})
         holders.append(set(now[k]))
-    for row, held in zip(rows, holders):
-        row["holders_now"] = len(held)
+    for row, there in zip(rows, holders):
+        row["holders_now"] = len(there)
     return {"steps": steps, "nodes_per_group": per, "rows": rows}
 
 
@@ -388,8 +383,13 @@ def summary_lines(plan: dict[str, Any] | None, node_size: int, first_step: int) 
     ]
     for text, r in zip(labels, plan["rows"]):
         row = "".join(cell(t, r["gpus_per_group"]) for t in r["busy"])
-        out.append(f"{text:<{label}} |{row}|  holders now: {r['holders_now']}")
-    out.append("GPUs taken a group: . none, 1-9 tenths, # all (`--gpus A-B`: who holds them)")
+        gpus, holders = r["held_now"], r["holders_now"]
+        now = f"now: {gpus} GPU{'s' * (gpus != 1)} held by {holders} holder{'s' * (holders != 1)}"
+        out.append(f"{text:<{label}} |{row}|  {now}")
+    out.append(
+        "GPUs the plan takes a group: . none, 1-9 tenths, # all (`--gpus A-B`: who holds them); now: GPUs held "
+        "and their holders as committed (the latest commit's assignments and the jobs started since)"
+    )
     return out
 
 
@@ -447,30 +447,52 @@ def lines(status: dict[str, Any], shown: int | None = SHOWN) -> list[str]:
     out += summary_lines(status["plan"], status["gpus_per_node"], first_step)
     if status.get("detail"):
         out += [""] + gantt(gpu_rows(status["detail"]), first_step, first_gpu=status["detail"]["gpus"][0])
-    out += ["", f"running ({status['running_total']:,}):"]
+    out += running_lines(status, shown)
+    out += past_plan_lines(status)
+    out += queue_lines(status, shown)
+    out += app_lines(status)
+    out += node_lines(status, shown)
+    return out
+
+
+def running_lines(status: dict[str, Any], shown: int | None) -> list[str]:
+    """The running jobs, each with its GPUs and steps."""
+    out = ["", f"running ({status['running_total']:,}):"]
     out += [
         f"  {r['id']:<16} GPUs {r['gpus']:<9} steps {r['started']}-{r['ends'] - 1}  priority {r['priority']:g}"
         for r in status["running"][:shown]
     ] or ["  none"]
-    out += _more(status["running_total"], shown)
-    out += past_plan_lines(status)
-    out += ["", f"queue ({status['queue_total']:,}, {status['queue_planned']:,} planned in the window):"]
+    return out + _more(status["running_total"], shown)
+
+
+def queue_lines(status: dict[str, Any], shown: int | None) -> list[str]:
+    """The queue, each job with where the latest commit's plan puts it or why it has no place."""
+    out = ["", f"queue ({status['queue_total']:,}, {status['queue_planned']:,} planned in the window):"]
     out += [
         f"  {q['id']:<16} {q['gpus']} GPUs x {q['duration']}  priority {q['priority']:g}  {q['reason']}"
         for q in status["queue"][:shown]
     ]
     out += _more(status["queue_total"], shown)
-    if not status["queue"]:
-        out.append("  empty")
-    out += ["", f"apps ({len(status['apps'])}):"]
-    out += [
-        f"  {a['id']:<16} demand {a['demand']}, held {a['held']}"
-        + (f", SHORT {a['shortfall']}" if a["shortfall"] else "")
-        + f"  (min {a['min_gpus']}, max {a['max_gpus'] if a['max_gpus'] is not None else 'pool'})"
-        + (f"\n    {a['why']}" if a.get("why") else "")
-        for a in status["apps"]
-    ] or ["  none"]
-    out += ["", "nodes:"]
+    return out if status["queue"] else [*out, "  empty"]
+
+
+def app_lines(status: dict[str, Any]) -> list[str]:
+    """The apps: observed need against what they hold (`states.app_words`), the forecast the
+    next plan counts on, and the latest commit's words for each."""
+    out = ["", f"apps ({len(status['apps'])}):"]
+    seq = (status.get("commit") or {}).get("seq")
+    for a in status["apps"]:
+        out.append(f"  {a['id']:<16} {app_words(a)}")
+        out.append(f"    {forecast_words(a)}")
+        if a.get("commit_reason"):
+            out.append(f"    latest commit (seq {seq}): {a['commit_reason']}")
+    return out if status["apps"] else [*out, "  none"]
+
+
+def node_lines(status: dict[str, Any], shown: int | None) -> list[str]:
+    """The nodes: runs of consecutive nodes of one state with their busy GPUs, then the node
+    agents' last binding reports."""
+    out = ["", "nodes:"]
     runs: list[list] = []  # consecutive nodes of one state: [first, last, state, busy]
     for n in status["nodes"]:
         if runs and runs[-1][2] == n["state"] and runs[-1][1] == n["node"] - 1:
@@ -489,9 +511,7 @@ def lines(status: dict[str, Any], shown: int | None = SHOWN) -> list[str]:
         for n in seen[:shown]
     ]
     out += _more(len(seen), shown)
-    if not seen:
-        out.append("  no node-agent report seen")
-    return out
+    return out if seen else [*out, "  no node-agent report seen"]
 
 
 def _more(total: int, shown: int | None) -> list[str]:

@@ -1,30 +1,45 @@
 """`gpualloc tail`: decisions, commits, bindings, dead letters and the inputs operators act by
 (pool configured, nodes up, drained or down, apps registered, jobs completed, cancelled or
-failed) as readable lines."""
+failed) as readable lines, each with the time its record reached the bus (its Kafka timestamp).
+An input is told as what was published (`input ...`, with its event id), never as if it took
+effect: the agent's answer follows (a dead letter naming the same event when it refused it), and
+a decision refusing a second submission of a live job says so (`states.Job`)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
+from datetime import datetime, timezone
 from typing import Any
 
 import orjson
+from aiokafka import ConsumerRecord, TopicPartition
 
+from gpualloc.agent.operator.states import Fold, names, original_of
 from gpualloc.agent.operator.words import span
 from gpualloc.bus import clients
+from gpualloc.bus.admin import partition_counts
 from gpualloc.bus.clients import Broker
+from gpualloc.bus.history import POLL_MS, partitions, reader
 from gpualloc.bus.topics import Topics, decode
 
 QUIET = ("job.submitted", "traffic.observed")  # inputs not shown: a decision answers each submission
+HOLDERS_SHOWN = 12  # of a commit's holders on its line (by first GPU)
+DISCOVER_S = 2.0  # while a topic tail reads does not exist yet, how often it looks again
 
 
-def line(message: dict[str, Any], topic: str) -> str:
-    """One readable line for a message."""
+def line(message: dict[str, Any], topic: str, refused: bool = False) -> str:
+    """One readable line for a message (`refused`: a `rejected` decision that answers a second
+    submission of a live job, not the job)."""
     p, kind = message.get("payload", {}), message.get("type")
     if kind == "allocation.decided":
         gpus = span(p.get("gpus", []))
         where = f" GPUs {gpus}" if gpus else ""
         at = f" step {p['start_step']}" if p.get("start_step") is not None else ""
-        return f"decided   {p['job_id']}: {p['action']}{where}{at} ({p.get('latency_ms', 0):.1f} ms) - {p['reason']}"
+        action = p["action"]
+        if refused:
+            action = f"rejected a second submission (event {p.get('input_event_id')}); {p['job_id']} stays as it was"
+        return f"decided   {p['job_id']}: {action}{where}{at} ({p.get('latency_ms', 0):.1f} ms) - {p['reason']}"
     if kind == "plan.committed":
         bound = f" bound {p['bound']:.2f}" if p.get("bound") is not None else ""
         started = f", started {', '.join(p['started'])}" if p.get("started") else ""
@@ -40,49 +55,47 @@ def line(message: dict[str, Any], topic: str) -> str:
         return f"binding   node {p['node']} {p['job_id']} {p['status']} GPUs {span(p.get('gpus', []))} {p.get('detail', '')}".rstrip()
     if kind == "input.rejected":
         return f"rejected  {_letter(p)} - {p['reason']} ({p['topic']}:{p['partition']}:{p['offset']})"
+    if kind == "job.failed" and p.get("source") == "agent":  # the agent's own notice: it acted already
+        return f"failed    {p['id']}" + (f" ({p['reason']})" if p.get("reason") else "") + " by agent" + _detail(p)
+    return f"input     {_input(message, topic)}" + (
+        f" (event {message['event_id']})" if message.get("event_id") else ""
+    )
+
+
+def _detail(p: dict[str, Any]) -> str:
+    return f" - {p['detail']}" if p.get("detail") else ""
+
+
+def _input(message: dict[str, Any], topic: str) -> str:
+    """An input as published: its type and what it asks, not what became of it."""
+    p, kind = message.get("payload", {}), message.get("type")
     if kind == "node.status":
-        return f"node      {p['node']} {p['state']}" + (f" - {p['detail']}" if p.get("detail") else "")
+        return f"node.status node {p['node']} {p['state']}" + _detail(p)
     if kind in ("job.completed", "job.cancelled", "job.failed"):
         why = f" ({p['reason']})" if p.get("reason") else ""
         by = f" by {p['source']}" if p.get("source") else ""
-        return f"{kind.split('.')[1]:<9} {p['id']}{why}{by}" + (f" - {p['detail']}" if p.get("detail") else "")
+        return f"{kind} {p['id']}{why}{by}" + _detail(p)
     if kind == "app.registered":
         top = p.get("max_gpus") if p.get("max_gpus") is not None else "pool"
-        return f"app       {p['id']} registered: priority {p['priority']:g}, {p.get('min_gpus', 0)}-{top} GPUs"
+        return f"app.registered {p['id']}: priority {p['priority']:g}, {p.get('min_gpus', 0)}-{top} GPUs"
     if kind == "pool.configured":
         per = f", {p['gpus_per_node']} a node" if p.get("gpus_per_node") else ""
         return (
-            f"pool      {message.get('pool', 'default')} configured: {p['gpus']} GPUs{per}, "
+            f"pool.configured {message.get('pool', 'default')}: {p['gpus']} GPUs{per}, "
             f"horizon {p.get('horizon', '-')}, {p.get('step_minutes', '-')}-min steps"
         )
     return f"{kind or 'message'} on {topic}"
 
 
-def original_of(letter: dict[str, Any]) -> dict[str, Any] | None:
-    """The rejected record of a dead letter as JSON (None: not a JSON object, or cut short)."""
-    try:
-        original = orjson.loads(letter.get("original", ""))
-    except orjson.JSONDecodeError:
-        return None
-    return original if isinstance(original, dict) else None
-
-
-def names(message: dict[str, Any]) -> tuple[Any, ...]:
-    """The job or app ids a message's payload names (`id`, `job_id`, `app`)."""
-    p = message.get("payload")
-    return tuple(p.get(k) for k in ("id", "job_id", "app") if p.get(k) is not None) if isinstance(p, dict) else ()
-
-
 def _letter(letter: dict[str, Any]) -> str:
-    """What a dead letter rejected: the event type and the job or app it names, when its text says."""
+    """What a dead letter rejected: the event type, the job or app it names and the event's id,
+    when its text says."""
     original = original_of(letter)
     if original is None:
         return "a record that is not a JSON object" if not letter.get("truncated") else "a record cut short"
     who = next((str(n) for n in names(original) if isinstance(n, (str, int))), "")
-    return " ".join(x for x in (str(original.get("type", "a message without a type")), who) if x)
-
-
-HOLDERS_SHOWN = 12  # of a commit's holders on its line (by first GPU)
+    event = f"(event {original['event_id']})" if isinstance(original.get("event_id"), str) else ""
+    return " ".join(x for x in (str(original.get("type", "a message without a type")), who, event) if x)
 
 
 def concerns(message: dict[str, Any], job: str) -> bool:
@@ -101,14 +114,48 @@ def concerns(message: dict[str, Any], job: str) -> bool:
     return p.get("id") == job
 
 
+def when(timestamp_ms: int | None) -> str:
+    """A Kafka timestamp (ms) as `2026-12-07T10:15:03.123Z` ("?" without one)."""
+    if timestamp_ms is None or timestamp_ms < 0:
+        return "?"
+    return datetime.fromtimestamp(timestamp_ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+class Follower:
+    """Renders messages in the order read, keeping every job's and app's state (`states.Fold`)
+    so a decision that refuses a second submission is told as one."""
+
+    def __init__(self, as_json: bool = False, job: str | None = None) -> None:
+        self.as_json, self.job, self.fold = as_json, job, Fold()
+
+    def render(self, message: dict[str, Any], topic: str, timestamp_ms: int | None = None) -> str | None:
+        """A message as `gpualloc tail` prints it (None: filtered out by `job`): its time (its
+        record's Kafka timestamp, when given) and one readable line, or with `as_json` the
+        message itself with its topic and time, one JSON object a line."""
+        p = message.get("payload") or {}
+        refused = (
+            message.get("type") == "allocation.decided"
+            and isinstance(p.get("job_id"), str)
+            and self.fold.job(message.get("pool", "default"), p["job_id"]).answers_another(p)
+        )
+        self.fold.read(message)
+        if message.get("type") in QUIET or (self.job is not None and not concerns(message, self.job)):
+            return None
+        stamp = {} if timestamp_ms is None else {"timestamp": when(timestamp_ms)}
+        if self.as_json:
+            return orjson.dumps({"topic": topic, **stamp, **message}).decode()
+        text = line(message, topic, refused)
+        return text if timestamp_ms is None else f"{stamp['timestamp']}  {text}"
+
+
 def render(message: dict[str, Any], topic: str, as_json: bool = False, job: str | None = None) -> str | None:
-    """A message as `gpualloc tail` prints it (None: filtered out by `job`): one readable line,
-    or with `as_json` the message itself with its topic, one JSON object a line."""
-    if message.get("type") in QUIET or (job is not None and not concerns(message, job)):
-        return None
-    if as_json:
-        return orjson.dumps({"topic": topic, **message}).decode()
-    return line(message, topic)
+    """One message alone as `gpualloc tail` prints it, without its time (`Follower.render`)."""
+    return Follower(as_json, job).render(message, topic)
+
+
+def in_time_order(records: Iterable[ConsumerRecord]) -> list[ConsumerRecord]:
+    """Records of several topics merged by Kafka timestamp (ties: topic, partition, offset)."""
+    return sorted(records, key=lambda r: (r.timestamp, r.topic, r.partition, r.offset))
 
 
 async def tail(
@@ -120,8 +167,10 @@ async def tail(
     as_json: bool = False,
     job: str | None = None,
 ) -> None:
-    """Print the output topics and the operators' inputs (`render`) until `stop` is set."""
-    consumer = clients.consumer(
+    """Print the output topics and the operators' inputs (`Follower.render`) until `stop` is set:
+    with `from_beginning` first everything on them, merged in time order (`in_time_order`),
+    then what comes, each poll's records in time order."""
+    names_ = [
         topics.config,
         topics.jobs,
         topics.traffic,
@@ -129,22 +178,67 @@ async def tail(
         topics.commits,
         topics.bindings,
         topics.deadletter,
-        bootstrap=bootstrap,
-        auto_offset_reset="earliest" if from_beginning else "latest",
-        isolation_level="read_committed",
-    )
-    await clients.started(consumer, "tail consumer")
+    ]
+    follower = Follower(as_json, job)
+    consumer = await clients.started(reader(bootstrap, fetch_wait_ms=POLL_MS), "tail reader")
+
+    def write(records: Iterable[ConsumerRecord]) -> None:
+        for r in in_time_order(records):
+            if r.value is None:
+                continue
+            try:
+                text = follower.render(decode(r.value), r.topic, r.timestamp)
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                text = f"{when(r.timestamp)}  unreadable message on {r.topic}:{r.partition}:{r.offset}: {e}"
+            if text is not None:
+                out.write(text + "\n")
+        out.flush()
+
     try:
+        known: list[TopicPartition] = []
+        looked = -DISCOVER_S
+        loop = asyncio.get_running_loop()
         while not stop.is_set():
-            batch = await consumer.getmany(timeout_ms=200)
-            for tp, messages in batch.items():
-                for m in messages:
-                    try:
-                        text = render(decode(m.value), tp.topic, as_json, job)
-                        if text is not None:
-                            out.write(text + "\n")
-                    except (ValueError, KeyError, TypeError) as e:
-                        out.write(f"unreadable message on {tp.topic}:{tp.partition}:{m.offset}: {e}\n")
-            out.flush()
+            if len({tp.topic for tp in known}) < len(names_) and loop.time() - looked >= DISCOVER_S:
+                looked = loop.time()
+                counts = await partition_counts(bootstrap, names_)
+                found = [tp for name in names_ for tp in partitions(counts, name)]
+                new = [tp for tp in found if tp not in known]
+                if new:
+                    write(await _assign(consumer, known, new, start=from_beginning or bool(known)))
+                    known += new
+            batch = await consumer.getmany(timeout_ms=POLL_MS) if known else {}
+            if not known:
+                await asyncio.sleep(POLL_MS / 1000)
+            write(r for records in batch.values() for r in records)
     finally:
         await consumer.stop()
+
+
+async def _assign(
+    consumer, known: list[TopicPartition], new: list[TopicPartition], start: bool
+) -> list[ConsumerRecord]:
+    """Read partitions `new` beside `known` (whose positions are kept): from their start when
+    `start` (the records up to their current end returned, to print in time order before what
+    follows), else from their end."""
+    positions = {tp: await consumer.position(tp) for tp in known}
+    consumer.assign([*known, *new])
+    for tp, at in positions.items():
+        consumer.seek(tp, at)
+    ends = await consumer.end_offsets(new)
+    if not start:
+        for tp in new:
+            consumer.seek(tp, ends[tp])
+        return []
+    out: list[ConsumerRecord] = []
+    begins = await consumer.beginning_offsets(new)
+    pending = {tp for tp in new if ends[tp] > begins[tp]}
+    for tp in new:
+        consumer.seek(tp, begins[tp])
+    while pending:
+        for tp, records in (await consumer.getmany(*pending, timeout_ms=POLL_MS)).items():
+            out.extend(r for r in records if r.offset < ends[tp])
+        pending = {tp for tp in pending if await consumer.position(tp) < ends[tp]}
+    for tp in new:
+        consumer.seek(tp, ends[tp])
+    return out

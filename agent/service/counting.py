@@ -14,6 +14,7 @@ from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.outbox import Output, is_unbound_requeue
 from gpualloc.agent.service.publishing import message_of
 from gpualloc.schemas.commits import Parts, folded
+from gpualloc.solvers.planner.need import needs
 
 log = logging.getLogger("gpualloc.agent")
 
@@ -75,26 +76,19 @@ class Tally:
             )
 
     def _committed(self, payload: dict, d: Dispatcher, metrics: AgentMetrics) -> None:
-        planner, commit = d.reads.view, d.last_commit
+        planner = d.reads.view
         assert planner is not None  # a pool that commits is configured
         if payload.get("reactive"):
             if self.step_commit is None or self.step_commit["step"] != payload["step"]:
                 return  # its step's commit came before this agent was watching
             payload = {**folded(self.step_commit, payload), "reactive": True}
         self.step_commit = payload
-        demand = (
-            {app.id: app.demand[0] for app in commit.window.realtime}
-            if commit is not None and commit.step == payload["step"]
-            else dict.fromkeys(planner.apps, 0)
-        )
-        for app_id, app in planner.apps.items():  # what a reactive grant answered
-            demand[app_id] = max(demand.get(app_id, 0), app.observed.get(payload["step"], 0))
         metrics.committed(
             payload,
             planner.config.gpus,
             planner.down.bit_count(),
             len(planner.queued),
-            demand,
+            needs(planner.apps, payload["step"], planner.config.gpus),  # the observed need `status` reports
             unavailable=planner.closed,
         )
 

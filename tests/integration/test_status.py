@@ -25,6 +25,7 @@ from gpualloc.agent.operator.status import (
     lines,
     read_status,
     summary,
+    summary_lines,
     view,
 )
 from gpualloc.agent.service.agent_service import AgentService
@@ -47,27 +48,32 @@ def test_the_gantt_groups_gpus_with_the_same_plan_and_names_each_holder():
     assert gantt(grid[2:], 0, first_gpu=2)[1:3] == ["GPUs 2-3 |b.a|", "legend: a=b, b=chat"]
 
 
-def test_the_summary_sums_each_group_of_nodes_up_and_merges_groups_alike():
+def test_the_summary_sums_each_group_of_nodes_up_and_counts_what_holds_gpus_now_as_committed():
     plan = {"gpus": 32, "steps": 6, "holders": {"a": [[0, 6, 0, 2]], "app": [[6, 10, 0, 6]], "b": [[16, 32, 1, 3]]}}
-    out = summary(plan, nodes=4, node_size=8, width=4)
+    # `late` started after the commit (its start decision binds at once): the plan's step 0 has
+    # nothing on node 2, yet 4 of its GPUs are held now, by one holder
+    holding = {"a": list(range(6)), "app": list(range(6, 10)), "late": list(range(16, 20))}
+    out = summary(plan, nodes=4, node_size=8, width=4, holding=holding)
     assert out == {
         "steps": 4,
         "nodes_per_group": 1,
         "rows": [
-            {"nodes": [0, 0], "gpus_per_group": 8, "busy": [8, 8, 2, 2], "holders_now": 2},
-            {"nodes": [1, 1], "gpus_per_group": 8, "busy": [2, 2, 2, 2], "holders_now": 1},
-            {"nodes": [2, 3], "gpus_per_group": 8, "busy": [0, 8, 8, 0], "holders_now": 0},
+            {"nodes": [0, 0], "gpus_per_group": 8, "busy": [8, 8, 2, 2], "held_now": 8, "holders_now": 2},
+            {"nodes": [1, 1], "gpus_per_group": 8, "busy": [2, 2, 2, 2], "held_now": 2, "holders_now": 1},
+            {"nodes": [2, 3], "gpus_per_group": 8, "busy": [0, 8, 8, 0], "held_now": 4, "holders_now": 1},
         ],
     }
-    big = summary({"gpus": 4096, "steps": 336, "holders": {"x": [[0, 4096, 0, 336]]}}, 512, 8, 48)
+    text = summary_lines(out, 8, first_step=1)
+    assert text[3].endswith("|  now: 4 GPUs held by 1") and "as committed" in text[-1]
+    big = summary({"gpus": 4096, "steps": 336, "holders": {"x": [[0, 4096, 0, 336]]}}, 512, 8, 48, {"x": [0, 4095]})
     assert big["nodes_per_group"] == 8 and big["rows"] == [
-        {"nodes": [0, 511], "gpus_per_group": 64, "busy": [64] * 48, "holders_now": 1}
+        {"nodes": [0, 511], "gpus_per_group": 64, "busy": [64] * 48, "held_now": 2, "holders_now": 1}
     ]  # 64 groups alike: one row
 
 
 def test_the_view_tells_each_queued_job_its_promised_start_and_why():
     planner = Planner(PoolConfig(gpus=8, gpus_per_node=4, horizon=6))
-    planner.realtime.register_app(AppSpec("chat", priority=5, min_gpus=1, max_gpus=4))
+    planner.realtime.register_app(AppSpec("chat", priority=5, min_gpus=0, max_gpus=4))  # no floor: a pool-wide job fits
     planner.realtime.observe_traffic("chat", 0, 2)
     first = planner.admission.submit_all(
         [JobSpec("big", "training", 9, 4, 3, 0), JobSpec("wide", "training", 1, 8, 2, 0)]
@@ -103,11 +109,10 @@ def test_the_view_tells_each_queued_job_its_promised_start_and_why():
     assert wide["id"] == "wide" and wide["action"] == "queued" and wide["promised_start"] is None
     assert "8-GPU block" in wide["reason"]
     (chat,) = status["apps"]
-    # one observation of 2 GPUs: the forecast above it by the prior spread until errors are known
-    assert chat["demand"] == planner.window_demand("chat")[0] in (2, 3)
-    assert chat["held"] == len(commit.assignments["chat"]) and chat["shortfall"] == max(
-        0, chat["demand"] - chat["held"]
-    )
+    # one observation of 2 GPUs in the committed step: its observed need; the forecast, the
+    # next plan's, from the next step
+    assert chat["need"] == 2 and chat["forecast"]["steps"] == planner.window_demand("chat")
+    assert chat["held"] == len(commit.assignments["chat"]) and chat["shortfall"] == max(0, 2 - chat["held"])
     assert [n["state"] for n in status["nodes"]] == ["up", "drained"]
     assert status["nodes"][0]["last_report"]["status"] == "bound" and status["nodes"][1]["last_report"] is None
     assert status["usage"]["batch"] == 4 and status["usage"]["realtime"] == len(commit.assignments["chat"])
@@ -126,11 +131,11 @@ def test_the_queue_reads_each_jobs_promise_from_the_latest_commits_plan():
         [
             JobSpec("a", "training", 9, 8, 3, 0),
             JobSpec("b", "training", 2, 8, 2, 0),
-            JobSpec("c", "training", 1, 16, 2, 0),
+            JobSpec("c", "training", 1, 8, 2, 0),
         ]
     )
     planner.boundary.tick()
-    planner.admission.submit_all([JobSpec("late", "training", 1, 16, 1, 1)])
+    planner.admission.submit_all([JobSpec("late", "training", 1, 8, 1, 1)])
     plan = {
         "gpus": 16,
         "steps": 6,
@@ -152,7 +157,7 @@ def test_the_queue_reads_each_jobs_promise_from_the_latest_commits_plan():
         "(priority 5, from step 2)"
     )
     assert (
-        queue["c"]["action"] == "queued" and "no 16-GPU block for 2 steps in the 6-step window" in queue["c"]["reason"]
+        queue["c"]["action"] == "queued" and "no 8-GPU block for 2 steps in the 6-step window" in queue["c"]["reason"]
     )
     assert queue["late"]["promised_start"] is None and "arrived after the latest commit" in queue["late"]["reason"]
 
@@ -255,7 +260,7 @@ async def test_status_reads_the_live_pool_back_from_the_bus(kafka_bootstrap):
         await asyncio.wait_for(ready.wait(), 30)
         async with Client(kafka_bootstrap, pool="p", topics=topics) as client:
             await client.send("pool.configured", {"gpus": 8, "gpus_per_node": 4, "horizon": 6})
-            await client.register_app({"id": "chat", "priority": 5, "min_gpus": 1, "max_gpus": 4})
+            await client.register_app({"id": "chat", "priority": 5, "min_gpus": 0, "max_gpus": 4})
             await client.report_traffic("chat", gpus=2)
             a = await client.submit_job({"id": "a", "kind": "training", "priority": 5, "gpus": 4, "duration": 4})
             b = await client.submit_job({"id": "b", "kind": "training", "priority": 1, "gpus": 8, "duration": 2})
@@ -268,7 +273,8 @@ async def test_status_reads_the_live_pool_back_from_the_bus(kafka_bootstrap):
         assert {r["id"] for r in status["running"]} == {"a"}
         assert status["stalled"] is False  # a live agent: nothing waits long past its ledger
         assert [q["id"] for q in status["queue"]] == ["b"] and status["queue"][0]["reason"]
-        assert status["apps"][0]["id"] == "chat" and status["apps"][0]["demand"] in (2, 3)  # or the prior spread above
+        # its observation holds into the step after it (then nothing is observed: no need)
+        assert status["apps"][0]["id"] == "chat" and status["apps"][0]["need"] in (2, None)
         assert sum(row[0] == "a" for row in gpu_rows(status["detail"])) == 4
         assert status["plan"]["rows"][0]["busy"][0] >= 4
         assert await read_status(kafka_bootstrap, topics, "nobody") is None
@@ -282,7 +288,7 @@ async def test_status_reads_the_live_pool_back_from_the_bus(kafka_bootstrap):
             timeout=120,
         )
         assert run.returncode == 0, run.stderr
-        assert "queue (1, " in run.stdout and "chat" in run.stdout and "GPUs taken a group" in run.stdout
+        assert "queue (1, " in run.stdout and "chat" in run.stdout and "GPUs the plan takes a group" in run.stdout
         assert "legend:" not in run.stdout  # the per-GPU Gantt only on request
         run = await asyncio.to_thread(
             subprocess.run,

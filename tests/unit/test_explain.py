@@ -10,7 +10,7 @@ import orjson
 from support.builders import T0
 from support.feature_jobs import LORA_7B
 
-from gpualloc.agent.operator.explain import explain_lines, gather
+from gpualloc.agent.operator.explain import explain_app_lines, explain_lines, gather, is_app
 from gpualloc.agent.operator.status import lines, view
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.bus.topics import Record
@@ -91,7 +91,7 @@ def test_explain_says_where_a_job_stands_in_every_state():
     assert "decided rejected" in lines[1] and "waiting" not in "\n".join(lines)
     assert lines[-1].split(" - ", 1)[1].startswith("rejected, never planned: ")
     lines = bus.explain("neg")  # dead-lettered: its submission, the dead letter, never waiting
-    assert "rejected job.submitted (gpualloc.jobs:0:" in lines[1] and "priority" in lines[1]
+    assert "rejected job.submitted (event e13, gpualloc.jobs:0:" in lines[1] and "priority" in lines[1]
     assert lines[-1].split(" - ", 1)[1].startswith("rejected, never planned: priority") and "waiting" not in lines[-1]
 
     bus.commit()  # step 2: `a` runs past its planned end (2 steps from step 0)
@@ -173,3 +173,61 @@ def test_status_and_explain_agree_on_now_and_on_what_holds_gpus_right_after_a_bu
     assert head.endswith("; step 2 starts at 00:00:20 UTC")
     *_, now = bus.explain("j0")
     assert now.startswith("now: step 1 committed at 00:00:10 UTC (seq 2); step 2 starts at 00:00:20 UTC - running")
+
+
+def test_a_second_submission_of_a_live_job_is_told_beside_it_never_as_its_state():
+    bus = Bus(gpus=32)
+    bus.submit("a", gpus=8, duration=30)
+    bus.submit("w", gpus=32, duration=2)  # waits for `a`
+    bus.commit()
+    bus.submit("a", gpus=8, duration=30)  # the same file sent again: a duplicate id
+    again = bus.messages[-2]["event_id"]
+    bus.submit("w", gpus=32, duration=2)
+    bus.commit()
+    lines = bus.explain("a")
+    assert lines[-1].endswith(
+        f"running on GPUs 0-7 since step 0 (00:00:00 UTC); a second submission (event {again}) was rejected: "
+        "job id 'a' is already queued or running"
+    )
+    assert "never planned" not in lines[-1]
+    assert f"a second submission (event {again}) was rejected" in lines[-2] and lines[-2].endswith("it stays running")
+    *_, now = bus.explain("w")
+    assert " - waiting" in now and "a second submission" in now and "never planned" not in now
+    commit = next(m["payload"] for m in reversed(bus.messages) if m["type"] == "plan.committed")
+    status = view("default", bus.d.interpreter.planner, commit, [], length=STEP)
+    assert [r["id"] for r in status["running"]] == ["a"] and [q["id"] for q in status["queue"]] == ["w"]
+
+
+def test_explain_tells_an_app_its_registration_or_its_rejection_and_what_status_says_of_it():
+    bus = Bus(gpus=32)
+    bus.send("app.registered", {"id": "chat", "priority": 5, "min_gpus": 1, "max_gpus": 4}, "gpualloc.traffic")
+    bus.submit("a", gpus=8, duration=30)
+    bus.commit()
+    bus.send("app.registered", {"id": "bad", "priority": 5, "min_gpus": 5, "max_gpus": 4}, "gpualloc.traffic")
+    event = next(m["event_id"] for m in bus.messages if m["type"] == "app.registered" and m["payload"]["id"] == "bad")
+    bus.send("traffic.observed", {"app": "chat", "gpus": 3}, "gpualloc.traffic")  # granted at once
+    bus.commit()
+
+    bad = gather("bad", "default", bus.messages)
+    assert is_app("bad", bad) and not is_app("a", gather("a", "default", bus.messages))
+    told = explain_app_lines("bad", bad, None)
+    assert told[0].endswith(f"registration published (event {event}): priority 5, 5-4 GPUs")
+    assert f"rejected app.registered (event {event}, gpualloc.traffic:0:" in told[1] and "max_gpus" in told[1]
+    assert told[-1].split(" - ", 1)[1].startswith("rejected, never registered: max_gpus")
+    assert not any("waiting" in line for line in told)
+
+    commit = next(m["payload"] for m in reversed(bus.messages) if m["type"] == "plan.committed")
+    status = view("default", bus.d.interpreter.planner, commit, [], length=STEP)
+    assert [a["id"] for a in status["apps"]] == ["chat"]  # the pool holds no `bad`
+    (row,) = status["apps"]
+    assert (row["need"], row["held"], row["shortfall"]) == (3, 3, 0)
+    told = explain_app_lines("chat", gather("chat", "default", bus.messages), row)
+    assert told[-2] == (
+        "now: step 1 committed at 00:00:10 UTC (seq 3); step 2 starts at 00:00:20 UTC - registered: "
+        f"need 3 (observed), held 3 (GPUs {row['gpus']})  (min 1, max 4)"
+    )
+    assert told[-1].startswith(f"  forecast from step 2 at demand quantile {row['forecast']['quantile']:g}: ")
+    assert any("reactive commit of step 0" in line and "observed demand 3 GPUs" in line for line in told)
+    text = lines(status)
+    assert f"  chat             need 3 (observed), held 3 (GPUs {row['gpus']})  (min 1, max 4)" in text
+    assert told[-1].strip() in [line.strip() for line in text]  # the same forecast, the same words

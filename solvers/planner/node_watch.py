@@ -26,6 +26,7 @@ from gpualloc.schemas.events import NodeHeartbeat
 from gpualloc.solvers.planner.effects import Effect, Event, Rejected, Requeued
 from gpualloc.solvers.planner.pool_state import PlannerState
 from gpualloc.solvers.planner.view import PoolView
+from gpualloc.solvers.problem import bits_of
 
 if TYPE_CHECKING:
     from gpualloc.solvers.planner.interpreter import Pool
@@ -60,6 +61,8 @@ def node_heartbeat(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     state.clock = now.timestamp()  # the pass's: a pool watched from this pass on times its starts by it
     state.heard[p.node] = (state.clock, p.interval_seconds)
     state.unheard &= ~node_mask(state, p.node)
+    until = state.clock + max(state.config.node_silence_seconds, SILENT_INTERVALS * p.interval_seconds)
+    state.watch_due = min(state.watch_due, until)
     for holder in p.holders:
         bound(state, holder, p.node)
     return []
@@ -99,32 +102,46 @@ def _silent_for(state: PoolView, heard: tuple[float, float], at: float) -> float
 
 def watch(state: Planner, at: float) -> list[Effect]:
     """At the caller's clock `at` (seconds): which nodes take no new work for want of a live agent,
-    and the starts no agent bound in time, back in the queue as never run."""
+    and the starts no agent bound in time, back in the queue as never run. Each pass calls it, so
+    it looks again only once something can have changed: the earliest moment a live node can fall
+    silent (`watch_due`; heartbeats only open nodes and push that moment on), and the oldest
+    unbound start's bound (starts are kept in the order of the clock that started them)."""
     if not state.heard:
         return []
     state.clock = at
-    nodes = state.config.gpus // state.config.node_size
-    live = 0
-    for node in state.heard:
-        if node < nodes and silent_since(state, node, at) is None:
-            live |= node_mask(state, node)
-    state.unheard = ((1 << state.config.gpus) - 1) & ~live
+    if at >= state.watch_due:
+        _close_silent(state, at)
     out: list[Effect] = []
+    requeue = state.config.bind_requeue_seconds
+    oldest = next(iter(state.unbound.values()), None)
+    if oldest is None or at - oldest[0] < requeue:
+        return out
     for job_id, (since, pending) in sorted(state.unbound.items()):
-        entry = state.running.get(job_id)
-        if entry is None:  # it ended meanwhile
+        if job_id not in state.running:  # it ended meanwhile
             del state.unbound[job_id]
-        elif at - since >= state.config.bind_requeue_seconds:
+        elif at - since >= requeue:
             out.append(Requeued(job_id, _requeue_reason(state, job_id, pending, at - since)))
             del state.unbound[job_id]
             state.admission.never_ran(job_id)
     return out
 
 
+def _close_silent(state: PlannerState, at: float) -> None:
+    """Close the nodes whose agent fell silent by `at`, and note when the next one can."""
+    nodes = state.config.gpus // state.config.node_size
+    live, due = 0, float("inf")
+    for node, (last, interval) in state.heard.items():
+        until = last + max(state.config.node_silence_seconds, SILENT_INTERVALS * interval)
+        if node < nodes and at <= until:
+            live |= node_mask(state, node)
+            due = min(due, until)
+    state.unheard = ((1 << state.config.gpus) - 1) & ~live
+    state.watch_due = due
+
+
 def _requeue_reason(state: PlannerState, job_id: str, pending: int, waited: float) -> str:
     entry = state.running[job_id]
-    gpus = [g for g in range(entry.mask.bit_length()) if entry.mask >> g & 1]
-    nodes = [n for n in range(pending.bit_length()) if pending >> n & 1]
+    gpus, nodes = bits_of(entry.mask), bits_of(pending)
     why = ", ".join(f"node {n}: {_agent_words(state, n)}" for n in nodes)
     return (
         f"queued: its start at step {entry.start} on GPUs {gpus[0]}-{gpus[-1]} was not bound within "

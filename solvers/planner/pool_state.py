@@ -61,6 +61,7 @@ class PlannerState:
     unheard: int = 0
     unbound: dict[str, tuple[float, int]] = field(default_factory=dict)
     clock: float = 0.0
+    watch_due: float = 0.0  # the clock by which a live node agent can next fall silent (`node_watch.watch`)
 
     @property
     def closed(self) -> int:

@@ -152,3 +152,26 @@ def test_a_snapshot_keeps_what_the_pool_knows_of_its_node_agents():
     restored = load_planner(dump_planner(pool.planner), pool.scheduler)
     assert restored.heard == pool.planner.heard and restored.unbound == pool.planner.unbound
     assert restored.unheard == pool.planner.unheard == 0xFFFF << 16 and restored.config.node_silence_seconds == 45
+
+
+def test_a_node_reopened_by_its_agent_falls_silent_again_when_it_stops_even_after_every_node_was_silent():
+    pool = configured()
+    pool.apply([beat(0)], T0)
+    pool.apply([], T0 + 40 * S)
+    assert pool.planner.closed == (1 << 32) - 1  # node 0 silent, the others never heard
+    pool.apply([beat(0)], T0 + 41 * S)
+    assert pool.planner.closed == ((1 << 32) - 1) & ~0xFF
+    pool.apply([], T0 + 80 * S)
+    assert pool.planner.closed == (1 << 32) - 1
+
+
+def test_at_the_contracts_limits_a_pass_of_4096_heartbeats_and_4096_unbound_starts_plans_and_requeues_them():
+    pool = Pool()
+    pool.apply([ev("pool.configured", {"gpus": 4096, "gpus_per_node": 1, "horizon": 336})], T0)
+    pool.apply([beat(n) for n in range(4096)], T0)
+    jobs = [job(f"j{n}", gpus=1, duration=10) for n in range(4096)]
+    pool.apply(jobs, T0 + S)
+    assert len(pool.planner.running) == len(pool.planner.unbound) == 4096
+    committed = pool.commit(now=T0 + 65 * S)  # every agent silent, no start bound: all back in the queue
+    assert len(committed.requeued) == 4096 and not pool.planner.running and len(pool.planner.queued) == 4096
+    assert committed.commit.assignments == {}

@@ -371,3 +371,10 @@ def test_a_reconfiguration_names_what_it_changes_and_refuses_to_fail_work_unless
         wait_for(lambda: live_gpus(kafka_bootstrap, topics) == 24, "the shrink taken by the agent")
         code, out, err = cli(kafka_bootstrap, topics, capsys, "resize", "48")  # growing fails nothing
         assert code == 0 and err == "" and out.startswith("pool.configured gpus 48 (was 24): "), (out, err)
+        wait_for(lambda: live_gpus(kafka_bootstrap, topics) == 48, "the growth taken by the agent")
+        newer = tmp_path / "newer.json"  # what the agent would dead-letter is refused here, unpublished
+        newer.write_text(json.dumps({"gpus": 48, "gpus_per_node": 8, "horizon": 12, "rules": 999}))
+        before = len(messages(kafka_bootstrap, topics.config))
+        code, out, err = cli(kafka_bootstrap, topics, capsys, "configure", str(newer), "--force")
+        assert code == 2 and out == "" and err.startswith("gpualloc: configure: rules: this configuration needs"), err
+        assert len(messages(kafka_bootstrap, topics.config)) == before

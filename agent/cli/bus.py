@@ -445,9 +445,15 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_publish)
 
-    p = sub.add_parser("tail", help="print decisions, commits, bindings and dead letters as readable lines")
+    p = sub.add_parser(
+        "tail",
+        help="print decisions, commits, bindings, dead letters and operators' inputs as readable lines, "
+        "each with its record's Kafka timestamp",
+    )
     bus_arguments(p, pool=False)
-    p.add_argument("--from-beginning", action="store_true", help="from the topics' start, not their end")
+    p.add_argument(
+        "--from-beginning", action="store_true", help="from the topics' start, merged in time order, not their end"
+    )
     p.add_argument("--json", action="store_true", help="each message as it was published, with its topic, a line")
     p.add_argument(
         "--job",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpualloc.solvers.planner.need import observed_need
 from gpualloc.solvers.planner.pool_state import PlannerState, next_floor
 from gpualloc.solvers.planner.records import AppSpec, AppState, Grant, Seen
 from gpualloc.solvers.planner.window import observed_in, running_mask
@@ -230,13 +231,9 @@ class RealTime:
         return Grant(step, app_id, tuple(bits_of(app.held)), (), reason, {}, tuple(bits_of(freed)))
 
     def _needs(self, app: AppState) -> int | None:
-        """GPUs `app` needs now in the committed step: its last observation, when it was made in
-        that step or the step before (an observation holds until the next), else the largest one
-        known ahead for that step; None: none."""
-        step = self.state.now - 1
-        if app.latest is not None and step - 1 <= app.latest.step <= step:
-            return app.latest.gpus
-        return app.observed.get(step)
+        """GPUs `app` needs now in the committed step (`need.observed_need`: what `status` and the
+        shortfall metric report); None: none observed."""
+        return observed_need(app, self.state.now - 1)
 
     def _floors_fit(self, app_id: str, order: list[tuple[str | None, int]], room: int) -> bool:
         """Would every app's floor at the next commit (`_next_floor`: what its swap cap makes it

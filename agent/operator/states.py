@@ -182,8 +182,9 @@ class App:
 
 
 class Fold:
-    """Every job's and app's state in the messages read so far (`read`, in publication order),
-    keyed by pool and id."""
+    """Every live job's and every app's state in the messages read so far (`read`, in
+    publication order), keyed by pool and id. A job that ended or was rejected is dropped (its id
+    is free: a later submission is a new job), so a long follow keeps what is live."""
 
     def __init__(self) -> None:
         self.jobs: dict[tuple[str, str], Job] = {}
@@ -198,6 +199,7 @@ class Fold:
     def read(self, m: dict[str, Any]) -> None:
         pool, p, kind = m.get("pool", "default"), m.get("payload") or {}, m.get("type")
         at, event_id = str(m.get("occurred_at", "?")), m.get("event_id")
+        ids = [p.get("id") if kind != "allocation.decided" else p.get("job_id")]
         if kind == "job.submitted" and isinstance(p.get("id"), str):
             self.job(pool, p["id"]).submitted(p, event_id)
         elif kind == "allocation.decided" and isinstance(p.get("job_id"), str):
@@ -212,21 +214,28 @@ class Fold:
         elif kind == "app.registered" and isinstance(p.get("id"), str):
             self.app(pool, p["id"]).registered(p, event_id, at)
         elif kind == "input.rejected":
-            self.dead_letter(p, at)
+            ids = [self.dead_letter(p, at)]
+        for job_id in ids:
+            job = self.jobs.get((pool, job_id)) if isinstance(job_id, str) else None
+            if job is not None and not job.live and job.state in ("ended", "rejected"):
+                del self.jobs[(pool, job_id)]
 
-    def dead_letter(self, letter: dict[str, Any], at: str = "?") -> None:
+    def dead_letter(self, letter: dict[str, Any], at: str = "?") -> str | None:
+        """A dead letter of a submission or a registration; the job id it names (None: none)."""
         original = original_of(letter)
         if original is None:
-            return
+            return None
         kind, pool, event_id = original.get("type"), original.get("pool", "default"), original.get("event_id")
         who = next((n for n in names(original) if isinstance(n, str)), None)
         if who is None or not isinstance(pool, str):
-            return
+            return None
         reason = letter.get("reason", "")
         if kind == "job.submitted":
             self.job(pool, who).dead_letter(kind, event_id, reason, at)
-        elif kind == "app.registered":
+            return who
+        if kind == "app.registered":
             self.app(pool, who).dead_letter(kind, event_id, reason, at)
+        return None
 
 
 def app_row(planner: PoolView, app_id: str, gpus: list[int], step: int, commit_reason: str | None) -> dict[str, Any]:

@@ -82,3 +82,18 @@ def test_an_app_is_registered_only_by_a_registration_no_dead_letter_answers():
     letter = '{"event_id": "b1", "type": "app.registered", "pool": "p", "payload": {"id": "bad"}}'
     fold.read({"type": "input.rejected", "pool": "p", "payload": {"reason": "no", "original": letter}})
     assert fold.app("p", "bad").state == "rejected"
+
+
+def test_a_follow_keeps_only_live_jobs():
+    fold = Fold()
+    job = {"id": "a", "kind": "training", "priority": 5, "gpus": 4, "duration": 2}
+    fold.read({"type": "job.submitted", "pool": "p", "event_id": "s1", "payload": job})
+    decision = {"job_id": "a", "action": "start", "gpus": [0, 1, 2, 3], "reason": "", "input_event_id": "s1"}
+    fold.read({"type": "allocation.decided", "pool": "p", "payload": decision})
+    assert fold.job("p", "a").state == "running"
+    fold.read({"type": "job.completed", "pool": "p", "payload": {"id": "a"}})
+    assert ("p", "a") not in fold.jobs  # its id is free: a later submission is a new job
+    letter = '{"event_id": "s2", "type": "job.submitted", "pool": "p", "payload": {"id": "b"}}'
+    fold.read({"type": "job.submitted", "pool": "p", "event_id": "s2", "payload": {"id": "b"}})
+    fold.read({"type": "input.rejected", "pool": "p", "payload": {"reason": "no", "original": letter}})
+    assert fold.jobs == {}

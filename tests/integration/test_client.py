@@ -72,7 +72,7 @@ async def test_submissions_get_their_decisions_through_a_running_agent(kafka_boo
             await client.report_traffic("chat", gpus=2)
             both = await asyncio.gather(
                 client.submit_job({"id": "a", "kind": "training", "priority": 5, "gpus": 4, "duration": 3}),
-                client.submit_job({"id": "b", "kind": "training", "priority": 1, "gpus": 8, "duration": 2}),
+                client.submit_job({"id": "b", "kind": "training", "priority": 1, "gpus": 4, "duration": 2}),
             )
             a, b = both
             assert (a.job_id, a.action, len(a.gpus)) == ("a", "start", 4)

@@ -238,14 +238,17 @@ class Fold:
         return None
 
 
-def app_row(planner: PoolView, app_id: str, gpus: list[int], step: int, commit_reason: str | None) -> dict[str, Any]:
+def app_row(
+    planner: PoolView, app_id: str, gpus: list[int], step: int, commit_reason: str | None, displaced: float
+) -> dict[str, Any]:
     """A live app as `status` and `explain` tell it: its bounds, the `gpus` it holds now, its
     observed need in the committed `step` (the contract's, as the reactive grants and the
     shortfall metric read it; None: nothing observed) and what it is short of within its
     ceiling, the forecast the next plan counts on (labelled so, with the quantile it is read
-    at), and the latest commit's words for it (`commit_reason`)."""
+    at), and the latest commit's words for it (`commit_reason`); `displaced`: the queue's
+    `displaced()`, computed once for all apps."""
     cfg, app = planner.config, planner.apps[app_id]
-    room = planner.headroom(app.spec)
+    room = planner.headroom(app.spec, displaced)
     need = observed_need(app, step)
     ceiling = app.spec.ceiling(cfg.gpus)
     return {
@@ -257,7 +260,11 @@ def app_row(planner: PoolView, app_id: str, gpus: list[int], step: int, commit_r
         "held": len(gpus),
         "gpus": span(gpus),
         "shortfall": max(0, min(need or 0, ceiling) - len(gpus)),
-        "forecast": {"steps": planner.window_demand(app_id), "from_step": planner.now, "quantile": room.quantile},
+        "forecast": {
+            "steps": planner.window_demand(app_id, displaced),
+            "from_step": planner.now,
+            "quantile": room.quantile,
+        },
         "headroom": room.why,
         "commit_reason": commit_reason,
     }

@@ -185,8 +185,9 @@ def view(
     queue = promises(planner, commit, length)
     queue.sort(key=lambda q: (q["promised_start"] is None, q["promised_start"] or 0, -q["priority"], q["id"]))
     reasons = (commit or {}).get("reasons", {})
+    displaced = planner.displaced()
     apps = [
-        app_row(planner, app_id, assignments.get(app_id, []), planner.now - 1, reasons.get(app_id))
+        app_row(planner, app_id, assignments.get(app_id, []), planner.now - 1, reasons.get(app_id), displaced)
         for app_id in sorted(planner.apps)
     ]
     state_of = {"down": planner.down, "drained": planner.drained}

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gpualloc.agent.operator.states import App, Job, app_words, forecast_words, names, original_of, refusals_words
+from gpualloc.agent.operator.tail import flow, in_time_order
 from gpualloc.agent.operator.words import Holders, at_step, now_words, promised, span, step_length
 from gpualloc.bus import clients
 from gpualloc.bus.admin import partition_counts
@@ -26,7 +27,7 @@ from gpualloc.schemas.commits import latest
 async def history_of(bootstrap: Broker | str, topics: Topics, pool: str, job_id: str) -> list[dict[str, Any]]:
     """`gather` over the pool's inputs of jobs and apps, decisions, commits and dead letters, in
     publication order (each record's Kafka timestamp)."""
-    names = [topics.jobs, topics.traffic, topics.decisions, topics.commits, topics.deadletter]
+    names = [topics.jobs, topics.traffic, topics.decisions, topics.deadletter, topics.commits]
     counts = await partition_counts(bootstrap, names)
     consumer = await clients.started(reader(bootstrap), "explain reader")
     try:
@@ -34,7 +35,7 @@ async def history_of(bootstrap: Broker | str, topics: Topics, pool: str, job_id:
     finally:
         await consumer.stop()
     messages = []
-    for r in sorted(records, key=lambda r: (r.timestamp, r.topic, r.offset)):
+    for r in in_time_order(records, flow(topics)):
         try:
             messages.append(decode(r.value))
         except ValueError:

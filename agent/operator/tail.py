@@ -80,10 +80,9 @@ def _input(message: dict[str, Any], topic: str) -> str:
         return f"app.registered {p['id']}: priority {p['priority']:g}, {p.get('min_gpus', 0)}-{top} GPUs"
     if kind == "pool.configured":
         per = f", {p['gpus_per_node']} a node" if p.get("gpus_per_node") else ""
-        return (
-            f"pool.configured {message.get('pool', 'default')}: {p['gpus']} GPUs{per}, "
-            f"horizon {p.get('horizon', '-')}, {p.get('step_minutes', '-')}-min steps"
-        )
+        horizon = f", horizon {p['horizon']}" if p.get("horizon") else ""
+        steps = f", {p['step_minutes']}-min steps" if p.get("step_minutes") else ""
+        return f"pool.configured {message.get('pool', 'default')}: {p['gpus']} GPUs{per}{horizon}{steps}"
     return f"{kind or 'message'} on {topic}"
 
 
@@ -153,9 +152,25 @@ def render(message: dict[str, Any], topic: str, as_json: bool = False, job: str 
     return Follower(as_json, job).render(message, topic)
 
 
-def in_time_order(records: Iterable[ConsumerRecord]) -> list[ConsumerRecord]:
-    """Records of several topics merged by Kafka timestamp (ties: topic, partition, offset)."""
-    return sorted(records, key=lambda r: (r.timestamp, r.topic, r.partition, r.offset))
+def flow(topics: Topics) -> list[str]:
+    """The topics in the order a pass acts (inputs, then the agent's decisions, dead letters and
+    commits, then the node agents' bindings): how records of one instant are told."""
+    return [
+        topics.config,
+        topics.jobs,
+        topics.traffic,
+        topics.decisions,
+        topics.deadletter,
+        topics.commits,
+        topics.bindings,
+    ]
+
+
+def in_time_order(records: Iterable[ConsumerRecord], order: list[str]) -> list[ConsumerRecord]:
+    """Records of several topics merged by Kafka timestamp; records of one millisecond in the
+    topics' `order` (`flow`), then by partition and offset."""
+    rank = {topic: k for k, topic in enumerate(order)}
+    return sorted(records, key=lambda r: (r.timestamp, rank.get(r.topic, len(rank)), r.partition, r.offset))
 
 
 async def tail(
@@ -170,20 +185,12 @@ async def tail(
     """Print the output topics and the operators' inputs (`Follower.render`) until `stop` is set:
     with `from_beginning` first everything on them, merged in time order (`in_time_order`),
     then what comes, each poll's records in time order."""
-    names_ = [
-        topics.config,
-        topics.jobs,
-        topics.traffic,
-        topics.decisions,
-        topics.commits,
-        topics.bindings,
-        topics.deadletter,
-    ]
+    names_ = flow(topics)
     follower = Follower(as_json, job)
     consumer = await clients.started(reader(bootstrap, fetch_wait_ms=POLL_MS), "tail reader")
 
     def write(records: Iterable[ConsumerRecord]) -> None:
-        for r in in_time_order(records):
+        for r in in_time_order(records, names_):
             if r.value is None:
                 continue
             try:

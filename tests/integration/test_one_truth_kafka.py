@@ -50,6 +50,7 @@ async def test_status_explain_and_tail_agree_on_a_duplicate_job_and_a_dead_lette
         await producer.start()
         async with Client(kafka_bootstrap, pool="p", topics=topics) as client:
             await client.send("pool.configured", {"gpus": 32, "gpus_per_node": 8, "horizon": 6})
+            await client.register_app({"id": "chat", "priority": 5, "min_gpus": 1, "max_gpus": 4})
             first = await client.submit_job(JOB)
             assert first.action == "start"
             # the same file again, and an app no pool can hold, both published raw (no client checks)
@@ -68,18 +69,30 @@ async def test_status_explain_and_tail_agree_on_a_duplicate_job_and_a_dead_lette
             command = [sys.executable, "-m", "gpualloc", *args, "--pool", "p", "--topic-prefix", prefix]
             return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
 
-        status, as_json, job, app = await asyncio.gather(
+        status, as_json, job, app, chat = await asyncio.gather(
             *(
                 asyncio.to_thread(gpualloc, *args)
-                for args in (["status"], ["status", "--json"], ["explain", "a"], ["explain", "bad"])
+                for args in (
+                    ["status"],
+                    ["status", "--json"],
+                    ["explain", "a"],
+                    ["explain", "bad"],
+                    ["explain", "chat"],
+                )
             )
         )
-        for run in (status, as_json, job, app):
+        for run in (status, as_json, job, app, chat):
             assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
         view = orjson.loads(as_json.stdout)
         (running,) = view["running"]
-        assert running["id"] == "a" and view["apps"] == []  # `bad` never registered
-        assert f"  a                GPUs {running['gpus']}" in status.stdout and "apps (0):" in status.stdout
+        assert running["id"] == "a" and [a["id"] for a in view["apps"]] == ["chat"]  # `bad` never registered
+        assert f"  a                GPUs {running['gpus']}" in status.stdout and "apps (1):" in status.stdout
+        # the registered app: explain's last lines say what status says of it, word for word
+        (told,) = [line for line in status.stdout.splitlines() if line.startswith("  chat  ")]
+        *_, now, forecast = chat.stdout.splitlines()
+        assert now.endswith(" - registered: " + told.split(None, 1)[1])
+        assert forecast.strip() in [line.strip() for line in status.stdout.splitlines()]
+        assert f"at demand quantile {view['apps'][0]['forecast']['quantile']:g}: " in forecast
         held = [line for line in status.stdout.splitlines() if "GPUs held by" in line]
         assert sum(int(line.split("now: ")[1].split(" GPU")[0]) for line in held) == 4  # never 0 while bound
         committed = next(line for line in status.stdout.splitlines() if line.startswith("now: ")).split(" (seq")[0]

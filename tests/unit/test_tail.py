@@ -6,7 +6,17 @@ import json
 
 from aiokafka import ConsumerRecord
 
-from gpualloc.agent.operator.tail import HOLDERS_SHOWN, Follower, concerns, in_time_order, line, render, when
+from gpualloc.agent.operator.tail import (
+    HOLDERS_SHOWN,
+    Follower,
+    concerns,
+    flow,
+    in_time_order,
+    line,
+    render,
+    when,
+)
+from gpualloc.bus.topics import Topics
 
 COMMIT = {
     "type": "plan.committed",
@@ -89,6 +99,7 @@ def test_operators_inputs_are_lines_and_a_dead_letter_names_what_it_rejected():
     assert line(msg("pool.configured", gpus=32, gpus_per_node=8, horizon=24, step_minutes=30), "t") == (
         "input     pool.configured p: 32 GPUs, 8 a node, horizon 24, 30-min steps (event e1)"
     )
+    assert line(msg("pool.configured", gpus=32), "t") == "input     pool.configured p: 32 GPUs (event e1)"
     assert render(msg("job.submitted", id="j1"), "t") is None  # its decision says it
     assert concerns(msg("job.cancelled", id="j1"), "j1") and not concerns(msg("job.cancelled", id="j1"), "j")
     text = {**LETTER, "payload": {**LETTER["payload"], "original": "hello world", "reason": "value: not JSON"}}
@@ -167,10 +178,18 @@ def test_each_line_carries_its_records_time_and_the_backlog_merges_in_time_order
     def record(topic: str, offset: int, ms: int) -> ConsumerRecord:
         return ConsumerRecord(topic, 0, offset, ms, 0, None, b"{}", None, 0, 2, ())
 
-    # a later topic's earlier record first, whatever order the topics were read in
-    records = [record("gpualloc.jobs", 0, 300), record("gpualloc.jobs", 1, 500), record("gpualloc.decisions", 0, 400)]
-    assert [(r.topic, r.offset) for r in in_time_order(records)] == [
+    # a later topic's earlier record first, whatever order the topics were read in; at one
+    # instant, as a pass acts: the decision, then the commit
+    records = [
+        record("gpualloc.jobs", 0, 300),
+        record("gpualloc.jobs", 1, 500),
+        record("gpualloc.commits", 0, 400),
+        record("gpualloc.decisions", 0, 400),
+    ]
+    order = flow(Topics.with_prefix(""))
+    assert [(r.topic, r.offset) for r in in_time_order(records, order)] == [
         ("gpualloc.jobs", 0),
         ("gpualloc.decisions", 0),
+        ("gpualloc.commits", 0),
         ("gpualloc.jobs", 1),
     ]

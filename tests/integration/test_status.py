@@ -64,7 +64,7 @@ def test_the_summary_sums_each_group_of_nodes_up_and_counts_what_holds_gpus_now_
         ],
     }
     text = summary_lines(out, 8, first_step=1)
-    assert text[3].endswith("|  now: 4 GPUs held by 1") and "as committed" in text[-1]
+    assert text[3].endswith("|  now: 4 GPUs held by 1 holder") and "as committed" in text[-1]
     big = summary({"gpus": 4096, "steps": 336, "holders": {"x": [[0, 4096, 0, 336]]}}, 512, 8, 48, {"x": [0, 4095]})
     assert big["nodes_per_group"] == 8 and big["rows"] == [
         {"nodes": [0, 511], "gpus_per_group": 64, "busy": [64] * 48, "held_now": 2, "holders_now": 1}

@@ -145,7 +145,7 @@ class _Story:
                 self.lines.append(f"{at}  submitted again{event} while it is {self.job.state}")
                 return
             size = f"{self.job.size} GPUs for {self.job.duration} steps" if self.job.size else "sized by features"
-            self.lines.append(f"{at}  submitted{event}: {p.get('kind')}, {size}, priority {p.get('priority')}")
+            self.lines.append(f"{at}  submitted: {p.get('kind')}, {size}, priority {p.get('priority')}{event}")
         elif kind == "allocation.decided":
             self._decided(p, at)
         elif kind == "plan.committed":

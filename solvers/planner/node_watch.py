@@ -59,6 +59,8 @@ def node_heartbeat(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     if p.node >= nodes:
         return [Rejected(event.ref, f"node: must be below {nodes}, the pool's node count (got {p.node})")]
     state.clock = now.timestamp()  # the pass's: a pool watched from this pass on times its starts by it
+    if not state.heard:  # the pool is watched from now on: no node but those heard takes new work
+        state.unheard, state.watch_due = (1 << state.config.gpus) - 1, float("inf")
     state.heard[p.node] = (state.clock, p.interval_seconds)
     state.unheard &= ~node_mask(state, p.node)
     until = state.clock + max(state.config.node_silence_seconds, SILENT_INTERVALS * p.interval_seconds)

@@ -172,7 +172,9 @@ class RealTime:
             if donor_id is not None:
                 donor = self.state.apps[donor_id]
                 self.state.apps[donor_id] = replace(donor, held=donor.held & ~(1 << g))
-        app = self.state.apps[app_id] = replace(app, held=app.held | grant, granted=app.granted | grant)
+        # its GPUs on nodes that take no new work leave its set: the grant stands in for them (else
+        # the set counts them twice, and can pass the app's ceiling)
+        app = self.state.apps[app_id] = replace(app, held=(app.held & ~dead) | grant, granted=app.granted | grant)
         self.state.committed |= grant
         given = {
             d: tuple(bits_of(self.state.apps[d].held)) for d in dict.fromkeys(d for d, _ in order if d is not None)

@@ -4,16 +4,23 @@ bound in time; a pool no node agent reports to plans as before."""
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
 from datetime import timedelta
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.builders import T0, ev
+from support.examples import examples
 
-from gpualloc.solvers.planner.effects import Decided, Event, Failed, Rejected, Requeued
+from gpualloc.solvers.legality import online_violations
+from gpualloc.solvers.planner.effects import Decided, Event, Failed, Granted, Rejected, Requeued
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import dump_planner, load_planner
 
 POOL = {"gpus": 32, "gpus_per_node": 8, "horizon": 12, "step_minutes": 60}  # 4 nodes
 S = timedelta(seconds=1)
+POOL_CAP = 2  # the pool's swap cap, the app's (`PoolDefaults.swap_cap`)
 
 
 def job(name: str, gpus: int = 8, duration: int = 6) -> Event:
@@ -175,3 +182,59 @@ def test_at_the_contracts_limits_a_pass_of_4096_heartbeats_and_4096_unbound_star
     committed = pool.commit(now=T0 + 65 * S)  # every agent silent, no start bound: all back in the queue
     assert len(committed.requeued) == 4096 and not pool.planner.running and len(pool.planner.queued) == 4096
     assert committed.commit.assignments == {}
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    passes=st.integers(4, 30),
+)
+def test_drawn_streams_commit_legal_steps_and_start_nothing_on_a_node_without_a_live_agent(seed, passes):
+    """Heartbeats from some nodes (agents stopping and starting), arrivals, bindings of some starts,
+    an app with traffic, completions and a node going down, at drawn times: every commit is legal
+    (R1-R5 with the closed nodes as unavailable) and no job starts, by decision or commit, on a node
+    whose agent was not live then."""
+    rng = random.Random(seed)
+    pool = configured(bind_requeue_seconds=20, node_silence_seconds=12)
+    pool.apply([ev("app.registered", {"id": "rt", "priority": 6, "min_gpus": 2, "max_gpus": 12})], T0)
+    alive = {n for n in range(4) if rng.random() < 0.7}
+    commits, down, at, n = [], [], T0, 0
+    failed: dict[str, list[int]] = {}  # job -> steps it left its GPUs at without ending (re-queued)
+    grants: dict[int, dict[str, tuple[int, ...]]] = {}  # step -> apps' sets granted within it
+    for k in range(passes):
+        at += timedelta(seconds=rng.choice([1, 4, 9, 15]))
+        if rng.random() < 0.2:
+            alive ^= {rng.randrange(4)}  # an agent stops, or starts
+        events = [beat(node) for node in sorted(alive)]
+        for _ in range(rng.randint(0, 3)):
+            n += 1
+            events.append(job(f"j{n}", gpus=rng.choice([1, 2, 4, 8, 16]), duration=rng.randint(1, 6)))
+        running = sorted(pool.planner.running)
+        for job_id in rng.sample(running, min(len(running), rng.randint(0, 2))):
+            node = next(iter(nodes_of(pool, job_id)))
+            events.append(bound(node, job_id) if node in alive else ev("job.completed", {"id": job_id}))
+        if rng.random() < 0.3:
+            events.append(ev("traffic.observed", {"app": "rt", "gpus": rng.randint(0, 14)}, ref=k))
+        if rng.random() < 0.05:
+            events.append(ev("node.status", {"node": rng.randrange(4), "state": rng.choice(["up", "down"])}))
+        for effect in pool.apply(events, at):  # its heartbeats come first: the nodes they open may take its arrivals
+            if isinstance(effect, Granted):  # a reactive commit: the app's set for the rest of its step
+                grants.setdefault(effect.grant.step, {}).update(effect.grant.sets)
+            if isinstance(effect, (Requeued, Failed)):
+                failed.setdefault(effect.job_id, []).append(pool.planner.now)
+            if isinstance(effect, Decided) and effect.decision.action == "start":
+                gpus = sum(1 << g for g in effect.decision.gpus)
+                assert not gpus & pool.planner.closed, (k, effect.decision)
+        if rng.random() < 0.4:
+            step, before = pool.planner.now, set(pool.planner.running)
+            committed = pool.commit(now=at)
+            for requeued in committed.requeued:
+                failed.setdefault(requeued.job_id, []).append(step)
+            closed = pool.planner.closed
+            for job_id in set(committed.commit.started) - before:  # started by this commit's plan
+                assert not pool.planner.running[job_id].mask & closed, (k, job_id)
+            commits.append(committed.commit)
+            down.append(closed)
+    limits = {"rt": (2, 12, POOL_CAP)}
+    steps = [replace(c, assignments={**c.assignments, **grants.get(c.step, {})}) for c in commits]
+    assert online_violations(steps, limits, {"rt"}, down, failed, node_size=8, pool=(32, {"rt": 6.0})) == []

@@ -11,7 +11,7 @@ has nothing to resize.
 
 What a reconfiguration changes is judged against the live pool (`live_pool`: its latest snapshot
 and the ledger after it, replayed as `gpualloc status` and a restarted agent do): the new
-configuration is taken by the agent's own handler on that copy (`reconfigured`), so the CLI refuses
+configuration is taken by that copy as the agent takes it (`reconfigured`), so the CLI refuses
 what the agent would dead-letter, and names the running jobs it would fail and the queued jobs it
 would drop, before anything is published.
 """
@@ -35,7 +35,6 @@ from gpualloc.client import Sent
 from gpualloc.schemas.events import EventType, PoolConfigured
 from gpualloc.solvers.planner.effects import Event, Failed, Rejected
 from gpualloc.solvers.planner.interpreter import Pool
-from gpualloc.solvers.planner.pool_change_events import configure
 from gpualloc.solvers.planner.snapshot import SnapshotError
 from gpualloc.solvers.problem import bits_of
 
@@ -119,13 +118,13 @@ class Reconfigured:
 
 
 def reconfigured(pool: Pool, config: PoolConfigured, now: datetime) -> Reconfigured:
-    """`config` taken by the agent's own handler (`pool_change_events.configure`) on `pool`, a
-    copy read for the purpose (it is changed); ValueError with the agent's reason where the agent
-    would dead-letter it."""
+    """`config` taken as the agent takes it (`Pool.apply`, at `now`) by `pool`, a copy read for
+    the purpose (it is changed); ValueError with the agent's reason where the agent would
+    dead-letter it."""
     planner = pool.planner
     assert planner is not None  # `live_pool` returns configured pools only
     before, running = planner.config, {job_id: entry.mask for job_id, entry in planner.running.items()}
-    effects = configure(pool, Event(EventType.POOL_CONFIGURED, config, now), now)
+    effects = pool.apply([Event(EventType.POOL_CONFIGURED, config, now)], now)
     refused = [e.reason for e in effects if isinstance(e, Rejected)]
     if refused:
         raise ValueError("; ".join(refused))

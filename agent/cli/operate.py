@@ -3,9 +3,10 @@ register-app and submit. Each validates its event as `gpualloc.client` does (bad
 with one line naming the field and the rule), publishes it through a `Client` (idempotent,
 acks=all) and prints one line: the event type, what it is about, the pool,
 topic:partition:offset and the event id (`--json`: the whole message, with where it landed).
-`configure` and `resize` first take the new configuration on a copy of the live pool, as the
-agent will (`operate.reconfigured`): what it changes is printed, and one the agent would refuse,
-or that would fail running or queued work without `--force`, exits 2 unpublished. `submit`
+`configure`, `resize` and `register-app` first take their event on a copy of the live pool, as
+the agent will (`operate.taken`): one the agent would refuse exits 2 unpublished; what a
+configuration changes is printed, and one that would fail running or queued work without
+`--force` exits 2 unpublished. `submit`
 exits 4 when the agent's decision is `rejected` (module `gpualloc.agent.cli` lists every code)."""
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ from pydantic import BaseModel
 from gpualloc.agent.cli.arguments import bootstrap_of, bus_arguments, positive_float, settings_of
 from gpualloc.agent.cli.running import run_until_signal
 from gpualloc.agent.loading import InputError, read_text
-from gpualloc.agent.operator.operate import changes, check_node, latest_config, live_pool, published, reconfigured
+from gpualloc.agent.operator.operate import (
+    changes,
+    check_node,
+    latest_config,
+    live_pool,
+    published,
+    reconfigured,
+    taken,
+)
 from gpualloc.agent.operator.tail import line
 from gpualloc.bus.topics import Topics
 from gpualloc.client import Client, Rejected, validated
@@ -248,6 +257,9 @@ def cmd_register_app(args: argparse.Namespace) -> int:
     _checked(AppRegistered, app, args.command)
 
     async def act(client: Client) -> str:
+        pool = await live_pool(client.bootstrap, client.topics, client.pool)
+        if pool is not None:  # refused here what the live pool's agent would dead-letter
+            taken(pool, "app.registered", validated(AppRegistered, app), datetime.now(timezone.utc))
         await client.register_app(app)
         return str(app.get("id"))
 

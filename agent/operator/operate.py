@@ -9,11 +9,11 @@ what node indices are checked against. An agent started with `--config` keeps it
 one there, node indices go unchecked (the agent dead-letters one outside the pool) and `resize`
 has nothing to resize.
 
-What a reconfiguration changes is judged against the live pool (`live_pool`: its latest snapshot
-and the ledger after it, replayed as `gpualloc status` and a restarted agent do): the new
-configuration is taken by that copy as the agent takes it (`reconfigured`), so the CLI refuses
-what the agent would dead-letter, and names the running jobs it would fail and the queued jobs it
-would drop, before anything is published.
+A configuration or an app is judged against the live pool (`live_pool`: its latest snapshot and
+the ledger after it, replayed as `gpualloc status` and a restarted agent do): a copy of it takes
+the event as the agent will (`taken`), so the CLI refuses what the agent would dead-letter and,
+for a configuration, names what it changes and the running jobs it would fail and the queued
+jobs it would drop (`reconfigured`), before anything is published.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from aiokafka import TopicPartition
+from pydantic import BaseModel
 
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.recovery import rebuild
@@ -33,7 +34,7 @@ from gpualloc.bus.history import read_history, read_range, reader
 from gpualloc.bus.topics import Topics, decode, partition_of
 from gpualloc.client import Sent
 from gpualloc.schemas.events import EventType, PoolConfigured
-from gpualloc.solvers.planner.effects import Event, Failed, Rejected
+from gpualloc.solvers.planner.effects import Effect, Event, Failed, Rejected
 from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.snapshot import SnapshotError
 from gpualloc.solvers.problem import bits_of
@@ -124,10 +125,7 @@ def reconfigured(pool: Pool, config: PoolConfigured, now: datetime) -> Reconfigu
     planner = pool.planner
     assert planner is not None  # `live_pool` returns configured pools only
     before, running = planner.config, {job_id: entry.mask for job_id, entry in planner.running.items()}
-    effects = pool.apply([Event(EventType.POOL_CONFIGURED, config, now)], now)
-    refused = [e.reason for e in effects if isinstance(e, Rejected)]
-    if refused:
-        raise ValueError("; ".join(refused))
+    effects = taken(pool, EventType.POOL_CONFIGURED, config, now)
     failed = tuple(
         f"running job {e.job_id!r} on GPUs {_span(running[e.job_id])}: {e.detail}"
         if e.job_id in running
@@ -137,6 +135,17 @@ def reconfigured(pool: Pool, config: PoolConfigured, now: datetime) -> Reconfigu
     )
     after = {k: v for k, v in asdict(planner.config).items() if k not in _HISTORY}
     return Reconfigured(changes({k: v for k, v in asdict(before).items() if k not in _HISTORY}, after), failed)
+
+
+def taken(pool: Pool, type: str, payload: BaseModel, now: datetime) -> list[Effect]:
+    """What `payload` (an input event of `type`) does to `pool`, a copy read for the purpose (it
+    is changed), taken as the agent takes it (`Pool.apply`, at `now`); ValueError with the
+    agent's reason where the agent would dead-letter it."""
+    effects = pool.apply([Event(type, payload, now)], now)
+    refused = [e.reason for e in effects if isinstance(e, Rejected)]
+    if refused:
+        raise ValueError("; ".join(refused))
+    return effects
 
 
 def changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[str, ...]:

@@ -378,3 +378,18 @@ def test_a_reconfiguration_names_what_it_changes_and_refuses_to_fail_work_unless
         code, out, err = cli(kafka_bootstrap, topics, capsys, "configure", str(newer), "--force")
         assert code == 2 and out == "" and err.startswith("gpualloc: configure: rules: this configuration needs"), err
         assert len(messages(kafka_bootstrap, topics.config)) == before
+
+
+def test_register_app_refuses_what_the_live_pools_agent_would_dead_letter(kafka_bootstrap, topics, capsys, tmp_path):
+    configure(kafka_bootstrap, topics, gpus=16, gpus_per_node=8, horizon=12)
+    with running_agent(kafka_bootstrap, topics):
+        code, out, err = cli(kafka_bootstrap, topics, capsys, "submit", job_file(tmp_path, "big", 16))
+        assert code == 0 and out.splitlines()[1].startswith("decided   big: start "), (out, err)
+        before = len(messages(kafka_bootstrap, topics.traffic))
+        code, out, err = cli(
+            kafka_bootstrap, topics, capsys, "register-app", "chat", "--priority", "2", "--min-gpus", "4"
+        )
+        assert code == 2 and out == "" and err.startswith("gpualloc: register-app: min_gpus: "), err
+        assert len(err.splitlines()) == 1 and len(messages(kafka_bootstrap, topics.traffic)) == before
+        code, out, err = cli(kafka_bootstrap, topics, capsys, "register-app", "chat", "--priority", "2")
+        assert code == 0 and out.startswith("app.registered chat: "), (out, err)  # no floor: taken

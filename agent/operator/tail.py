@@ -203,17 +203,17 @@ async def tail(
 
     try:
         known: list[TopicPartition] = []
-        looked = -DISCOVER_S
         loop = asyncio.get_running_loop()
+        looked: float | None = None  # when the topics were last looked for (None: never)
         while not stop.is_set():
-            if len({tp.topic for tp in known}) < len(names_) and loop.time() - looked >= DISCOVER_S:
-                looked = loop.time()
+            if len({tp.topic for tp in known}) < len(names_) and (looked is None or loop.time() - looked >= DISCOVER_S):
                 counts = await partition_counts(bootstrap, names_)
                 found = [tp for name in names_ for tp in partitions(counts, name)]
                 new = [tp for tp in found if tp not in known]
-                if new:
-                    write(await _assign(consumer, known, new, start=from_beginning or bool(known)))
+                if new:  # a topic created since tail started holds only what came since: read it whole
+                    write(await _assign(consumer, known, new, start=from_beginning or looked is not None))
                     known += new
+                looked = loop.time()
             batch = await consumer.getmany(timeout_ms=POLL_MS) if known else {}
             if not known:
                 await asyncio.sleep(POLL_MS / 1000)

@@ -127,3 +127,33 @@ async def test_status_explain_and_tail_agree_on_a_duplicate_job_and_a_dead_lette
         stop.set()
         await producer.stop()
         await asyncio.wait_for(task, 30)
+
+
+@pytest.mark.kafka
+async def test_tail_follows_topics_created_after_it_started_and_prints_each_record_once(kafka_bootstrap):
+    topics = Topics.with_prefix(unique_topic("follow") + ".")
+    out, stopped = io.StringIO(), asyncio.Event()
+    reading = asyncio.create_task(tail(kafka_bootstrap, topics, stopped, False, out))
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    try:
+        await asyncio.sleep(0.5)  # tail has looked: no topic yet
+        await producer.start()
+        await producer.send_and_wait(topics.config, _envelope("n1", "node.status", {"node": 1, "state": "drained"}))
+        for _ in range(100):  # the topic found on a later look, read whole
+            if "(event n1)" in out.getvalue():
+                break
+            await asyncio.sleep(0.1)
+        await producer.send_and_wait(topics.config, _envelope("n2", "node.status", {"node": 1, "state": "up"}))
+        for _ in range(100):  # then followed live
+            if "(event n2)" in out.getvalue():
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        stopped.set()
+        await producer.stop()
+        await asyncio.wait_for(reading, 30)
+    told = [x.split("  ", 1)[1] for x in out.getvalue().splitlines()]
+    assert told == [
+        "input     node.status node 1 drained (event n1)",
+        "input     node.status node 1 up (event n2)",
+    ]

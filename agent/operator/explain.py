@@ -141,7 +141,7 @@ class _Story:
             self._dropped()
         if kind == "job.submitted":
             event = f" (event {m['event_id']})" if m.get("event_id") else ""
-            if not self.job.submitted(p, m.get("event_id")):
+            if not self.job.submitted(p):
                 self.lines.append(f"{at}  submitted again{event} while it is {self.job.state}")
                 return
             size = f"{self.job.size} GPUs for {self.job.duration} steps" if self.job.size else "sized by features"
@@ -163,10 +163,10 @@ class _Story:
 
     def _decided(self, p: dict[str, Any], at: str) -> None:
         if self.job.answers_another(p):
-            self.job.decided(p, at)
+            self.job.decided(p)
             self.lines.append(f"{at}  {self.job.refused[-1].words()}; it stays {self.job.state}")
             return
-        self.job.decided(p, at)
+        self.job.decided(p)
         resized = ""
         if self.out_of_memory is not None:
             resized = f"re-sized to {self.job.size} GPUs after running out of memory at {self.out_of_memory}; "
@@ -203,7 +203,7 @@ class _Story:
         kind = original.get("type", "a record")
         self.lines.append(f"{at}  rejected {kind} ({_where_from(original, p)}): {p['reason']}")
         if kind == "job.submitted":
-            self.job.dead_letter(kind, original.get("event_id"), p["reason"], at)
+            self.job.dead_letter(kind, original.get("event_id"), p["reason"])
 
     def now(self) -> str:
         """Where the job stands as of the latest commit."""
@@ -281,7 +281,7 @@ def explain_app_lines(app_id: str, messages: list[dict[str, Any]], row: dict[str
             continue
         p, at, kind = m.get("payload") or {}, m.get("occurred_at", "?"), m.get("type")
         if kind == "app.registered":
-            app.registered(p, m.get("event_id"), at)
+            app.registered(p, m.get("event_id"))
             top = p.get("max_gpus") if p.get("max_gpus") is not None else "pool"
             out.append(
                 f"{at}  registration published (event {m.get('event_id')}): priority {p.get('priority')}, "
@@ -290,7 +290,7 @@ def explain_app_lines(app_id: str, messages: list[dict[str, Any]], row: dict[str
             )
         elif kind == "input.rejected":
             original = original_of(p) or {}
-            app.dead_letter(str(original.get("type")), original.get("event_id"), p.get("reason", ""), at)
+            app.dead_letter(str(original.get("type")), original.get("event_id"), p.get("reason", ""))
             out.append(
                 f"{at}  rejected {original.get('type', 'a record')} ({_where_from(original, p)}): {p.get('reason')}"
             )

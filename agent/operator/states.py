@@ -15,7 +15,6 @@ from gpualloc.agent.operator.words import span
 from gpualloc.solvers.planner.need import observed_need
 from gpualloc.solvers.planner.view import PoolView
 
-LIVE = ("waiting", "running")  # a job in either holds its id: a second submission of it is refused
 REFUSALS_NAMED = 3  # refusals a job's or app's state names (the latest)
 
 
@@ -42,7 +41,6 @@ class Refusal:
     kind: str
     event_id: str | None
     reason: str
-    at: str = "?"
 
     def words(self) -> str:
         """`a second submission (event e7) was rejected: job id 'a' is already queued or running`."""
@@ -74,15 +72,14 @@ class Job:
     duration: int = 0
     requeue: bool = True
     sized: bool = False  # its GPU count was forecast
-    submission: str | None = None  # the event id of the submission it lives by
     failures: set[str] = field(default_factory=set)  # event ids of its failures (a re-size decision answers one)
     refused: list[Refusal] = field(default_factory=list)
 
-    def submitted(self, p: dict[str, Any], event_id: str | None) -> bool:
+    def submitted(self, p: dict[str, Any]) -> bool:
         """A `job.submitted`; False when the job is live (a second submission: its decision refuses it)."""
         if self.live:
             return False
-        self.state, self.submission = "waiting", event_id
+        self.state = "waiting"
         self.size, self.duration = p.get("gpus") or 0, p.get("duration") or 0
         self.requeue = p.get("requeue", True) is not False
         return True
@@ -91,10 +88,10 @@ class Job:
         """Does decision `p` refuse another submission of this live job, not the job itself?"""
         return p.get("action") == "rejected" and self.live and p.get("input_event_id") not in self.failures
 
-    def decided(self, p: dict[str, Any], at: str = "?") -> bool:
+    def decided(self, p: dict[str, Any]) -> bool:
         """An `allocation.decided`; False when it refused a second submission (kept in `refused`)."""
         if self.answers_another(p):
-            self.refused.append(Refusal("job.submitted", p.get("input_event_id"), p.get("reason", ""), at))
+            self.refused.append(Refusal("job.submitted", p.get("input_event_id"), p.get("reason", "")))
             return False
         forecast = p.get("forecast") or {}
         self.size = forecast.get("gpus") or len(p.get("gpus") or ()) or self.size
@@ -132,13 +129,13 @@ class Job:
         self.state = "waiting"
         return "requeued"
 
-    def dead_letter(self, kind: str, event_id: str | None, reason: str, at: str = "?") -> None:
+    def dead_letter(self, kind: str, event_id: str | None, reason: str) -> None:
         """A dead letter of a record naming it: a submission of a live job is a refusal beside
         it; a submission never decided rejects the job."""
         if kind != "job.submitted":
             return
         if self.live:
-            self.refused.append(Refusal(kind, event_id, reason, at))
+            self.refused.append(Refusal(kind, event_id, reason))
         elif self.state in ("unknown", "waiting"):
             self.state, self.why = "rejected", reason
 
@@ -150,18 +147,18 @@ class App:
     one (`why`: the latest's reason), `unknown` before any. Refused registrations of a registered
     app are kept in `refused`."""
 
-    registrations: list[tuple[str | None, dict[str, Any], str]] = field(default_factory=list)  # (event id, payload, at)
+    registrations: list[tuple[str | None, dict[str, Any]]] = field(default_factory=list)  # (event id, payload)
     refusals: dict[str | None, Refusal] = field(default_factory=dict)  # by the refused registration's event id
 
-    def registered(self, p: dict[str, Any], event_id: str | None, at: str = "?") -> None:
-        self.registrations.append((event_id, p, at))
+    def registered(self, p: dict[str, Any], event_id: str | None) -> None:
+        self.registrations.append((event_id, p))
 
-    def dead_letter(self, kind: str, event_id: str | None, reason: str, at: str = "?") -> None:
+    def dead_letter(self, kind: str, event_id: str | None, reason: str) -> None:
         if kind == "app.registered":
-            self.refusals[event_id] = Refusal(kind, event_id, reason, at)
+            self.refusals[event_id] = Refusal(kind, event_id, reason)
 
     @property
-    def accepted(self) -> tuple[str | None, dict[str, Any], str] | None:
+    def accepted(self) -> tuple[str | None, dict[str, Any]] | None:
         """The registration it is registered by: its latest one not refused."""
         return next((r for r in reversed(self.registrations) if r[0] not in self.refusals), None)
 
@@ -198,12 +195,12 @@ class Fold:
 
     def read(self, m: dict[str, Any]) -> None:
         pool, p, kind = m.get("pool", "default"), m.get("payload") or {}, m.get("type")
-        at, event_id = str(m.get("occurred_at", "?")), m.get("event_id")
+        event_id = m.get("event_id")
         ids = [p.get("id") if kind != "allocation.decided" else p.get("job_id")]
         if kind == "job.submitted" and isinstance(p.get("id"), str):
-            self.job(pool, p["id"]).submitted(p, event_id)
+            self.job(pool, p["id"]).submitted(p)
         elif kind == "allocation.decided" and isinstance(p.get("job_id"), str):
-            self.job(pool, p["job_id"]).decided(p, at)
+            self.job(pool, p["job_id"]).decided(p)
         elif kind == "plan.committed":
             for job_id in p.get("started", ()):
                 self.job(pool, job_id).started(job_id, p)
@@ -212,15 +209,15 @@ class Fold:
         elif kind == "job.failed" and isinstance(p.get("id"), str):
             self.job(pool, p["id"]).failed(p, event_id)
         elif kind == "app.registered" and isinstance(p.get("id"), str):
-            self.app(pool, p["id"]).registered(p, event_id, at)
+            self.app(pool, p["id"]).registered(p, event_id)
         elif kind == "input.rejected":
-            ids = [self.dead_letter(p, at)]
+            ids = [self.dead_letter(p)]
         for job_id in ids:
             job = self.jobs.get((pool, job_id)) if isinstance(job_id, str) else None
             if job is not None and not job.live and job.state in ("ended", "rejected"):
                 del self.jobs[(pool, job_id)]
 
-    def dead_letter(self, letter: dict[str, Any], at: str = "?") -> str | None:
+    def dead_letter(self, letter: dict[str, Any]) -> str | None:
         """A dead letter of a submission or a registration; the job id it names (None: none)."""
         original = original_of(letter)
         if original is None:
@@ -231,10 +228,10 @@ class Fold:
             return None
         reason = letter.get("reason", "")
         if kind == "job.submitted":
-            self.job(pool, who).dead_letter(kind, event_id, reason, at)
+            self.job(pool, who).dead_letter(kind, event_id, reason)
             return who
         if kind == "app.registered":
-            self.app(pool, who).dead_letter(kind, event_id, reason, at)
+            self.app(pool, who).dead_letter(kind, event_id, reason)
         return None
 
 

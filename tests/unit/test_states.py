@@ -49,9 +49,9 @@ def test_status_and_the_shortfall_metric_count_short_against_the_observed_need_n
 
 def test_a_refused_second_submission_leaves_a_live_job_as_it_is():
     job = Job()
-    assert job.submitted({"gpus": 4, "duration": 10}, "s1")
+    assert job.submitted({"gpus": 4, "duration": 10})
     assert job.decided({"action": "start", "gpus": [0, 1, 2, 3], "start_step": 3, "reason": "", "input_event_id": "s1"})
-    assert not job.submitted({"gpus": 8, "duration": 1}, "s2")  # a second submission while it runs
+    assert not job.submitted({"gpus": 8, "duration": 1})  # a second submission while it runs
     refusal = {"action": "rejected", "reason": "job id 'a' is already queued or running", "input_event_id": "s2"}
     assert not job.decided(refusal)
     assert (job.state, job.gpus, job.since, job.size) == ("running", [0, 1, 2, 3], 3, 4)
@@ -59,7 +59,7 @@ def test_a_refused_second_submission_leaves_a_live_job_as_it_is():
         "a second submission (event s2) was rejected: job id 'a' is already queued or running"
     ]
     job.ended("completed")
-    assert job.submitted({"gpus": 2, "duration": 1}, "s3")  # its id is free again: a new job
+    assert job.submitted({"gpus": 2, "duration": 1})  # its id is free again: a new job
     assert job.decided({"action": "rejected", "reason": "too big", "input_event_id": "s3"})
     assert (job.state, job.why) == ("rejected", "too big")
 

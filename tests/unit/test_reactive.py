@@ -324,3 +324,22 @@ def test_gpus_granted_in_the_step_go_back_idle_when_demand_falls_and_come_again_
     assert not [e for e in observe(pool, 0, 35) if isinstance(e, Granted)]  # nothing more to give back
     [again] = [e.grant for e in observe(pool, own.bit_count() + 2, 40) if isinstance(e, Granted)]
     assert len(again.added) == 2 and pool.planner.apps["rt"].held.bit_count() == own.bit_count() + 2
+
+
+def test_a_grant_after_a_node_under_the_app_goes_down_leaves_those_gpus_out_of_its_set():
+    """The app's GPUs on a node that went down within the step are no longer its: the grant that
+    replaces them gives a set within its ceiling, on live nodes only (the set kept them beside the
+    grant: 16 GPUs for a ceiling of 12)."""
+    pool = Pool()
+    config = {"gpus": 32, "gpus_per_node": 8, "horizon": 6, "step_minutes": 60}
+    pool.apply([ev("pool.configured", config)], T0)
+    pool.apply([ev("app.registered", {"id": "rt", "priority": 6, "min_gpus": 2, "max_gpus": 12})], T0)
+    pool.commit()
+    seen = ev("traffic.observed", {"app": "rt", "gpus": 9}, minutes=1)
+    [first] = [e.grant for e in pool.apply([seen], T0 + timedelta(minutes=1)) if isinstance(e, Granted)]
+    node = first.added[0] // 8
+    pool.apply([ev("node.status", {"node": node, "state": "down"})], T0 + timedelta(minutes=2))
+    again = ev("traffic.observed", {"app": "rt", "gpus": 9}, minutes=3)
+    [second] = [e.grant for e in pool.apply([again], T0 + timedelta(minutes=3)) if isinstance(e, Granted)]
+    held = second.sets["rt"]
+    assert len(held) == 9 and not [g for g in held if g // 8 == node], held

@@ -213,7 +213,9 @@ class Fold:
         elif kind == "input.rejected":
             ids = [self.dead_letter(p)]
         for job_id in ids:
-            job = self.jobs.get((pool, job_id)) if isinstance(job_id, str) else None
+            if not isinstance(job_id, str) or not isinstance(pool, str):
+                continue
+            job = self.jobs.get((pool, job_id))
             if job is not None and not job.live and job.state in ("ended", "rejected"):
                 del self.jobs[(pool, job_id)]
 

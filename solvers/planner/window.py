@@ -125,20 +125,24 @@ def demands(
     hour_of: Callable[[int], int],
     quantiles: Sequence[float],
 ) -> list[list[int]]:
-    """`demand` at each of `quantiles`, each hour's forecast read once for all of them."""
+    """`demand` at each of `quantiles`, each hour's forecast read once for all of them and for
+    every step that begins in that hour (two of 30 minutes, say)."""
     latest = app.observed[max(app.observed)] if app.observed else 0
     out: list[list[int]] = [[] for _ in quantiles]
+    by_hour: dict[int, list[int]] = {}
     for t in range(cfg.horizon):
         step = now + t
         if step in app.observed:
             found = [app.observed[step]] * len(quantiles)
+        elif (hour := hour_of(step)) in by_hour:
+            found = by_hour[hour]
         else:
-            hour = hour_of(step)
             forecast = forecasts.demands(app.spec.id, hour, quantiles, app.spec.profile)
             if forecast is not None:
                 found = [min(cfg.gpus, f) for f in forecast]
             else:
                 found = [app.spec.profile[hour % 24] if app.spec.profile else latest] * len(quantiles)
+            by_hour[hour] = found
         for curve, n in zip(out, found):
             curve.append(n)
     if cfg.horizon and now not in app.observed:

@@ -8,6 +8,7 @@ far behind its clock (after a restart or a stall) commits at most `catch_up_step
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from dataclasses import dataclass, field
@@ -105,4 +106,10 @@ class Boundaries:
             steps += 1
             catching_up = boundary + step_length <= now
             self.full_mode.after_commit(d.reads, catching_up, setup.settings, setup.policy, setup.pool)
+        if steps:
+            # the pool's state as the commit left it lives on: kept out of the collector's full
+            # passes, which otherwise walk all of it (70-130 ms at the contract's limits) in a
+            # pass that holds up arrivals. What is frozen is still freed once unreferenced; only
+            # a reference cycle would stay, and the pool's passes make none (test_agent_heap)
+            gc.freeze()
         return out

@@ -13,6 +13,7 @@ inserted, not planned.
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -25,7 +26,9 @@ from gpualloc.solvers.planner.records import Cut
 from gpualloc.solvers.policies import online_policy
 from gpualloc.solvers.problem import Problem
 
-LEAD_FIRST_S = 0.5  # before a plan has been timed
+# before a plan has been timed, the cut comes as early as it may (LEAD_SHARE of a step): the
+# first plan of a window of unknown size may take seconds (10,000 queued jobs at 4,096 GPUs)
+LEAD_FIRST_S = math.inf
 LEAD_TIMES = 3.0  # the cut comes this many times the last plan's wall time before the boundary,
 LEAD_FLOOR_S = 0.05  # at least this long,
 LEAD_SHARE = 0.25  # and at most this share of a step

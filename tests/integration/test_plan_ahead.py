@@ -211,6 +211,21 @@ def test_the_agent_cuts_once_a_lead_before_the_boundary_and_drops_a_plan_made_to
     asyncio.run(run())
 
 
+def test_before_a_plan_has_been_timed_the_cut_comes_a_quarter_step_ahead():
+    """A window's first plan, of a size never timed, is given the most time a cut may: at the
+    contract's limits it takes seconds, and one cut half a second ahead came after its boundary,
+    which then replanned in a pass that held up every arrival."""
+
+    async def run():
+        ahead = PlanAhead("heuristic", 0.05)
+        try:
+            assert ahead.cut_time(T0, timedelta(seconds=60)) == T0 - timedelta(seconds=15)
+        finally:
+            ahead.close()
+
+    asyncio.run(run())
+
+
 def warmed(body: Callable[[PlanAhead, Dispatcher], Awaitable[None]]) -> None:
     """`body` run with a plan-ahead process past its warm-up and a loaded pool's dispatcher."""
 

@@ -20,6 +20,7 @@ most `words.NAMED` holders, never GPUs x steps: under `JSON_BYTES` at the contra
 from __future__ import annotations
 
 import string
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -41,6 +42,7 @@ from gpualloc.bus.history import partitions, read_history, read_range, reader
 from gpualloc.bus.topics import Topics, decode
 from gpualloc.schemas.commits import latest
 from gpualloc.solvers.planner.interpreter import Pool
+from gpualloc.solvers.planner.node_watch import Liveness, liveness
 from gpualloc.solvers.planner.snapshot import SnapshotError
 from gpualloc.solvers.planner.view import PoolView
 from gpualloc.solvers.problem import bits_of
@@ -101,7 +103,7 @@ async def read_status(
     length = step_length(
         m["payload"] for m in messages if m.get("type") == "plan.committed" and not m["payload"].get("reactive")
     )
-    out = view(pool, planner, commit, reports, dispatcher.reads.origin, width, gpu_range, length, listed)
+    out = view(pool, planner, commit, reports, dispatcher.reads.origin, width, gpu_range, length, listed, time.time())
     out["waiting"] = waiting
     out["stalled"] = bool(waiting) and idle_s is not None and idle_s > STALLED_AFTER_S
     out["release"] = agent_release(history.entries[-1].run if history.entries else None)
@@ -162,12 +164,16 @@ def view(
     gpu_range: tuple[int, int] | None = None,
     length: timedelta | None = None,
     listed: int | None = LISTED,
+    at: float | None = None,
 ) -> dict[str, Any]:
     """The status of a pool (plain JSON data): `commit` is the latest whole `plan.committed`
     payload, `reports` the node agents' recent `binding.reported` messages in publication order;
     the plan's summary over `width` steps, the per-GPU `detail` of GPUs [from, to) `gpu_range`,
-    times told with a step's wall `length`, the first `listed` running and queued jobs (None: all)."""
+    times told with a step's wall `length`, the first `listed` running and queued jobs (None: all);
+    `at`: the clock (Unix seconds) the node agents' liveness is told at (`node_watch.liveness`;
+    None: the pool's own, its last pass)."""
     cfg = planner.config
+    alive = liveness(planner, planner.clock if at is None else at)
     assignments = holding(planner)
     plan = (commit or {}).get("plan")
     running = [
@@ -179,6 +185,7 @@ def view(
             "started": r.start,
             "ends": r.start + r.spec.duration,
             "forecast": r.spec.forecast is not None,
+            "binding": binding_of(alive, planner, job_id),
         }
         for job_id, r in sorted(planner.running.items(), key=lambda kv: (kv[1].start, kv[0]))
     ]
@@ -202,11 +209,13 @@ def view(
         gpus = list(range(n * cfg.node_size, (n + 1) * cfg.node_size))
         mask = sum(1 << g for g in gpus)
         state = next((s for s, m in state_of.items() if m & mask), "up")
+        agent = agent_of(alive, n)
         nodes.append(
             {
                 "node": n,
                 "gpus": span(gpus),
-                "state": state,
+                "state": "no agent" if state == "up" and agent not in (None, "live") else state,
+                "agent": agent,
                 "busy": len(busy.intersection(gpus)),
                 "last_report": last.get(n),
             }
@@ -235,9 +244,35 @@ def view(
         "queue_planned": sum(q["promised_start"] is not None for q in queue),
         "apps": apps,
         "nodes": nodes,
+        "node_agents": None
+        if not alive.watched
+        else {"live": len(alive.live), "silent": len(alive.silent), "never": len(alive.never)},
         **past_plan(planner.running, planner.now),
         "full_mode": full_mode_status(commit),
     }
+
+
+def agent_of(alive: Liveness, node: int) -> str | None:
+    """A node's agent in words: None in a pool no node agent reports to, else `live`, `never
+    reported`, or `silent for N s`."""
+    if not alive.watched:
+        return None
+    if node in alive.silent:
+        return f"silent for {alive.silent[node]:.0f} s"
+    return "never reported" if node in alive.never else "live"
+
+
+def binding_of(alive: Liveness, planner: PoolView, job_id: str) -> str | None:
+    """Whether the node agents have bound a running job: None in a pool no node agent reports
+    to; `bound`; `binding` (started, within `bind_confirm_seconds`); `started, not bound (N s)`;
+    `unconfirmed` (bound, on a node whose agent is silent or never reported)."""
+    if not alive.watched:
+        return None
+    if job_id in alive.unbound:
+        return f"started, not bound ({alive.unbound[job_id]:.0f} s)"
+    if job_id in planner.unbound:
+        return "binding"
+    return "unconfirmed" if job_id in alive.unconfirmed else "bound"
 
 
 def holding(planner: PoolView) -> dict[str, list[int]]:
@@ -461,6 +496,7 @@ def running_lines(status: dict[str, Any], shown: int | None) -> list[str]:
     out = ["", f"running ({status['running_total']:,}):"]
     out += [
         f"  {r['id']:<16} GPUs {r['gpus']:<9} steps {r['started']}-{r['ends'] - 1}  priority {r['priority']:g}"
+        + (f"  {r['binding']}" if r.get("binding") not in (None, "bound") else "")
         for r in status["running"][:shown]
     ] or ["  none"]
     return out + _more(status["running_total"], shown)
@@ -505,6 +541,15 @@ def node_lines(status: dict[str, Any], shown: int | None) -> list[str]:
         f"  {f'node {a}' if a == b else f'nodes {a}-{b}'} {state}: {busy} of {(b - a + 1) * per} GPUs busy"
         for a, b, state, busy in runs
     ]
+    if status.get("node_agents"):  # the pool's node agents report: which are alive
+        agents = status["node_agents"]
+        out.append(
+            f"  node agents: {agents['live']} live, {agents['silent']} silent, {agents['never']} never reported "
+            "(a node without a live agent takes no new work)"
+        )
+        out += [f"  node {n['node']}: agent {n['agent']}" for n in status["nodes"] if n["agent"] not in (None, "live")][
+            :shown
+        ]
     seen = [n for n in status["nodes"] if n["last_report"]]
     out += [
         f"  node {n['node']} last report {n['last_report']['at']} ({n['last_report']['job_id']} "

@@ -23,7 +23,9 @@ from gpualloc.bus.clients import Broker
 from gpualloc.bus.history import POLL_MS, partitions, reader
 from gpualloc.bus.topics import Topics, decode
 
-QUIET = ("job.submitted", "traffic.observed")  # inputs not shown: a decision answers each submission
+# inputs not shown: a decision answers each submission; node agents' heartbeats come every few
+# seconds a node (`gpualloc status` says which agents are alive)
+QUIET = ("job.submitted", "traffic.observed", "node.heartbeat")
 HOLDERS_SHOWN = 12  # of a commit's holders on its line (by first GPU)
 DISCOVER_S = 2.0  # while a topic tail reads does not exist yet, how often it looks again
 

@@ -49,6 +49,9 @@ class PoolView(Protocol):
     @property
     def unbound(self) -> Mapping[str, tuple[float, int]]: ...  # starts not yet bound: job -> (since, nodes)
 
+    @property
+    def clock(self) -> float: ...  # the caller's clock (Unix seconds) at the last pass a node agent was watched by
+
     def window_demand(self, app_id: str, displaced: float | None = None) -> list[int]: ...
 
     def displaced(self) -> float: ...  # what a GPU-step of the waiting work earns (priced headroom's price)

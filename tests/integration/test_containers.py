@@ -127,7 +127,7 @@ async def test_a_day_through_the_containers_binds_every_started_job_on_its_node(
         for job in c.get("started", []):
             held.setdefault(job, c["assignments"][job])
     await asyncio.sleep(3)  # the node agents' last reports
-    reports = [m["payload"] for m in await read_all(bootstrap, "gpualloc.bindings")]
+    reports = [m["payload"] for m in await read_all(bootstrap, "gpualloc.bindings") if m["type"] == "binding.reported"]
     for job, gpus in held.items():
         for node in {g // 8 for g in gpus}:
             bound = [r for r in reports if r["job_id"] == job and r["node"] == node and r["status"] == "bound"]

@@ -114,8 +114,11 @@ async def running(agent: NodeAgent) -> AsyncIterator[NodeAgent]:
 def reports(messages: list[tuple[str, dict]], node: int) -> list[tuple[str, str, list[int]]]:
     out = []
     for key, m in messages:
+        assert key == m["pool"]  # inputs are keyed by pool
+        if m["type"] == "node.heartbeat":  # the agent's liveness, beside its reports
+            continue
         r = BindingReported.model_validate(m["payload"])
-        assert m["type"] == "binding.reported" and key == m["pool"]  # inputs are keyed by pool
+        assert m["type"] == "binding.reported"
         if r.node == node:
             out.append((r.status, r.job_id, r.gpus))
     return out

@@ -123,6 +123,11 @@ async def test_work_goes_only_to_nodes_whose_agent_is_alive_and_an_unbound_start
             assert all(on1 in c["assignments"] for c in commits if c["step"] >= 1 and not c.get("reactive"))
             held = [g for c in commits for holder, gs in c["assignments"].items() if holder != on1 for g in gs]
             assert not [g for g in held if 8 <= g < 16]  # nothing new on node 1 after it went silent
+            rc, out = await cli("status", "--bootstrap", kafka_bootstrap, "--topic-prefix", prefix, "--json")
+            status = orjson.loads(out)
+            assert rc == 0 and {r["id"]: r["binding"] for r in status["running"]}[on1] == "unconfirmed"
+            agents = {n["node"]: (n["state"], n["agent"]) for n in status["nodes"]}
+            assert agents[0] == ("up", "live") and agents[1][0] == "no agent" and agents[1][1].startswith("silent")
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)

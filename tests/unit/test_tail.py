@@ -193,3 +193,14 @@ def test_each_line_carries_its_records_time_and_the_backlog_merges_in_time_order
         ("gpualloc.commits", 0),
         ("gpualloc.jobs", 1),
     ]
+
+
+def test_node_agents_heartbeats_are_not_printed_but_their_binding_reports_are():
+    beat = {"type": "node.heartbeat", "event_id": "h1", "payload": {"node": 2, "interval_seconds": 10}}
+    report = {
+        "type": "binding.reported",
+        "event_id": "b1",
+        "payload": {"node": 2, "job_id": "train-1", "gpus": [16, 17], "status": "bound"},
+    }
+    assert render(beat, "gpualloc.bindings") is None
+    assert render(report, "gpualloc.bindings") == "binding   node 2 train-1 bound GPUs 16-17"

@@ -154,7 +154,10 @@ class AgentMetrics:
             registry=r,
         )
         self.started = Gauge(
-            START_METRIC, "When this agent took the pool (Unix time): a second agent on the host names it", p, registry=r
+            START_METRIC,
+            "When this agent took the pool (Unix time): a second agent on the host names it",
+            p,
+            registry=r,
         )
         self.started.labels(pool).set(time.time())
         self.release = Info(

@@ -19,8 +19,10 @@ from gpualloc.solvers.policies.heuristic.native import AVAILABLE
 # force at its `occurred_at` (under 1, the default of the configuration the pool holds when it decides the job;
 # kept for replays), and the heuristic grows an app to its demand within its ceiling at every step it holds the
 # GPU (under 1 it could hold the GPU past a step where the app is back at its ceiling: a plan breaking R3);
-# 3: node agents known alive (`node.heartbeat`: a silent node takes no new work, an unbound start is re-queued),
-# and decisions warn of a forecast past the job's time limit and name what keeps an explicit size from fitting
+# 3: node agents known alive (`node.heartbeat`: a silent node takes no new work, an unbound start is re-queued);
+# a job given more GPUs than the apps' floors leave is rejected (it waited for ever), decisions warn of a forecast
+# past the job's time limit and name what keeps an explicit size from fitting now; a reactive grant leaves out of
+# the app's set its GPUs on nodes that take no new work
 RULES = 3
 LEDGER_SCHEMA = 2  # 1: entries without `facts` (rules 1); 2: entries record the facts their pass changed
 

@@ -36,7 +36,9 @@ def configure(pool: Pool, event: Event, now: datetime) -> list[Effect]:
         p.gpu_memory_gb,
         p.starvation_bound,
         p.time_limit,
-        **watch_settings(p),
+        node_silence_seconds=_or_default(p.node_silence_seconds, POOL.node_silence_seconds),
+        bind_confirm_seconds=_or_default(p.bind_confirm_seconds, POOL.bind_confirm_seconds),
+        bind_requeue_seconds=_or_default(p.bind_requeue_seconds, POOL.bind_requeue_seconds),
     )
     if pool.planner is None:
         origin = now + timedelta(seconds=p.setup_seconds or 0)  # step 0 begins when the set-up window closes
@@ -58,10 +60,9 @@ def configure(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     return [Failed(job_id, why, by_gpualloc=True) for job_id, why in pool.planner.pool_changes.resize(config)]
 
 
-def watch_settings(p: PoolConfigured) -> dict[str, float]:
-    """The liveness bounds `p` gives (`node_watch`), the contract's defaults for those it omits."""
-    names = ("node_silence_seconds", "bind_confirm_seconds", "bind_requeue_seconds")
-    return {name: getattr(POOL, name) if getattr(p, name) is None else getattr(p, name) for name in names}
+def _or_default(given: float | None, default: float) -> float:
+    """A liveness bound `pool.configured` gives (`node_watch`), else the contract's default."""
+    return default if given is None else given
 
 
 def newer_rules(needed: int) -> str:

@@ -25,7 +25,7 @@ from gpualloc.solvers.release import release
 
 ACTIONS = ("start", "planned", "queued", "rejected")  # of allocation.decided
 GPU_STATES = ("batch", "realtime", "down", "idle")
-NODE_AGENT_STATES = ("live", "silent", "never")  # of `gpualloc_node_agents`
+NODE_AGENT_STATES = ("live", "silent", "never", "waiting")  # of `gpualloc_node_agents`
 PUBLISH_FAILURES = ("too_large", "unserializable")  # a pass no retry can publish (`publishing.PublishFailed`)
 # what became of full mode at a commit: how its solve ended, or its state (`full_mode.outcome`)
 FULL_MODE_OUTCOMES = (*get_args(FullModeOutcome), "running", "skipped", "not_due")
@@ -134,7 +134,8 @@ class AgentMetrics:
         )
         self.node_agents = Gauge(
             "gpualloc_node_agents",
-            "Nodes by what the pool knows of their agent (live, silent, never); all 0 until a node agent reports",
+            "Nodes by what the pool knows of their agent (live; silent; never: not reported within a silence bound "
+            "of the pool's first heartbeat; waiting: not yet); all 0 until a node agent reports",
             p + ["state"],
             registry=r,
         )
@@ -201,7 +202,12 @@ class AgentMetrics:
 
     def watched(self, now: Liveness) -> None:
         """What the pool knows of its node agents (`node_watch.liveness`)."""
-        counts = {"live": len(now.live), "silent": len(now.silent), "never": len(now.never)}
+        counts = {
+            "live": len(now.live),
+            "silent": len(now.silent),
+            "never": len(now.never),
+            "waiting": len(now.waiting),
+        }
         for state, n in counts.items():
             self.node_agents.labels(self.pool, state).set(n)
         self.starts_unbound.labels(self.pool).set(len(now.unbound))

@@ -214,7 +214,7 @@ def view(
             {
                 "node": n,
                 "gpus": span(gpus),
-                "state": "no agent" if state == "up" and agent not in (None, "live") else state,
+                "state": "no agent" if state == "up" and agent not in (None, "live", "not reported yet") else state,
                 "agent": agent,
                 "busy": len(busy.intersection(gpus)),
                 "last_report": last.get(n),
@@ -246,7 +246,12 @@ def view(
         "nodes": nodes,
         "node_agents": None
         if not alive.watched
-        else {"live": len(alive.live), "silent": len(alive.silent), "never": len(alive.never)},
+        else {
+            "live": len(alive.live),
+            "silent": len(alive.silent),
+            "never": len(alive.never),
+            "waiting": len(alive.waiting),
+        },
         **past_plan(planner.running, planner.now),
         "full_mode": full_mode_status(commit),
     }
@@ -259,6 +264,8 @@ def agent_of(alive: Liveness, node: int) -> str | None:
         return None
     if node in alive.silent:
         return f"silent for {alive.silent[node]:.0f} s"
+    if node in alive.waiting:
+        return "not reported yet"
     return "never reported" if node in alive.never else "live"
 
 
@@ -544,8 +551,9 @@ def node_lines(status: dict[str, Any], shown: int | None) -> list[str]:
     if status.get("node_agents"):  # the pool's node agents report: which are alive
         agents = status["node_agents"]
         out.append(
-            f"  node agents: {agents['live']} live, {agents['silent']} silent, {agents['never']} never reported "
-            "(a node without a live agent takes no new work)"
+            f"  node agents: {agents['live']} live, {agents['silent']} silent, {agents['never']} never reported"
+            + (f", {agents['waiting']} not reported yet" if agents["waiting"] else "")
+            + " (a node without a live agent takes no new work)"
         )
         out += [f"  node {n['node']}: agent {n['agent']}" for n in status["nodes"] if n["agent"] not in (None, "live")][
             :shown

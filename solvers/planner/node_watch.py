@@ -3,8 +3,9 @@
 A pool is watched once any node agent has reported (`node.heartbeat`); pools bound by other
 means, the demo and the simulator never are, and plan as before. In a watched pool:
 - a node whose agent has not been heard for the silence bound (`node_silence_seconds`, or three
-  of the agent's own intervals when longer), or never was, takes no new work: its GPUs are planned
-  as a drained node's (`PlannerState.unheard`), until its agent is heard again. Jobs running there
+  of the agent's own intervals when longer), or has not reported within `node_silence_seconds` of
+  the pool's first heartbeat, takes no new work: its GPUs are planned as a drained node's
+  (`PlannerState.unheard`), until its agent is heard again. Jobs running there
   stay running, shown unconfirmed: only a `node.status` down fails them;
 - a job's start is confirmed once the agent of every node it spans reports it bound (a
   `binding.reported` bound, or a heartbeat listing it). Past `bind_confirm_seconds` an
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from gpualloc.solvers.planner.planner import Planner
 
 SILENT_INTERVALS = 3  # a node agent missing this many of its own heartbeats is silent
+WATCH_RULES = 3  # the planning rules that know node agents' heartbeats (`gpualloc.solvers.release`)
 
 
 def node_mask(state: PlannerState, node: int) -> int:
@@ -55,12 +57,17 @@ def nodes_of(state: PlannerState, mask: int) -> int:
 def node_heartbeat(pool: Pool, event: Event, now: datetime) -> list[Effect]:
     """A node agent is alive: its node takes new work again, and the starts it lists are bound."""
     p, state = cast(NodeHeartbeat, event.payload), pool._planner
+    if state.rules < WATCH_RULES:  # replaying a release that knew no heartbeat: it dead-lettered them
+        return [
+            Rejected(event.ref, f"type: 'node.heartbeat' is not an input event type of planning rules {state.rules}")
+        ]
     nodes = state.config.gpus // state.config.node_size
     if p.node >= nodes:
         return [Rejected(event.ref, f"node: must be below {nodes}, the pool's node count (got {p.node})")]
     state.clock = now.timestamp()  # the pass's: a pool watched from this pass on times its starts by it
-    if not state.heard:  # the pool is watched from now on: no node but those heard takes new work
-        state.unheard, state.watch_due = (1 << state.config.gpus) - 1, float("inf")
+    if not state.heard:  # watched from now on: the nodes not heard yet have one silence bound to report
+        state.watched_since = state.clock
+        state.watch_due = state.clock + state.config.node_silence_seconds
     state.heard[p.node] = (state.clock, p.interval_seconds)
     state.unheard &= ~node_mask(state, p.node)
     until = state.clock + max(state.config.node_silence_seconds, SILENT_INTERVALS * p.interval_seconds)
@@ -87,6 +94,14 @@ def started(state: PlannerState, job_id: str, mask: int) -> None:
     """A job started on `mask`: in a watched pool, unconfirmed until its nodes' agents bind it."""
     if state.heard:
         state.unbound[job_id] = (state.clock, nodes_of(state, mask))
+
+
+def _heard_mask(state: PlannerState) -> int:
+    """The GPUs of the nodes whose agent has reported."""
+    mask = 0
+    for node in state.heard:
+        mask |= node_mask(state, node)
+    return mask
 
 
 def silent_since(state: PoolView, node: int, at: float) -> float | None:
@@ -129,9 +144,12 @@ def watch(state: Planner, at: float) -> list[Effect]:
 
 
 def _close_silent(state: PlannerState, at: float) -> None:
-    """Close the nodes whose agent fell silent by `at`, and note when the next one can."""
+    """Close the nodes whose agent fell silent by `at`, or never reported within a silence bound
+    of the pool's first heartbeat, and note when the next one can."""
     nodes = state.config.gpus // state.config.node_size
     live, due = 0, float("inf")
+    if at <= (grace := state.watched_since + state.config.node_silence_seconds):
+        live, due = ((1 << state.config.gpus) - 1) & ~_heard_mask(state), grace
     for node, (last, interval) in state.heard.items():
         until = last + max(state.config.node_silence_seconds, SILENT_INTERVALS * interval)
         if node < nodes and at <= until:
@@ -162,15 +180,17 @@ def _agent_words(state: PlannerState, node: int) -> str:
 @dataclass(frozen=True)
 class Liveness:
     """What the pool knows of its node agents at a time (status, metrics and explain read this one
-    account): `watched` once any has reported; nodes whose agent is live, silent past its bound or
-    never heard (silent: seconds since it was last heard); the starts no agent has bound past
-    `bind_confirm_seconds` (job -> seconds since its start) and the running jobs on nodes without a
-    live agent, bound before and shown unconfirmed."""
+    account): `watched` once any has reported; nodes whose agent is live, silent past its bound
+    (with the seconds since it was last heard), never heard past the first silence bound
+    (`never`: closed), or not heard yet within it (`waiting`: open); the starts no agent has
+    bound past `bind_confirm_seconds` (job -> seconds since its start) and the running jobs on
+    nodes without a live agent, bound before and shown unconfirmed."""
 
     watched: bool
     live: tuple[int, ...]
     silent: dict[int, float]
     never: tuple[int, ...]
+    waiting: tuple[int, ...]
     unbound: dict[str, float]
     unconfirmed: tuple[str, ...]
 
@@ -178,13 +198,15 @@ class Liveness:
 def liveness(view: PoolView, at: float) -> Liveness:
     """The pool's node agents as `view` knows them at `at` (seconds since the epoch)."""
     if not view.heard:
-        return Liveness(False, (), {}, (), {}, ())
-    nodes = view.config.gpus // view.config.node_size
-    live, silent, never = [], {}, []
+        return Liveness(False, (), {}, (), (), {}, ())
+    cfg = view.config
+    nodes, size = cfg.gpus // cfg.node_size, cfg.node_size
+    grace = at <= view.watched_since + cfg.node_silence_seconds
+    live, silent, never, waiting = [], {}, [], []
     for node in range(nodes):
         heard = view.heard.get(node)
         if heard is None:
-            never.append(node)
+            (waiting if grace else never).append(node)
         elif (late := _silent_for(view, heard, at)) is None:
             live.append(node)
         else:
@@ -192,12 +214,12 @@ def liveness(view: PoolView, at: float) -> Liveness:
     late_starts = {
         job_id: at - since
         for job_id, (since, _) in sorted(view.unbound.items())
-        if job_id in view.running and at - since >= view.config.bind_confirm_seconds
+        if job_id in view.running and at - since >= cfg.bind_confirm_seconds
     }
     open_gpus = 0
-    for node in live:
-        open_gpus |= ((1 << view.config.node_size) - 1) << (node * view.config.node_size)
+    for node in (*live, *waiting):
+        open_gpus |= ((1 << size) - 1) << (node * size)
     unconfirmed = tuple(
         sorted(j for j, entry in view.running.items() if entry.mask & ~open_gpus and j not in view.unbound)
     )
-    return Liveness(True, tuple(live), silent, tuple(never), late_starts, unconfirmed)
+    return Liveness(True, tuple(live), silent, tuple(never), tuple(waiting), late_starts, unconfirmed)

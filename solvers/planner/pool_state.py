@@ -62,6 +62,7 @@ class PlannerState:
     unbound: dict[str, tuple[float, int]] = field(default_factory=dict)
     clock: float = 0.0
     watch_due: float = 0.0  # the clock by which a live node agent can next fall silent (`node_watch.watch`)
+    watched_since: float = 0.0  # the clock at the pool's first heartbeat (its nodes' agents report from then)
 
     @property
     def closed(self) -> int:

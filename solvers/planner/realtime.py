@@ -127,7 +127,9 @@ class RealTime:
             return None
         pool, dead = (1 << self.state.config.gpus) - 1, self.state.closed
         ceiling = app.spec.ceiling(self.state.config.gpus)
-        short = min(wanted, ceiling) - (app.held & ~dead).bit_count()
+        # its GPUs on nodes that went down (or closed) within the step stay in its set until the
+        # boundary moves it: the grant stops at its ceiling counting them, so the set keeps R3
+        short = min(min(wanted, ceiling) - (app.held & ~dead).bit_count(), ceiling - app.held.bit_count())
         if short <= 0:
             return None
         taken = self.state.committed | running_mask(self.state.running) | dead
@@ -172,9 +174,7 @@ class RealTime:
             if donor_id is not None:
                 donor = self.state.apps[donor_id]
                 self.state.apps[donor_id] = replace(donor, held=donor.held & ~(1 << g))
-        # its GPUs on nodes that take no new work leave its set: the grant stands in for them (else
-        # the set counts them twice, and can pass the app's ceiling)
-        app = self.state.apps[app_id] = replace(app, held=(app.held & ~dead) | grant, granted=app.granted | grant)
+        app = self.state.apps[app_id] = replace(app, held=app.held | grant, granted=app.granted | grant)
         self.state.committed |= grant
         given = {
             d: tuple(bits_of(self.state.apps[d].held)) for d in dict.fromkeys(d for d, _ in order if d is not None)

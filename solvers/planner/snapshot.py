@@ -134,6 +134,7 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
             _hex(planner.unheard),
             {job_id: [since, _hex(nodes)] for job_id, (since, nodes) in planner.unbound.items()},
             planner.clock,
+            planner.watched_since,
         ],
     }
 
@@ -178,11 +179,11 @@ def load_planner(
         busy = _steps([[1, m] if isinstance(m, str) else m for m in busy], lambda mask: int(mask, 16))
     planner.busy = busy
     if "watch" in data:  # absent before version 5: no node agent had reported
-        heard, unheard, unbound, clock = data["watch"]
+        heard, unheard, unbound, clock, watched_since = data["watch"]
         planner.heard = {node: (at, interval) for node, at, interval in heard}
         planner.unheard = int(unheard, 16)
         planner.unbound = {job_id: (since, int(nodes, 16)) for job_id, (since, nodes) in unbound.items()}
-        planner.clock = clock
+        planner.clock, planner.watched_since = clock, watched_since
     return planner
 
 

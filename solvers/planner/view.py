@@ -50,6 +50,9 @@ class PoolView(Protocol):
     def unbound(self) -> Mapping[str, tuple[float, int]]: ...  # starts not yet bound: job -> (since, nodes)
 
     @property
+    def watched_since(self) -> float: ...  # the clock at the pool's first heartbeat
+
+    @property
     def clock(self) -> float: ...  # the caller's clock (Unix seconds) at the last pass a node agent was watched by
 
     def window_demand(self, app_id: str, displaced: float | None = None) -> list[int]: ...

@@ -59,16 +59,19 @@ def test_a_pool_no_node_agent_reports_to_places_work_on_every_node_and_tracks_no
     assert len(pool.planner.running) == 4
 
 
-def test_once_node_agents_report_a_node_never_heard_of_takes_no_new_work():
+def test_once_node_agents_report_a_node_not_heard_within_a_silence_bound_takes_no_new_work():
     pool = configured()
     pool.apply([beat(0), beat(1), beat(2)], T0 + S)
-    effects = pool.apply([job(f"j{n}") for n in range(4)], T0 + 2 * S)
+    assert pool.planner.closed == 0  # node 3's agent may still be starting: it has the silence bound to report
+    pool.apply([beat(0), beat(1), beat(2)], T0 + 32 * S)
+    assert pool.planner.closed == 0xFF << 24
+    effects = pool.apply([job(f"j{n}") for n in range(4)], T0 + 33 * S)
     actions = [e.decision.action for e in effects if isinstance(e, Decided)]
     assert actions.count("start") == 3  # node 3 has no agent: the fourth waits
     assert all(3 not in nodes_of(pool, j) for j in pool.planner.running)
-    commit = pool.commit(now=T0 + 3 * S).commit
+    commit = pool.commit(now=T0 + 34 * S).commit
     assert all(g < 24 for gpus in commit.assignments.values() for g in gpus)
-    pool.apply([beat(3)], T0 + 4 * S)  # its agent starts: the node takes work again
+    pool.apply([beat(3)], T0 + 35 * S)  # its agent starts: the node takes work
     assert pool.planner.closed == 0
 
 
@@ -156,9 +159,11 @@ def test_a_snapshot_keeps_what_the_pool_knows_of_its_node_agents():
     pool = configured(node_silence_seconds=45)
     pool.apply([beat(0), beat(1, interval=5)], T0)
     pool.apply([job("x")], T0 + S)
+    pool.apply([beat(0), beat(1, interval=5)], T0 + 46 * S)  # nodes 2 and 3 never reported: closed
     restored = load_planner(dump_planner(pool.planner), pool.scheduler)
     assert restored.heard == pool.planner.heard and restored.unbound == pool.planner.unbound
     assert restored.unheard == pool.planner.unheard == 0xFFFF << 16 and restored.config.node_silence_seconds == 45
+    assert restored.watched_since == pool.planner.watched_since == T0.timestamp()
 
 
 def test_a_node_reopened_by_its_agent_falls_silent_again_when_it_stops_even_after_every_node_was_silent():
@@ -239,3 +244,11 @@ def test_drawn_streams_commit_legal_steps_and_start_nothing_on_a_node_without_a_
     limits = {"rt": (2, 12, POOL_CAP)}
     steps = [replace(c, assignments={**c.assignments, **grants.get(c.step, {})}) for c in commits]
     assert online_violations(steps, limits, {"rt"}, down, failed, node_size=8, pool=(32, {"rt": 6.0})) == []
+
+
+def test_a_replay_of_older_rules_dead_letters_heartbeats_as_their_release_did():
+    pool = Pool(rules=2)
+    pool.apply([ev("pool.configured", POOL)], T0)
+    (effect,) = pool.apply([beat(0)], T0 + S)
+    assert isinstance(effect, Rejected) and "not an input event type of planning rules 2" in effect.reason
+    assert pool.planner.heard == {} and pool.planner.closed == 0

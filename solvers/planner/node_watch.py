@@ -202,7 +202,10 @@ def liveness(view: PoolView, at: float) -> Liveness:
     cfg = view.config
     nodes, size = cfg.gpus // cfg.node_size, cfg.node_size
     grace = at <= view.watched_since + cfg.node_silence_seconds
-    live, silent, never, waiting = [], {}, [], []
+    live: list[int] = []
+    never: list[int] = []
+    waiting: list[int] = []
+    silent: dict[int, float] = {}
     for node in range(nodes):
         heard = view.heard.get(node)
         if heard is None:

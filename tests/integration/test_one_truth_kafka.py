@@ -6,22 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
-import subprocess
-import sys
 from datetime import datetime, timezone
 
 import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 from support.kafka_broker import unique_topic
+from support.pool_agents import gpualloc_on, pool_agent
 
 from gpualloc.agent.operator.status import read_status
 from gpualloc.agent.operator.tail import tail
-from gpualloc.agent.service.agent_service import AgentService
 from gpualloc.bus.topics import Topics
 from gpualloc.client import Client
-from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 
 JOB = {"id": "a", "kind": "training", "priority": 5, "gpus": 4, "duration": 40}
 BAD = {"id": "bad", "priority": 5, "min_gpus": 5, "max_gpus": 4}
@@ -36,39 +32,25 @@ def _envelope(event_id: str, kind: str, payload: dict) -> bytes:
 async def test_status_explain_and_tail_agree_on_a_duplicate_job_and_a_dead_lettered_app(kafka_bootstrap):
     prefix = unique_topic("truth") + "."
     topics = Topics.with_prefix(prefix)
-    agent = AgentService(
-        kafka_bootstrap,
-        AgentSettings(step_seconds=1.0, full_mode=RollingFullMode(every=0), group_id=unique_topic("g")),
-        topics,
-        pool="p",
-    )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(agent.run(stop, ready))
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     try:
-        await asyncio.wait_for(ready.wait(), 30)
-        await producer.start()
-        async with Client(kafka_bootstrap, pool="p", topics=topics) as client:
-            await client.send("pool.configured", {"gpus": 32, "gpus_per_node": 8, "horizon": 6})
-            await client.register_app({"id": "chat", "priority": 5, "min_gpus": 1, "max_gpus": 4})
-            first = await client.submit_job(JOB)
-            assert first.action == "start"
-            # the same file again, and an app no pool can hold, both published raw (no client checks)
-            await producer.send_and_wait(topics.jobs, _envelope("a-again", "job.submitted", JOB), key=b"p")
-            await producer.send_and_wait(topics.traffic, _envelope("bad-1", "app.registered", BAD), key=b"p")
-            for _ in range(100):  # until a commit after both answers
-                status = await read_status(kafka_bootstrap, topics, "p")
-                if status and status["commit"] and status["commit"]["seq"] >= 3:
-                    break
-                await asyncio.sleep(0.3)
-        stop.set()  # the pool still: every command reads the same commit
-        await asyncio.wait_for(task, 30)
-        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
-
-        def gpualloc(*args: str) -> subprocess.CompletedProcess:
-            command = [sys.executable, "-m", "gpualloc", *args, "--pool", "p", "--topic-prefix", prefix]
-            return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
-
+        async with pool_agent(kafka_bootstrap, topics) as halt:
+            await producer.start()
+            async with Client(kafka_bootstrap, pool="p", topics=topics) as client:
+                await client.send("pool.configured", {"gpus": 32, "gpus_per_node": 8, "horizon": 6})
+                await client.register_app({"id": "chat", "priority": 5, "min_gpus": 1, "max_gpus": 4})
+                first = await client.submit_job(JOB)
+                assert first.action == "start"
+                # the same file again, and an app no pool can hold, both published raw (no client checks)
+                await producer.send_and_wait(topics.jobs, _envelope("a-again", "job.submitted", JOB), key=b"p")
+                await producer.send_and_wait(topics.traffic, _envelope("bad-1", "app.registered", BAD), key=b"p")
+                for _ in range(100):  # until a commit after both answers
+                    status = await read_status(kafka_bootstrap, topics, "p")
+                    if status and status["commit"] and status["commit"]["seq"] >= 3:
+                        break
+                    await asyncio.sleep(0.3)
+            await halt()  # the pool still: every command reads the same commit
+        gpualloc = gpualloc_on(kafka_bootstrap, prefix)
         status, as_json, job, app, chat = await asyncio.gather(
             *(
                 asyncio.to_thread(gpualloc, *args)
@@ -124,9 +106,7 @@ async def test_status_explain_and_tail_agree_on_a_duplicate_job_and_a_dead_lette
         times = [x.split("  ", 1)[0] for x in lines]
         assert all(t.endswith("Z") and t[:2] == "20" for t in times) and times == sorted(times)
     finally:
-        stop.set()
         await producer.stop()
-        await asyncio.wait_for(task, 30)
 
 
 @pytest.mark.kafka

@@ -15,6 +15,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 from support.kafka_broker import unique_topic
+from support.pool_agents import gpualloc_on, pool_agent
 
 from gpualloc.agent.operator.status import (
     JSON_BYTES,
@@ -317,40 +318,26 @@ async def test_status_reads_the_live_pool_back_from_the_bus(kafka_bootstrap):
 async def test_explain_and_status_on_the_command_line_agree_and_a_dead_letter_is_no_waiting_job(kafka_bootstrap):
     prefix = unique_topic("explain") + "."
     topics = Topics.with_prefix(prefix)
-    agent = AgentService(
-        kafka_bootstrap,
-        AgentSettings(step_seconds=1.0, full_mode=RollingFullMode(every=0), group_id=unique_topic("g")),
-        topics,
-        pool="p",
-    )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(agent.run(stop, ready))
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     try:
-        await asyncio.wait_for(ready.wait(), 30)
-        await producer.start()
-        async with Client(kafka_bootstrap, pool="p", topics=topics) as client:
-            await client.send("pool.configured", {"gpus": 8, "gpus_per_node": 4, "horizon": 6})
-            a = await client.submit_job({"id": "a", "kind": "training", "priority": 5, "gpus": 4, "duration": 40})
-            assert a.action == "start"
-            negative = {"id": "neg", "kind": "training", "priority": -5, "gpus": 1, "duration": 1}
-            envelope = {"event_id": "neg-1", "type": "job.submitted", "occurred_at": "2026-12-04T00:00:00Z"}
-            await producer.send_and_wait(
-                topics.jobs, orjson.dumps({**envelope, "pool": "p", "payload": negative}), key=b"p"
-            )
-            for _ in range(50):  # until the dead letter and two commits are out
-                status = await read_status(kafka_bootstrap, topics, "p")
-                if status and status["commit"] and status["commit"]["seq"] >= 2:
-                    break
-                await asyncio.sleep(0.3)
-        stop.set()  # the pool still: both commands read the same commit
-        await asyncio.wait_for(task, 30)
-        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
-
-        def gpualloc(*args: str) -> subprocess.CompletedProcess:
-            command = [sys.executable, "-m", "gpualloc", *args, "--pool", "p", "--topic-prefix", prefix]
-            return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
-
+        async with pool_agent(kafka_bootstrap, topics) as halt:
+            await producer.start()
+            async with Client(kafka_bootstrap, pool="p", topics=topics) as client:
+                await client.send("pool.configured", {"gpus": 8, "gpus_per_node": 4, "horizon": 6})
+                a = await client.submit_job({"id": "a", "kind": "training", "priority": 5, "gpus": 4, "duration": 40})
+                assert a.action == "start"
+                negative = {"id": "neg", "kind": "training", "priority": -5, "gpus": 1, "duration": 1}
+                envelope = {"event_id": "neg-1", "type": "job.submitted", "occurred_at": "2026-12-04T00:00:00Z"}
+                await producer.send_and_wait(
+                    topics.jobs, orjson.dumps({**envelope, "pool": "p", "payload": negative}), key=b"p"
+                )
+                for _ in range(50):  # until the dead letter and two commits are out
+                    status = await read_status(kafka_bootstrap, topics, "p")
+                    if status and status["commit"] and status["commit"]["seq"] >= 2:
+                        break
+                    await asyncio.sleep(0.3)
+            await halt()  # the pool still: both commands read the same commit
+        gpualloc = gpualloc_on(kafka_bootstrap, prefix)
         status, running, rejected = await asyncio.gather(
             *(asyncio.to_thread(gpualloc, *args) for args in (["status"], ["explain", "a"], ["explain", "neg"]))
         )
@@ -364,6 +351,4 @@ async def test_explain_and_status_on_the_command_line_agree_and_a_dead_letter_is
         assert last.startswith(committed) and " - rejected, never planned: priority" in last and "waiting" not in last
         assert "rejected job.submitted (" in rejected.stdout
     finally:
-        stop.set()
         await producer.stop()
-        await asyncio.wait_for(task, 30)

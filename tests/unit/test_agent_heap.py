@@ -7,7 +7,7 @@ from __future__ import annotations
 import gc
 from datetime import datetime, timedelta, timezone
 
-import orjson
+from test_ledger import message
 
 from gpualloc.agent.service.agent_service import AgentService
 from gpualloc.bus.topics import Record
@@ -16,24 +16,11 @@ from gpualloc.schemas.settings import AgentSettings, RollingFullMode
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 
 
-def _message(n: int, kind: str, payload: dict, at: datetime) -> bytes:
-    return orjson.dumps(
-        {
-            "event_id": f"e{n}",
-            "type": kind,
-            "occurred_at": at.isoformat(),
-            "pool": "default",
-            "schema_version": 1,
-            "payload": payload,
-        }
-    )
-
-
 def _agent() -> AgentService:
     agent = AgentService(
         "unused:9092", AgentSettings(step_seconds=10, policy="heuristic", full_mode=RollingFullMode(every=0))
     )
-    config = _message(0, "pool.configured", {"gpus": 16, "horizon": 8}, T0)
+    config = message("pool.configured", {"gpus": 16, "horizon": 8}, 0, T0)
     agent.dispatcher.handle([Record("gpualloc.config", 0, 0, "default", config)], T0)
     return agent
 
@@ -45,7 +32,12 @@ def _jobs(first: int, n: int, at: datetime) -> list[Record]:
             0,
             k,
             "default",
-            _message(k, "job.submitted", {"id": f"j{k}", "kind": "training", "gpus": 1 + k % 4, "duration": 2}, at),
+            message(
+                "job.submitted",
+                {"id": f"j{k}", "kind": "training", "priority": 1, "gpus": 1 + k % 4, "duration": 2},
+                k,
+                at,
+            ),
         )
         for k in range(first, first + n)
     ]

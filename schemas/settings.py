@@ -191,8 +191,9 @@ class NodeAgentSettings(_Frozen):
     partitions_wait_s: float = Field(default=5.0, gt=0)
     metrics_port: int | None = Field(default=None, ge=0, le=65535)  # /metrics, /healthz, /readyz (None: off)
     # a `node.heartbeat` this often (the agent's liveness bound is three of them, 30 s at least);
-    # 512 nodes at 10 s are 51 small records a second, planned a few seconds' worth a pass
-    heartbeat_s: float = Field(default=10.0, ge=1, le=LIMITS.watch_seconds)
+    # 512 nodes at 10 s are 51 small records a second, planned a few seconds' worth a pass. 0: none,
+    # for a pool only some of whose nodes run a node agent (once any beats, the pool expects all to)
+    heartbeat_s: float = Field(default=10.0, ge=0, le=LIMITS.watch_seconds)
 
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")

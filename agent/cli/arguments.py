@@ -35,12 +35,12 @@ def checked(convert: Callable[[str], Any], ok: Callable[[Any], bool], what: str)
 positive_int = checked(int, lambda v: v >= 1, "an integer >= 1")
 nonnegative_int = checked(int, lambda v: v >= 0, "an integer >= 0")
 positive_float = checked(float, lambda v: v > 0, "a number > 0")
-_nonnegative_float = checked(float, lambda v: v >= 0, "a number of seconds >= 0")
+nonnegative_float = checked(float, lambda v: v >= 0, "a number of seconds >= 0")
 
 
 def seconds_or_none(text: str) -> float | None:
     """Seconds >= 0, where 0 means no limit (None)."""
-    return _nonnegative_float(text) or None
+    return nonnegative_float(text) or None
 
 
 def generated_spec(text: str) -> tuple[int, int, int]:

@@ -18,6 +18,7 @@ from gpualloc.agent.cli.arguments import (
     bootstrap_of,
     bus_arguments,
     gpu_range,
+    nonnegative_float,
     nonnegative_int,
     positive_float,
     positive_int,
@@ -420,8 +421,9 @@ def add_bus_commands(sub: argparse._SubParsersAction) -> None:
         p,
         "--heartbeat-seconds",
         path="node_agent.heartbeat_s",
-        type=positive_float,
-        help="send node.heartbeat this often (the agent places new work only on nodes it hears)",
+        type=nonnegative_float,
+        help="send node.heartbeat this often (the agent places new work only on nodes it hears; "
+        "0: none, for a pool only some of whose nodes run a node agent)",
     )
     p.add_argument("--bind-dir", metavar="DIR", help="one env file per bound job (with --hook: the hook's record)")
     p.add_argument(

@@ -142,7 +142,7 @@ class NodeAgent:
         )
         await self._execute(self.state.resync(record, commit, event_id))
         self.ready.set()
-        beating = asyncio.create_task(self._beat(stop))
+        beating = asyncio.create_task(self._beat(stop) if self.settings.heartbeat_s else stop.wait())
         try:
             while not stop.is_set():
                 for records in (await consumer.getmany(timeout_ms=self.settings.poll_ms)).values():
@@ -156,7 +156,7 @@ class NodeAgent:
     async def _beat(self, stop: asyncio.Event) -> None:
         """A `node.heartbeat` every `heartbeat_s` while it follows the topics: the pool agent
         places new work only on nodes whose agent it hears (`node_watch`), and a start this node
-        bound is confirmed by it, should its `binding.reported` have been lost."""
+        bound is confirmed by it, should its `binding.reported` have been lost (`heartbeat_s` 0: none)."""
         interval = self.settings.heartbeat_s
         while not stop.is_set():
             try:

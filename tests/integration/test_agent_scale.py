@@ -30,6 +30,7 @@ from gpualloc.agent.operator.publish import complete_jobs, publish_trace
 from gpualloc.bus.topics import Topics, encode
 from gpualloc.schemas.commits import merge
 from gpualloc.schemas.events import envelope
+from gpualloc.schemas.settings import NodeAgentSettings
 from gpualloc.solvers.legality import online_violations
 
 pytestmark = pytest.mark.kafka
@@ -105,8 +106,13 @@ async def test_a_1024_gpu_pool_with_apps_and_a_backlog_survives_sigkill_and_audi
     events, durations = backlog(seed=3)
     stop, nodes = asyncio.Event(), {}
     for n in NODES:
-        nodes[n] = NodeAgent(
-            kafka_bootstrap, n, range(n * NODE, (n + 1) * NODE), FileBinder(tmp_path / f"node{n}"), topics=topics
+        nodes[n] = NodeAgent(  # three nodes of 128 run one, beating none: the pool is not watched
+            kafka_bootstrap,
+            n,
+            range(n * NODE, (n + 1) * NODE),
+            FileBinder(tmp_path / f"node{n}"),
+            topics=topics,
+            settings=NodeAgentSettings(heartbeat_s=0),
         )
     node_tasks = [asyncio.create_task(a.run(stop)) for a in nodes.values()]
     agent = subprocess.Popen(command, cwd=tmp_path, stderr=log)

@@ -189,7 +189,7 @@ async def tail(
     then what comes, each poll's records in time order."""
     names_ = flow(topics)
     follower = Follower(as_json, job)
-    consumer = await clients.started(reader(bootstrap, fetch_wait_ms=POLL_MS), "tail reader")
+    consumer = await clients.started(reader(bootstrap, fetch_wait_ms=POLL_MS), "tail consumer")
 
     def write(records: Iterable[ConsumerRecord]) -> None:
         for r in in_time_order(records, names_):

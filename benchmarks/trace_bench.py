@@ -8,18 +8,20 @@ whole-trace mode), so every submitted job is counted."""
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from html import escape
 from typing import Any, Callable
 
+from gpualloc.agent.renderers import user_measures as users
 from gpualloc.agent.traces import read_trace
 from gpualloc.benchmarks import DATA_DIR
 from gpualloc.generators.trace_files import pollux_trace
 from gpualloc.schemas.events import parse_event
 from gpualloc.solvers.planner.effects import Event
 from gpualloc.solvers.planner.interpreter import Pool
-from gpualloc.solvers.simulation.report import JobOutcomes, executed_violations, outcomes, whole_run, window_gaps
+from gpualloc.solvers.simulation.report import executed_violations, whole_run, window_gaps
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
+from gpualloc.solvers.simulation.user_measures import OfferedLoad, UserMeasures, measures, offered_load
 
 POLLUX = DATA_DIR / "traces" / "pollux"
 WEEK = DATA_DIR / "traces" / "week-64gpu-1000jobs.jsonl"
@@ -32,20 +34,30 @@ class TraceRow:
     trace: str
     gpus: int
     load: float  # offered work over the pool's capacity through the last arrival
+    load_span: float  # the same, counting only the work inside that span (`OfferedLoad.span`)
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> figures
+    users: dict[str, UserMeasures] = field(default_factory=dict)  # fifo, greedy, heuristic default -> measures
 
 
 def offered(events: list, gpus: int) -> float:
-    """Jobs' GPU-steps (actual durations) over `gpus` x the steps up to the last arrival."""
+    """Jobs' GPU-steps (actual durations) over `gpus` x the steps up to the last arrival
+    (`user_measures.OfferedLoad.trace`)."""
+    return load_of(events, gpus).trace
+
+
+def load_of(events: list, gpus: int) -> OfferedLoad:
+    """`user_measures.offered_load` of a trace's jobs on `gpus`, steps read as every run reads them."""
     start, config = next((env, p) for env, p in events if env.type == "pool.configured")
-    clock = Pool()  # the trace's steps as every run's interpreter reads them
+    clock = Pool()
     clock.apply([Event(start.type, config, start.occurred_at)], start.occurred_at)
-    work, last = 0, 1
-    for env, p in events:
-        if env.type == "job.submitted":
-            work += p.gpus * (p.actual_duration or p.duration)
-            last = max(last, clock.step_at(env.occurred_at) + 1)
-    return work / (gpus * last)
+    return offered_load(
+        (
+            (clock.step_at(env.occurred_at), p.gpus or 1, p.actual_duration or p.duration or 1)
+            for env, p in events
+            if env.type == "job.submitted"
+        ),
+        gpus,
+    )
 
 
 def sized(events: list, load: float) -> tuple[list, int]:
@@ -78,12 +90,13 @@ def default_bound(events: list) -> int | None:
     return next(p for env, p in events if env.type == "pool.configured").starvation_bound
 
 
-def figures(sim, label: str, gaps: bool = False) -> dict[str, Any]:
-    """A run's whole-trace figures; with `gaps`, also its committed windows' gap to the capacity
-    bound (`report.window_gaps`: legal plans only, so not FIFO's, which is exempt from floors)."""
+def figures(sim, label: str, gaps: bool = False) -> tuple[dict[str, Any], UserMeasures]:
+    """A run's whole-trace figures and what users read of it (`user_measures`); with `gaps`,
+    also its committed windows' gap to the capacity bound (`report.window_gaps`: legal plans
+    only, so not FIFO's, which is exempt from floors)."""
     run = sim.runs[label]
     whole = whole_run(sim, run)
-    o: JobOutcomes = outcomes(sim, run)
+    m = measures(sim, run)
     gap = window_gaps(run) if gaps else {}
     return {
         "value": whole.value,
@@ -92,17 +105,25 @@ def figures(sim, label: str, gaps: bool = False) -> dict[str, Any]:
         "shortfall": whole.realtime_shortfall,
         "window_gap_p50": gap.get("p50"),
         "window_gap_max": gap.get("max"),
-        "completed": o.completed,
-        "never_started": o.never_started,
-        "submitted": o.submitted,
-        "queue_p50": o.queue_steps.get("p50"),
-        "queue_p99": o.queue_steps.get("p99"),
-        "queue_max": o.queue_steps.get("max"),
-        "jct_p99": o.completion_steps.get("p99"),
-        "fairness": o.slowdown_fairness,
+        "completed": m.completed,
+        "never_started": m.never_started,
+        "unfinished": m.unfinished,
+        "submitted": m.jobs,
+        "queue_p50": m.wait.get("p50"),
+        "queue_p99": m.wait.get("p99"),
+        "queue_max": m.wait.get("max"),
+        "wait": m.wait,
+        "jct": m.jct,
+        "slowdown": m.slowdown,
+        "wait_by_size": {k: g.wait for k, g in m.by_size.items()},
+        "jct_by_size": {k: g.jct for k, g in m.by_size.items()},
+        "fairness_jobs": m.slowdown_jain_jobs,
+        "fairness_priority_classes": m.slowdown_jain_priority_classes,
+        "makespan": m.makespan,
+        "served_worst_day": m.served_worst_day,
         "steps": len(run.commits),
         "legal": not executed_violations(sim, run),
-    }
+    }, m
 
 
 def run_trace_bench(
@@ -121,14 +142,18 @@ def run_trace_bench(
         if progress is not None:
             progress(name, k, len(chosen))
         events, gpus = sized(events, load)
-        row = TraceRow(name, gpus, round(offered(events, gpus), 3))
-        base = simulate(events, SimOptions(policies=("fifo", "heuristic"), starvation_steps=0))
-        row.runs["fifo"], row.runs["heuristic"] = figures(base, "fifo"), figures(base, "heuristic", gaps=True)
+        load_is = load_of(events, gpus)
+        row = TraceRow(name, gpus, load_is.trace, load_is.span)
+        base = simulate(events, SimOptions(policies=("fifo", "greedy", "heuristic"), starvation_steps=0))
+        row.runs["fifo"], row.users["fifo"] = figures(base, "fifo")
+        row.runs["greedy"], row.users["greedy"] = figures(base, "greedy", gaps=True)
+        row.runs["heuristic"], _ = figures(base, "heuristic", gaps=True)
         default = simulate(events, SimOptions(policies=("heuristic",)))
-        row.runs["heuristic default"] = {**figures(default, "heuristic", gaps=True), "bound": default_bound(events)}
+        row.runs["heuristic default"], row.users["heuristic"] = figures(default, "heuristic", gaps=True)
+        row.runs["heuristic default"]["bound"] = default_bound(events)
         for bound in bounds:
             sim = simulate(events, SimOptions(policies=("heuristic",), starvation_steps=bound))
-            row.runs[f"heuristic B={bound}"] = {**figures(sim, "heuristic"), "bound": bound}
+            row.runs[f"heuristic B={bound}"] = {**figures(sim, "heuristic")[0], "bound": bound}
         rows.append(row)
     if progress is not None:
         progress("traces", len(chosen), len(chosen))
@@ -137,25 +162,33 @@ def run_trace_bench(
 
 def table(rows: list[TraceRow]) -> str:
     head = (
-        f"{'trace':<14} {'GPUs':>4} {'load':>5}  {'policy':<17} {'done':>5} {'never':>5} {'value':>9} "
-        f"{'timely':>9} {'util':>6} {'wait p50':>8} {'wait p99':>8} {'max':>5} {'fair':>6} {'gap p50':>7} {'max':>6}"
+        f"{'trace':<16} {'GPUs':>4} {'load':>9}  {'policy':<17} {'done':>5} {'unfin':>5} {'value':>9} "
+        f"{'timely':>9} {'util':>6} {'wait mean/p90/p99/max':>24} {'JCT mean/p90':>13} {'Jain':>5} {'prio':>5} "
+        f"{'span':>5} {'gap p50':>7} {'max':>6}"
     )
     lines = [head, "-" * len(head)]
     for row in rows:
+        load = f"{row.load:.2f}/{row.load_span:.2f}"
         for label, f in row.runs.items():
             lines.append(
-                f"{row.trace:<14} {row.gpus:>4} {row.load:>5.2f}  {label:<17} {f['completed']:>5} "
-                f"{f['never_started']:>5} {f['value']:>9.0f} {f['timely_value']:>9.0f} "
-                f"{f['utilization']:>6.1%} {f['queue_p50']:>8} "
-                f"{f['queue_p99']:>8} {f['queue_max']:>5} {f['fairness'] or 0:>6.3f} "
+                f"{row.trace:<16} {row.gpus:>4} {load:>9}  {label:<17} {f['completed']:>5} "
+                f"{f['unfinished']:>5} {f['value']:>9.0f} {f['timely_value']:>9.0f} "
+                f"{f['utilization']:>6.1%} {users.spread_text(f['wait'], ('mean', 'p90', 'p99', 'max')):>24} "
+                f"{users.spread_text(f['jct'], ('mean', 'p90')):>13} {_index(f['fairness_jobs']):>5} "
+                f"{_index(f['fairness_priority_classes']):>5} {f['makespan']:>5} "
                 f"{_share(f.get('window_gap_p50')):>7} {_share(f.get('window_gap_max')):>6}"
                 + ("" if f["legal"] else "  ILLEGAL")
             )
-    lines.append(
-        "gap: the committed windows' gap to the capacity bound, every 6th step (an upper limit on how far "
-        "from optimal they were)"
-    )
-    lines.append("")
+    lines += [
+        "load: offered work over the pool's capacity through the last arrival, counting every job's work / only "
+        "the work inside that span; wait and JCT in the trace's steps, every job counted (an unfinished one to "
+        "the run's end); Jain: Jain's index of slowdown (JCT / run time) over jobs; prio: the same over priority "
+        "classes of mean slowdown; span: makespan in steps; gap: the committed windows' gap to the capacity "
+        "bound, every 6th step (an upper limit on how far from optimal they were)",
+        "",
+    ]
+    for row in rows:
+        lines += [f"{row.trace}, {row.gpus} GPUs:", *users.grouped("by job size (GPU-hours of work)", row.users), ""]
     for p in tradeoff(rows):
         kept = "-" if p["gain_kept_median"] is None else f"{p['gain_kept_median']:.0%} (least {p['gain_kept_min']:.0%})"
         within = (
@@ -169,9 +202,15 @@ def table(rows: list[TraceRow]) -> str:
         lines.append(
             f"{p['label']:<18} keeps {kept} of the timely-value gain over FIFO (median), p99 wait "
             f"{p['p99_over_fifo_mean']:+.1f} steps over FIFO's (mean); of {p['traces']} traces, completes as "
-            f"many jobs as FIFO on {p['completes_as_many']}, as much timely value on {p['worth_as_much']}{within}"
+            f"many jobs as FIFO on {p['completes_as_many']}, as much timely value on {p['worth_as_much']}{within}; "
+            f"mean wait {p['wait_mean_over_fifo_median']}x FIFO's, mean JCT {p['jct_mean_over_fifo_median']}x "
+            "(medians over the traces)"
         )
     return "\n".join(lines)
+
+
+def _index(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _share(value: float | None) -> str:
@@ -180,7 +219,17 @@ def _share(value: float | None) -> str:
 
 def as_dict(rows: list[TraceRow]) -> dict[str, Any]:
     return {
-        "traces": [{"trace": r.trace, "gpus": r.gpus, "load": r.load, "runs": r.runs} for r in rows],
+        "traces": [
+            {
+                "trace": r.trace,
+                "gpus": r.gpus,
+                "load": r.load,
+                "load_span": r.load_span,
+                "runs": r.runs,
+                "users": {label: asdict(m) for label, m in r.users.items()},
+            }
+            for r in rows
+        ],
         "tradeoff": tradeoff(rows),
     }
 
@@ -194,8 +243,12 @@ def tradeoff(rows: list[TraceRow]) -> list[dict[str, Any]]:
     labels = [label for label in rows[0].runs if label != "fifo"] if rows else []
     for label in labels:
         kept, p99, done, worth, within = [], [], 0, 0, 0
+        wait_ratio, jct_ratio = [], []
         for row in rows:
             fifo, free, run = row.runs["fifo"], row.runs["heuristic"], row.runs[label]
+            if fifo["wait"]["mean"] > 0:
+                wait_ratio.append(run["wait"]["mean"] / fifo["wait"]["mean"])
+            jct_ratio.append(run["jct"]["mean"] / max(fifo["jct"]["mean"], 1e-9))
             gain = free["timely_value"] - fifo["timely_value"]
             if gain > 0:
                 kept.append((run["timely_value"] - fifo["timely_value"]) / gain)
@@ -220,10 +273,17 @@ def tradeoff(rows: list[TraceRow]) -> list[dict[str, Any]]:
                 "completes_as_many": done,
                 "worth_as_much": worth,
                 "p99_within_bound": within if bounded else None,
+                "wait_mean_over_fifo_median": round(statistics.median(wait_ratio), 2) if wait_ratio else None,
+                "jct_mean_over_fifo_median": round(statistics.median(jct_ratio), 2) if jct_ratio else None,
                 "traces": len(rows),
             }
         )
     return out
+
+
+def wait_charts(rows: list[TraceRow]) -> dict[str, str]:
+    """Per trace, an SVG of FIFO's, greedy's and the heuristic's (default bound) wait by job size."""
+    return {row.trace: users.wait_chart(row.users, f"{row.trace}, {row.gpus} GPUs") for row in rows}
 
 
 def chart(rows: list[TraceRow]) -> str:

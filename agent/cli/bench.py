@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, Callable, Coroutine
 
 from gpualloc.agent.cli.arguments import (
@@ -127,6 +128,13 @@ def cmd_traces(args: argparse.Namespace) -> int:
     sys.stdout.write(dump_json(trace_bench.as_dict(rows)) if args.json else trace_bench.table(rows) + "\n")
     if args.chart:
         write_text(args.chart, trace_bench.chart(rows))
+    if args.wait_charts:
+        try:
+            Path(args.wait_charts).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(args.wait_charts, [f"cannot make the folder: {e.strerror or e}"]) from None
+        for name, svg in trace_bench.wait_charts(rows).items():
+            write_text(f"{args.wait_charts}/wait-{name}.svg", svg)
     return EXIT_OK
 
 
@@ -473,6 +481,7 @@ def add_bench_command(sub: argparse._SubParsersAction) -> None:
         help="add the bundled openb window (486 pods of the Alibaba 2023 trace over 2 days)",
     )
     p.add_argument("--chart", help="write the trade-off (value kept against p99 wait, per bound) here (SVG)")
+    p.add_argument("--wait-charts", metavar="DIR", help="write each trace's wait by job size here (wait-TRACE.svg)")
     _json(p, "the rows", "a table")
 
     p = _add(

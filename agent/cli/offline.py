@@ -156,6 +156,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     sys.stdout.write(dump_json(sim_report.as_json(rows, sim)) if args.json else sim_report.table(rows, sim) + "\n")
     if args.chart:
         write_text(args.chart, sim_report.chart(rows))
+    if args.wait_chart:
+        write_text(args.wait_chart, sim_report.wait_chart(sim, args.trace))
     return EXIT_ILLEGAL if any(executed_violations(sim, run) for run in sim.runs.values()) else EXIT_OK
 
 
@@ -379,6 +381,7 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     settings_arguments(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     p.add_argument("--chart", help="write an SVG chart of the days here")
+    p.add_argument("--wait-chart", help="write an SVG of each policy's wait by job size here")
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("forecast", help="the forecasters: backtests on a trace")

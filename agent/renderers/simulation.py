@@ -12,9 +12,11 @@ from gpualloc.solvers.simulation.report import (
     forecast_price,
     full_mode_figures,
     mistakes,
-    outcomes,
 )
 from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_policy
+from gpualloc.solvers.simulation.user_measures import measures, sim_offered_load
+
+from . import user_measures
 
 KNOWN_WORDS = {"gpus": "true GPUs", "durations": "true duration", "sizes": "true GPUs and duration"}
 
@@ -42,19 +44,8 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
         if sim.drained
         else "within the days simulated"
     )
-    lines += [
-        "",
-        f"every job submitted ({scope}):",
-        f"{'policy':<15} {'jobs':>5} {'started':>7} {'done':>5} {'never':>5}  {'queue p50/p90/p99/max':>22}  "
-        f"{'JCT p50/p90/p99/max':>22}  {'fairness':>8}",
-    ]
-    for policy, run in sim.runs.items():
-        o = outcomes(sim, run)
-        lines.append(
-            f"{policy:<15} {o.submitted:>5} {o.started:>7} {o.completed:>5} {o.never_started:>5}  "
-            f"{_spread(o.queue_steps):>22}  {_spread(o.completion_steps):>22}  "
-            f"{'-' if o.slowdown_fairness is None else f'{o.slowdown_fairness:.3f}':>8}"
-        )
+    lines.append("")
+    lines += user_measures.lines({p: measures(sim, run) for p, run in sim.runs.items()}, sim_offered_load(sim), scope)
     lines.append("")
     for policy, run in sim.runs.items():
         bad = executed_violations(sim, run)
@@ -128,14 +119,10 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
         "queue and JCT in steps (a job never started waits to the run's end); value is undiscounted "
         "priority x GPU-steps (real-time: served only), timely value the same with each batch GPU-step "
         "discounted by the pool's time_decay per step since its job arrived, objective the timely value less "
-        "realtime_penalty x priority x real-time GPU-steps short; fairness: Jain's index over priority classes "
-        "of mean slowdown (JCT / run time)"
+        "realtime_penalty x priority x real-time GPU-steps short; slowdown is JCT / run time, 'Jain jobs' "
+        "Jain's index of it over jobs, 'Jain prio' over priority classes of its mean (1: alike)"
     )
     return "\n".join(lines)
-
-
-def _spread(q: dict[str, float]) -> str:
-    return "/".join(f"{q[k]:g}" for k in ("p50", "p90", "p99", "max")) if q else "-"
 
 
 def refusals(run: PolicyRun) -> list[str]:
@@ -153,7 +140,8 @@ def as_json(rows: list[DayReport], sim: Simulation) -> dict:
         "drained": sim.drained,
         "cap": sim.cap,
         "rows": [asdict(r) for r in rows],
-        "jobs": {p: asdict(outcomes(sim, run)) for p, run in sim.runs.items()},
+        "jobs": {p: asdict(measures(sim, run)) for p, run in sim.runs.items()},
+        "offered_load": asdict(sim_offered_load(sim)),
         "full_mode": {p: full_mode_figures(run) for p, run in sim.runs.items() if run.full_mode_runs},
         "violations": {p: executed_violations(sim, run) for p, run in sim.runs.items()},
         "refused": {p: refusals(run) for p, run in sim.runs.items()},
@@ -162,6 +150,11 @@ def as_json(rows: list[DayReport], sim: Simulation) -> dict:
         "reactive_grants": {p: sum(1 for _, g in run.grants if g.added) for p, run in sim.runs.items()},
         "reactive_releases": {p: sum(1 for _, g in run.grants if g.released) for p, run in sim.runs.items()},
     }
+
+
+def wait_chart(sim: Simulation, title: str) -> str:
+    """`user_measures.wait_chart` of every run of `sim`."""
+    return user_measures.wait_chart({p: measures(sim, run) for p, run in sim.runs.items()}, title)
 
 
 def chart(rows: list[DayReport]) -> str:

@@ -62,45 +62,6 @@ def whole_run(sim: Simulation, run: PolicyRun) -> DayReport:
     return _summary(sim, run, None, 0, len(run.commits), held_over_step(run), run.executed())
 
 
-@dataclass(frozen=True)
-class JobOutcomes:
-    """A run's figures over every job submitted to it. A job never started counts its wait up to
-    the end of the run (the cap, when a whole-trace run reached it), an unfinished one its
-    completion time likewise."""
-
-    policy: str
-    submitted: int
-    started: int
-    completed: int
-    never_started: int
-    queue_steps: dict[str, float]  # p50, p90, p99, max: submission to (last) start
-    completion_steps: dict[str, float]  # p50, p90, p99, max: submission to completion
-    slowdown_fairness: float | None  # Jain's index over priority classes of mean slowdown (1: fair)
-    slowdown_by_priority: dict[str, float]  # priority -> mean slowdown (completion time / run time)
-
-
-def outcomes(sim: Simulation, run: PolicyRun) -> JobOutcomes:
-    end = len(run.commits)
-    jobs = sorted(run.submitted)
-    queue = [run.started.get(j, end) - run.submitted[j] for j in jobs]
-    completion = [run.finished.get(j, end) - run.submitted[j] for j in jobs]
-    by_class: dict[float, list[float]] = {}
-    for j, jct in zip(jobs, completion):
-        by_class.setdefault(sim.priorities.get(j, 0.0), []).append(max(jct, 1) / max(run.run_steps.get(j, 1), 1))
-    means = {prio: statistics.fmean(v) for prio, v in sorted(by_class.items())}
-    return JobOutcomes(
-        run.policy,
-        len(jobs),
-        sum(1 for j in jobs if j in run.started),
-        sum(1 for j in jobs if j in run.finished),
-        sum(1 for j in jobs if j not in run.started),
-        quantiles(queue),
-        quantiles(completion),
-        jain(list(means.values())),
-        {f"{prio:g}": round(m, 3) for prio, m in means.items()},
-    )
-
-
 def window_gaps(run: PolicyRun, every: int = 6) -> dict[str, float]:
     """How far the plans a run committed were from optimal on their own windows, at every
     `every`-th step with work queued: (capacity bound - objective) / |bound|, p50/p90/max. An
@@ -235,6 +196,34 @@ def _summary(
         round(statistics.fmean(jct), 2) if jct else None,
         round(idle_moves / app_steps, 4) if app_steps else 0.0,
     )
+
+
+def served_share(sim: Simulation, run: PolicyRun) -> dict[str, dict[str, object]]:
+    """Per app: the share of its demand (GPU-minutes) it held, over the run (`whole`) and per day
+    (`days`, None for a day without demand), with its least day (`worst_day`). Counted as the
+    shortfall is (`_step_minutes`), through `Simulation.apps_until`."""
+    per_day = 24 * 60 // sim.config.step_minutes
+    held = held_over_step(run)
+    tally: dict[str, list[list[float]]] = {app: [] for app in sim.demand}  # app -> per day [served, demand]
+    for k, commit in enumerate(run.commits):
+        if sim.apps_until is not None and commit.step > sim.apps_until:
+            break
+        for app_id, days in tally.items():
+            served, short = _step_minutes(sim, held, commit, app_id)
+            while len(days) <= k // per_day:
+                days.append([0.0, 0.0])
+            days[k // per_day][0] += served
+            days[k // per_day][1] += served + short
+    out: dict[str, dict[str, object]] = {}
+    for app_id, days in tally.items():
+        shares = [round(s / d, 4) if d else None for s, d in days]
+        total = sum(d for _, d in days)
+        out[app_id] = {
+            "whole": round(sum(s for s, _ in days) / total, 4) if total else None,
+            "days": shares,
+            "worst_day": min((s for s in shares if s is not None), default=None),
+        }
+    return out
 
 
 def _moves(sim: Simulation, run: PolicyRun, executed: list[Commit], lo: int, hi: int) -> tuple[int, int, int]:

@@ -73,6 +73,9 @@ class Simulation:
     # job id -> the GPUs it truly needs, where the trace says (`actual_used.gpus`): a step of it on
     # fewer does no work (it runs out of memory), GPUs past it do none either (`useful_gpus`)
     needs: dict[str, int] = field(default_factory=dict)
+    # job id -> (GPUs, steps) of its work as the trace gives it (true GPUs, else asked; actual
+    # duration, else declared): the size users' figures bucket it by, the same under every policy
+    sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def useful_gpus(self, job_id: str, given: int) -> int:
         """The GPUs of a job's step that do its work: all it was given where its need is unknown,

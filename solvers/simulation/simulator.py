@@ -149,6 +149,7 @@ def simulate(
         apps_until=drain_after,
         within=within,
         needs={p.id: need for _, env, p in timed if env.type == "job.submitted" and (need := _need(p)) is not None},
+        sizes={p.id: _size(p) for _, env, p in timed if env.type == "job.submitted"},
     )
 
 
@@ -278,6 +279,14 @@ def _record(run: PolicyRun, actual: dict[str, JobSubmitted], ends: dict[str, int
 def _need(job: JobSubmitted | None) -> int | None:
     """The GPUs a job truly needs, where the trace says (`actual_used.gpus`): fewer run out of memory."""
     return job.actual_used.gpus if job is not None and job.actual_used is not None else None
+
+
+def _size(job: JobSubmitted) -> tuple[int, int]:
+    """(GPUs, steps) of a job's work as the trace gives it: its true GPUs, else those it asked
+    for; its actual duration, else its declared one (1 where a forecaster sizes it unseen)."""
+    used = job.actual_used
+    gpus = (used.gpus if used is not None else None) or job.gpus or 1
+    return gpus, job.actual_duration or (used.duration if used is not None else None) or job.duration or 1
 
 
 def _full_mode(planner: Planner, policy_name: str, rolling: RollingFullMode) -> FullModeRun:

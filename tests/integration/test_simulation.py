@@ -21,13 +21,13 @@ from gpualloc.solvers.simulation.report import (
     executed_violations,
     full_mode_figures,
     jain,
-    outcomes,
     quantiles,
     report,
     whole_run,
     window_gaps,
 )
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
+from gpualloc.solvers.simulation.user_measures import measures
 
 
 def events_of(**kw):
@@ -46,15 +46,15 @@ def test_fifo_and_heuristic_are_legal_at_every_committed_step(day16):
         assert executed_violations(sim, run) == [], policy
         assert len(run.decisions) == submitted  # one decision per arrival
         assert 24 <= len(run.commits) <= sim.steps <= sim.cap  # the whole trace: on until its jobs finished
-        o = outcomes(sim, run)
-        assert o.submitted == submitted == o.started + o.never_started and o.completed == len(run.finished)
+        o = measures(sim, run)
+        assert o.jobs == submitted == o.started + o.never_started and o.completed == len(run.finished)
         left = set(run.submitted) - set(run.finished)
         assert (len(run.commits) == sim.cap) if left else (len(run.commits) < sim.cap)  # on to the cap only if needed
-        assert o.queue_steps["p50"] <= o.queue_steps["p90"] <= o.queue_steps["p99"] <= o.queue_steps["max"]
-        assert 0 < o.slowdown_fairness <= 1
+        assert o.wait["p50"] <= o.wait["p90"] <= o.wait["p99"] <= o.wait["max"]
+        assert 0 < o.slowdown_jain_priority_classes <= 1 and 0 < o.slowdown_jain_jobs <= 1
     assert sim.drained and sim.steps == max(len(r.commits) for r in sim.runs.values())
     rows = {(r.policy, r.day): r for r in report(sim)}
-    assert rows["heuristic", None].started == outcomes(sim, sim.runs["heuristic"]).started
+    assert rows["heuristic", None].started == measures(sim, sim.runs["heuristic"]).started
     assert 0 < rows["heuristic", None].utilization <= 1
 
 
@@ -62,12 +62,12 @@ def test_a_run_cut_at_its_days_counts_the_jobs_left_waiting_to_its_end(day16):
     sim = simulate(day16, SimOptions(policies=("fifo",), days=1))
     run = sim.runs["fifo"]
     assert len(run.commits) == sim.steps == 24 and not sim.drained
-    o = outcomes(sim, run)
+    o = measures(sim, run)
     waiting = [j for j in run.submitted if j not in run.started]
     assert o.never_started == len(waiting) > 0
     waits = [run.started.get(j, 24) - s for j, s in run.submitted.items()]  # the waiting ones, to the end
-    assert o.queue_steps["max"] == max(waits) >= max(24 - run.submitted[j] for j in waiting)
-    assert o.completed == len(run.finished) < o.submitted
+    assert o.wait["max"] == max(waits) >= max(24 - run.submitted[j] for j in waiting)
+    assert o.completed == len(run.finished) < o.jobs and o.unfinished == o.jobs - o.completed
 
 
 def test_jains_index_and_nearest_rankquantiles():

@@ -34,26 +34,39 @@ def test_the_bound_keeps_the_heuristic_completing_as_many_jobs_as_fifo_and_cuts_
     for bound in (24, 12):
         bounded = row.runs[f"heuristic B={bound}"]
         assert bounded["queue_p99"] <= fifo["queue_p99"] + bound and bounded["queue_p99"] <= free["queue_p99"]
-    assert row.runs["heuristic B=12"]["fairness"] > free["fairness"]
+    assert row.runs["heuristic B=12"]["fairness_priority_classes"] > free["fairness_priority_classes"]
+    assert row.runs["heuristic B=12"]["fairness_jobs"] > free["fairness_jobs"]
     for run in row.runs.values():
-        assert run["completed"] + run["never_started"] <= run["submitted"] == 160
+        assert run["completed"] + run["unfinished"] == run["submitted"] == 160
+        assert run["wait"]["mean"] <= run["wait"]["max"] and run["jct"]["p90"] >= run["wait"]["p90"]
+    assert set(row.users) == {"fifo", "greedy", "heuristic"}
+    assert row.users["heuristic"].wait == row.runs["heuristic default"]["wait"]
+    assert sum(g.jobs for g in row.users["fifo"].by_size.values()) == 160
+    assert row.load_span <= row.load
     for label in ("heuristic", "heuristic default"):  # its windows, against the capacity bound
         assert 0 <= row.runs[label]["window_gap_p50"] <= row.runs[label]["window_gap_max"] < 0.05
     assert row.runs["fifo"]["window_gap_p50"] is None  # exempt from the floors the bound assumes
 
 
 def test_the_tradeoff_is_read_per_bound():
-    def run(timely, p99, done):
-        return {"timely_value": timely, "queue_p99": p99, "completed": done}
+    def run(timely, p99, done, wait=10.0):
+        return {
+            "timely_value": timely,
+            "queue_p99": p99,
+            "completed": done,
+            "wait": {"mean": wait},
+            "jct": {"mean": wait + 5},
+        }
 
     rows = [
         TraceRow(
             "a",
             8,
             1.2,
+            1.0,
             {
                 "fifo": run(100, 10, 50),
-                "heuristic": run(200, 40, 49),
+                "heuristic": run(200, 40, 49, 25.0),
                 "heuristic B=6": {**run(180, 14, 50), "bound": 6},
                 "heuristic B=2": {**run(90, 13, 50), "bound": 2},
             },
@@ -71,6 +84,8 @@ def test_the_tradeoff_is_read_per_bound():
         "traces": 1,
         "window_gap_p50_median": None,
         "window_gap_max": None,
+        "wait_mean_over_fifo_median": 2.5,
+        "jct_mean_over_fifo_median": 2.0,
     }
     assert (
         bounded["gain_kept_median"] == 0.8 and bounded["p99_over_fifo_mean"] == 4 and bounded["completes_as_many"] == 1
@@ -85,9 +100,15 @@ def test_the_command_prints_json_and_writes_the_chart(tmp_path, capsys, monkeypa
 
     everything = trace_bench.traces
     monkeypatch.setattr(trace_bench, "traces", lambda *include: everything(*include)[:1])  # one, for time
-    chart = tmp_path / "tradeoff.svg"
-    assert main(["bench", "traces", "--starvation-steps", "12", "--json", "--chart", str(chart)]) == 0
+    chart, waits = tmp_path / "tradeoff.svg", tmp_path / "waits"
+    argv = ["bench", "traces", "--starvation-steps", "12", "--json", "--chart", str(chart), "--wait-charts", str(waits)]
+    assert main(argv) == 0
     data = json.loads(capsys.readouterr().out)
     assert [t["trace"] for t in data["traces"]] == ["pollux-1"]
-    assert {p["label"] for p in data["tradeoff"]} == {"heuristic", "heuristic default", "heuristic B=12"}
+    assert {p["label"] for p in data["tradeoff"]} == {"greedy", "heuristic", "heuristic default", "heuristic B=12"}
     assert chart.read_text().startswith("<svg") and "B=12" in chart.read_text()
+    users = data["traces"][0]["users"]
+    assert set(users) == {"fifo", "greedy", "heuristic"} and users["fifo"]["jobs"] == 160
+    assert sum(g["jobs"] for g in users["fifo"]["by_size"].values()) == 160
+    svg = (waits / "wait-pollux-1.svg").read_text()
+    assert svg.startswith("<svg") and all(f">{p}</text>" in svg for p in ("fifo", "greedy", "heuristic"))

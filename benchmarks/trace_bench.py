@@ -1,9 +1,11 @@
-"""`gpualloc bench traces`: FIFO against the heuristic, with and without the starvation bound,
-over whole traces nobody tuned for: the eight Pollux workloads (bundled in
-benchmarks/traces/pollux) and the bundled week, each on a pool sized so that the work offered is
-`load` times what the pool can serve over the trace's span (jobs' GPU-steps over GPUs x steps
-from step 0 to the last arrival). Every run goes until its jobs finish (the simulator's
-whole-trace mode), so every submitted job is counted."""
+"""`gpualloc bench traces`: FIFO and greedy against the heuristic, with and without the
+starvation bound, over whole traces nobody tuned for: the eight Pollux workloads (bundled in
+benchmarks/traces/pollux), the bundled week and openb window, and windows of real clusters' job
+tables (`benchmarks.real_traces`), each on a pool sized so that the work offered inside the
+trace's span is `load` times what the pool can serve over it (jobs' GPU-steps up to the last
+arrival over GPUs x steps from step 0 to the last arrival). Every run goes until its jobs finish
+(the simulator's whole-trace mode), so every submitted job is counted, and is judged as users
+judge it (`user_measures`: waits and JCT by job size) beside the contract's value."""
 
 from __future__ import annotations
 
@@ -39,12 +41,6 @@ class TraceRow:
     users: dict[str, UserMeasures] = field(default_factory=dict)  # fifo, greedy, heuristic default -> measures
 
 
-def offered(events: list, gpus: int) -> float:
-    """Jobs' GPU-steps (actual durations) over `gpus` x the steps up to the last arrival
-    (`user_measures.OfferedLoad.trace`)."""
-    return load_of(events, gpus).trace
-
-
 def load_of(events: list, gpus: int) -> OfferedLoad:
     """`user_measures.offered_load` of a trace's jobs on `gpus`, steps read as every run reads them."""
     start, config = next((env, p) for env, p in events if env.type == "pool.configured")
@@ -61,10 +57,11 @@ def load_of(events: list, gpus: int) -> OfferedLoad:
 
 
 def sized(events: list, load: float) -> tuple[list, int]:
-    """`events` on a pool of whole nodes whose offered load is closest to `load` (at least one
-    node, and at least the largest job)."""
+    """`events` on a pool of whole nodes whose offered load inside the trace's span
+    (`OfferedLoad.span`: work past the last arrival left out, so a window's tail does not shrink
+    the pool) is closest to `load` (at least one node, and at least the largest job)."""
     biggest = max(p.gpus for env, p in events if env.type == "job.submitted")
-    at_one = offered(events, 1)
+    at_one = load_of(events, 1).span
     gpus = max(NODE, biggest, NODE * round(at_one / load / NODE))
     return [
         (env, p.model_copy(update={"gpus": gpus, "gpus_per_node": NODE}) if env.type == "pool.configured" else p)

@@ -106,17 +106,19 @@ def measures(sim: Simulation, run: PolicyRun) -> UserMeasures:
     prio = {j: f"{sim.priorities.get(j, 0.0):g}" for j in jobs}
 
     def groups(key: dict[str, str], order: Sequence[str]) -> dict[str, JobGroup]:
-        out = {}
-        for label in order:
-            members = [j for j in jobs if key[j] == label]
-            if members:
-                out[label] = JobGroup(
-                    len(members),
-                    sum(j in unfinished for j in members),
-                    spread([jct[j] for j in members]),
-                    spread([wait[j] for j in members]),
-                )
-        return out
+        members: dict[str, list[str]] = {}
+        for j in jobs:
+            members.setdefault(key[j], []).append(j)
+        return {
+            label: JobGroup(
+                len(members[label]),
+                sum(j in unfinished for j in members[label]),
+                spread([jct[j] for j in members[label]]),
+                spread([wait[j] for j in members[label]]),
+            )
+            for label in order
+            if label in members
+        }
 
     classes: dict[str, list[float]] = {}
     for j in jobs:

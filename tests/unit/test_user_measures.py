@@ -9,7 +9,9 @@ import pytest
 
 from gpualloc.generators.traces import T0
 from gpualloc.schemas.events import envelope, parse_event
+from gpualloc.solvers.planner.records import Commit, PoolConfig
 from gpualloc.solvers.simulation.report import served_share
+from gpualloc.solvers.simulation.results import PolicyRun, Simulation
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
 from gpualloc.solvers.simulation.user_measures import measures, offered_load, size_bucket, spread
 
@@ -90,3 +92,32 @@ def test_an_apps_served_share_per_day_is_what_it_held_over_its_demand():
     assert share["days"][0] == pytest.approx(4 / 6, abs=0.01) and share["days"][1] == 1.0
     assert share["worst_day"] == share["days"][0] and 4 / 6 - 0.01 < share["whole"] < 1
     assert measures(sim, sim.runs["heuristic"]).served_worst_day == share["worst_day"]
+
+
+def test_at_the_contracts_limits_every_job_and_app_day_is_counted():
+    """10,000 jobs of distinct priorities, 64 apps over 336 hourly steps on 4,096 GPUs: every job in
+    one size bucket and one priority group, every app with a share on each of its 14 days."""
+    steps, apps, n = 336, 64, 10_000
+    run = PolicyRun("heuristic")
+    run.commits = [
+        Commit(k, {f"app{a}": tuple(range(a * 64, a * 64 + 32)) for a in range(apps)}, (), None, None)
+        for k in range(steps)  # each app holds 32 GPUs of its 64 of demand; the figures read no window
+    ]
+    for k in range(n):
+        run.submitted[f"j{k}"] = k % steps
+        if k % 2:
+            run.started[f"j{k}"] = k % steps
+            run.finished[f"j{k}"] = k % steps + 1
+    sim = Simulation(
+        PoolConfig(gpus=4096, gpus_per_node=8),
+        steps,
+        {f"app{a}": [64] * steps for a in range(apps)},
+        {**{f"j{k}": 1 + k / n for k in range(n)}, **{f"app{a}": 5.0 for a in range(apps)}},
+        {},
+        {"heuristic": run},
+        sizes={f"j{k}": (1 + k % 512, 1) for k in range(n)},
+    )
+    m = measures(sim, sim.runs["heuristic"])
+    assert (m.jobs, m.completed, m.unfinished) == (n, n // 2, n // 2)
+    assert len(m.by_priority) == n and sum(g.jobs for g in m.by_size.values()) == n
+    assert m.served_worst_day == 0.5 and all(len(s["days"]) == 14 for s in m.served.values())

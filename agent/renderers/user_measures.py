@@ -10,6 +10,7 @@ from gpualloc.solvers.simulation.results import base_policy
 from gpualloc.solvers.simulation.user_measures import SIZE_BUCKETS, JobGroup, OfferedLoad, UserMeasures
 
 KEYS = ("mean", "p50", "p90", "p99", "max")
+PRIORITY_COLUMNS = 10  # more priority classes than this: the text leaves their table to the JSON
 
 
 def spread_text(q: dict[str, float], keys: tuple[str, ...] = KEYS) -> str:
@@ -37,8 +38,11 @@ def lines(figures: dict[str, UserMeasures], load: OfferedLoad | None = None, sco
             f"{m.makespan:>8}"
         )
     out += grouped("by job size (GPU-hours of work)", figures)
-    if any(len(m.by_priority) > 1 for m in figures.values()):
+    classes = max(len(m.by_priority) for m in figures.values())
+    if 1 < classes <= PRIORITY_COLUMNS:
         out += grouped("by priority", figures, by_priority=True)
+    elif classes > PRIORITY_COLUMNS:
+        out.append(f"by priority: {classes} priority classes, too many for a table (--json has each)")
     for policy, m in figures.items():
         if m.served:
             apps = ", ".join(

@@ -8,20 +8,30 @@ one; two of its traces were since read to find a cause), `unseen` (other seeds, 
 and app counts, never read: each change is judged there, before and after, once) and
 `independent` (another author's generator, `generators/heldout_genai.py`, never tuned on). Each trace runs whole (every job until it finishes), so every submitted job is counted.
 Settings come as `gpualloc simulate` takes them (--settings, GPUALLOC_SIMULATION__..., e.g.
-GPUALLOC_SIMULATION__FORECAST__REALTIME_PRICED=false for the fixed headroom quantile)."""
+GPUALLOC_SIMULATION__FORECAST__REALTIME_PRICED=false for the fixed headroom quantile).
+
+Each run also reports every app's served share of its demand (`report.served_share`, whole run
+and per day) beside the GPU-hours it held and of them those idle (held past its demand), so a
+policy cannot look better at serving by holding more; `strip` runs the traces with apps that
+register without a `profile` (the first app of each trace, or all of them)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Literal
 
 from gpualloc.generators import heldout_genai
 from gpualloc.generators.serving import serving_trace
 from gpualloc.generators.traces import generate_trace
 from gpualloc.schemas.events import parse_event
 from gpualloc.schemas.settings import SimulationSettings
-from gpualloc.solvers.simulation.report import DayReport, executed_violations, whole_run
+from gpualloc.solvers.simulation.report import DayReport, executed_violations, held_over_step, served_share, whole_run
+from gpualloc.solvers.simulation.results import PolicyRun, Simulation
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
+
+Strip = Literal["none", "first", "all"]  # which apps register without a `profile`
+SERVED = 0.99  # the served share every app should have every day (the default's target)
+SERVED_RESERVED = 0.997  # ...and with `forecast.realtime_node_reserve`
 
 
 @dataclass(frozen=True)
@@ -38,13 +48,27 @@ class Trace:
         apps = "" if self.apps == 3 or self.kind == "genai" else f" {self.apps} apps"
         return f"{self.kind} {self.gpus} GPUs{apps} seed {self.seed}"
 
-    def events(self) -> list[dict[str, Any]]:
-        """The trace's envelopes, made from its seed (as `gpualloc trace serving|generate` writes them)."""
+    def events(self, strip: Strip = "none") -> list[dict[str, Any]]:
+        """The trace's envelopes, made from its seed (as `gpualloc trace serving|generate` writes
+        them); `strip`: the first app's registration, or every app's, without its `profile`."""
         if self.kind == "serving":
-            return serving_trace(self.seed, 3, self.gpus, apps=self.apps)
-        if self.kind == "genai":
-            return heldout_genai.generate(self.seed)[0]
-        return generate_trace(self.gpus, 3, 150 * self.gpus // 32, self.apps, self.seed)
+            made = serving_trace(self.seed, 3, self.gpus, apps=self.apps)
+        elif self.kind == "genai":
+            made = heldout_genai.generate(self.seed)[0]
+        else:
+            made = generate_trace(self.gpus, 3, 150 * self.gpus // 32, self.apps, self.seed)
+        return without_profiles(made, strip)
+
+
+def without_profiles(events: list[dict[str, Any]], strip: Strip) -> list[dict[str, Any]]:
+    """`events` with the `profile` left out of the first `app.registered` (`first`) or of each (`all`)."""
+    out, stripped = [], 0
+    for e in events:
+        if e["type"] == "app.registered" and (strip == "all" or (strip == "first" and not stripped)):
+            stripped += 1
+            e = {**e, "payload": {k: v for k, v in e["payload"].items() if k != "profile"}}
+        out.append(e)
+    return out
 
 
 SETS: dict[str, tuple[Trace, ...]] = {
@@ -88,6 +112,23 @@ class Judged:
     fifo: DayReport
     heuristic: DayReport
     violations: int = 0  # online rules either run broke (`report.executed_violations`)
+    # per run ("fifo", "heuristic"), per app: `report.served_share`'s whole, days and worst_day,
+    # with held_gpu_hours and idle_gpu_hours (`app_service`)
+    served: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+    def least_share(self, run: str = "heuristic") -> float | None:
+        """The least served share any app had on any day of `run` (None: no app)."""
+        return min(
+            (s["worst_day"] for s in self.served.get(run, {}).values() if s["worst_day"] is not None), default=None
+        )
+
+    def app_days(self, run: str = "heuristic") -> list[float]:
+        """Every app's share on every day with demand."""
+        return [d for s in self.served.get(run, {}).values() for d in s["days"] if d is not None]
+
+    def served_met(self, share: float, run: str = "heuristic") -> bool:
+        """Every app served at least `share` of its demand on every day."""
+        return all(d >= share for d in self.app_days(run))
 
     @property
     def shortfall_met(self) -> bool:
@@ -102,6 +143,37 @@ class Judged:
         )
 
 
+def app_service(sim: Simulation, run: PolicyRun) -> dict[str, dict[str, Any]]:
+    """Per app: `served_share` (whole, days, worst_day), the GPU-hours it held through
+    `Simulation.apps_until` and of them those idle: held less served (share x demand)."""
+    minutes, held = sim.config.step_minutes, held_over_step(run)
+    hours = {app: [0.0, 0.0] for app in sim.demand}  # app -> [GPU-minutes held, GPU-minutes of demand]
+    for commit in run.commits:
+        if sim.apps_until is not None and commit.step > sim.apps_until:
+            break
+        for app, tally in hours.items():
+            tally[0] += _integral(
+                held.get((commit.step, app)) or [(0.0, len(commit.assignments.get(app, ())))], minutes
+            )
+            tally[1] += _integral(sim.within.get((app, commit.step)) or [(0.0, sim.demand[app][commit.step])], minutes)
+    out = {}
+    for app, share in served_share(sim, run).items():
+        held_minutes, demand_minutes = hours[app]
+        served = float(share["whole"] or 0.0) * demand_minutes  # type: ignore[arg-type]
+        out[app] = {
+            **share,
+            "held_gpu_hours": round(held_minutes / 60, 2),
+            "idle_gpu_hours": round(max(0.0, held_minutes - served) / 60, 2),
+        }
+    return out
+
+
+def _integral(pieces: list[tuple[float, int]], minutes: int) -> float:
+    """GPU-minutes over a step of `minutes` of a count given from each minute on."""
+    ends = [at for at, _ in pieces[1:]] + [float(minutes)]
+    return sum(n * (end - at) for (at, n), end in zip(pieces, ends))
+
+
 def options(settings: SimulationSettings) -> SimOptions:
     """FIFO and the heuristic, with `settings` (the CLI's: flags, GPUALLOC_* variables, file)."""
     return SimOptions(
@@ -109,24 +181,28 @@ def options(settings: SimulationSettings) -> SimOptions:
     )
 
 
-def judge(trace: Trace, run_with: SimOptions) -> Judged:
-    """The trace run whole by FIFO and the heuristic: each run's whole-run row, and the online
-    rules the runs broke."""
-    sim = simulate([parse_event(e) for e in trace.events()], run_with)
+def judge(trace: Trace, run_with: SimOptions, strip: Strip = "none") -> Judged:
+    """The trace run whole by FIFO and the heuristic: each run's whole-run row, the online
+    rules the runs broke, and each app's service (`app_service`)."""
+    sim = simulate([parse_event(e) for e in trace.events(strip)], run_with)
     fifo, heuristic = sim.runs["fifo"], sim.runs["heuristic"]
     broken = len(executed_violations(sim, fifo)) + len(executed_violations(sim, heuristic))
-    return Judged(trace.name, whole_run(sim, fifo), whole_run(sim, heuristic), broken)
+    served = {"fifo": app_service(sim, fifo), "heuristic": app_service(sim, heuristic)}
+    return Judged(trace.name, whole_run(sim, fifo), whole_run(sim, heuristic), broken, served)
 
 
 def run_serving_targets(
-    names: list[str], run_with: SimOptions, progress: Callable[[str], None] | None = None
+    names: list[str],
+    run_with: SimOptions,
+    progress: Callable[[str], None] | None = None,
+    strip: Strip = "none",
 ) -> dict[str, list[Judged]]:
     """Every trace of the sets `names`, judged; `progress(trace)` after each."""
     out: dict[str, list[Judged]] = {}
     for name in names:
         out[name] = []
         for trace in SETS[name]:
-            out[name].append(judge(trace, run_with))
+            out[name].append(judge(trace, run_with, strip))
             if progress:
                 progress(trace.name)
     return out
@@ -134,8 +210,12 @@ def run_serving_targets(
 
 def summary(rows: list[Judged]) -> dict[str, Any]:
     """What a set's rows add up to: traces meeting the shortfall target and all three, the
-    heuristic's objective and shortfall summed (FIFO's beside them), moves per app-step averaged."""
+    heuristic's objective and shortfall summed (FIFO's beside them), moves per app-step averaged;
+    apps' service: traces whose every app had at least 99% (and 99.7%) of its demand every day,
+    the share of app-days at 99% or more, the least app-day share, and the idle GPU-hours apps held."""
     n = len(rows)
+    days = {run: [d for r in rows for d in r.app_days(run)] for run in ("heuristic", "fifo")}
+    least = {run: [s for r in rows if (s := r.least_share(run)) is not None] for run in ("heuristic", "fifo")}
     return {
         "traces": n,
         "all_targets_met": sum(r.all_met for r in rows),
@@ -146,6 +226,19 @@ def summary(rows: list[Judged]) -> dict[str, Any]:
         "fifo_shortfall": round(sum(r.fifo.realtime_shortfall for r in rows), 1),
         "moves": round(sum(r.heuristic.realtime_moves for r in rows) / n, 4) if n else 0.0,
         "idle_moves": round(sum(r.heuristic.realtime_idle_moves for r in rows) / n, 4) if n else 0.0,
+        "served_99": sum(r.served_met(SERVED) for r in rows),
+        "served_99_7": sum(r.served_met(SERVED_RESERVED) for r in rows),
+        "fifo_served_99": sum(r.served_met(SERVED, "fifo") for r in rows),
+        "app_days_99": round(sum(d >= SERVED for d in days["heuristic"]) / len(days["heuristic"]), 4)
+        if days["heuristic"]
+        else None,
+        "fifo_app_days_99": round(sum(d >= SERVED for d in days["fifo"]) / len(days["fifo"]), 4)
+        if days["fifo"]
+        else None,
+        "least_share": min(least["heuristic"], default=None),
+        "fifo_least_share": min(least["fifo"], default=None),
+        "idle_gpu_hours": round(sum(_idle(r, "heuristic") for r in rows), 1),
+        "fifo_idle_gpu_hours": round(sum(_idle(r, "fifo") for r in rows), 1),
         "misses": [r.trace for r in rows if not r.all_met],
     }
 
@@ -157,7 +250,7 @@ def table(sets: dict[str, list[Judged]]) -> str:
         lines += [
             f"{name}:",
             f"{'trace':<32} {'objective':>9} {'fifo':>9} {'short':>7} {'fifo':>7} {'timely':>7} "
-            f"{'done/fifo':>9} {'moves':>6} {'idle':>6}",
+            f"{'done/fifo':>9} {'moves':>6} {'idle':>6} {'served':>7} {'fifo':>7}",
             *(_line(r) for r in rows),
             ", ".join(f"{k} {v}" for k, v in summary(rows).items() if k != "misses"),
             "",
@@ -170,10 +263,26 @@ def as_dict(sets: dict[str, list[Judged]]) -> dict[str, Any]:
     return {
         name: {
             "summary": summary(rows),
-            "traces": {r.trace: {"fifo": asdict(r.fifo), "heuristic": asdict(r.heuristic)} for r in rows},
+            "traces": {
+                r.trace: {
+                    "fifo": asdict(r.fifo),
+                    "heuristic": asdict(r.heuristic),
+                    "served": r.served,
+                    "violations": r.violations,
+                }
+                for r in rows
+            },
         }
         for name, rows in sets.items()
     }
+
+
+def _idle(r: Judged, run: str) -> float:
+    return float(sum(s["idle_gpu_hours"] for s in r.served.get(run, {}).values()))
+
+
+def _share(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.1f}%"
 
 
 def _line(r: Judged) -> str:
@@ -184,5 +293,6 @@ def _line(r: Judged) -> str:
     return (
         f"{r.trace:<32} {h.objective:>9.1f} {f.objective:>9.1f} {h.realtime_shortfall:>7.1f} "
         f"{f.realtime_shortfall:>7.1f} {h.timely_value / f.timely_value if f.timely_value else 0:>6.2f}x "
-        f"{h.completed:>4}/{f.completed:<4} {h.realtime_moves:>6.3f} {h.realtime_idle_moves:>6.3f}  {verdict}"
+        f"{h.completed:>4}/{f.completed:<4} {h.realtime_moves:>6.3f} {h.realtime_idle_moves:>6.3f} "
+        f"{_share(r.least_share()):>7} {_share(r.least_share('fifo')):>7}  {verdict}"
     )

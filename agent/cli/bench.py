@@ -149,7 +149,8 @@ def cmd_serving(args: argparse.Namespace) -> int:
     def step(trace: str) -> None:
         progress("bench serving", next(done), count)
 
-    sets = serving_targets.run_serving_targets(names, serving_targets.options(settings_of(args).simulation), step)
+    run_with = serving_targets.options(settings_of(args).simulation)
+    sets = serving_targets.run_serving_targets(names, run_with, step, args.strip_profiles)
     sys.stdout.write(dump_json(serving_targets.as_dict(sets)) if args.json else serving_targets.table(sets) + "\n")
     return EXIT_FAILED if any(r.violations for rows in sets.values() for r in rows) else EXIT_OK
 
@@ -498,6 +499,20 @@ def add_bench_command(sub: argparse._SubParsersAction) -> None:
         default="all",
         help="which traces (default: all)",
     )
+    setting(
+        p,
+        "--node-reserve",
+        path="simulation.forecast.realtime_node_reserve",
+        action="store_const",
+        const=True,
+        help="plan the apps to lose any one node and keep their medians (the heuristic; FIFO reserves anyway)",
+    )
+    p.add_argument(
+        "--strip-profiles",
+        choices=["none", "first", "all"],
+        default="none",
+        help="register the first app of each trace, or every app, without its profile (default: none)",
+    )
     settings_arguments(p)
-    _json(p, "each set's summary and every trace's rows", "a table")
+    _json(p, "each set's summary and every trace's rows, with each app's served share per day", "a table")
     assert set(benches.choices) == set(BENCHES), "BENCHES names every bench (`implied` reads it)"

@@ -189,6 +189,16 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 "trace openb", ["give the pod list CSV (e.g. shared/traces/openb/openb_pod_list_default.csv)"]
             )
         events = openb_trace(args.csv, args.gpus, args.days or 2, args.end_day)
+    elif args.source in ("philly", "helios", "acme"):
+        from gpualloc.generators.job_table_files import job_table_trace
+
+        if not args.csv:
+            raise InputError(f"trace {args.source}", ["give the job table CSV (benchmarks/traces/README.md)"])
+        events, kept = job_table_trace(args.source, args.csv, args.gpus, args.days)
+        print(
+            f"{kept.kept} of {kept.rows} jobs kept ({kept.never_ran} never ran, {kept.no_gpus} without GPUs); "
+            f"rounding GPUs up to powers of two adds {kept.added_work:.1%} GPU-work"
+        )
     else:
         if not args.csv:
             raise InputError("trace pollux", ["give the workload CSV (e.g. shared/traces/pollux/workload-1.csv)"])
@@ -436,31 +446,36 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dir", help="folder to write into (created if missing)")
     p.set_defaults(func=cmd_schemas_export)
 
-    p = sub.add_parser("trace", help="write a trace: generated, or derived from a Pollux workload CSV")
+    p = sub.add_parser("trace", help="write a trace: generated, or derived from a public trace's CSV")
     p.add_argument(
         "source",
-        choices=("generate", "pollux", "openb", "jobs", "traffic", "forecast", "serving"),
+        choices=("generate", "pollux", "openb", "philly", "helios", "acme", "jobs", "traffic", "forecast", "serving"),
         help="generate: days of jobs and traffic; serving: days of real-time apps with morning ramps, "
         "bursts, flash crowds and one-observation spikes, observed within steps, beside heavy-tailed "
         "batch work, cancellations and a node down (generators/serving.py); jobs: jobs given by "
         "features with completions, in "
         "three pools (and OUT.truth.json, the ground truth); traffic: weeks of real-time traffic; "
         "forecast: weeks of both for `simulate --forecast` (docs/synthetic-data.md); openb: a window "
-        "of the Alibaba GPU trace v2023 pod list (generators/openb.py)",
+        "of the Alibaba GPU trace v2023 pod list (generators/openb.py); philly, helios, acme: a public "
+        "GPU-cluster job table (generators/job_tables.py; the bundled ones in benchmarks/traces/README.md)",
     )
-    p.add_argument("csv", nargs="?", help="pollux: the workload CSV; openb: the pod list CSV")
+    p.add_argument(
+        "csv", nargs="?", help="pollux: the workload CSV; openb: the pod list CSV; philly, helios, acme: the job table"
+    )
     p.add_argument("--out", required=True, help="the JSONL file to write")
     p.add_argument(
         "--gpus",
         type=positive_int,
         default=64,
-        help="generate, pollux, traffic, forecast, serving: GPUs in the pool (default 64)",
+        help="generate, pollux, traffic, forecast, serving: GPUs in the pool; philly, helios, acme: at least "
+        "(and the largest job) (default 64)",
     )
     p.add_argument(
         "--days",
         type=positive_int,
         default=None,
-        help="generate: days (default 7); serving: days (default 3); openb: the window's days (default 2)",
+        help="generate: days (default 7); serving: days (default 3); openb: the window's days (default 2); "
+        "philly, helios, acme: the window of this many days with the median GPU-work (default: the whole table)",
     )
     p.add_argument(
         "--end-day",

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from gpualloc.agent.renderers import user_measures as users
 from gpualloc.generators.traces import T0
 from gpualloc.schemas.events import envelope, parse_event
 from gpualloc.solvers.planner.records import Commit, PoolConfig
@@ -121,3 +122,14 @@ def test_at_the_contracts_limits_every_job_and_app_day_is_counted():
     assert (m.jobs, m.completed, m.unfinished) == (n, n // 2, n // 2)
     assert len(m.by_priority) == n and sum(g.jobs for g in m.by_size.values()) == n
     assert m.served_worst_day == 0.5 and all(len(s["days"]) == 14 for s in m.served.values())
+
+
+def test_the_text_shows_sizes_and_leaves_many_priority_classes_to_the_json():
+    few = trace(*((0, "job.submitted", job(f"j{k}", 1, 1, priority=1 + k % 3)) for k in range(6)))
+    many = trace(*((0, "job.submitted", job(f"j{k}", 1, 1, priority=1 + k)) for k in range(11)))
+    for events, by_priority, n in ((few, True, 6), (many, False, 11)):
+        sim = simulate(events, SimOptions(("fifo", "heuristic")))
+        text = "\n".join(users.lines({p: measures(sim, run) for p, run in sim.runs.items()}))
+        assert "by job size (GPU-hours of work)" in text and f"({n}) " in text  # n jobs of 1 GPU-hour: one bucket
+        assert ("JCT mean/p90 by priority" in text) is by_priority
+        assert ("11 priority classes, too many for a table" in text) is not by_priority

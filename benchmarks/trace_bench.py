@@ -143,7 +143,7 @@ def run_trace_bench(
         row = TraceRow(name, gpus, load_is.trace, load_is.span)
         base = simulate(events, SimOptions(policies=("fifo", "greedy", "heuristic"), starvation_steps=0))
         row.runs["fifo"], row.users["fifo"] = figures(base, "fifo")
-        row.runs["greedy"], row.users["greedy"] = figures(base, "greedy", gaps=True)
+        row.runs["greedy"], row.users["greedy"] = figures(base, "greedy")
         row.runs["heuristic"], _ = figures(base, "heuristic", gaps=True)
         default = simulate(events, SimOptions(policies=("heuristic",)))
         row.runs["heuristic default"], row.users["heuristic"] = figures(default, "heuristic", gaps=True)

@@ -25,7 +25,7 @@ more runs as long as on its true count (the traces have no speed-up model).
 
 A run covers the whole trace: it goes on past the last event until every job it was given has
 finished, or until the cap (`drain_cap`: the last event plus twice the longest declared
-duration), so the report can count every job, the ones never started among them. `days` cuts
+duration and the steps the pool takes to run all the trace's work), so the report can count every job, the ones never started among them. `days` cuts
 the runs at that many days instead.
 
 With `forecast`, each policy runs twice on the same trace. `<policy>/forecast`: jobs given by
@@ -111,7 +111,7 @@ def simulate(
     config = clock.planner.config
     timed: Timed = [(clock.step_at(e[0].occurred_at), *e) for e in rest]
     last = max((s for s, _, _ in timed), default=0)
-    steps = options.days * 24 * 60 // config.step_minutes if options.days else drain_cap(timed, last)
+    steps = options.days * 24 * 60 // config.step_minutes if options.days else drain_cap(timed, last, config.gpus)
     demand, priorities, within = observed(timed, steps, clock.origin, clock.step_length, config.step_minutes)
     limits = {
         p.id: (

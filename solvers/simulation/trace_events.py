@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,14 +20,15 @@ Timed = list[tuple[int, Envelope, Any]]
 KNOWN = {"gpus": ("gpus",), "durations": ("duration",), "sizes": ("gpus", "duration")}
 
 
-def drain_cap(timed: Timed, last: int) -> int:
+def drain_cap(timed: Timed, last: int, gpus: int) -> int:
     """Steps a whole-trace run may take: past the last event, twice the longest declared
-    duration, for the jobs still queued or running to finish (those that cannot by then are
-    reported as never started or unfinished)."""
-    longest = max(
-        (max(p.duration or 1, p.actual_duration or 1) for _, env, p in timed if env.type == "job.submitted"), default=0
-    )
-    return last + 1 + 2 * longest
+    duration and the steps the pool's `gpus` take to run all the trace's work end to end, so an
+    overloaded trace's backlog can drain (jobs that cannot by then are reported as never started
+    or unfinished)."""
+    jobs = [p for _, env, p in timed if env.type == "job.submitted"]
+    longest = max((max(p.duration or 1, p.actual_duration or 1) for p in jobs), default=0)
+    work = sum((p.gpus or 1) * max(p.duration or 1, p.actual_duration or 1) for p in jobs)
+    return last + 1 + 2 * longest + math.ceil(work / gpus)
 
 
 def informed(timed: Timed, mode: str | None, config: PoolConfig) -> Timed:

@@ -14,6 +14,7 @@ TRACES = DATA_DIR / "traces"
 WINDOWS = {
     "philly-ee9e8c": ("philly", "philly/ee9e8c-week.csv"),
     "philly-b436b2": ("philly", "philly/b436b2-week.csv"),
+    "acme-kalos": ("acme", "acme/kalos.csv"),
 }
 
 

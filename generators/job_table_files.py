@@ -1,23 +1,29 @@
 """The public job tables read for their converters (`philly.py`, `helios.py`, `acme.py`), with
-a clear error per bad row: InputError naming the line and the column."""
+a clear error per bad row: InputError naming the line and the column. A table is read in its
+source's own columns, or in the compact cut the bundled windows are kept as
+(`job_tables.CUT_COLUMNS`)."""
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpualloc.generators.acme import ACME_COLUMNS, acme_events, acme_job
-from gpualloc.generators.helios import HELIOS_COLUMNS, helios_events, helios_job
-from gpualloc.generators.job_tables import Conversion
-from gpualloc.generators.philly import PHILLY_COLUMNS, philly_events, philly_job
+from gpualloc.agent.loading import read_text
+from gpualloc.generators.acme import ACME_COLUMNS, acme_job
+from gpualloc.generators.helios import HELIOS_COLUMNS, helios_job
+from gpualloc.generators.job_tables import CUT_COLUMNS, Conversion, TableJob, cut_job, table_events
 from gpualloc.generators.trace_files import _csv_rows
 
-# source -> (what the CSV is, its columns, one row's parse, the converter)
-SOURCES: dict[str, tuple[str, tuple[str, ...], Callable[[Mapping[str, str]], Any], Callable[..., Any]]] = {
-    "philly": ("a Philly job table", PHILLY_COLUMNS, philly_job, philly_events),
-    "helios": ("a Helios cluster_log.csv", HELIOS_COLUMNS, helios_job, helios_events),
-    "acme": ("an Acme job trace", ACME_COLUMNS, acme_job, acme_events),
+Format = tuple[str, tuple[str, ...], Callable[[Mapping[str, str]], TableJob]]  # what, columns, a row's job
+CUT: Format = ("a job table cut", CUT_COLUMNS, cut_job)
+# source -> the formats it is read in, its own first
+SOURCES: dict[str, tuple[Format, ...]] = {
+    "philly": (CUT,),
+    "helios": (("a Helios cluster_log.csv", HELIOS_COLUMNS, helios_job), CUT),
+    "acme": (("an Acme job trace", ACME_COLUMNS, acme_job), CUT),
 }
 
 
@@ -25,8 +31,11 @@ def job_table_trace(
     source: str, csv_path: str | Path, gpus: int = 64, days: float | None = None, max_steps: int | None = None
 ) -> tuple[list[dict[str, Any]], Conversion]:
     """A job table of `source` (philly, helios, acme) as contract events and what converting it
-    kept, dropped and changed; InputError naming the line and the column of every bad row."""
-    what, columns, parse, convert = SOURCES[source]
+    kept, dropped and changed; InputError naming the line and the column of every bad row (or
+    the columns missing from the source's own)."""
+    header = next(csv.reader(io.StringIO(read_text(csv_path), newline="")), [])
+    formats = SOURCES[source]
+    what, columns, parse = next((f for f in formats if set(f[1]) <= set(header)), formats[0])
 
     def problems(n: int, row: dict[str, str]) -> list[str]:
         try:
@@ -35,4 +44,5 @@ def job_table_trace(
             return [f"line {n}: {e}"]
         return []
 
-    return convert(_csv_rows(csv_path, columns, what, problems), gpus, days, max_steps)
+    rows = _csv_rows(csv_path, columns, what, problems)
+    return table_events((parse(r) for r in rows), source, gpus, days, max_steps)

@@ -1,7 +1,7 @@
 """Public GPU-cluster job tables (Philly, Helios, Acme; see benchmarks/traces/README.md) as
 contract events, the part every source shares. Pure: each source's module turns its rows into
-`TableJob`s (`philly.py`, `helios.py`, `acme.py`), the shell reads the CSV
-(`gpualloc.generators.job_table_files`).
+`TableJob`s (`philly.py`, `helios.py`, `acme.py`; the bundled windows are kept in one compact
+cut, `cut_job`), the shell reads the CSV (`gpualloc.generators.job_table_files`).
 
 What the conversion changes, the same for every table:
 - a job's GPUs round up to a power of two (the contract's blocks), so a job of more than a node
@@ -23,6 +23,9 @@ from typing import Any, Iterable, Mapping
 from gpualloc.generators.traces import T0
 from gpualloc.schemas.events import envelope
 
+# The compact cut the bundled windows are kept as (benchmarks/traces/README.md): `submit_time`
+# in seconds from the table's origin, `duration` the seconds the job ran
+CUT_COLUMNS = ("job_id", "submit_time", "gpus", "duration")
 STEP_MINUTES = 10
 NODE = 8
 PRIORITY = 5  # every job's: the tables give none
@@ -40,6 +43,11 @@ class TableJob:
     seconds: float | None
     kind: str = "training"
 
+    @property
+    def ran(self) -> float:
+        """Seconds it ran (0 when it never did)."""
+        return self.seconds or 0.0
+
 
 @dataclass
 class Conversion:
@@ -51,7 +59,7 @@ class Conversion:
     no_gpus: int = 0
     gpu_work: float = 0.0  # GPU-seconds of the jobs kept, at their own GPU counts
     added_work: float = 0.0  # the share of GPU-work rounding their GPUs up adds
-    sizes: Counter = field(default_factory=Counter)  # rounded GPUs -> jobs
+    sizes: Counter[int] = field(default_factory=Counter)  # rounded GPUs -> jobs
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -98,6 +106,11 @@ def moment(row: Mapping[str, str], column: str) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
+def cut_job(row: Mapping[str, str]) -> TableJob:
+    """A row of the compact cut (`CUT_COLUMNS`) as a job; ValueError naming the field of a bad value."""
+    return TableJob(row["job_id"], number(row, "submit_time"), whole(row, "gpus"), number(row, "duration"))
+
+
 def block(gpus: int) -> int:
     """The power of two at or above `gpus`: a contract block (above a node, whole nodes)."""
     return 1 << max(0, math.ceil(math.log2(gpus)))
@@ -117,13 +130,13 @@ def runnable(jobs: Iterable[TableJob]) -> tuple[list[TableJob], Conversion]:
         stats.rows += 1
         if job.gpus <= 0:
             stats.no_gpus += 1
-        elif job.seconds is None or job.seconds <= 0:
+        elif job.ran <= 0:
             stats.never_ran += 1
         else:
             kept.append(job)
     stats.kept = len(kept)
-    stats.gpu_work = sum(j.gpus * j.seconds for j in kept)  # type: ignore[operator]
-    rounded = sum(block(j.gpus) * j.seconds for j in kept)  # type: ignore[operator]
+    stats.gpu_work = sum(j.gpus * j.ran for j in kept)
+    rounded = sum(block(j.gpus) * j.ran for j in kept)
     stats.added_work = (rounded - stats.gpu_work) / stats.gpu_work if stats.gpu_work else 0.0
     stats.sizes = Counter(block(j.gpus) for j in kept)
     return kept, stats
@@ -142,8 +155,8 @@ def median_window(jobs: list[TableJob], days: float) -> tuple[float, float]:
     work = [0.0] * whole
     for j in jobs:
         k = int((j.submit - first) // width)
-        if k < whole and j.seconds:
-            work[k] += j.gpus * j.seconds
+        if k < whole:
+            work[k] += j.gpus * j.ran
     ranked = sorted(range(whole), key=lambda k: (work[k], k))
     k = ranked[(whole - 1) // 2]
     return first + k * width, first + (k + 1) * width
@@ -189,7 +202,7 @@ def table_events(
     )
     first = kept[0].submit if kept else 0.0
     for job in kept:
-        steps = max(1, math.ceil(job.seconds / step))  # type: ignore[operator]
+        steps = max(1, math.ceil(job.ran / step))
         if max_steps is not None:
             steps = min(steps, max_steps)
         emit(

@@ -15,8 +15,8 @@ from gpualloc.benchmarks.real_traces import TRACES, WINDOWS, converted, real_tra
 from gpualloc.generators.acme import acme_events
 from gpualloc.generators.helios import helios_events
 from gpualloc.generators.job_table_files import job_table_trace
-from gpualloc.generators.job_tables import DAY, TableJob, median_window
-from gpualloc.generators.philly import philly_events, philly_job
+from gpualloc.generators.job_tables import DAY, TableJob, cut_job, median_window
+from gpualloc.generators.philly import philly_events
 from gpualloc.schemas.events import JobSubmitted, parse_event
 from gpualloc.schemas.scenario import block_size_problems
 
@@ -105,7 +105,7 @@ def test_acme_reads_offsets_and_makes_evaluation_batch_inference():
 )
 def test_a_bad_philly_value_is_named(row, field):
     with pytest.raises(ValueError, match=f"^{field}: "):
-        philly_job(row)
+        cut_job(row)
 
 
 def test_a_bad_helios_time_is_named():
@@ -139,6 +139,15 @@ def test_the_command_converts_a_table_and_names_a_bad_row(tmp_path, capsys):
     assert "line 1: type: missing column" in capsys.readouterr().err
     assert main(["trace", "helios", "--out", str(out)]) == 2
     assert "give the job table CSV" in capsys.readouterr().err
+
+
+def test_helios_and_acme_also_read_the_compact_cut_the_bundled_windows_are_kept_in(tmp_path):
+    cut = tmp_path / "cut.csv"
+    cut.write_text("job_id,submit_time,gpus,duration\nx,0,1016,600\ny,30,8,0\n")
+    for source in ("helios", "acme"):
+        events, kept = job_table_trace(source, cut)
+        assert [(p.id, p.gpus) for p in jobs(events)] == [("x", 1024)] and events[0]["payload"]["gpus"] == 1024
+        assert (kept.never_ran, events[1]["event_id"]) == (1, f"{source}-1")
 
 
 @pytest.mark.parametrize("name", sorted(WINDOWS))

@@ -130,6 +130,17 @@ class Judged:
         """Every app served at least `share` of its demand on every day."""
         return all(d >= share for d in self.app_days(run))
 
+    def least_ceiling(self) -> float | None:
+        """The least share of an app's demand on a day that lay within its `max_gpus`: the most
+        of it any run could serve (None: no app)."""
+        ceilings = [c for s in self.served.get("fifo", {}).values() for c in s["ceiling_days"] if c is not None]
+        return min(ceilings, default=None)
+
+    def servable(self, share: float) -> bool:
+        """Some run could serve every app `share` of its demand every day (`least_ceiling`)."""
+        least = self.least_ceiling()
+        return least is None or least >= share
+
     @property
     def shortfall_met(self) -> bool:
         return self.heuristic.realtime_shortfall <= max(10.0, 1.5 * self.fifo.realtime_shortfall)
@@ -145,25 +156,33 @@ class Judged:
 
 def app_service(sim: Simulation, run: PolicyRun) -> dict[str, dict[str, Any]]:
     """Per app: `served_share` (whole, days, worst_day), the GPU-hours it held through
-    `Simulation.apps_until` and of them those idle: held less served (share x demand)."""
-    minutes, held = sim.config.step_minutes, held_over_step(run)
-    hours = {app: [0.0, 0.0] for app in sim.demand}  # app -> [GPU-minutes held, GPU-minutes of demand]
-    for commit in run.commits:
+    `Simulation.apps_until` and of them those idle: held less served (share x demand); and its
+    `ceiling` per day: the share of its demand within its `max_gpus`, the most any run can serve."""
+    per_day, minutes, held = 24 * 60 // sim.config.step_minutes, sim.config.step_minutes, held_over_step(run)
+    # app -> GPU-minutes held, and per day [GPU-minutes of demand, of it within max_gpus]
+    hours: dict[str, float] = dict.fromkeys(sim.demand, 0.0)
+    days: dict[str, list[list[float]]] = {app: [] for app in sim.demand}
+    for k, commit in enumerate(run.commits):
         if sim.apps_until is not None and commit.step > sim.apps_until:
             break
-        for app, tally in hours.items():
-            tally[0] += _integral(
+        for app in sim.demand:
+            hours[app] += _integral(
                 held.get((commit.step, app)) or [(0.0, len(commit.assignments.get(app, ())))], minutes
             )
-            tally[1] += _integral(sim.within.get((app, commit.step)) or [(0.0, sim.demand[app][commit.step])], minutes)
+            need = sim.within.get((app, commit.step)) or [(0.0, sim.demand[app][commit.step])]
+            while len(days[app]) <= k // per_day:
+                days[app].append([0.0, 0.0])
+            days[app][k // per_day][0] += _integral(need, minutes)
+            days[app][k // per_day][1] += _integral([(at, min(n, sim.limits[app][1])) for at, n in need], minutes)
     out = {}
     for app, share in served_share(sim, run).items():
-        held_minutes, demand_minutes = hours[app]
+        demand_minutes = sum(d for d, _ in days[app])
         served = float(share["whole"] or 0.0) * demand_minutes  # type: ignore[arg-type]
         out[app] = {
             **share,
-            "held_gpu_hours": round(held_minutes / 60, 2),
-            "idle_gpu_hours": round(max(0.0, held_minutes - served) / 60, 2),
+            "held_gpu_hours": round(hours[app] / 60, 2),
+            "idle_gpu_hours": round(max(0.0, hours[app] - served) / 60, 2),
+            "ceiling_days": [round(c / d, 4) if d else None for d, c in days[app]],
         }
     return out
 
@@ -211,7 +230,8 @@ def run_serving_targets(
 def summary(rows: list[Judged]) -> dict[str, Any]:
     """What a set's rows add up to: traces meeting the shortfall target and all three, the
     heuristic's objective and shortfall summed (FIFO's beside them), moves per app-step averaged;
-    apps' service: traces whose every app had at least 99% (and 99.7%) of its demand every day,
+    apps' service: traces whose every app had at least 99% (and 99.7%) of its demand every day
+    (and those whose apps' `max_gpus` leave 99% servable at all),
     the share of app-days at 99% or more, the least app-day share, and the idle GPU-hours apps held."""
     n = len(rows)
     days = {run: [d for r in rows for d in r.app_days(run)] for run in ("heuristic", "fifo")}
@@ -226,6 +246,7 @@ def summary(rows: list[Judged]) -> dict[str, Any]:
         "fifo_shortfall": round(sum(r.fifo.realtime_shortfall for r in rows), 1),
         "moves": round(sum(r.heuristic.realtime_moves for r in rows) / n, 4) if n else 0.0,
         "idle_moves": round(sum(r.heuristic.realtime_idle_moves for r in rows) / n, 4) if n else 0.0,
+        "servable_99": sum(r.servable(SERVED) for r in rows),
         "served_99": sum(r.served_met(SERVED) for r in rows),
         "served_99_7": sum(r.served_met(SERVED_RESERVED) for r in rows),
         "fifo_served_99": sum(r.served_met(SERVED, "fifo") for r in rows),
@@ -250,7 +271,7 @@ def table(sets: dict[str, list[Judged]]) -> str:
         lines += [
             f"{name}:",
             f"{'trace':<32} {'objective':>9} {'fifo':>9} {'short':>7} {'fifo':>7} {'timely':>7} "
-            f"{'done/fifo':>9} {'moves':>6} {'idle':>6} {'served':>7} {'fifo':>7}",
+            f"{'done/fifo':>9} {'moves':>6} {'idle':>6} {'served':>7} {'fifo':>7} {'ceiling':>7}",
             *(_line(r) for r in rows),
             ", ".join(f"{k} {v}" for k, v in summary(rows).items() if k != "misses"),
             "",
@@ -294,5 +315,5 @@ def _line(r: Judged) -> str:
         f"{r.trace:<32} {h.objective:>9.1f} {f.objective:>9.1f} {h.realtime_shortfall:>7.1f} "
         f"{f.realtime_shortfall:>7.1f} {h.timely_value / f.timely_value if f.timely_value else 0:>6.2f}x "
         f"{h.completed:>4}/{f.completed:<4} {h.realtime_moves:>6.3f} {h.realtime_idle_moves:>6.3f} "
-        f"{_share(r.least_share()):>7} {_share(r.least_share('fifo')):>7}  {verdict}"
+        f"{_share(r.least_share()):>7} {_share(r.least_share('fifo')):>7} {_share(r.least_ceiling()):>7}  {verdict}"
     )

@@ -23,7 +23,7 @@ def helios_job(row: Mapping[str, str]) -> TableJob:
 
 
 def helios_events(
-    rows: Iterable[Mapping[str, str]], gpus: int = 64, days: float | None = None, max_steps: int | None = None
+    rows: Iterable[Mapping[str, str]], gpus: int = 64, days: float | None = None
 ) -> tuple[list[dict[str, Any]], Conversion]:
     """The cluster's jobs (in the median window of `days` days when given) on a pool of `gpus`."""
-    return table_events((helios_job(r) for r in rows), "helios", gpus, days, max_steps)
+    return table_events((helios_job(r) for r in rows), "helios", gpus, days)

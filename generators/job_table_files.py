@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpualloc.agent.loading import read_text
+from gpualloc.agent.loading import InputError, read_text
 from gpualloc.generators.acme import ACME_COLUMNS, acme_job
 from gpualloc.generators.helios import HELIOS_COLUMNS, helios_job
 from gpualloc.generators.job_tables import CUT_COLUMNS, Conversion, TableJob, cut_job, table_events
@@ -28,11 +28,11 @@ SOURCES: dict[str, tuple[Format, ...]] = {
 
 
 def job_table_trace(
-    source: str, csv_path: str | Path, gpus: int = 64, days: float | None = None, max_steps: int | None = None
+    source: str, csv_path: str | Path, gpus: int = 64, days: float | None = None
 ) -> tuple[list[dict[str, Any]], Conversion]:
     """A job table of `source` (philly, helios, acme) as contract events and what converting it
     kept, dropped and changed; InputError naming the line and the column of every bad row (or
-    the columns missing from the source's own)."""
+    the columns missing from the source's own), or the job beyond the contract's limits."""
     header = next(csv.reader(io.StringIO(read_text(csv_path), newline="")), [])
     formats = SOURCES[source]
     what, columns, parse = next((f for f in formats if set(f[1]) <= set(header)), formats[0])
@@ -45,4 +45,7 @@ def job_table_trace(
         return []
 
     rows = _csv_rows(csv_path, columns, what, problems)
-    return table_events((parse(r) for r in rows), source, gpus, days, max_steps)
+    try:
+        return table_events((parse(r) for r in rows), source, gpus, days)
+    except ValueError as e:
+        raise InputError(str(csv_path), [str(e)]) from None

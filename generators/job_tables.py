@@ -6,8 +6,9 @@ cut, `cut_job`), the shell reads the CSV (`gpualloc.generators.job_table_files`)
 What the conversion changes, the same for every table:
 - a job's GPUs round up to a power of two (the contract's blocks), so a job of more than a node
   covers whole 8-GPU nodes; `Conversion.added_work` is the share of GPU-work this adds;
-- a job's duration is its run time (end minus start) in 10-minute steps, rounded up, at least
-  one; declared `duration` and `actual_duration` are the same (no table has a requested limit);
+- a job's duration is its run time (end minus start; Philly's cut holds the sum over its
+  attempts) in 10-minute steps, rounded up, at least one; declared `duration` and
+  `actual_duration` are the same (no table has a requested limit);
 - jobs that never ran (no run time, or none at all) and jobs without GPUs are dropped and counted;
 - every job has the same priority (no table has one);
 - the first job kept arrives at step 0; the pool holds at least the largest job."""
@@ -22,6 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from gpualloc.generators.traces import T0
 from gpualloc.schemas.events import envelope
+from gpualloc.schemas.limits import LIMITS
 
 # The compact cut the bundled windows are kept as (benchmarks/traces/README.md): `submit_time`
 # in seconds from the table's origin, `duration` the seconds the job ran
@@ -167,12 +169,12 @@ def table_events(
     source: str,
     gpus: int = 64,
     days: float | None = None,
-    max_steps: int | None = None,
 ) -> tuple[list[dict[str, Any]], Conversion]:
     """Contract events (pool.configured, then job.submitted in time order) for the jobs that ran,
     within the median window of `days` days when given (`median_window`), on a pool of at least
-    `gpus` GPUs in 8-GPU nodes; durations cut at `max_steps` when given. The `Conversion`
-    counts the rows of the window (all of them without `days`)."""
+    `gpus` GPUs in 8-GPU nodes. The `Conversion` counts the rows of the window (all of them
+    without `days`). ValueError naming the job and the field when a job is beyond the contract's
+    limits (`LIMITS.gpus`, `LIMITS.duration`)."""
     jobs = list(jobs)
     kept, stats = runnable(jobs)
     if kept and days is not None:  # the drops and the rounding counted within the window
@@ -180,6 +182,15 @@ def table_events(
         kept, stats = runnable(j for j in jobs if lo <= j.submit < hi)
     kept.sort(key=lambda j: (j.submit, j.id))
     step = STEP_MINUTES * 60
+    steps = [max(1, math.ceil(j.ran / step)) for j in kept]
+    for job, n in zip(kept, steps):
+        if block(job.gpus) > LIMITS.gpus:
+            raise ValueError(f"job {job.id!r}: gpus: {job.gpus} is more than the contract's {LIMITS.gpus}")
+        if n > LIMITS.duration:
+            raise ValueError(
+                f"job {job.id!r}: duration: {job.ran:.0f} s is more than the contract's {LIMITS.duration} "
+                f"steps of {STEP_MINUTES} minutes"
+            )
     biggest = max((block(j.gpus) for j in kept), default=1)
     pool = NODE * math.ceil(max(gpus, biggest) / NODE)
     out: list[dict[str, Any]] = []
@@ -201,10 +212,7 @@ def table_events(
         },
     )
     first = kept[0].submit if kept else 0.0
-    for job in kept:
-        steps = max(1, math.ceil(job.ran / step))
-        if max_steps is not None:
-            steps = min(steps, max_steps)
+    for job, n in zip(kept, steps):
         emit(
             job.submit - first,
             "job.submitted",
@@ -213,8 +221,8 @@ def table_events(
                 "kind": job.kind,
                 "priority": PRIORITY,
                 "gpus": block(job.gpus),
-                "duration": steps,
-                "actual_duration": steps,
+                "duration": n,
+                "actual_duration": n,
             },
         )
     return out, stats

@@ -12,7 +12,7 @@ from gpualloc.generators.job_tables import Conversion, cut_job, table_events
 
 
 def philly_events(
-    rows: Iterable[Mapping[str, str]], gpus: int = 64, days: float | None = None, max_steps: int | None = None
+    rows: Iterable[Mapping[str, str]], gpus: int = 64, days: float | None = None
 ) -> tuple[list[dict[str, Any]], Conversion]:
     """The cut's jobs (in the median window of `days` days when given) on a pool of `gpus`."""
-    return table_events((cut_job(r) for r in rows), "philly", gpus, days, max_steps)
+    return table_events((cut_job(r) for r in rows), "philly", gpus, days)

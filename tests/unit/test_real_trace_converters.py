@@ -150,6 +150,15 @@ def test_helios_and_acme_also_read_the_compact_cut_the_bundled_windows_are_kept_
         assert (kept.never_ran, events[1]["event_id"]) == (1, f"{source}-1")
 
 
+def test_a_job_beyond_the_contracts_limits_is_named(tmp_path):
+    with pytest.raises(ValueError, match="^job 'huge': gpus: 5000 is more than the contract's 4096"):
+        philly_events(rows(PHILLY, "huge,0,5000,60"))
+    long = tmp_path / "long.csv"
+    long.write_text("job_id,submit_time,gpus,duration\nslow,0,1,60000001\n")  # 100,001 steps of 10 minutes
+    with pytest.raises(InputError, match="job 'slow': duration: 60000001 s is more than the contract's 100000 steps"):
+        job_table_trace("philly", long)
+
+
 @pytest.mark.parametrize("name", sorted(WINDOWS))
 def test_each_bundled_window_parses_and_every_job_fits_its_pool(name):
     events = dict(real_traces())[name]

@@ -12,11 +12,13 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field
 from html import escape
+from pathlib import Path
 from typing import Any, Callable
 
 from gpualloc.agent.renderers import user_measures as users
 from gpualloc.agent.traces import read_trace
 from gpualloc.benchmarks import DATA_DIR
+from gpualloc.benchmarks.real_traces import real_traces
 from gpualloc.generators.trace_files import pollux_trace
 from gpualloc.schemas.events import parse_event
 from gpualloc.solvers.planner.effects import Event
@@ -29,6 +31,7 @@ POLLUX = DATA_DIR / "traces" / "pollux"
 WEEK = DATA_DIR / "traces" / "week-64gpu-1000jobs.jsonl"
 OPENB = DATA_DIR / "traces" / "openb-2days.jsonl"  # gpualloc trace openb (generators/openb.py)
 NODE = 8
+PACE_TRIES = 4  # rounds of bringing a trace's arrivals closer together to reach its load (`sized`)
 
 
 @dataclass
@@ -37,6 +40,7 @@ class TraceRow:
     gpus: int
     load: float  # offered work over the pool's capacity through the last arrival
     load_span: float  # the same, counting only the work inside that span (`OfferedLoad.span`)
+    pace: float  # its arrivals' times from the first times this (`sized`: below 1, closer together)
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> figures
     users: dict[str, UserMeasures] = field(default_factory=dict)  # fifo, greedy, heuristic default -> measures
 
@@ -56,20 +60,42 @@ def load_of(events: list, gpus: int) -> OfferedLoad:
     )
 
 
-def sized(events: list, load: float) -> tuple[list, int]:
+def sized(events: list, load: float) -> tuple[list, int, float]:
     """`events` on a pool of whole nodes whose offered load inside the trace's span
     (`OfferedLoad.span`: work past the last arrival left out, so a window's tail does not shrink
-    the pool) is closest to `load` (at least one node, and at least the largest job)."""
+    the pool) is closest to `load` (at least one node, and at least the largest job), and the
+    pace its arrivals came at. Where the largest job needs a pool that the trace cannot load so
+    far, the arrivals come closer together instead (each one's time from the first times the pace,
+    below 1) until the load inside the span is `load`: the jobs stay as they are."""
     biggest = max(p.gpus for env, p in events if env.type == "job.submitted")
-    at_one = load_of(events, 1).span
-    gpus = max(NODE, biggest, NODE * round(at_one / load / NODE))
-    return [
-        (env, p.model_copy(update={"gpus": gpus, "gpus_per_node": NODE}) if env.type == "pool.configured" else p)
-        for env, p in events
-    ], gpus
+    gpus = max(NODE, biggest, NODE * round(load_of(events, 1).span / load / NODE))
+    pace = 1.0
+    for _ in range(PACE_TRIES):
+        now = load_of(paced(events, pace), gpus).span
+        if now >= load * 0.95:
+            break
+        pace *= now / load
+    return (
+        [
+            (env, p.model_copy(update={"gpus": gpus, "gpus_per_node": NODE}) if env.type == "pool.configured" else p)
+            for env, p in paced(events, pace)
+        ],
+        gpus,
+        pace,
+    )
 
 
-def traces(include_week: bool, include_openb: bool = False) -> list[tuple[str, list]]:
+def paced(events: list, pace: float) -> list:
+    """`events` with each one's time from the first times `pace` (1: as they are)."""
+    if pace == 1.0:
+        return events
+    first = events[0][0].occurred_at
+    return [(env.model_copy(update={"occurred_at": first + (env.occurred_at - first) * pace}), p) for env, p in events]
+
+
+def traces(include_week: bool, include_openb: bool = False, tables: Path | None = None) -> list[tuple[str, list]]:
+    """The eight Pollux workloads; the openb window, the week and the real job tables' windows
+    present in `tables` (`real_traces`) when asked for."""
     out = [
         (f"pollux-{p.stem.split('-')[1]}", [parse_event(e) for e in pollux_trace(p)])
         for p in sorted(POLLUX.glob("workload-*.csv"))
@@ -78,6 +104,8 @@ def traces(include_week: bool, include_openb: bool = False) -> list[tuple[str, l
         out.append(("openb-2days", read_trace(OPENB)))
     if include_week:
         out.append(("week-1000jobs", read_trace(WEEK)))
+    if tables is not None:
+        out += real_traces(tables)
     return out
 
 
@@ -130,17 +158,20 @@ def run_trace_bench(
     progress: Callable[[str, int, int], None] | None = None,
     names: set[str] | None = None,
     include_openb: bool = False,
+    tables: Path | None = None,
 ) -> list[TraceRow]:
     """Each trace (those of `names`, when given) on its sized pool: FIFO, the heuristic, and the
     heuristic with each starvation bound of `bounds`."""
     rows = []
-    chosen = [(name, events) for name, events in traces(include_week, include_openb) if names is None or name in names]
+    chosen = [
+        (name, events) for name, events in traces(include_week, include_openb, tables) if names is None or name in names
+    ]
     for k, (name, events) in enumerate(chosen):
         if progress is not None:
             progress(name, k, len(chosen))
-        events, gpus = sized(events, load)
+        events, gpus, pace = sized(events, load)
         load_is = load_of(events, gpus)
-        row = TraceRow(name, gpus, load_is.trace, load_is.span)
+        row = TraceRow(name, gpus, load_is.trace, load_is.span, pace)
         base = simulate(events, SimOptions(policies=("fifo", "greedy", "heuristic"), starvation_steps=0))
         row.runs["fifo"], row.users["fifo"] = figures(base, "fifo")
         row.runs["greedy"], row.users["greedy"] = figures(base, "greedy")
@@ -185,7 +216,12 @@ def table(rows: list[TraceRow]) -> str:
         "",
     ]
     for row in rows:
-        lines += [f"{row.trace}, {row.gpus} GPUs:", *users.grouped("by job size (GPU-hours of work)", row.users), ""]
+        paced_at = "" if row.pace == 1.0 else f", arrivals {1 / row.pace:.1f}x closer together"
+        lines += [
+            f"{row.trace}, {row.gpus} GPUs{paced_at}:",
+            *users.grouped("by job size (GPU-hours of work)", row.users),
+            "",
+        ]
     for p in tradeoff(rows):
         kept = "-" if p["gain_kept_median"] is None else f"{p['gain_kept_median']:.0%} (least {p['gain_kept_min']:.0%})"
         within = (
@@ -222,6 +258,7 @@ def as_dict(rows: list[TraceRow]) -> dict[str, Any]:
                 "gpus": r.gpus,
                 "load": r.load,
                 "load_span": r.load_span,
+                "pace": round(r.pace, 4),
                 "runs": r.runs,
                 "users": {label: asdict(m) for label, m in r.users.items()},
             }

@@ -116,14 +116,28 @@ def cmd_native(args: argparse.Namespace) -> int:
 
 def cmd_traces(args: argparse.Namespace) -> int:
     from gpualloc.agent.renderers.progress import Progress
-    from gpualloc.benchmarks import trace_bench
+    from gpualloc.benchmarks import real_traces, trace_bench
 
+    tables = None
+    if args.real:
+        tables = Path(args.tables) if args.tables else real_traces.TABLES
+        if not real_traces.present(tables):
+            raise InputError(
+                str(tables),
+                [
+                    "--real: no job-table window is here ("
+                    + ", ".join(p for _, p in real_traces.WINDOWS.values())
+                    + "; "
+                    "benchmarks/traces/README.md says how to make them)"
+                ],
+            )
     rows = trace_bench.run_trace_bench(
         args.load,
         tuple(args.starvation_steps or (48, 24, 12)),
         args.week,
         progress=Progress("bench traces", "traces"),
         include_openb=args.openb,
+        tables=tables,
     )
     sys.stdout.write(dump_json(trace_bench.as_dict(rows)) if args.json else trace_bench.table(rows) + "\n")
     if args.chart:
@@ -480,6 +494,16 @@ def add_bench_command(sub: argparse._SubParsersAction) -> None:
         "--openb",
         action="store_true",
         help="add the bundled openb window (486 pods of the Alibaba 2023 trace over 2 days)",
+    )
+    p.add_argument(
+        "--real",
+        action="store_true",
+        help="add the windows of real clusters' job tables found in --tables (Philly, Acme)",
+    )
+    p.add_argument(
+        "--tables",
+        metavar="DIR",
+        help="where the job tables' cuts are (third-party data kept outside the repository; default ../shared/traces)",
     )
     p.add_argument("--chart", help="write the trade-off (value kept against p99 wait, per bound) here (SVG)")
     p.add_argument("--wait-charts", metavar="DIR", help="write each trace's wait by job size here (wait-TRACE.svg)")

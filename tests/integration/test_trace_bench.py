@@ -4,18 +4,21 @@ heuristic with and without the starvation bound, and the trade-off they make."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from gpualloc.agent.cli import main
 from gpualloc.benchmarks.trace_bench import TraceRow, load_of, run_trace_bench, sized, traces, tradeoff
+from gpualloc.schemas.events import envelope, parse_event
 
 
 def test_a_pool_is_sized_to_the_offered_load_inside_the_span():
     name, events = traces(include_week=False)[0]
     assert name == "pollux-1"
     for load in (1.0, 1.25, 1.5):
-        resized, gpus = sized(events, load)
+        resized, gpus, pace = sized(events, load)
+        assert pace == 1.0  # Pollux's jobs fit a pool its arrivals load
         offered = load_of(resized, gpus)
         assert gpus % 8 == 0 and abs(offered.span - load) < 0.15 * load and offered.trace > offered.span
         (config,) = [p for env, p in resized if env.type == "pool.configured"]
@@ -65,6 +68,7 @@ def test_the_tradeoff_is_read_per_bound():
             8,
             1.2,
             1.0,
+            1.0,
             {
                 "fifo": run(100, 10, 50),
                 "heuristic": run(200, 40, 49, 25.0),
@@ -113,3 +117,24 @@ def test_the_command_prints_json_and_writes_the_chart(tmp_path, capsys, monkeypa
     assert sum(g["jobs"] for g in users["fifo"]["by_size"].values()) == 160
     svg = (waits / "wait-pollux-1.svg").read_text()
     assert svg.startswith("<svg") and all(f">{p}</text>" in svg for p in ("fifo", "greedy", "heuristic"))
+
+
+def test_a_trace_whose_largest_job_needs_a_big_pool_gets_its_arrivals_closer_together():
+    """One 512-GPU job beside a hundred 1-GPU jobs an hour apart: a pool of 512 cannot be loaded
+    by their pace, so the arrivals come closer until the load inside the span is the one asked."""
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    pool = {"gpus": 8, "gpus_per_node": 8, "horizon": 24, "step_minutes": 10, "time_decay": 0.99}
+    raw = [envelope("pool.configured", pool, start, "cfg")]
+    raw.append(envelope("job.submitted", job("big", 512, 6), start, "big"))
+    raw += [envelope("job.submitted", job(f"j{k}", 1, 6), start + timedelta(hours=k), f"j{k}") for k in range(1, 100)]
+    events = [parse_event(e) for e in raw]
+    resized, gpus, pace = sized(events, 1.25)
+    assert gpus == 512 and pace < 0.05
+    assert abs(load_of(resized, gpus).span - 1.25) < 0.1 * 1.25
+    times = [env.occurred_at for env, _ in resized]
+    assert times[0] == start and times[-1] == start + (timedelta(hours=99) * pace)
+    assert [p for _, p in resized][1:] == [p for _, p in events][1:]  # the jobs as they were
+
+
+def job(job_id: str, gpus: int, steps: int) -> dict:
+    return {"id": job_id, "kind": "training", "priority": 5, "gpus": gpus, "duration": steps}

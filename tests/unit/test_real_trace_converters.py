@@ -11,7 +11,7 @@ import pytest
 from gpualloc.agent.cli import main
 from gpualloc.agent.loading import InputError
 from gpualloc.agent.traces import read_trace
-from gpualloc.benchmarks.real_traces import TRACES, WINDOWS, converted, real_traces
+from gpualloc.benchmarks.real_traces import TABLES, WINDOWS, converted, present, real_traces
 from gpualloc.generators.acme import acme_events
 from gpualloc.generators.helios import helios_events
 from gpualloc.generators.job_table_files import job_table_trace
@@ -160,14 +160,18 @@ def test_a_job_beyond_the_contracts_limits_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("name", sorted(WINDOWS))
-def test_each_bundled_window_parses_and_every_job_fits_its_pool(name):
+def test_each_window_parses_and_every_job_fits_its_pool(name):
+    if name not in present():
+        pytest.skip(
+            f"{name}: its cut {WINDOWS[name][1]} is not under {TABLES} (third-party data, kept outside the repository)"
+        )
     events = dict(real_traces())[name]
     (start, config), *submitted = events
     assert start.type == "pool.configured" and all(env.type == "job.submitted" for env, _ in submitted)
     for _, job in submitted:
         assert not list(block_size_problems(job.gpus, config.gpus, config.gpus_per_node, job.id))
         assert job.duration == job.actual_duration >= 1
-    with open(TRACES / WINDOWS[name][1], newline="") as f:
+    with open(TABLES / WINDOWS[name][1], newline="") as f:
         table = list(csv.DictReader(f))
     _, kept = converted()[name]
     assert len(submitted) == kept.kept == len(table) - kept.never_ran - kept.no_gpus > 100

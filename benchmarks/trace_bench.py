@@ -220,6 +220,14 @@ def table(rows: list[TraceRow]) -> str:
         lines += [
             f"{row.trace}, {row.gpus} GPUs{paced_at}:",
             *users.grouped("by job size (GPU-hours of work)", row.users),
+            *(
+                [
+                    "apps' served share of demand on their least day: "
+                    + ", ".join(f"{label} {m.served_worst_day:.2%}" for label, m in row.users.items())
+                ]
+                if all(m.served_worst_day is not None for m in row.users.values())
+                else []
+            ),
             "",
         ]
     for p in tradeoff(rows):

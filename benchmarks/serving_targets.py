@@ -113,7 +113,7 @@ class Judged:
     heuristic: DayReport
     violations: int = 0  # online rules either run broke (`report.executed_violations`)
     # per run ("fifo", "heuristic"), per app: `report.served_share`'s whole, days and worst_day,
-    # with held_gpu_hours and idle_gpu_hours (`app_service`)
+    # with held_gpu_hours, idle_gpu_hours and ceiling_days (`app_service`)
     served: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def least_share(self, run: str = "heuristic") -> float | None:
@@ -157,7 +157,7 @@ class Judged:
 def app_service(sim: Simulation, run: PolicyRun) -> dict[str, dict[str, Any]]:
     """Per app: `served_share` (whole, days, worst_day), the GPU-hours it held through
     `Simulation.apps_until` and of them those idle: held less served (share x demand); and its
-    `ceiling` per day: the share of its demand within its `max_gpus`, the most any run can serve."""
+    `ceiling_days`: per day, the share of its demand within its `max_gpus`, the most any run serves."""
     per_day, minutes, held = 24 * 60 // sim.config.step_minutes, sim.config.step_minutes, held_over_step(run)
     # app -> GPU-minutes held, and per day [GPU-minutes of demand, of it within max_gpus]
     hours: dict[str, float] = dict.fromkeys(sim.demand, 0.0)

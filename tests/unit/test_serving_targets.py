@@ -49,3 +49,36 @@ def test_the_table_and_the_json_say_which_traces_miss_and_why():
     assert lines[2].endswith("met") and lines[3].endswith("shortfall missed, 2 VIOLATIONS")
     assert data["tuned"]["summary"]["misses"] == ["b"]
     assert data["tuned"]["traces"]["b"]["heuristic"]["realtime_shortfall"] == 31.0
+
+
+def _apps(*days: list[float], ceiling: float = 1.0) -> dict[str, dict]:
+    return {
+        f"app{i}": {
+            "whole": sum(d) / len(d),
+            "days": d,
+            "worst_day": min(d),
+            "held_gpu_hours": 10.0,
+            "idle_gpu_hours": 2.0,
+            "ceiling_days": [ceiling] * len(d),
+        }
+        for i, d in enumerate(days)
+    }
+
+
+def test_the_summary_counts_the_traces_whose_every_app_was_served_99_percent_every_day():
+    rows = [
+        Judged("all", FIFO, _heuristic(), served={"heuristic": _apps([1.0, 0.995]), "fifo": _apps([0.98, 1.0])}),
+        Judged(
+            "one day", FIFO, _heuristic(), served={"heuristic": _apps([1.0, 0.98], [0.999, 1.0]), "fifo": _apps([1.0])}
+        ),
+        Judged("capped", FIFO, _heuristic(), served={"heuristic": _apps([0.9]), "fifo": _apps([0.9], ceiling=0.9)}),
+    ]
+
+    totals = summary(rows)
+
+    assert [r.least_share() for r in rows] == [0.995, 0.98, 0.9]
+    assert totals["served_99"] == 1 and totals["served_99_7"] == 0 and totals["fifo_served_99"] == 1
+    assert totals["servable_99"] == 2  # the third trace's app needs more than its max_gpus a tenth of the day
+    assert totals["app_days_99"] == round(5 / 7, 4) and totals["least_share"] == 0.9
+    assert totals["idle_gpu_hours"] == 2.0 * 4 and totals["fifo_idle_gpu_hours"] == 2.0 * 3
+    assert table({"tuned": rows}).splitlines()[3].split()[-4:-1] == ["98.0%", "100.0%", "100.0%"]

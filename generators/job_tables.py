@@ -18,11 +18,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
-from gpualloc.generators.traces import T0
-from gpualloc.schemas.events import envelope
+from gpualloc.generators.job_events import job_events
 from gpualloc.schemas.limits import LIMITS
 
 # The compact cut the bundled windows are kept as (benchmarks/traces/README.md): `submit_time`
@@ -193,29 +192,10 @@ def table_events(
             )
     biggest = max((block(j.gpus) for j in kept), default=1)
     pool = NODE * math.ceil(max(gpus, biggest) / NODE)
-    out: list[dict[str, Any]] = []
-
-    def emit(seconds: float, kind: str, payload: dict[str, Any]) -> None:
-        out.append(envelope(kind, payload, T0 + timedelta(seconds=seconds), f"{source}-{len(out)}"))
-
-    emit(
-        0,
-        "pool.configured",
-        {
-            "gpus": pool,
-            "gpus_per_node": NODE,
-            "horizon": 24,
-            "step_minutes": STEP_MINUTES,
-            "time_decay": 0.99,
-            "realtime_penalty": 8.0,
-            "swap_cap": 2,
-        },
-    )
     first = kept[0].submit if kept else 0.0
-    for job, n in zip(kept, steps):
-        emit(
+    jobs = (
+        (
             job.submit - first,
-            "job.submitted",
             {
                 "id": job.id,
                 "kind": job.kind,
@@ -225,4 +205,6 @@ def table_events(
                 "actual_duration": n,
             },
         )
-    return out, stats
+        for job, n in zip(kept, steps)
+    )
+    return job_events(source, pool, jobs, STEP_MINUTES, NODE), stats

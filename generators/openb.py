@@ -13,11 +13,9 @@ step 0."""
 from __future__ import annotations
 
 import math
-from datetime import timedelta
 from typing import Any, Iterable, Mapping
 
-from gpualloc.generators.traces import T0
-from gpualloc.schemas.events import envelope
+from gpualloc.generators.job_events import job_events
 
 OPENB_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time", "scheduled_time")
 QOS_PRIORITY = {"Guaranteed": 8, "LS": 6, "Burstable": 4, "BE": 2}
@@ -43,36 +41,23 @@ def openb_events(
             (created, row["name"], size, min(max_steps, max(1, math.ceil(duration))), QOS_PRIORITY.get(row["qos"], 4))
         )
     pods.sort()
-    out: list[dict[str, Any]] = []
-
-    def emit(seconds: float, kind: str, payload: dict[str, Any]) -> None:
-        out.append(envelope(kind, payload, T0 + timedelta(seconds=seconds), f"openb-{len(out)}"))
-
-    emit(
-        0,
-        "pool.configured",
-        {
-            "gpus": gpus,
-            "gpus_per_node": 8,
-            "horizon": 24,
-            "step_minutes": STEP_MINUTES,
-            "time_decay": 0.99,
-            "realtime_penalty": 8.0,
-            "swap_cap": 2,
-        },
-    )
     first = pods[0][0] if pods else lo
-    for created, name, size, duration, priority in pods:
-        emit(
-            created - first,
-            "job.submitted",
-            {
-                "id": name,
-                "kind": "training",
-                "priority": priority,
-                "gpus": size,
-                "duration": duration,
-                "actual_duration": duration,
-            },
-        )
-    return out
+    return job_events(
+        "openb",
+        gpus,
+        (
+            (
+                created - first,
+                {
+                    "id": name,
+                    "kind": "training",
+                    "priority": priority,
+                    "gpus": size,
+                    "duration": duration,
+                    "actual_duration": duration,
+                },
+            )
+            for created, name, size, duration, priority in pods
+        ),
+        STEP_MINUTES,
+    )

@@ -4,11 +4,9 @@ contract events on 10-minute steps. Pure: the shell reads the CSV (`gpualloc.age
 from __future__ import annotations
 
 import math
-from datetime import timedelta
 from typing import Any, Iterable, Mapping
 
-from gpualloc.generators.traces import T0
-from gpualloc.schemas.events import envelope
+from gpualloc.generators.job_events import job_events
 
 # Pollux gives no durations (its simulator derives them from throughput models): steps of
 # 10 minutes per application, from the artifact's job sizes, and a priority per application.
@@ -25,37 +23,22 @@ POLLUX_APPS = {
 def pollux_events(rows: Iterable[Mapping[str, str]], gpus: int = 64, gpus_per_node: int = 8) -> list[dict[str, Any]]:
     """Each row (name, time, application, num_replicas) becomes a job asking for its initial
     replica count rounded up to a power of two (at most a node), running its application's duration."""
-    out: list[dict[str, Any]] = []
-
-    def emit(seconds: float, kind: str, payload: dict[str, Any]) -> None:
-        out.append(envelope(kind, payload, T0 + timedelta(seconds=seconds), f"pollux-{len(out)}"))
-
-    emit(
-        0,
-        "pool.configured",
-        {
-            "gpus": gpus,
-            "gpus_per_node": gpus_per_node,
-            "horizon": 24,
-            "step_minutes": 10,
-            "time_decay": 0.99,
-            "realtime_penalty": 8.0,
-            "swap_cap": 2,
-        },
-    )
+    jobs = []
     for row in rows:
         duration, priority = POLLUX_APPS.get(row["application"], (6, 5))
         size = min(gpus_per_node, 1 << max(0, math.ceil(math.log2(max(1, int(row["num_replicas"]))))))
-        emit(
-            float(row["time"]),
-            "job.submitted",
-            {
-                "id": row["name"],
-                "kind": "training",
-                "priority": priority,
-                "gpus": size,
-                "duration": duration,
-                "actual_duration": duration,
-            },
+        jobs.append(
+            (
+                float(row["time"]),
+                {
+                    "id": row["name"],
+                    "kind": "training",
+                    "priority": priority,
+                    "gpus": size,
+                    "duration": duration,
+                    "actual_duration": duration,
+                },
+            )
         )
+    out = job_events("pollux", gpus, jobs, 10, gpus_per_node)
     return sorted(out, key=lambda e: e["occurred_at"])

@@ -17,6 +17,7 @@ register without a `profile` (the first app of each trace, or all of them)."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal
 
@@ -232,7 +233,7 @@ def summary(rows: list[Judged]) -> dict[str, Any]:
     heuristic's objective and shortfall summed (FIFO's beside them), moves per app-step averaged;
     apps' service: traces whose every app had at least 99% (and 99.7%) of its demand every day
     (and those whose apps' `max_gpus` leave 99% servable at all),
-    the share of app-days at 99% or more, the least app-day share, and the idle GPU-hours apps held."""
+    the share of app-days at 99% or more, the least and the mean app-day share, and the idle GPU-hours apps held."""
     n = len(rows)
     days = {run: [d for r in rows for d in r.app_days(run)] for run in ("heuristic", "fifo")}
     least = {run: [s for r in rows if (s := r.least_share(run)) is not None] for run in ("heuristic", "fifo")}
@@ -258,6 +259,8 @@ def summary(rows: list[Judged]) -> dict[str, Any]:
         else None,
         "least_share": min(least["heuristic"], default=None),
         "fifo_least_share": min(least["fifo"], default=None),
+        "mean_share": round(statistics.fmean(days["heuristic"]), 4) if days["heuristic"] else None,
+        "fifo_mean_share": round(statistics.fmean(days["fifo"]), 4) if days["fifo"] else None,
         "idle_gpu_hours": round(sum(_idle(r, "heuristic") for r in rows), 1),
         "fifo_idle_gpu_hours": round(sum(_idle(r, "fifo") for r in rows), 1),
         "misses": [r.trace for r in rows if not r.all_met],

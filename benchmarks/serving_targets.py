@@ -29,6 +29,7 @@ from gpualloc.schemas.settings import SimulationSettings
 from gpualloc.solvers.simulation.report import DayReport, executed_violations, held_over_step, served_share, whole_run
 from gpualloc.solvers.simulation.results import PolicyRun, Simulation
 from gpualloc.solvers.simulation.simulator import SimOptions, simulate
+from gpualloc.solvers.simulation.user_measures import UserMeasures, measures
 
 Strip = Literal["none", "first", "all"]  # which apps register without a `profile`
 SERVED = 0.99  # the served share every app should have every day (the default's target)
@@ -116,6 +117,8 @@ class Judged:
     # per run ("fifo", "heuristic"), per app: `report.served_share`'s whole, days and worst_day,
     # with held_gpu_hours, idle_gpu_hours and ceiling_days (`app_service`)
     served: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # per run ("fifo", "heuristic"): what users read of its jobs (`user_measures.measures`)
+    users: dict[str, UserMeasures] = field(default_factory=dict)
 
     def least_share(self, run: str = "heuristic") -> float | None:
         """The least served share any app had on any day of `run` (None: no app)."""
@@ -208,7 +211,8 @@ def judge(trace: Trace, run_with: SimOptions, strip: Strip = "none") -> Judged:
     fifo, heuristic = sim.runs["fifo"], sim.runs["heuristic"]
     broken = len(executed_violations(sim, fifo)) + len(executed_violations(sim, heuristic))
     served = {"fifo": app_service(sim, fifo), "heuristic": app_service(sim, heuristic)}
-    return Judged(trace.name, whole_run(sim, fifo), whole_run(sim, heuristic), broken, served)
+    users = {"fifo": measures(sim, fifo), "heuristic": measures(sim, heuristic)}
+    return Judged(trace.name, whole_run(sim, fifo), whole_run(sim, heuristic), broken, served, users)
 
 
 def run_serving_targets(
@@ -263,6 +267,10 @@ def summary(rows: list[Judged]) -> dict[str, Any]:
         "fifo_mean_share": round(statistics.fmean(days["fifo"]), 4) if days["fifo"] else None,
         "idle_gpu_hours": round(sum(_idle(r, "heuristic") for r in rows), 1),
         "fifo_idle_gpu_hours": round(sum(_idle(r, "fifo") for r in rows), 1),
+        "wait_mean_over_fifo_median": round(statistics.median(ratios), 2)
+        if (ratios := _ratios(rows, "wait"))
+        else None,
+        "jct_mean_over_fifo_median": round(statistics.median(ratios), 2) if (ratios := _ratios(rows, "jct")) else None,
         "misses": [r.trace for r in rows if not r.all_met],
     }
 
@@ -274,7 +282,8 @@ def table(sets: dict[str, list[Judged]]) -> str:
         lines += [
             f"{name}:",
             f"{'trace':<32} {'objective':>9} {'fifo':>9} {'short':>7} {'fifo':>7} {'timely':>7} "
-            f"{'done/fifo':>9} {'moves':>6} {'idle':>6} {'served':>7} {'fifo':>7} {'ceiling':>7}",
+            f"{'done/fifo':>9} {'moves':>6} {'idle':>6} {'served':>7} {'fifo':>7} {'ceiling':>7} "
+            f"{'wait':>11} {'JCT':>11}",
             *(_line(r) for r in rows),
             ", ".join(f"{k} {v}" for k, v in summary(rows).items() if k != "misses"),
             "",
@@ -293,6 +302,7 @@ def as_dict(sets: dict[str, list[Judged]]) -> dict[str, Any]:
                     "heuristic": asdict(r.heuristic),
                     "served": r.served,
                     "violations": r.violations,
+                    "users": {run: asdict(m) for run, m in r.users.items()},
                 }
                 for r in rows
             },
@@ -301,8 +311,28 @@ def as_dict(sets: dict[str, list[Judged]]) -> dict[str, Any]:
     }
 
 
+def _ratios(rows: list[Judged], figure: str) -> list[float]:
+    """Per trace, the heuristic's mean `figure` ("wait" or "jct") over FIFO's, where FIFO's is not 0."""
+    out = []
+    for r in rows:
+        if not r.users:
+            continue
+        fifo, heuristic = getattr(r.users["fifo"], figure), getattr(r.users["heuristic"], figure)
+        if fifo and fifo["mean"]:
+            out.append(heuristic["mean"] / fifo["mean"])
+    return out
+
+
 def _idle(r: Judged, run: str) -> float:
     return float(sum(s["idle_gpu_hours"] for s in r.served.get(run, {}).values()))
+
+
+def _means(r: Judged, figure: str) -> str:
+    """The heuristic's and FIFO's mean `figure` (steps), as "h/f"."""
+    if not r.users:
+        return "-"
+    h, f = getattr(r.users["heuristic"], figure), getattr(r.users["fifo"], figure)
+    return f"{h['mean']:g}/{f['mean']:g}" if h and f else "-"
 
 
 def _share(share: float | None) -> str:
@@ -318,5 +348,6 @@ def _line(r: Judged) -> str:
         f"{r.trace:<32} {h.objective:>9.1f} {f.objective:>9.1f} {h.realtime_shortfall:>7.1f} "
         f"{f.realtime_shortfall:>7.1f} {h.timely_value / f.timely_value if f.timely_value else 0:>6.2f}x "
         f"{h.completed:>4}/{f.completed:<4} {h.realtime_moves:>6.3f} {h.realtime_idle_moves:>6.3f} "
-        f"{_share(r.least_share()):>7} {_share(r.least_share('fifo')):>7} {_share(r.least_ceiling()):>7}  {verdict}"
+        f"{_share(r.least_share()):>7} {_share(r.least_share('fifo')):>7} {_share(r.least_ceiling()):>7} "
+        f"{_means(r, 'wait'):>11} {_means(r, 'jct'):>11}  {verdict}"
     )

@@ -31,6 +31,13 @@ def test_the_json_carries_each_apps_served_share_per_day_for_fifo_and_the_heuris
     assert summary["least_share"] == least
     assert summary["served_99"] == int(least >= 0.99)
     assert 0.0 <= summary["app_days_99"] <= 1.0
+    users = trace["users"]  # what users read of the same runs, beside the apps' service
+    for run in ("fifo", "heuristic"):
+        assert users[run]["jobs"] == trace[run]["started"] + users[run]["never_started"] > 0
+        assert users[run]["wait"]["mean"] <= users[run]["jct"]["mean"]
+        assert users[run]["served_worst_day"] == min(a["worst_day"] for a in trace["served"][run].values())
+    ratio = users["heuristic"]["wait"]["mean"] / users["fifo"]["wait"]["mean"]
+    assert summary["wait_mean_over_fifo_median"] == round(ratio, 2)
 
 
 def test_strip_profiles_first_registers_the_first_app_alone_without_its_profile():

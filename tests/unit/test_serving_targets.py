@@ -82,4 +82,4 @@ def test_the_summary_counts_the_traces_whose_every_app_was_served_99_percent_eve
     assert totals["app_days_99"] == round(5 / 7, 4) and totals["least_share"] == 0.9
     assert totals["mean_share"] == round((1.0 + 0.995 + 1.0 + 0.98 + 0.999 + 1.0 + 0.9) / 7, 4)
     assert totals["idle_gpu_hours"] == 2.0 * 4 and totals["fifo_idle_gpu_hours"] == 2.0 * 3
-    assert table({"tuned": rows}).splitlines()[3].split()[-4:-1] == ["98.0%", "100.0%", "100.0%"]
+    assert table({"tuned": rows}).splitlines()[3].split()[-6:-1] == ["98.0%", "100.0%", "100.0%", "-", "-"]

@@ -193,7 +193,7 @@ def table_events(
     biggest = max((block(j.gpus) for j in kept), default=1)
     pool = NODE * math.ceil(max(gpus, biggest) / NODE)
     first = kept[0].submit if kept else 0.0
-    jobs = (
+    submitted = (
         (
             job.submit - first,
             {
@@ -207,4 +207,4 @@ def table_events(
         )
         for job, n in zip(kept, steps)
     )
-    return job_events(source, pool, jobs, STEP_MINUTES, NODE), stats
+    return job_events(source, pool, submitted, STEP_MINUTES, NODE), stats

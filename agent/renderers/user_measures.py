@@ -27,13 +27,13 @@ def lines(figures: dict[str, UserMeasures], load: OfferedLoad | None = None, sco
     out = [
         f"what users read{f' ({scope})' if scope else ''}, in steps of {minutes} min (a job never started or "
         "unfinished counts to the run's end):",
-        f"{'policy':<15} {'jobs':>5} {'unfin':>5}  {'wait mean/p50/p90/p99/max':>28}  {'JCT mean/p50/p90/p99/max':>28}  "
+        f"{'policy':<{_width(figures)}} {'jobs':>5} {'unfin':>5}  {'wait mean/p50/p90/p99/max':>28}  {'JCT mean/p50/p90/p99/max':>28}  "
         f"{'slowdown mean/p99':>17}  {'Jain jobs':>9}  {'Jain prio':>9}  {'makespan':>8}",
     ]
     for policy, m in figures.items():
         slow = f"{m.slowdown['mean']:g}/{m.slowdown['p99']:g}" if m.slowdown else "-"
         out.append(
-            f"{policy:<15} {m.jobs:>5} {m.unfinished:>5}  {spread_text(m.wait):>28}  {spread_text(m.jct):>28}  "
+            f"{policy:<{_width(figures)}} {m.jobs:>5} {m.unfinished:>5}  {spread_text(m.wait):>28}  {spread_text(m.jct):>28}  "
             f"{slow:>17}  {_index(m.slowdown_jain_jobs):>9}  {_index(m.slowdown_jain_priority_classes):>9}  "
             f"{m.makespan:>8}"
         )
@@ -64,7 +64,7 @@ def grouped(title: str, figures: dict[str, UserMeasures], by_priority: bool = Fa
     }
     labels = list(dict.fromkeys(label for g in groups.values() for label in g))
     out = [f"wait mean/p90 and JCT mean/p90 {title}:"]
-    out.append(f"{'policy':<15} " + "  ".join(f"{label:>24}" for label in labels))
+    out.append(f"{'policy':<{_width(figures)}} " + "  ".join(f"{label:>24}" for label in labels))
     for policy, g in groups.items():
         cells = []
         for label in labels:
@@ -74,8 +74,13 @@ def grouped(title: str, figures: dict[str, UserMeasures], by_priority: bool = Fa
                 if group is None
                 else f"({group.jobs}) {group.wait['mean']:g}/{group.wait['p90']:g} {group.jct['mean']:g}/{group.jct['p90']:g}"
             )
-        out.append(f"{policy:<15} " + "  ".join(f"{c:>24}" for c in cells))
+        out.append(f"{policy:<{_width(figures)}} " + "  ".join(f"{c:>24}" for c in cells))
     return out
+
+
+def _width(figures: dict[str, UserMeasures]) -> int:
+    """The policy column's: its longest label ("heuristic/forecast"), at least 15."""
+    return max(15, *(len(p) for p in figures))
 
 
 def _index(value: float | None) -> str:

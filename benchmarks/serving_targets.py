@@ -267,6 +267,7 @@ def summary(rows: list[Judged]) -> dict[str, Any]:
         "fifo_mean_share": round(statistics.fmean(days["fifo"]), 4) if days["fifo"] else None,
         "idle_gpu_hours": round(sum(_idle(r, "heuristic") for r in rows), 1),
         "fifo_idle_gpu_hours": round(sum(_idle(r, "fifo") for r in rows), 1),
+        "ratio_traces": len(_ratios(rows, "wait")),
         "wait_mean_over_fifo_median": round(statistics.median(ratios), 2)
         if (ratios := _ratios(rows, "wait"))
         else None,
@@ -312,10 +313,13 @@ def as_dict(sets: dict[str, list[Judged]]) -> dict[str, Any]:
 
 
 def _ratios(rows: list[Judged], figure: str) -> list[float]:
-    """Per trace, the heuristic's mean `figure` ("wait" or "jct") over FIFO's, where FIFO's is not 0."""
+    """Per trace where both runs finished every job they kept (FIFO holds its apps' reservations
+    past the trace's last event and can leave jobs unstarted at the cap, whose times would then
+    be the cap's), the heuristic's mean `figure` ("wait" or "jct") over FIFO's, where FIFO's is
+    not 0."""
     out = []
     for r in rows:
-        if not r.users:
+        if not r.users or any(m.unfinished for m in r.users.values()):
             continue
         fifo, heuristic = getattr(r.users["fifo"], figure), getattr(r.users["heuristic"], figure)
         if fifo and fifo["mean"]:

@@ -9,6 +9,7 @@ judge it (`user_measures`: waits and JCT by job size) beside the contract's valu
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from html import escape
@@ -64,17 +65,20 @@ def sized(events: list, load: float) -> tuple[list, int, float]:
     """`events` on a pool of whole nodes whose offered load inside the trace's span
     (`OfferedLoad.span`: work past the last arrival left out, so a window's tail does not shrink
     the pool) is closest to `load` (at least one node, and at least the largest job), and the
-    pace its arrivals came at. Where the largest job needs a pool that the trace cannot load so
-    far, the arrivals come closer together instead (each one's time from the first times the pace,
-    below 1) until the load inside the span is `load`: the jobs stay as they are."""
+    pace its arrivals came at. Where that least pool (a node, or the largest job's) is still
+    more than the trace can load, the arrivals come closer together instead (every event's time
+    from the first times the pace, below 1) until the load inside the span is `load`: the jobs
+    stay as they are."""
     biggest = max(p.gpus for env, p in events if env.type == "job.submitted")
-    gpus = max(NODE, biggest, NODE * round(load_of(events, 1).span / load / NODE))
+    least = NODE * math.ceil(max(NODE, biggest) / NODE)
+    gpus = max(least, NODE * round(load_of(events, 1).span / load / NODE))
     pace = 1.0
-    for _ in range(PACE_TRIES):
-        now = load_of(paced(events, pace), gpus).span
-        if now >= load * 0.95:
-            break
-        pace *= now / load
+    if gpus == least:  # the smallest pool its jobs allow: only closer arrivals can load it more
+        for _ in range(PACE_TRIES):
+            now = load_of(paced(events, pace), gpus).span
+            if now >= load * 0.95:
+                break
+            pace *= now / load
     return (
         [
             (env, p.model_copy(update={"gpus": gpus, "gpus_per_node": NODE}) if env.type == "pool.configured" else p)
@@ -133,6 +137,7 @@ def figures(sim, label: str, gaps: bool = False) -> tuple[dict[str, Any], UserMe
         "completed": m.completed,
         "never_started": m.never_started,
         "unfinished": m.unfinished,
+        "withdrawn": m.withdrawn,
         "submitted": m.jobs,
         "queue_p50": m.wait.get("p50"),
         "queue_p99": m.wait.get("p99"),

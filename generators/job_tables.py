@@ -190,9 +190,15 @@ def table_events(
                 f"job {job.id!r}: duration: {job.ran:.0f} s is more than the contract's {LIMITS.duration} "
                 f"steps of {STEP_MINUTES} minutes"
             )
+    first = kept[0].submit if kept else 0.0
+    for job in kept:
+        if job.submit - first > LIMITS.duration * step:  # past any trace the contract's steps can hold
+            raise ValueError(
+                f"job {job.id!r}: submit_time: {job.submit:.0f} s is {job.submit - first:.0f} s after the first "
+                f"job's, more than the contract's {LIMITS.duration} steps of {STEP_MINUTES} minutes"
+            )
     biggest = max((block(j.gpus) for j in kept), default=1)
     pool = NODE * math.ceil(max(gpus, biggest) / NODE)
-    first = kept[0].submit if kept else 0.0
     submitted = (
         (
             job.submit - first,

@@ -26,14 +26,15 @@ def lines(figures: dict[str, UserMeasures], load: OfferedLoad | None = None, sco
     minutes = next(iter(figures.values())).step_minutes
     out = [
         f"what users read{f' ({scope})' if scope else ''}, in steps of {minutes} min (a job never started or "
-        "unfinished counts to the run's end):",
-        f"{'policy':<{_width(figures)}} {'jobs':>5} {'unfin':>5}  {'wait mean/p50/p90/p99/max':>28}  {'JCT mean/p50/p90/p99/max':>28}  "
+        "unfinished counts to the run's end; 'left': jobs cancelled while queued, rejected or failed for good, "
+        "outside the times):",
+        f"{'policy':<{_width(figures)}} {'jobs':>5} {'unfin':>5} {'left':>5}  {'wait mean/p50/p90/p99/max':>28}  {'JCT mean/p50/p90/p99/max':>28}  "
         f"{'slowdown mean/p99':>17}  {'Jain jobs':>9}  {'Jain prio':>9}  {'makespan':>8}",
     ]
     for policy, m in figures.items():
         slow = f"{m.slowdown['mean']:g}/{m.slowdown['p99']:g}" if m.slowdown else "-"
         out.append(
-            f"{policy:<{_width(figures)}} {m.jobs:>5} {m.unfinished:>5}  {spread_text(m.wait):>28}  {spread_text(m.jct):>28}  "
+            f"{policy:<{_width(figures)}} {m.jobs:>5} {m.unfinished:>5} {m.withdrawn:>5}  {spread_text(m.wait):>28}  {spread_text(m.jct):>28}  "
             f"{slow:>17}  {_index(m.slowdown_jain_jobs):>9}  {_index(m.slowdown_jain_priority_classes):>9}  "
             f"{m.makespan:>8}"
         )

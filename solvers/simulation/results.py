@@ -32,6 +32,10 @@ class PolicyRun:
     grants: list[tuple[float, Grant]] = field(default_factory=list)  # (minute of its step, grant), in order
     # (job, step it failed at, GPUs it was given, GPU-steps it held for nothing): started below its true need
     out_of_memory: list[tuple[str, int, int, int]] = field(default_factory=list)
+    # jobs still queued or running when the run ended (at the cap, or the days simulated); a job
+    # neither here nor finished left the pool otherwise: cancelled while queued, rejected, failed
+    # for good
+    pending: frozenset[str] = frozenset()
 
     def executed(self) -> list[Commit]:
         """Each step's commit as it ended: its reactive grants applied to the apps' sets."""

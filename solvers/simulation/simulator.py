@@ -253,6 +253,7 @@ def _run(
             run.run_steps[job_id] = ends[job_id] - step
         if progress is not None:
             progress(label, step + 1, steps)
+    run.pending = frozenset(planner.queued) | frozenset(planner.running)
     return run
 
 

@@ -3,8 +3,10 @@ tail, by job size and by priority; slowdown and its fairness over jobs; makespan
 served share per day; the offered load. Pure functions of a `Simulation`.
 
 Every job submitted counts. A job never started waits until the run's end, one unfinished
-completes there (a whole-trace run that reached its cap), and both are counted as unfinished, so
-a policy cannot look better by leaving jobs out. A job's size is its work in GPU-hours as the
+completes there (a whole-trace run that reached its cap, or the days simulated), and both are
+counted as unfinished, so a policy cannot look better by leaving jobs out. A job that left the
+pool without finishing (cancelled while queued, rejected, failed for good) is counted as
+withdrawn, outside the times. A job's size is its work in GPU-hours as the
 trace gives it (its true GPUs x its actual duration), the same whichever policy runs it."""
 
 from __future__ import annotations
@@ -47,19 +49,20 @@ class JobGroup:
 class UserMeasures:
     policy: str
     step_minutes: int
-    jobs: int
+    jobs: int  # submitted, less those withdrawn
+    withdrawn: int  # left the pool without finishing: cancelled while queued, rejected, failed for good
     started: int
     completed: int
     unfinished: int  # never started or never finished: counted to the run's end
     never_started: int
     jct: dict[str, float]  # steps, submission to completion (mean, p50, p90, p99, max)
-    wait: dict[str, float]  # steps, submission to its (last) start
+    wait: dict[str, float]  # steps, submission to its (last) start: a restarted job's earlier runs count
     by_size: dict[str, JobGroup]  # GPU-hours bucket -> its jobs' figures (buckets with jobs only)
     by_priority: dict[str, JobGroup]
     slowdown: dict[str, float]  # JCT / run time
     slowdown_jain_jobs: float | None  # Jain's index of slowdown over jobs (1: every job slowed alike)
     slowdown_jain_priority_classes: float | None  # Jain's index over priority classes of mean slowdown
-    makespan: int  # steps from the first submission to the last completion (or the run's end)
+    makespan: int  # steps from the first submission to the last completion (the run's end if a job is unfinished)
     value: float
     timely_value: float
     served: dict[str, dict[str, object]]  # app -> {"whole": share, "days": [share or None], "worst_day"}
@@ -94,16 +97,19 @@ def sim_offered_load(sim: Simulation) -> OfferedLoad:
 
 
 def measures(sim: Simulation, run: PolicyRun) -> UserMeasures:
-    """Everything a platform team reads of `run`'s whole length."""
+    """Everything a platform team reads of `run`'s whole length. Jobs that left the pool without
+    finishing (cancelled while queued, rejected, failed for good) are counted as `withdrawn` and
+    kept out of the times: they waited for nothing the pool could give."""
     end = len(run.commits)
-    jobs = sorted(run.submitted)
+    withdrawn = {j for j in run.submitted if j not in run.finished and j not in run.pending}
+    jobs = sorted(j for j in run.submitted if j not in withdrawn)
     hours = sim.config.step_minutes / 60
     jct = {j: run.finished.get(j, end) - run.submitted[j] for j in jobs}
     wait = {j: run.started.get(j, end) - run.submitted[j] for j in jobs}
     slow = {j: max(jct[j], 1) / max(run.run_steps.get(j, 1), 1) for j in jobs}
     unfinished = {j for j in jobs if j not in run.finished}
     size = {j: size_bucket(math.prod(sim.sizes.get(j, (1, 1))) * hours) for j in jobs}
-    prio = {j: f"{sim.priorities.get(j, 0.0):g}" for j in jobs}
+    prio = {j: f"{sim.priorities.get(j, 0.0):.12g}" for j in jobs}
 
     def groups(key: dict[str, str], order: Sequence[str]) -> dict[str, JobGroup]:
         members: dict[str, list[str]] = {}
@@ -126,12 +132,13 @@ def measures(sim: Simulation, run: PolicyRun) -> UserMeasures:
     served = served_share(sim, run)
     days = [s for app in served.values() for s in app["days"] if s is not None]  # type: ignore[attr-defined]
     first = min(run.submitted.values(), default=0)
-    last = max((run.finished.get(j, end) for j in jobs), default=first)
+    last = end if unfinished else max((run.finished[j] for j in jobs), default=first)
     whole = whole_run(sim, run)
     return UserMeasures(
         run.policy,
         sim.config.step_minutes,
         len(jobs),
+        len(withdrawn),
         sum(j in run.started for j in jobs),
         len(jobs) - len(unfinished),
         len(unfinished),

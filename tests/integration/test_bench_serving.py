@@ -36,8 +36,10 @@ def test_the_json_carries_each_apps_served_share_per_day_for_fifo_and_the_heuris
         assert users[run]["jobs"] == trace[run]["started"] + users[run]["never_started"] > 0
         assert users[run]["wait"]["mean"] <= users[run]["jct"]["mean"]
         assert users[run]["served_worst_day"] == min(a["worst_day"] for a in trace["served"][run].values())
-    ratio = users["heuristic"]["wait"]["mean"] / users["fifo"]["wait"]["mean"]
-    assert summary["wait_mean_over_fifo_median"] == round(ratio, 2)
+    # on 16 GPUs both runs leave jobs unstarted at the cap (FIFO the most: it holds the apps'
+    # reservations past the trace's end): their times would be the cap's, so the trace is out of the ratios
+    assert users["fifo"]["unfinished"] > users["heuristic"]["unfinished"] > 0
+    assert summary["ratio_traces"] == 0 and summary["wait_mean_over_fifo_median"] is None
 
 
 def test_strip_profiles_first_registers_the_first_app_alone_without_its_profile():

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from gpualloc.benchmarks.serving_targets import SETS, Judged, as_dict, summary, table
 from gpualloc.solvers.simulation.report import DayReport
+from gpualloc.solvers.simulation.user_measures import UserMeasures
 
 FIFO = DayReport("fifo", None, 0.5, 1000.0, 800.0, 700.0, 20.0, 1200.0, 0.1, 50, 50, 3.0, 5.0, 0.0)
 
@@ -83,3 +84,30 @@ def test_the_summary_counts_the_traces_whose_every_app_was_served_99_percent_eve
     assert totals["mean_share"] == round((1.0 + 0.995 + 1.0 + 0.98 + 0.999 + 1.0 + 0.9) / 7, 4)
     assert totals["idle_gpu_hours"] == 2.0 * 4 and totals["fifo_idle_gpu_hours"] == 2.0 * 3
     assert table({"tuned": rows}).splitlines()[3].split()[-6:-1] == ["98.0%", "100.0%", "100.0%", "-", "-"]
+
+
+def _users(policy: str, wait: float, jct: float, unfinished: int = 0) -> UserMeasures:
+    return UserMeasures(
+        policy, 60, 10, 0, 10, 10 - unfinished, unfinished, 0, {"mean": jct}, {"mean": wait}, {}, {}, {}, None, None, 0,
+        0.0, 0.0, {}, None,
+    )  # fmt: skip
+
+
+def test_the_wait_and_jct_ratios_leave_out_traces_a_run_left_unfinished():
+    rows = [
+        Judged(
+            "a", FIFO, _heuristic(), users={"fifo": _users("fifo", 10, 20), "heuristic": _users("heuristic", 5, 12)}
+        ),
+        Judged("b", FIFO, _heuristic(), users={"fifo": _users("fifo", 4, 8), "heuristic": _users("heuristic", 6, 10)}),
+        Judged(
+            "capped",
+            FIFO,
+            _heuristic(),
+            users={"fifo": _users("fifo", 400, 500, unfinished=3), "heuristic": _users("heuristic", 5, 9)},
+        ),
+    ]
+    totals = summary(rows)
+    assert totals["ratio_traces"] == 2
+    assert totals["wait_mean_over_fifo_median"] == round((0.5 + 1.5) / 2, 2)
+    assert totals["jct_mean_over_fifo_median"] == round((0.6 + 1.25) / 2, 2)
+    assert table({"tuned": rows}).splitlines()[2].split()[-3:-1] == ["5/10", "12/20"]

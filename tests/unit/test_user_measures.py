@@ -109,6 +109,7 @@ def test_at_the_contracts_limits_every_job_and_app_day_is_counted():
         if k % 2:
             run.started[f"j{k}"] = k % steps
             run.finished[f"j{k}"] = k % steps + 1
+    run.pending = frozenset(f"j{k}" for k in range(0, n, 2))  # still queued at the end
     sim = Simulation(
         PoolConfig(gpus=4096, gpus_per_node=8),
         steps,
@@ -119,7 +120,7 @@ def test_at_the_contracts_limits_every_job_and_app_day_is_counted():
         sizes={f"j{k}": (1 + k % 512, 1) for k in range(n)},
     )
     m = measures(sim, sim.runs["heuristic"])
-    assert (m.jobs, m.completed, m.unfinished) == (n, n // 2, n // 2)
+    assert (m.jobs, m.completed, m.unfinished, m.withdrawn) == (n, n // 2, n // 2, 0)
     assert len(m.by_priority) == n and sum(g.jobs for g in m.by_size.values()) == n
     assert m.served_worst_day == 0.5 and all(len(s["days"]) == 14 for s in m.served.values())
 

@@ -1,6 +1,6 @@
-"""Review of issue 56's users' figures and job-table converters: tests that fail on defects found
-(each docstring says what is wrong and the right answer, worked out by hand) and properties that
-must hold for any small trace or job table."""
+"""Users' figures at their edges (jobs that left the pool without finishing), bench traces'
+pacing, and the job-table converters on any rows: worked out by hand, and properties that must
+hold for any small trace or job table."""
 
 from __future__ import annotations
 
@@ -38,13 +38,8 @@ def job(job_id: str, gpus: int, steps: int, **extra: object) -> dict:
 
 def test_a_job_cancelled_while_queued_does_not_wait_to_the_runs_end():
     """'a' (4 GPUs x 20 steps) and 'b' (4 GPUs x 1) arrive at step 0 on 4 GPUs; 'b' is cancelled at
-    step 1 while it queues behind 'a'. FIFO runs 'a' over steps 0-19 and it completes at step 20.
-
-    Wrong: `measures` counts 'b' as unfinished with wait and JCT to the run's end
-    (len(commits) = 21), so the wait max is 21 and the makespan 21. In bench serving's
-    `independent` set 10-16% of jobs are cancelled; each adds its time to the run's end.
-    Right: 'b' left at step 1 (its wait is at most 1, or it is left out of the waits and counted
-    as cancelled), and the makespan is 20, the last completion."""
+    step 1 while it queues. It is withdrawn, outside the waits, and the makespan is 20, 'a''s
+    completion, not the run's end."""
     sim = simulate(
         trace(
             (0, "job.submitted", job("a", 4, 20)),
@@ -54,17 +49,13 @@ def test_a_job_cancelled_while_queued_does_not_wait_to_the_runs_end():
         SimOptions(("fifo",)),
     )
     m = measures(sim, sim.runs["fifo"])
-    assert m.wait["max"] <= 1
+    assert (m.jobs, m.withdrawn, m.wait["max"]) == (1, 1, 0)
     assert m.makespan == 20
 
 
 def test_a_job_failed_for_good_ends_at_its_failure():
-    """'a' (4 GPUs x 10 steps, requeue false) starts at step 0 and fails at step 2 (job.failed,
-    reason error); 'b' (4 GPUs x 1, step 0) then runs step 2 and completes at step 3.
-
-    Wrong: 'a' is counted unfinished to the run's end (len(commits) = 4): JCT max 4, makespan 4.
-    Right: 'a' ended (failed) at step 2, JCT 2 or left out of the JCTs as failed; the JCT max is
-    'b''s 3 and the makespan 3."""
+    """'a' (4 GPUs x 10 steps, requeue false) starts at step 0 and fails for good at step 2; 'b'
+    (4 GPUs x 1) then runs step 2 and completes at step 3: JCT max 3 ('b'), makespan 3."""
     sim = simulate(
         trace(
             (0, "job.submitted", job("a", 4, 10, requeue=False)),
@@ -75,23 +66,18 @@ def test_a_job_failed_for_good_ends_at_its_failure():
     )
     m = measures(sim, sim.runs["fifo"])
     assert sim.runs["fifo"].failed == {"a": [2]}
-    assert m.jct["max"] == 3
+    assert (m.jobs, m.withdrawn, m.jct["max"]) == (1, 1, 3)
     assert m.makespan == 3
 
 
 def test_a_job_rejected_at_submission_does_not_wait_to_the_runs_end():
-    """'a' asks for 8 GPUs of a 4-GPU pool: rejected when it arrives at step 0 (no block fits);
-    'b' (4 GPUs x 30) runs steps 0-29 and completes at step 30.
-
-    Wrong: 'a' counts as never started with wait 31 (len(commits)), the makespan is 31, and
-    its 'wait' depends on how long the other jobs took (the run's end), so it differs by policy.
-    Right: a rejected job never queued: it is counted as rejected, its wait is 0 (or left out),
-    and the makespan is 30."""
+    """'a' asks for 8 GPUs of a 4-GPU pool and is rejected on arrival; 'b' (4 GPUs x 30) runs
+    steps 0-29: 'a' never queued, so no wait counts for it, and the makespan is 30."""
     sim = simulate(
         trace((0, "job.submitted", job("a", 8, 2)), (0, "job.submitted", job("b", 4, 30))), SimOptions(("fifo",))
     )
     m = measures(sim, sim.runs["fifo"])
-    assert m.wait["max"] == 0
+    assert (m.jobs, m.withdrawn, m.wait["max"]) == (1, 1, 0)
     assert m.makespan == 30
 
 
@@ -99,13 +85,9 @@ def test_a_job_rejected_at_submission_does_not_wait_to_the_runs_end():
 
 
 def test_sized_does_not_pace_a_trace_whose_largest_job_does_not_bind():
-    """`trace_bench.sized` says the arrivals come closer together only 'where the largest job
-    needs a pool that the trace cannot load'. pollux-3's largest job has 8 GPUs; its work inside
-    the span is 75.5 GPUs' worth, so the pool for load 1.25 is 60.4 GPUs, rounded to 64 (span load
-    1.18) or 56 (1.35). Neither size is forced by the largest job, yet 1.18 < 0.95 x 1.25 sets
-    off the pacing loop and the Pollux arrivals are squeezed to 0.944 of their times (docs/
-    results.md: 'pollux-3 (64, ..., arrivals 1.1x closer)'). Right: pace 1.0 (take the node
-    multiple closest to the load, pace only when max(one node, largest job) underloads)."""
+    """pollux-3's largest job has 8 GPUs and its work inside the span is about 60 GPUs' worth at
+    load 1.25: a pool of 56 or 64 GPUs, not one its largest job forces, so its arrivals keep their
+    pace."""
     from gpualloc.benchmarks.trace_bench import sized, traces
 
     events = dict(traces(False))["pollux-3"]
@@ -118,9 +100,8 @@ def test_sized_does_not_pace_a_trace_whose_largest_job_does_not_bind():
 
 
 def test_a_submit_time_past_the_calendar_is_an_input_error_naming_it(tmp_path: Path):
-    """A cut whose submit_time is in milliseconds by mistake (1.7e12) makes `job_events` add 1.7e12
-    s to T0: OverflowError ('date value out of range'), shown by the CLI as 'internal error'.
-    Right: InputError naming the file and the job/field, as for GPUs or runs beyond the limits."""
+    """A cut whose submit_time is in milliseconds by mistake (1.7e12) is an input error naming the
+    job and the field, not an overflow past the calendar."""
     table = tmp_path / "cut.csv"
     table.write_text("job_id,submit_time,gpus,duration\na,0,8,600\nb,1700000000000,8,600\n")
     with pytest.raises(InputError):

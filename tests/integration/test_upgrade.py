@@ -28,7 +28,7 @@ from gpualloc.solvers.release import package_version
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-STEP = 0.4  # seconds per step
+STEP = 0.8  # seconds per step: jobs (at most TIME_LIMIT steps) outlast the new agent's start on a loaded machine
 GPUS, NODE = 32, 8
 TIME_LIMIT = 5  # the pool's default: jobs longer than this are failed at it
 JOBS = 70

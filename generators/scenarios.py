@@ -63,6 +63,7 @@ def generate_scenario(
     late_arrivals: bool = True,
     floors: bool = True,
     load: tuple[float, float] = (1.2, 2.0),
+    value_model: str | None = None,
 ) -> dict[str, Any]:
     """A random contended scenario as a contract-valid dict.
 
@@ -75,6 +76,7 @@ def generate_scenario(
     app_swap_caps, currents, running, late_arrivals, floors: allow per-app swap caps (0-4),
         `current` GPU sets, already-running jobs, arrivals after step 0, and min/max floors.
     load: range of total batch demand as a multiple of the capacity left to batch work.
+    value_model: the scenario's `value_model` (None: not written, the contract's default).
     """
     _check_args(gpus, jobs, horizon, gpus_per_node, swap_cap, realtime, load)
     rng = random.Random(seed)
@@ -104,6 +106,8 @@ def generate_scenario(
     }
     if node != gpus:
         out["gpus_per_node"] = node
+    if value_model is not None:
+        out["value_model"] = value_model
     return out
 
 

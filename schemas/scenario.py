@@ -95,6 +95,9 @@ class RealtimeApp(BaseModel):
 Job = Annotated[Union[BatchJob, RealtimeApp], Field(discriminator="kind")]
 
 
+ValueModel = Literal["gpu_steps", "completion"]
+
+
 class PoolFields(BaseModel):
     """The pool and the objective's weights: shared by the scenario file and `pool.configured`."""
 
@@ -106,6 +109,10 @@ class PoolFields(BaseModel):
     time_decay: float = Field(default=POOL.time_decay, gt=0, le=1)
     realtime_penalty: float = Field(default=POOL.realtime_penalty, ge=0, le=LIMITS.weight, allow_inf_nan=False)
     swap_cap: Count = POOL.swap_cap
+    # added: what a batch job is worth where a plan places it (docs/contract/README.md, "Value
+    # models"): "gpu_steps", priority x w_t for every GPU-step it holds in the window; "completion",
+    # priority x w_t for every step from its completion on. None: "gpu_steps"
+    value_model: ValueModel | None = None
 
 
 class Scenario(PoolFields):

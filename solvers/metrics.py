@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from gpualloc.schemas import Metrics
 from gpualloc.solvers.grid import Grid, Schedule, batch_spans, occupancy, step_masks
 from gpualloc.solvers.problem import Problem
+from gpualloc.solvers.value_models import COMPLETION
 
 
 def relative_gap(bound: float, value: float) -> float:
@@ -29,12 +30,12 @@ def compute_metrics(problem: Problem, grid: Grid) -> Metrics:
             continue
         scheduled += 1
         batch_steps += len(own)
-        batch_value += job.priority * sum(w[t] for _, t in own)
-        if job.running_mask:
-            completed += job.remaining <= T
+        start = 0 if job.running_mask else min(t for _, t in own)
+        if problem.value_model == COMPLETION:
+            batch_value += problem.held_value(job) if job.running_mask else problem.start_value(job, start)
         else:
-            start = min(t for _, t in own)
-            completed += start + job.duration <= T
+            batch_value += job.priority * sum(w[t] for _, t in own)
+        completed += (job.remaining if job.running_mask else start + job.duration) <= T
     served_steps = shortfall_steps = 0
     rt_value = rt_penalty = 0.0
     for app in problem.realtime:
@@ -81,7 +82,8 @@ def idle_moves(
 
 
 def objective_of(problem: Problem, schedule: Schedule) -> float:
-    """The contract's objective of a legal schedule (no GPU held twice in a step): its grid's,
+    """The contract's objective of a legal schedule (no GPU held twice in a step), under the
+    problem's value model: its grid's,
     computed from its blocks and app sets without building the grid (GPUs x steps cells: 1.4
     million at 4,096 GPUs x 336 steps)."""
     T, w = problem.horizon, problem.weights
@@ -89,10 +91,17 @@ def objective_of(problem: Problem, schedule: Schedule) -> float:
     for t in range(T):
         prefix.append(prefix[-1] + w[t])
     batch = {j.id: j for j in problem.batch}
-    value = sum(
-        batch[job_id].priority * mask.bit_count() * (prefix[end] - prefix[start])
-        for job_id, (start, end, mask) in batch_spans(problem, schedule).items()
-    )
+    spans = batch_spans(problem, schedule).items()
+    if problem.value_model == COMPLETION:
+        value = sum(
+            problem.held_value(job) if (job := batch[job_id]).running_mask else problem.start_value(job, start)
+            for job_id, (start, _, _) in spans
+        )
+    else:
+        value = sum(
+            batch[job_id].priority * mask.bit_count() * (prefix[end] - prefix[start])
+            for job_id, (start, end, mask) in spans
+        )
     penalty = 0.0
     for app in problem.realtime:
         masks = schedule.realtime.get(app.id, ())

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from gpualloc.schemas import BatchJob, Scenario
+from gpualloc.solvers.value_models import COMPLETION, GPU_STEPS, ValueModel, completion_value
 
 
 def mask_of(gpus: Iterable[int]) -> int:
@@ -87,6 +88,7 @@ class Problem:
     weights: tuple[float, ...]
     batch: tuple[Batch, ...]
     realtime: tuple[Realtime, ...]
+    value_model: ValueModel = GPU_STEPS  # what a batch job is worth where it is placed (`value_models`)
 
     @cached_property
     def full(self) -> int:
@@ -103,6 +105,19 @@ class Problem:
 
     def interval_weight(self, start: int, end: int) -> float:
         return self.cum_weight[end] - self.cum_weight[start]
+
+    def start_value(self, job: Batch, start: int) -> float:
+        """What a queued `job` started at step `start` adds to the objective under the value model
+        (`value_models`): never more than at an earlier start."""
+        if self.value_model == COMPLETION:
+            return completion_value(job.priority, start + job.duration, self.time_decay, self.horizon)
+        return job.priority * job.gpus * self.interval_weight(start, self.end_of(job, start))
+
+    def held_value(self, job: Batch) -> float:
+        """What an inherited job (running, or a blocker) adds: the same in every plan."""
+        if self.value_model == COMPLETION:
+            return completion_value(job.priority, job.remaining, self.time_decay, self.horizon)
+        return job.priority * job.gpus * self.interval_weight(*self.held_span(job))
 
     def end_of(self, job: Batch, start: int) -> int:
         return min(start + job.duration, self.horizon)
@@ -214,6 +229,7 @@ def compile_scenario(sc: Scenario) -> Problem:
         weights,
         tuple(batch),
         tuple(realtime),
+        sc.value_model or GPU_STEPS,
     )
 
 

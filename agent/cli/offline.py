@@ -23,6 +23,7 @@ from gpualloc.agent.cli.bench import add_bench_command
 from gpualloc.agent.loading import InputError, dump_json, dump_plan, load_plan, load_scenario, write_text
 from gpualloc.solvers.policies import POLICIES, names, online_policy, policy
 from gpualloc.solvers.simulation.trace_events import KNOWN
+from gpualloc.solvers.value_models import VALUE_MODELS
 
 EXIT_OK, EXIT_ILLEGAL = 0, 1
 
@@ -147,6 +148,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 forecast_settings=settings.forecast,
                 starvation_steps=args.starvation_steps,
                 replan_work=settings.replan_work,
+                value_model=args.value_model,
             ),
             progress=Progress("simulate", "steps"),
         )
@@ -387,6 +389,12 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
         metavar="B",
         help="the starvation bound: a job queued B steps is planned ahead of every job that waited less; "
         "0: none (default: the trace's pool.configured, else the contract's 5 days)",
+    )
+    p.add_argument(
+        "--value-model",
+        choices=VALUE_MODELS,
+        help="what a batch job is worth where a plan places it (docs/contract/README.md, \"Value models\"; "
+        "default: the trace's pool.configured, else gpu_steps)",
     )
     settings_arguments(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")

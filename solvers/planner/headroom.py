@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpualloc.solvers.planner.records import AppSpec, JobSpec
+from gpualloc.solvers.value_models import GPU_STEPS, ValueModel
 
 MEDIAN = 0.5  # the demand an app needs in most steps (`Realtime.median`: contested room is shared by it)
 LOWEST, HIGHEST = MEDIAN, 0.99  # never below the median (a plan short half the time), never the certain peak
@@ -38,13 +39,15 @@ def fixed(quantile: float) -> Headroom:
     return Headroom(quantile, f"planned at demand quantile {quantile:.2f} (forecast.realtime_quantile)")
 
 
-def displaced_value(queued: Iterable[JobSpec]) -> float:
-    """What a GPU-step of the waiting work earns: its priorities weighted by GPU-steps (0: none)."""
+def displaced_value(queued: Iterable[JobSpec], value_model: ValueModel = GPU_STEPS) -> float:
+    """What a GPU-step of the waiting work earns, weighted by its GPU-steps (0: none): under
+    `gpu_steps` its priority; under `completion` its priority / its GPUs, since a job of g
+    GPUs is delayed one step by g GPU-steps withheld and a step's delay costs its priority."""
     steps = value = 0.0
     for job in queued:
         work = job.gpus * job.duration
         steps += work
-        value += job.priority * work
+        value += (job.priority if value_model == GPU_STEPS else job.priority / job.gpus) * work
     return value / steps if steps else 0.0
 
 

@@ -15,6 +15,7 @@ from gpualloc.solvers.planner.effects import Effect, Event, Failed, Rejected
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.records import PoolConfig
 from gpualloc.solvers.release import RULES, package_version
+from gpualloc.solvers.value_models import GPU_STEPS
 
 if TYPE_CHECKING:
     from gpualloc.solvers.planner.interpreter import Pool
@@ -39,6 +40,7 @@ def configure(pool: Pool, event: Event, now: datetime) -> list[Effect]:
         node_silence_seconds=_or_default(p.node_silence_seconds, POOL.node_silence_seconds),
         bind_confirm_seconds=_or_default(p.bind_confirm_seconds, POOL.bind_confirm_seconds),
         bind_requeue_seconds=_or_default(p.bind_requeue_seconds, POOL.bind_requeue_seconds),
+        value_model=p.value_model or GPU_STEPS,
     )
     if pool.planner is None:
         origin = now + timedelta(seconds=p.setup_seconds or 0)  # step 0 begins when the set-up window closes

@@ -114,7 +114,7 @@ class PlannerState:
     def displaced(self) -> float:
         """What a GPU-step of the waiting work earns (`headroom.displaced_value`): what priced
         headroom weighs an app's shortfall against. Once for all apps: it reads the whole queue."""
-        return displaced_value(self.queued.values())
+        return displaced_value(self.queued.values(), self.config.value_model)
 
     def window_problem(self) -> Problem:
         """The window [now, now + horizon) as a Problem (`window.window`), each app's median

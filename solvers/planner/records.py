@@ -15,6 +15,7 @@ from gpualloc.schemas.limits import POOL
 from gpualloc.schemas.published import Action
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.problem import Problem
+from gpualloc.solvers.value_models import GPU_STEPS, ValueModel
 
 BLOCKER = "\x00unavailable"  # pseudo running job holding GPUs that may take no new work
 Source = Literal["heuristic", "milp"]  # a commit's `source`, in the events contract's words (`PlanCommitted`)
@@ -49,6 +50,7 @@ class PoolConfig:
     node_silence_seconds: float = POOL.node_silence_seconds
     bind_confirm_seconds: float = POOL.bind_confirm_seconds
     bind_requeue_seconds: float = POOL.bind_requeue_seconds
+    value_model: ValueModel = GPU_STEPS  # what a batch job is worth where it is placed (`value_models`)
 
     @property
     def node_size(self) -> int:

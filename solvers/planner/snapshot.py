@@ -30,6 +30,7 @@ from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.records import AppSpec, AppState, JobSpec, PoolConfig, Running, Seen
 from gpualloc.solvers.problem import Problem
 from gpualloc.solvers.release import RULES
+from gpualloc.solvers.value_models import GPU_STEPS
 
 # 2: the forecasters' state, the pool's GPU type, jobs' features; 3: apps' held GPUs in hex, the GPUs the
 # current plan holds once per run of steps; 4: the default time limit a configuration replaced, and when;
@@ -103,7 +104,8 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
             c.node_silence_seconds,
             c.bind_confirm_seconds,
             c.bind_requeue_seconds,
-        ],  # a snapshot without the last ones reads them as None
+            *([c.value_model] if c.value_model != GPU_STEPS else []),
+        ],  # a snapshot without the last ones reads them as their defaults
         "now": planner.now,
         "week_minute": planner.week_minute,
         "forecasters": planner.forecasts.dump(),

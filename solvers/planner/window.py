@@ -71,6 +71,7 @@ def window(
         weights,
         tuple(batch),
         tuple(realtime),
+        cfg.value_model,
     )
     if median_of is None or not (medians_always or contested(problem)):
         return problem

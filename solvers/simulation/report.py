@@ -15,6 +15,7 @@ from gpualloc.solvers.planner.records import Commit
 from gpualloc.solvers.policies.milp.bound import capacity_bound
 from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_policy
 from gpualloc.solvers.simulation.trace_events import KNOWN
+from gpualloc.solvers.value_models import COMPLETION, completion_value
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,10 @@ class DayReport:
     # undiscounted priority x GPU-steps (batch: those that do a job's work, `Simulation.useful_gpus`)
     # + priority x served (real-time)
     value: float
-    timely_value: float  # the same, each batch GPU-step discounted by time_decay per step since its job arrived
+    # the same, each batch GPU-step discounted by time_decay per step since its job arrived; under the
+    # `completion` value model, batch work counts instead each job finished: its completion value
+    # (`value_models.completion_value`) at its JCT
+    timely_value: float
     # timely value less the real-time penalty: realtime_penalty x each app's priority x its GPU-steps short
     objective: float
     realtime_shortfall: float  # GPU-steps: demand not held, each step weighted by the share of it that was short
@@ -157,6 +161,7 @@ def _summary(
 ) -> DayReport:
     used = value = timely = short = penalty = 0.0
     decay, minutes = sim.config.time_decay, sim.config.step_minutes
+    by_completion = sim.config.value_model == COMPLETION
     moves, idle_moves, app_steps = _moves(sim, run, executed, lo, hi)
     for commit in run.commits[lo:hi]:
         apps_count = sim.apps_until is None or commit.step <= sim.apps_until
@@ -167,7 +172,8 @@ def _summary(
             used += len(gpus)
             useful = sim.useful_gpus(owner, len(gpus))
             value += prio * useful
-            timely += prio * useful * decay ** (commit.step - run.submitted.get(owner, commit.step))
+            if not by_completion:
+                timely += prio * useful * decay ** (commit.step - run.submitted.get(owner, commit.step))
         for app_id in sim.demand if apps_count else ():
             served_minutes, short_minutes = _step_minutes(sim, held, commit, app_id)
             served = served_minutes / minutes
@@ -178,6 +184,12 @@ def _summary(
             penalty += sim.priorities.get(app_id, 0.0) * short_minutes / minutes
     started = [j for j, s in run.started.items() if lo <= s < hi]
     finished = [j for j, s in run.finished.items() if lo <= s < hi]
+    if by_completion:  # each job its completion's value, its JCT counted from its arrival
+        timely += sum(
+            completion_value(sim.priorities.get(j, 0.0), run.finished[j] - run.submitted[j], decay, sim.config.horizon)
+            for j in finished
+            if j in run.submitted
+        )
     queue = [run.started[j] - run.submitted[j] for j in started if j in run.submitted]
     jct = [run.finished[j] - run.submitted[j] for j in finished if j in run.submitted]
     return DayReport(

@@ -54,6 +54,7 @@ from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.policies import OnlinePolicy, online_policy
 from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_policy
 from gpualloc.solvers.simulation.trace_events import KNOWN, Events, Timed, drain_cap, informed, observed
+from gpualloc.solvers.value_models import ValueModel
 
 OUT_OF_MEMORY_AFTER = 1  # steps a job given too few GPUs runs before it runs out of memory (loading, first steps)
 
@@ -68,6 +69,7 @@ class SimOptions:
     forecast_settings: ForecastSettings = SimulationSettings().forecast
     starvation_steps: int | None = None  # the pools' starvation bound B instead of the trace's (0: none)
     replan_work: int = SimulationSettings().replan_work  # passes replan while queued jobs x GPUs <= this
+    value_model: ValueModel | None = None  # the pools' value model instead of the trace's
 
     def labels(self) -> list[tuple[str, str | None]]:
         """(run label, information mode) per run: the policies, each twice with `forecast`."""
@@ -103,6 +105,8 @@ def simulate(
             first[0],
             first[1].model_copy(update={"starvation_steps": bound, "starvation_minutes": 0 if bound is None else None}),
         )
+    if options.value_model is not None:
+        first = (first[0], first[1].model_copy(update={"value_model": options.value_model}))
     clock = Pool()  # only to read the trace's steps the way every run's interpreter reads them
     effects = clock.apply([Event(first[0].type, first[1], first[0].occurred_at)], first[0].occurred_at)
     if clock.planner is None or clock.origin is None:  # refused: a configuration needing newer planning rules

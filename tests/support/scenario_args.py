@@ -26,4 +26,5 @@ def generator_args(draw, pools: list[int], max_jobs: int, horizons: list[int], m
         floors=draw(st.booleans()),
         currents=draw(st.booleans()),
         app_swap_caps=draw(st.booleans()),
+        value_model=draw(st.sampled_from([None, "completion"])),
     )

@@ -92,8 +92,11 @@ pub fn target_curves<const W: usize>(p: &Problem<W>) -> Curves {
 
 /// The Python `value_at_arrival`.
 fn value_at_arrival<const W: usize>(p: &Problem<W>, pos: usize) -> f64 {
-    let j = &p.jobs[pos];
-    j.priority * j.gpus as f64 * p.interval_weight(j.arrival.min(p.horizon), p.end_of(pos, j.arrival))
+    if p.jobs[pos].arrival < p.horizon {
+        p.start_value(pos, p.jobs[pos].arrival)
+    } else {
+        0.0
+    }
 }
 
 fn cmp_f(a: f64, b: f64) -> std::cmp::Ordering {
@@ -108,7 +111,8 @@ fn greedy_order<const W: usize>(p: &Problem<W>, queue: &[usize]) -> Vec<usize> {
     order
 }
 
-/// The Python `_seed_orders` (job positions; a position is the job's order in the problem);
+/// The Python `_seed_orders` (job positions; a position is the job's order in the problem; the
+/// `completion` value model's orders where it is the problem's);
 /// `potential` is each job's value at its arrival.
 fn seed_orders<const W: usize>(p: &Problem<W>, queue: &[usize], potential: &[f64]) -> Vec<Vec<usize>> {
     let j = |pos: usize| &p.jobs[pos];
@@ -118,13 +122,23 @@ fn seed_orders<const W: usize>(p: &Problem<W>, queue: &[usize], potential: &[f64
             greedy_order(p, queue)
         } else {
             let mut order = queue.to_vec();
-            order.sort_by(|&x, &y| match key {
-                0 => cmp_f(-potential[x], -potential[y]).then(x.cmp(&y)),
-                1 => cmp_f(-j(x).priority, -j(y).priority)
+            let area = |pos: usize| j(pos).gpus * j(pos).duration;
+            order.sort_by(|&x, &y| match (key, p.completion.is_some()) {
+                (0, true) => cmp_f(-potential[x] / area(x) as f64, -potential[y] / area(y) as f64).then(x.cmp(&y)),
+                (1, true) => cmp_f(-j(x).priority, -j(y).priority)
+                    .then(area(x).cmp(&area(y)))
+                    .then(j(x).arrival.cmp(&j(y).arrival))
+                    .then(x.cmp(&y)),
+                (_, true) => cmp_f(-j(x).priority, -j(y).priority)
+                    .then(j(x).duration.cmp(&j(y).duration))
+                    .then(j(x).gpus.cmp(&j(y).gpus))
+                    .then(x.cmp(&y)),
+                (0, false) => cmp_f(-potential[x], -potential[y]).then(x.cmp(&y)),
+                (1, false) => cmp_f(-j(x).priority, -j(y).priority)
                     .then(((j(y).gpus * j(y).duration) as i64).cmp(&((j(x).gpus * j(x).duration) as i64)))
                     .then(j(x).arrival.cmp(&j(y).arrival))
                     .then(x.cmp(&y)),
-                _ => cmp_f(-(j(x).priority * j(x).gpus as f64), -(j(y).priority * j(y).gpus as f64))
+                (_, false) => cmp_f(-(j(x).priority * j(x).gpus as f64), -(j(y).priority * j(y).gpus as f64))
                     .then(j(y).duration.cmp(&j(x).duration))
                     .then(x.cmp(&y)),
             });
@@ -548,8 +562,7 @@ fn objective<const W: usize>(p: &Problem<W>, plan: &Plan<W>) -> f64 {
     let mut value = 0.0;
     for (pos, placed) in plan.starts.iter().enumerate() {
         if let Some((s, _)) = placed {
-            let j = &p.jobs[pos];
-            value += j.priority * j.gpus as f64 * p.interval_weight(*s, p.end_of(pos, *s));
+            value += p.start_value(pos, *s);
         }
     }
     let mut penalty = 0.0;

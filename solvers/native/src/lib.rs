@@ -77,6 +77,7 @@ struct ProblemIn<'a, 'py> {
     jobs: &'a [JobIn<'py>],
     apps: &'a [AppIn<'py>],
     running_busy: &'a [Bound<'py, PyBytes>],
+    completion: Option<(f64, usize)>,
 }
 
 fn compile<const W: usize>(spec: ProblemIn<'_, '_>) -> Box<dyn Width> {
@@ -114,6 +115,7 @@ fn compile<const W: usize>(spec: ProblemIn<'_, '_>) -> Box<dyn Width> {
         jobs,
         apps,
         busy,
+        spec.completion,
     )))
 }
 
@@ -141,6 +143,7 @@ impl NativeProblem {
         jobs: Vec<JobIn<'_>>,
         apps: Vec<AppIn<'_>>,
         running_busy: Vec<Bound<'_, PyBytes>>,
+        completion: Option<(f64, usize)>,
     ) -> PyResult<Self> {
         if node_size == 0 || cum_weight.len() != horizon + 1 || weights.len() != horizon || running_busy.len() != horizon {
             return Err(PyValueError::new_err("node_size, cum_weight, weights or running_busy do not fit the horizon"));
@@ -159,6 +162,7 @@ impl NativeProblem {
             jobs: &jobs,
             apps: &apps,
             running_busy: &running_busy,
+            completion,
         };
         let inner = match gpus.div_ceil(64) {
             0..=1 => compile::<1>(spec),

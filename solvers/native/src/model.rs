@@ -36,6 +36,8 @@ pub struct Problem<const W: usize> {
     pub jobs: Vec<Job<W>>,
     pub apps: Vec<App<W>>,
     pub running_busy: Vec<Bits<W>>,
+    /// The `completion` value model's (time_decay, latest completion); None: `gpu_steps`.
+    pub completion: Option<(f64, usize)>,
     pub full: Bits<W>,
     pub node_starts: Bits<W>,
     /// Per aligned block size 2, 4, ... up to the node: (lower halves, upper halves, half).
@@ -57,6 +59,7 @@ impl<const W: usize> Problem<W> {
         jobs: Vec<Job<W>>,
         apps: Vec<App<W>>,
         running_busy: Vec<Bits<W>>,
+        completion: Option<(f64, usize)>,
     ) -> Self {
         let full = Bits::range(0, gpus);
         let mut buddy_halves = Vec::new();
@@ -114,6 +117,7 @@ impl<const W: usize> Problem<W> {
             jobs,
             apps,
             running_busy,
+            completion,
             full,
             node_starts,
             buddy_halves,
@@ -123,6 +127,26 @@ impl<const W: usize> Problem<W> {
 
     pub fn interval_weight(&self, start: usize, end: usize) -> f64 {
         self.cum[end] - self.cum[start]
+    }
+
+    /// What queued job `pos` started at `start` adds under the value model (the Python
+    /// `Problem.start_value`, the same float).
+    pub fn start_value(&self, pos: usize, start: usize) -> f64 {
+        let j = &self.jobs[pos];
+        match self.completion {
+            Some((decay, latest)) => completion_value(j.priority, start + j.duration, decay, latest),
+            None => j.priority * j.gpus as f64 * self.interval_weight(start, self.end_of(pos, start)),
+        }
+    }
+
+    /// What an inherited job holding its GPUs over steps [first, remaining) adds (the Python
+    /// `Problem.held_value`): the same in every plan.
+    pub fn held_value(&self, pos: usize, first: usize, remaining: usize) -> f64 {
+        let j = &self.jobs[pos];
+        match self.completion {
+            Some((decay, latest)) => completion_value(j.priority, remaining, decay, latest),
+            None => j.priority * j.gpus as f64 * self.interval_weight(first, remaining.min(self.horizon)),
+        }
     }
 
     /// The step after a queued job `pos`'s last when it starts at `start` (the horizon at most).
@@ -147,6 +171,16 @@ impl<const W: usize> Problem<W> {
     /// First GPUs p such that [p, p+n) avoids `union` and obeys the node rule.
     pub fn free_block_starts(&self, union: Bits<W>, n: usize) -> Bits<W> {
         fully_within(self.full.andnot(&union), n) & self.valid_starts(n)
+    }
+}
+
+/// The Python `value_models.completion_value`: priority x decay^completion / (1 - decay), or
+/// with no discount priority x the steps from `completion` to `latest`.
+fn completion_value(priority: f64, completion: usize, decay: f64, latest: usize) -> f64 {
+    if decay < 1.0 {
+        priority * decay.powf(completion as f64) / (1.0 - decay)
+    } else {
+        priority * latest.saturating_sub(completion) as f64
     }
 }
 

@@ -70,8 +70,7 @@ impl<const W: usize> PackState<W> {
         for (pos, job) in problem.jobs.iter().enumerate() {
             if let Some((mask, first, remaining)) = job.running {
                 state.record(pos, first, mask);
-                state.value +=
-                    job.priority * job.gpus as f64 * problem.interval_weight(first, remaining.min(t_len));
+                state.value += problem.held_value(pos, first, remaining);
             }
         }
         state
@@ -107,7 +106,7 @@ impl<const W: usize> PackState<W> {
             self.tslack[t] -= n;
         }
         self.record(pos, s, block);
-        self.value += job.priority * job.gpus as f64 * problem.interval_weight(s, e);
+        self.value += problem.start_value(pos, s);
     }
 
     pub fn placed(&self) -> Vec<Placed<W>> {

@@ -96,10 +96,7 @@ impl<'a, const W: usize> Plan<'a, W> {
     fn value(&self, i: usize, start: Option<usize>) -> f64 {
         match start {
             None => 0.0,
-            Some(s) => {
-                let j = self.job(i);
-                j.priority * j.gpus as f64 * self.p.interval_weight(s, self.end_of(i, s))
-            }
+            Some(s) => self.p.start_value(i, s),
         }
     }
 

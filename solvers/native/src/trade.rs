@@ -38,13 +38,8 @@ pub fn earlier_start<const W: usize>(
     if end <= job.arrival {
         return false;
     }
-    let value = job.priority * n as f64;
-    let base = if ordinary < t_len {
-        value * problem.interval_weight(ordinary, (ordinary + job.duration).min(t_len))
-    } else {
-        0.0
-    };
-    if value * problem.interval_weight(job.arrival, (job.arrival + job.duration).min(t_len)) <= base + 1e-9 {
+    let base = if ordinary < t_len { problem.start_value(pos, ordinary) } else { 0.0 };
+    if problem.start_value(pos, job.arrival) <= base + 1e-9 {
         return false;
     }
     let reach = (end + job.duration).min(t_len);
@@ -53,7 +48,7 @@ pub fn earlier_start<const W: usize>(
     let (mut tries, mut s) = (0, job.arrival);
     while s < end && tries < TRIES {
         let e = (s + job.duration).min(t_len);
-        let gain = value * problem.interval_weight(s, e) - base;
+        let gain = problem.start_value(pos, s) - base;
         if gain <= 1e-9 {
             return false;
         }

@@ -6,6 +6,7 @@ path without the extension.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from gpualloc.solvers.grid import Schedule
@@ -18,27 +19,35 @@ from gpualloc.solvers.policies.heuristic.polish import polish
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves, target_curves
 from gpualloc.solvers.policies.heuristic.search import Search
 from gpualloc.solvers.problem import Batch, Problem
+from gpualloc.solvers.value_models import COMPLETION
 
 
 def value_at_arrival(problem: Problem, job: Batch) -> float:
-    """What the job adds if it starts at its arrival (priority x GPUs x weighted steps): its
-    best case, since a later start only loses weight."""
-    return (
-        job.priority
-        * job.gpus
-        * problem.interval_weight(min(job.arrival, problem.horizon), problem.end_of(job, job.arrival))
-    )
+    """What the job adds if it starts at its arrival: its best case, since a later start is
+    never worth more (0 for an arrival past the window, where it cannot start)."""
+    return problem.start_value(job, job.arrival) if job.arrival < problem.horizon else 0.0
 
 
 def _seed_orders(problem: Problem, jobs: list[Batch]) -> list[list[Batch]]:
-    """A value-led order and three priority-led ones with different tie-breaks (the last is
-    arrival order among equal priorities, the order an operator would take by hand)."""
-    keys = (
-        lambda j: (-value_at_arrival(problem, j), j.index),
-        lambda j: (-j.priority, -j.gpus * j.duration, j.arrival, j.index),
-        lambda j: (-j.priority, j.arrival, j.index),
-        lambda j: (-j.priority * j.gpus, -j.duration, j.index),
-    )
+    """A value-led order and three priority-led ones with different tie-breaks (the third is
+    arrival order among equal priorities, the order an operator would take by hand). Under the
+    `gpu_steps` value model, most value first and the largest work first; under `completion`,
+    most value per GPU-step first (Smith's rule: the smallest work first at equal priorities)
+    and the shortest first."""
+    if problem.value_model == COMPLETION:
+        keys: tuple[Callable[[Batch], tuple[float, ...]], ...] = (
+            lambda j: (-value_at_arrival(problem, j) / (j.gpus * j.duration), j.index),
+            lambda j: (-j.priority, j.gpus * j.duration, j.arrival, j.index),
+            lambda j: (-j.priority, j.arrival, j.index),
+            lambda j: (-j.priority, j.duration, j.gpus, j.index),
+        )
+    else:
+        keys = (
+            lambda j: (-value_at_arrival(problem, j), j.index),
+            lambda j: (-j.priority, -j.gpus * j.duration, j.arrival, j.index),
+            lambda j: (-j.priority, j.arrival, j.index),
+            lambda j: (-j.priority * j.gpus, -j.duration, j.index),
+        )
     seen, out = set(), []
     for key in keys:
         order = sorted(jobs, key=key)
@@ -243,7 +252,7 @@ def _objective(problem: Problem, schedule: Schedule) -> float:
     for job in problem.batch:
         if not job.running_mask and job.id in schedule.batch:
             start = schedule.batch[job.id][0]
-            value += job.priority * job.gpus * problem.interval_weight(start, problem.end_of(job, start))
+            value += problem.start_value(job, start)
     penalty = 0.0
     for app in problem.realtime:
         masks = schedule.realtime[app.id]

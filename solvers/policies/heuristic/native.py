@@ -15,6 +15,7 @@ from typing import Literal
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.policies.heuristic.knobs import Knobs
 from gpualloc.solvers.problem import Batch, Problem
+from gpualloc.solvers.value_models import COMPLETION, latest_completion
 
 try:
     import gpualloc_native
@@ -64,6 +65,7 @@ class NativeKernels:
                 for a in problem.realtime
             ],
             [self.encode(m) for m in problem.running_busy],
+            (problem.time_decay, latest_completion(problem.horizon)) if problem.value_model == COMPLETION else None,
         )
 
     def encode(self, mask: int) -> bytes:

@@ -184,7 +184,7 @@ class PackState:
         for job in problem.batch:
             if job.running_mask:
                 state.record(job.id, job.held_from, job.running_mask)
-                state.value += job.priority * job.gpus * problem.interval_weight(*problem.held_span(job))
+                state.value += problem.held_value(job)
         return state
 
     def record(self, job_id: str, start: int, mask: int) -> None:
@@ -209,7 +209,7 @@ class PackState:
         for t in range(s + 1, e):
             tslack[t] -= job.gpus
         self.record(job.id, s, block)
-        self.value += job.priority * job.gpus * problem.interval_weight(s, e)
+        self.value += problem.start_value(job, s)
 
     def snapshot(self) -> "PackState":
         """A frozen copy of the per-step lists; the log is shared, not copied."""

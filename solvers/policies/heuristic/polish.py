@@ -64,7 +64,7 @@ class _Plan:
     def value(self, job: Batch, start: int | None) -> float:
         if start is None:
             return 0.0
-        return job.priority * job.gpus * self.problem.interval_weight(start, self.problem.end_of(job, start))
+        return self.problem.start_value(job, start)
 
     def earlier(self, job: Batch) -> bool:
         """Move `job` to its earliest start before its current one (any start, when it has

@@ -64,9 +64,8 @@ class Trade:
         end = min(ordinary, T)
         if end <= job.arrival:
             return False
-        value = job.priority * n
-        base = value * problem.interval_weight(ordinary, min(ordinary + job.duration, T)) if ordinary < T else 0.0
-        if value * problem.interval_weight(job.arrival, min(job.arrival + job.duration, T)) <= base + 1e-9:
+        base = problem.start_value(job, ordinary) if ordinary < T else 0.0
+        if problem.start_value(job, job.arrival) <= base + 1e-9:
             return False
         reach = min(end + job.duration, T)
         assert state.room is not None  # a trading state: its curves and room are set
@@ -74,7 +73,7 @@ class Trade:
         tries, s = 0, job.arrival
         while s < end and tries < TRIES:
             e = min(s + job.duration, T)
-            gain = value * problem.interval_weight(s, e) - base
+            gain = problem.start_value(job, s) - base
             if gain <= 1e-9:  # later starts gain less still
                 return False
             short = next((t for t in range(e - 1, s - 1, -1) if hard[t - job.arrival] < n), -1)

@@ -119,13 +119,13 @@ def capacity_bound(problem: Problem) -> float | None:
     fixed = 0.0
     for job in problem.batch:
         if job.running_mask:  # inherited: its GPUs are taken as they are
-            fixed += job.priority * job.gpus * problem.interval_weight(*problem.held_span(job))
+            fixed += problem.held_value(job)
             continue
         once = lp.row(-INF, 1.0)
         for s in range(max(job.arrival, 0), T):
             end = problem.end_of(job, s)
             lp.column(
-                job.priority * job.gpus * problem.interval_weight(s, end),
+                problem.start_value(job, s),
                 0.0,
                 1.0,
                 [(once, 1.0)] + [(capacity[t], float(job.gpus)) for t in range(s, end)],

@@ -83,7 +83,7 @@ def milp_data(problem: Problem) -> MilpData:
         if job.running_mask:
             first, end = problem.held_span(job)
             running_cells.update((g, t) for g in bits_of(job.running_mask) for t in range(first, end))
-            running_value += job.priority * job.gpus * problem.interval_weight(first, end)
+            running_value += problem.held_value(job)
     jobs: list[dict[str, Any]] = []
     options: list[BlockOption] = []
     cover: dict[tuple[int, int], list[int]] = {}
@@ -100,7 +100,7 @@ def milp_data(problem: Problem) -> MilpData:
             held = 0
             for t in range(s, e):
                 held |= problem.running_busy[t]
-            value = job.priority * job.gpus * problem.interval_weight(s, e)
+            value = problem.start_value(job, s)
             for p in starts:
                 if held & problem.block(p, job.gpus):
                     continue

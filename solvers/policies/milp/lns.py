@@ -123,7 +123,7 @@ def _improve(problem: Problem, plan: Schedule, window: int, options: FullModeOpt
     m.cell = pyo.Constraint(list(by_cell), rule=lambda m, g, t: sum(m.x[o] for o in by_cell[g, t]) <= 1)
     m.value = pyo.Objective(
         expr=sum(
-            job.priority * job.gpus * problem.interval_weight(s, problem.end_of(job, s)) * m.x[o]
+            problem.start_value(job, s) * m.x[o]
             for o, (job, s, _) in enumerate(options_of)
         ),
         sense=pyo.maximize,

@@ -47,6 +47,10 @@ class PoolConfigured(PoolFields):
     # added: the same bound in minutes, rounded up to steps, when `starvation_steps` is not given;
     # 0 turns the bound off; None: the contract's default (`POOL.starvation_minutes`)
     starvation_minutes: StrictInt | None = Field(default=None, ge=0, le=LIMITS.duration * 60)
+    # added: reservations that bind: the k oldest starving jobs (past the starvation bound) each hold
+    # a block from their earliest start by planned durations, which no work placed later may delay
+    # (EASY backfilling's rule); None: none, every starving job's priority is raised instead
+    reserved_jobs: StrictInt | None = Field(default=None, ge=1, le=LIMITS.reserved_jobs)
     # added: the time limit (steps) of a job that gives none (`JobSubmitted.time_limit`); None: none
     time_limit: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)
     # added: the pool's set-up window, seconds from its first configuration to its step 0: no

@@ -51,6 +51,7 @@ class Limits(_Frozen):
     input_bytes: int = 256 * 1024  # one input record's value
     queued_jobs: int = 10_000  # jobs queued in one pool (more are answered `rejected`)
     apps: int = 64  # real-time apps registered in one pool
+    reserved_jobs: int = 64  # starving jobs holding reservations in one pool (`pool.configured`)
     pending_events: int = 10_000  # events held until their pool is configured (`agent.pending_limit`)
     setup_seconds: float = 600.0  # a pool's set-up window (`pool.configured`): ten minutes hold every start
     rules: int = 1_000  # a planning rules version a configuration may need

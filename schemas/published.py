@@ -94,6 +94,14 @@ class FullModeReport(BaseModel):
     next_step: int | None = None
 
 
+class Reservation(BaseModel):
+    """A queued job's reservation in a commit: no work placed later may delay its start."""
+
+    start_step: StrictInt = Field(ge=0)
+    first_gpu: StrictInt = Field(ge=0)  # the block's first GPU: a block is GPUs [first_gpu, first_gpu + gpus)
+    gpus: StrictInt = Field(ge=1)
+
+
 class PlanCommitted(BaseModel):
     step: int
     seq: int
@@ -113,6 +121,9 @@ class PlanCommitted(BaseModel):
     # theirs for the rest of the step; every other holder keeps its set (plan None, started empty)
     reactive: bool = False
     reasons: dict[str, str] = {}  # added: per holder, why it holds what it does now (a reactive grant's why)
+    # added: per queued job holding a reservation (`pool.configured`'s `reserved_jobs`), the step it
+    # is reserved from (by planned durations; it may lie past the window) and its block; None: none
+    reservations: dict[str, Reservation] | None = None
 
     @model_validator(mode="after")
     def _part_of_parts(self) -> PlanCommitted:

@@ -21,6 +21,8 @@ from __future__ import annotations
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.scenario import ValueModel
 
+__all__ = ["COMPLETION", "GPU_STEPS", "VALUE_MODELS", "ValueModel", "completion_value", "latest_completion"]
+
 GPU_STEPS: ValueModel = "gpu_steps"
 COMPLETION: ValueModel = "completion"
 VALUE_MODELS: tuple[ValueModel, ...] = (GPU_STEPS, COMPLETION)

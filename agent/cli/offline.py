@@ -393,7 +393,7 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--value-model",
         choices=VALUE_MODELS,
-        help="what a batch job is worth where a plan places it (docs/contract/README.md, \"Value models\"; "
+        help='what a batch job is worth where a plan places it (docs/contract/README.md, "Value models"; '
         "default: the trace's pool.configured, else gpu_steps)",
     )
     settings_arguments(p)

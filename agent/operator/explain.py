@@ -15,7 +15,7 @@ from typing import Any
 
 from gpualloc.agent.operator.states import App, Job, app_words, forecast_words, names, original_of, refusals_words
 from gpualloc.agent.operator.tail import flow, in_time_order
-from gpualloc.agent.operator.words import Holders, at_step, now_words, promised, span, step_length
+from gpualloc.agent.operator.words import Holders, at_step, now_words, promised, reserved_words, span, step_length
 from gpualloc.bus import clients
 from gpualloc.bus.admin import partition_counts
 from gpualloc.bus.clients import Broker
@@ -257,12 +257,14 @@ def waiting(job_id: str, commit: dict[str, Any], length: timedelta | None = None
     block just before its start."""
     plan = commit.get("plan") or {"steps": 0, "holders": {}}
     found = Holders(plan).promise(job_id)
+    reservation = reserved_words(job_id, commit, length)
+    held = "" if reservation is None else f"{reservation}; "
     if found is None:
         return (
-            f"waiting; no block in the {plan['steps']}-step window of the latest commit (seq {commit['seq']}): "
-            "higher-value work and real-time demand fill it"
+            f"waiting; {held}no block in the {plan['steps']}-step window of the latest commit (seq {commit['seq']}): "
+            + ("it starts past the window" if reservation else "higher-value work and real-time demand fill it")
         )
-    return "waiting, " + promised(found, commit, length, {})
+    return f"waiting, {held}" + promised(found, commit, length, {})
 
 
 RECENT = 5  # of an app's observations and commit reasons, the latest told

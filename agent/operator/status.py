@@ -32,7 +32,7 @@ from gpualloc.agent.operator.audit import STALLED_AFTER_S
 from gpualloc.agent.operator.full_mode import full_mode_status
 from gpualloc.agent.operator.overruns import past_plan, past_plan_lines
 from gpualloc.agent.operator.states import app_row, app_words, forecast_words
-from gpualloc.agent.operator.words import Holders, duration, now_words, promised, span, step_length
+from gpualloc.agent.operator.words import Holders, duration, now_words, promised, reserved_words, span, step_length
 from gpualloc.agent.service.dispatcher import Dispatcher
 from gpualloc.agent.service.recovery import rebuild
 from gpualloc.bus import clients
@@ -318,6 +318,7 @@ def promises(planner: PoolView, commit: dict[str, Any] | None, length: timedelta
                 "arrived after the latest commit: its decision is on the decisions topic (`gpualloc explain "
                 "JOB`), and the next commit plans it"
             )
+        reservation = reserved_words(job_id, commit, length)
         out.append(
             {
                 "id": job_id,
@@ -330,7 +331,8 @@ def promises(planner: PoolView, commit: dict[str, Any] | None, length: timedelta
                 "action": "planned" if promised_at is not None else "queued",
                 "promised_start": promised_at,
                 "promised_gpus": span(gpus),
-                "reason": reason,
+                "reserved_from": ((commit or {}).get("reservations") or {}).get(job_id, {}).get("start_step"),
+                "reason": reason if reservation is None else f"{reservation}; {reason}",
             }
         )
     return out

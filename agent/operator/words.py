@@ -156,3 +156,16 @@ def promised(
     if free:
         return text + f"its block is free from step {step + free}"
     return text + "its block is free until then"
+
+
+def reserved_words(job_id: str, commit: dict[str, Any] | None, length: timedelta | None) -> str | None:
+    """The reservation `job_id` holds in `commit` in words (None: none): `reserved from step 40
+    (14:00:00 UTC, in 3 h) on GPUs 0-7: no work placed later may delay its start`."""
+    r = ((commit or {}).get("reservations") or {}).get(job_id)
+    if r is None:
+        return None
+    gpus = span(range(r["first_gpu"], r["first_gpu"] + r["gpus"]))
+    return (
+        f"reserved from {at_step(commit, length, r['start_step'])} on GPUs {gpus}: "
+        "no work placed later may delay its start"
+    )

@@ -34,6 +34,7 @@ from gpualloc.schemas.published import (
     PlanCommitted,
     PoolSnapshot,
     RecordedCommit,
+    Reservation,
 )
 from gpualloc.schemas.settings import AgentSettings, ForecastSettings
 from gpualloc.solvers.grid import Schedule, batch_spans
@@ -275,6 +276,11 @@ class Dispatcher:
             full_mode_report=report,
             frontier=dict(self.frontier),
             reasons=commit.reasons,
+            reservations={
+                job_id: Reservation(start_step=step, first_gpu=(mask & -mask).bit_length() - 1, gpus=mask.bit_count())
+                for job_id, (step, mask) in sorted(commit.reserved.items())
+            }
+            or None,
         )
         self._log = self._log.committed(
             RecordedCommit(

@@ -15,6 +15,8 @@ class NativeProblem:
         # per app: priority, min_gpus, max_gpus, swap_cap, current GPUs or None, demand per step
         apps: list[tuple[float, int, int, int, bytes | None, list[int]]],
         running_busy: list[bytes],
+        # the `completion` value model's (time_decay, latest completion); None: `gpu_steps`
+        completion: tuple[float, int] | None,
     ) -> None: ...
     def polish(
         self, starts: list[tuple[int, int] | None], sets: list[list[bytes]], budget: int

@@ -21,6 +21,7 @@ from gpualloc.solvers.planner.records import (
     Source,
     is_blocker,
 )
+from gpualloc.solvers.planner.reservations import released
 from gpualloc.solvers.problem import Problem, bits_of
 
 
@@ -65,7 +66,14 @@ class Boundary:
         window (`ahead_ready`), else a fresh one (`plan`), on the same window either way."""
         problem = self.state.window_problem()
         ahead = self.state.ahead if self.ahead_ready() else None  # ready: not None
-        carried = carry_over(problem, ahead, self.state.by_arrival) if ahead is not None else None
+        if ahead is None:
+            return self.state.plan(problem)
+        if not self.state.config.reserved_jobs:
+            carried = carry_over(problem, ahead, self.state.by_arrival)
+        else:  # arrivals since the cut are inserted around the reservations
+            pinned = self.state.with_starving(problem)
+            carried = carry_over(pinned, ahead, self.state.by_arrival)
+            carried = None if carried is None else released(problem, carried)
         return (problem, carried) if carried is not None else self.state.plan(problem)
 
     def tick(self, adopted: Schedule | None = None) -> Commit:
@@ -89,6 +97,7 @@ class Boundary:
         """Step 0 of `schedule` (a plan of the window `problem`) committed; the clock advances,
         and the plan, one step on, is what the next step's arrivals are inserted into."""
         schedule = keep_held(problem, schedule)  # apps stay on the GPUs they hold where nothing needs them
+        reserved = {r.job_id: (self.state.now + r.start, r.mask) for r in self.state.reservations(problem)}
         displaced = self.state.displaced()
         reasons = {
             app_id: self.state.headroom(app.spec, displaced).why for app_id, app in sorted(self.state.apps.items())
@@ -131,4 +140,4 @@ class Boundary:
                 reasons[app_id] = f"{reasons[app_id]}; {grant.reason}"
         for app_id in schedule.realtime:
             assignments[app_id] = tuple(bits_of(self.state.apps[app_id].held))
-        return Commit(self.state.now - 1, assignments, started, problem, schedule, source, reasons)
+        return Commit(self.state.now - 1, assignments, started, problem, schedule, source, reasons, reserved)

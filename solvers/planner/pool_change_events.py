@@ -41,6 +41,7 @@ def configure(pool: Pool, event: Event, now: datetime) -> list[Effect]:
         bind_confirm_seconds=_or_default(p.bind_confirm_seconds, POOL.bind_confirm_seconds),
         bind_requeue_seconds=_or_default(p.bind_requeue_seconds, POOL.bind_requeue_seconds),
         value_model=p.value_model or GPU_STEPS,
+        reserved_jobs=p.reserved_jobs,
     )
     if pool.planner is None:
         origin = now + timedelta(seconds=p.setup_seconds or 0)  # step 0 begins when the set-up window closes

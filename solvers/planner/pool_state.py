@@ -26,6 +26,7 @@ from gpualloc.solvers.planner.ahead import Ahead
 from gpualloc.solvers.planner.headroom import MEDIAN, Headroom, displaced_value, fixed, priced
 from gpualloc.solvers.planner.node_reserve import reserved
 from gpualloc.solvers.planner.records import AppSpec, AppState, JobSpec, PoolConfig, Running
+from gpualloc.solvers.planner.reservations import Reserved, pinned, released, reservations
 from gpualloc.solvers.planner.starvation import raised, starving
 from gpualloc.solvers.planner.window import demand, demands, steps_left, window
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
@@ -93,18 +94,35 @@ class PlannerState:
         starving jobs put first (`scheduling_problem`); the window itself, with the contract's
         priorities, is what the plan is committed and weighed on."""
         problem = self.window_problem() if problem is None else problem  # `problem`: the current window, made already
-        return problem, self.scheduler(self.scheduling_problem(problem))
+        return problem, released(problem, self.scheduler(self.scheduling_problem(problem)))
 
     def starving(self) -> dict[str, int]:
         """The queued jobs past the starvation bound, with the steps beyond it (`starvation.starving`)."""
         return starving(self.queued, self.now, self.config.starvation_steps, self.config.gpus)
 
     def scheduling_problem(self, problem: Problem) -> Problem:
-        """`problem` with the starving jobs' priorities raised (`starvation.raised`) and, with
+        """`problem` with the starving jobs put first (`with_starving`) and, with
         `forecast.realtime_node_reserve`, the apps' demand lifted against a node's loss
         (`node_reserve.reserved`)."""
-        problem = raised(problem, self.starving())
+        problem = self.with_starving(problem)
         return reserved(problem) if self.forecasts.settings.realtime_node_reserve else problem
+
+    def with_starving(self, problem: Problem) -> Problem:
+        """`problem` with the starving jobs put first: with `reserved_jobs` k, the k oldest hold
+        reservations every planner plans around (`reservations`); without, every starving job's
+        priority raised (`starvation.raised`)."""
+        if not self.config.reserved_jobs:
+            return raised(problem, self.starving())
+        return pinned(problem, self.reservations(problem))
+
+    def reservations(self, problem: Problem | None = None) -> list[Reserved]:
+        """The reservations the k oldest starving jobs hold on the window `problem` (the current
+        one when not given); none without `reserved_jobs`."""
+        k = self.config.reserved_jobs
+        if not k:
+            return []
+        oldest = list(self.starving())[:k]
+        return reservations(self.window_problem() if problem is None else problem, oldest) if oldest else []
 
     def window_demand(self, app_id: str, displaced: float | None = None) -> list[int]:
         """An app's GPUs needed in each step of the window, as the plan sees them (`displaced`:

@@ -51,6 +51,9 @@ class PoolConfig:
     bind_confirm_seconds: float = POOL.bind_confirm_seconds
     bind_requeue_seconds: float = POOL.bind_requeue_seconds
     value_model: ValueModel = GPU_STEPS  # what a batch job is worth where it is placed (`value_models`)
+    # the starving jobs that hold reservations (`reservations`), oldest first; None: none, every
+    # starving job's priority is raised instead (`starvation.raised`)
+    reserved_jobs: int | None = None
 
     @property
     def node_size(self) -> int:
@@ -189,6 +192,8 @@ class Commit:
     schedule: Schedule  # the plan over that window (its step 0 is this commit)
     source: Source = HOT_PATH  # HOT_PATH, or FULL_MODE: an adopted full-mode plan
     reasons: dict[str, str] = field(default_factory=dict)  # app id -> the headroom it is planned with, and why
+    # queued job id -> (step, GPUs): the reservation it holds (`reservations`), its start by planned durations
+    reserved: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,7 @@ def dump_planner(planner: Planner) -> dict[str, Any]:
             c.node_silence_seconds,
             c.bind_confirm_seconds,
             c.bind_requeue_seconds,
-            *([c.value_model] if c.value_model != GPU_STEPS else []),
+            *_added(c),
         ],  # a snapshot without the last ones reads them as their defaults
         "now": planner.now,
         "week_minute": planner.week_minute,
@@ -187,6 +187,15 @@ def load_planner(
         planner.unbound = {job_id: (since, int(nodes, 16)) for job_id, (since, nodes) in unbound.items()}
         planner.clock, planner.watched_since = clock, watched_since
     return planner
+
+
+def _added(c: PoolConfig) -> list[Any]:
+    """The configuration's fields added last (`value_model`, `reserved_jobs`), up to the last one
+    not at its default: a snapshot of a pool that sets none is written as before them."""
+    added: list[Any] = [c.value_model, c.reserved_jobs]
+    while added and added[-1] in (GPU_STEPS, None):
+        added.pop()
+    return added
 
 
 def _config(fields: list[Any]) -> PoolConfig:

@@ -70,6 +70,7 @@ class SimOptions:
     starvation_steps: int | None = None  # the pools' starvation bound B instead of the trace's (0: none)
     replan_work: int = SimulationSettings().replan_work  # passes replan while queued jobs x GPUs <= this
     value_model: ValueModel | None = None  # the pools' value model instead of the trace's
+    reserved_jobs: int | None = None  # the pools' reserved jobs instead of the trace's (0: none)
 
     def labels(self) -> list[tuple[str, str | None]]:
         """(run label, information mode) per run: the policies, each twice with `forecast`."""
@@ -105,8 +106,10 @@ def simulate(
             first[0],
             first[1].model_copy(update={"starvation_steps": bound, "starvation_minutes": 0 if bound is None else None}),
         )
-    if options.value_model is not None:
-        first = (first[0], first[1].model_copy(update={"value_model": options.value_model}))
+    pool = {"value_model": options.value_model, "reserved_jobs": options.reserved_jobs}
+    if any(v is not None for v in pool.values()):
+        update = {k: v or None for k, v in pool.items() if v is not None}
+        first = (first[0], first[1].model_copy(update=update))
     clock = Pool()  # only to read the trace's steps the way every run's interpreter reads them
     effects = clock.apply([Event(first[0].type, first[1], first[0].occurred_at)], first[0].occurred_at)
     if clock.planner is None or clock.origin is None:  # refused: a configuration needing newer planning rules

@@ -122,10 +122,7 @@ def _improve(problem: Problem, plan: Schedule, window: int, options: FullModeOpt
     m.once = pyo.Constraint(list(by_job), rule=lambda m, j: sum(m.x[o] for o in by_job[j]) <= 1)
     m.cell = pyo.Constraint(list(by_cell), rule=lambda m, g, t: sum(m.x[o] for o in by_cell[g, t]) <= 1)
     m.value = pyo.Objective(
-        expr=sum(
-            problem.start_value(job, s) * m.x[o]
-            for o, (job, s, _) in enumerate(options_of)
-        ),
+        expr=sum(problem.start_value(job, s) * m.x[o] for o, (job, s, _) in enumerate(options_of)),
         sense=pyo.maximize,
     )
     _, incumbent, _ = solve_model(m, options)

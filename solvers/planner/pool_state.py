@@ -109,11 +109,15 @@ class PlannerState:
 
     def with_starving(self, problem: Problem) -> Problem:
         """`problem` with the starving jobs put first: with `reserved_jobs` k, the k oldest hold
-        reservations every planner plans around (`reservations`); without, every starving job's
-        priority raised (`starvation.raised`)."""
+        reservations every planner plans around (`reservations`; one the apps cannot live
+        beside is planned by raised priority instead); without, every starving job's priority
+        raised (`starvation.raised`)."""
         if not self.config.reserved_jobs:
             return raised(problem, self.starving())
-        return pinned(problem, self.reservations(problem))
+        held = self.reservations(problem)
+        oldest = dict(list(self.starving().items())[: self.config.reserved_jobs])
+        unheld = {job_id: beyond for job_id, beyond in oldest.items() if job_id not in {r.job_id for r in held}}
+        return pinned(raised(problem, unheld), held)
 
     def reservations(self, problem: Problem | None = None) -> list[Reserved]:
         """The reservations the k oldest starving jobs hold on the window `problem` (the current
@@ -192,12 +196,17 @@ def plan_busy(state: PlannerState, schedule: Schedule, shift: int) -> list[int]:
     """Per step of the window at `now`, the GPUs held by running jobs (for as long as the
     window counts them, overrunning ones included), by `schedule`'s blocks of jobs still
     queued and by its app sets, `schedule` being a plan made `shift` steps ago (its last app
-    sets held on): the plan arrivals are inserted into."""
+    sets held on): the plan arrivals are inserted into; with `reserved_jobs`, the reservations'
+    blocks are held too, past the window's end included (`reservations.pinned`)."""
     T = state.config.horizon
     busy = [0] * T
     for entry in state.running.values():
         for t in range(steps_held(state, entry)):
             busy[t] |= entry.mask
+    if state.config.reserved_jobs:
+        window = state.window_problem()
+        for t, mask in enumerate(pinned(window, state.reservations(window)).running_busy):
+            busy[t] |= mask
     for job_id, (start, mask) in schedule.batch.items():
         spec = state.queued.get(job_id)
         if spec is not None:

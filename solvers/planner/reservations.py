@@ -20,7 +20,8 @@ from dataclasses import dataclass, replace
 
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.records import BLOCKER
-from gpualloc.solvers.problem import Batch, Problem, bits_of, free_block_starts
+from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves, target_curves
+from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, free_block_starts
 
 NEVER = 1 << 62  # the step a GPU of a down or drained node is free from
 HELD = BLOCKER + "reserved "  # the ids of what holds a reservation past the window: BLOCKER + this + the job's id
@@ -44,39 +45,71 @@ def reservations(problem: Problem, oldest: Iterable[str]) -> list[Reserved]:
             end = NEVER if job.id.startswith(BLOCKER) else job.remaining
             for g in bits_of(job.running_mask):
                 free_from[g] = max(free_from[g], end)
-    floors = sum(app.min_gpus for app in problem.realtime)
     by_id = {j.id: j for j in problem.batch if not j.running_mask}
-    out = []
+    out: list[Reserved] = []
     for job_id in oldest:
         queued = by_id.get(job_id)
         if queued is None:
             continue
-        found = _earliest(problem, free_from, queued, floors)
+        found = _earliest(problem, free_from, queued)
         if found is None:
             continue
         start, mask = found
+        if problem.realtime and not _floors_hold(pinned(problem, [*out, Reserved(job_id, start, mask)])):
+            continue
         out.append(Reserved(job_id, start, mask))
         for g in bits_of(mask):
             free_from[g] = start + queued.duration
     return out
 
 
-def _earliest(problem: Problem, free_from: list[int], job: Batch, floors: int) -> tuple[int, int] | None:
+def _earliest(problem: Problem, free_from: list[int], job: Batch) -> tuple[int, int] | None:
     """(start, block): the first step from the job's arrival at which a block of its size is free
-    from then on and the apps' floors still fit beside it; None where none ever is."""
+    from then on and the apps can keep their floors beside it (`_apps_fit`); None where none ever is."""
     order = sorted((max(job.arrival, f), g) for g, f in enumerate(free_from) if f < NEVER)
     free = 0
     for k, (t, g) in enumerate(order):
         free |= 1 << g
         if k + 1 < len(order) and order[k + 1][0] == t:
             continue  # every GPU free at t first
-        if free.bit_count() - job.gpus < floors:
+        if free.bit_count() - job.gpus < sum(_floor(app, t) for app in problem.realtime):
             continue
         starts = free_block_starts(problem, problem.full & ~free, job.gpus)
-        if starts:
+        while starts:
             first = (starts & -starts).bit_length() - 1
-            return t, problem.block(first, job.gpus)
+            block = problem.block(first, job.gpus)
+            if _apps_fit(problem, block, t):
+                return t, block
+            starts &= starts - 1
     return None
+
+
+def _floors_hold(problem: Problem) -> bool:
+    """Can the apps follow their curves (their demand, and their floors) around the problem's
+    fixed work without a move past a swap cap or below a floor? Where they cannot, no planner
+    could plan around the reservation (`assign_realtime`'s forced moves with no block to blame),
+    so it is not made: the job is planned by raised priority instead."""
+    busy = list(problem.running_busy)
+    return all(
+        not assign_realtime(problem, curves, busy, strict=True)[1]
+        for curves in (target_curves(problem), floor_curves(problem))
+    )
+
+
+def _floor(app: Realtime, t: int) -> int:
+    """Fewest GPUs `app` may hold at step t: its floor, and what R4 lets it shed of its current set."""
+    if app.current_mask < 0:
+        return app.min_gpus
+    return max(app.min_gpus, app.current_mask.bit_count() - (t + 1) * app.swap_cap)
+
+
+def _apps_fit(problem: Problem, block: int, t: int) -> bool:
+    """Can every app have left the GPUs of `block` it holds now by step t, within its swap cap?"""
+    return all(
+        (app.current_mask & block).bit_count() <= (t + 1) * app.swap_cap
+        for app in problem.realtime
+        if app.current_mask > 0
+    )
 
 
 def pinned(problem: Problem, held: list[Reserved]) -> Problem:

@@ -46,6 +46,13 @@ class TraceRow:
     users: dict[str, UserMeasures] = field(default_factory=dict)  # fifo, greedy, heuristic default -> measures
 
 
+# the `completion` runs (`run_trace_bench`): label, reserved jobs, starvation bound (None: the trace's)
+COMPLETION_RUNS: tuple[tuple[str, int | None, int | None], ...] = (
+    ("heuristic/completion", None, None),
+    ("heuristic/completion k=1 B=1", 1, 1),
+)
+
+
 def load_of(events: list, gpus: int) -> OfferedLoad:
     """`user_measures.offered_load` of a trace's jobs on `gpus`, steps read as every run reads them."""
     start, config = next((env, p) for env, p in events if env.type == "pool.configured")
@@ -164,9 +171,12 @@ def run_trace_bench(
     names: set[str] | None = None,
     include_openb: bool = False,
     tables: Path | None = None,
+    completion: bool = False,
 ) -> list[TraceRow]:
     """Each trace (those of `names`, when given) on its sized pool: FIFO, the heuristic, and the
-    heuristic with each starvation bound of `bounds`."""
+    heuristic with each starvation bound of `bounds`; with `completion`, the heuristic under the
+    `completion` value model too (`COMPLETION_RUNS`: the trace's bound, and reservations that bind
+    for the oldest job waiting a step)."""
     rows = []
     chosen = [
         (name, events) for name, events in traces(include_week, include_openb, tables) if names is None or name in names
@@ -187,15 +197,41 @@ def run_trace_bench(
         for bound in bounds:
             sim = simulate(events, SimOptions(policies=("heuristic",), starvation_steps=bound))
             row.runs[f"heuristic B={bound}"] = {**figures(sim, "heuristic")[0], "bound": bound}
+        for label, reserved, bound in COMPLETION_RUNS if completion else ():
+            sim = simulate(
+                events,
+                SimOptions(
+                    policies=("heuristic",), value_model="completion", reserved_jobs=reserved, starvation_steps=bound
+                ),
+            )
+            row.runs[label], row.users[label] = figures(sim, "heuristic", gaps=True)
+            row.runs[label]["bound"] = default_bound(events) if bound is None else bound
         rows.append(row)
     if progress is not None:
         progress("traces", len(chosen), len(chosen))
     return rows
 
 
+def users_targets(rows: list[TraceRow], label: str) -> dict[str, int]:
+    """On how many traces the run `label` meets each of the users' targets against FIFO: mean JCT
+    <= 0.7x, median wait <= FIFO's, p99 wait <= 1.1x, the largest size bucket's mean wait <= 1.5x
+    (the largest with jobs), completions >= FIFO's, every step legal."""
+    met = dict.fromkeys(("jct_0_7", "median_wait", "p99_1_1", "largest_1_5", "completions", "legal"), 0)
+    for row in rows:
+        fifo, run = row.runs["fifo"], row.runs[label]
+        big = [k for k, w in fifo["wait_by_size"].items() if w.get("mean") is not None][-1:]
+        met["jct_0_7"] += run["jct"]["mean"] <= 0.7 * fifo["jct"]["mean"]
+        met["median_wait"] += run["wait"]["p50"] <= fifo["wait"]["p50"]
+        met["p99_1_1"] += run["wait"]["p99"] <= 1.1 * fifo["wait"]["p99"]
+        met["largest_1_5"] += all(run["wait_by_size"][k]["mean"] <= 1.5 * fifo["wait_by_size"][k]["mean"] for k in big)
+        met["completions"] += run["completed"] >= fifo["completed"]
+        met["legal"] += run["legal"]
+    return met
+
+
 def table(rows: list[TraceRow]) -> str:
     head = (
-        f"{'trace':<16} {'GPUs':>4} {'load':>9}  {'policy':<17} {'done':>5} {'unfin':>5} {'value':>9} "
+        f"{'trace':<16} {'GPUs':>4} {'load':>9}  {'policy':<28} {'done':>5} {'unfin':>5} {'value':>9} "
         f"{'timely':>9} {'util':>6} {'wait mean/p90/p99/max':>24} {'JCT mean/p90':>13} {'Jain':>5} {'prio':>5} "
         f"{'span':>5} {'gap p50':>7} {'max':>6}"
     )
@@ -204,7 +240,7 @@ def table(rows: list[TraceRow]) -> str:
         load = f"{row.load:.2f}/{row.load_span:.2f}"
         for label, f in row.runs.items():
             lines.append(
-                f"{row.trace:<16} {row.gpus:>4} {load:>9}  {label:<17} {f['completed']:>5} "
+                f"{row.trace:<16} {row.gpus:>4} {load:>9}  {label:<28} {f['completed']:>5} "
                 f"{f['unfinished']:>5} {f['value']:>9.0f} {f['timely_value']:>9.0f} "
                 f"{f['utilization']:>6.1%} {users.spread_text(f['wait'], ('mean', 'p90', 'p99', 'max')):>24} "
                 f"{users.spread_text(f['jct'], ('mean', 'p90')):>13} {_index(f['fairness_jobs']):>5} "
@@ -250,7 +286,8 @@ def table(rows: list[TraceRow]) -> str:
             f"{p['p99_over_fifo_mean']:+.1f} steps over FIFO's (mean); of {p['traces']} traces, completes as "
             f"many jobs as FIFO on {p['completes_as_many']}, as much timely value on {p['worth_as_much']}{within}; "
             f"mean wait {p['wait_mean_over_fifo_median']}x FIFO's, mean JCT {p['jct_mean_over_fifo_median']}x "
-            "(medians over the traces)"
+            "(medians over the traces); users' targets met on: "
+            + ", ".join(f"{k} {v}" for k, v in p["users_targets"].items())
         )
     return "\n".join(lines)
 
@@ -322,6 +359,7 @@ def tradeoff(rows: list[TraceRow]) -> list[dict[str, Any]]:
                 "p99_within_bound": within if bounded else None,
                 "wait_mean_over_fifo_median": round(statistics.median(wait_ratio), 2) if wait_ratio else None,
                 "jct_mean_over_fifo_median": round(statistics.median(jct_ratio), 2) if jct_ratio else None,
+                "users_targets": users_targets(rows, label),
                 "traces": len(rows),
             }
         )

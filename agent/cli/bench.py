@@ -138,6 +138,7 @@ def cmd_traces(args: argparse.Namespace) -> int:
         progress=Progress("bench traces", "traces"),
         include_openb=args.openb,
         tables=tables,
+        completion=args.completion,
     )
     sys.stdout.write(dump_json(trace_bench.as_dict(rows)) if args.json else trace_bench.table(rows) + "\n")
     if args.chart:
@@ -494,6 +495,12 @@ def add_bench_command(sub: argparse._SubParsersAction) -> None:
         "--openb",
         action="store_true",
         help="add the bundled openb window (486 pods of the Alibaba 2023 trace over 2 days)",
+    )
+    p.add_argument(
+        "--completion",
+        action="store_true",
+        help="add the heuristic under the completion value model: with the trace's starvation bound, and with "
+        "reservations that bind for the oldest job waiting a step (reserved_jobs 1, bound 1)",
     )
     p.add_argument(
         "--real",

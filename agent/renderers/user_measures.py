@@ -92,10 +92,23 @@ def _share(value: object) -> str:
     return "-" if not isinstance(value, float | int) else f"{value:.2%}"
 
 
+VARIANTS = ("#17becf", "#8c564b", "#e377c2", "#bcbd22")  # runs of a policy already drawn (`heuristic/completion`)
+
+
+def _colours(labels: list[str]) -> dict[str, str]:
+    """Each run's colour: its policy's, or for a second run of the same policy the next variant."""
+    out: dict[str, str] = {}
+    for label in labels:
+        colour = online_policy(base_policy(label)).colour
+        out[label] = colour if colour not in out.values() else VARIANTS[sum(c in VARIANTS for c in out.values())]
+    return out
+
+
 def wait_chart(figures: dict[str, UserMeasures], title: str) -> str:
     """SVG: per job-size bucket, each policy's mean wait (bar) and p90 wait (tick), in steps."""
     buckets = [label for label, _ in SIZE_BUCKETS if any(label in m.by_size for m in figures.values())]
     policies = list(figures)
+    colours = _colours(policies)
     top = max((g.wait["p90"] for m in figures.values() for g in m.by_size.values()), default=1.0) or 1.0
     panel, bar, pad = 220, 22, 60
     width = max(420, pad + len(buckets) * (bar * len(policies) + 40) + 20)
@@ -116,7 +129,7 @@ def wait_chart(figures: dict[str, UserMeasures], title: str) -> str:
             group = figures[policy].by_size.get(bucket)
             if group is None:
                 continue
-            colour = online_policy(base_policy(policy)).colour
+            colour = colours[policy]
             x = x0 + p * bar
             out.append(
                 f'<rect x="{x}" y="{y(group.wait["mean"]):.1f}" width="{bar - 3}" '
@@ -129,7 +142,7 @@ def wait_chart(figures: dict[str, UserMeasures], title: str) -> str:
         out.append(f'<text x="{x0}" y="{40 + panel + 16}">{escape(bucket)} GPU-h</text>')
     for p, policy in enumerate(policies):
         x = pad + p * 140
-        colour = online_policy(base_policy(policy)).colour
+        colour = colours[policy]
         out.append(
             f'<rect x="{x}" y="{height - 28}" width="10" height="10" fill="{colour}"/>'
             f'<text x="{x + 14}" y="{height - 19}">{escape(policy)}</text>'

@@ -135,6 +135,7 @@ def figures(sim, label: str, gaps: bool = False) -> tuple[dict[str, Any], UserMe
     m = measures(sim, run)
     gap = window_gaps(run) if gaps else {}
     return {
+        "value_model": sim.config.value_model,  # the timely value's unit: runs compare only within one
         "value": whole.value,
         "timely_value": whole.timely_value,
         "utilization": whole.utilization,
@@ -272,7 +273,11 @@ def table(rows: list[TraceRow]) -> str:
             "",
         ]
     for p in tradeoff(rows):
-        kept = "-" if p["gain_kept_median"] is None else f"{p['gain_kept_median']:.0%} (least {p['gain_kept_min']:.0%})"
+        kept = (
+            "- (another value model's)"
+            if p["gain_kept_median"] is None
+            else f"{p['gain_kept_median']:.0%} (least {p['gain_kept_min']:.0%})"
+        )
         within = (
             "" if p["p99_within_bound"] is None else f", p99 within FIFO's plus the bound on {p['p99_within_bound']}"
         )
@@ -284,7 +289,7 @@ def table(rows: list[TraceRow]) -> str:
         lines.append(
             f"{p['label']:<18} keeps {kept} of the timely-value gain over FIFO (median), p99 wait "
             f"{p['p99_over_fifo_mean']:+.1f} steps over FIFO's (mean); of {p['traces']} traces, completes as "
-            f"many jobs as FIFO on {p['completes_as_many']}, as much timely value on {p['worth_as_much']}{within}; "
+            f"many jobs as FIFO on {p['completes_as_many']}, as much timely value on {p['worth_as_much'] if p['worth_as_much'] is not None else '- (another value model)'}{within}; "
             f"mean wait {p['wait_mean_over_fifo_median']}x FIFO's, mean JCT {p['jct_mean_over_fifo_median']}x "
             "(medians over the traces); users' targets met on: "
             + ", ".join(f"{k} {v}" for k, v in p["users_targets"].items())
@@ -333,12 +338,13 @@ def tradeoff(rows: list[TraceRow]) -> list[dict[str, Any]]:
             if fifo["wait"]["mean"] > 0:
                 wait_ratio.append(run["wait"]["mean"] / fifo["wait"]["mean"])
             jct_ratio.append(run["jct"]["mean"] / max(fifo["jct"]["mean"], 1e-9))
+            comparable = run["value_model"] == fifo["value_model"]
             gain = free["timely_value"] - fifo["timely_value"]
-            if gain > 0:
+            if gain > 0 and comparable:
                 kept.append((run["timely_value"] - fifo["timely_value"]) / gain)
             p99.append(run["queue_p99"] - fifo["queue_p99"])
             done += run["completed"] >= fifo["completed"]
-            worth += run["timely_value"] >= fifo["timely_value"]
+            worth += comparable and run["timely_value"] >= fifo["timely_value"]
             bound = run.get("bound")
             within += bound is not None and run["queue_p99"] <= fifo["queue_p99"] + bound
         bounded = any(row.runs[label].get("bound") is not None for row in rows)
@@ -355,7 +361,9 @@ def tradeoff(rows: list[TraceRow]) -> list[dict[str, Any]]:
                 "gain_kept_min": round(min(kept), 3) if kept else None,
                 "p99_over_fifo_mean": round(statistics.fmean(p99), 2),
                 "completes_as_many": done,
-                "worth_as_much": worth,
+                "worth_as_much": worth
+                if rows[0].runs[label]["value_model"] == rows[0].runs["fifo"]["value_model"]
+                else None,
                 "p99_within_bound": within if bounded else None,
                 "wait_mean_over_fifo_median": round(statistics.median(wait_ratio), 2) if wait_ratio else None,
                 "jct_mean_over_fifo_median": round(statistics.median(jct_ratio), 2) if jct_ratio else None,

@@ -52,14 +52,29 @@ def test_the_bound_keeps_the_heuristic_completing_as_many_jobs_as_fifo_and_cuts_
     assert row.runs["fifo"]["window_gap_p50"] is None  # exempt from the floors the bound assumes
 
 
+def test_by_completion_the_heuristic_cuts_mean_jct_and_reservations_cut_its_tail():
+    (row,) = run_trace_bench(1.15, (), names={"pollux-3"}, completion=True)
+    fifo = row.runs["fifo"]
+    free, held = row.runs["heuristic/completion"], row.runs["heuristic/completion k=1 B=1"]
+    assert free["value_model"] == held["value_model"] == "completion" and fifo["value_model"] == "gpu_steps"
+    for run in (free, held):
+        assert run["legal"] and run["completed"] == fifo["completed"] == 160
+        assert run["jct"]["mean"] < 0.9 * fifo["jct"]["mean"] and run["wait"]["p50"] <= fifo["wait"]["p50"]
+    assert held["wait"]["p99"] < free["wait"]["p99"]  # the oldest job's reservation bounds the tail
+    assert set(row.users) == {"fifo", "greedy", "heuristic", "heuristic/completion", "heuristic/completion k=1 B=1"}
+
+
 def test_the_tradeoff_is_read_per_bound():
-    def run(timely, p99, done, wait=10.0):
+    def run(timely, p99, done, wait=10.0, value_model="gpu_steps"):
         return {
+            "value_model": value_model,
             "timely_value": timely,
             "queue_p99": p99,
             "completed": done,
-            "wait": {"mean": wait},
+            "wait": {"mean": wait, "p50": wait / 2, "p99": p99},
+            "wait_by_size": {"<1": {"mean": wait / 4}, "1-10": {"mean": wait}, "10-100": {}},
             "jct": {"mean": wait + 5},
+            "legal": True,
         }
 
     rows = [
@@ -74,10 +89,11 @@ def test_the_tradeoff_is_read_per_bound():
                 "heuristic": run(200, 40, 49, 25.0),
                 "heuristic B=6": {**run(180, 14, 50), "bound": 6},
                 "heuristic B=2": {**run(90, 13, 50), "bound": 2},
+                "heuristic/completion": run(9000, 11, 50, 6.0, "completion"),
             },
         )
     ]
-    free, bounded, tight = tradeoff(rows)
+    free, bounded, tight, completion = tradeoff(rows)
     assert free == {
         "label": "heuristic",
         "gain_kept_median": 1.0,
@@ -91,12 +107,30 @@ def test_the_tradeoff_is_read_per_bound():
         "window_gap_max": None,
         "wait_mean_over_fifo_median": 2.5,
         "jct_mean_over_fifo_median": 2.0,
+        "users_targets": {
+            "jct_0_7": 0,
+            "median_wait": 0,
+            "p99_1_1": 0,
+            "largest_1_5": 0,
+            "completions": 0,
+            "legal": 1,
+        },
     }
     assert (
         bounded["gain_kept_median"] == 0.8 and bounded["p99_over_fifo_mean"] == 4 and bounded["completes_as_many"] == 1
     )
     assert bounded["p99_within_bound"] == 1 and bounded["worth_as_much"] == 1
     assert tight["gain_kept_min"] == -0.1 and tight["p99_within_bound"] == 0 and tight["worth_as_much"] == 0
+    # another value model's timely value is in other units: not weighed against FIFO's; its users' figures are
+    assert completion["gain_kept_median"] is None and completion["worth_as_much"] is None
+    assert completion["jct_mean_over_fifo_median"] == 0.73 and completion["users_targets"] == {
+        "jct_0_7": 0,  # 11 against 15: 0.73x
+        "median_wait": 1,
+        "p99_1_1": 1,  # 11 against 10
+        "largest_1_5": 1,  # the largest bucket with jobs, 1-10: 6 against 10
+        "completions": 1,
+        "legal": 1,
+    }
 
 
 @pytest.mark.slow

@@ -149,6 +149,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 starvation_steps=args.starvation_steps,
                 replan_work=settings.replan_work,
                 value_model=args.value_model,
+                duration_factor=args.plan_durations_at,
             ),
             progress=Progress("simulate", "steps"),
         )
@@ -253,6 +254,16 @@ def _share(text: str) -> float:
         value = -1.0
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"must be a number in (0, 1] (got {text!r})")
+    return value
+
+
+def _factor(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 100:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 100] (got {text!r})")
     return value
 
 
@@ -389,6 +400,13 @@ def add_offline_commands(sub: argparse._SubParsersAction) -> None:
         metavar="B",
         help="the starvation bound: a job queued B steps is planned ahead of every job that waited less; "
         "0: none (default: the trace's pool.configured, else the contract's 5 days)",
+    )
+    p.add_argument(
+        "--plan-durations-at",
+        type=_factor,
+        metavar="F",
+        help="tell every job its true GPUs and plan it at F x its true duration (it runs its true one): "
+        "1 plans at the truth; what inflated plans gain or lose",
     )
     p.add_argument(
         "--value-model",

@@ -53,7 +53,7 @@ from gpualloc.solvers.planner.interpreter import Pool
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.policies import OnlinePolicy, online_policy
 from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_policy
-from gpualloc.solvers.simulation.trace_events import KNOWN, Events, Timed, drain_cap, informed, observed
+from gpualloc.solvers.simulation.trace_events import KNOWN, Events, Timed, drain_cap, informed, observed, planned_at
 from gpualloc.solvers.value_models import ValueModel
 
 OUT_OF_MEMORY_AFTER = 1  # steps a job given too few GPUs runs before it runs out of memory (loading, first steps)
@@ -71,6 +71,7 @@ class SimOptions:
     replan_work: int = SimulationSettings().replan_work  # passes replan while queued jobs x GPUs <= this
     value_model: ValueModel | None = None  # the pools' value model instead of the trace's
     reserved_jobs: int | None = None  # the pools' reserved jobs instead of the trace's (0: none)
+    duration_factor: float | None = None  # every job planned at this x its true duration (`trace_events.planned_at`)
 
     def labels(self) -> list[tuple[str, str | None]]:
         """(run label, information mode) per run: the policies, each twice with `forecast`."""
@@ -117,6 +118,8 @@ def simulate(
         raise ValueError(f"trace: its pool.configured is refused: {refused}")
     config = clock.planner.config
     timed: Timed = [(clock.step_at(e[0].occurred_at), *e) for e in rest]
+    if options.duration_factor is not None:
+        timed = planned_at(timed, options.duration_factor)
     last = max((s for s, _, _ in timed), default=0)
     steps = options.days * 24 * 60 // config.step_minutes if options.days else drain_cap(timed, last, config.gpus)
     demand, priorities, within = observed(timed, steps, clock.origin, clock.step_length, config.step_minutes)

@@ -54,6 +54,22 @@ def informed(timed: Timed, mode: str | None, config: PoolConfig) -> Timed:
     return sorted(out, key=lambda e: e[0])  # stable
 
 
+def planned_at(timed: Timed, factor: float) -> Timed:
+    """The events with every job told its true GPUs and planned at `factor` x its true duration
+    (rounded up); it still runs its true duration, so `factor` 1 is planning at the truth."""
+    out = []
+    for step, env, p in timed:
+        if env.type == "job.submitted":
+            used = p.actual_used
+            true = p.actual_duration or p.duration
+            if true is not None:
+                gpus = used.gpus if used and used.gpus else p.gpus
+                planned = math.ceil(true * factor)
+                p = p.model_copy(update={"gpus": gpus, "duration": planned, "actual_duration": true})
+        out.append((step, env, p))
+    return out
+
+
 def observed(
     timed: Timed, steps: int, origin: datetime, step_length: timedelta, step_minutes: int
 ) -> tuple[dict[str, list[int]], dict[str, float], dict[tuple[str, int], list[tuple[float, int]]]]:

@@ -140,4 +140,5 @@ class Boundary:
                 reasons[app_id] = f"{reasons[app_id]}; {grant.reason}"
         for app_id in schedule.realtime:
             assignments[app_id] = tuple(bits_of(self.state.apps[app_id].held))
+        reserved = {job_id: r for job_id, r in reserved.items() if job_id not in assignments}  # not those starting now
         return Commit(self.state.now - 1, assignments, started, problem, schedule, source, reasons, reserved)

@@ -204,3 +204,30 @@ def test_a_node_drained_under_a_running_job_gets_no_new_work_in_decisions_or_pla
     assert all(set(c.assignments["pretrain-b"]) == drained for c in commits[:4])
     assert all(not drained & {g for gpus in c.assignments.values() for g in gpus} for c in commits[4:])
     assert any(c.started for c in commits[4:]), "the queued jobs start elsewhere"
+
+
+def test_a_commit_carries_the_reservations_and_only_where_a_pool_asks_for_them():
+    """Two jobs hold the pool for 3 steps; a whole-pool job arrives behind them. Past the bound of
+    one step it holds a reservation from step 3, which every commit names until it starts there;
+    a pool without `reserved_jobs` commits none (the field null, as before it was added)."""
+    for reserved in (1, None):
+        d = Dispatcher("default", interpreter=Pool(step_seconds=10))
+        config = {**POOL, "starvation_steps": 1, **({"reserved_jobs": reserved} if reserved else {})}
+        d.handle([rec("pool.configured", config, 0, "gpualloc.config")], T0)
+        d.handle([job(1, gpus=8, duration=3), job(2, gpus=8, duration=3)], T0)
+        commits = payloads(d.commit(T0), PlanCommitted)
+        d.handle([job(3, gpus=16, duration=2)], T0 + timedelta(seconds=5))
+        for step in range(1, 4):
+            at = T0 + timedelta(seconds=10 * step)
+            if step == 3:
+                d.handle([rec("job.completed", {"id": f"j{n}"}, 10 + n) for n in (1, 2)], at)
+            commits += payloads(d.commit(at), PlanCommitted)
+        assert commits[0].started == ["j1", "j2"] and "j3" in commits[3].started
+        if reserved is None:
+            assert all(c.reservations is None for c in commits)
+            continue
+        assert commits[1].reservations is None  # at step 1 it has waited less than a step
+        for c in commits[2:3]:
+            assert c.reservations is not None
+            assert c.reservations["j3"].model_dump() == {"start_step": 3, "first_gpu": 0, "gpus": 16}
+        assert commits[3].reservations is None

@@ -21,7 +21,7 @@ from gpualloc.solvers.planner.records import (
     Source,
     is_blocker,
 )
-from gpualloc.solvers.planner.reservations import released
+from gpualloc.solvers.planner.reservations import apps_keep_their_rules, released
 from gpualloc.solvers.problem import Problem, bits_of
 
 
@@ -73,6 +73,8 @@ class Boundary:
         else:  # arrivals since the cut are inserted around the reservations
             pinned = self.state.with_starving(problem)
             carried = carry_over(pinned, ahead, self.state.by_arrival)
+            if carried is not None and not apps_keep_their_rules(problem, carried):
+                carried = None  # the plan made ahead broke an app's rule around a reservation: replan
             carried = None if carried is None else released(problem, carried)
         return (problem, carried) if carried is not None else self.state.plan(problem)
 

@@ -26,7 +26,7 @@ from gpualloc.solvers.planner.ahead import Ahead
 from gpualloc.solvers.planner.headroom import MEDIAN, Headroom, displaced_value, fixed, priced
 from gpualloc.solvers.planner.node_reserve import reserved
 from gpualloc.solvers.planner.records import AppSpec, AppState, JobSpec, PoolConfig, Running
-from gpualloc.solvers.planner.reservations import Reserved, pinned, released, reservations
+from gpualloc.solvers.planner.reservations import Reserved, apps_keep_their_rules, pinned, released, reservations
 from gpualloc.solvers.planner.starvation import raised, starving
 from gpualloc.solvers.planner.window import demand, demands, steps_left, window
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
@@ -94,17 +94,21 @@ class PlannerState:
         starving jobs put first (`scheduling_problem`); the window itself, with the contract's
         priorities, is what the plan is committed and weighed on."""
         problem = self.window_problem() if problem is None else problem  # `problem`: the current window, made already
-        return problem, released(problem, self.scheduler(self.scheduling_problem(problem)))
+        schedule = self.scheduler(self.scheduling_problem(problem))
+        if self.config.reserved_jobs and not apps_keep_their_rules(problem, schedule):
+            schedule = self.scheduler(self.scheduling_problem(problem, reserving=False))
+        return problem, released(problem, schedule)
 
     def starving(self) -> dict[str, int]:
         """The queued jobs past the starvation bound, with the steps beyond it (`starvation.starving`)."""
         return starving(self.queued, self.now, self.config.starvation_steps, self.config.gpus)
 
-    def scheduling_problem(self, problem: Problem) -> Problem:
-        """`problem` with the starving jobs put first (`with_starving`) and, with
-        `forecast.realtime_node_reserve`, the apps' demand lifted against a node's loss
-        (`node_reserve.reserved`)."""
-        problem = self.with_starving(problem)
+    def scheduling_problem(self, problem: Problem, reserving: bool = True) -> Problem:
+        """`problem` with the starving jobs put first (`with_starving`; `reserving` False: by
+        raised priorities, even with `reserved_jobs`, where a plan around the reservations broke
+        an app's rules) and, with `forecast.realtime_node_reserve`, the apps' demand lifted
+        against a node's loss (`node_reserve.reserved`)."""
+        problem = self.with_starving(problem) if reserving else raised(problem, self.starving())
         return reserved(problem) if self.forecasts.settings.realtime_node_reserve else problem
 
     def with_starving(self, problem: Problem) -> Problem:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.planner.records import BLOCKER
 from gpualloc.solvers.policies.heuristic.realtime import assign_realtime, floor_curves, target_curves
-from gpualloc.solvers.problem import Batch, Problem, Realtime, bits_of, free_block_starts
+from gpualloc.solvers.problem import Batch, Problem, bits_of, free_block_starts
 
 NEVER = 1 << 62  # the step a GPU of a down or drained node is free from
 HELD = BLOCKER + "reserved "  # the ids of what holds a reservation past the window: BLOCKER + this + the job's id
@@ -67,12 +67,13 @@ def _earliest(problem: Problem, free_from: list[int], job: Batch) -> tuple[int, 
     """(start, block): the first step from the job's arrival at which a block of its size is free
     from then on and the apps can keep their floors beside it (`_apps_fit`); None where none ever is."""
     order = sorted((max(job.arrival, f), g) for g, f in enumerate(free_from) if f < NEVER)
+    floors = floor_curves(problem)  # what the apps must hold at each step: falling, so the last holds on
     free = 0
     for k, (t, g) in enumerate(order):
         free |= 1 << g
         if k + 1 < len(order) and order[k + 1][0] == t:
             continue  # every GPU free at t first
-        if free.bit_count() - job.gpus < sum(_floor(app, t) for app in problem.realtime):
+        if free.bit_count() - job.gpus < sum(curve[min(t, problem.horizon - 1)] for curve in floors):
             continue
         starts = free_block_starts(problem, problem.full & ~free, job.gpus)
         while starts:
@@ -94,13 +95,6 @@ def _floors_hold(problem: Problem) -> bool:
         not assign_realtime(problem, curves, busy, strict=True)[1]
         for curves in (target_curves(problem), floor_curves(problem))
     )
-
-
-def _floor(app: Realtime, t: int) -> int:
-    """Fewest GPUs `app` may hold at step t: its floor, and what R4 lets it shed of its current set."""
-    if app.current_mask < 0:
-        return app.min_gpus
-    return max(app.min_gpus, app.current_mask.bit_count() - (t + 1) * app.swap_cap)
 
 
 def _apps_fit(problem: Problem, block: int, t: int) -> bool:
@@ -159,3 +153,19 @@ def released(window: Problem, schedule: Schedule) -> Schedule:
     T = window.horizon
     batch = {k: v for k, v in schedule.batch.items() if k in ids and v[0] < T}
     return schedule if len(batch) == len(schedule.batch) else Schedule(batch=batch, realtime=schedule.realtime)
+
+
+def apps_keep_their_rules(problem: Problem, schedule: Schedule) -> bool:
+    """Does every app of `schedule` keep its floor and its swap cap (R3, R4)?
+    A pinned job is work no planner can move: where an app holds its GPUs until the pin's start
+    and the cap leaves it no way off them in time, the plan breaks R4; the planner then plans
+    without the reservations (`PlannerState.plan`)."""
+    for app in problem.realtime:
+        prev = app.current_mask
+        for mask in schedule.realtime.get(app.id, ()):
+            if mask.bit_count() < app.min_gpus:
+                return False
+            if prev >= 0 and (mask ^ prev).bit_count() > app.swap_cap:
+                return False
+            prev = mask
+    return True

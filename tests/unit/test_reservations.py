@@ -14,7 +14,7 @@ from gpualloc.agent.operator.words import reserved_words
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan, online_violations
 from gpualloc.solvers.planner.planner import Planner
-from gpualloc.solvers.planner.records import JobSpec, PoolConfig, Running, is_blocker
+from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig, Running, is_blocker
 from gpualloc.solvers.planner.reservations import reservations
 from gpualloc.solvers.planner.snapshot import dump_planner, load_planner
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
@@ -138,3 +138,34 @@ def test_once_a_job_holds_the_reservation_nothing_placed_later_delays_it(pool, j
                 assert commit.step < start  # still waiting, its time not yet come
     assert first_held  # every job behind the first waits past the bound of 1 step
     assert online_violations(commits, {}, set(), node_size=node) == []
+
+
+@settings(max_examples=examples(40), deadline=None, derandomize=True)
+@given(
+    st.sampled_from([(16, 8), (32, 8), (16, 4)]),
+    st.lists(st.tuples(st.sampled_from([1, 2, 4, 8, 16]), st.integers(1, 6)), min_size=4, max_size=20),
+    st.lists(st.integers(0, 12), min_size=4, max_size=30),
+    st.sampled_from([0, 1, 2]),
+)
+def test_beside_apps_reservations_keep_every_commit_legal(pool, jobs, demand, floor):
+    """An app whose demand moves (its growth may move a reservation: apps rank above batch work):
+    every commit is legal, the apps keep their floors, and a reservation no plan could keep
+    beside the app's curve is not made (the planners never meet a pinned job they cannot plan
+    around)."""
+    gpus, node = pool
+    planner = Planner(PoolConfig(gpus=gpus, gpus_per_node=node, horizon=6, starvation_steps=1, reserved_jobs=2))
+    planner.realtime.register_app(AppSpec("chat", 8.0, min_gpus=floor, max_gpus=gpus // 2, swap_cap=2))
+    sized = [(gpus // 2, 3)] + [(min(n, gpus // 2), d) for n, d in jobs]
+    commits = []
+    for step, need in enumerate(demand):
+        for job_id, r in list(planner.running.items()):
+            if planner.now >= r.start + r.spec.duration:
+                planner.admission.complete(job_id)
+        planner.realtime.observe_traffic("chat", planner.now, need)
+        for n, (size, duration) in enumerate(sized[2 * step : 2 * step + 2]):
+            planner.admission.submit(JobSpec(f"j{2 * step + n}", "training", 1, size, duration, planner.now))
+        commit = planner.boundary.tick()
+        commits.append(commit)
+        assert check_plan(commit.window, to_grid(commit.window, commit.schedule)) == []
+        assert len(commit.assignments.get("chat", ())) >= floor
+    assert online_violations(commits, {"chat": (floor, gpus // 2, 2)}, {"chat"}, node_size=node) == []

@@ -198,15 +198,18 @@ def run_trace_bench(
         for bound in bounds:
             sim = simulate(events, SimOptions(policies=("heuristic",), starvation_steps=bound))
             row.runs[f"heuristic B={bound}"] = {**figures(sim, "heuristic")[0], "bound": bound}
-        for label, reserved, bound in COMPLETION_RUNS if completion else ():
+        for label, reserved, starving_after in COMPLETION_RUNS if completion else ():
             sim = simulate(
                 events,
                 SimOptions(
-                    policies=("heuristic",), value_model="completion", reserved_jobs=reserved, starvation_steps=bound
+                    policies=("heuristic",),
+                    value_model="completion",
+                    reserved_jobs=reserved,
+                    starvation_steps=starving_after,
                 ),
             )
             row.runs[label], row.users[label] = figures(sim, "heuristic", gaps=True)
-            row.runs[label]["bound"] = default_bound(events) if bound is None else bound
+            row.runs[label]["bound"] = default_bound(events) if starving_after is None else starving_after
         rows.append(row)
     if progress is not None:
         progress("traces", len(chosen), len(chosen))

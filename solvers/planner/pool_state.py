@@ -53,6 +53,8 @@ class PlannerState:
     by_arrival: bool = False  # a pass's arrivals inserted in arrival order (FIFO's), else most valuable first
     replan_work: int = 0  # a pass replans the window while queued jobs x GPUs is at most this (0: never)
     ahead: Ahead | None = None  # the next boundary's plan, cut before it (`Boundary.cut`)
+    # the last reservations made (`reservations`): the window and the starving jobs they were made for
+    reserved: tuple[Problem, tuple[str, ...], list[Reserved]] | None = None
     rules: int = RULES  # the planning rules it decides by (`gpualloc.solvers.release`): older ones replay older entries
     # node agents known alive (`node_watch`): node -> (the clock when its agent was last heard, in
     # seconds, and its heartbeat interval); the GPUs of nodes without a live agent, planned as
@@ -130,7 +132,13 @@ class PlannerState:
         if not k:
             return []
         oldest = list(self.starving())[:k]
-        return reservations(self.window_problem() if problem is None else problem, oldest) if oldest else []
+        if not oldest:
+            return []
+        window = self.window_problem() if problem is None else problem
+        key = tuple(oldest)
+        if self.reserved is None or self.reserved[1] != key or self.reserved[0] != window:  # asked several times a pass
+            self.reserved = (window, key, reservations(window, oldest))
+        return self.reserved[2]
 
     def window_demand(self, app_id: str, displaced: float | None = None) -> list[int]:
         """An app's GPUs needed in each step of the window, as the plan sees them (`displaced`:

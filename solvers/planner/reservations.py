@@ -38,7 +38,9 @@ class Reserved:
 
 def reservations(problem: Problem, oldest: Iterable[str]) -> list[Reserved]:
     """The reservations of the queued jobs `oldest` (oldest first), each made around the ones
-    before it; a job no step can hold (larger than what the floors and lost nodes leave) gets none."""
+    before it; a job no step can hold (larger than what the floors and lost nodes leave) gets none,
+    and where the apps cannot follow their curves around them all (`_floors_hold`) the youngest
+    are dropped until they can (a binary search: a few checks even for 64)."""
     free_from = [0] * problem.gpus
     for job in problem.batch:
         if job.running_mask:
@@ -55,12 +57,16 @@ def reservations(problem: Problem, oldest: Iterable[str]) -> list[Reserved]:
         if found is None:
             continue
         start, mask = found
-        if problem.realtime and not _floors_hold(pinned(problem, [*out, Reserved(job_id, start, mask)])):
-            continue
         out.append(Reserved(job_id, start, mask))
         for g in bits_of(mask):
             free_from[g] = start + queued.duration
-    return out
+    if not problem.realtime or _floors_hold(pinned(problem, out)):
+        return out
+    kept, dropped = 0, len(out)  # the longest run of the oldest the apps can follow their curves around
+    while dropped - kept > 1:
+        mid = (kept + dropped) // 2
+        kept, dropped = (mid, dropped) if _floors_hold(pinned(problem, out[:mid])) else (kept, mid)
+    return out[:kept]
 
 
 def _earliest(problem: Problem, free_from: list[int], job: Batch) -> tuple[int, int] | None:

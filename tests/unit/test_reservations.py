@@ -6,16 +6,20 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.examples import examples
 
 from gpualloc.agent.operator.words import reserved_words
+from gpualloc.generators.scenarios import generate_scenario
+from gpualloc.schemas import Scenario
+from gpualloc.solvers import compile_scenario
 from gpualloc.solvers.grid import to_grid
 from gpualloc.solvers.legality import check_plan, online_violations
 from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.records import AppSpec, JobSpec, PoolConfig, Running, is_blocker
-from gpualloc.solvers.planner.reservations import reservations
+from gpualloc.solvers.planner.reservations import apps_keep_their_rules, pinned, released, reservations
 from gpualloc.solvers.planner.snapshot import dump_planner, load_planner
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 
@@ -169,3 +173,26 @@ def test_beside_apps_reservations_keep_every_commit_legal(pool, jobs, demand, fl
         assert check_plan(commit.window, to_grid(commit.window, commit.schedule)) == []
         assert len(commit.assignments.get("chat", ())) >= floor
     assert online_violations(commits, {"chat": (floor, gpus // 2, 2)}, {"chat"}, node_size=node) == []
+
+
+@pytest.mark.slow
+def test_reservations_at_the_contract_limits():
+    """4,096 GPUs, 336 steps, 64 apps, 10,000 queued jobs, 64 reserved: the reservations never
+    share a GPU at a step, each block obeys the node rule, and the plan around them, released onto
+    the window, is legal."""
+    sc = generate_scenario(gpus=4096, jobs=10_000, horizon=336, realtime=64, seed=0, gpus_per_node=8)
+    window = compile_scenario(Scenario.model_validate({**sc, "value_model": "completion"}))
+    queued = {j.id: j for j in window.batch if not j.running_mask}
+    held = reservations(window, list(queued)[:64])
+    assert held  # the apps can follow their curves around at least the oldest
+    for k, r in enumerate(held):
+        n = queued[r.job_id].gpus
+        assert r.mask == window.block((r.mask & -r.mask).bit_length() - 1, n) and r.mask.bit_count() == n
+        for other in held[:k]:
+            end = other.start + queued[other.job_id].duration
+            assert not (r.mask & other.mask) or r.start >= end  # made around the older ones
+    pinned_problem = pinned(window, held)
+    schedule = heuristic_schedule(pinned_problem)
+    assert apps_keep_their_rules(window, schedule)
+    plan = released(window, schedule)
+    assert check_plan(window, to_grid(window, plan)) == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from gpualloc.agent.cli.arguments import (
@@ -247,24 +248,22 @@ def cmd_schemas_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1] (got {text!r})")
-    return value
+def _up_to(top: float) -> Callable[[str], float]:
+    """An argument type: a number in (0, top]."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not 0 < value <= top:
+            raise argparse.ArgumentTypeError(f"must be a number in (0, {top:g}] (got {text!r})")
+        return value
+
+    return parse
 
 
-def _factor(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 100:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 100] (got {text!r})")
-    return value
+_share, _factor = _up_to(1), _up_to(100)  # a share of a trace's jobs; a multiple of true durations
 
 
 def _online(text: str) -> str:

@@ -21,7 +21,15 @@ from __future__ import annotations
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.scenario import ValueModel
 
-__all__ = ["COMPLETION", "GPU_STEPS", "VALUE_MODELS", "ValueModel", "completion_value", "latest_completion"]
+__all__ = [
+    "COMPLETION",
+    "GPU_STEPS",
+    "VALUE_MODELS",
+    "ValueModel",
+    "completion_value",
+    "latest_completion",
+    "most_valuable_first",
+]
 
 GPU_STEPS: ValueModel = "gpu_steps"
 COMPLETION: ValueModel = "completion"
@@ -41,3 +49,10 @@ def completion_value(priority: float, completion: int, decay: float, horizon: in
     if decay < 1.0:
         return priority * decay**completion / (1.0 - decay)
     return priority * float(max(latest_completion(horizon) - completion, 0))
+
+
+def most_valuable_first(value_model: ValueModel, priority: float, gpus: int, duration: int) -> tuple[float, int]:
+    """A sort key putting jobs inserted into a plan (or kept for full mode) most valuable first:
+    the highest priority, then under `gpu_steps` the most work, under `completion` the least."""
+    work = gpus * duration
+    return -priority, -work if value_model == GPU_STEPS else work

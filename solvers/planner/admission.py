@@ -31,6 +31,7 @@ from gpualloc.solvers.planner.records import (
 )
 from gpualloc.solvers.planner.window import overruns
 from gpualloc.solvers.problem import Batch, Problem, bits_of, earliest_block
+from gpualloc.solvers.value_models import most_valuable_first
 
 
 class Admission:
@@ -73,10 +74,14 @@ class Admission:
         if len(rejected) == len(jobs):
             return [rejected[k] for k in range(len(jobs))]
         if self.state.busy is not None and len(self.state.queued) * self.state.config.gpus > self.state.replan_work:
+            model = self.state.config.value_model
             order = (
                 range(len(jobs))
                 if self.state.by_arrival
-                else sorted(range(len(jobs)), key=lambda k: (-jobs[k].priority, -jobs[k].gpus * jobs[k].duration, k))
+                else sorted(
+                    range(len(jobs)),
+                    key=lambda k: (*most_valuable_first(model, jobs[k].priority, jobs[k].gpus, jobs[k].duration), k),
+                )
             )
             inserted = {k: self._insert(jobs[k], setup) for k in order if k not in rejected}
             return [rejected.get(k) or inserted[k] for k in range(len(jobs))]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from gpualloc.solvers.grid import Schedule
 from gpualloc.solvers.problem import Batch, Problem, insert_in_order
+from gpualloc.solvers.value_models import most_valuable_first
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,9 @@ def carry_over(window: Problem, ahead: Ahead, by_arrival: bool = False) -> Sched
     hold (an app registered, changed or left, or a GPU one of them takes is held now), or when
     an app was seen to need more in the first step since the cut than the plan gives it there
     (observed demand outranks the batch starts the plan made without it: the boundary replans
-    with it). Jobs are inserted most valuable first (priority, then GPU-steps), or in arrival
-    order when `by_arrival` (FIFO's order)."""
+    with it). Jobs are inserted most valuable first (priority, then work), or in arrival
+    order when `by_arrival` (FIFO's order); most valuable by the window's value model
+    (`value_models.most_valuable_first`)."""
     plan, T = ahead.schedule, window.horizon
     if plan is None or app_rules(window) != ahead.apps or set(plan.realtime) != {a.id for a in window.realtime}:
         return None
@@ -92,7 +94,7 @@ def carry_over(window: Problem, ahead: Ahead, by_arrival: bool = False) -> Sched
         batch[job.id] = placed
         _hold(busy, mask, start, end)
     if not by_arrival:
-        later.sort(key=lambda j: (-j.priority, -j.gpus * j.duration, j.index))
+        later.sort(key=lambda j: (*most_valuable_first(window.value_model, j.priority, j.gpus, j.duration), j.index))
     batch.update(insert_in_order(window, later, busy))
     return Schedule(batch, {app_id: list(masks) for app_id, masks in plan.realtime.items()})
 

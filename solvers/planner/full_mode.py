@@ -18,7 +18,8 @@ from gpualloc.solvers.planner.planner import Planner
 from gpualloc.solvers.planner.records import Adoption, Cut, FullModePlan
 from gpualloc.solvers.policies import policy
 from gpualloc.solvers.policies.milp.data import SETUP_S_PER_NONZERO, model_size
-from gpualloc.solvers.problem import Problem
+from gpualloc.solvers.problem import Batch, Problem
+from gpualloc.solvers.value_models import GPU_STEPS, most_valuable_first
 
 SETUP_SHARE = 0.25  # of the time limit the model's setup may take; the rest is the search's
 # a solver process's address space before any model (Python, Pyomo, HiGHS: 460 MB here), and per nonzero
@@ -34,13 +35,21 @@ def full_mode_window(planner: Planner, max_jobs: int) -> Cut:
 
 def snapshot(planner: Planner, max_jobs: int) -> Problem:
     """The current window as the hot path plans it (starving jobs first), its queue cut to the
-    `max_jobs` most valuable jobs (priority x GPUs x duration; ties by arrival order)."""
+    `max_jobs` most valuable jobs (`_worth`; ties by arrival order)."""
     problem = planner.scheduling_problem(planner.window_problem())  # starving jobs first, as the hot path
     queued = [j for j in problem.batch if not j.running_mask]
     if len(queued) <= max_jobs:
         return problem
-    keep = {j.id for j in sorted(queued, key=lambda j: (-j.priority * j.gpus * j.duration, j.index))[:max_jobs]}
+    keep = {j.id for j in sorted(queued, key=lambda j: (*_worth(problem, j), j.index))[:max_jobs]}
     return replace(problem, batch=tuple(j for j in problem.batch if j.running_mask or j.id in keep))
+
+
+def _worth(problem: Problem, job: Batch) -> tuple[float, ...]:
+    """The sort key of the most valuable queued jobs: under `gpu_steps` the most priority x
+    GPU-steps; under `completion` the highest priority, then the least work."""
+    if problem.value_model == GPU_STEPS:
+        return (-job.priority * job.gpus * job.duration,)
+    return most_valuable_first(problem.value_model, job.priority, job.gpus, job.duration)
 
 
 def not_worth_starting(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, Field, model_validator
+from pydantic import AwareDatetime, BaseModel, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.scenario import StrictInt
@@ -124,6 +124,14 @@ class PlanCommitted(BaseModel):
     # added: per queued job holding a reservation (`pool.configured`'s `reserved_jobs`), the step it
     # is reserved from (by planned durations; it may lie past the window) and its block; None: none
     reservations: dict[str, Reservation] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_empty_reservations(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A commit with no reservation is written as before the field was added: not a byte more."""
+        data: dict[str, Any] = handler(self)
+        if data.get("reservations") is None:
+            data.pop("reservations", None)
+        return data
 
     @model_validator(mode="after")
     def _part_of_parts(self) -> PlanCommitted:

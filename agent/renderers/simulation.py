@@ -15,6 +15,7 @@ from gpualloc.solvers.simulation.report import (
 )
 from gpualloc.solvers.simulation.results import PolicyRun, Simulation, base_policy
 from gpualloc.solvers.simulation.user_measures import measures, sim_offered_load
+from gpualloc.solvers.value_models import COMPLETION
 
 from . import user_measures
 
@@ -115,10 +116,16 @@ def table(rows: list[DayReport], sim: Simulation) -> str:
                 f"{known['objective']:.1f} ({known['worth']:+.1f} on the forecast run's), real-time shortfall "
                 f"{known['shortfall']}; forecast-driven keeps {kept_known} of its objective gain over fifo/oracle"
             )
+    timely = (
+        "timely value the real-time part of it and, for batch work, each finished job's completion value "
+        "(priority x time_decay^JCT / (1 - time_decay): the completion value model)"
+        if sim.config.value_model == COMPLETION
+        else "timely value the same with each batch GPU-step discounted by the pool's time_decay per step since "
+        "its job arrived"
+    )
     lines.append(
         "queue and JCT in steps (a job never started waits to the run's end); value is undiscounted "
-        "priority x GPU-steps (real-time: served only), timely value the same with each batch GPU-step "
-        "discounted by the pool's time_decay per step since its job arrived, objective the timely value less "
+        f"priority x GPU-steps (real-time: served only), {timely}, objective the timely value less "
         "realtime_penalty x priority x real-time GPU-steps short; slowdown is JCT / run time, 'Jain jobs' "
         "Jain's index of it over jobs, 'Jain prio' over priority classes of its mean (1: alike)"
     )

@@ -4,11 +4,15 @@ completing past the window is worth its completion."""
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.examples import examples
 
+from gpualloc.agent.traces import read_trace
 from gpualloc.generators.scenarios import generate_scenario
 from gpualloc.schemas import Scenario
 from gpualloc.schemas.settings import FullModeOptions, SolveOptions
@@ -20,7 +24,12 @@ from gpualloc.solvers.planner.records import JobSpec
 from gpualloc.solvers.policies import policy
 from gpualloc.solvers.policies.heuristic import heuristic_schedule
 from gpualloc.solvers.policies.milp.bound import capacity_bound
+from gpualloc.solvers.simulation.report import whole_run
+from gpualloc.solvers.simulation.simulator import SimOptions, simulate
+from gpualloc.solvers.simulation.trace_events import planned_at
 from gpualloc.solvers.value_models import completion_value, latest_completion
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def two_jobs(value_model: str | None, decay: float = 0.99) -> Scenario:
@@ -112,3 +121,22 @@ def test_priced_headroom_prices_a_gpu_step_by_the_value_model():
     queue = [JobSpec("a", "training", 4.0, 8, 10, 0), JobSpec("b", "training", 1.0, 1, 10, 0)]
     assert displaced_value(queue) == pytest.approx((4 * 80 + 1 * 10) / 90)
     assert displaced_value(queue, "completion") == pytest.approx((4 / 8 * 80 + 1 * 10) / 90)
+
+
+def test_by_completion_the_whole_trace_counts_each_finished_job_at_its_jct():
+    """The simulator's timely value under `completion`: each finished job's completion value at
+    its JCT (no apps in this trace); the same trace's jobs planned at 1.5x their true durations run
+    their true ones."""
+    events = read_trace(ROOT / "benchmarks" / "traces" / "pollux-workload-1.jsonl")
+    sim = simulate(events, SimOptions(policies=("heuristic",), value_model="completion"))
+    run = sim.runs["heuristic"]
+    assert sim.config.value_model == "completion" and len(run.finished) == 160
+    expected = sum(
+        completion_value(sim.priorities[j], run.finished[j] - run.submitted[j], sim.config.time_decay, 0)
+        for j in run.finished
+    )
+    assert whole_run(sim, run).timely_value == pytest.approx(expected, abs=0.01)
+    timed = [(0, env, p) for env, p in events if env.type == "job.submitted"]
+    for (_, _, before), (_, _, after) in zip(timed, planned_at(timed, 1.5)):
+        true = before.actual_duration or before.duration
+        assert after.duration == math.ceil(1.5 * true) and after.actual_duration == true

@@ -231,3 +231,17 @@ def test_a_commit_carries_the_reservations_and_only_where_a_pool_asks_for_them()
             assert c.reservations is not None
             assert c.reservations["j3"].model_dump() == {"start_step": 3, "first_gpu": 0, "gpus": 16}
         assert commits[3].reservations is None
+
+
+def test_a_configuration_with_an_unknown_value_model_or_too_many_reservations_is_dead_lettered():
+    for bad, field in (({"value_model": "fastest"}, "value_model"), ({"reserved_jobs": 65}, "reserved_jobs")):
+        d = Dispatcher("default", interpreter=Pool(step_seconds=10))
+        out = d.handle([rec("pool.configured", {**POOL, **bad}, 0, "gpualloc.config")], T0)
+        [rejected] = payloads(out, InputRejected)
+        assert field in rejected.reason and d.interpreter.planner is None
+    d = configured()
+    d.handle(
+        [rec("pool.configured", {**POOL, "value_model": "completion", "reserved_jobs": 64}, 1, "gpualloc.config")], T0
+    )
+    assert d.interpreter.planner is not None
+    assert (d.interpreter.planner.config.value_model, d.interpreter.planner.config.reserved_jobs) == ("completion", 64)

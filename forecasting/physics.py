@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from gpualloc.forecasting import physics_v1
 from gpualloc.forecasting.hardware import GIB, HBM_TB_S, peak_flops
 from gpualloc.forecasting.physics_v1 import Sizing, smallest_count, steps_of
-from gpualloc.schemas.features import TrainingFeatures
+from gpualloc.schemas.features import LORA_MODULES, TrainingFeatures
 
 __all__ = ["MEASURED", "MEASURED_SPREAD", "Measured", "Shape", "Sizing", "shape_of", "smallest_count", "steps_of"]
 
@@ -58,6 +58,17 @@ ADAPTED = {  # the projections each LoRA target set adapts
     "attention_mlp": ("q", "k", "v", "o", "gate", "up", "down"),
     "all_linear": ("q", "k", "v", "o", "gate", "up", "down"),
 }
+
+
+def adapted(f: TrainingFeatures) -> tuple[str, ...]:
+    """The projections a LoRA job adapts (`Shape.projections`' names): its shorthand's (attention
+    when none), or those of the modules it lists (`features.LORA_MODULES`), each once."""
+    targets = f.lora_targets or "attention"
+    if isinstance(targets, str):
+        return ADAPTED[targets]
+    return tuple(dict.fromkeys(p for module in targets for p in LORA_MODULES[module]))
+
+
 Regime = str  # "mixed" (fp32 residual under autocast), "half" (all 16-bit) or "fp32"
 
 
@@ -120,6 +131,8 @@ class Shape:
             "gate": (h, mlp),
             "up": (h, mlp),
             "down": (mlp, h),
+            "qkv": (h, q + 2 * kv),  # fused query, key and value (GPT-NeoX, Falcon, GPT-2, Phi-3)
+            "gate_up": (h, 2 * mlp),  # fused gate and up (Phi-3)
         }
 
     def embedding_params(self) -> float:
@@ -171,8 +184,8 @@ def trainable_params(f: TrainingFeatures) -> float:
     if f.variant in ("lora", "qlora", "dora"):
         rank = f.lora_rank or 16
         dims = shape_of(f).projections()
-        adapted = [dims[p] for p in ADAPTED[f.lora_targets or "attention"]]
-        per_layer = sum(rank * (i + o) for i, o in adapted) + (sum(o for _, o in adapted) if f.variant == "dora" else 0)
+        shapes = [dims[p] for p in adapted(f)]
+        per_layer = sum(rank * (i + o) for i, o in shapes) + (sum(o for _, o in shapes) if f.variant == "dora" else 0)
         return float(per_layer * f.layers)
     return physics_v1.trainable_params(f)  # adapters, prefixes, prompts, IA3: as version 1 counts them
 
@@ -233,7 +246,7 @@ def memory_parts_gb(
     layer = k.act_width[reg] * s.hidden + k.act_mlp[reg] * s.mlp
     if f.variant in ("lora", "qlora", "dora"):
         dims = s.projections()
-        layer += 4.0 * sum(dims[p][0] for p in ADAPTED[f.lora_targets or "attention"])  # fp32 adapter inputs
+        layer += 4.0 * sum(dims[p][0] for p in adapted(f))  # fp32 adapter inputs
     if not f.flash_attention:
         layer += k.eager_scores * s.heads * f.seq_len
     stage_layers = math.ceil(f.layers / f.pipeline_parallel)

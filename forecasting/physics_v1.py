@@ -72,7 +72,9 @@ def trainable_params(f: TrainingFeatures) -> float:
     width, layers = f.hidden_size, f.layers
     if f.variant in ("lora", "qlora", "dora"):
         rank = f.lora_rank or 16
-        per_layer = ADAPTER_MODULES[f.lora_targets or "attention"] * 2 * rank * width
+        targets = f.lora_targets or "attention"
+        modules = ADAPTER_MODULES[targets] if isinstance(targets, str) else len(targets)  # a listed module: one
+        per_layer = modules * 2 * rank * width
         return per_layer * layers + (width * layers if f.variant == "dora" else 0)  # DoRA: a magnitude a column
     if f.variant == "adapter":
         return layers * 2 * 2 * width * max(1, width // 16)  # two bottleneck adapters a layer

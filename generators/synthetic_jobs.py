@@ -155,9 +155,9 @@ def trainable_b(f: TrainingFeatures) -> float:
     h, layers = f.hidden_size, f.layers
     if f.variant in ADAPTER_VARIANTS:
         rank = f.lora_rank or LORA_DEFAULT[0]
-        per_layer: float = LORA_MATRICES[f.lora_targets or LORA_DEFAULT[1]] * h * rank + (
-            2 * h if f.variant == "dora" else 0
-        )
+        targets = f.lora_targets or LORA_DEFAULT[1]
+        matrices = LORA_MATRICES[targets] if isinstance(targets, str) else 2 * len(targets)  # A and B a module
+        per_layer: float = matrices * h * rank + (2 * h if f.variant == "dora" else 0)
     else:
         per_layer = {
             "adapter": 4 * 64 * h,

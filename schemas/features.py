@@ -10,9 +10,10 @@ feature set yet: such a job gives `gpus` and `duration`.
 
 from __future__ import annotations
 
+from difflib import get_close_matches
 from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 # Each set of names once, as the Literal type the models use; its tuple for the one-hot encodings.
 TrainingVariant = Literal["full", "lora", "qlora", "dora", "adapter", "prefix", "prompt", "ia3", "dpo", "cpt"]
@@ -22,6 +23,63 @@ Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 Optimizer = Literal["adamw", "adamw_8bit", "adafactor", "sgd", "lion"]
 OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
+LoraTargetSet = Literal["attention", "attention_mlp", "all_linear"]  # shorthands: q, k, v, o (and the MLP's)
+# A LoRA target module as users write it (PEFT's `target_modules`, torchtune's, LitGPT's, Meta's
+# names), with the decoder projections it adapts: q, k, v, o, gate, up, down, or a fused one
+# (qkv: query, key and value in one matrix; gate_up: the MLP's two input matrices in one). A name
+# used for two layers in one family (GPT-2's c_proj: attention output and MLP down) adapts both.
+LORA_MODULES: dict[str, tuple[str, ...]] = {
+    # Llama, Mistral, Qwen, Gemma, OPT (and PEFT's defaults for them)
+    "q_proj": ("q",),
+    "k_proj": ("k",),
+    "v_proj": ("v",),
+    "o_proj": ("o",),
+    "out_proj": ("o",),
+    "gate_proj": ("gate",),
+    "up_proj": ("up",),
+    "down_proj": ("down",),
+    "fc1": ("up",),
+    "fc2": ("down",),
+    # torchtune and Meta's reference code
+    "output_proj": ("o",),
+    "wq": ("q",),
+    "wk": ("k",),
+    "wv": ("v",),
+    "wo": ("o",),
+    "w1": ("gate",),
+    "w2": ("down",),
+    "w3": ("up",),
+    # LitGPT's flags (lora_query, lora_key, lora_value, lora_projection, lora_mlp)
+    "query": ("q",),
+    "key": ("k",),
+    "value": ("v",),
+    "projection": ("o",),
+    "mlp": ("gate", "up", "down"),
+    # fused: GPT-NeoX, Falcon, BLOOM, GPT-2, Phi-3, MPT
+    "query_key_value": ("qkv",),
+    "c_attn": ("qkv",),
+    "qkv_proj": ("qkv",),
+    "Wqkv": ("qkv",),
+    "gate_up_proj": ("gate_up",),
+    "dense": ("o",),
+    "dense_h_to_4h": ("up",),
+    "dense_4h_to_h": ("down",),
+    "c_fc": ("up",),
+    "c_proj": ("o", "down"),
+}
+
+
+def _known_module(name: str) -> str:
+    if name not in LORA_MODULES:
+        near = get_close_matches(name, LORA_MODULES, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else f"; known: {', '.join(LORA_MODULES)}"
+        raise ValueError(f"lora_targets: unknown LoRA target module {name!r}{hint}")
+    return name
+
+
+LoraModule = Annotated[
+    str, AfterValidator(_known_module), WithJsonSchema({"type": "string", "enum": list(LORA_MODULES)})
+]
 QuantAlgorithm = Literal["awq", "gptq", "smoothquant", "bnb_nf4", "bnb_int8", "fp8", "gguf_k"]
 QUANT_ALGORITHMS: tuple[QuantAlgorithm, ...] = get_args(QuantAlgorithm)
 QUANT_BITS = {
@@ -72,7 +130,8 @@ class TrainingFeatures(_Features):
     precision: Precision = "bf16"
     optimizer: Optimizer = "adamw"
     lora_rank: int | None = Field(default=None, strict=True, ge=1, le=4096)
-    lora_targets: Literal["attention", "attention_mlp", "all_linear"] | None = None
+    # a shorthand, or the modules as users list them (`LORA_MODULES`: each architecture's own names)
+    lora_targets: LoraTargetSet | Annotated[list[LoraModule], Field(min_length=1, max_length=32)] | None = None
     gradient_checkpointing: bool = False
     zero_stage: int = Field(default=0, strict=True, ge=0, le=3)  # ZeRO / FSDP sharding stage
     tensor_parallel: ParallelDegree = 1

@@ -32,7 +32,7 @@ def compute_metrics(problem: Problem, grid: Grid) -> Metrics:
         batch_steps += len(own)
         start = 0 if job.running_mask else min(t for _, t in own)
         if problem.value_model == COMPLETION:
-            batch_value += problem.held_value(job) if job.running_mask else problem.start_value(job, start)
+            batch_value += problem.placed_value(job, start)
         else:
             batch_value += job.priority * sum(w[t] for _, t in own)
         completed += (job.remaining if job.running_mask else start + job.duration) <= T
@@ -93,10 +93,7 @@ def objective_of(problem: Problem, schedule: Schedule) -> float:
     batch = {j.id: j for j in problem.batch}
     spans = batch_spans(problem, schedule).items()
     if problem.value_model == COMPLETION:
-        value = sum(
-            problem.held_value(job) if (job := batch[job_id]).running_mask else problem.start_value(job, start)
-            for job_id, (start, _, _) in spans
-        )
+        value = sum(problem.placed_value(batch[job_id], start) for job_id, (start, _, _) in spans)
     else:
         value = sum(
             batch[job_id].priority * mask.bit_count() * (prefix[end] - prefix[start])

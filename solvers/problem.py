@@ -119,6 +119,11 @@ class Problem:
             return completion_value(job.priority, job.remaining, self.time_decay, self.horizon)
         return job.priority * job.gpus * self.interval_weight(*self.held_span(job))
 
+    def placed_value(self, job: Batch, start: int) -> float:
+        """What `job` adds where a plan has it: `held_value` for an inherited job, else
+        `start_value` at `start`."""
+        return self.held_value(job) if job.running_mask else self.start_value(job, start)
+
     def end_of(self, job: Batch, start: int) -> int:
         return min(start + job.duration, self.horizon)
 

@@ -97,7 +97,9 @@ class PlannerState:
         priorities, is what the plan is committed and weighed on."""
         problem = self.window_problem() if problem is None else problem  # `problem`: the current window, made already
         schedule = self.scheduler(self.scheduling_problem(problem))
-        if self.config.reserved_jobs and not apps_keep_their_rules(problem, schedule):
+        if not self.config.reserved_jobs:  # nothing pinned: the plan is the window's as it is
+            return problem, schedule
+        if not apps_keep_their_rules(problem, schedule):
             schedule = self.scheduler(self.scheduling_problem(problem, reserving=False))
         return problem, released(problem, schedule)
 
@@ -121,9 +123,9 @@ class PlannerState:
         if not self.config.reserved_jobs:
             return raised(problem, self.starving())
         held = self.reservations(problem)
-        oldest = dict(list(self.starving().items())[: self.config.reserved_jobs])
-        unheld = {job_id: beyond for job_id, beyond in oldest.items() if job_id not in {r.job_id for r in held}}
-        return pinned(raised(problem, unheld), held)
+        ids = {r.job_id for r in held}
+        oldest = list(self.starving().items())[: self.config.reserved_jobs]
+        return pinned(raised(problem, {job_id: beyond for job_id, beyond in oldest if job_id not in ids}), held)
 
     def reservations(self, problem: Problem | None = None) -> list[Reserved]:
         """The reservations the k oldest starving jobs hold on the window `problem` (the current

@@ -37,8 +37,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gpualloc.forecasting import physics_v1
+from gpualloc.forecasting import links, physics_v1, stack
 from gpualloc.forecasting.hardware import GIB, HBM_TB_S, peak_flops
+from gpualloc.forecasting.links import Interconnect
 from gpualloc.forecasting.physics_v1 import Sizing, smallest_count, steps_of
 from gpualloc.schemas.features import LORA_MODULES, TrainingFeatures
 
@@ -50,6 +51,8 @@ HEAD_DIM = 128  # units an attention head when no feature gives the heads (Llama
 FULL = ("full", "cpt", "dpo")  # variants that train every weight
 FROZEN_BACKWARD = ("lora", "qlora", "dora", "adapter", "prefix", "prompt", "ia3")  # no base weight gradients
 HALF = {"bf16": 2, "fp16": 2, "fp8": 2}  # bytes a weight of 16-bit and fp8 training (fp8: cast per multiply)
+INT8_BYTES = 1.0  # a weight of bitsandbytes' int8 (its row scales are a few bytes a row)
+CHUNKED_HELD = 4.0  # bytes a token and word a chunked loss holds whole: the 16-bit logits and their gradient
 OPTIMIZER_BYTES = {"adamw": 8, "adamw_8bit": 2, "adafactor": 0, "sgd": 4, "lion": 4}  # a fp32 parameter
 STEP_TEMPORARY = {"adamw": 4, "lion": 4}  # a fp32 parameter: the foreach step's temporary
 OPTIMIZER_TRAFFIC = {"adamw": 40, "adamw_8bit": 16, "adafactor": 24, "sgd": 20, "lion": 20}  # bytes read and written
@@ -82,14 +85,14 @@ class Measured:
     the width at which it halves, eager attention's share of that, the optimizer pass's and the
     dequantization's slowdown over bandwidth, and each layer's launch overhead a micro-batch."""
 
-    act_width: dict[Regime, float] = field(default_factory=lambda: {"mixed": 0.0, "half": 10.19, "fp32": 111.06})
-    act_mlp: dict[Regime, float] = field(default_factory=lambda: {"mixed": 13.86, "half": 6.27, "fp32": 0.0})
-    logits: dict[Regime, float] = field(default_factory=lambda: {"mixed": 10.98, "half": 10.53, "fp32": 24.04})
-    eager_scores: float = 6.21
-    adafactor_copies: float = 2.09
+    act_width: dict[Regime, float] = field(default_factory=lambda: {"mixed": 0.31, "half": 10.19, "fp32": 106.97})
+    act_mlp: dict[Regime, float] = field(default_factory=lambda: {"mixed": 13.60, "half": 6.27, "fp32": 0.0})
+    logits: dict[Regime, float] = field(default_factory=lambda: {"mixed": 10.58, "half": 10.53, "fp32": 23.33})
+    eager_scores: float = 6.20
+    adafactor_copies: float = 2.14
     nf4_bytes: float = 0.53  # 4 bits and the double-quantized block scales (bitsandbytes' NF4, 64-blocks)
-    reserve: float = 0.076
-    reserve_checkpointed: float = 0.144
+    reserve: float = 0.074
+    reserve_checkpointed: float = 0.142
     context_gib: float = 0.6  # the CUDA context PyTorch creates (measured: 0.60 GiB on an H200)
     achieved: float = 0.415
     achieved_fp32: float = 0.772
@@ -104,7 +107,7 @@ MEASURED = Measured()
 # the log spread of what runs needed over what `MEASURED` forecast for them, each model's runs by
 # constants fitted without them (`deploy/measure/fit_physics.py`): the error to expect of a model
 # never seen, which sizes the margin a count is chosen with before any completion is learned
-MEASURED_SPREAD = 0.082
+MEASURED_SPREAD = 0.081
 
 
 @dataclass(frozen=True)
@@ -157,11 +160,11 @@ def shape_of(f: TrainingFeatures) -> Shape:
 def regime(f: TrainingFeatures) -> Regime:
     """How the run's activations are held: fp32 training; an fp32 residual stream under 16-bit
     autocast (mixed-precision full training over fp32 weights, QLoRA over its fp32 upcast
-    parts); all 16-bit otherwise (a 16-bit LoRA base, pure 16-bit training, a ZeRO engine's
-    16-bit model)."""
+    parts); all 16-bit otherwise (a 16-bit LoRA base, pure 16-bit training, QLoRA without the
+    upcast, a ZeRO engine's 16-bit model)."""
     if f.precision in ("fp32", "tf32"):
         return "fp32"
-    if f.variant == "qlora" or (f.variant in FULL and master_weights(f) and not sharded_master(f)):
+    if (f.variant == "qlora" and stack.upcast(f)) or (f.variant in FULL and stack.master_weights(f) and not sharded_master(f)):
         return "mixed"
     return "half"
 
@@ -170,11 +173,7 @@ def sharded_master(f: TrainingFeatures) -> bool:
     """A ZeRO engine's mixed precision (DeepSpeed's, FSDP's): the model's weights and gradients in
     16 bits, the fp32 master copy kept with the optimizer's state and sharded with it; without
     sharding, the fp32 weights are the master (autocast, as the Hugging Face Trainer runs)."""
-    return f.variant in FULL and f.zero_stage >= 1 and master_weights(f) and f.precision in HALF
-
-
-def master_weights(f: TrainingFeatures) -> bool:
-    return f.master_weights if f.master_weights is not None else f.precision in HALF
+    return f.variant in FULL and f.zero_stage >= 1 and stack.master_weights(f) and f.precision in HALF
 
 
 def trainable_params(f: TrainingFeatures) -> float:
@@ -201,6 +200,32 @@ def _tokens(f: TrainingFeatures) -> int:
     return f.micro_batch * (2 if f.variant == "dpo" else 1) * f.seq_len
 
 
+def _accumulation(f: TrainingFeatures, replicas: int) -> int:
+    """Micro-batches a replica runs an optimizer step."""
+    return math.ceil(f.global_batch / (f.micro_batch * replicas))
+
+
+def _logits_bytes(f: TrainingFeatures, s: Shape, reg: Regime, k: Measured) -> float:
+    """Bytes the loss holds at once: every token's logits (fp32 and their gradient) for a whole
+    loss; the 16-bit logits and their gradient, and one chunk in fp32, for a chunked one; for a
+    fused one the final hidden state's fp32 gradient, which it makes in the forward pass."""
+    tokens, kind = _tokens(f), stack.loss(f)
+    if kind == "fused":
+        return tokens * s.hidden * 4.0
+    per_word = k.logits[reg]
+    if kind == "chunked":
+        per_word = min(per_word, CHUNKED_HELD + (per_word - CHUNKED_HELD) / stack.loss_chunks(f, tokens))
+    return tokens * s.vocabulary * per_word
+
+
+def _activation_share(tensor_parallel: int) -> float:
+    """Of a layer's activations, the share a GPU holds under tensor parallelism without sequence
+    parallelism: 10 of the 34 bytes a token and unit (norms' and dropouts' inputs) stay whole,
+    the rest split (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+    Transformer Models", eq. 2)."""
+    return (10 + 24 / tensor_parallel) / 34
+
+
 def memory_parts_gb(
     f: TrainingFeatures, gpus: int, k: Measured = MEASURED, components: bool = False
 ) -> dict[str, float]:
@@ -210,10 +235,11 @@ def memory_parts_gb(
     params, trainable = f.params_b * 1e9, trainable_params(f)
     split = f.tensor_parallel * f.pipeline_parallel
     replicas = max(1, gpus // split)
-    full, master = f.variant in FULL, master_weights(f)
+    full, master = f.variant in FULL, stack.master_weights(f)
     engine = sharded_master(f)
-    width = 4 if (reg == "fp32" or (full and master and not engine)) else HALF.get(f.precision, 4)  # a weight
-    adapter_bytes = 4  # peft keeps adapters (and QLoRA's, DoRA's magnitudes) in fp32
+    compute_width = HALF.get(f.precision, 4)  # a weight as the multiplies read it
+    width = 4 if (reg == "fp32" or (full and master and not engine)) else compute_width  # a weight
+    adapter_bytes = 4 if stack.upcast(f) else compute_width  # peft keeps adapters (and their state) in fp32
     copies = 0.0
     if full:
         weights = params * width
@@ -222,17 +248,27 @@ def memory_parts_gb(
             copies = 2.0 * (params - s.vocabulary * s.hidden * (0 if s.tied else 1))  # autocast's 16-bit copies
     elif f.variant == "qlora":
         linear = _linear_params(f, s)
-        weights = k.nf4_bytes * linear + 4.0 * (params - linear) + adapter_bytes * trainable
-        state_width = 1.0
+        base = k.nf4_bytes if (f.base_bits or 4) == 4 else INT8_BYTES
+        weights = base * linear + adapter_bytes * (params - linear) + adapter_bytes * trainable
+        state_width = adapter_bytes / 4
     else:
-        weights = params * HALF.get(f.precision, 4) + adapter_bytes * trainable
-        state_width = 1.0
-    grad_bytes = (width if full else adapter_bytes) * trainable
+        weights = params * compute_width + adapter_bytes * trainable
+        state_width = adapter_bytes / 4
+    grad_width = width if full else adapter_bytes
+    grad_bytes = grad_width * trainable
     state = trainable * (OPTIMIZER_BYTES[f.optimizer] * state_width + (4 if engine else 0))  # the master copy
-    temporary = trainable * STEP_TEMPORARY.get(f.optimizer, 0) * state_width
+    impl = stack.optimizer_impl(f)
+    temporary = 0.0
+    if impl == "foreach":
+        temporary = trainable * STEP_TEMPORARY.get(f.optimizer, 0) * state_width
+    elif impl == "for_loop" and full:  # one tensor at a time: the largest, the embedding
+        temporary = s.vocabulary * s.hidden * STEP_TEMPORARY.get(f.optimizer, 0) * state_width
     if f.optimizer == "adafactor" and full:
         temporary = k.adafactor_copies * 4.0 * s.vocabulary * s.hidden
-    reference = params * HALF.get(f.precision, 4) if f.variant == "dpo" or f.reference_model else 0.0
+    reference = params * compute_width if f.variant == "dpo" or f.reference_model else 0.0
+    buckets = gathered = 0.0
+    if replicas > 1 and f.zero_stage == 0:  # DDP's buckets: a copy of every gradient (PyTorch's default)
+        buckets = grad_bytes
     if f.zero_stage >= 1:
         state /= replicas
         temporary /= replicas
@@ -242,40 +278,49 @@ def memory_parts_gb(
         weights /= replicas
         reference /= replicas
         copies /= replicas
+        if replicas > 1:  # a layer gathered whole and the next prefetched, and one layer's whole gradient
+            layer = _linear_params(f, s) / f.layers
+            gathered = 2 * layer * compute_width + grad_width * trainable / f.layers
+    accumulation = _accumulation(f, replicas)
+    # gradients held through the forward and backward passes: those accumulated over earlier
+    # micro-batches, and the output layer's, made while the logits' gradient and every layer's
+    # activations are still held (the backward pass's first step)
+    carried = grad_bytes if accumulation > 1 else 0.0
+    if full:
+        carried += s.vocabulary * s.hidden * grad_width / f.tensor_parallel
     tokens = _tokens(f)
     layer = k.act_width[reg] * s.hidden + k.act_mlp[reg] * s.mlp
-    if f.variant in ("lora", "qlora", "dora"):
+    if f.variant in ("lora", "qlora", "dora") and stack.upcast(f):
         dims = s.projections()
         layer += 4.0 * sum(dims[p][0] for p in adapted(f))  # fp32 adapter inputs
     if not f.flash_attention:
         layer += k.eager_scores * s.heads * f.seq_len
     stage_layers = math.ceil(f.layers / f.pipeline_parallel)
-    accumulation = math.ceil(f.global_batch / (f.micro_batch * replicas))
     in_flight = min(f.pipeline_parallel, accumulation)
     if f.gradient_checkpointing:
         kept = (4 if reg in ("mixed", "fp32") else 2) * s.hidden  # each layer's input
         activations = tokens * (kept * stage_layers * in_flight + layer)
     else:
         activations = tokens * layer * stage_layers * in_flight
-    logits = tokens * s.vocabulary * k.logits[reg]
-    # gradients accumulated over micro-batches would be held through the later ones' forward too: not
-    # counted, as the runs the constants are fitted to free them after every micro-batch
-    forward = copies / split + (activations + logits) / f.tensor_parallel
-    step = (grad_bytes + temporary) / split
+    activations *= _activation_share(f.tensor_parallel)
+    logits = _logits_bytes(f, s, reg, k) / f.tensor_parallel
+    forward = (copies + carried + buckets) / split + gathered + activations + logits
+    step = (grad_bytes + buckets + temporary) / split
     held = (weights + reference + state) / split
     if forward >= step:
-        parts = {"weights": held - state / split + copies / split, "gradients": 0.0, "optimizer": state / split}
-        parts |= {"activations": activations / f.tensor_parallel, "logits": logits / f.tensor_parallel}
+        parts = {"weights": held - state / split + copies / split + gathered}
+        parts |= {"gradients": (carried + buckets) / split, "optimizer": state / split}
+        parts |= {"activations": activations, "logits": logits}
     else:
-        parts = {"weights": held - state / split, "gradients": grad_bytes / split}
+        parts = {"weights": held - state / split, "gradients": (grad_bytes + buckets) / split}
         parts |= {"optimizer": (state + temporary) / split, "activations": 0.0, "logits": 0.0}
     allocated = sum(parts.values())
     reserve = k.reserve_checkpointed if f.gradient_checkpointing else k.reserve
     out = {name: b / GIB for name, b in parts.items()}
     out["runtime"] = reserve * allocated / GIB + k.context_gib
     if components:  # every part whichever phase peaks; the peak's parts first, in their order
-        raw = {"weights": (weights + reference) / split, "gradients": grad_bytes / split, "optimizer": state / split}
-        raw |= {"activations": activations / f.tensor_parallel, "logits": logits / f.tensor_parallel}
+        raw = {"weights": (weights + reference) / split + gathered, "gradients": (grad_bytes + buckets) / split}
+        raw |= {"optimizer": state / split, "activations": activations, "logits": logits}
         return {name: b / GIB for name, b in raw.items()} | {
             "runtime": out["runtime"],
             "copies": copies / split / GIB,
@@ -296,15 +341,20 @@ def memory_per_gpu_gb(f: TrainingFeatures, gpus: int) -> float:
     return sum(memory_parts_gb(f, gpus).values())
 
 
-def step_seconds(f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED) -> float:
+def step_seconds(
+    f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED, interconnect: Interconnect = "nvlink"
+) -> float:
     """Seconds a micro-batch takes on each of the job's model replicas (its share of the
     optimizer's step included)."""
-    return sum(step_parts(f, gpu_type, gpus, k).values())
+    return sum(step_parts(f, gpu_type, gpus, k, interconnect).values())
 
 
-def step_parts(f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED) -> dict[str, float]:
+def step_parts(
+    f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED, interconnect: Interconnect = "nvlink"
+) -> dict[str, float]:
     """`step_seconds` by what takes it: the multiplies, each layer's launches, QLoRA's
-    dequantization, the optimizer's pass over its state."""
+    dequantization, the optimizer's pass over its state, and what the GPUs' collectives add
+    where they cannot hide behind the compute (`communication_seconds`)."""
     s = shape_of(f)
     split = f.tensor_parallel * f.pipeline_parallel
     replicas = max(1, gpus // split)
@@ -332,9 +382,58 @@ def step_parts(f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEAS
         passes = 3 if f.gradient_checkpointing else 2
         dequantize = k.dequantize_slowdown * _linear_params(f, s) * 2.5 * passes / bandwidth / split
     updated = trainable_params(f) / split / (replicas if f.zero_stage >= 1 else 1)
-    accumulation = math.ceil(f.global_batch / (f.micro_batch * replicas))
+    accumulation = _accumulation(f, replicas)
     optimizer = k.optimizer_slowdown * updated * OPTIMIZER_TRAFFIC[f.optimizer] / bandwidth / accumulation
-    return {"compute": compute / rate, "overhead": overhead, "dequantize": dequantize, "optimizer": optimizer}
+    communication = communication_seconds(f, gpu_type, gpus, compute / rate, interconnect)
+    return {
+        "compute": compute / rate,
+        "overhead": overhead,
+        "dequantize": dequantize,
+        "optimizer": optimizer,
+        "communication": communication,
+    }
+
+
+def communication_seconds(
+    f: TrainingFeatures, gpu_type: str, gpus: int, compute: float, interconnect: Interconnect = "nvlink"
+) -> float:
+    """Seconds a micro-batch waits on collectives (ring collectives, `links`), beyond the
+    `compute` seconds they overlap:
+    - data parallel (DDP, ZeRO-1 and -2): the gradients reduced once an optimizer step, overlapped
+      with that micro-batch's backward pass (two thirds of its compute); ZeRO-1 and -2 then gather
+      the updated 16-bit weights, which nothing overlaps;
+    - ZeRO-3 and FSDP's full shard: every micro-batch gathers the 16-bit weights for the forward
+      and again for the backward pass and reduce-scatters the gradients, prefetched behind the
+      compute;
+    - tensor parallelism: two all-reduces of a layer's output a layer in each direction, on the
+      critical path (Megatron-LM's layout)."""
+    split = f.tensor_parallel * f.pipeline_parallel
+    replicas = max(1, gpus // split)
+    s = shape_of(f)
+    compute_width = HALF.get(f.precision, 4)
+    full = f.variant in FULL
+    grad_width = (compute_width if sharded_master(f) or not stack.master_weights(f) else 4) if full else 4
+    if not full and not stack.upcast(f):
+        grad_width = compute_width
+    weights = f.params_b * 1e9 / split * compute_width
+    grads = trainable_params(f) / split * grad_width
+    seconds = 0.0
+    if replicas > 1:
+        rate = links.link_bytes_s(gpu_type, gpus, interconnect)
+        if f.zero_stage >= 3:
+            moved = 2 * links.gather_s(weights, replicas, rate) + links.gather_s(grads, replicas, rate)
+            seconds += max(0.0, moved - compute)
+        else:
+            exposed = max(0.0, links.all_reduce_s(grads, replicas, rate) - compute * 2 / 3)
+            if f.zero_stage >= 1:
+                exposed += links.gather_s(weights if full else grads, replicas, rate)
+            seconds += exposed / _accumulation(f, replicas)
+    if f.tensor_parallel > 1:
+        rate = links.link_bytes_s(gpu_type, f.tensor_parallel, interconnect)
+        output = _tokens(f) * s.hidden * compute_width
+        layers = math.ceil(f.layers / f.pipeline_parallel)
+        seconds += 4 * layers * links.all_reduce_s(output, f.tensor_parallel, rate)
+    return seconds
 
 
 def training_hours(f: TrainingFeatures, gpu_type: str, gpus: int) -> float:

@@ -36,7 +36,7 @@ def real_run(
     record: dict[str, Any],
     gpu_type: str = "h200-141gb",
     dataset_tokens_m: float = 200.0,
-    accumulation: int = 8,
+    accumulation: int = 1,
     shape: bool = True,
 ) -> RealRun:
     """The run of one line of a `benchmarks/real` file (`shape`: with the model's shape fields;

@@ -22,7 +22,7 @@ from gpualloc.schemas.features import FEATURES
 from gpualloc.schemas.plan import Plan
 from gpualloc.schemas.scenario import Scenario
 
-REVISION = 13
+REVISION = 14
 BASE_URI = "https://gpualloc.dev/schemas"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 EVENT_TYPES: dict[str, type[BaseModel]] = {**PAYLOADS, **OUTPUTS}

@@ -23,6 +23,12 @@ Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 Optimizer = Literal["adamw", "adamw_8bit", "adafactor", "sgd", "lion"]
 OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
+Framework = Literal["transformers", "deepspeed", "torchtune", "litgpt"]  # whose defaults a run keeps
+FRAMEWORKS: tuple[Framework, ...] = get_args(Framework)
+Loss = Literal["whole", "chunked", "fused"]  # how the output layer's cross-entropy is computed
+LOSSES: tuple[Loss, ...] = get_args(Loss)
+OptimizerImpl = Literal["foreach", "fused", "for_loop", "deepspeed"]  # how the optimizer's step runs
+OPTIMIZER_IMPLS: tuple[OptimizerImpl, ...] = get_args(OptimizerImpl)
 LoraTargetSet = Literal["attention", "attention_mlp", "all_linear"]  # shorthands: q, k, v, o (and the MLP's)
 # A LoRA target module as users write it (PEFT's `target_modules`, torchtune's, LitGPT's, Meta's
 # names), with the decoder projections it adapts: q, k, v, o, gate, up, down, or a fused one
@@ -153,6 +159,18 @@ class TrainingFeatures(_Features):
     # Trainer's bf16=True); false: pure 16-bit training (weights, gradients and optimizer state in 16 bits,
     # as torchtune does). Absent: kept when precision is 16-bit or fp8
     master_weights: bool | None = None
+    # The stack a run uses, where it changes memory or time (docs/contract/events.md, "Job features"):
+    # each absent one takes the framework's default, and the framework's absent is transformers (the
+    # Hugging Face Trainer with peft and accelerate). zero_stage says what is sharded whatever the
+    # framework: FSDP's FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2, NO_SHARD stage 0.
+    framework: Framework | None = None
+    loss: Loss | None = None  # whole: the fp32 logits at once; chunked: a chunk at a time; fused: none held
+    loss_chunks: int | None = Field(default=None, strict=True, ge=2, le=1024)  # chunked only; default 8
+    optimizer_impl: OptimizerImpl | None = None  # foreach: PyTorch's default; deepspeed: DeepSpeed's fused Adam
+    # LoRA, QLoRA, DoRA: adapters (and their inputs) in fp32 and, under QLoRA, the base's unquantized
+    # parameters upcast to fp32 (peft's k-bit preparation); false: all held in the compute precision
+    upcast: bool | None = None
+    base_bits: Literal[4, 8] | None = None  # QLoRA: the base's linear layers in NF4 (4) or int8 (8); default 4
 
     @model_validator(mode="after")
     def _consistent(self) -> "TrainingFeatures":
@@ -176,6 +194,12 @@ class TrainingFeatures(_Features):
             problems.append(
                 f"lora_targets: only for variants {', '.join(ADAPTER_VARIANTS)} (variant is {self.variant!r})"
             )
+        if self.loss_chunks is not None and self.loss != "chunked":
+            problems.append(f"loss_chunks: only with loss 'chunked' (loss is {self.loss!r})")
+        if self.upcast is not None and not adapter:
+            problems.append(f"upcast: only for variants {', '.join(ADAPTER_VARIANTS)} (variant is {self.variant!r})")
+        if self.base_bits is not None and self.variant != "qlora":
+            problems.append(f"base_bits: only for variant 'qlora' (variant is {self.variant!r})")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -190,6 +214,10 @@ class QuantizationFeatures(_Features):
     calibration_samples: int = Field(default=128, strict=True, ge=0, le=1_000_000)
     seq_len: int = Field(default=2048, strict=True, ge=1, le=1 << 21)  # tokens a calibration sample
     group_size: int | None = Field(default=None, strict=True, ge=8, le=4096)
+    # the model's shape as its config gives it; absent, estimated from params_b at a usual depth-to-width ratio
+    layers: int | None = Field(default=None, strict=True, ge=1, le=1024)
+    hidden_size: int | None = Field(default=None, strict=True, ge=64, le=131072)
+    intermediate_size: int | None = Field(default=None, strict=True, ge=1, le=1 << 20)  # the MLP's width
     gpu_type: GpuType | None = None
     gpu_memory_gb: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)
 

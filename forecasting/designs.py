@@ -8,13 +8,15 @@ few terms a group's or a model's own memory correction adds on top of its kind's
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar, cast
 
 import numpy as np
 
-from gpualloc.forecasting import physics, physics_v1, quantization
+from gpualloc.forecasting import physics, physics_v1, quantization, quantization_layers
 from gpualloc.schemas.features import (
     GPU_TYPES,
     OPTIMIZERS,
@@ -124,6 +126,29 @@ _QUANTIZATION: Baseline[Any] = Baseline(
     headroom=physics_v1.HEADROOM,
     tolerance=0.15,
 )
+_LAYERWISE_QUANTIZATION: Baseline[Any] = dataclasses.replace(
+    _QUANTIZATION,
+    memory=quantization_layers.memory_per_gpu_gb,
+    parts=_with_runtime(quantization_layers.memory_parts_gb),
+    hours=quantization_layers.quantization_hours,
+)
+
+
+def _training(k: physics.Measured) -> Baseline[Any]:
+    """The stack's own accounting with constants `k`, fitted to real runs: what a GPU must hold, so
+    no headroom, and its leave-one-model-out error as the spread of memory errors before any
+    completion."""
+    return Baseline(
+        functools.partial(physics.memory_per_gpu_gb, k=k),
+        functools.partial(physics.memory_parts_gb, k=k),
+        functools.partial(physics.training_hours, k=k),
+        physics.smallest_count,
+        _training_design,
+        prior=physics.MEASURED_SPREAD[k.version],
+        by_parts=True,
+        components=functools.partial(physics.memory_components_gb, k=k),
+    )
+
 
 # Each version of the physics, as the ledger's run settings name it (`ForecastSettings.physics`), so
 # a replay forecasts as the agent that decided did. Any: the kind picks the baseline, and the
@@ -143,21 +168,11 @@ PHYSICS: dict[int, dict[str, Baseline[Any]]] = {
         ),
         "quantization": _QUANTIZATION,
     },
-    # the stack's own accounting, fitted to real runs: what a GPU must hold, so no headroom, and
-    # its leave-one-model-out error as the spread of memory errors before any completion
-    2: {
-        "training": Baseline(
-            physics.memory_per_gpu_gb,
-            physics.memory_parts_gb,
-            physics.training_hours,
-            physics.smallest_count,
-            _training_design,
-            prior=physics.MEASURED_SPREAD,
-            by_parts=True,
-            components=physics.memory_components_gb,
-        ),
-        "quantization": _QUANTIZATION,
-    },
+    # the stack's own accounting, fitted to real runs (5c29552)
+    2: {"training": _training(physics.MEASURED_V2), "quantization": _QUANTIZATION},
+    # the same, with the stack's settings, gradients held beside activations, data-parallel and
+    # sharding buffers and collectives' time; AWQ and GPTQ layer by layer, by their implementations' work
+    3: {"training": _training(physics.MEASURED), "quantization": _LAYERWISE_QUANTIZATION},
 }
 PHYSICS_VERSION = max(PHYSICS)
 BASELINES = PHYSICS[PHYSICS_VERSION]

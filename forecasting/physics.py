@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from gpualloc.forecasting import links, physics_v1, stack
 from gpualloc.forecasting.hardware import GIB, HBM_TB_S, peak_flops
 from gpualloc.forecasting.links import Interconnect
+from gpualloc.forecasting.memo import by_identity
 from gpualloc.forecasting.physics_v1 import Sizing, smallest_count, steps_of
 from gpualloc.schemas.features import LORA_MODULES, TrainingFeatures
 
@@ -101,13 +102,29 @@ class Measured:
     optimizer_slowdown: float = 1.10
     dequantize_slowdown: float = 10.67
     layer_seconds: float = 0.00217
+    # the accounting's version (`ForecastSettings.physics`): 3 holds gradients beside activations
+    # (accumulated ones, the output layer's), data parallelism's buckets, ZeRO-3's gathered layers
+    # and tensor parallelism's whole activations, and counts collectives' time; 2 does none of that
+    version: int = 3
 
 
 MEASURED = Measured()
+# version 2's constants, fitted to the same runs by its own accounting (kept so a ledger's replay
+# forecasts as the agent that decided did)
+MEASURED_V2 = Measured(
+    act_width={"mixed": 0.0, "half": 10.19, "fp32": 111.06},
+    act_mlp={"mixed": 13.86, "half": 6.27, "fp32": 0.0},
+    logits={"mixed": 10.98, "half": 10.53, "fp32": 24.04},
+    eager_scores=6.21,
+    adafactor_copies=2.09,
+    reserve=0.076,
+    reserve_checkpointed=0.144,
+    version=2,
+)
 # the log spread of what runs needed over what `MEASURED` forecast for them, each model's runs by
 # constants fitted without them (`deploy/measure/fit_physics.py`): the error to expect of a model
 # never seen, which sizes the margin a count is chosen with before any completion is learned
-MEASURED_SPREAD = 0.081
+MEASURED_SPREAD = {3: 0.081, 2: 0.082}
 
 
 @dataclass(frozen=True)
@@ -162,9 +179,13 @@ def regime(f: TrainingFeatures) -> Regime:
     autocast (mixed-precision full training over fp32 weights, QLoRA over its fp32 upcast
     parts); all 16-bit otherwise (a 16-bit LoRA base, pure 16-bit training, QLoRA without the
     upcast, a ZeRO engine's 16-bit model)."""
+    return _regime(f, stack.master_weights(f), stack.upcast(f))
+
+
+def _regime(f: TrainingFeatures, master: bool, upcast: bool) -> Regime:
     if f.precision in ("fp32", "tf32"):
         return "fp32"
-    if (f.variant == "qlora" and stack.upcast(f)) or (f.variant in FULL and stack.master_weights(f) and not sharded_master(f)):
+    if (f.variant == "qlora" and upcast) or (f.variant in FULL and master and not _sharded(f, master)):
         return "mixed"
     return "half"
 
@@ -173,7 +194,11 @@ def sharded_master(f: TrainingFeatures) -> bool:
     """A ZeRO engine's mixed precision (DeepSpeed's, FSDP's): the model's weights and gradients in
     16 bits, the fp32 master copy kept with the optimizer's state and sharded with it; without
     sharding, the fp32 weights are the master (autocast, as the Hugging Face Trainer runs)."""
-    return f.variant in FULL and f.zero_stage >= 1 and stack.master_weights(f) and f.precision in HALF
+    return _sharded(f, stack.master_weights(f))
+
+
+def _sharded(f: TrainingFeatures, master: bool) -> bool:
+    return master and f.variant in FULL and f.zero_stage >= 1 and f.precision in HALF
 
 
 def trainable_params(f: TrainingFeatures) -> float:
@@ -226,20 +251,34 @@ def _activation_share(tensor_parallel: int) -> float:
     return (10 + 24 / tensor_parallel) / 34
 
 
-def memory_parts_gb(
-    f: TrainingFeatures, gpus: int, k: Measured = MEASURED, components: bool = False
-) -> dict[str, float]:
-    """GiB a GPU holds at its peak when the job runs on `gpus` GPUs, by what holds it (the
-    learned correction weighs each part on its own: a part this gets wrong is off in proportion)."""
-    s, reg = shape_of(f), regime(f)
+@dataclass(frozen=True)
+class _Terms:
+    """A job's bytes that do not depend on its GPU count: a model replica's, before sharding."""
+
+    full: bool
+    weights: float
+    copies: float  # autocast's 16-bit copies of fp32 weights
+    grads: float
+    state: float
+    temporary: float  # the optimizer step's
+    reference: float
+    output_grad: float  # the output layer's gradient, made at the backward pass's start
+    gathered_layer: float  # a ZeRO-3 layer gathered whole, the next prefetched, and one layer's gradient
+    activations: float  # a micro-batch's, on a pipeline stage, without pipelining's micro-batches in flight
+    kept: float  # with checkpointing: the layers' inputs (the part that multiplies with micro-batches in flight)
+    logits: float
+    reserve: float  # the caching allocator's, over what is allocated
+
+
+@by_identity
+def _terms(f: TrainingFeatures, k: Measured) -> _Terms:
+    master, upcast = stack.master_weights(f), stack.upcast(f)
+    s, reg = shape_of(f), _regime(f, master, upcast)
     params, trainable = f.params_b * 1e9, trainable_params(f)
-    split = f.tensor_parallel * f.pipeline_parallel
-    replicas = max(1, gpus // split)
-    full, master = f.variant in FULL, stack.master_weights(f)
-    engine = sharded_master(f)
+    full, engine = f.variant in FULL, _sharded(f, master)
     compute_width = HALF.get(f.precision, 4)  # a weight as the multiplies read it
     width = 4 if (reg == "fp32" or (full and master and not engine)) else compute_width  # a weight
-    adapter_bytes = 4 if stack.upcast(f) else compute_width  # peft keeps adapters (and their state) in fp32
+    adapter_bytes = 4 if upcast else compute_width  # peft keeps adapters (and their state) in fp32
     copies = 0.0
     if full:
         weights = params * width
@@ -255,7 +294,6 @@ def memory_parts_gb(
         weights = params * compute_width + adapter_bytes * trainable
         state_width = adapter_bytes / 4
     grad_width = width if full else adapter_bytes
-    grad_bytes = grad_width * trainable
     state = trainable * (OPTIMIZER_BYTES[f.optimizer] * state_width + (4 if engine else 0))  # the master copy
     impl = stack.optimizer_impl(f)
     temporary = 0.0
@@ -265,9 +303,51 @@ def memory_parts_gb(
         temporary = s.vocabulary * s.hidden * STEP_TEMPORARY.get(f.optimizer, 0) * state_width
     if f.optimizer == "adafactor" and full:
         temporary = k.adafactor_copies * 4.0 * s.vocabulary * s.hidden
-    reference = params * compute_width if f.variant == "dpo" or f.reference_model else 0.0
+    layer_params = _linear_params(f, s) / f.layers
+    tokens = _tokens(f)
+    layer = k.act_width[reg] * s.hidden + k.act_mlp[reg] * s.mlp
+    if f.variant in ("lora", "qlora", "dora") and upcast:
+        dims = s.projections()
+        layer += 4.0 * sum(dims[p][0] for p in adapted(f))  # fp32 adapter inputs
+    if not f.flash_attention:
+        layer += k.eager_scores * s.heads * f.seq_len
+    stage_layers = math.ceil(f.layers / f.pipeline_parallel)
+    kept = 0.0
+    if f.gradient_checkpointing:
+        kept = tokens * (4 if reg in ("mixed", "fp32") else 2) * s.hidden * stage_layers  # each layer's input
+        activations = tokens * layer
+    else:
+        activations = tokens * layer * stage_layers
+    return _Terms(
+        full=full,
+        weights=weights,
+        copies=copies,
+        grads=grad_width * trainable,
+        state=state,
+        temporary=temporary,
+        reference=params * compute_width if f.variant == "dpo" or f.reference_model else 0.0,
+        output_grad=s.vocabulary * s.hidden * grad_width if full else 0.0,
+        gathered_layer=2 * layer_params * compute_width + grad_width * trainable / f.layers,
+        activations=activations,
+        kept=kept,
+        logits=_logits_bytes(f, s, reg, k),
+        reserve=k.reserve_checkpointed if f.gradient_checkpointing else k.reserve,
+    )
+
+
+def memory_parts_gb(
+    f: TrainingFeatures, gpus: int, k: Measured = MEASURED, components: bool = False
+) -> dict[str, float]:
+    """GiB a GPU holds at its peak when the job runs on `gpus` GPUs, by what holds it (the
+    learned correction weighs each part on its own: a part this gets wrong is off in proportion)."""
+    t = _terms(f, k)
+    split = f.tensor_parallel * f.pipeline_parallel
+    replicas = max(1, gpus // split)
+    weights, copies, reference, grad_bytes = t.weights, t.copies, t.reference, t.grads
+    state, temporary = t.state, t.temporary
+    v3 = k.version >= 3
     buckets = gathered = 0.0
-    if replicas > 1 and f.zero_stage == 0:  # DDP's buckets: a copy of every gradient (PyTorch's default)
+    if replicas > 1 and f.zero_stage == 0 and v3:  # DDP's buckets: a copy of every gradient (PyTorch's default)
         buckets = grad_bytes
     if f.zero_stage >= 1:
         state /= replicas
@@ -278,32 +358,19 @@ def memory_parts_gb(
         weights /= replicas
         reference /= replicas
         copies /= replicas
-        if replicas > 1:  # a layer gathered whole and the next prefetched, and one layer's whole gradient
-            layer = _linear_params(f, s) / f.layers
-            gathered = 2 * layer * compute_width + grad_width * trainable / f.layers
+        if replicas > 1 and v3:
+            gathered = t.gathered_layer
     accumulation = _accumulation(f, replicas)
-    # gradients held through the forward and backward passes: those accumulated over earlier
-    # micro-batches, and the output layer's, made while the logits' gradient and every layer's
-    # activations are still held (the backward pass's first step)
-    carried = grad_bytes if accumulation > 1 else 0.0
-    if full:
-        carried += s.vocabulary * s.hidden * grad_width / f.tensor_parallel
-    tokens = _tokens(f)
-    layer = k.act_width[reg] * s.hidden + k.act_mlp[reg] * s.mlp
-    if f.variant in ("lora", "qlora", "dora") and stack.upcast(f):
-        dims = s.projections()
-        layer += 4.0 * sum(dims[p][0] for p in adapted(f))  # fp32 adapter inputs
-    if not f.flash_attention:
-        layer += k.eager_scores * s.heads * f.seq_len
-    stage_layers = math.ceil(f.layers / f.pipeline_parallel)
+    carried = 0.0
+    if v3:
+        # gradients held through the forward and backward passes: those accumulated over earlier
+        # micro-batches, and the output layer's, made while the logits' gradient and every layer's
+        # activations are still held (the backward pass's first step)
+        carried = (grad_bytes if accumulation > 1 else 0.0) + t.output_grad / f.tensor_parallel
     in_flight = min(f.pipeline_parallel, accumulation)
-    if f.gradient_checkpointing:
-        kept = (4 if reg in ("mixed", "fp32") else 2) * s.hidden  # each layer's input
-        activations = tokens * (kept * stage_layers * in_flight + layer)
-    else:
-        activations = tokens * layer * stage_layers * in_flight
-    activations *= _activation_share(f.tensor_parallel)
-    logits = _logits_bytes(f, s, reg, k) / f.tensor_parallel
+    activations = t.kept * in_flight + t.activations * (1 if f.gradient_checkpointing else in_flight)
+    activations *= _activation_share(f.tensor_parallel) if v3 else 1 / f.tensor_parallel
+    logits = t.logits / f.tensor_parallel
     forward = (copies + carried + buckets) / split + gathered + activations + logits
     step = (grad_bytes + buckets + temporary) / split
     held = (weights + reference + state) / split
@@ -315,9 +382,8 @@ def memory_parts_gb(
         parts = {"weights": held - state / split, "gradients": (grad_bytes + buckets) / split}
         parts |= {"optimizer": (state + temporary) / split, "activations": 0.0, "logits": 0.0}
     allocated = sum(parts.values())
-    reserve = k.reserve_checkpointed if f.gradient_checkpointing else k.reserve
     out = {name: b / GIB for name, b in parts.items()}
-    out["runtime"] = reserve * allocated / GIB + k.context_gib
+    out["runtime"] = t.reserve * allocated / GIB + k.context_gib
     if components:  # every part whichever phase peaks; the peak's parts first, in their order
         raw = {"weights": (weights + reference) / split + gathered, "gradients": (grad_bytes + buckets) / split}
         raw |= {"optimizer": state / split, "activations": activations, "logits": logits}
@@ -329,16 +395,16 @@ def memory_parts_gb(
     return out
 
 
-def memory_components_gb(f: TrainingFeatures, gpus: int) -> dict[str, float]:
+def memory_components_gb(f: TrainingFeatures, gpus: int, k: Measured = MEASURED) -> dict[str, float]:
     """Every part `memory_parts_gb` accounts for, whether or not it is held at the peak: the terms
     the pooled memory correction scales, so a pool whose runs peak where the physics says they do
     not (or hold what it says they free) is corrected part by part."""
-    return memory_parts_gb(f, gpus, components=True)
+    return memory_parts_gb(f, gpus, k, components=True)
 
 
-def memory_per_gpu_gb(f: TrainingFeatures, gpus: int) -> float:
+def memory_per_gpu_gb(f: TrainingFeatures, gpus: int, k: Measured = MEASURED) -> float:
     """GiB a GPU needs when the job runs on `gpus` GPUs: its reserved peak and the CUDA context."""
-    return sum(memory_parts_gb(f, gpus).values())
+    return sum(memory_parts_gb(f, gpus, k).values())
 
 
 def step_seconds(
@@ -384,7 +450,7 @@ def step_parts(
     updated = trainable_params(f) / split / (replicas if f.zero_stage >= 1 else 1)
     accumulation = _accumulation(f, replicas)
     optimizer = k.optimizer_slowdown * updated * OPTIMIZER_TRAFFIC[f.optimizer] / bandwidth / accumulation
-    communication = communication_seconds(f, gpu_type, gpus, compute / rate, interconnect)
+    communication = communication_seconds(f, gpu_type, gpus, compute / rate, interconnect) if k.version >= 3 else 0.0
     return {
         "compute": compute / rate,
         "overhead": overhead,
@@ -436,8 +502,10 @@ def communication_seconds(
     return seconds
 
 
-def training_hours(f: TrainingFeatures, gpu_type: str, gpus: int) -> float:
+def training_hours(
+    f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED, interconnect: Interconnect = "nvlink"
+) -> float:
     """Wall time on `gpus` GPUs of `gpu_type`: the micro-batches each replica runs."""
     replicas = max(1, gpus // (f.tensor_parallel * f.pipeline_parallel))
     micro_batches = f.dataset_tokens_m * 1e6 * f.epochs / (replicas * f.micro_batch * f.seq_len)
-    return micro_batches * step_seconds(f, gpu_type, gpus) / 3600.0
+    return micro_batches * step_seconds(f, gpu_type, gpus, k, interconnect) / 3600.0

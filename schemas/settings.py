@@ -99,9 +99,10 @@ class ForecastSettings(_Frozen):
     # the chance of running out of memory a forecast GPU count accepts: an out-of-memory start costs a
     # failed job and its queue time, a GPU too many only that GPU, so counts are sized on the safe side
     oom_risk: float = Field(default=0.2, gt=0, lt=0.5)
-    # the version of the training physics (`gpualloc.forecasting.designs.PHYSICS`): 2, the stack's own
-    # accounting fitted to real runs; 1, the textbook one (ledger entries that name none were made by it)
-    physics: int = Field(default=2, ge=1, le=2)  # an integer field, so a variable ("2") sets it too
+    # the version of the job physics (`gpualloc.forecasting.designs.PHYSICS`): 3, the stack's own
+    # accounting with its settings, multi-GPU buffers and time, AWQ and GPTQ layer by layer; 2, that
+    # accounting before them; 1, the textbook one (ledger entries that name none were made by it)
+    physics: int = Field(default=3, ge=1, le=3)  # an integer field, so a variable ("2") sets it too
 
     def quantile(self, kind: str) -> float:
         return self.quantization_quantile if kind == "quantization" else self.training_quantile

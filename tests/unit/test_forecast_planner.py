@@ -269,7 +269,7 @@ def test_a_ledger_entry_that_names_no_physics_replays_with_version_1():
     d.use(RUN)
     assert d.interpreter.forecast.physics == 1
     d.use({**RUN, "forecast": ForecastSettings().model_dump()})
-    assert d.interpreter.forecast.physics == 2
+    assert d.interpreter.forecast.physics == 3
     pool = configured()
     pool.use("heuristic", 0.05, None, 0, ForecastSettings(physics=1))
     assert pool.planner.forecasts.jobs.physics == 1

@@ -1,0 +1,123 @@
+"""Version 3 of the quantization physics: AWQ and GPTQ counted by the work their reference
+implementations do, one decoder layer at a time, the 16-bit model kept on the host (AutoAWQ,
+AutoGPTQ and GPTQModel, the GPTQ authors' code); the other methods as `quantization` counts them.
+
+A layer at a time, on one GPU (more GPUs neither hold more nor run faster: the layers go in turn):
+- both run the layer over the whole calibration set (`FORWARDS` times: for its linear layers'
+  inputs, then for its outputs, the next layer's inputs), holding those inputs and outputs in
+  16 bits;
+- AWQ searches `AWQ_GRID` scales for each group of linear layers that shares an input (query, key
+  and value with the attention they feed; the output projection; the MLP's input projections with
+  the MLP; its output projection), running what the group feeds over the calibration set for each;
+  then searches `CLIP_GRID` clipping ranges for every linear layer but the query and key,
+  comparing outputs on `CLIP_TOKENS` tokens by an elementwise product of inputs and weights
+  (written and read in fp16: memory-bound);
+- GPTQ accumulates each linear layer's Hessian (2 X X^T over the calibration tokens) in fp32 with
+  TF32 off, as its code sets, inverts it by Cholesky factorizations (about in^3 multiply-adds),
+  and quantizes column by column, updating the columns not yet quantized (about out x in^2), each
+  column a handful of small kernels whose launches cost more than their work.
+
+Constants are the implementations' defaults (AutoAWQ's `n_grid`, `n_sample_token`, GPTQ's kernels
+a column) and the physics' own measured shares of peak (`physics.MEASURED`: fp32 multiplies on
+the real runs); nothing here is fitted to a published quantization time.
+"""
+
+from __future__ import annotations
+
+from gpualloc.forecasting import quantization
+from gpualloc.forecasting.hardware import GIB, HBM_TB_S, peak_flops
+from gpualloc.forecasting.memo import by_identity
+from gpualloc.forecasting.physics import MEASURED
+from gpualloc.forecasting.physics_v1 import ACHIEVED
+from gpualloc.schemas.features import QuantizationFeatures
+
+LAYERWISE = ("awq", "gptq")
+AWQ_GRID = 20  # AutoAWQ's `n_grid`: scales tried for each group of linear layers
+CLIP_GRID = 20  # AutoAWQ's `auto_clip` `n_grid`: clipping ranges tried for each linear layer
+CLIP_TOKENS = 512  # `auto_clip`'s `n_sample_token`
+CLIP_BYTES = 4  # an element of the clip search's fp16 product, written then read
+CLIP_CHANNELS = 64  # output channels a clip batch (`oc_batch_size`)
+COLUMN_LAUNCHES = 16  # kernels GPTQ launches a column: quantize (6), loss, error, update, stores
+LAUNCH_SECONDS = 5e-6  # a kernel launch from Python, work too small to hide it
+# passes of a layer over the calibration set: AWQ's for its linear layers' inputs, then its outputs;
+# GPTQ's once for each of the four groups quantized in turn (`true_sequential`), then its outputs
+FORWARDS = {"awq": 2, "gptq": 5}
+
+
+@by_identity
+def shape(f: QuantizationFeatures) -> tuple[int, int, int, int]:
+    """Layers, width, the MLP's width and its matrices (2, or 3 gated) of the model: as given, else
+    estimated from the parameters (`quantization.hidden_size`, 12 x width^2 a layer)."""
+    params = f.params_b * 1e9
+    hidden = f.hidden_size or max(64, round(quantization.hidden_size(f.params_b)))
+    layers = f.layers or max(1, round(params / (12 * hidden**2)))
+    per_layer = params / layers - 4 * hidden**2  # the MLP's share of a layer (attention: 4 x width^2)
+    mlp = f.intermediate_size or max(hidden, round(per_layer / (3 * hidden)))
+    matrices = min(3, max(2, round(per_layer / (hidden * mlp))))
+    return layers, hidden, mlp, matrices
+
+
+@by_identity
+def linears(f: QuantizationFeatures) -> tuple[tuple[str, int, int], ...]:
+    """Each linear layer of a decoder layer: (name, inputs, outputs)."""
+    _, h, m, matrices = shape(f)
+    mlp_in = [("gate", h, m), ("up", h, m)] if matrices == 3 else [("up", h, m)]
+    return (("q", h, h), ("k", h, h), ("v", h, h), ("o", h, h), *mlp_in, ("down", m, h))
+
+
+def _layer_params(f: QuantizationFeatures) -> int:
+    return sum(i * o for _, i, o in linears(f))
+
+
+def memory_parts_gb(f: QuantizationFeatures, gpus: int) -> dict[str, float]:
+    """GiB the GPU holds: a layer's 16-bit weights, the calibration set's inputs and outputs of it
+    (AWQ: and what the searched group feeds, and a clip batch), GPTQ's Hessians of the layer."""
+    if f.algorithm not in LAYERWISE:
+        return quantization.memory_parts_gb(f, gpus)
+    return dict(_layer_parts(f))
+
+
+@by_identity
+def _layer_parts(f: QuantizationFeatures) -> dict[str, float]:
+    """`memory_parts_gb` of a method going layer by layer: the same at every count."""
+    _, h, m, _ = shape(f)
+    tokens = f.calibration_samples * f.seq_len
+    calibration = 2 * tokens * h * 2.0
+    hessian = 0.0
+    if f.algorithm == "awq":
+        calibration += tokens * m * 2.0 * 3 + CLIP_CHANNELS * CLIP_TOKENS * max(h, m) * 2.0
+    else:
+        hessian = sum(i * i * 4.0 for _, i, _ in linears(f))
+    return {"model": _layer_params(f) * 2.0 / GIB, "calibration": calibration / GIB, "hessian": hessian / GIB}
+
+
+def memory_per_gpu_gb(f: QuantizationFeatures, gpus: int) -> float:
+    return sum(memory_parts_gb(f, gpus).values())
+
+
+def quantization_hours(f: QuantizationFeatures, gpu_type: str, gpus: int) -> float:
+    """AWQ's and GPTQ's layers in turn on one GPU, then the checkpoint's I/O; the others as
+    `quantization` counts them."""
+    if f.algorithm not in LAYERWISE:
+        return quantization.quantization_hours(f, gpu_type, gpus)
+    layers = shape(f)[0]
+    tokens = f.calibration_samples * f.seq_len
+    half = peak_flops(gpu_type, "bf16") * ACHIEVED
+    fp32 = peak_flops(gpu_type, "fp32") * MEASURED.achieved_fp32
+    bandwidth = HBM_TB_S[gpu_type] * 1e12
+    parts = {name: (i, o) for name, i, o in linears(f)}
+    seconds = FORWARDS[f.algorithm] * 2.0 * _layer_params(f) * tokens / half
+    if f.algorithm == "awq":
+        attention = sum(i * o for name, (i, o) in parts.items() if name in ("q", "k", "v", "o"))
+        mlp = sum(i * o for name, (i, o) in parts.items() if name in ("gate", "up", "down"))
+        inspected = attention + parts["o"][0] * parts["o"][1] + mlp + parts["down"][0] * parts["down"][1]
+        seconds += AWQ_GRID * 2.0 * tokens * inspected / half
+        clipped = sum(i * o for name, (i, o) in parts.items() if name not in ("q", "k"))
+        seconds += CLIP_GRID * CLIP_TOKENS * clipped * CLIP_BYTES / bandwidth
+    else:
+        flops = sum(2.0 * i * i * tokens + i**3 + o * i * i for i, o in parts.values())
+        seconds += flops / fp32 + sum(i for i, _ in parts.values()) * COLUMN_LAUNCHES * LAUNCH_SECONDS
+    params = f.params_b * 1e9
+    seconds *= layers
+    seconds += (params * 2 + params * f.bits / 8) / (quantization.STORAGE_GB_S * 1e9)
+    return seconds / 3600.0

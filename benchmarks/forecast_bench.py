@@ -85,17 +85,19 @@ class ForecastBench:
     runs: list[Run] = field(default_factory=list)
     points: list[measured_points.Checked] = field(default_factory=list)
     real: real_runs_bench.RealRunsBench | None = None  # the real runs' section, when asked for
-    generators: bool = True  # the generators' sections and the measured points (not with real only)
+    generators: bool = True  # the generators' sections (not with real only)
 
     def table(self) -> str:
         lines: list[str] = []
         for name in dict.fromkeys(r.generator for r in self.runs):
             runs = [r for r in self.runs if r.generator == name]
             lines += [f"{name} ({ROLES.get(name, 'other')})", *_seed_rows(runs), *_group_rows(runs), ""]
-        if self.generators:
+        if self.real is not None and not self.generators:
+            lines += [real_runs.table(self.real.as_dict()), ""]
+        if self.points:
             lines.append(measured_points.table(self.points))
-        if self.real is not None:
-            lines += [""] * self.generators + [real_runs.table(self.real.as_dict())]
+        if self.real is not None and self.generators:
+            lines += ["", real_runs.table(self.real.as_dict())]
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -105,8 +107,10 @@ class ForecastBench:
                 "runs": [
                     {"generator": r.generator, "seed": r.seed, "targets": r.targets, **r.result} for r in self.runs
                 ],
-                "measured_points": measured_points.as_dicts(self.points),
             }
+        if self.points:
+            out["measured_points"] = measured_points.as_dicts(self.points)
+            out["measured_points_summary"] = measured_points.summary(self.points)
         if self.real is not None:
             out["real_runs"] = self.real.as_dict()
         return out
@@ -174,11 +178,12 @@ def run_forecast_bench(
     real: bool = False,
     real_only: bool = False,
 ) -> ForecastBench:
-    """The generators' backtests and the measured points; with `real`, the real runs' section
-    after them; with `real_only`, that section alone."""
+    """The generators' backtests and the published points; with `real`, the real runs' section
+    after them; with `real_only`, the real runs and the published points alone."""
     if real_only:
-        return ForecastBench(real=real_runs_bench.run_real_runs_bench(settings), generators=False)
-    bench = ForecastBench(points=measured_points.check_all())
+        real_runs = real_runs_bench.run_real_runs_bench(settings)
+        return ForecastBench(points=measured_points.check_all(settings), real=real_runs, generators=False)
+    bench = ForecastBench(points=measured_points.check_all(settings))
     for name in generators or list(GENERATORS):
         for seed in range(seeds):
             events, truth = GENERATORS[name](seed)

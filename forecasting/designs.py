@@ -21,14 +21,24 @@ from gpualloc.schemas.features import (
     GPU_TYPES,
     OPTIMIZERS,
     PRECISIONS,
-    QUANT_ALGORITHMS,
     TRAINING_VARIANTS,
     Features,
     QuantizationFeatures,
     TrainingFeatures,
 )
 
-F = TypeVar("F", TrainingFeatures, QuantizationFeatures)  # a baseline's own kind of features
+F = TypeVar("F", TrainingFeatures, QuantizationFeatures)
+# the algorithms with a term of their own in the design rows; one the contract added later has none,
+# so rows keep their length and learned models load (it is learned through its group instead)
+DESIGN_ALGORITHMS = (
+    "awq",
+    "gptq",
+    "smoothquant",
+    "bnb_nf4",
+    "bnb_int8",
+    "fp8",
+    "gguf_k",
+)  # a baseline's own kind of features
 
 
 @dataclass(frozen=True)
@@ -103,7 +113,7 @@ def _quantization_design(f: QuantizationFeatures, gpu_type: str, gpus: int, hour
         math.log1p(f.calibration_samples),
         math.log(f.seq_len),
         math.log(f.group_size or 1),
-        *one_hot(f.algorithm, QUANT_ALGORITHMS),
+        *one_hot(f.algorithm, DESIGN_ALGORITHMS),
     ]
 
 
@@ -191,7 +201,7 @@ def memory_row(
     group = (
         one_hot(cast(TrainingFeatures, f).variant, TRAINING_VARIANTS)
         if kind == "training"
-        else one_hot(cast(QuantizationFeatures, f).algorithm, QUANT_ALGORITHMS)
+        else one_hot(cast(QuantizationFeatures, f).algorithm, DESIGN_ALGORITHMS)
     )
     split = dict((base or BASELINES[kind]).parts(f, gpus))
     runtime = split.pop("runtime")

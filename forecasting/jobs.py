@@ -38,12 +38,13 @@ from gpualloc.forecasting.designs import (
     group_memory_row,
     memory_row,
 )
+from gpualloc.forecasting.fixes import changes_that_fit
 from gpualloc.forecasting.groups import GroupModel, Refinement, errors_of, taught
 from gpualloc.forecasting.hardware import USABLE_GIB
 from gpualloc.forecasting.job_forecast import Hardware, JobForecast, SizeError
 from gpualloc.forecasting.kind_model import KindModel, fresh_model, group_key, parts_row
 from gpualloc.forecasting.ridge import MIN_ERRORS, ErrorWindow
-from gpualloc.schemas.features import Features
+from gpualloc.schemas.features import Features, TrainingFeatures
 from gpualloc.schemas.limits import LIMITS
 from gpualloc.schemas.settings import ForecastSettings
 
@@ -157,6 +158,10 @@ class JobForecaster:
             made,
             peak,
         )
+
+    def median_peak(self, kind: str, f: Features, gpu_type: str, gpus: int) -> float:
+        """The median forecast peak a GPU at `gpus` (GiB), before the margin a count is sized with."""
+        return self._peak(kind, f, gpu_type, gpus)
 
     def learn(
         self,
@@ -350,9 +355,13 @@ class JobForecaster:
             chosen = next(((n, False) for n in counts if base.memory(f, n) <= memory), None)
         if chosen is None:
             least, at = min((peak(n), n) for n in counts)
+            fix = None
+            if isinstance(f, TrainingFeatures) and self.physics >= 3:  # older versions' reasons replay as written
+                fix = changes_that_fit(f, base.memory, counts, memory)
             raise SizeError(
                 f"features: no count of {hw.room()} holds the job (it needs about "
                 f"{least:.0f} GB a GPU at best, at {at}; a {hw.gpu_type} has {memory:g} GB)"
+                + (f"; it would fit with {fix}" if fix else "")
             )
         n, fits = chosen
         if n > cap and fits and any(peak(c) <= usable for c in counts if c <= cap):

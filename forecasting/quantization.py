@@ -29,10 +29,11 @@ CALIBRATION_PASSES = {
     "bnb_nf4": 0.0,
     "bnb_int8": 0.0,
     "gguf_k": 0.0,
+    "autoround": 2.0,  # version 3 counts its tuning (`quantization_layers`)
 }
 STORAGE_GB_S = 1.0  # checkpoint read and write speed
 GGUF_S_PER_B = 60.0  # CPU k-quant conversion, seconds a billion parameters
-CALIBRATING = ("awq", "gptq", "smoothquant", "fp8")
+CALIBRATING = ("awq", "gptq", "smoothquant", "fp8", "autoround")
 STREAMING = ("smoothquant", "fp8")  # statistics gathered batch by batch
 STREAM_BATCH = 16  # samples a calibration batch of a streaming method
 ACTIVATION_BYTES = 34  # a token a hidden unit of one layer's activations (Korthikanti et al. 2022)

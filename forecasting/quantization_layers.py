@@ -1,6 +1,7 @@
-"""Version 3 of the quantization physics: AWQ and GPTQ counted by the work their reference
+"""Version 3 of the quantization physics: AWQ, GPTQ and AutoRound counted by the work their reference
 implementations do, one decoder layer at a time, the 16-bit model kept on the host (AutoAWQ,
-AutoGPTQ and GPTQModel, the GPTQ authors' code); the other methods as `quantization` counts them.
+AutoGPTQ and GPTQModel, the GPTQ authors' code, Intel's auto-round); the other methods as
+`quantization` counts them.
 
 A layer at a time, on one GPU (more GPUs neither hold more nor run faster: the layers go in turn):
 - both run the layer over the whole calibration set (`FORWARDS` times: for its linear layers'
@@ -12,13 +13,16 @@ A layer at a time, on one GPU (more GPUs neither hold more nor run faster: the l
   then searches `CLIP_GRID` clipping ranges for every linear layer but the query and key,
   comparing outputs on `CLIP_TOKENS` tokens by an elementwise product of inputs and weights
   (written and read in fp16: memory-bound);
+- AutoRound tunes each layer's rounding offsets and clipping by signed gradient descent,
+  `ROUND_ITERS` steps of `ROUND_BATCH` calibration samples, each a forward and a backward pass
+  through the layer (three times a forward's multiplies) and a pass over its weights;
 - GPTQ accumulates each linear layer's Hessian (2 X X^T over the calibration tokens) in fp32 with
   TF32 off, as its code sets, inverts it by Cholesky factorizations (about in^3 multiply-adds),
   and quantizes column by column, updating the columns not yet quantized (about out x in^2), each
   column a handful of small kernels whose launches cost more than their work.
 
 Constants are the implementations' defaults (AutoAWQ's `n_grid`, `n_sample_token`, GPTQ's kernels
-a column) and the physics' own measured shares of peak (`physics.MEASURED`: fp32 multiplies on
+a column, auto-round's `iters` and `batch_size`) and the physics' own measured shares of peak (`physics.MEASURED`: fp32 multiplies on
 the real runs); nothing here is fitted to a published quantization time.
 """
 
@@ -31,7 +35,7 @@ from gpualloc.forecasting.physics import MEASURED
 from gpualloc.forecasting.physics_v1 import ACHIEVED
 from gpualloc.schemas.features import QuantizationFeatures
 
-LAYERWISE = ("awq", "gptq")
+LAYERWISE = ("awq", "gptq", "autoround")
 AWQ_GRID = 20  # AutoAWQ's `n_grid`: scales tried for each group of linear layers
 CLIP_GRID = 20  # AutoAWQ's `auto_clip` `n_grid`: clipping ranges tried for each linear layer
 CLIP_TOKENS = 512  # `auto_clip`'s `n_sample_token`
@@ -41,7 +45,13 @@ COLUMN_LAUNCHES = 16  # kernels GPTQ launches a column: quantize (6), loss, erro
 LAUNCH_SECONDS = 5e-6  # a kernel launch from Python, work too small to hide it
 # passes of a layer over the calibration set: AWQ's for its linear layers' inputs, then its outputs;
 # GPTQ's once for each of the four groups quantized in turn (`true_sequential`), then its outputs
-FORWARDS = {"awq": 2, "gptq": 5}
+FORWARDS = {"awq": 2, "gptq": 5, "autoround": 2}
+ROUND_ITERS = 200  # AutoRound's `iters`: signed-gradient steps a layer
+ROUND_BATCH = 8  # AutoRound's `batch_size`: calibration samples a step
+ROUND_BYTES = (
+    24  # a weight a step: quantized and dequantized with its fp32 rounding offset, their gradients, the update
+)
+ACTIVATION_BYTES = 34  # a token and unit of a layer's activations for its backward (Korthikanti et al. 2022)
 
 
 @by_identity
@@ -84,11 +94,15 @@ def _layer_parts(f: QuantizationFeatures) -> dict[str, float]:
     tokens = f.calibration_samples * f.seq_len
     calibration = 2 * tokens * h * 2.0
     hessian = 0.0
+    weight_bytes = 2.0  # the layer's 16-bit weights
     if f.algorithm == "awq":
         calibration += tokens * m * 2.0 * 3 + CLIP_CHANNELS * CLIP_TOKENS * max(h, m) * 2.0
+    elif f.algorithm == "autoround":  # fp32 rounding offsets and their gradients; a step's activations
+        weight_bytes += 8.0
+        calibration += min(ROUND_BATCH, f.calibration_samples) * f.seq_len * h * ACTIVATION_BYTES
     else:
         hessian = sum(i * i * 4.0 for _, i, _ in linears(f))
-    return {"model": _layer_params(f) * 2.0 / GIB, "calibration": calibration / GIB, "hessian": hessian / GIB}
+    return {"model": _layer_params(f) * weight_bytes / GIB, "calibration": calibration / GIB, "hessian": hessian / GIB}
 
 
 def memory_per_gpu_gb(f: QuantizationFeatures, gpus: int) -> float:
@@ -96,7 +110,7 @@ def memory_per_gpu_gb(f: QuantizationFeatures, gpus: int) -> float:
 
 
 def quantization_hours(f: QuantizationFeatures, gpu_type: str, gpus: int) -> float:
-    """AWQ's and GPTQ's layers in turn on one GPU, then the checkpoint's I/O; the others as
+    """AWQ's, GPTQ's and AutoRound's layers in turn on one GPU, then the checkpoint's I/O; the others as
     `quantization` counts them."""
     if f.algorithm not in LAYERWISE:
         return quantization.quantization_hours(f, gpu_type, gpus)
@@ -114,6 +128,11 @@ def quantization_hours(f: QuantizationFeatures, gpu_type: str, gpus: int) -> flo
         seconds += AWQ_GRID * 2.0 * tokens * inspected / half
         clipped = sum(i * o for name, (i, o) in parts.items() if name not in ("q", "k"))
         seconds += CLIP_GRID * CLIP_TOKENS * clipped * CLIP_BYTES / bandwidth
+    elif f.algorithm == "autoround":
+        batch = min(ROUND_BATCH, f.calibration_samples) * f.seq_len
+        seconds += ROUND_ITERS * (
+            3 * 2.0 * _layer_params(f) * batch / half + _layer_params(f) * ROUND_BYTES / bandwidth
+        )
     else:
         flops = sum(2.0 * i * i * tokens + i**3 + o * i * i for i, o in parts.values())
         seconds += flops / fp32 + sum(i for i, _ in parts.values()) * COLUMN_LAUNCHES * LAUNCH_SECONDS

@@ -19,7 +19,6 @@ from gpualloc.generators.synthetic_traffic import Record, pool_record, to_events
 from gpualloc.generators.traces import T0
 from gpualloc.schemas.features import (
     ADAPTER_VARIANTS,
-    QUANT_ALGORITHMS,
     QUANT_BITS,
     QuantizationFeatures,
     TrainingFeatures,
@@ -432,8 +431,13 @@ def _training_features(rng: random.Random, gpu_type: str) -> dict[str, Any]:
     return f
 
 
+# the algorithms this generator draws: those it has a model of (AutoRound, added to the contract
+# later, is not drawn, so every seed's trace is as it was)
+GENERATED_ALGORITHMS = ("awq", "gptq", "smoothquant", "bnb_nf4", "bnb_int8", "fp8", "gguf_k")
+
+
 def _quant_features(rng: random.Random) -> dict[str, Any]:
-    algorithm = rng.choice(QUANT_ALGORITHMS)
+    algorithm = rng.choice(GENERATED_ALGORITHMS)
     params = rng.choices(MODELS, weights=[m[4] for m in MODELS])[0][0]
     f = {
         "params_b": params,

@@ -86,7 +86,7 @@ def _known_module(name: str) -> str:
 LoraModule = Annotated[
     str, AfterValidator(_known_module), WithJsonSchema({"type": "string", "enum": list(LORA_MODULES)})
 ]
-QuantAlgorithm = Literal["awq", "gptq", "smoothquant", "bnb_nf4", "bnb_int8", "fp8", "gguf_k"]
+QuantAlgorithm = Literal["awq", "gptq", "smoothquant", "bnb_nf4", "bnb_int8", "fp8", "gguf_k", "autoround"]
 QUANT_ALGORITHMS: tuple[QuantAlgorithm, ...] = get_args(QuantAlgorithm)
 QUANT_BITS = {
     "awq": (3, 4),
@@ -96,6 +96,7 @@ QUANT_BITS = {
     "bnb_int8": (8,),
     "fp8": (8,),
     "gguf_k": (2, 3, 4, 5, 6, 8),
+    "autoround": (2, 3, 4, 8),
 }
 GpuType = Literal[
     "v100-32gb",

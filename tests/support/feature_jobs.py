@@ -44,8 +44,13 @@ def training_features(rng: random.Random) -> dict:
     return f
 
 
+# the algorithms drawn, fixed (the golden ledger's streams draw from them: a later algorithm of the
+# contract would change every stream)
+ALGORITHMS = ("awq", "bnb_int8", "bnb_nf4", "fp8", "gguf_k", "gptq", "smoothquant")
+
+
 def quantization_features(rng: random.Random) -> dict:
-    algorithm = rng.choice(sorted(QUANT_BITS))
+    algorithm = rng.choice(ALGORITHMS)
     return {
         "params_b": rng.choice([1, 7, 13, 70]),
         "algorithm": algorithm,

@@ -69,7 +69,8 @@ def test_events_parse_unique_and_sorted(name):
 def test_job_trace_covers_every_variant_and_algorithm(jobs):
     events, truth = jobs
     assert {t["variant"] for t in truth.values() if "variant" in t} == set(TRAINING_VARIANTS)
-    assert {t["algorithm"] for t in truth.values() if "algorithm" in t} == set(QUANT_ALGORITHMS)
+    assert {t["algorithm"] for t in truth.values() if "algorithm" in t} == set(sj.GENERATED_ALGORITHMS)
+    assert set(sj.GENERATED_ALGORITHMS) <= set(QUANT_ALGORITHMS)
     pools = {e["pool"]: e["payload"]["gpu_type"] for e in events if e["type"] == "pool.configured"}
     assert len(set(pools.values())) == 3
     submitted = [e for e in events if e["type"] == "job.submitted"]

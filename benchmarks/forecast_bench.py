@@ -11,7 +11,7 @@ generator (docs/ground-truth.md), seed by seed, per group and at cold start, aga
 on, `truth_heldout` the one no tuning looked at. Then the cold forecasts beside published
 measured points (`measured_points`): real runs, not a generator's model of them. With `real`,
 last, the forecasters against fine-tuning runs measured on an H200 (`real_runs_bench`,
-benchmarks/real).
+benchmarks/real); with `real_only`, those runs and then the published points.
 """
 
 from __future__ import annotations

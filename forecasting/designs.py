@@ -23,6 +23,7 @@ from gpualloc.schemas.features import (
     PRECISIONS,
     TRAINING_VARIANTS,
     Features,
+    Interconnect,
     QuantizationFeatures,
     TrainingFeatures,
 )
@@ -50,7 +51,7 @@ class Baseline(Generic[F]):
 
     memory: Callable[[F, int], float]
     parts: Callable[[F, int], dict[str, float]]  # the same by what holds it ("runtime" last, if any)
-    hours: Callable[[F, str, int], float]
+    hours: Callable[[F, str, int, Interconnect | None], float]  # on a GPU type, a count, the pool's links
     smallest: Callable[[F], int]
     design: Callable[[F, str, int, float, float], list[float]]
     headroom: float = 1.0
@@ -58,6 +59,11 @@ class Baseline(Generic[F]):
     tolerance: float = 0.0
     by_parts: bool = False  # its pooled memory correction scales each part (`jobs.KindModel.parts`)
     components: Callable[[F, int], dict[str, float]] | None = None  # the parts that correction scales
+
+
+def _without_links(hours: Callable[[F, str, int], float]) -> Callable[[F, str, int, Interconnect | None], float]:
+    """The hours of a physics whose time does not depend on the links between GPUs."""
+    return lambda f, gpu_type, gpus, interconnect: hours(f, gpu_type, gpus)
 
 
 def one_hot(value: str, choices: tuple[str, ...]) -> list[float]:
@@ -130,7 +136,7 @@ def _v1_components(f: TrainingFeatures, gpus: int) -> dict[str, float]:
 _QUANTIZATION: Baseline[Any] = Baseline(
     quantization.memory_per_gpu_gb,
     _with_runtime(quantization.memory_parts_gb),
-    quantization.quantization_hours,
+    _without_links(quantization.quantization_hours),
     lambda f: 1,
     _quantization_design,
     headroom=physics_v1.HEADROOM,
@@ -140,7 +146,7 @@ _LAYERWISE_QUANTIZATION: Baseline[Any] = dataclasses.replace(
     _QUANTIZATION,
     memory=quantization_layers.memory_per_gpu_gb,
     parts=_with_runtime(quantization_layers.memory_parts_gb),
-    hours=quantization_layers.quantization_hours,
+    hours=_without_links(quantization_layers.quantization_hours),
 )
 
 
@@ -151,7 +157,7 @@ def _training(k: physics.Measured) -> Baseline[Any]:
     return Baseline(
         functools.partial(physics.memory_per_gpu_gb, k=k),
         functools.partial(physics.memory_parts_gb, k=k),
-        functools.partial(physics.training_hours, k=k),
+        lambda f, gpu_type, gpus, interconnect: physics.training_hours(f, gpu_type, gpus, k, interconnect),
         physics.smallest_count,
         _training_design,
         prior=physics.MEASURED_SPREAD[k.version],
@@ -169,7 +175,7 @@ PHYSICS: dict[int, dict[str, Baseline[Any]]] = {
         "training": Baseline(
             physics_v1.memory_per_gpu_gb,
             _with_runtime(physics_v1.memory_parts_gb),
-            physics_v1.training_hours,
+            _without_links(physics_v1.training_hours),
             physics_v1.smallest_count,
             _training_design,
             headroom=physics_v1.HEADROOM,

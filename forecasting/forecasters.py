@@ -16,7 +16,7 @@ from gpualloc.forecasting.job_forecast import Hardware, JobForecast, SizeError
 from gpualloc.forecasting.jobs import JobForecaster
 from gpualloc.forecasting.physics_v1 import GPU_MEMORY_GB
 from gpualloc.forecasting.traffic import TrafficForecaster
-from gpualloc.schemas.features import Features
+from gpualloc.schemas.features import Features, Interconnect
 from gpualloc.schemas.settings import ForecastSettings
 
 
@@ -118,11 +118,16 @@ class Forecasters:
 def pool_hardware(f: Features, pool: Any) -> Hardware:
     """`hardware` on a pool's fields (a `PoolConfig` or a `pool.configured` payload: `gpu_type`,
     `gpu_memory_gb`, `gpus`, `step_minutes`)."""
-    return hardware(f, pool.gpu_type, pool.gpu_memory_gb, pool.gpus, pool.step_minutes)
+    return hardware(f, pool.gpu_type, pool.gpu_memory_gb, pool.gpus, pool.step_minutes, pool.interconnect)
 
 
 def hardware(
-    f: Features, pool_type: str | None, pool_memory_gb: float | None, gpus: int, step_minutes: int
+    f: Features,
+    pool_type: str | None,
+    pool_memory_gb: float | None,
+    gpus: int,
+    step_minutes: int,
+    interconnect: Interconnect | None = None,
 ) -> Hardware:
     """What the job runs on: its own GPU type and memory, else the pool's, else the type's (SizeError
     naming the field when no type is given)."""
@@ -132,4 +137,6 @@ def hardware(
             "features.gpu_type: give it, or the pool's gpu_type in pool.configured, so the job can be sized"
         )
     given = f.gpu_memory_gb or (pool_memory_gb if gpu_type == pool_type else None)
-    return Hardware(gpu_type, given or GPU_MEMORY_GB[gpu_type], gpus, step_minutes, nominal=given is None)
+    return Hardware(
+        gpu_type, given or GPU_MEMORY_GB[gpu_type], gpus, step_minutes, nominal=given is None, interconnect=interconnect
+    )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpualloc.schemas.features import Interconnect
+
 
 @dataclass(frozen=True)
 class Hardware:
@@ -18,6 +20,7 @@ class Hardware:
     nominal: bool = False
     pool_gpus: int | None = None  # the pool's GPUs where apps' floors (`floors`) leave it `max_gpus`
     floors: tuple[tuple[str, int], ...] = ()
+    interconnect: Interconnect | None = None  # the pool's links within a node (None: NVLink where the type has it)
 
     def room(self) -> str:
         """The GPUs a job may be given, in words: the pool's, or those its apps' floors leave

@@ -59,9 +59,10 @@ def _sane(x: np.ndarray, y: float) -> bool:
     return bool(np.all(np.isfinite(x))) and math.isfinite(y) and float(np.max(np.abs(x))) <= SANE and abs(y) <= SANE
 
 
-def _hours(base: Baseline[Any], f: Features, gpu_type: str, gpus: int) -> float:
-    """The baseline's hours, at least a microsecond's worth (a log of them is taken)."""
-    return max(base.hours(f, gpu_type, gpus), 1e-9)
+def _hours(base: Baseline[Any], f: Features, hw: Hardware, gpus: int) -> float:
+    """The baseline's hours on `hw`'s GPU type and links, at least a microsecond's worth (a log of
+    them is taken)."""
+    return max(base.hours(f, hw.gpu_type, gpus, hw.interconnect), 1e-9)
 
 
 @dataclass
@@ -181,7 +182,7 @@ class JobForecaster:
         model, base = self.models[kind], self._base(kind)
         group, arch = self._levels(kind, f, hw.gpu_type, teach=True)
         assert group is not None and arch is not None
-        hours, memory = _hours(base, f, hw.gpu_type, gpus), base.memory(f, gpus)
+        hours, memory = _hours(base, f, hw, gpus), base.memory(f, gpus)
         x = np.array(base.design(f, hw.gpu_type, gpus, hours, memory))
         y = math.log(steps * hw.step_minutes / 60.0 / hours)
         if _sane(x, y):
@@ -266,7 +267,7 @@ class JobForecaster:
     def _centre(self, kind: str, f: Features, hw: Hardware, n: int) -> float:
         """Log pool steps the job runs at `n` GPUs, by its kind's and its group's corrections."""
         model, base = self.models[kind], self._base(kind)
-        hours = _hours(base, f, hw.gpu_type, n)
+        hours = _hours(base, f, hw, n)
         x = np.array(base.design(f, hw.gpu_type, n, hours, base.memory(f, n)))
         group = self._levels(kind, f, hw.gpu_type)[0]
         own = group.duration.value(model.duration) if group else 0.0

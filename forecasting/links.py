@@ -12,10 +12,8 @@ a link's rate (NCCL's bus bandwidth on large messages): an assumption, not a mea
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from gpualloc.schemas.features import Interconnect
 
-Interconnect = Literal["nvlink", "pcie", "infiniband"]
-INTERCONNECTS: tuple[Interconnect, ...] = get_args(Interconnect)
 NODE_GPUS = 8  # GPUs a node's fast links join
 ACHIEVED_LINK = 0.8
 
@@ -33,9 +31,10 @@ LINK_GB_S: dict[str, tuple[float | None, float, float]] = {
 }
 
 
-def link_bytes_s(gpu_type: str, gpus: int, interconnect: Interconnect = "nvlink") -> float:
+def link_bytes_s(gpu_type: str, gpus: int, interconnect: Interconnect | None = None) -> float:
     """Bytes a second a ring collective over `gpus` GPUs moves a GPU: the slowest link it crosses
-    (the node's, or the network's past one node; a pool on `infiniband` has one GPU a node)."""
+    (the node's, or the network's past one node; a pool on `infiniband` has one GPU a node; None:
+    NVLink where the type has it)."""
     nvlink, pcie, network = LINK_GB_S[gpu_type]
     if interconnect == "infiniband" or gpus > NODE_GPUS:
         rate = network

@@ -39,10 +39,9 @@ from dataclasses import dataclass, field
 
 from gpualloc.forecasting import links, physics_v1, stack
 from gpualloc.forecasting.hardware import GIB, HBM_TB_S, peak_flops
-from gpualloc.forecasting.links import Interconnect
 from gpualloc.forecasting.memo import by_identity
 from gpualloc.forecasting.physics_v1 import Sizing, smallest_count, steps_of
-from gpualloc.schemas.features import LORA_MODULES, TrainingFeatures
+from gpualloc.schemas.features import LORA_MODULES, Interconnect, TrainingFeatures
 
 __all__ = ["MEASURED", "MEASURED_SPREAD", "Measured", "Shape", "Sizing", "shape_of", "smallest_count", "steps_of"]
 
@@ -408,7 +407,7 @@ def memory_per_gpu_gb(f: TrainingFeatures, gpus: int, k: Measured = MEASURED) ->
 
 
 def step_seconds(
-    f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED, interconnect: Interconnect = "nvlink"
+    f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED, interconnect: Interconnect | None = None
 ) -> float:
     """Seconds a micro-batch takes on each of the job's model replicas (its share of the
     optimizer's step included)."""
@@ -416,7 +415,7 @@ def step_seconds(
 
 
 def step_parts(
-    f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED, interconnect: Interconnect = "nvlink"
+    f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED, interconnect: Interconnect | None = None
 ) -> dict[str, float]:
     """`step_seconds` by what takes it: the multiplies, each layer's launches, QLoRA's
     dequantization, the optimizer's pass over its state, and what the GPUs' collectives add
@@ -461,7 +460,7 @@ def step_parts(
 
 
 def communication_seconds(
-    f: TrainingFeatures, gpu_type: str, gpus: int, compute: float, interconnect: Interconnect = "nvlink"
+    f: TrainingFeatures, gpu_type: str, gpus: int, compute: float, interconnect: Interconnect | None = None
 ) -> float:
     """Seconds a micro-batch waits on collectives (ring collectives, `links`), beyond the
     `compute` seconds they overlap:
@@ -503,7 +502,7 @@ def communication_seconds(
 
 
 def training_hours(
-    f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED, interconnect: Interconnect = "nvlink"
+    f: TrainingFeatures, gpu_type: str, gpus: int, k: Measured = MEASURED, interconnect: Interconnect | None = None
 ) -> float:
     """Wall time on `gpus` GPUs of `gpu_type`: the micro-batches each replica runs."""
     replicas = max(1, gpus // (f.tensor_parallel * f.pipeline_parallel))

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field, ValidationError, model_validator
 
-from gpualloc.schemas.features import FEATURES, GpuType, QuantizationFeatures, TrainingFeatures
+from gpualloc.schemas.features import FEATURES, GpuType, Interconnect, QuantizationFeatures, TrainingFeatures
 from gpualloc.schemas.limits import LIMITS, POOL
 from gpualloc.schemas.published import (
     AllocationDecided,
@@ -41,6 +41,9 @@ class PoolConfigured(PoolFields):
 
     gpu_type: GpuType | None = None
     gpu_memory_gb: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)
+    # added: the links between a node's GPUs, which multi-GPU jobs' collectives cross (their
+    # forecast time, physics version 3); None: NVLink where the GPU type has it, else PCIe
+    interconnect: Interconnect | None = None
     # added: the starvation bound: the oldest jobs queued this many steps (while their GPUs fit the
     # pool once) are planned ahead of every other job (their start no later arrival can delay)
     starvation_steps: StrictInt | None = Field(default=None, ge=1, le=LIMITS.duration)

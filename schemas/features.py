@@ -110,6 +110,9 @@ GpuType = Literal[
     "mi300x-192gb",
 ]
 GPU_TYPES: tuple[GpuType, ...] = get_args(GpuType)
+# the links a pool's GPUs talk over within a node (`pool.configured`): NVLink (PCIe for a type that
+# has none), PCIe, or InfiniBand (a GPU a node: every collective crosses the network)
+Interconnect = Literal["nvlink", "pcie", "infiniband"]
 
 
 ParallelDegree = Annotated[

@@ -42,6 +42,7 @@ def configure(pool: Pool, event: Event, now: datetime) -> list[Effect]:
         bind_requeue_seconds=_or_default(p.bind_requeue_seconds, POOL.bind_requeue_seconds),
         value_model=p.value_model or GPU_STEPS,
         reserved_jobs=p.reserved_jobs,
+        interconnect=p.interconnect,
     )
     if pool.planner is None:
         origin = now + timedelta(seconds=p.setup_seconds or 0)  # step 0 begins when the set-up window closes

@@ -54,6 +54,7 @@ class PoolConfig:
     # the starving jobs that hold reservations (`reservations`), oldest first; None: none, every
     # starving job's priority is raised instead (`starvation.raised`)
     reserved_jobs: int | None = None
+    interconnect: str | None = None  # the links a node's GPUs talk over (None: NVLink where the type has it)
 
     @property
     def node_size(self) -> int:

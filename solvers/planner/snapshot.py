@@ -190,9 +190,9 @@ def load_planner(
 
 
 def _added(c: PoolConfig) -> list[Any]:
-    """The configuration's fields added last (`value_model`, `reserved_jobs`), up to the last one
-    not at its default: a snapshot of a pool that sets none is written as before them."""
-    added: list[Any] = [c.value_model, c.reserved_jobs]
+    """The configuration's fields added last (`value_model`, `reserved_jobs`, `interconnect`), up to
+    the last one not at its default: a snapshot of a pool that sets none is written as before them."""
+    added: list[Any] = [c.value_model, c.reserved_jobs, c.interconnect]
     while added and added[-1] in (GPU_STEPS, None):
         added.pop()
     return added

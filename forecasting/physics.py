@@ -55,6 +55,14 @@ INT8_BYTES = 1.0  # a weight of bitsandbytes' int8 (its row scales are a few byt
 CHUNKED_HELD = 4.0  # bytes a token and word a chunked loss holds whole: the 16-bit logits and their gradient
 OPTIMIZER_BYTES = {"adamw": 8, "adamw_8bit": 2, "adafactor": 0, "sgd": 4, "lion": 4}  # a fp32 parameter
 STEP_TEMPORARY = {"adamw": 4, "lion": 4}  # a fp32 parameter: the foreach step's temporary
+# kernels a step launches for each trained tensor where the optimizer loops over them one by one
+# (a foreach or fused step launches a handful for all of them): transformers' Adafactor, counted from
+# its `step` for a factored 2-D parameter (squares, row and column means and their moving
+# averages, the reciprocal square roots' product, the update, its RMS clip, learning rate and
+# in-place add, the casts of a 16-bit parameter); bitsandbytes' 8-bit optimizers (one blockwise
+# update kernel and its state's bookkeeping); PyTorch's for-loop AdamW, SGD and a Lion's
+LOOP_KERNELS = {"adafactor": 24, "adamw_8bit": 4}
+FOR_LOOP_KERNELS = {"adamw": 12, "sgd": 3, "lion": 6}
 OPTIMIZER_TRAFFIC = {"adamw": 40, "adamw_8bit": 16, "adafactor": 24, "sgd": 20, "lion": 20}  # bytes read and written
 ADAPTED = {  # the projections each LoRA target set adapts
     "attention": ("q", "k", "v", "o"),
@@ -94,13 +102,14 @@ class Measured:
     reserve: float = 0.074
     reserve_checkpointed: float = 0.142
     context_gib: float = 0.6  # the CUDA context PyTorch creates (measured: 0.60 GiB on an H200)
-    achieved: float = 0.415
-    achieved_fp32: float = 0.772
-    width_half: float = 119.7
-    eager_attention: float = 0.0432
-    optimizer_slowdown: float = 1.10
-    dequantize_slowdown: float = 10.67
-    layer_seconds: float = 0.00217
+    achieved: float = 0.414
+    achieved_fp32: float = 0.771
+    width_half: float = 148.1
+    eager_attention: float = 0.0433
+    optimizer_slowdown: float = 0.885
+    dequantize_slowdown: float = 10.94
+    layer_seconds: float = 0.00203
+    launch_seconds: float = 9.4e-6  # a kernel launch of an optimizer's loop over its tensors (version 3)
     # the accounting's version (`ForecastSettings.physics`): 3 holds gradients beside activations
     # (accumulated ones, the output layer's), data parallelism's buckets, ZeRO-3's gathered layers
     # and tensor parallelism's whole activations, and counts collectives' time; 2 does none of that
@@ -118,12 +127,19 @@ MEASURED_V2 = Measured(
     adafactor_copies=2.09,
     reserve=0.076,
     reserve_checkpointed=0.144,
+    achieved=0.415,
+    achieved_fp32=0.772,
+    width_half=119.7,
+    eager_attention=0.0432,
+    optimizer_slowdown=1.10,
+    dequantize_slowdown=10.67,
+    layer_seconds=0.00217,
     version=2,
 )
 # the log spread of what runs needed over what `MEASURED` forecast for them, each model's runs by
 # constants fitted without them (`deploy/measure/fit_physics.py`): the error to expect of a model
 # never seen, which sizes the margin a count is chosen with before any completion is learned
-MEASURED_SPREAD = {3: 0.081, 2: 0.082}
+MEASURED_SPREAD = {3: 0.080, 2: 0.082}
 
 
 @dataclass(frozen=True)
@@ -449,6 +465,8 @@ def step_parts(
     updated = trainable_params(f) / split / (replicas if f.zero_stage >= 1 else 1)
     accumulation = _accumulation(f, replicas)
     optimizer = k.optimizer_slowdown * updated * OPTIMIZER_TRAFFIC[f.optimizer] / bandwidth / accumulation
+    if k.version >= 3:
+        optimizer += _loop_launches(f, s) * k.launch_seconds / accumulation
     communication = communication_seconds(f, gpu_type, gpus, compute / rate, interconnect) if k.version >= 3 else 0.0
     return {
         "compute": compute / rate,
@@ -457,6 +475,20 @@ def step_parts(
         "optimizer": optimizer,
         "communication": communication,
     }
+
+
+def _loop_launches(f: TrainingFeatures, s: Shape) -> int:
+    """Kernels an optimizer step launches one trained tensor at a time (`LOOP_KERNELS`)."""
+    kernels = LOOP_KERNELS.get(f.optimizer, 0)
+    if not kernels and stack.optimizer_impl(f) == "for_loop":
+        kernels = FOR_LOOP_KERNELS.get(f.optimizer, 0)
+    if f.variant in FULL:  # a decoder layer's seven weights and two norms; the embedding, final norm, output
+        tensors = 9 * f.layers + (2 if s.tied else 3)
+    elif f.variant in ("lora", "qlora", "dora"):  # each adapted projection's A and B (and DoRA's magnitude)
+        tensors = len(adapted(f)) * (3 if f.variant == "dora" else 2) * f.layers
+    else:
+        tensors = f.layers
+    return kernels * tensors
 
 
 def communication_seconds(

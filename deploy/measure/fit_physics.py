@@ -32,7 +32,7 @@ FITTED = [REAL / "h200-runs.jsonl", REAL / "gpualloc-h200-runs.jsonl"]
 MEMORY = ["act_width", "act_mlp", "logits", "eager_scores", "adafactor_copies"]
 RESERVE = ["reserve", "reserve_checkpointed"]
 TIME = ["achieved", "achieved_fp32", "width_half", "eager_attention", "optimizer_slowdown", "dequantize_slowdown"]
-TIME += ["layer_seconds"]
+TIME += ["layer_seconds", "launch_seconds"]
 REGIMES = ("mixed", "half", "fp32")
 
 

@@ -28,10 +28,10 @@ def featured(id: str, tokens: int) -> dict:
 def test_a_forecast_past_the_pools_time_limit_is_admitted_with_a_warning_in_its_reason():
     pool = Pool()
     pool.apply([ev("pool.configured", {**SIZED, "time_limit": 40})], T0)
-    long = decided(pool, featured("long", 500)).decision  # forecast median 44.8 steps
+    long = decided(pool, featured("long", 500)).decision  # forecast median 44.9 steps
     assert long.action == "start" and long.forecast is not None and long.forecast.median > 40
     assert long.reason.endswith(
-        "; warning: its forecast median 44.8 steps exceeds its time limit of 40 steps; it will be failed at the limit"
+        "; warning: its forecast median 44.9 steps exceeds its time limit of 40 steps; it will be failed at the limit"
     )
     short = decided(pool, featured("short", 50)).decision  # median 4.5, planned 7: within the limit
     assert short.reason.endswith("; time limit 40 steps: failed that long after it starts, unless it ends first")

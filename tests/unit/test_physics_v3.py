@@ -147,3 +147,20 @@ def test_version_2_keeps_its_constants_and_version_3_its_own():
     assert physics.MEASURED_SPREAD[2] != physics.MEASURED_SPREAD[3]
     f = job()
     assert parts(f, k=MEASURED_V2) != parts(f)  # refitted constants
+
+
+def test_an_optimizer_looping_over_its_tensors_pays_each_kernels_launch():
+    full = {"variant": "full", "micro_batch": 1, "global_batch": 1, "seq_len": 512}
+    tensors = 9 * 32 + 3  # a layer's seven weights and two norms; the embedding, final norm, output layer
+    adafactor = physics.step_parts(job(**full, optimizer="adafactor"), "h200-141gb", 1)["optimizer"]
+    traffic = MEASURED.optimizer_slowdown * 8.03e9 * physics.OPTIMIZER_TRAFFIC["adafactor"] / 4.8e12
+    assert adafactor == pytest.approx(traffic + tensors * 24 * MEASURED.launch_seconds)
+    foreach = physics.step_parts(job(**full), "h200-141gb", 1)["optimizer"]
+    looping = physics.step_parts(job(**full, optimizer_impl="for_loop"), "h200-141gb", 1)["optimizer"]
+    assert looping - foreach == pytest.approx(tensors * 12 * MEASURED.launch_seconds)
+    lora = physics.step_parts(job(optimizer="adamw_8bit", lora_targets=["q_proj", "v_proj"]), "h200-141gb", 1)
+    assert lora["optimizer"] >= 2 * 2 * 32 * 4 * MEASURED.launch_seconds  # A and B of two projections a layer
+    v2 = physics.step_parts(job(**full, optimizer="adafactor"), "h200-141gb", 1, MEASURED_V2)["optimizer"]
+    assert v2 == pytest.approx(
+        MEASURED_V2.optimizer_slowdown * 8.03e9 * physics.OPTIMIZER_TRAFFIC["adafactor"] / 4.8e12
+    )

@@ -117,8 +117,8 @@ class Checked:
 
     @property
     def ran_but_refused_or_doubled(self) -> bool:
-        """A configuration that ran (a peak, or fits) refused, or given more than twice its GPUs."""
-        if self.point.measure not in ("peak_gb", "fits"):
+        """A configuration that ran (a peak, fits, a time) refused, or given more than twice its GPUs."""
+        if self.point.measure == "oom":
             return False
         return self.gpus is None or self.gpus > 2 * self.point.gpus
 

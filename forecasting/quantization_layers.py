@@ -1,9 +1,16 @@
-"""Version 3 of the quantization physics: AWQ, GPTQ and AutoRound counted by the work their reference
-implementations do, one decoder layer at a time, the 16-bit model kept on the host (AutoAWQ,
-AutoGPTQ and GPTQModel, the GPTQ authors' code, Intel's auto-round); the other methods as
-`quantization` counts them.
+"""Version 3 of the quantization physics: AWQ, GPTQ and AutoRound timed by the work their reference
+implementations do, one decoder layer at a time (AutoAWQ, AutoGPTQ and GPTQModel, the GPTQ
+authors' code, Intel's auto-round); the other methods as `quantization` counts them.
 
-A layer at a time, on one GPU (more GPUs neither hold more nor run faster: the layers go in turn):
+Memory: where the features say the model stays on the host (`model_on_host`, AutoRound's default:
+auto-round keeps it there), a GPU holds one layer, the calibration set's inputs and outputs of it
+and the method's own working set. Otherwise AWQ and GPTQ are sized as before, the 16-bit model
+across the job's GPUs with the calibration inputs and GPTQ's Hessian (`quantization`):
+transformers' integration of both loads the whole model onto the GPUs before quantizing it layer
+by layer (`device_map="auto"`), and a job sized for that also fits a layer-by-layer run; the other
+way round, a job sized for one layer runs out of memory where the whole model is loaded.
+
+Time, a layer at a time (more GPUs do not run it faster: the layers go in turn):
 - both run the layer over the whole calibration set (`FORWARDS` times: for its linear layers'
   inputs, then for its outputs, the next layer's inputs), holding those inputs and outputs in
   16 bits;
@@ -22,8 +29,9 @@ A layer at a time, on one GPU (more GPUs neither hold more nor run faster: the l
   column a handful of small kernels whose launches cost more than their work.
 
 Constants are the implementations' defaults (AutoAWQ's `n_grid`, `n_sample_token`, GPTQ's kernels
-a column, auto-round's `iters` and `batch_size`) and the physics' own measured shares of peak (`physics.MEASURED`: fp32 multiplies on
-the real runs); nothing here is fitted to a published quantization time.
+a column, auto-round's `iters` and `batch_size`) and the physics' own measured figures
+(`physics.MEASURED`: fp32 multiplies' share of peak and a kernel launch, on the real runs);
+nothing here is fitted to a published quantization time.
 """
 
 from __future__ import annotations
@@ -35,22 +43,19 @@ from gpualloc.forecasting.physics import MEASURED
 from gpualloc.forecasting.physics_v1 import ACHIEVED
 from gpualloc.schemas.features import QuantizationFeatures
 
-LAYERWISE = ("awq", "gptq", "autoround")
+LAYERWISE = ("awq", "gptq", "autoround")  # timed by their work a layer
 AWQ_GRID = 20  # AutoAWQ's `n_grid`: scales tried for each group of linear layers
 CLIP_GRID = 20  # AutoAWQ's `auto_clip` `n_grid`: clipping ranges tried for each linear layer
 CLIP_TOKENS = 512  # `auto_clip`'s `n_sample_token`
 CLIP_BYTES = 4  # an element of the clip search's fp16 product, written then read
-CLIP_CHANNELS = 64  # output channels a clip batch (`oc_batch_size`)
+CLIP_CHANNELS = 64  # output channels a batch of the clip search (`oc_batch_size`)
 COLUMN_LAUNCHES = 16  # kernels GPTQ launches a column: quantize (6), loss, error, update, stores
-LAUNCH_SECONDS = 5e-6  # a kernel launch from Python, work too small to hide it
 # passes of a layer over the calibration set: AWQ's for its linear layers' inputs, then its outputs;
 # GPTQ's once for each of the four groups quantized in turn (`true_sequential`), then its outputs
 FORWARDS = {"awq": 2, "gptq": 5, "autoround": 2}
 ROUND_ITERS = 200  # AutoRound's `iters`: signed-gradient steps a layer
 ROUND_BATCH = 8  # AutoRound's `batch_size`: calibration samples a step
-ROUND_BYTES = (
-    24  # a weight a step: quantized and dequantized with its fp32 rounding offset, their gradients, the update
-)
+ROUND_BYTES = 24  # a weight a step: quantized with its fp32 offset, their gradients, the update
 ACTIVATION_BYTES = 34  # a token and unit of a layer's activations for its backward (Korthikanti et al. 2022)
 
 
@@ -79,25 +84,32 @@ def _layer_params(f: QuantizationFeatures) -> int:
     return sum(i * o for _, i, o in linears(f))
 
 
+def on_the_host(f: QuantizationFeatures) -> bool:
+    """The model stays in host memory and a layer at a time goes to the GPU."""
+    return f.model_on_host if f.model_on_host is not None else f.algorithm == "autoround"
+
+
 def memory_parts_gb(f: QuantizationFeatures, gpus: int) -> dict[str, float]:
-    """GiB the GPU holds: a layer's 16-bit weights, the calibration set's inputs and outputs of it
-    (AWQ: and what the searched group feeds, and a clip batch), GPTQ's Hessians of the layer."""
-    if f.algorithm not in LAYERWISE:
+    """GiB a GPU holds: with the model on the host, a layer (AutoRound's with its fp32 rounding
+    offsets and their gradients), its inputs and outputs over the calibration set, and the
+    method's working set (AWQ: what the searched group feeds and a clip batch; GPTQ: the layer's
+    Hessians; AutoRound: a step's activations); otherwise as `quantization` counts it."""
+    if not on_the_host(f):
         return quantization.memory_parts_gb(f, gpus)
     return dict(_layer_parts(f))
 
 
 @by_identity
 def _layer_parts(f: QuantizationFeatures) -> dict[str, float]:
-    """`memory_parts_gb` of a method going layer by layer: the same at every count."""
+    """`memory_parts_gb` of a run with the model on the host: the same at every count."""
     _, h, m, _ = shape(f)
     tokens = f.calibration_samples * f.seq_len
-    calibration = 2 * tokens * h * 2.0
+    calibration = 2 * tokens * h * 2.0  # the layer's inputs and outputs, 16-bit
     hessian = 0.0
     weight_bytes = 2.0  # the layer's 16-bit weights
     if f.algorithm == "awq":
         calibration += tokens * m * 2.0 * 3 + CLIP_CHANNELS * CLIP_TOKENS * max(h, m) * 2.0
-    elif f.algorithm == "autoround":  # fp32 rounding offsets and their gradients; a step's activations
+    elif f.algorithm == "autoround":
         weight_bytes += 8.0
         calibration += min(ROUND_BATCH, f.calibration_samples) * f.seq_len * h * ACTIVATION_BYTES
     else:
@@ -135,7 +147,7 @@ def quantization_hours(f: QuantizationFeatures, gpu_type: str, gpus: int) -> flo
         )
     else:
         flops = sum(2.0 * i * i * tokens + i**3 + o * i * i for i, o in parts.values())
-        seconds += flops / fp32 + sum(i for i, _ in parts.values()) * COLUMN_LAUNCHES * LAUNCH_SECONDS
+        seconds += flops / fp32 + sum(i for i, _ in parts.values()) * COLUMN_LAUNCHES * MEASURED.launch_seconds
     params = f.params_b * 1e9
     seconds *= layers
     seconds += (params * 2 + params * f.bits / 8) / (quantization.STORAGE_GB_S * 1e9)

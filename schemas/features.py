@@ -222,6 +222,10 @@ class QuantizationFeatures(_Features):
     layers: int | None = Field(default=None, strict=True, ge=1, le=1024)
     hidden_size: int | None = Field(default=None, strict=True, ge=64, le=131072)
     intermediate_size: int | None = Field(default=None, strict=True, ge=1, le=1 << 20)  # the MLP's width
+    # AWQ, GPTQ, AutoRound: the 16-bit model stays in host memory and each layer goes to the GPU in
+    # turn (the methods' own scripts, auto-round's default); false: the whole model on the GPUs
+    # (transformers' integration, `device_map="auto"`). Absent: true for AutoRound, false otherwise
+    model_on_host: bool | None = None
     gpu_type: GpuType | None = None
     gpu_memory_gb: float | None = Field(default=None, gt=0, le=1024, allow_inf_nan=False)
 
@@ -231,6 +235,10 @@ class QuantizationFeatures(_Features):
         if self.bits not in allowed:
             raise ValueError(
                 f"bits: {self.algorithm} quantizes to {', '.join(map(str, allowed))} bits (got {self.bits})"
+            )
+        if self.model_on_host is not None and self.algorithm not in ("awq", "gptq", "autoround"):
+            raise ValueError(
+                f"model_on_host: only for algorithms awq, gptq, autoround (algorithm is {self.algorithm!r})"
             )
         return self
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpualloc.forecasting import quantization
+from gpualloc.forecasting import physics, quantization
 from gpualloc.forecasting import quantization_layers as ql
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.forecasting.job_forecast import Hardware
@@ -27,21 +27,37 @@ def test_the_shape_is_as_given_or_estimated_with_the_mlps_matrices_from_the_para
     assert 12 * layers * hidden**2 == pytest.approx(7e9, rel=0.15) and mlp >= hidden
 
 
-def test_a_layerwise_method_holds_one_layer_and_runs_as_long_on_any_count():
+def test_a_layerwise_method_runs_as_long_on_any_count_and_autoround_holds_one_layer():
+    hw = Hardware("h100-80gb", 80.0, 64, 5, nominal=True)
     for algorithm in ("awq", "gptq", "autoround"):
         f = q(algorithm)
-        assert ql.memory_per_gpu_gb(f, 1) == ql.memory_per_gpu_gb(f, 8) < 80  # the model stays on the host
         assert ql.quantization_hours(f, "h100-80gb", 1) == ql.quantization_hours(f, "h100-80gb", 8)
-        hw = Hardware("h100-80gb", 80.0, 64, 5, nominal=True)
-        assert Forecasters(ForecastSettings()).size("quantization", f, hw, None, None).gpus == 1
+    tuned = q("autoround")
+    assert ql.memory_per_gpu_gb(tuned, 1) == ql.memory_per_gpu_gb(tuned, 8) < 80  # the model stays on the host
+    assert Forecasters(ForecastSettings()).size("quantization", tuned, hw, None, None).gpus == 1
+    for algorithm in ("awq", "gptq"):  # sized for the whole 16-bit model on the GPUs, as transformers loads it
+        f = q(algorithm)
+        assert ql.memory_parts_gb(f, 2) == quantization.memory_parts_gb(f, 2)
+        assert Forecasters(ForecastSettings()).size("quantization", f, hw, None, None).gpus >= 2
+        hosted = q(algorithm, model_on_host=True)  # the methods' own scripts: a layer at a time
+        assert ql.memory_per_gpu_gb(hosted, 1) == ql.memory_per_gpu_gb(hosted, 8) < 80
+        assert Forecasters(ForecastSettings()).size("quantization", hosted, hw, None, None).gpus == 1
+    gptq = ql.memory_parts_gb(q("gptq", model_on_host=True), 1)
+    assert gptq["hessian"] * 2**30 == pytest.approx(4 * (6 * 8192**2 + 28672**2))
+    with pytest.raises(ValueError, match="model_on_host: only for algorithms awq, gptq, autoround"):
+        q("fp8", bits=8, model_on_host=True)
 
 
 def test_gptqs_work_is_its_hessians_inverses_and_column_updates_in_fp32():
     f = q("gptq", calibration_samples=128, seq_len=2048)
     more = q("gptq", calibration_samples=256, seq_len=2048)
     assert ql.quantization_hours(more, "a100-80gb", 1) > ql.quantization_hours(f, "a100-80gb", 1)
-    gptq = ql.memory_parts_gb(f, 1)
-    assert gptq["hessian"] * 2**30 == pytest.approx(4 * (4 * 8192**2 + 2 * 8192**2 + 28672**2))
+    assert [(i, o) for _, i, o in ql.linears(f)] == [(8192, 8192)] * 4 + [(8192, 28672)] * 2 + [(28672, 8192)]
+    # the Hessians' accumulation is the largest part at 128 x 2048 tokens: fp32 multiplies at the measured share
+    hessians = (
+        sum(2.0 * i * i * 128 * 2048 for _, i, _ in ql.linears(f)) * 80 / (19.5e12 * physics.MEASURED.achieved_fp32)
+    )
+    assert hessians < ql.quantization_hours(f, "a100-80gb", 1) * 3600 < 2 * hessians
 
 
 def test_awq_searches_scales_and_clipping_and_autoround_tunes_each_layer():

@@ -1,6 +1,6 @@
 """`gpualloc bench NAME`: one subcommand a bench of benchmarks/, each with its own options.
 Offline: `scenarios` (FIFO against the heuristic on a folder of scenarios; `gpualloc bench` with
-no NAME runs it), `full-mode`, `corpus`, `native`, `forecast`, `hot-path`, `traces`, `serving`. Through a real broker
+no NAME runs it), `full-mode`, `corpus`, `native`, `forecast`, `hot-path`, `sizing`, `traces`, `serving`. Through a real broker
 (`--bootstrap`, security from the settings): `agent`, `recovery`, `scale`, `soak`."""
 
 from __future__ import annotations
@@ -97,6 +97,14 @@ def cmd_hot_path(args: argparse.Namespace) -> int:
 
     hot = measure_hot_path(queued=args.queued)
     sys.stdout.write(dump_json(hot.as_dict()) if args.json else hot.line() + "\n")
+    return EXIT_OK
+
+
+def cmd_sizing(args: argparse.Namespace) -> int:
+    from gpualloc.benchmarks.sizing_bench import measure_sizing
+
+    result = measure_sizing(samples=args.samples)
+    sys.stdout.write(dump_json(result.as_dict()) if args.json else result.line() + "\n")
     return EXIT_OK
 
 
@@ -309,6 +317,7 @@ BENCHES = (
     "native",
     "forecast",
     "hot-path",
+    "sizing",
     "agent",
     "recovery",
     "scale",
@@ -396,6 +405,15 @@ def add_bench_command(sub: argparse._SubParsersAction) -> None:
         cmd_hot_path,
     )
     _number(p, "--queued", 240, "jobs waiting in the pool")
+    _json(p, "the timings")
+
+    p = _add(
+        benches,
+        "sizing",
+        "one arrival given by its features sized on a pool of 4,096 GPUs (every power of two asked)",
+        cmd_sizing,
+    )
+    _number(p, "--samples", 25, "samples, each the mean of 20 rounds of the job mix")
     _json(p, "the timings")
 
     p = _broker_bench(benches, "agent", "arrivals per second through a real broker, with decision latency", cmd_agent)

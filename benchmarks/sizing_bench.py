@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.forecasting.job_forecast import Hardware
@@ -23,14 +24,20 @@ POOL_GPUS = 4096
 
 
 def _mix() -> list[tuple[str, TrainingFeatures | QuantizationFeatures]]:
-    full = {"variant": "full", "layers": 80, "hidden_size": 8192, "seq_len": 4096, "dataset_tokens_m": 1000.0}
+    full: dict[str, Any] = {
+        "variant": "full",
+        "layers": 80,
+        "hidden_size": 8192,
+        "seq_len": 4096,
+        "dataset_tokens_m": 1000.0,
+    }
     full |= {"epochs": 1.0, "global_batch": 1024, "micro_batch": 1, "zero_stage": 3, "gradient_checkpointing": True}
-    lora = {"variant": "lora", "params_b": 8, "layers": 32, "hidden_size": 4096, "seq_len": 2048}
+    lora: dict[str, Any] = {"variant": "lora", "params_b": 8, "layers": 32, "hidden_size": 4096, "seq_len": 2048}
     lora |= {"dataset_tokens_m": 10.0, "epochs": 1.0, "global_batch": 64, "micro_batch": 4}
     jobs: list[tuple[str, TrainingFeatures | QuantizationFeatures]] = [
-        ("training", TrainingFeatures(**full, params_b=p)) for p in (70, 180, 405)
+        ("training", TrainingFeatures.model_validate({**full, "params_b": p})) for p in (70, 180, 405)
     ]
-    jobs.append(("training", TrainingFeatures(**lora)))
+    jobs.append(("training", TrainingFeatures.model_validate(lora)))
     jobs.append(("quantization", QuantizationFeatures(params_b=70, algorithm="gptq", bits=4)))
     return jobs
 

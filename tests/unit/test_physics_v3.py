@@ -4,12 +4,20 @@ multi-GPU buffers and collectives' time; version 2 left as ledgers replay it."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.examples import examples
 
 from gpualloc.forecasting import links, physics, stack
+from gpualloc.forecasting.forecasters import Forecasters
 from gpualloc.forecasting.hardware import GIB
+from gpualloc.forecasting.job_forecast import Hardware, SizeError
 from gpualloc.forecasting.physics import MEASURED, MEASURED_V2
 from gpualloc.schemas.features import TrainingFeatures
+from gpualloc.schemas.settings import ForecastSettings
 
 LLAMA_8B = {
     "params_b": 8.03,
@@ -164,3 +172,49 @@ def test_an_optimizer_looping_over_its_tensors_pays_each_kernels_launch():
     assert v2 == pytest.approx(
         MEASURED_V2.optimizer_slowdown * 8.03e9 * physics.OPTIMIZER_TRAFFIC["adafactor"] / 4.8e12
     )
+
+
+STACKS = st.fixed_dictionaries(
+    {
+        "variant": st.sampled_from(["full", "lora", "qlora", "dora", "dpo", "cpt", "ia3"]),
+        "params_b": st.sampled_from([0.5, 8.03, 70.6, 405.0, 2000.0]),
+        "seq_len": st.sampled_from([1, 512, 8192, 1 << 21]),
+        "micro_batch": st.sampled_from([1, 4, 1 << 14]),
+        "accumulation": st.sampled_from([1, 8]),
+        "precision": st.sampled_from(["bf16", "fp32", "fp8"]),
+        "optimizer": st.sampled_from(["adamw", "adamw_8bit", "adafactor", "sgd", "lion"]),
+        "zero_stage": st.integers(0, 3),
+        "tensor_parallel": st.sampled_from([1, 8, 64]),
+        "gradient_checkpointing": st.booleans(),
+        "framework": st.sampled_from([None, "transformers", "deepspeed", "torchtune", "litgpt"]),
+        "loss": st.sampled_from([None, "whole", "chunked", "fused"]),
+        "optimizer_impl": st.sampled_from([None, "foreach", "fused", "for_loop", "deepspeed"]),
+        "upcast": st.sampled_from([None, True, False]),
+        "interconnect": st.sampled_from([None, "nvlink", "pcie", "infiniband"]),
+    }
+)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(draw=STACKS)
+def test_every_stack_is_sized_or_refused_with_its_reason_up_to_the_contracts_limits(draw):
+    """Any drawn stack, up to the contract's limits (2,000B parameters, 2^21 tokens, 2^14 samples,
+    a pool of 4,096 GPUs): finite, non-negative parts at every count, and a count or a refusal
+    that names the features."""
+    adapter = draw["variant"] in ("lora", "qlora", "dora")
+    fields = {k: v for k, v in draw.items() if k not in ("accumulation", "interconnect") and v is not None}
+    if not adapter:
+        fields.pop("upcast", None)
+    micro = draw["micro_batch"]
+    f = job(**fields, global_batch=min(micro * draw["accumulation"], 1 << 20))
+    for gpus in (1, 64, 4096):
+        parts = physics.memory_parts_gb(f, gpus)
+        assert all(math.isfinite(v) and v >= 0 for v in parts.values()), parts
+        assert math.isfinite(physics.step_seconds(f, "h100-80gb", gpus, interconnect=draw["interconnect"]))
+    hw = Hardware("h100-80gb", 80.0, 4096, 60, nominal=True, interconnect=draw["interconnect"])
+    try:
+        sized = Forecasters(ForecastSettings()).size("training", f, hw, None, None)
+    except SizeError as refused:
+        assert str(refused).startswith("features")
+    else:
+        assert 1 <= sized.gpus <= 4096 and sized.duration >= 1

@@ -10,7 +10,7 @@ them: the median forecast's error, the share of points whose sized need (the for
 margin a count is chosen with) is more than 10% under the peak (a job started where it runs out)
 and more than 25% over it (GPUs held for nothing), by one GPU and sharded; a configuration that ran
 refused or given more than twice its GPUs, one that ran out of memory started there; and each
-quantization time within a factor of two.
+time (a quantization's hours, a training run's published throughput) within a factor of two.
 """
 
 from __future__ import annotations
@@ -62,6 +62,9 @@ class Point(BaseModel):
     assumed: dict[str, str]  # feature fields the source does not state: the value taken, and why
     unmodelled: str | None = None  # what the run relied on that the features and the physics cannot say
     authority: Literal["primary", "report"] = "primary"  # a tool's own documents or paper; an issue or model card
+    # a training run's published throughput beside its memory: tokens a second over all its GPUs
+    # (torchtune's "Tokens/sec", over an epoch)
+    tokens_per_s: float | None = None
 
 
 def contract_peak_gib(p: Point) -> float:
@@ -82,6 +85,7 @@ class Checked:
     forecast: float  # the median forecast: GiB a GPU at the published count, or hours
     need: float  # the need the count is sized by at the published count (GiB), or hours
     gpus: int | None  # the count the cold forecaster chooses on the point's GPU type; None: it refuses the job
+    tokens_per_s: float | None = None  # forecast throughput at the published count, where one is published
 
     @property
     def truth(self) -> float:
@@ -96,6 +100,12 @@ class Checked:
     @property
     def need_ratio(self) -> float | None:
         return self.need / self.truth if self.point.measure == "peak_gb" else None
+
+    @property
+    def rate_ratio(self) -> float | None:
+        """Forecast throughput over published."""
+        published = self.point.tokens_per_s
+        return None if published is None or self.tokens_per_s is None else self.tokens_per_s / published
 
     @property
     def sharded(self) -> bool:
@@ -153,7 +163,11 @@ def check(point: Point, settings: ForecastSettings | None = None) -> Checked:
         hours = at_published.median / 60.0
         return Checked(point, hours, hours, chosen)
     median = forecasters.jobs.median_peak(point.kind, features, point.gpu_type, point.gpus)
-    return Checked(point, median, at_published.peak_memory_gb, chosen)
+    rate = None
+    if point.tokens_per_s is not None and isinstance(features, TrainingFeatures):
+        tokens = features.dataset_tokens_m * 1e6 * features.epochs * (2 if features.variant == "dpo" else 1)
+        rate = tokens / (at_published.median * 60.0)  # the pool's steps are a minute
+    return Checked(point, median, at_published.peak_memory_gb, chosen, rate)
 
 
 def check_all(settings: ForecastSettings | None = None) -> list[Checked]:
@@ -171,6 +185,7 @@ def figures(checked: list[Checked]) -> dict[str, Any]:
     errors = [max(r, 1 / r) - 1 for c in peaks if (r := c.ratio) is not None]
     needs = [r for c in peaks if (r := c.need_ratio) is not None]
     times = [r for c in checked if c.point.measure == "hours" and (r := c.ratio) is not None]
+    times += [r for c in checked if (r := c.rate_ratio) is not None]
     return {
         "points": len(checked),
         "peaks": len(peaks),
@@ -179,7 +194,7 @@ def figures(checked: list[Checked]) -> dict[str, Any]:
         "need_over_25": _share([r > 1 + OVER for r in needs]),
         "ran_refused_or_doubled": [c.point.id for c in checked if c.ran_but_refused_or_doubled],
         "oom_started": [c.point.id for c in checked if c.point.measure == "oom" and not c.covered],
-        "times": len(times),
+        "times": len(times),  # quantization hours and training throughputs
         "times_within_2x": sum(1 / TIME_FACTOR <= r <= TIME_FACTOR for r in times),
         "time_median_error": statistics.median(max(r, 1 / r) - 1 for r in times) if times else None,
     }

@@ -38,6 +38,7 @@ def test_every_point_names_its_source_what_it_measures_and_its_configuration() -
     assert sum(p.quote is not None for p in points) >= 100
     quantization = [p for p in points if p.kind == "quantization"]
     timed = {p.features["algorithm"] for p in quantization if p.measure == "hours"}
+    assert sum(p.tokens_per_s is not None for p in points) >= 20  # training throughputs, one GPU and sharded
     assert len([p for p in quantization if p.measure == "hours"]) >= 6 and {"awq", "gptq", "autoround"} <= timed
     assert len([p for p in quantization if p.measure == "peak_gb"]) >= 6  # time and memory
 
@@ -65,11 +66,13 @@ def test_the_figures_count_what_a_plan_is_hurt_by() -> None:
         Checked(peak, 10.0, 13.0, 8),  # 30% over, and more than twice its GPUs
         Checked(point(measure="oom", value=80.0), 90.0, 90.0, 1),  # started where it ran out
         Checked(point(measure="hours", value=2.0, unit="hours", measured_as="wall"), 5.0, 5.0, 1),
+        Checked(point(tokens_per_s=1000.0), 10.0, 10.0, 1, tokens_per_s=1500.0),  # a throughput within 2x
     ]
     f = figures(rows)
-    assert (f["need_under_10"], f["need_over_25"]) == (0.5, 0.5)
+    assert (f["need_under_10"], f["need_over_25"]) == (pytest.approx(1 / 3), pytest.approx(1 / 3))
     assert f["memory_median_error"] == 0.0 and f["ran_refused_or_doubled"] == ["p"]
-    assert f["oom_started"] == ["p"] and (f["times"], f["times_within_2x"]) == (1, 0)
+    assert f["oom_started"] == ["p"] and (f["times"], f["times_within_2x"]) == (2, 1)
+    assert f["time_median_error"] == pytest.approx((1.5 + 0.5) / 2)
 
 
 def test_no_forecast_of_a_tools_own_figure_is_off_by_a_broken_formula(checked) -> None:

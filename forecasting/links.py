@@ -45,6 +45,11 @@ def link_bytes_s(gpu_type: str, gpus: int, interconnect: Interconnect | None = N
     return rate * 1e9 * ACHIEVED_LINK
 
 
+def host_bytes_s(gpu_type: str) -> float:
+    """Bytes a second between a GPU and host memory: its PCIe link."""
+    return LINK_GB_S[gpu_type][1] * 1e9 * ACHIEVED_LINK
+
+
 def all_reduce_s(size_bytes: float, gpus: int, rate: float) -> float:
     """A ring all-reduce of a tensor of `size_bytes`: each GPU sends and receives 2(n-1)/n of it."""
     return 0.0 if gpus <= 1 else 2 * (gpus - 1) / gpus * size_bytes / rate

@@ -283,6 +283,8 @@ class _Terms:
     kept: float  # with checkpointing: the layers' inputs (the part that multiplies with micro-batches in flight)
     logits: float
     reserve: float  # the caching allocator's, over what is allocated
+    saved: float  # the activations a micro-batch saves for its backward, wherever they are held
+    parameters_offloaded: bool  # the weights in host memory, two layers at a time on the GPU
 
 
 @by_identity
@@ -309,8 +311,10 @@ def _terms(f: TrainingFeatures, k: Measured) -> _Terms:
         weights = params * compute_width + adapter_bytes * trainable
         state_width = adapter_bytes / 4
     grad_width = width if full else adapter_bytes
+    grads = grad_width * trainable
     state = trainable * (OPTIMIZER_BYTES[f.optimizer] * state_width + (4 if engine else 0))  # the master copy
     impl = stack.optimizer_impl(f)
+    offload = set(f.offload or ())
     temporary = 0.0
     if impl == "foreach":
         temporary = trainable * STEP_TEMPORARY.get(f.optimizer, 0) * state_width
@@ -318,6 +322,13 @@ def _terms(f: TrainingFeatures, k: Measured) -> _Terms:
         temporary = s.vocabulary * s.hidden * STEP_TEMPORARY.get(f.optimizer, 0) * state_width
     if f.optimizer == "adafactor" and full:
         temporary = k.adafactor_copies * 4.0 * s.vocabulary * s.hidden
+    if "optimizer" in offload or impl == "in_backward":
+        # the step runs on the host, or each parameter's as its gradient is made: a layer's
+        # gradients at a time on the GPU, no step temporary (and, on the host, no state)
+        grads, temporary = grads / f.layers, 0.0
+        state = 0.0 if "optimizer" in offload else state
+    if "parameters" in offload:  # two layers' worth on the GPU: the one computed, the next fetched
+        weights, copies = 2 * weights / f.layers, 2 * copies / f.layers
     layer_params = _linear_params(f, s) / f.layers
     tokens = _tokens(f)
     layer = k.act_width[reg] * s.hidden + k.act_mlp[reg] * s.mlp
@@ -327,17 +338,18 @@ def _terms(f: TrainingFeatures, k: Measured) -> _Terms:
     if not f.flash_attention:
         layer += k.eager_scores * s.heads * f.seq_len
     stage_layers = math.ceil(f.layers / f.pipeline_parallel)
+    held_layers = min(stage_layers, 2) if "activations" in offload else stage_layers  # the rest on the host
     kept = 0.0
     if f.gradient_checkpointing:
-        kept = tokens * (4 if reg in ("mixed", "fp32") else 2) * s.hidden * stage_layers  # each layer's input
-        activations = tokens * layer
+        input_bytes = tokens * (4.0 if reg in ("mixed", "fp32") else 2.0) * s.hidden  # each layer's input
+        kept, activations, saved = input_bytes * held_layers, tokens * layer, input_bytes * stage_layers
     else:
-        activations = tokens * layer * stage_layers
+        activations, saved = tokens * layer * held_layers, tokens * layer * stage_layers
     return _Terms(
         full=full,
         weights=weights,
         copies=copies,
-        grads=grad_width * trainable,
+        grads=grads,
         state=state,
         temporary=temporary,
         reference=params * compute_width if f.variant == "dpo" or f.reference_model else 0.0,
@@ -347,6 +359,8 @@ def _terms(f: TrainingFeatures, k: Measured) -> _Terms:
         kept=kept,
         logits=_logits_bytes(f, s, reg, k),
         reserve=k.reserve_checkpointed if f.gradient_checkpointing else k.reserve,
+        saved=saved,
+        parameters_offloaded="parameters" in offload,
     )
 
 
@@ -370,11 +384,12 @@ def memory_parts_gb(
     if f.zero_stage >= 2:
         grad_bytes /= replicas
     if f.zero_stage >= 3:  # the frozen reference is wrapped by the same engine, so sharded alike
-        weights /= replicas
         reference /= replicas
-        copies /= replicas
-        if replicas > 1 and v3:
-            gathered = t.gathered_layer
+        if not t.parameters_offloaded:  # offloaded, the two layers on the GPU are already whole
+            weights /= replicas
+            copies /= replicas
+            if replicas > 1 and v3:
+                gathered = t.gathered_layer
     accumulation = _accumulation(f, replicas)
     carried = 0.0
     if v3:
@@ -503,7 +518,12 @@ def communication_seconds(
       and again for the backward pass and reduce-scatters the gradients, prefetched behind the
       compute;
     - tensor parallelism: two all-reduces of a layer's output a layer in each direction, on the
-      critical path (Megatron-LM's layout)."""
+      critical path (Megatron-LM's layout);
+    - what is kept in host memory crosses the GPU's PCIe link (`links.host_bytes_s`): offloaded
+      weights come in for the forward and again for the backward pass and saved activations go out
+      and come back, both behind the compute; an offloaded optimizer's gradients go out and the
+      updated 16-bit weights come in once a step, which nothing overlaps (the host's own step is
+      not counted)."""
     split = f.tensor_parallel * f.pipeline_parallel
     replicas = max(1, gpus // split)
     s = shape_of(f)
@@ -530,6 +550,17 @@ def communication_seconds(
         output = _tokens(f) * s.hidden * compute_width
         layers = math.ceil(f.layers / f.pipeline_parallel)
         seconds += 4 * layers * links.all_reduce_s(output, f.tensor_parallel, rate)
+    offload = set(f.offload or ())
+    if offload:
+        host = links.host_bytes_s(gpu_type)
+        shard = replicas if f.zero_stage >= 3 else 1
+        behind = 2 * weights / shard if "parameters" in offload else 0.0
+        if "activations" in offload:
+            behind += 2 * _terms(f, MEASURED).saved / f.tensor_parallel
+        seconds += max(0.0, behind / host - compute)
+        if "optimizer" in offload:
+            shard = replicas if f.zero_stage >= 1 else 1
+            seconds += (grads + weights) / shard / host / _accumulation(f, replicas)
     return seconds
 
 

@@ -27,8 +27,13 @@ Framework = Literal["transformers", "deepspeed", "torchtune", "litgpt"]  # whose
 FRAMEWORKS: tuple[Framework, ...] = get_args(Framework)
 Loss = Literal["whole", "chunked", "fused"]  # how the output layer's cross-entropy is computed
 LOSSES: tuple[Loss, ...] = get_args(Loss)
-OptimizerImpl = Literal["foreach", "fused", "for_loop", "deepspeed"]  # how the optimizer's step runs
+# how the optimizer's step runs; in_backward: each parameter's step as its gradient is made (torchtune)
+OptimizerImpl = Literal["foreach", "fused", "for_loop", "deepspeed", "in_backward"]
 OPTIMIZER_IMPLS: tuple[OptimizerImpl, ...] = get_args(OptimizerImpl)
+# what a run keeps in host memory instead of the GPU's: the optimizer's state and step (ZeRO-Offload,
+# FSDP's CPU offload), the parameters (ZeRO-3's offload_param, FSDP's offload_params), the saved
+# activations (torchtune's and Unsloth's activation offloading)
+Offloaded = Literal["optimizer", "parameters", "activations"]
 LoraTargetSet = Literal["attention", "attention_mlp", "all_linear"]  # shorthands: q, k, v, o (and the MLP's)
 # A LoRA target module as users write it (PEFT's `target_modules`, torchtune's, LitGPT's, Meta's
 # names), with the decoder projections it adapts: q, k, v, o, gate, up, down, or a fused one
@@ -175,6 +180,7 @@ class TrainingFeatures(_Features):
     # parameters upcast to fp32 (peft's k-bit preparation); false: all held in the compute precision
     upcast: bool | None = None
     base_bits: Literal[4, 8] | None = None  # QLoRA: the base's linear layers in NF4 (4) or int8 (8); default 4
+    offload: Annotated[list[Offloaded], Field(min_length=1, max_length=3)] | None = None  # kept in host memory
 
     @model_validator(mode="after")
     def _consistent(self) -> "TrainingFeatures":
@@ -202,6 +208,8 @@ class TrainingFeatures(_Features):
             problems.append(f"loss_chunks: only with loss 'chunked' (loss is {self.loss!r})")
         if self.upcast is not None and not adapter:
             problems.append(f"upcast: only for variants {', '.join(ADAPTER_VARIANTS)} (variant is {self.variant!r})")
+        if self.offload is not None and len(set(self.offload)) < len(self.offload):
+            problems.append(f"offload: each part once (got {', '.join(self.offload)})")
         if self.base_bits is not None and self.variant != "qlora":
             problems.append(f"base_bits: only for variant 'qlora' (variant is {self.variant!r})")
         if problems:

@@ -43,7 +43,7 @@ def problems(kind: str, features: dict) -> list[str]:
 
 
 SHAPE = ("vocab_size", "intermediate_size", "attention_heads", "kv_heads", "head_dim", "tied_embeddings")
-STACK = ("master_weights", "framework", "loss", "loss_chunks", "optimizer_impl", "upcast", "base_bits")
+STACK = ("master_weights", "framework", "loss", "loss_chunks", "optimizer_impl", "offload", "upcast", "base_bits")
 
 
 def test_the_training_set_has_the_seeds_22_fields_the_models_shape_the_stack_and_10_variants():

@@ -218,3 +218,31 @@ def test_every_stack_is_sized_or_refused_with_its_reason_up_to_the_contracts_lim
         assert str(refused).startswith("features")
     else:
         assert 1 <= sized.gpus <= 4096 and sized.duration >= 1
+
+
+def test_what_is_kept_on_the_host_leaves_the_gpu_and_crosses_pcie():
+    full = {"variant": "full", "micro_batch": 1, "global_batch": 8, "seq_len": 4096, "gradient_checkpointing": True}
+    on_gpu = job(**full)
+    host_step = job(**full, offload=["optimizer"])
+    assert physics.memory_components_gb(host_step, 1)["optimizer"] == 0.0
+    assert physics.memory_components_gb(host_step, 1)["gradients"] == pytest.approx(
+        physics.memory_components_gb(on_gpu, 1)["gradients"] / 32
+    )  # a layer's gradients at a time, on their way to the host
+    both = job(**full, offload=["parameters", "optimizer"], zero_stage=3)
+    assert physics.memory_components_gb(both, 8)["weights"] == pytest.approx(
+        2 * 8.03e9 * 2 / 32 / GIB
+    )  # two layers' 16-bit weights (ZeRO-3 keeps the fp32 master with the state): the one computed, the next fetched
+    assert physics.communication_seconds(host_step, "h100-80gb", 1, 0.0) == pytest.approx(
+        8.03e9 * (4 + 2) / links.host_bytes_s("h100-80gb") / 8
+    )  # fp32 gradients out, 16-bit weights in, once an optimizer step of 8 micro-batches
+    offloaded = job(offload=["activations"], gradient_checkpointing=True, seq_len=8192)
+    kept = job(gradient_checkpointing=True, seq_len=8192)
+    assert parts(offloaded)["activations"] < parts(kept)["activations"]
+    with pytest.raises(ValueError, match="offload: each part once"):
+        job(offload=["optimizer", "optimizer"])
+
+
+def test_a_step_in_the_backward_pass_holds_no_gradients_but_a_layers():
+    full = {"variant": "full", "micro_batch": 1, "global_batch": 1, "seq_len": 512, "optimizer_impl": "in_backward"}
+    components = physics.memory_components_gb(job(**full), 1)
+    assert components["gradients"] == pytest.approx(8.03e9 * 4 / 32 / GIB) and components["temporary"] == 0.0

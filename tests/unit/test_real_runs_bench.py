@@ -64,6 +64,7 @@ def test_the_section_renders_and_goes_into_the_json(bench, capsys):
     assert main(["bench", "forecast", "--real-only", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (
-        set(out) == {"real_runs"}
+        set(out) == {"real_runs", "measured_points", "measured_points_summary"}  # the published points beside them
         and out["real_runs"]["views"]["cold"]["figures"]["runs"] == bench.views["cold"]["figures"]["runs"]
     )
+    assert len(out["measured_points"]) >= 100 and "quantization" in out["measured_points_summary"]

@@ -274,6 +274,7 @@ class _Terms:
     weights: float
     copies: float  # autocast's 16-bit copies of fp32 weights
     grads: float
+    grad_width: float  # bytes a trained parameter's gradient
     state: float
     temporary: float  # the optimizer step's
     reference: float
@@ -350,6 +351,7 @@ def _terms(f: TrainingFeatures, k: Measured) -> _Terms:
         weights=weights,
         copies=copies,
         grads=grads,
+        grad_width=grad_width,
         state=state,
         temporary=temporary,
         reference=params * compute_width if f.variant == "dpo" or f.reference_model else 0.0,
@@ -482,7 +484,7 @@ def step_parts(
     optimizer = k.optimizer_slowdown * updated * OPTIMIZER_TRAFFIC[f.optimizer] / bandwidth / accumulation
     if k.version >= 3:
         optimizer += _loop_launches(f, s) * k.launch_seconds / accumulation
-    communication = communication_seconds(f, gpu_type, gpus, compute / rate, interconnect) if k.version >= 3 else 0.0
+    communication = communication_seconds(f, gpu_type, gpus, compute / rate, interconnect, k) if k.version >= 3 else 0.0
     return {
         "compute": compute / rate,
         "overhead": overhead,
@@ -507,7 +509,12 @@ def _loop_launches(f: TrainingFeatures, s: Shape) -> int:
 
 
 def communication_seconds(
-    f: TrainingFeatures, gpu_type: str, gpus: int, compute: float, interconnect: Interconnect | None = None
+    f: TrainingFeatures,
+    gpu_type: str,
+    gpus: int,
+    compute: float,
+    interconnect: Interconnect | None = None,
+    k: Measured = MEASURED,
 ) -> float:
     """Seconds a micro-batch waits on collectives (ring collectives, `links`), beyond the
     `compute` seconds they overlap:
@@ -526,14 +533,11 @@ def communication_seconds(
       not counted)."""
     split = f.tensor_parallel * f.pipeline_parallel
     replicas = max(1, gpus // split)
-    s = shape_of(f)
+    s, t = shape_of(f), _terms(f, k)
     compute_width = HALF.get(f.precision, 4)
     full = f.variant in FULL
-    grad_width = (compute_width if sharded_master(f) or not stack.master_weights(f) else 4) if full else 4
-    if not full and not stack.upcast(f):
-        grad_width = compute_width
     weights = f.params_b * 1e9 / split * compute_width
-    grads = trainable_params(f) / split * grad_width
+    grads = trainable_params(f) / split * t.grad_width
     seconds = 0.0
     if replicas > 1:
         rate = links.link_bytes_s(gpu_type, gpus, interconnect)
@@ -556,7 +560,7 @@ def communication_seconds(
         shard = replicas if f.zero_stage >= 3 else 1
         behind = 2 * weights / shard if "parameters" in offload else 0.0
         if "activations" in offload:
-            behind += 2 * _terms(f, MEASURED).saved / f.tensor_parallel
+            behind += 2 * t.saved / f.tensor_parallel
         seconds += max(0.0, behind / host - compute)
         if "optimizer" in offload:
             shard = replicas if f.zero_stage >= 1 else 1
